@@ -1,0 +1,1 @@
+//! The sans-IO supervisor core: no syscalls, no clock, no randomness.

@@ -1,0 +1,10 @@
+//! genward: a small, single-threaded supervisor for named sessions of long-running processes.
+//!
+//! The crate is split so that everything that decides is testable without an operating
+//! system: [`core`] is a pure state machine fed `(now, Input)`; [`sys`] wraps the system
+//! calls; the driver (later) is the only place that touches both.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations, rust_2018_idioms)]
+
+pub mod core;
+pub mod sys;

@@ -1,0 +1,1 @@
+//! Operating-system wrappers: spawn, pipes, PTYs, pidfd reaper, identity tokens, signals.
