@@ -7,4 +7,6 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
 pub mod core;
+pub mod daemon;
+pub mod store;
 pub mod sys;

@@ -1,0 +1,4 @@
+//! Daemon-side pieces the driver composes: client output queues and the replay log.
+
+pub mod outbox;
+pub mod ring;

@@ -1,0 +1,270 @@
+//! Per-session replay log: the recent output frames and events of all of a session's
+//! generations, bounded in bytes.
+//!
+//! Every record is stored already framed (the exact bytes a subscriber receives), so fanning
+//! out to N subscribers is N copies and no re-encoding. Records are numbered by a per-session
+//! sequence number; a subscriber's cursor is the next sequence number it should receive, so
+//! a slow subscriber resumes exactly where it stopped, and one that fell behind the oldest
+//! retained record learns precisely which output byte range it lost.
+//!
+//! Events (spawned, exited, ...) live in the same log as output so that a subscriber that is
+//! behind still receives "output before exit" in order.
+
+use std::collections::VecDeque;
+
+/// What each record costs on top of its frame, so that a flood of one-byte reads is bounded
+/// by the same capacity as a few large ones.
+const RECORD_OVERHEAD: usize = 64;
+
+/// One framed record.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Per-session sequence number.
+    pub seq: u64,
+    /// Output records: the generation the bytes came from. Events: the generation they name.
+    pub gen: u64,
+    /// Output records: the session-wide output position of the first byte.
+    pub pos: u64,
+    /// Output records: how many output bytes; 0 for events.
+    pub out_len: u64,
+    /// The exact bytes a subscriber receives for this record.
+    pub frame: Vec<u8>,
+}
+
+/// Where a cursor stands relative to the log.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup<'a> {
+    /// The record at the cursor.
+    Record(&'a Record),
+    /// The cursor is older than the oldest retained record: output bytes `[from, to)` are
+    /// lost; continue at `resume`.
+    Evicted { resume: u64, to: u64 },
+    /// Nothing newer yet.
+    End,
+}
+
+/// A bounded log of framed records.
+#[derive(Debug)]
+pub struct Ring {
+    cap: usize,
+    used: usize,
+    records: VecDeque<Record>,
+    /// Sequence number the next record gets.
+    next_seq: u64,
+    /// Session-wide output position after the newest output byte.
+    end_pos: u64,
+}
+
+impl Ring {
+    /// An empty log holding at most `cap` bytes of frames (plus a fixed per-record charge).
+    pub fn new(cap: usize) -> Self {
+        Ring {
+            cap: cap.max(RECORD_OVERHEAD * 4),
+            used: 0,
+            records: VecDeque::new(),
+            next_seq: 0,
+            end_pos: 0,
+        }
+    }
+
+    /// Appends an output frame of `out_len` output bytes of generation `gen`; returns its
+    /// sequence number.
+    pub fn push_output(&mut self, gen: u64, out_len: u64, frame: Vec<u8>) -> u64 {
+        let pos = self.end_pos;
+        self.end_pos += out_len;
+        self.push(Record {
+            seq: 0,
+            gen,
+            pos,
+            out_len,
+            frame,
+        })
+    }
+
+    /// Appends an event frame about generation `gen`.
+    pub fn push_event(&mut self, gen: u64, frame: Vec<u8>) -> u64 {
+        self.push(Record {
+            seq: 0,
+            gen,
+            pos: self.end_pos,
+            out_len: 0,
+            frame,
+        })
+    }
+
+    fn push(&mut self, mut record: Record) -> u64 {
+        record.seq = self.next_seq;
+        self.next_seq += 1;
+        self.used += record.frame.len() + RECORD_OVERHEAD;
+        self.records.push_back(record);
+        // Evict from the front, but always keep the newest record so a frame larger than
+        // the capacity is still delivered to subscribers that keep up.
+        while self.used > self.cap && self.records.len() > 1 {
+            let old = self.records.pop_front().expect("len > 1");
+            self.used -= old.frame.len() + RECORD_OVERHEAD;
+        }
+        self.next_seq - 1
+    }
+
+    /// The sequence number a new subscriber that wants only future records starts at.
+    pub fn end_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The oldest retained sequence number (equals `end_seq` when empty).
+    pub fn first_seq(&self) -> u64 {
+        self.records.front().map_or(self.next_seq, |r| r.seq)
+    }
+
+    /// Session-wide output position after the newest output byte.
+    pub fn end_pos(&self) -> u64 {
+        self.end_pos
+    }
+
+    /// Output position of the record at `seq` (or the end position past the log).
+    fn pos_of(&self, seq: u64) -> u64 {
+        self.index_of(seq)
+            .map_or(self.end_pos, |i| self.records[i].pos)
+    }
+
+    fn index_of(&self, seq: u64) -> Option<usize> {
+        let first = self.first_seq();
+        if seq < first || seq >= self.next_seq {
+            return None;
+        }
+        usize::try_from(seq - first).ok()
+    }
+
+    /// What a subscriber at cursor `seq`, having received output up to position `pos`,
+    /// sees next.
+    pub fn lookup(&self, seq: u64, pos: u64) -> Lookup<'_> {
+        if seq >= self.next_seq {
+            return Lookup::End;
+        }
+        match self.index_of(seq) {
+            Some(i) => Lookup::Record(&self.records[i]),
+            None => {
+                let resume = self.first_seq();
+                Lookup::Evicted {
+                    resume,
+                    to: self.pos_of(resume).max(pos),
+                }
+            }
+        }
+    }
+
+    /// The cursor from which replaying yields at least the last `bytes` output bytes that
+    /// are still retained (whole records).
+    pub fn seq_for_tail(&self, bytes: u64) -> u64 {
+        let mut got = 0u64;
+        let mut seq = self.next_seq;
+        for r in self.records.iter().rev() {
+            if got >= bytes {
+                break;
+            }
+            got += r.out_len;
+            seq = r.seq;
+        }
+        seq
+    }
+
+    /// The cursor of the first retained record at or after the session-wide output position
+    /// `pos`: used to resume a subscriber from a position it saw earlier.
+    pub fn seq_for_pos(&self, pos: u64) -> u64 {
+        self.records
+            .iter()
+            .find(|r| r.pos + r.out_len > pos || (r.out_len == 0 && r.pos >= pos))
+            .map_or(self.next_seq, |r| r.seq)
+    }
+
+    /// The cursor of the first retained record about generation `gen` or a newer one.
+    pub fn seq_for_gen(&self, gen: u64) -> u64 {
+        self.records
+            .iter()
+            .find(|r| r.gen >= gen)
+            .map_or(self.next_seq, |r| r.seq)
+    }
+
+    /// Bytes currently charged against the capacity.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(ring: &mut Ring, gen: u64, bytes: &[u8]) -> u64 {
+        ring.push_output(gen, bytes.len() as u64, bytes.to_vec())
+    }
+
+    #[test]
+    fn subscriber_reads_records_in_order() {
+        let mut ring = Ring::new(4096);
+        out(&mut ring, 1, b"ab");
+        ring.push_event(1, b"exited".to_vec());
+        out(&mut ring, 2, b"cd");
+        let frames: Vec<&[u8]> = (0..3)
+            .map(|s| match ring.lookup(s, 0) {
+                Lookup::Record(r) => r.frame.as_slice(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(frames, [&b"ab"[..], b"exited", b"cd"]);
+        assert_eq!(ring.lookup(3, 4), Lookup::End);
+    }
+
+    #[test]
+    fn memory_stays_bounded_and_losses_are_exact() {
+        let mut ring = Ring::new(1024);
+        for _ in 0..10_000 {
+            out(&mut ring, 1, &[b'x'; 100]);
+            assert!(ring.used() <= 1024, "used {}", ring.used());
+        }
+        // A subscriber still at the start lost everything before the oldest record.
+        match ring.lookup(0, 0) {
+            Lookup::Evicted { resume, to } => {
+                assert_eq!(resume, ring.first_seq());
+                assert_eq!(to, resume * 100);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_byte_floods_are_charged_per_record() {
+        let mut ring = Ring::new(4096);
+        for _ in 0..100_000 {
+            out(&mut ring, 1, b"x");
+        }
+        assert!(ring.used() <= 4096);
+        assert!(ring.end_seq() - ring.first_seq() <= 4096 / RECORD_OVERHEAD as u64);
+    }
+
+    #[test]
+    fn an_oversized_frame_is_kept_alone() {
+        let mut ring = Ring::new(1024);
+        out(&mut ring, 1, b"a");
+        out(&mut ring, 1, &[0; 10_000]);
+        assert_eq!(ring.first_seq(), 1);
+        assert_eq!(ring.end_seq(), 2);
+    }
+
+    #[test]
+    fn tail_and_position_seeks() {
+        let mut ring = Ring::new(4096);
+        out(&mut ring, 1, b"aaaa"); // pos 0..4, seq 0
+        ring.push_event(1, b"exit".to_vec()); // seq 1 at pos 4
+        out(&mut ring, 2, b"bbbb"); // pos 4..8, seq 2
+        assert_eq!(ring.seq_for_tail(0), 3);
+        assert_eq!(ring.seq_for_tail(3), 2);
+        assert_eq!(ring.seq_for_tail(5), 0);
+        assert_eq!(ring.seq_for_tail(1000), 0);
+        assert_eq!(ring.seq_for_pos(2), 0);
+        assert_eq!(ring.seq_for_pos(4), 1);
+        assert_eq!(ring.seq_for_pos(8), 3);
+        assert_eq!(ring.seq_for_gen(2), 2);
+        assert_eq!(ring.seq_for_gen(3), 3);
+    }
+}

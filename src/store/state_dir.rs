@@ -1,0 +1,169 @@
+//! The state directory: where the socket, the lease and (later) descriptors live.
+//!
+//! Its privacy is what protects the socket, so we refuse a directory that is a symlink, is
+//! not ours, or is open to group or others — rather than "fixing" a directory someone else
+//! prepared.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{self, Mode, OFlags};
+
+/// Why the state directory cannot be used.
+#[derive(Debug)]
+pub enum StateDirError {
+    /// No default exists (not root and `XDG_RUNTIME_DIR` unset).
+    NoDefault,
+    /// The path exists but is not a directory (or is a symlink).
+    NotADirectory(PathBuf),
+    /// Owned by another user.
+    WrongOwner { path: PathBuf, owner: u32 },
+    /// Readable, writable or searchable by group or others.
+    OpenToOthers { path: PathBuf, mode: u32 },
+    /// A system call failed.
+    Io { path: PathBuf, err: io::Error },
+}
+
+impl fmt::Display for StateDirError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateDirError::NoDefault => write!(
+                f,
+                "no default state directory: XDG_RUNTIME_DIR is unset; pass --state-dir DIR or set GENWARD_STATE_DIR"
+            ),
+            StateDirError::NotADirectory(p) => {
+                write!(f, "state directory {}: exists but is not a directory", p.display())
+            }
+            StateDirError::WrongOwner { path, owner } => write!(
+                f,
+                "state directory {}: owned by uid {owner}, not by us ({}); refusing it",
+                path.display(),
+                fs_uid()
+            ),
+            StateDirError::OpenToOthers { path, mode } => write!(
+                f,
+                "state directory {}: mode {mode:04o} is open to other users; run `chmod 700 {}`",
+                path.display(),
+                path.display()
+            ),
+            StateDirError::Io { path, err } => {
+                write!(f, "state directory {}: {err}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StateDirError {}
+
+fn fs_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The default state directory: `/run/genward` as root, `$XDG_RUNTIME_DIR/genward`
+/// otherwise.
+pub fn default_state_dir() -> Result<PathBuf, StateDirError> {
+    if rustix::process::geteuid().is_root() {
+        return Ok(PathBuf::from("/run/genward"));
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => Ok(Path::new(&dir).join("genward")),
+        _ => Err(StateDirError::NoDefault),
+    }
+}
+
+/// Creates `path` with mode 0700 if missing, then verifies it is a real directory owned by
+/// us and closed to everyone else.
+pub fn ensure_private_dir(path: &Path) -> Result<(), StateDirError> {
+    let io_err = |err: rustix::io::Errno| StateDirError::Io {
+        path: path.to_owned(),
+        err: err.into(),
+    };
+    match fs::mkdir(path, Mode::RWXU) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(io_err(e)),
+    }
+    // O_NOFOLLOW|O_DIRECTORY: a symlink or a file fails here instead of being trusted.
+    let fd = fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP => {
+            StateDirError::NotADirectory(path.to_owned())
+        }
+        e => io_err(e),
+    })?;
+    let st = fs::fstat(&fd).map_err(io_err)?;
+    if st.st_uid != fs_uid() {
+        return Err(StateDirError::WrongOwner {
+            path: path.to_owned(),
+            owner: st.st_uid,
+        });
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(StateDirError::OpenToOthers {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("genward-sd-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn creates_a_private_directory() {
+        let base = scratch("create");
+        let dir = base.join("state");
+        ensure_private_dir(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // Idempotent.
+        ensure_private_dir(&dir).unwrap();
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn refuses_open_directories_and_symlinks() {
+        let base = scratch("refuse");
+        let open = base.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = ensure_private_dir(&open).unwrap_err();
+        assert!(
+            matches!(err, StateDirError::OpenToOthers { mode: 0o755, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("chmod 700"));
+
+        let link = base.join("link");
+        let private = base.join("private");
+        std::fs::create_dir(&private).unwrap();
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&private, &link).unwrap();
+        let err = ensure_private_dir(&link).unwrap_err();
+        assert!(matches!(err, StateDirError::NotADirectory(_)), "{err}");
+
+        let file = base.join("file");
+        std::fs::write(&file, b"").unwrap();
+        assert!(matches!(
+            ensure_private_dir(&file).unwrap_err(),
+            StateDirError::NotADirectory(_)
+        ));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}
