@@ -1,0 +1,237 @@
+//! A real `genward daemon` on a private temporary state directory, and a minimal client
+//! that speaks the wire protocol independently of the library's own codec (serde_json for
+//! the JSON lines, hand-written frame reading for output payloads).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// How long any single awaited event may take before the test fails (a bound, not a sleep).
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A daemon under test.
+pub struct Daemon {
+    pub child: Child,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+}
+
+fn scratch_dir(tag: &str) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("gw-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+impl Daemon {
+    /// Starts a daemon with `extra` arguments and waits for its readiness notification.
+    pub fn start(tag: &str, extra: &[&str]) -> Daemon {
+        let dir = scratch_dir(tag);
+        let state = dir.join("state");
+        let socket = state.join("genward.sock");
+        let (ready_r, ready_w) = pipe();
+        let ready_w_raw = ready_w.as_raw_fd();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_genward"));
+        cmd.arg("daemon")
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--ready-fd")
+            .arg("3")
+            .args(extra)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null());
+        // SAFETY: dup2 is async-signal-safe; the fd numbers are valid in the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(ready_w_raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn genward daemon");
+        drop(ready_w);
+        let mut ready = std::fs::File::from(ready_r);
+        let mut line = [0u8; 1];
+        let n = ready.read(&mut line).expect("read readiness");
+        assert_eq!(n, 1, "daemon exited before becoming ready");
+        Daemon { child, dir, socket }
+    }
+
+    /// A connected client.
+    pub fn client(&self) -> Client {
+        Client::connect(&self.socket)
+    }
+
+    /// Sends SIGTERM and waits for the daemon to exit; returns its exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: kill with a valid pid of our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap().code()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill with a valid pid of our own child.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid two-element array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 returned two new fds that we now own.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// One message from the daemon.
+#[derive(Debug, Clone)]
+pub enum Msg {
+    /// A response or a non-output event.
+    Json(Value),
+    /// An output event with its raw payload.
+    Output(Value, Vec<u8>),
+}
+
+/// A protocol client.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    /// Messages read while waiting for something else.
+    pub backlog: std::collections::VecDeque<Msg>,
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> Client {
+        let stream = UnixStream::connect(path).expect("connect to daemon");
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        Client {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            next_id: 1,
+            backlog: Default::default(),
+        }
+    }
+
+    /// Sends raw bytes.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Reads the next message, waiting at most [`PATIENCE`].
+    pub fn read_msg(&mut self) -> Msg {
+        let mut line = Vec::new();
+        let n = self.reader.read_until(b'\n', &mut line).expect("read from daemon");
+        assert!(n > 0, "daemon closed the connection");
+        let v: Value = serde_json::from_slice(&line)
+            .unwrap_or_else(|e| panic!("bad line from daemon: {e}: {:?}", String::from_utf8_lossy(&line)));
+        if v["event"] == "output" {
+            let len = v["len"].as_u64().expect("output len") as usize;
+            let mut data = vec![0; len + 1];
+            self.reader.read_exact(&mut data).expect("read output payload");
+            assert_eq!(data.pop(), Some(b'\n'), "payload not followed by newline");
+            return Msg::Output(v, data);
+        }
+        Msg::Json(v)
+    }
+
+    /// Sends a request (an `id` is added) and returns its response; events that arrive
+    /// first are kept in `backlog`.
+    pub fn request(&mut self, mut req: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        req["id"] = json!(id);
+        let mut line = serde_json::to_vec(&req).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+        loop {
+            match self.read_msg() {
+                Msg::Json(v) if v.get("event").is_none() && v["id"] == json!(id) => return v,
+                other => self.backlog.push_back(other),
+            }
+        }
+    }
+
+    /// Like [`Client::request`] but asserts success.
+    pub fn ok(&mut self, req: Value) -> Value {
+        let r = self.request(req.clone());
+        assert_eq!(r["ok"], json!(true), "request {req} failed: {r}");
+        r
+    }
+
+    /// Like [`Client::request`] but asserts failure with `code`.
+    pub fn err(&mut self, req: Value, code: &str) -> Value {
+        let r = self.request(req.clone());
+        assert_eq!(r["ok"], json!(false), "request {req} should fail: {r}");
+        assert_eq!(r["error"]["code"], json!(code), "request {req}: {r}");
+        r
+    }
+
+    /// The next event (from the backlog first).
+    pub fn next_event(&mut self) -> Msg {
+        if let Some(m) = self.backlog.pop_front() {
+            return m;
+        }
+        self.read_msg()
+    }
+
+    /// Reads events until `pred` matches one; returns every event read, the match last.
+    pub fn events_until(&mut self, mut pred: impl FnMut(&Msg) -> bool) -> Vec<Msg> {
+        let deadline = Instant::now() + PATIENCE;
+        let mut seen = Vec::new();
+        loop {
+            assert!(Instant::now() < deadline, "gave up waiting; saw {seen:?}");
+            let m = self.next_event();
+            let hit = pred(&m);
+            seen.push(m);
+            if hit {
+                return seen;
+            }
+        }
+    }
+}
+
+impl Msg {
+    /// The JSON part.
+    pub fn json(&self) -> &Value {
+        match self {
+            Msg::Json(v) | Msg::Output(v, _) => v,
+        }
+    }
+    /// Whether this is event `name` about generation `gen`.
+    pub fn is(&self, name: &str, gen: u64) -> bool {
+        self.json()["event"] == name && self.json()["gen"] == json!(gen)
+    }
+}
+
+/// Concatenated output payloads of generation `gen` among `msgs`.
+pub fn output_of(msgs: &[Msg], gen: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in msgs {
+        if let Msg::Output(v, data) = m {
+            if v["gen"] == json!(gen) {
+                out.extend_from_slice(data);
+            }
+        }
+    }
+    out
+}
