@@ -1,1 +1,348 @@
 //! The sans-IO supervisor core: no syscalls, no clock, no randomness.
+//!
+//! [`Core`] is a deterministic state machine in the style of quinn-proto: the caller feeds
+//! it `(now, Input)` and pulls [`Action`]s; time only enters as an argument. This is what
+//! the tests and the fuzzer drive with arbitrary orderings of events, and what the driver
+//! executes against the operating system.
+
+mod action;
+pub mod check;
+mod commands;
+mod config;
+mod error;
+mod generation;
+mod input;
+mod restart;
+mod session;
+pub mod signal;
+mod snapshot;
+mod spec;
+mod time;
+mod timers;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+pub use action::{Action, Descriptor, Event, ExitCause, Response, Scope, SessionState};
+pub use config::Config;
+pub use error::{Error, ErrorCode};
+pub use input::{Command, ExitStatus, Input, SpawnError, SpawnErrorKind};
+pub use snapshot::{
+    GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
+};
+pub use spec::{Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr, Stream};
+pub use time::Time;
+
+use generation::{Ended, GenInput, Generation, Outcome, Phase};
+use restart::{Decision, Rest};
+use session::Session;
+
+/// The supervisor's whole decision state: sessions, generations, timers.
+///
+/// # Call contract
+///
+/// - After every [`handle`](Core::handle) or [`handle_timeout`](Core::handle_timeout),
+///   drain [`poll_action`](Core::poll_action) until `None` and execute the actions in
+///   order, then re-read [`next_deadline`](Core::next_deadline) and arm the poll timeout
+///   with it. Each call queues a bounded number of actions (a few per generation of the
+///   sessions it touches), so draining after every call keeps the queue bounded.
+/// - `now` must come from a monotonic clock and never go backwards. A smaller `now` than
+///   one seen before is treated as the latest one seen (clamped), so a misbehaving clock
+///   can delay deadlines but never reorder them.
+/// - Call `handle_timeout` when the deadline passes. A spare or early call is harmless: it
+///   only acts on deadlines that are due.
+/// - Inputs about a generation may arrive late, twice, or for one already gone: they are
+///   applied to that generation only, or ignored. Nothing about one generation ever
+///   changes another.
+#[derive(Debug)]
+pub struct Core {
+    config: Config,
+    now: Time,
+    next_gen: u64,
+    sessions: BTreeMap<Arc<str>, Session>,
+    gens: BTreeMap<u64, Generation>,
+    actions: VecDeque<Action>,
+}
+
+impl Core {
+    /// A core with no sessions whose first generation will be `first_gen` (at least 1).
+    /// After a restart, pass the persisted [`next_generation`](Core::next_generation) so
+    /// numbers are never reused.
+    pub fn new(config: Config, first_gen: u64) -> Core {
+        Core {
+            config,
+            now: Time::ZERO,
+            next_gen: first_gen.max(1),
+            sessions: BTreeMap::new(),
+            gens: BTreeMap::new(),
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// The next generation number to be allocated: the high-water mark the store persists
+    /// (every allocated number is below it).
+    pub fn next_generation(&self) -> u64 {
+        self.next_gen
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Feeds one input at `now`.
+    pub fn handle(&mut self, now: Time, input: Input) {
+        self.advance_clock(now);
+        let (gen, gi) = match input {
+            Input::Command { request, command } => {
+                let result = self.command(command);
+                self.actions.push_back(Action::Reply { request, result });
+                self.announce_states();
+                return;
+            }
+            Input::SpawnResult {
+                gen,
+                result: Ok(pid),
+            } => (gen, GenInput::SpawnOk(pid)),
+            Input::SpawnResult {
+                gen,
+                result: Err(e),
+            } => (gen, GenInput::SpawnErr(e)),
+            Input::Output { gen, stream, len } => {
+                // Hot path: output never changes a session's state.
+                if let Some(g) = self.gens.get_mut(&gen) {
+                    g.on(self.now, GenInput::Output(stream, len), &mut self.actions);
+                }
+                return;
+            }
+            Input::Eof { gen, stream } => (gen, GenInput::Eof(stream)),
+            Input::LeaderExited { gen, status } => (gen, GenInput::LeaderExited(status)),
+            Input::GroupEmpty { gen } => (gen, GenInput::GroupEmpty),
+            Input::InputWritten { gen, len } => {
+                if let Some(g) = self.gens.get_mut(&gen) {
+                    g.input.pending = g.input.pending.saturating_sub(len);
+                }
+                return;
+            }
+            Input::InputError { gen } => {
+                if let Some(g) = self.gens.get_mut(&gen) {
+                    g.input = generation::InputState {
+                        pending: 0,
+                        closed: true,
+                    };
+                }
+                return;
+            }
+        };
+        self.dispatch(gen, gi);
+        self.announce_states();
+    }
+
+    /// The next action for the driver, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Actions queued and not yet polled.
+    pub fn queued_actions(&self) -> usize {
+        self.actions.len()
+    }
+
+    /// Snapshots of every session, each with all its live generations. Never fails.
+    pub fn list(&self) -> Vec<SessionSnapshot> {
+        self.sessions.values().map(|s| self.snapshot(s)).collect()
+    }
+
+    /// Snapshot of one session.
+    pub fn get(&self, session: &str) -> Option<SessionSnapshot> {
+        self.sessions.get(session).map(|s| self.snapshot(s))
+    }
+
+    /// Generations tracked right now (pending through reported).
+    pub fn generation_count(&self) -> usize {
+        self.gens.len()
+    }
+
+    fn advance_clock(&mut self, now: Time) {
+        self.now = self.now.max(now);
+    }
+
+    fn snapshot(&self, s: &Session) -> SessionSnapshot {
+        let generations = self
+            .gens
+            .values()
+            .filter(|g| g.session == s.name)
+            .map(|g| g.snapshot(s.current != Some(g.gen)))
+            .collect();
+        SessionSnapshot {
+            name: s.name.clone(),
+            state: self.state_of(s),
+            current: s.current,
+            restarts: s.restarts,
+            restart_at: s.restart_at,
+            last_end: s.last_end,
+            generations,
+        }
+    }
+
+    fn state_of(&self, s: &Session) -> SessionState {
+        if s.removing {
+            return SessionState::Removing;
+        }
+        match s.current.and_then(|g| self.gens.get(&g)).map(|g| g.phase) {
+            Some(Phase::Pending | Phase::Starting) => SessionState::Starting,
+            Some(Phase::Running { .. }) => SessionState::Running,
+            Some(Phase::Stopping { .. }) => SessionState::Stopping,
+            Some(Phase::Draining { .. } | Phase::Reported { .. }) => SessionState::Exiting,
+            Some(Phase::Gone) | None if s.restart_at.is_some() => SessionState::Backoff,
+            Some(Phase::Gone) | None => s.rest.state(),
+        }
+    }
+
+    /// Emits a `State` event for every session whose state changed since last announced.
+    fn announce_states(&mut self) {
+        let changed: Vec<(Arc<str>, Option<u64>, SessionState)> = self
+            .sessions
+            .values()
+            .filter_map(|s| {
+                let state = self.state_of(s);
+                (s.announced != Some(state))
+                    .then(|| (s.name.clone(), s.current.or(s.last_gen), state))
+            })
+            .collect();
+        for (name, gen, state) in changed {
+            if let Some(s) = self.sessions.get_mut(&name) {
+                s.announced = Some(state);
+            }
+            self.actions.push_back(Action::Emit(Event::State {
+                session: name,
+                gen,
+                state,
+            }));
+        }
+    }
+
+    /// Applies `input` to generation `gen` only, then lets its session react to the
+    /// outcome. Unknown generations (gone, or never allocated) are ignored.
+    fn dispatch(&mut self, gen: u64, input: GenInput) {
+        let Some(g) = self.gens.get_mut(&gen) else {
+            return;
+        };
+        let session = g.session.clone();
+        let outcome = g.on(self.now, input, &mut self.actions);
+        self.apply(&session, gen, outcome);
+    }
+
+    fn apply(&mut self, name: &Arc<str>, gen: u64, outcome: Outcome) {
+        if let Some(ended) = outcome.ended {
+            self.on_end(name, gen, ended);
+        }
+        if outcome.gone {
+            self.gens.remove(&gen);
+            self.advance_session(name);
+        }
+    }
+
+    /// A generation's terminal event went out. Only the current generation's own end
+    /// changes the session; a superseded one's end changes nothing but itself.
+    fn on_end(&mut self, name: &Arc<str>, gen: u64, ended: Ended) {
+        let now = self.now;
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
+        if s.current != Some(gen) {
+            return;
+        }
+        s.current = None;
+        s.last_gen = Some(gen);
+        s.last_end = Some(match ended {
+            Ended::Exited { status, cause, .. } => LastEnd::Exited {
+                gen,
+                code: status.code(),
+                signal: status.signal(),
+                cause,
+            },
+            Ended::SpawnFailed(error) => LastEnd::SpawnFailed { gen, error },
+        });
+        let stopped_by_us = matches!(
+            ended,
+            Ended::Exited {
+                cause: ExitCause::Stopped | ExitCause::Killed | ExitCause::Superseded,
+                ..
+            } | Ended::SpawnFailed(SpawnError {
+                kind: SpawnErrorKind::Cancelled,
+                ..
+            })
+        );
+        if !s.want_up || s.removing || stopped_by_us {
+            s.rest = Rest::Stopped;
+            return;
+        }
+        match restart::decide(&s.spec.restart, s.restarts, &ended) {
+            Decision::Restart { delay, restarts } => {
+                s.restarts = restarts;
+                s.restart_at = Some(now.saturating_add(delay));
+            }
+            Decision::Rest(rest) => s.rest = rest,
+        }
+    }
+
+    /// Starts the session's pending current generation once every older generation of the
+    /// session is gone; drops a removed session once nothing of it is left.
+    fn advance_session(&mut self, name: &Arc<str>) {
+        let Some(s) = self.sessions.get(name) else {
+            return;
+        };
+        let live_other = |gen: Option<u64>| {
+            self.gens
+                .values()
+                .any(|g| g.session == *name && Some(g.gen) != gen)
+        };
+        if s.removing {
+            if !live_other(None) {
+                self.sessions.remove(name);
+                let event = Event::State {
+                    session: name.clone(),
+                    gen: None,
+                    state: SessionState::Removed,
+                };
+                self.actions.push_back(Action::Emit(event));
+            }
+            return;
+        }
+        let Some(cur) = s.current else { return };
+        let pending = self
+            .gens
+            .get(&cur)
+            .is_some_and(|g| g.phase == Phase::Pending);
+        let older_live = self
+            .gens
+            .values()
+            .any(|g| g.session == *name && g.gen < cur);
+        if pending && !older_live {
+            self.dispatch(cur, GenInput::Start);
+        }
+    }
+
+    /// Allocates the next generation number, Pending, for `session`.
+    fn allocate(&mut self, session: &Arc<str>, spec: Arc<Spec>) -> Result<u64, Error> {
+        if self.gens.len() >= self.config.max_generations {
+            let msg = format!(
+                "{} generations tracked, the limit",
+                self.config.max_generations
+            );
+            return Err(Error::new(ErrorCode::Limit, msg));
+        }
+        if self.next_gen == u64::MAX {
+            return Err(Error::new(ErrorCode::Limit, "generation numbers exhausted"));
+        }
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        self.gens
+            .insert(gen, Generation::new(gen, session.clone(), spec, self.now));
+        Ok(gen)
+    }
+}

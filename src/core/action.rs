@@ -1,0 +1,283 @@
+//! What the core asks the caller to do: plain data, so the driver is a thin executor.
+
+use std::sync::Arc;
+
+use super::error::Error;
+use super::input::SpawnError;
+use super::snapshot::{Lifecycle, SessionSnapshot};
+use super::spec::{Spec, Stream};
+
+/// One thing for the driver to do, pulled with [`Core::poll_action`](super::Core::poll_action)
+/// in order. Every action naming a generation concerns that generation only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start `gen` (setsid, its io mode, its env); answer with `Input::SpawnResult`.
+    Spawn {
+        /// The new generation.
+        gen: u64,
+        /// Its session.
+        session: Arc<str>,
+        /// What to run.
+        spec: Arc<Spec>,
+    },
+    /// Send `signal` to `gen`'s leader or to its process group. Only ever asked while the
+    /// leader is unreaped, so neither the pid nor the group id can have been reused.
+    Signal {
+        /// The generation.
+        gen: u64,
+        /// Signal number.
+        signal: i32,
+        /// Leader or whole group.
+        scope: Scope,
+    },
+    /// Reap `gen`'s leader (`waitid` without `WNOWAIT`). Asked exactly once per spawned
+    /// generation; after it, nothing about `gen` is ever signalled.
+    Reap {
+        /// The generation.
+        gen: u64,
+    },
+    /// Queue bytes for `gen`'s stdin; answer with `InputWritten` / `InputError`.
+    WriteInput {
+        /// The generation.
+        gen: u64,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// Close `gen`'s stdin once the queued bytes are written.
+    CloseInput {
+        /// The generation.
+        gen: u64,
+    },
+    /// Set `gen`'s PTY size.
+    Resize {
+        /// The generation.
+        gen: u64,
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+    /// Stop reading `gen`'s output: its drain deadline passed and its exit is reported.
+    /// Bytes read after this are discarded (and counted if fed as `Output`).
+    CloseOutput {
+        /// The generation.
+        gen: u64,
+    },
+    /// `gen` is gone: close its fds and pidfd, forget its buffers.
+    Release {
+        /// The generation.
+        gen: u64,
+    },
+    /// Write (or rewrite) `gen`'s descriptor for crash recovery.
+    PersistDescriptor(Descriptor),
+    /// Delete `gen`'s descriptor: it was reaped.
+    ForgetDescriptor {
+        /// The generation.
+        gen: u64,
+    },
+    /// Tell subscribers.
+    Emit(Event),
+    /// Answer the command with this request id. Exactly one per command.
+    Reply {
+        /// The caller's request id.
+        request: u64,
+        /// The answer.
+        result: Result<Response, Error>,
+    },
+}
+
+/// Who a signal goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The leader only (through its pidfd).
+    Leader,
+    /// The leader's whole process group (`kill(-pgid)`), only while the leader is a zombie
+    /// or alive.
+    Group,
+}
+
+/// What the store records about a live generation so a restarted daemon can find it.
+/// The driver adds the identity token it reads for `pid`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    /// The generation.
+    pub gen: u64,
+    /// Its session.
+    pub session: Arc<str>,
+    /// Its leader.
+    pub pid: u32,
+    /// Where it is in its lifecycle.
+    pub lifecycle: Lifecycle,
+    /// What it runs.
+    pub spec: Arc<Spec>,
+}
+
+/// A successful command's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// Done; nothing to return.
+    Ok,
+    /// The generation the command created (spawn, restart) or addressed.
+    Gen(u64),
+    /// Every session, each with its live generations.
+    List(Vec<SessionSnapshot>),
+    /// One session.
+    Session(Box<SessionSnapshot>),
+}
+
+/// Something subscribers are told. Every event about a process names its generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `gen` is running as `pid`.
+    Spawned {
+        /// Session.
+        session: Arc<str>,
+        /// Generation.
+        gen: u64,
+        /// Leader pid.
+        pid: u32,
+    },
+    /// `gen` never ran. Terminal: nothing about `gen` follows.
+    SpawnFailed {
+        /// Session.
+        session: Arc<str>,
+        /// Generation.
+        gen: u64,
+        /// Why.
+        error: SpawnError,
+    },
+    /// Deliver the `len` bytes the driver read at `offset` of `gen`'s `stream`.
+    Output {
+        /// Session.
+        session: Arc<str>,
+        /// Generation.
+        gen: u64,
+        /// Stream.
+        stream: Stream,
+        /// Offset of the first byte within the stream.
+        offset: u64,
+        /// Byte count.
+        len: usize,
+    },
+    /// `gen` ended and its output is drained. Terminal: nothing about `gen` follows.
+    Exited {
+        /// Session.
+        session: Arc<str>,
+        /// Generation.
+        gen: u64,
+        /// Exit code, 128 + signal when signalled.
+        code: i32,
+        /// The signal that ended it, if any.
+        signal: Option<i32>,
+        /// Why it ended.
+        cause: ExitCause,
+        /// Output bytes refused because they came for a closed stream.
+        discarded: u64,
+        /// Whether output was cut at the drain deadline (some stream never reached EOF).
+        truncated: bool,
+    },
+    /// The session's state changed; `gen` is its current (or last) generation.
+    State {
+        /// Session.
+        session: Arc<str>,
+        /// Current or last generation.
+        gen: Option<u64>,
+        /// New state.
+        state: SessionState,
+    },
+    /// `gen` survived SIGKILL for `kill_grace`. It is still tracked and watched.
+    Unkillable {
+        /// Session.
+        session: Arc<str>,
+        /// Generation.
+        gen: u64,
+    },
+}
+
+impl Event {
+    /// The generation the event is about, if it is about one.
+    pub fn gen(&self) -> Option<u64> {
+        match self {
+            Event::Spawned { gen, .. }
+            | Event::SpawnFailed { gen, .. }
+            | Event::Output { gen, .. }
+            | Event::Exited { gen, .. }
+            | Event::Unkillable { gen, .. } => Some(*gen),
+            Event::State { .. } => None,
+        }
+    }
+}
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCause {
+    /// It exited on its own with a code.
+    Exited,
+    /// A signal we did not send as part of a stop ended it.
+    Signaled,
+    /// Our stop sequence ended it (so 143 after our SIGTERM is not a crash).
+    Stopped,
+    /// Our stop sequence needed SIGKILL.
+    Killed,
+    /// It was stopped because a newer generation replaced it.
+    Superseded,
+    /// A restarted daemon could not keep track of it (set by recovery).
+    Lost,
+}
+
+impl ExitCause {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ExitCause::Exited => "exited",
+            ExitCause::Signaled => "signaled",
+            ExitCause::Stopped => "stopped",
+            ExitCause::Killed => "killed",
+            ExitCause::Superseded => "superseded",
+            ExitCause::Lost => "lost",
+        }
+    }
+}
+
+/// A session's state, as listed and as announced by `State` events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionState {
+    /// Its current generation is waiting to spawn or spawning.
+    Starting,
+    /// Its current generation is running.
+    Running,
+    /// Its current generation is walking the stop sequence.
+    Stopping,
+    /// Its current generation's leader exited; output is draining.
+    Exiting,
+    /// Waiting for a restart's backoff delay.
+    Backoff,
+    /// Not running, by request (stop) or because its spawn was cancelled.
+    Stopped,
+    /// Not running: its process exited with code 0 and no restart applies.
+    Exited,
+    /// Not running: it ended badly and no restart applies (or restarts ran out).
+    Failed,
+    /// Being removed: its generations are stopping; it disappears once they are gone.
+    Removing,
+    /// Removed from the table.
+    Removed,
+}
+
+impl SessionState {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Starting => "starting",
+            SessionState::Running => "running",
+            SessionState::Stopping => "stopping",
+            SessionState::Exiting => "exiting",
+            SessionState::Backoff => "backoff",
+            SessionState::Stopped => "stopped",
+            SessionState::Exited => "exited",
+            SessionState::Failed => "failed",
+            SessionState::Removing => "removing",
+            SessionState::Removed => "removed",
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Invariant checker (filled in below).

@@ -1,0 +1,282 @@
+//! Client commands: each is validated completely before anything changes, so a refused
+//! command changes nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::action::{Action, Response};
+use super::error::{Error, ErrorCode};
+use super::generation::GenInput;
+use super::input::Command;
+use super::session::Session;
+use super::snapshot::StopReason;
+use super::spec::{IoMode, OnBusy, Spec};
+use super::{signal, Core};
+
+impl Core {
+    pub(super) fn command(&mut self, command: Command) -> Result<Response, Error> {
+        match command {
+            Command::Spawn {
+                session,
+                spec,
+                on_busy,
+            } => self.spawn(&session, spec, on_busy),
+            Command::Write {
+                session,
+                if_gen,
+                bytes,
+            } => self.write(&session, if_gen, bytes),
+            Command::CloseInput { session, if_gen } => self.close_input(&session, if_gen),
+            Command::Resize {
+                session,
+                if_gen,
+                rows,
+                cols,
+            } => self.resize(&session, if_gen, rows, cols),
+            Command::Signal {
+                session,
+                if_gen,
+                signal,
+            } => self.signal(&session, if_gen, signal),
+            Command::Stop {
+                session,
+                if_gen,
+                grace,
+            } => self.stop(&session, if_gen, grace),
+            Command::Restart { session, if_gen } => self.restart(&session, if_gen),
+            Command::Remove { session } => self.remove(&session),
+            Command::List => Ok(Response::List(self.list())),
+            Command::Get { session } => {
+                let s = self.session(&session)?;
+                Ok(Response::Session(Box::new(self.snapshot(s))))
+            }
+        }
+    }
+
+    fn session(&self, name: &str) -> Result<&Session, Error> {
+        if !Session::valid_name(name) {
+            return Err(Error::bad(format!("{name:?} is not a valid session name")));
+        }
+        self.sessions
+            .get(name)
+            .ok_or_else(|| Error::new(ErrorCode::NoSuchSession, format!("no session {name:?}")))
+    }
+
+    /// The current generation, checked against `if_gen`.
+    fn current(&self, name: &str, if_gen: Option<u64>) -> Result<Option<u64>, Error> {
+        let current = self.session(name)?.current;
+        match if_gen {
+            Some(want) if current != Some(want) => {
+                let now = current.map_or_else(|| "none".to_owned(), |g| g.to_string());
+                Err(Error::new(
+                    ErrorCode::StaleGeneration,
+                    format!("current generation is {now}, not {want}"),
+                ))
+            }
+            _ => Ok(current),
+        }
+    }
+
+    /// The current generation if its leader is alive (so input and signals make sense).
+    fn running(&self, name: &str, if_gen: Option<u64>) -> Result<u64, Error> {
+        let not_running = || {
+            Error::new(
+                ErrorCode::NotRunning,
+                format!("session {name:?} has no running process"),
+            )
+        };
+        let gen = self.current(name, if_gen)?.ok_or_else(not_running)?;
+        match self.gens.get(&gen) {
+            Some(g) if g.is_live_leader() => Ok(gen),
+            _ => Err(not_running()),
+        }
+    }
+
+    fn spawn(&mut self, name: &str, spec: Spec, on_busy: OnBusy) -> Result<Response, Error> {
+        if !Session::valid_name(name) {
+            return Err(Error::bad(format!("{name:?} is not a valid session name")));
+        }
+        spec.validate(&self.config)?;
+        match self.sessions.get(name) {
+            Some(s) if s.current.is_some() && on_busy == OnBusy::Reject => {
+                return Err(Error::new(
+                    ErrorCode::Busy,
+                    format!("session {name:?} is busy"),
+                ));
+            }
+            Some(_) => {}
+            None if self.sessions.len() >= self.config.max_sessions => {
+                let msg = format!("{} sessions, the limit", self.config.max_sessions);
+                return Err(Error::new(ErrorCode::Limit, msg));
+            }
+            None => {}
+        }
+        let name: Arc<str> = Arc::from(name);
+        let spec = Arc::new(spec);
+        let gen = self.allocate(&name, spec.clone())?;
+        let s = self
+            .sessions
+            .entry(name.clone())
+            .or_insert_with(|| Session::new(name.clone(), spec.clone()));
+        s.spec = spec;
+        s.restarts = 0;
+        self.replace_current(&name, gen, on_busy);
+        Ok(Response::Gen(gen))
+    }
+
+    /// Makes `gen` current, superseding the old current, and starts it per `on_busy`.
+    fn replace_current(&mut self, name: &Arc<str>, gen: u64, on_busy: OnBusy) {
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
+        s.want_up = true;
+        s.removing = false;
+        s.restart_at = None;
+        let old = s.current.replace(gen);
+        if let Some(old) = old {
+            self.dispatch(old, GenInput::Stop(StopReason::Superseded, None));
+        }
+        if on_busy == OnBusy::Overlap {
+            self.dispatch(gen, GenInput::Start);
+        } else {
+            self.advance_session(name);
+        }
+    }
+
+    fn write(
+        &mut self,
+        name: &str,
+        if_gen: Option<u64>,
+        bytes: Vec<u8>,
+    ) -> Result<Response, Error> {
+        let gen = self.running(name, if_gen)?;
+        let max = self.config.max_pending_input;
+        let g = self.gens.get_mut(&gen).expect("running() checked");
+        if g.input.closed {
+            return Err(Error::new(
+                ErrorCode::InputClosed,
+                format!("input of generation {gen} is closed"),
+            ));
+        }
+        if g.input.pending.saturating_add(bytes.len()) > max {
+            let msg = format!(
+                "{} bytes already queued for generation {gen}, limit {max}",
+                g.input.pending
+            );
+            return Err(Error::new(ErrorCode::Limit, msg));
+        }
+        if !bytes.is_empty() {
+            g.input.pending += bytes.len();
+            self.actions.push_back(Action::WriteInput { gen, bytes });
+        }
+        Ok(Response::Gen(gen))
+    }
+
+    fn close_input(&mut self, name: &str, if_gen: Option<u64>) -> Result<Response, Error> {
+        let gen = self.running(name, if_gen)?;
+        let g = self.gens.get_mut(&gen).expect("running() checked");
+        if !g.input.closed {
+            g.input.closed = true;
+            self.actions.push_back(Action::CloseInput { gen });
+        }
+        Ok(Response::Gen(gen))
+    }
+
+    fn resize(
+        &mut self,
+        name: &str,
+        if_gen: Option<u64>,
+        rows: u16,
+        cols: u16,
+    ) -> Result<Response, Error> {
+        if rows == 0 || cols == 0 {
+            return Err(Error::bad(format!("size {rows}x{cols} has a zero side")));
+        }
+        let gen = self.running(name, if_gen)?;
+        if !matches!(self.gens[&gen].spec.io, IoMode::Pty { .. }) {
+            return Err(Error::bad(format!(
+                "generation {gen} has no terminal to resize"
+            )));
+        }
+        self.actions.push_back(Action::Resize { gen, rows, cols });
+        Ok(Response::Gen(gen))
+    }
+
+    fn signal(&mut self, name: &str, if_gen: Option<u64>, signal: i32) -> Result<Response, Error> {
+        if !signal::is_valid(signal) {
+            return Err(Error::bad(format!("{signal} is not a signal number")));
+        }
+        let gen = self.running(name, if_gen)?;
+        self.actions.push_back(Action::Signal {
+            gen,
+            signal,
+            scope: super::Scope::Leader,
+        });
+        Ok(Response::Gen(gen))
+    }
+
+    /// Stops the session: no restart may follow (a pending one is cancelled), and the
+    /// current generation walks the stop sequence. Stopping a stopped session succeeds.
+    fn stop(
+        &mut self,
+        name: &str,
+        if_gen: Option<u64>,
+        grace: Option<Duration>,
+    ) -> Result<Response, Error> {
+        let current = self.current(name, if_gen)?;
+        let s = self.sessions.get_mut(name).expect("current() checked");
+        s.want_up = false;
+        if s.restart_at.take().is_some() {
+            s.rest = super::Rest::Stopped;
+        }
+        match current {
+            Some(gen) => {
+                self.dispatch(gen, GenInput::Stop(StopReason::Requested, grace));
+                Ok(Response::Gen(gen))
+            }
+            None => Ok(Response::Ok),
+        }
+    }
+
+    /// A fresh start of the same spec: replaces the current generation and clears the
+    /// restart count and `failed`.
+    fn restart(&mut self, name: &str, if_gen: Option<u64>) -> Result<Response, Error> {
+        self.current(name, if_gen)?;
+        let name: Arc<str> = self
+            .sessions
+            .get(name)
+            .expect("current() checked")
+            .name
+            .clone();
+        let spec = self.sessions[&name].spec.clone();
+        let gen = self.allocate(&name, spec)?;
+        if let Some(s) = self.sessions.get_mut(&name) {
+            s.restarts = 0;
+        }
+        self.replace_current(&name, gen, OnBusy::Replace);
+        Ok(Response::Gen(gen))
+    }
+
+    /// Stops every generation of the session and forgets it once they are all gone.
+    fn remove(&mut self, name: &str) -> Result<Response, Error> {
+        let s = self
+            .sessions
+            .get_mut(self.session(name)?.name.clone().as_ref())
+            .expect("session() checked");
+        s.want_up = false;
+        s.removing = true;
+        s.restart_at = None;
+        let name = s.name.clone();
+        let gens: Vec<u64> = self
+            .gens
+            .values()
+            .filter(|g| g.session == name)
+            .map(|g| g.gen)
+            .collect();
+        for gen in gens {
+            self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
+        }
+        self.advance_session(&name);
+        Ok(Response::Ok)
+    }
+}

@@ -1,0 +1,580 @@
+//! One generation's lifecycle as a `match (phase, input)` table with short arms.
+//!
+//! A generation only ever touches its own record and pushes actions that name itself;
+//! what its end means for the session is decided by the caller from the [`Outcome`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::action::{Action, Descriptor, Event, ExitCause, Scope};
+use super::input::{ExitStatus, SpawnError, SpawnErrorKind};
+use super::signal::{SIGKILL, SIGTERM};
+use super::snapshot::{GenerationSnapshot, Lifecycle, StopReason, StopStage};
+use super::spec::{OnExit, Spec, Stream};
+use super::time::Time;
+
+/// Where a generation is; each variant carries what is only meaningful there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Waiting for older generations of the session to be gone.
+    Pending,
+    /// `Spawn` asked; waiting for `SpawnResult`.
+    Starting,
+    /// Leader alive.
+    Running { pid: u32 },
+    /// Leader alive, stop sequence walking; `until` is the next escalation.
+    Stopping {
+        pid: u32,
+        stage: StopStage,
+        until: Option<Time>,
+    },
+    /// Leader exited (zombie); streams draining until EOF or `until`.
+    Draining { pid: u32, until: Time },
+    /// Exit reported; waiting for the group, then reap.
+    Reported { pid: u32 },
+    /// Reaped (or never spawned) and released; the record is about to be dropped.
+    Gone,
+}
+
+/// The rest of the process group after the leader exited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Group {
+    /// The leader has not exited yet.
+    Alive,
+    /// TERM sent to the group; KILL at `until`.
+    Term { until: Time },
+    /// Nothing more to do for the group: empty, KILLed, or left alone.
+    Done,
+}
+
+/// What happened to a generation, for the session to decide on restarts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// It ran; `uptime` is spawn to leader exit.
+    Exited {
+        status: ExitStatus,
+        cause: ExitCause,
+        uptime: Duration,
+    },
+    /// It never ran.
+    SpawnFailed(SpawnError),
+}
+
+/// The result of one input to a generation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// Its terminal event was just emitted.
+    pub ended: Option<Ended>,
+    /// It is gone: drop the record.
+    pub gone: bool,
+}
+
+/// Inputs a generation understands; everything else is translated by the core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GenInput {
+    Start,
+    SpawnOk(u32),
+    SpawnErr(SpawnError),
+    Stop(StopReason, Option<Duration>),
+    Output(Stream, usize),
+    Eof(Stream),
+    LeaderExited(ExitStatus),
+    GroupEmpty,
+    Timeout,
+}
+
+/// Input to a generation's stdin.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct InputState {
+    /// Bytes handed to the driver and not yet confirmed written.
+    pub pending: usize,
+    /// Closed by request or EPIPE: no more writes.
+    pub closed: bool,
+}
+
+/// One generation's record.
+#[derive(Debug)]
+pub(crate) struct Generation {
+    pub gen: u64,
+    pub session: Arc<str>,
+    pub spec: Arc<Spec>,
+    pub phase: Phase,
+    /// When `phase` was entered.
+    pub since: Time,
+    started: Option<Time>,
+    pub stop: Option<StopReason>,
+    grace: Option<Duration>,
+    sent_kill: bool,
+    offsets: [u64; 3],
+    eof: [bool; 3],
+    pub discarded: u64,
+    group: Group,
+    pub input: InputState,
+    exit: Option<(ExitStatus, ExitCause)>,
+    exited_at: Time,
+}
+
+impl Generation {
+    pub fn new(gen: u64, session: Arc<str>, spec: Arc<Spec>, now: Time) -> Generation {
+        Generation {
+            gen,
+            session,
+            spec,
+            phase: Phase::Pending,
+            since: now,
+            started: None,
+            stop: None,
+            grace: None,
+            sent_kill: false,
+            offsets: [0; 3],
+            eof: [false; 3],
+            discarded: 0,
+            group: Group::Alive,
+            input: InputState::default(),
+            exit: None,
+            exited_at: now,
+        }
+    }
+
+    /// Applies one input. Inputs that make no sense in the current phase (a late or
+    /// duplicate report from the driver) change nothing except that refused output bytes
+    /// are counted.
+    pub fn on(&mut self, now: Time, input: GenInput, out: &mut VecDeque<Action>) -> Outcome {
+        let mut o = Outcome::default();
+        match (self.phase, input) {
+            (Phase::Pending, GenInput::Start) => self.start(now, out),
+            (Phase::Pending, GenInput::Stop(..)) => self.cancel(now, out, &mut o),
+            (Phase::Starting, GenInput::SpawnOk(pid)) => self.spawned(now, pid, out),
+            (Phase::Starting, GenInput::SpawnErr(e)) => self.spawn_failed(now, e, out, &mut o),
+            (Phase::Starting, GenInput::Stop(reason, grace)) => self.note_stop(reason, grace),
+            (Phase::Running { pid }, GenInput::Stop(reason, grace)) => {
+                self.note_stop(reason, grace);
+                self.begin_stop(now, pid, out);
+            }
+            (Phase::Stopping { .. }, GenInput::Stop(reason, _)) => self.note_stop(reason, None),
+            (
+                Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { .. },
+                GenInput::Output(s, n),
+            ) => self.output(s, n, out),
+            (Phase::Running { .. } | Phase::Stopping { .. }, GenInput::Eof(s)) => self.mark_eof(s),
+            (Phase::Draining { .. }, GenInput::Eof(s)) => {
+                self.mark_eof(s);
+                self.try_report(now, false, out, &mut o);
+            }
+            (
+                Phase::Running { pid } | Phase::Stopping { pid, .. },
+                GenInput::LeaderExited(status),
+            ) => self.leader_exited(now, pid, status, out, &mut o),
+            (Phase::Draining { .. } | Phase::Reported { .. }, GenInput::GroupEmpty) => {
+                self.group = Group::Done;
+                self.try_reap(now, out, &mut o);
+            }
+            (
+                Phase::Stopping {
+                    pid,
+                    stage,
+                    until: Some(t),
+                },
+                GenInput::Timeout,
+            ) if t <= now => self.escalate(now, pid, stage, out),
+            (Phase::Draining { until, .. }, GenInput::Timeout) => {
+                self.group_timeout(now, out);
+                if until <= now {
+                    self.try_report(now, true, out, &mut o);
+                }
+            }
+            (Phase::Reported { .. }, GenInput::Timeout) => {
+                self.group_timeout(now, out);
+                self.try_reap(now, out, &mut o);
+            }
+            // Output the generation may not deliver: before it ran, or after its report.
+            (_, GenInput::Output(_, n)) => self.discarded = self.discarded.saturating_add(n as u64),
+            // Named no-ops: a stop of an exited leader changes nothing (its cause is fixed);
+            // the group cannot be empty while its leader lives; a spare timeout is harmless;
+            // spawn results and exits in any other phase are stale or duplicated reports.
+            (Phase::Draining { .. } | Phase::Reported { .. } | Phase::Gone, GenInput::Stop(..))
+            | (
+                Phase::Pending
+                | Phase::Starting
+                | Phase::Running { .. }
+                | Phase::Stopping { .. }
+                | Phase::Gone,
+                GenInput::GroupEmpty,
+            )
+            | (_, GenInput::Timeout)
+            | (_, GenInput::Start | GenInput::SpawnOk(_) | GenInput::SpawnErr(_))
+            | (_, GenInput::Eof(_) | GenInput::LeaderExited(_)) => {}
+        }
+        o
+    }
+
+    /// The earliest instant this generation wants a timeout call.
+    pub fn deadline(&self) -> Option<Time> {
+        let group = match self.group {
+            Group::Term { until } => Some(until),
+            Group::Alive | Group::Done => None,
+        };
+        let phase = match self.phase {
+            Phase::Stopping { until, .. } => until,
+            Phase::Draining { until, .. } => Some(until),
+            _ => None,
+        };
+        match (group, phase) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the leader is alive (signals and input make sense).
+    pub fn is_live_leader(&self) -> bool {
+        matches!(self.phase, Phase::Running { .. } | Phase::Stopping { .. })
+    }
+
+    pub fn lifecycle(&self) -> Lifecycle {
+        match self.phase {
+            Phase::Pending => Lifecycle::Pending,
+            Phase::Starting => Lifecycle::Starting,
+            Phase::Running { .. } => Lifecycle::Running,
+            Phase::Stopping { stage, .. } => Lifecycle::Stopping(stage),
+            Phase::Draining { .. } => Lifecycle::Exited,
+            Phase::Reported { .. } => Lifecycle::Reported,
+            Phase::Gone => Lifecycle::Gone,
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        match self.phase {
+            Phase::Running { pid }
+            | Phase::Stopping { pid, .. }
+            | Phase::Draining { pid, .. }
+            | Phase::Reported { pid } => Some(pid),
+            Phase::Pending | Phase::Starting | Phase::Gone => None,
+        }
+    }
+
+    pub fn snapshot(&self, superseded: bool) -> GenerationSnapshot {
+        GenerationSnapshot {
+            gen: self.gen,
+            pid: self.pid(),
+            lifecycle: self.lifecycle(),
+            since: self.since,
+            superseded,
+            stop: self.stop,
+            cause: self.exit.map(|(_, c)| c),
+            offsets: self
+                .spec
+                .streams()
+                .iter()
+                .map(|s| (*s, self.offsets[s.index()]))
+                .collect(),
+            discarded: self.discarded,
+            pending_input: self.input.pending,
+        }
+    }
+
+    fn enter(&mut self, now: Time, phase: Phase, out: &mut VecDeque<Action>) {
+        self.phase = phase;
+        self.since = now;
+        if let Some(pid) = self.pid() {
+            out.push_back(Action::PersistDescriptor(Descriptor {
+                gen: self.gen,
+                session: self.session.clone(),
+                pid,
+                lifecycle: self.lifecycle(),
+                spec: self.spec.clone(),
+            }));
+        }
+    }
+
+    fn emit(&self, out: &mut VecDeque<Action>, event: Event) {
+        out.push_back(Action::Emit(event));
+    }
+
+    fn start(&mut self, now: Time, out: &mut VecDeque<Action>) {
+        self.phase = Phase::Starting;
+        self.since = now;
+        out.push_back(Action::Spawn {
+            gen: self.gen,
+            session: self.session.clone(),
+            spec: self.spec.clone(),
+        });
+    }
+
+    /// Stopped, replaced or removed before it was ever spawned: it still gets its one
+    /// terminal event, so every allocated number is accounted for.
+    fn cancel(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        let error = SpawnError {
+            kind: SpawnErrorKind::Cancelled,
+            errno: 0,
+        };
+        self.emit(
+            out,
+            Event::SpawnFailed {
+                session: self.session.clone(),
+                gen: self.gen,
+                error,
+            },
+        );
+        self.phase = Phase::Gone;
+        self.since = now;
+        o.ended = Some(Ended::SpawnFailed(error));
+        o.gone = true;
+    }
+
+    fn spawned(&mut self, now: Time, pid: u32, out: &mut VecDeque<Action>) {
+        self.started = Some(now);
+        self.emit(
+            out,
+            Event::Spawned {
+                session: self.session.clone(),
+                gen: self.gen,
+                pid,
+            },
+        );
+        self.enter(now, Phase::Running { pid }, out);
+        // A stop (or replacement) that arrived while spawning runs now.
+        if self.stop.is_some() {
+            self.begin_stop(now, pid, out);
+        }
+    }
+
+    fn spawn_failed(
+        &mut self,
+        now: Time,
+        error: SpawnError,
+        out: &mut VecDeque<Action>,
+        o: &mut Outcome,
+    ) {
+        self.emit(
+            out,
+            Event::SpawnFailed {
+                session: self.session.clone(),
+                gen: self.gen,
+                error,
+            },
+        );
+        out.push_back(Action::Release { gen: self.gen });
+        self.phase = Phase::Gone;
+        self.since = now;
+        o.ended = Some(Ended::SpawnFailed(error));
+        o.gone = true;
+    }
+
+    /// Records why it is being stopped. Superseded wins over a plain request: once a newer
+    /// generation is current, this one's end is no longer the session's end.
+    fn note_stop(&mut self, reason: StopReason, grace: Option<Duration>) {
+        self.stop = match (self.stop, reason) {
+            (Some(StopReason::Superseded), _) | (_, StopReason::Superseded) => {
+                Some(StopReason::Superseded)
+            }
+            (_, StopReason::Requested) => Some(StopReason::Requested),
+        };
+        if self.grace.is_none() {
+            self.grace = grace;
+        }
+    }
+
+    fn begin_stop(&mut self, now: Time, pid: u32, out: &mut VecDeque<Action>) {
+        let signal = self.spec.stop_signal;
+        out.push_back(Action::Signal {
+            gen: self.gen,
+            signal,
+            scope: Scope::Leader,
+        });
+        let until = now.saturating_add(self.grace.unwrap_or(self.spec.grace));
+        self.enter(
+            now,
+            Phase::Stopping {
+                pid,
+                stage: StopStage::Graceful,
+                until: Some(until),
+            },
+            out,
+        );
+    }
+
+    fn escalate(&mut self, now: Time, pid: u32, stage: StopStage, out: &mut VecDeque<Action>) {
+        match stage {
+            StopStage::Graceful => {
+                out.push_back(Action::Signal {
+                    gen: self.gen,
+                    signal: SIGKILL,
+                    scope: Scope::Leader,
+                });
+                self.sent_kill = true;
+                let until = now.saturating_add(self.spec.kill_grace);
+                self.enter(
+                    now,
+                    Phase::Stopping {
+                        pid,
+                        stage: StopStage::Kill,
+                        until: Some(until),
+                    },
+                    out,
+                );
+            }
+            StopStage::Kill => {
+                self.emit(
+                    out,
+                    Event::Unkillable {
+                        session: self.session.clone(),
+                        gen: self.gen,
+                    },
+                );
+                self.enter(
+                    now,
+                    Phase::Stopping {
+                        pid,
+                        stage: StopStage::Unkillable,
+                        until: None,
+                    },
+                    out,
+                );
+            }
+            StopStage::Unkillable => {}
+        }
+    }
+
+    fn output(&mut self, stream: Stream, len: usize, out: &mut VecDeque<Action>) {
+        let i = stream.index();
+        if len == 0 {
+            return;
+        }
+        if !self.spec.streams().contains(&stream) || self.eof[i] {
+            self.discarded = self.discarded.saturating_add(len as u64);
+            return;
+        }
+        let offset = self.offsets[i];
+        self.offsets[i] = offset.saturating_add(len as u64);
+        self.emit(
+            out,
+            Event::Output {
+                session: self.session.clone(),
+                gen: self.gen,
+                stream,
+                offset,
+                len,
+            },
+        );
+    }
+
+    fn mark_eof(&mut self, stream: Stream) {
+        self.eof[stream.index()] = true;
+    }
+
+    fn drained(&self) -> bool {
+        self.spec.streams().iter().all(|s| self.eof[s.index()])
+    }
+
+    fn leader_exited(
+        &mut self,
+        now: Time,
+        pid: u32,
+        status: ExitStatus,
+        out: &mut VecDeque<Action>,
+        o: &mut Outcome,
+    ) {
+        self.exit = Some((status, self.cause_of(status)));
+        self.exited_at = now;
+        match self.spec.on_exit {
+            // The zombie leader pins the group id: this cannot reach a stranger.
+            OnExit::KillGroup => {
+                out.push_back(Action::Signal {
+                    gen: self.gen,
+                    signal: SIGTERM,
+                    scope: Scope::Group,
+                });
+                self.group = Group::Term {
+                    until: now.saturating_add(self.spec.kill_grace),
+                };
+            }
+            OnExit::Leave => self.group = Group::Done,
+        }
+        let until = now.saturating_add(self.spec.drain);
+        self.enter(now, Phase::Draining { pid, until }, out);
+        self.try_report(now, false, out, o);
+    }
+
+    fn cause_of(&self, status: ExitStatus) -> ExitCause {
+        match (self.stop, status) {
+            (Some(StopReason::Superseded), _) => ExitCause::Superseded,
+            (Some(StopReason::Requested), ExitStatus::Signal(SIGKILL)) if self.sent_kill => {
+                ExitCause::Killed
+            }
+            (Some(StopReason::Requested), _) => ExitCause::Stopped,
+            (None, ExitStatus::Code(_)) => ExitCause::Exited,
+            (None, ExitStatus::Signal(_)) => ExitCause::Signaled,
+        }
+    }
+
+    fn group_timeout(&mut self, now: Time, out: &mut VecDeque<Action>) {
+        if let Group::Term { until } = self.group {
+            if until <= now {
+                out.push_back(Action::Signal {
+                    gen: self.gen,
+                    signal: SIGKILL,
+                    scope: Scope::Group,
+                });
+                self.group = Group::Done;
+            }
+        }
+    }
+
+    /// Emits the exit once output is drained, or at the drain deadline (`deadline`).
+    fn try_report(
+        &mut self,
+        now: Time,
+        deadline: bool,
+        out: &mut VecDeque<Action>,
+        o: &mut Outcome,
+    ) {
+        let (Phase::Draining { pid, .. }, Some((status, cause))) = (self.phase, self.exit) else {
+            return;
+        };
+        let drained = self.drained();
+        if !drained && !deadline {
+            return;
+        }
+        self.emit(
+            out,
+            Event::Exited {
+                session: self.session.clone(),
+                gen: self.gen,
+                code: status.code(),
+                signal: status.signal(),
+                cause,
+                discarded: self.discarded,
+                truncated: !drained,
+            },
+        );
+        if !drained {
+            out.push_back(Action::CloseOutput { gen: self.gen });
+        }
+        let uptime = self.exited_at.since(self.started.unwrap_or(self.exited_at));
+        o.ended = Some(Ended::Exited {
+            status,
+            cause,
+            uptime,
+        });
+        self.enter(now, Phase::Reported { pid }, out);
+        self.try_reap(now, out, o);
+    }
+
+    /// Reaps once the exit is reported and the group needs nothing more; then the
+    /// generation is gone. Reported is left exactly once, so this reaps exactly once.
+    fn try_reap(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        if !matches!(
+            (self.phase, self.group),
+            (Phase::Reported { .. }, Group::Done)
+        ) {
+            return;
+        }
+        out.push_back(Action::Reap { gen: self.gen });
+        out.push_back(Action::Release { gen: self.gen });
+        out.push_back(Action::ForgetDescriptor { gen: self.gen });
+        self.phase = Phase::Gone;
+        self.since = now;
+        o.gone = true;
+    }
+}

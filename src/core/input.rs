@@ -1,0 +1,210 @@
+//! What the caller feeds the core: client commands and what happened to processes.
+
+use std::time::Duration;
+
+use super::spec::{OnBusy, Spec, Stream};
+
+/// One input. Process-side inputs name the generation they are about; the core applies
+/// them to that generation only, and ignores them if it is gone or the input makes no
+/// sense in its state (sporadic events happen).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A client command; answered by exactly one [`Action::Reply`](super::Action::Reply)
+    /// carrying `request`.
+    Command {
+        /// Caller-chosen id, echoed in the reply.
+        request: u64,
+        /// What the client asks.
+        command: Command,
+    },
+    /// Outcome of an [`Action::Spawn`](super::Action::Spawn).
+    SpawnResult {
+        /// The generation spawned.
+        gen: u64,
+        /// The leader's pid, or why the spawn failed.
+        result: Result<u32, SpawnError>,
+    },
+    /// `len` bytes were read from a stream of `gen`. The driver holds the bytes; it
+    /// delivers them only if the core emits a matching output event.
+    Output {
+        /// The generation read from.
+        gen: u64,
+        /// Which stream.
+        stream: Stream,
+        /// Bytes read.
+        len: usize,
+    },
+    /// A stream of `gen` reached end of file (or EIO on a PTY master).
+    Eof {
+        /// The generation.
+        gen: u64,
+        /// Which stream.
+        stream: Stream,
+    },
+    /// The leader of `gen` exited, observed with `WNOWAIT`: it is a zombie, not reaped,
+    /// so its pid and process group id cannot be reused yet.
+    LeaderExited {
+        /// The generation.
+        gen: u64,
+        /// How it ended.
+        status: ExitStatus,
+    },
+    /// No process is left in `gen`'s process group besides the zombie leader.
+    GroupEmpty {
+        /// The generation.
+        gen: u64,
+    },
+    /// The driver wrote `len` bytes of pending input to `gen`'s stdin.
+    InputWritten {
+        /// The generation.
+        gen: u64,
+        /// Bytes written.
+        len: usize,
+    },
+    /// Writing to `gen`'s stdin failed (EPIPE): the process stopped reading. Pending input
+    /// is dropped and further writes fail with `input_closed`.
+    InputError {
+        /// The generation.
+        gen: u64,
+    },
+}
+
+/// A client command. Commands addressing a session's process take `if_gen`: when given
+/// and not the current generation, they fail with `stale_generation` and change nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Start a new generation of `session` (creating it), per `on_busy`.
+    Spawn {
+        /// Session name.
+        session: String,
+        /// What to run; becomes the session's spec.
+        spec: Spec,
+        /// What to do when the session is busy.
+        on_busy: OnBusy,
+    },
+    /// Send bytes to the current generation's stdin (or PTY).
+    Write {
+        /// Session name.
+        session: String,
+        /// Precondition on the current generation.
+        if_gen: Option<u64>,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// Close the current generation's stdin (EOF for the child).
+    CloseInput {
+        /// Session name.
+        session: String,
+        /// Precondition on the current generation.
+        if_gen: Option<u64>,
+    },
+    /// Resize the current generation's PTY.
+    Resize {
+        /// Session name.
+        session: String,
+        /// Precondition on the current generation.
+        if_gen: Option<u64>,
+        /// Rows, non-zero.
+        rows: u16,
+        /// Columns, non-zero.
+        cols: u16,
+    },
+    /// Send a signal to the current generation's leader.
+    Signal {
+        /// Session name.
+        session: String,
+        /// Precondition on the current generation.
+        if_gen: Option<u64>,
+        /// Signal number, 1..=64.
+        signal: i32,
+    },
+    /// Stop the session: cancel any pending restart and walk the stop sequence.
+    Stop {
+        /// Session name.
+        session: String,
+        /// Precondition on the current generation.
+        if_gen: Option<u64>,
+        /// Overrides the spec's `grace` for this stop.
+        grace: Option<Duration>,
+    },
+    /// Replace the current generation with a new one of the same spec, clearing `failed`.
+    Restart {
+        /// Session name.
+        session: String,
+        /// Precondition on the current generation.
+        if_gen: Option<u64>,
+    },
+    /// Stop every generation of the session and forget it once they are gone.
+    Remove {
+        /// Session name.
+        session: String,
+    },
+    /// Snapshot every session.
+    List,
+    /// Snapshot one session.
+    Get {
+        /// Session name.
+        session: String,
+    },
+}
+
+/// How a leader ended, as `waitid` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// `exit(code)`.
+    Code(i32),
+    /// Killed by a signal.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// Shell convention: the code, or 128 + signal.
+    pub fn code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128i32.saturating_add(s),
+        }
+    }
+
+    /// The signal, if killed by one.
+    pub fn signal(self) -> Option<i32> {
+        match self {
+            ExitStatus::Code(_) => None,
+            ExitStatus::Signal(s) => Some(s),
+        }
+    }
+}
+
+/// Why a generation never ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpawnError {
+    /// The class of failure.
+    pub kind: SpawnErrorKind,
+    /// The OS error number, 0 when there is none.
+    pub errno: i32,
+}
+
+/// Classes of spawn failure clients act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpawnErrorKind {
+    /// The program does not exist (exec ENOENT; shell code 127).
+    NotFound,
+    /// The program may not be executed (EACCES/EPERM; shell code 126).
+    PermissionDenied,
+    /// Anything else the driver saw.
+    Other,
+    /// The generation was stopped, replaced or removed before it was spawned.
+    Cancelled,
+}
+
+impl SpawnErrorKind {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SpawnErrorKind::NotFound => "not_found",
+            SpawnErrorKind::PermissionDenied => "permission_denied",
+            SpawnErrorKind::Other => "other",
+            SpawnErrorKind::Cancelled => "cancelled",
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! A session's record: its spec, which generation is current, and its restart state.
+
+use std::sync::Arc;
+
+use super::action::SessionState;
+use super::restart::Rest;
+use super::snapshot::LastEnd;
+use super::spec::Spec;
+use super::time::Time;
+
+/// One session. It outlives its generations; a removed one stays until they are gone, so
+/// a re-created session of the same name never runs next to its predecessor.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub name: Arc<str>,
+    pub spec: Arc<Spec>,
+    /// The generation commands address, until its own terminal event or a newer spawn.
+    pub current: Option<u64>,
+    /// The last generation that was current, for `State` events.
+    pub last_gen: Option<u64>,
+    /// False after a stop or remove: nothing may restart it (the pm2#1043 trap).
+    pub want_up: bool,
+    pub removing: bool,
+    pub restarts: u32,
+    pub restart_at: Option<Time>,
+    /// State when nothing runs and no restart is pending.
+    pub rest: Rest,
+    pub last_end: Option<LastEnd>,
+    /// The last state announced, so each change is emitted once.
+    pub announced: Option<SessionState>,
+}
+
+impl Session {
+    pub fn new(name: Arc<str>, spec: Arc<Spec>) -> Session {
+        Session {
+            name,
+            spec,
+            current: None,
+            last_gen: None,
+            want_up: true,
+            removing: false,
+            restarts: 0,
+            restart_at: None,
+            rest: Rest::Stopped,
+            last_end: None,
+            announced: None,
+        }
+    }
+
+    /// Validates a session name: `[A-Za-z0-9._-]{1,64}`, not starting with `.` (so it is
+    /// safe as a file name in the state directory).
+    pub fn valid_name(name: &str) -> bool {
+        let ok_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+        (1..=64).contains(&name.len()) && !name.starts_with('.') && name.bytes().all(ok_char)
+    }
+}
+
+impl Rest {
+    pub fn state(self) -> SessionState {
+        match self {
+            Rest::Stopped => SessionState::Stopped,
+            Rest::Exited => SessionState::Exited,
+            Rest::Failed => SessionState::Failed,
+        }
+    }
+}

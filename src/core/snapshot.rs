@@ -1,0 +1,132 @@
+//! Read-only views for `list` and `get`. Building one never fails: a failed session or an
+//! unkillable generation is just a value in the list (invariant 6).
+
+use std::sync::Arc;
+
+use super::action::{ExitCause, SessionState};
+use super::input::SpawnError;
+use super::spec::Stream;
+use super::time::Time;
+
+/// One session as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSnapshot {
+    /// Name.
+    pub name: Arc<str>,
+    /// State.
+    pub state: SessionState,
+    /// The generation commands address now.
+    pub current: Option<u64>,
+    /// Consecutive automatic restarts so far.
+    pub restarts: u32,
+    /// When a pending restart fires.
+    pub restart_at: Option<Time>,
+    /// How the last current generation ended.
+    pub last_end: Option<LastEnd>,
+    /// Every live generation, superseded ones included, oldest first.
+    pub generations: Vec<GenerationSnapshot>,
+}
+
+/// How a session's last current generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastEnd {
+    /// It ran and exited.
+    Exited {
+        /// Generation.
+        gen: u64,
+        /// Code (128 + signal when signalled).
+        code: i32,
+        /// Signal, if any.
+        signal: Option<i32>,
+        /// Cause.
+        cause: ExitCause,
+    },
+    /// It never ran.
+    SpawnFailed {
+        /// Generation.
+        gen: u64,
+        /// Why.
+        error: SpawnError,
+    },
+}
+
+/// One live generation as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenerationSnapshot {
+    /// Number.
+    pub gen: u64,
+    /// Leader pid once spawned.
+    pub pid: Option<u32>,
+    /// Where it is.
+    pub lifecycle: Lifecycle,
+    /// When it entered that lifecycle step.
+    pub since: Time,
+    /// Whether a newer generation is current.
+    pub superseded: bool,
+    /// Why it is being stopped, if it is.
+    pub stop: Option<StopReason>,
+    /// The cause its exit will be (or was) reported with, once the leader exited.
+    pub cause: Option<ExitCause>,
+    /// Bytes emitted so far per stream.
+    pub offsets: Vec<(Stream, u64)>,
+    /// Output bytes refused (closed stream or after the report).
+    pub discarded: u64,
+    /// Input bytes queued but not yet written.
+    pub pending_input: usize,
+}
+
+/// The lifecycle of a generation (see the design's diagram).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Allocated, waiting for its predecessor to be gone.
+    Pending,
+    /// Spawn asked, result not yet in.
+    Starting,
+    /// Leader alive.
+    Running,
+    /// Leader alive, stop sequence at this stage.
+    Stopping(StopStage),
+    /// Leader exited (a zombie, unreaped); output draining.
+    Exited,
+    /// Exit reported; waiting for the group to empty, then reaped.
+    Reported,
+    /// Reaped and released.
+    Gone,
+}
+
+impl Lifecycle {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Pending => "pending",
+            Lifecycle::Starting => "starting",
+            Lifecycle::Running => "running",
+            Lifecycle::Stopping(StopStage::Graceful) => "stopping",
+            Lifecycle::Stopping(StopStage::Kill) => "killing",
+            Lifecycle::Stopping(StopStage::Unkillable) => "unkillable",
+            Lifecycle::Exited => "exited",
+            Lifecycle::Reported => "reported",
+            Lifecycle::Gone => "gone",
+        }
+    }
+}
+
+/// How far a stop sequence got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopStage {
+    /// `stop_signal` sent; waiting `grace`.
+    Graceful,
+    /// SIGKILL sent; waiting `kill_grace`.
+    Kill,
+    /// Survived SIGKILL for `kill_grace`: reported, still watched.
+    Unkillable,
+}
+
+/// Why a generation is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// A client asked (stop or remove).
+    Requested,
+    /// A newer generation replaced it.
+    Superseded,
+}

@@ -1,0 +1,310 @@
+//! What to run: a session's spec, pure data, validated before it enters the table.
+
+use std::time::Duration;
+
+use super::config::Config;
+use super::error::Error;
+use super::signal;
+
+/// Everything needed to start one generation of a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// Program and arguments; `argv[0]` is looked up in `PATH` by the driver. Bytes, since
+    /// Unix arguments need not be UTF-8.
+    pub argv: Vec<Vec<u8>>,
+    /// Working directory; `None` keeps the daemon's.
+    pub cwd: Option<Vec<u8>>,
+    /// Environment of the child.
+    pub env: Env,
+    /// How the child's stdin/stdout/stderr are connected.
+    pub io: IoMode,
+    /// First signal of a stop (default SIGTERM).
+    pub stop_signal: i32,
+    /// How long a stop waits after `stop_signal` before SIGKILL.
+    pub grace: Duration,
+    /// How long after SIGKILL before the generation is reported unkillable; also how long
+    /// an orphaned group gets between TERM and KILL.
+    pub kill_grace: Duration,
+    /// How long after the leader's exit output may still drain (grandchildren can hold a
+    /// pipe open forever) before the rest is discarded and the exit reported.
+    pub drain: Duration,
+    /// What happens to the rest of the process group when the leader exits.
+    pub on_exit: OnExit,
+    /// Whether and how the session is restarted when its process ends on its own.
+    pub restart: RestartPolicy,
+    /// Output bytes the driver keeps per session for late readers.
+    pub buffer_bytes: usize,
+}
+
+impl Spec {
+    /// A spec for `argv` with every other field at its default.
+    pub fn new(argv: Vec<Vec<u8>>) -> Spec {
+        Spec {
+            argv,
+            cwd: None,
+            env: Env::default(),
+            io: IoMode::default(),
+            stop_signal: signal::SIGTERM,
+            grace: Duration::from_secs(5),
+            kill_grace: Duration::from_secs(5),
+            drain: Duration::from_secs(2),
+            on_exit: OnExit::KillGroup,
+            restart: RestartPolicy::default(),
+            buffer_bytes: 1 << 20,
+        }
+    }
+
+    /// The output streams a generation of this spec produces, each of which must reach EOF.
+    pub fn streams(&self) -> &'static [Stream] {
+        match self.io {
+            IoMode::Pipes {
+                stderr: Stderr::Pipe,
+            } => &[Stream::Stdout, Stream::Stderr],
+            IoMode::Pipes {
+                stderr: Stderr::Merge | Stderr::Null,
+            } => &[Stream::Stdout],
+            IoMode::Pty { .. } => &[Stream::Pty],
+        }
+    }
+
+    /// Checks every field; a bad spec is refused whole, naming the field.
+    pub fn validate(&self, config: &Config) -> Result<(), Error> {
+        let first = self
+            .argv
+            .first()
+            .ok_or_else(|| Error::bad("argv is empty"))?;
+        if first.is_empty() {
+            return Err(Error::bad("argv[0] is empty"));
+        }
+        if let Some(i) = self.argv.iter().position(|a| a.contains(&0)) {
+            return Err(Error::bad(format!("argv[{i}] contains a NUL byte")));
+        }
+        self.env.validate()?;
+        if self
+            .cwd
+            .as_ref()
+            .is_some_and(|c| c.is_empty() || c.contains(&0))
+        {
+            return Err(Error::bad("cwd is empty or contains a NUL byte"));
+        }
+        let items = self.argv.len() + self.env.set.len() + self.env.unset.len();
+        if items > config.max_spec_items {
+            return Err(Error::bad(format!(
+                "{items} argv/env entries, limit {}",
+                config.max_spec_items
+            )));
+        }
+        if self.byte_size() > config.max_spec_bytes {
+            return Err(Error::bad(format!(
+                "spec larger than {} bytes",
+                config.max_spec_bytes
+            )));
+        }
+        if let IoMode::Pty { rows, cols } = self.io {
+            if rows == 0 || cols == 0 {
+                return Err(Error::bad(format!(
+                    "pty size {rows}x{cols} has a zero side"
+                )));
+            }
+        }
+        if !signal::is_valid(self.stop_signal) {
+            return Err(Error::bad(format!(
+                "stop_signal {} is not a signal",
+                self.stop_signal
+            )));
+        }
+        if self.buffer_bytes > config.max_buffer_bytes {
+            return Err(Error::bad(format!(
+                "buffer_bytes above {}",
+                config.max_buffer_bytes
+            )));
+        }
+        self.restart.validate()
+    }
+
+    fn byte_size(&self) -> usize {
+        let argv: usize = self.argv.iter().map(Vec::len).sum();
+        let set: usize = self.env.set.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let unset: usize = self.env.unset.iter().map(Vec::len).sum();
+        argv + set + unset + self.cwd.as_ref().map_or(0, Vec::len)
+    }
+}
+
+/// The child's environment: start from the daemon's or from nothing, then apply changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Env {
+    /// Start from the daemon's environment (`true`) or an empty one.
+    pub inherit: bool,
+    /// Variables to set, applied after `unset`.
+    pub set: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Variables to remove from the inherited environment.
+    pub unset: Vec<Vec<u8>>,
+}
+
+impl Default for Env {
+    fn default() -> Env {
+        Env {
+            inherit: true,
+            set: Vec::new(),
+            unset: Vec::new(),
+        }
+    }
+}
+
+impl Env {
+    fn validate(&self) -> Result<(), Error> {
+        let bad_key = |k: &[u8]| k.is_empty() || k.contains(&b'=') || k.contains(&0);
+        for (k, v) in &self.set {
+            if bad_key(k) || v.contains(&0) {
+                return Err(Error::bad(format!(
+                    "env {:?} is not a valid variable",
+                    String::from_utf8_lossy(k)
+                )));
+            }
+        }
+        if let Some(k) = self.unset.iter().find(|k| bad_key(k)) {
+            return Err(Error::bad(format!(
+                "unset {:?} is not a valid name",
+                String::from_utf8_lossy(k)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How the child's standard streams are connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoMode {
+    /// stdin and stdout are pipes; stderr as given.
+    Pipes {
+        /// Where stderr goes.
+        stderr: Stderr,
+    },
+    /// One pseudo-terminal for all three, with an initial size.
+    Pty {
+        /// Terminal rows.
+        rows: u16,
+        /// Terminal columns.
+        cols: u16,
+    },
+}
+
+impl Default for IoMode {
+    fn default() -> IoMode {
+        IoMode::Pipes {
+            stderr: Stderr::Pipe,
+        }
+    }
+}
+
+/// Where a piped child's stderr goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stderr {
+    /// Its own pipe and stream.
+    Pipe,
+    /// Into the stdout pipe.
+    Merge,
+    /// `/dev/null`.
+    Null,
+}
+
+/// One output stream of a generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stream {
+    /// Piped stdout (with stderr when merged).
+    Stdout,
+    /// Piped stderr.
+    Stderr,
+    /// The PTY master.
+    Pty,
+}
+
+impl Stream {
+    /// A dense index for per-stream tables.
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Stream::Stdout => 0,
+            Stream::Stderr => 1,
+            Stream::Pty => 2,
+        }
+    }
+
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+            Stream::Pty => "pty",
+        }
+    }
+}
+
+/// What happens to the leader's process group when the leader exits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnExit {
+    /// TERM the group while the zombie leader pins its id, KILL after `kill_grace`.
+    #[default]
+    KillGroup,
+    /// Leave the rest of the group alone and reap at once.
+    Leave,
+}
+
+/// What `spawn` does when the session already has a live current generation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnBusy {
+    /// Stop the old one (cause `superseded`); start the new one once the old one is gone.
+    #[default]
+    Replace,
+    /// Start the new one at once; stop the old one concurrently.
+    Overlap,
+    /// Fail with `busy`.
+    Reject,
+}
+
+/// When a session whose process ended on its own is started again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Restart {
+    /// Never (the default: a supervisor should not guess).
+    #[default]
+    Never,
+    /// When it ended with a non-zero code or a signal, or failed to spawn.
+    OnFailure,
+    /// Whenever it ended on its own.
+    Always,
+}
+
+/// Restart policy with exponential backoff, as s6 and systemd users expect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// When to restart.
+    pub mode: Restart,
+    /// Delay before the first restart.
+    pub initial: Duration,
+    /// The delay doubles per consecutive restart up to this.
+    pub max: Duration,
+    /// A process that stayed up this long resets the count and the delay.
+    pub reset_after: Duration,
+    /// Consecutive restarts allowed before the session is `failed`; `None` is unlimited.
+    pub max_restarts: Option<u32>,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> RestartPolicy {
+        RestartPolicy {
+            mode: Restart::Never,
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+            reset_after: Duration::from_secs(30),
+            max_restarts: Some(5),
+        }
+    }
+}
+
+impl RestartPolicy {
+    fn validate(&self) -> Result<(), Error> {
+        if self.initial > self.max {
+            return Err(Error::bad("restart backoff initial is above max"));
+        }
+        Ok(())
+    }
+}
