@@ -22,6 +22,44 @@ pub(crate) struct Plan<'a> {
     pub error_pipe: RawFd,
 }
 
+/// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>`.
+#[cfg(target_os = "linux")]
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// Sets `sig` to `SIG_DFL`. On Linux through the raw `rt_sigaction`, because libc wrappers
+/// refuse the signals they reserve for themselves (32 and 33 in glibc), which can still
+/// arrive ignored from whoever started us. An all-zero kernel `struct sigaction` is
+/// `SIG_DFL` with no flags and an empty mask on every architecture's layout.
+///
+/// # Safety
+/// Async-signal-safe; changes process-wide signal state, so only for the forked child.
+unsafe fn reset_disposition(sig: libc::c_int) {
+    #[cfg(target_os = "linux")]
+    {
+        let zeroed = [0u64; 8];
+        // SAFETY: `zeroed` is larger than the kernel's `struct sigaction` on every
+        // architecture; the old-action pointer is null; 8 is `sizeof(kernel sigset_t)`.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                zeroed.as_ptr(),
+                std::ptr::null_mut::<libc::c_void>(),
+                8usize,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // SAFETY: a zeroed `sigaction` with `SIG_DFL` is a valid argument.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
 fn errno() -> i32 {
     // SAFETY: `__errno_location` returns this thread's errno slot; reading it is
     // async-signal-safe.
@@ -65,13 +103,16 @@ pub(crate) unsafe fn run(plan: &Plan<'_>) -> ! {
                 fail(pipe, Step::Stdio, errno());
             }
         }
+        // Descriptors we inherited from whoever started us without close-on-exec would
+        // leak into every child: mark everything above 2 close-on-exec (the error pipe
+        // already is). `close_range` needs Linux 5.11; older kernels keep the leak.
+        #[cfg(target_os = "linux")]
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
         // Default dispositions for every signal (a Rust parent ignores SIGPIPE; ignored
         // signals survive exec), then an empty mask (the parent blocked everything around
-        // fork). Errors for SIGKILL, SIGSTOP and libc-reserved signals are expected.
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = libc::SIG_DFL;
+        // fork). Errors for SIGKILL and SIGSTOP are expected.
         for sig in 1..65 {
-            libc::sigaction(sig, &action, std::ptr::null_mut());
+            reset_disposition(sig);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
