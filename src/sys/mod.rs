@@ -1,1 +1,21 @@
 //! Operating-system wrappers: spawn, pipes, PTYs, pidfd reaper, identity tokens, signals.
+//!
+//! Nothing here knows about sessions or generations: this layer starts processes, watches
+//! them, tells them apart, and signals them only when it can prove who they are.
+//!
+//! - [`spawn`]: our own fork + exec over pipes or a PTY, with exec failures reported as
+//!   errors rather than as a child exiting 127.
+//! - [`process`]: the handle for a started or adopted process: exit observation without
+//!   reaping, reaping exactly once, and signals that never reach a stranger.
+//! - [`identity`]: versioned identity tokens, the tri-state comparison and adoption.
+//! - [`pty`], [`fd`]: PTY pairs and the non-blocking read/write helpers.
+//! - [`sigchld`]: the SIGCHLD self-pipe for the fallback (no pidfd) path.
+//! - [`procscan`]: `/proc` scans for group members and for who still holds a pipe.
+
+pub mod fd;
+pub mod identity;
+pub mod process;
+pub mod procscan;
+pub mod pty;
+pub mod sigchld;
+pub mod spawn;

@@ -1,0 +1,85 @@
+//! Non-blocking reads and writes on pipes and PTY masters, with the outcomes the event loop
+//! needs spelled out instead of hidden in error kinds.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+use rustix::io::Errno;
+
+/// What a non-blocking read produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// `n > 0` bytes were read into the front of the buffer.
+    Data(usize),
+    /// Nothing to read now; wait for readiness.
+    WouldBlock,
+    /// The other side is gone: end of file on a pipe, or `EIO` on a PTY master (Linux
+    /// reports a closed peer that way).
+    Eof,
+}
+
+/// What a non-blocking write produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// `n` bytes (possibly fewer than offered) were written.
+    Written(usize),
+    /// The buffer is full; wait for writability.
+    WouldBlock,
+    /// Nobody reads any more (`EPIPE`, or `EIO` on a PTY master whose peer is closed).
+    Closed,
+}
+
+/// `read(fd, buf)` on a non-blocking fd, retrying `EINTR`.
+///
+/// A return of 0 and `EIO` both become [`ReadOutcome::Eof`]: `EIO` is how a PTY master
+/// reports that every peer descriptor is closed, and a pipe never returns it. An empty
+/// `buf` yields `Data(0)` without touching the fd's state.
+///
+/// # References
+///  - [Linux `read(2)`](https://man7.org/linux/man-pages/man2/read.2.html)
+pub fn read_nonblocking(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<ReadOutcome> {
+    if buf.is_empty() {
+        return Ok(ReadOutcome::Data(0));
+    }
+    loop {
+        return match rustix::io::read(fd, &mut *buf) {
+            Ok(0) => Ok(ReadOutcome::Eof),
+            Ok(n) => Ok(ReadOutcome::Data(n)),
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => Ok(ReadOutcome::WouldBlock),
+            Err(Errno::IO) => Ok(ReadOutcome::Eof),
+            Err(e) => Err(e.into()),
+        };
+    }
+}
+
+/// `write(fd, buf)` on a non-blocking fd, retrying `EINTR`.
+///
+/// `EPIPE` (the process ignores `SIGPIPE`, as Rust programs do) and `EIO` (a PTY master
+/// with no peer) become [`WriteOutcome::Closed`].
+///
+/// # References
+///  - [Linux `write(2)`](https://man7.org/linux/man-pages/man2/write.2.html)
+pub fn write_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<WriteOutcome> {
+    loop {
+        return match rustix::io::write(fd, buf) {
+            Ok(n) => Ok(WriteOutcome::Written(n)),
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => Ok(WriteOutcome::WouldBlock),
+            Err(Errno::PIPE) | Err(Errno::IO) => Ok(WriteOutcome::Closed),
+            Err(e) => Err(e.into()),
+        };
+    }
+}
+
+/// `fcntl(fd, F_SETFL, flags | O_NONBLOCK)`—Makes the open file description non-blocking.
+///
+/// # References
+///  - [Linux `fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
+pub fn set_nonblocking<Fd: AsFd>(fd: Fd) -> io::Result<()> {
+    let fd = fd.as_fd();
+    let flags = fcntl_getfl(fd)?;
+    fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! The handle for one process we started or adopted: observe its exit without reaping,
+//! reap it exactly once, and signal it (or its group) only while it provably is itself.
+//!
+//! Two modes:
+//! - **pidfd** (Linux 5.3+): the pidfd is registered with the event loop (readable = the
+//!   process exited), exit is observed with `waitid(P_PIDFD, WEXITED|WNOHANG|WNOWAIT)`, and
+//!   signals go through `pidfd_send_signal`, which cannot reach a recycled pid.
+//! - **fallback** (no pidfd, or forced with [`ReaperMode::Fallback`]): the event loop wakes
+//!   on SIGCHLD ([`crate::sys::sigchld::SigchldPipe`]) and asks each tracked pid with
+//!   `waitid(P_PID, pid, ...)` (never "any child"), and every signal is preceded by an
+//!   identity check that must return [`Verdict::Match`].
+//!
+//! A process group is signalled only while its leader is our unreaped child: a zombie's
+//! pid, and so its pgid, cannot be reused, so the group cannot be a stranger's.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::process::{
+    kill_process, kill_process_group, pidfd_send_signal, waitid, Pid, Signal, WaitId,
+    WaitIdOptions, WaitIdStatus,
+};
+
+use crate::sys::identity::{self, Verdict};
+use crate::sys::procscan;
+
+/// How a process is watched and signalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReaperMode {
+    /// pidfds where the kernel has them, the fallback otherwise.
+    #[default]
+    Auto,
+    /// No pidfd: SIGCHLD + per-pid `waitid`, identity check before every signal.
+    Fallback,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It called `exit(code)`.
+    Code(i32),
+    /// A signal ended it.
+    Signal {
+        /// The signal number.
+        signal: i32,
+        /// Whether it dumped core.
+        core_dumped: bool,
+    },
+    /// It ended, but it was not our child, so its status is not ours to read.
+    Unknown,
+}
+
+impl Exit {
+    /// The shell's convention: the code itself, or 128 + the signal number.
+    pub fn shell_code(&self) -> Option<i32> {
+        match *self {
+            Exit::Code(code) => Some(code),
+            Exit::Signal { signal, .. } => Some(128 + signal),
+            Exit::Unknown => None,
+        }
+    }
+
+    fn from_waitid(status: &WaitIdStatus) -> Exit {
+        if let Some(signal) = status.terminating_signal() {
+            Exit::Signal {
+                signal,
+                core_dumped: status.dumped(),
+            }
+        } else {
+            Exit::Code(status.exit_status().unwrap_or(0))
+        }
+    }
+}
+
+/// Why a signal was not sent.
+#[derive(Debug)]
+pub enum SignalError {
+    /// The process was already reaped: its pid (and pgid) may belong to someone else now.
+    Reaped,
+    /// The process has exited (the kernel said `ESRCH`).
+    Exited,
+    /// A group signal was asked for a process that is not our child: nothing pins its pgid.
+    GroupNotPinned,
+    /// The identity check found another process (or none) on the pid.
+    Mismatch,
+    /// The identity could not be verified, so nothing was sent.
+    Unverifiable,
+    /// The kernel refused the signal.
+    Os(io::Error),
+}
+
+impl fmt::Display for SignalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignalError::Reaped => f.write_str("process already reaped"),
+            SignalError::Exited => f.write_str("process has exited"),
+            SignalError::GroupNotPinned => {
+                f.write_str("process group not pinned: leader is not our unreaped child")
+            }
+            SignalError::Mismatch => f.write_str("identity mismatch: another process has the pid"),
+            SignalError::Unverifiable => f.write_str("identity unverifiable: not signalled"),
+            SignalError::Os(e) => write!(f, "signal failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SignalError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SignalError::Os(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A started or adopted process. See the [module docs](self).
+#[derive(Debug)]
+pub struct Process {
+    pid: Pid,
+    pidfd: Option<OwnedFd>,
+    token: Option<String>,
+    child: bool,
+    reaped: Option<Exit>,
+}
+
+impl Process {
+    /// A child we just forked (and nobody has waited for).
+    pub(crate) fn child(pid: Pid, pidfd: Option<OwnedFd>, token: Option<String>) -> Process {
+        Process {
+            pid,
+            pidfd,
+            token,
+            child: true,
+            reaped: None,
+        }
+    }
+
+    /// A process that is not our child, verified by [`identity::adopt`].
+    pub(crate) fn adopted(pid: Pid, pidfd: Option<OwnedFd>, token: String) -> Process {
+        Process {
+            pid,
+            pidfd,
+            token: Some(token),
+            child: false,
+            reaped: None,
+        }
+    }
+
+    /// The pid (also the process group and session id of the children we spawn).
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw_pid()
+    }
+
+    /// The pidfd to register with the event loop (readable once the process exited), if
+    /// this handle is in pidfd mode.
+    pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// The identity token recorded when the handle was made, if it could be read.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Whether this is our child (its exit status is ours to read and reap).
+    pub fn is_child(&self) -> bool {
+        self.child
+    }
+
+    /// Whether [`Process::reap`] has reaped it.
+    pub fn is_reaped(&self) -> bool {
+        self.reaped.is_some()
+    }
+
+    /// Whether the process has exited, without reaping it:
+    /// `waitid(P_PIDFD or P_PID, WEXITED|WNOHANG|WNOWAIT)` for a child. For an adopted
+    /// process the pidfd's readability (or, without one, an identity re-check) tells, and
+    /// the status is [`Exit::Unknown`].
+    pub fn exit_status_nowait(&self) -> io::Result<Option<Exit>> {
+        if let Some(exit) = self.reaped {
+            return Ok(Some(exit));
+        }
+        if self.child {
+            return self.wait_child(WaitIdOptions::NOWAIT);
+        }
+        match &self.pidfd {
+            Some(fd) => Ok(pidfd_exited(fd.as_fd())?.then_some(Exit::Unknown)),
+            None => match identity::verify(self.pid(), self.token(), None) {
+                Verdict::Match | Verdict::Unverifiable => Ok(None),
+                Verdict::Mismatch => Ok(Some(Exit::Unknown)),
+            },
+        }
+    }
+
+    /// Reaps the process if it has exited, exactly once: later calls return the same status
+    /// without a system call. `Ok(None)` while it runs. An adopted process is "reaped" (for
+    /// this handle) once it is seen to have exited; its real parent collects the status.
+    pub fn reap(&mut self) -> io::Result<Option<Exit>> {
+        if let Some(exit) = self.reaped {
+            return Ok(Some(exit));
+        }
+        let exit = if self.child {
+            self.wait_child(WaitIdOptions::empty())?
+        } else {
+            self.exit_status_nowait()?
+        };
+        if exit.is_some() {
+            self.reaped = exit;
+        }
+        Ok(exit)
+    }
+
+    fn wait_child(&self, extra: WaitIdOptions) -> io::Result<Option<Exit>> {
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | extra;
+        loop {
+            let id = match &self.pidfd {
+                Some(fd) => WaitId::PidFd(fd.as_fd()),
+                None => WaitId::Pid(self.pid),
+            };
+            return match waitid(id, options) {
+                Ok(status) => Ok(status.as_ref().map(Exit::from_waitid)),
+                Err(Errno::INTR) => continue,
+                Err(e) => Err(e.into()),
+            };
+        }
+    }
+
+    /// Sends `sig` to the process.
+    ///
+    /// pidfd mode: `pidfd_send_signal`. Fallback: only after the identity re-read from the
+    /// system compares [`Verdict::Match`] with the recorded token. Never after reaping.
+    pub fn signal(&self, sig: Signal) -> Result<(), SignalError> {
+        if self.reaped.is_some() {
+            return Err(SignalError::Reaped);
+        }
+        match &self.pidfd {
+            Some(fd) => match pidfd_send_signal(fd, sig) {
+                Ok(()) => Ok(()),
+                Err(Errno::SRCH) => Err(SignalError::Exited),
+                Err(e) => Err(SignalError::Os(e.into())),
+            },
+            None => {
+                self.verify_identity()?;
+                kill_process(self.pid, sig).map_err(map_kill_error)
+            }
+        }
+    }
+
+    /// Sends `sig` to the process group the process leads (`kill(-pid, sig)`), only while
+    /// the process is our unreaped child (so the pgid cannot have been recycled), and in
+    /// fallback mode only after an identity match.
+    pub fn signal_group(&self, sig: Signal) -> Result<(), SignalError> {
+        if self.reaped.is_some() {
+            return Err(SignalError::Reaped);
+        }
+        if !self.child {
+            return Err(SignalError::GroupNotPinned);
+        }
+        if self.pidfd.is_none() {
+            self.verify_identity()?;
+        }
+        kill_process_group(self.pid, sig).map_err(map_kill_error)
+    }
+
+    fn verify_identity(&self) -> Result<(), SignalError> {
+        match identity::verify(self.pid(), self.token(), None) {
+            Verdict::Match => Ok(()),
+            Verdict::Mismatch => Err(SignalError::Mismatch),
+            Verdict::Unverifiable => Err(SignalError::Unverifiable),
+        }
+    }
+
+    /// Whether no live process other than the leader itself remains in its process group,
+    /// judged by two consecutive `/proc` scans (zombies do not count: they hold nothing and
+    /// cannot be signalled). A member that called `setsid` has left the group and is not
+    /// seen here; [`procscan::holders_of`] finds such escapees through the pipes they hold.
+    pub fn is_group_empty(&self) -> io::Result<bool> {
+        for _ in 0..2 {
+            let members = procscan::group_members(self.pid())?;
+            if members.iter().any(|&p| p != self.pid()) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn map_kill_error(e: Errno) -> SignalError {
+    match e {
+        Errno::SRCH => SignalError::Exited,
+        e => SignalError::Os(e.into()),
+    }
+}
+
+/// `poll(pidfd, POLLIN, 0)`—Whether the process behind a pidfd has exited.
+///
+/// # References
+///  - [Linux `pidfd_open(2)`](https://man7.org/linux/man-pages/man2/pidfd_open.2.html)
+pub fn pidfd_exited(pidfd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    loop {
+        return match poll(&mut fds, Some(&zero)) {
+            Ok(0) => Ok(false),
+            Ok(_) => Ok(!fds[0].revents().is_empty()),
+            Err(Errno::INTR) => continue,
+            Err(e) => Err(e.into()),
+        };
+    }
+}

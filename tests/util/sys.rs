@@ -1,0 +1,177 @@
+//! Helpers for tests of the OS layer: requests, waiting on descriptors with timeouts
+//! (never sleeping), and skip reporting.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use genward::sys::fd::{read_nonblocking, write_nonblocking, ReadOutcome, WriteOutcome};
+use genward::sys::process::{Exit, Process};
+use genward::sys::sigchld::SigchldPipe;
+use genward::sys::spawn::{IoMode, SpawnRequest};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+
+/// Generous upper bound for anything a test waits for; hitting it is a failure, not a
+/// timing assertion.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn argv(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+pub fn request(args: &[&str]) -> SpawnRequest {
+    SpawnRequest {
+        argv: argv(args),
+        ..SpawnRequest::default()
+    }
+}
+
+pub fn pty_request(args: &[&str], rows: u16, cols: u16) -> SpawnRequest {
+    SpawnRequest {
+        argv: argv(args),
+        io: IoMode::Pty {
+            rows,
+            cols,
+            term: None,
+        },
+        ..SpawnRequest::default()
+    }
+}
+
+pub fn skip(test: &str, reason: &str) {
+    println!("SKIP {test}: {reason}");
+    eprintln!("SKIP {test}: {reason}");
+}
+
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Polls `fd` for `flags` until ready or `deadline`; returns whether it became ready.
+pub fn wait_for(fd: BorrowedFd<'_>, flags: PollFlags, deadline: Instant) -> bool {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let ts = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: left.subsec_nanos() as i64,
+        };
+        let mut fds = [PollFd::new(&fd, flags)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) => continue,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => panic!("poll: {e}"),
+        }
+    }
+}
+
+pub fn readable(fd: BorrowedFd<'_>, deadline: Instant) -> bool {
+    wait_for(fd, PollFlags::IN, deadline)
+}
+
+/// Reads until EOF (pipe) or EIO (PTY), within [`TIMEOUT`].
+pub fn read_to_eof(fd: BorrowedFd<'_>) -> Vec<u8> {
+    let deadline = Instant::now() + TIMEOUT;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match read_nonblocking(fd, &mut buf).expect("read") {
+            ReadOutcome::Data(n) => out.extend_from_slice(&buf[..n]),
+            ReadOutcome::Eof => return out,
+            ReadOutcome::WouldBlock => {
+                assert!(
+                    readable(fd, deadline),
+                    "no EOF within {TIMEOUT:?}; got {:?}",
+                    lossy(&out)
+                );
+            }
+        }
+    }
+}
+
+/// Reads until the output so far contains `needle`, within [`TIMEOUT`].
+pub fn read_until(fd: BorrowedFd<'_>, out: &mut Vec<u8>, needle: &str) {
+    let deadline = Instant::now() + TIMEOUT;
+    let mut buf = vec![0u8; 4096];
+    while !lossy(out).contains(needle) {
+        match read_nonblocking(fd, &mut buf).expect("read") {
+            ReadOutcome::Data(n) => out.extend_from_slice(&buf[..n]),
+            ReadOutcome::Eof => panic!("EOF before {needle:?}; got {:?}", lossy(out)),
+            ReadOutcome::WouldBlock => {
+                assert!(
+                    readable(fd, deadline),
+                    "no {needle:?} within {TIMEOUT:?}; got {:?}",
+                    lossy(out)
+                );
+            }
+        }
+    }
+}
+
+/// Writes all of `data`, waiting for writability, within [`TIMEOUT`].
+pub fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !data.is_empty() {
+        match write_nonblocking(fd, data).expect("write") {
+            WriteOutcome::Written(n) => data = &data[n..],
+            WriteOutcome::WouldBlock => assert!(wait_for(fd, PollFlags::OUT, deadline)),
+            WriteOutcome::Closed => panic!("reader went away"),
+        }
+    }
+}
+
+pub fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits until the process has exited (without reaping): on its pidfd, or on a SIGCHLD
+/// self-pipe in fallback mode (re-checking at every wakeup, and at least every 100 ms since
+/// a SIGCHLD may have arrived before the pipe existed).
+pub fn wait_exit(process: &Process) -> Exit {
+    let deadline = Instant::now() + TIMEOUT;
+    if let Some(fd) = process.pidfd() {
+        assert!(
+            readable(fd, deadline),
+            "process {} did not exit",
+            process.pid()
+        );
+        return process.exit_status_nowait().unwrap().expect("exited");
+    }
+    let sigchld = SigchldPipe::new().unwrap();
+    loop {
+        if let Some(exit) = process.exit_status_nowait().unwrap() {
+            return exit;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {} did not exit",
+            process.pid()
+        );
+        let step = (Instant::now() + Duration::from_millis(100)).min(deadline);
+        if readable(sigchld.fd(), step) {
+            sigchld.drain().unwrap();
+        }
+    }
+}
+
+/// Waits for exit and reaps.
+pub fn wait_reap(process: &mut Process) -> Exit {
+    wait_exit(process);
+    process.reap().unwrap().expect("reaped")
+}
+
+/// A pidfd for a process that is not our child, to watch it exit.
+pub fn pidfd_of(pid: i32) -> std::os::fd::OwnedFd {
+    rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .expect("pidfd_open")
+}
+
+pub fn exited(fd: &impl AsFd) -> bool {
+    genward::sys::process::pidfd_exited(fd.as_fd()).unwrap()
+}
