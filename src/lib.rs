@@ -7,4 +7,5 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
 pub mod core;
+pub mod proto;
 pub mod sys;
