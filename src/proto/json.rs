@@ -282,3 +282,6 @@ impl From<Object> for Value {
         Value::Object(o)
     }
 }
+
+#[cfg(test)]
+mod tests;
