@@ -8,5 +8,6 @@
 
 pub mod core;
 pub mod daemon;
+pub mod proto;
 pub mod store;
 pub mod sys;

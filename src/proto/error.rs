@@ -1,0 +1,171 @@
+//! Stable error codes and the error response line.
+//!
+//! Codes are part of the protocol: clients match on them, so a code's string never
+//! changes meaning and is never removed. The message is for people and may change.
+
+use std::fmt;
+
+use super::envelope::RequestId;
+use super::json::{FieldError, ObjWriter, ParseError};
+
+/// The `code` of an error response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The request is not valid JSON, not an object, or has a missing, unknown or
+    /// ill-typed field.
+    BadRequest,
+    /// The `op` is not one the daemon knows.
+    UnknownOp,
+    /// No session has the given name.
+    NoSuchSession,
+    /// The session already runs a generation and `on_busy` is `reject`.
+    Busy,
+    /// `if_gen` does not name the session's current generation; nothing was done.
+    StaleGeneration,
+    /// The child could not be started.
+    SpawnFailed,
+    /// A limit was hit (line length, sessions, queue, buffer, ...).
+    Limit,
+    /// The peer or the operation is not permitted.
+    PermissionDenied,
+    /// The session has no running generation to address.
+    NotRunning,
+    /// A bug or an unexpected operating-system failure in the daemon.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in documentation order.
+    pub const ALL: [ErrorCode; 10] = [
+        ErrorCode::BadRequest,
+        ErrorCode::UnknownOp,
+        ErrorCode::NoSuchSession,
+        ErrorCode::Busy,
+        ErrorCode::StaleGeneration,
+        ErrorCode::SpawnFailed,
+        ErrorCode::Limit,
+        ErrorCode::PermissionDenied,
+        ErrorCode::NotRunning,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as sent on the wire, e.g. `"stale_generation"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::UnknownOp => "unknown_op",
+            ErrorCode::NoSuchSession => "no_such_session",
+            ErrorCode::Busy => "busy",
+            ErrorCode::StaleGeneration => "stale_generation",
+            ErrorCode::SpawnFailed => "spawn_failed",
+            ErrorCode::Limit => "limit",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::NotRunning => "not_running",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The code for a wire string, as a client reads it.
+    pub fn from_wire(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error to answer a request with: a stable code and a human message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtoError {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What happened, specifically (which field, which limit, which session).
+    pub message: String,
+}
+
+impl ProtoError {
+    /// An error with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ProtoError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ProtoError {}
+
+impl From<FieldError> for ProtoError {
+    fn from(e: FieldError) -> Self {
+        ProtoError::new(ErrorCode::BadRequest, e.to_string())
+    }
+}
+
+impl From<ParseError> for ProtoError {
+    fn from(e: ParseError) -> Self {
+        ProtoError::new(ErrorCode::BadRequest, format!("invalid JSON: {e}"))
+    }
+}
+
+/// Appends the response line `{"id":..,"ok":false,"error":{"code":..,"message":..}}\n`.
+pub fn write_error_response(id: &RequestId, error: &ProtoError, out: &mut Vec<u8>) {
+    let mut w = ObjWriter::new(out);
+    w.with("id", |out| id.write(out))
+        .bool("ok", false)
+        .with("error", |out| {
+            let mut e = ObjWriter::new(out);
+            e.str("code", error.code.as_str())
+                .str("message", &error.message);
+            e.finish();
+        });
+    w.finish();
+    out.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_through_their_wire_strings() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_wire(code.as_str()), Some(code));
+        }
+        assert_eq!(ErrorCode::from_wire("nope"), None);
+        assert_eq!(ErrorCode::StaleGeneration.to_string(), "stale_generation");
+    }
+
+    #[test]
+    fn error_response_line_is_exact() {
+        let mut out = Vec::new();
+        let err = ProtoError::new(ErrorCode::NoSuchSession, "no session \"a\"\n");
+        write_error_response(&RequestId::U64(7), &err, &mut out);
+        assert_eq!(
+            out,
+            b"{\"id\":7,\"ok\":false,\"error\":{\"code\":\"no_such_session\",\
+              \"message\":\"no session \\\"a\\\"\\n\"}}\n"
+        );
+    }
+
+    #[test]
+    fn parse_and_field_errors_become_bad_request() {
+        let e: ProtoError = crate::proto::json::parse(b"[1,]").unwrap_err().into();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert_eq!(e.message, "invalid JSON: expected a value at byte 3");
+        let f = FieldError::invalid("signal", "unknown signal `SIGFOO`");
+        let e: ProtoError = f.into();
+        assert_eq!(
+            e.to_string(),
+            "bad_request: field `signal`: unknown signal `SIGFOO`"
+        );
+    }
+}

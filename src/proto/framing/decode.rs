@@ -1,0 +1,302 @@
+//! The client-side decoder: JSON lines and output frames from arbitrary chunks.
+
+use std::fmt;
+
+use super::super::json::{parse_with, FieldError, Limits, ParseError, Value};
+use super::output::{OutputHeader, MAX_OUTPUT_PAYLOAD};
+use super::MAX_LINE;
+
+/// One message from the daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A response or an event other than output.
+    Json(Value),
+    /// An output frame: its header and its payload, byte-exact.
+    Output {
+        /// The decoded header.
+        header: OutputHeader,
+        /// The raw bytes.
+        data: Vec<u8>,
+    },
+}
+
+/// Why decoding failed. Only [`FrameError::BadJson`] leaves the decoder usable: every
+/// other error means the stream can no longer be followed, and the decoder yields
+/// nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// A line did not parse; it was skipped.
+    BadJson(ParseError),
+    /// No newline within the line limit.
+    LineTooLong {
+        /// The limit in force.
+        limit: usize,
+    },
+    /// An output header lacks a usable field, so its payload cannot be delimited.
+    BadHeader(FieldError),
+    /// An output header announces more bytes than allowed.
+    PayloadTooLong {
+        /// The announced length.
+        len: u64,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// The byte after a payload is not `\n`.
+    MissingTrailer,
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::BadJson(e) => write!(f, "invalid JSON line: {e}"),
+            FrameError::LineTooLong { limit } => write!(f, "line longer than {limit} bytes"),
+            FrameError::BadHeader(e) => write!(f, "bad output header: {e}"),
+            FrameError::PayloadTooLong { len, limit } => {
+                write!(f, "output frame of {len} bytes exceeds {limit}")
+            }
+            FrameError::MissingTrailer => f.write_str("output payload not followed by newline"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+#[derive(Debug)]
+enum State {
+    Line,
+    Payload { header: OutputHeader, len: usize },
+    Failed,
+}
+
+/// Reassembles [`Message`]s from the daemon's byte stream, fed in chunks of any size.
+///
+/// # Examples
+///
+/// ```
+/// use genward::proto::framing::{FrameDecoder, Message};
+///
+/// let mut d = FrameDecoder::new();
+/// d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"pty\",");
+/// assert!(d.next_message().is_none());
+/// d.feed(b"\"offset\":0,\"len\":2}\n\xff\xfe\n");
+/// let Some(Ok(Message::Output { data, .. })) = d.next_message() else { panic!() };
+/// assert_eq!(data, b"\xff\xfe");
+/// ```
+#[derive(Debug)]
+pub struct FrameDecoder {
+    limits: Limits,
+    max_payload: usize,
+    buf: Vec<u8>,
+    start: usize,
+    state: State,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        FrameDecoder::new()
+    }
+}
+
+impl FrameDecoder {
+    /// A decoder with the protocol's limits ([`MAX_LINE`], [`MAX_OUTPUT_PAYLOAD`]).
+    pub fn new() -> Self {
+        FrameDecoder::with_limits(MAX_LINE, MAX_OUTPUT_PAYLOAD)
+    }
+
+    /// A decoder accepting lines up to `max_line` bytes and payloads up to `max_payload`.
+    pub fn with_limits(max_line: usize, max_payload: usize) -> Self {
+        FrameDecoder {
+            limits: Limits {
+                max_len: max_line,
+                ..Limits::DEFAULT
+            },
+            max_payload,
+            buf: Vec::new(),
+            start: 0,
+            state: State::Line,
+        }
+    }
+
+    /// Appends received bytes.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if matches!(self.state, State::Failed) {
+            return;
+        }
+        if self.start > 0 && self.start * 2 >= self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// Bytes received but not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// Whether a fatal error stopped the decoder.
+    pub fn is_failed(&self) -> bool {
+        matches!(self.state, State::Failed)
+    }
+
+    /// The next complete message, `None` if more bytes are needed (or after a fatal error,
+    /// which is returned once).
+    pub fn next_message(&mut self) -> Option<Result<Message, FrameError>> {
+        loop {
+            match std::mem::replace(&mut self.state, State::Line) {
+                State::Failed => {
+                    self.state = State::Failed;
+                    return None;
+                }
+                State::Payload { header, len } => {
+                    if self.buffered() <= len {
+                        self.state = State::Payload { header, len };
+                        return None;
+                    }
+                    let data = self.buf[self.start..self.start + len].to_vec();
+                    if self.buf[self.start + len] != b'\n' {
+                        return Some(Err(self.fail(FrameError::MissingTrailer)));
+                    }
+                    self.start += len + 1;
+                    return Some(Ok(Message::Output { header, data }));
+                }
+                State::Line => {
+                    let pending = &self.buf[self.start..];
+                    let Some(nl) = pending.iter().position(|&b| b == b'\n') else {
+                        if pending.len() > self.limits.max_len {
+                            let limit = self.limits.max_len;
+                            return Some(Err(self.fail(FrameError::LineTooLong { limit })));
+                        }
+                        return None;
+                    };
+                    if nl > self.limits.max_len {
+                        let limit = self.limits.max_len;
+                        return Some(Err(self.fail(FrameError::LineTooLong { limit })));
+                    }
+                    let parsed = parse_with(&pending[..nl], &self.limits);
+                    self.start += nl + 1;
+                    let value = match parsed {
+                        Ok(v) => v,
+                        Err(e) => return Some(Err(FrameError::BadJson(e))),
+                    };
+                    let header = match &value {
+                        Value::Object(o)
+                            if o.get("event").and_then(Value::as_str) == Some("output") =>
+                        {
+                            OutputHeader::from_object(o)
+                        }
+                        _ => return Some(Ok(Message::Json(value))),
+                    };
+                    let (header, len) = match header {
+                        Ok(h) => h,
+                        Err(e) => return Some(Err(self.fail(FrameError::BadHeader(e)))),
+                    };
+                    match usize::try_from(len) {
+                        Ok(len) if len <= self.max_payload => {
+                            self.state = State::Payload { header, len };
+                        }
+                        _ => {
+                            let limit = self.max_payload;
+                            return Some(Err(self.fail(FrameError::PayloadTooLong { len, limit })));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, e: FrameError) -> FrameError {
+        self.state = State::Failed;
+        self.buf = Vec::new();
+        self.start = 0;
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::framing::{write_output_frame, OutputFrame, OutputStream};
+
+    fn frame(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let f = OutputFrame {
+            session: "a",
+            gen: 2,
+            stream: OutputStream::Stderr,
+            offset: 7,
+        };
+        write_output_frame(&f, data, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_bad_json_line_is_skipped_and_decoding_goes_on() {
+        let mut d = FrameDecoder::new();
+        d.feed(b"{oops}\n{\"id\":1,\"ok\":true}\n");
+        assert!(matches!(
+            d.next_message(),
+            Some(Err(FrameError::BadJson(_)))
+        ));
+        let Some(Ok(Message::Json(v))) = d.next_message() else {
+            panic!("no message")
+        };
+        assert_eq!(
+            v.as_object().and_then(|o| o.get("id")),
+            Some(&Value::from(1u64))
+        );
+        assert!(d.next_message().is_none());
+        assert!(!d.is_failed());
+    }
+
+    #[test]
+    fn a_wrong_trailer_is_fatal() {
+        let mut bytes = frame(b"xy");
+        *bytes.last_mut().unwrap() = b'!';
+        let mut d = FrameDecoder::new();
+        d.feed(&bytes);
+        d.feed(b"{}\n");
+        assert_eq!(d.next_message(), Some(Err(FrameError::MissingTrailer)));
+        assert_eq!(d.next_message(), None);
+        assert!(d.is_failed());
+    }
+
+    #[test]
+    fn header_errors_and_limits_are_fatal() {
+        let mut d = FrameDecoder::new();
+        d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"stdout\",\"offset\":0}\n");
+        let Some(Err(FrameError::BadHeader(e))) = d.next_message() else {
+            panic!()
+        };
+        assert_eq!(e.to_string(), "field `len`: missing");
+
+        let mut d = FrameDecoder::with_limits(1024, 4);
+        d.feed(&frame(b"12345"));
+        assert_eq!(
+            d.next_message(),
+            Some(Err(FrameError::PayloadTooLong { len: 5, limit: 4 }))
+        );
+
+        let mut d = FrameDecoder::with_limits(8, 4);
+        d.feed(b"[1,2,3,4,5]");
+        assert_eq!(
+            d.next_message(),
+            Some(Err(FrameError::LineTooLong { limit: 8 }))
+        );
+        assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn an_empty_payload_is_a_frame() {
+        let mut d = FrameDecoder::new();
+        d.feed(&frame(b""));
+        let Some(Ok(Message::Output { header, data })) = d.next_message() else {
+            panic!()
+        };
+        assert!(data.is_empty());
+        assert_eq!(
+            (header.gen, header.offset, header.stream),
+            (2, 7, OutputStream::Stderr)
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! The bounded line splitter for a connection's incoming bytes.
+
+use std::fmt;
+
+/// A line exceeded the splitter's limit. It is reported once, as soon as the limit is
+/// passed; the rest of that line, up to its newline, is discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineTooLong {
+    /// The limit in force, in bytes without the newline.
+    pub limit: usize,
+}
+
+impl fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line longer than {} bytes", self.limit)
+    }
+}
+
+impl std::error::Error for LineTooLong {}
+
+/// A buffer above this capacity is released after its line is delivered, so that one
+/// large request does not pin memory for the life of the connection.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
+/// Cuts a byte stream into `\n`-terminated lines of at most `max_line` bytes.
+///
+/// Feed it whatever `read` returned; lines lying wholly inside a chunk are handed out
+/// straight from the chunk, only a line split across chunks is copied. The internal
+/// buffer never exceeds `max_line` bytes of content.
+///
+/// # Examples
+///
+/// ```
+/// use genward::proto::framing::LineSplitter;
+///
+/// let mut lines = Vec::new();
+/// let mut s = LineSplitter::new(8);
+/// s.feed(b"{\"a\":1}\n{\"b\"", |l| lines.push(l.map(<[u8]>::to_vec)));
+/// s.feed(b":2}\n", |l| lines.push(l.map(<[u8]>::to_vec)));
+/// assert_eq!(lines, [Ok(b"{\"a\":1}".to_vec()), Ok(b"{\"b\":2}".to_vec())]);
+/// ```
+#[derive(Debug)]
+pub struct LineSplitter {
+    max_line: usize,
+    buf: Vec<u8>,
+    skipping: bool,
+}
+
+impl LineSplitter {
+    /// A splitter accepting lines of up to `max_line` bytes (newline excluded).
+    pub fn new(max_line: usize) -> Self {
+        LineSplitter {
+            max_line,
+            buf: Vec::new(),
+            skipping: false,
+        }
+    }
+
+    /// Splits `chunk`, calling `on_line` with each complete line (without its `\n`) or
+    /// with one [`LineTooLong`] per over-long line, in stream order.
+    pub fn feed(&mut self, mut chunk: &[u8], mut on_line: impl FnMut(Result<&[u8], LineTooLong>)) {
+        let too_long = LineTooLong {
+            limit: self.max_line,
+        };
+        while !chunk.is_empty() {
+            let Some(nl) = chunk.iter().position(|&b| b == b'\n') else {
+                if self.skipping {
+                    return;
+                }
+                if self.buf.len() + chunk.len() > self.max_line {
+                    self.release();
+                    self.skipping = true;
+                    on_line(Err(too_long));
+                } else {
+                    self.buf.extend_from_slice(chunk);
+                }
+                return;
+            };
+            let part = &chunk[..nl];
+            chunk = &chunk[nl + 1..];
+            if self.skipping {
+                self.skipping = false;
+            } else if self.buf.len() + part.len() > self.max_line {
+                self.release();
+                on_line(Err(too_long));
+            } else if self.buf.is_empty() {
+                on_line(Ok(part));
+            } else {
+                self.buf.extend_from_slice(part);
+                on_line(Ok(&self.buf));
+                self.release();
+            }
+        }
+    }
+
+    /// Ends the stream: hands out a final line that had no `\n`, if any (a line being
+    /// skipped stays skipped). The splitter is then empty and may be reused.
+    pub fn finish(&mut self, mut on_line: impl FnMut(Result<&[u8], LineTooLong>)) {
+        if !self.skipping && !self.buf.is_empty() {
+            on_line(Ok(&self.buf));
+        }
+        self.skipping = false;
+        self.release();
+    }
+
+    /// Bytes held for an unfinished line.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the splitter is discarding the rest of an over-long line.
+    pub fn is_skipping(&self) -> bool {
+        self.skipping
+    }
+
+    fn release(&mut self) {
+        if self.buf.capacity() > KEEP_CAPACITY {
+            self.buf = Vec::new();
+        } else {
+            self.buf.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(max: usize, chunks: &[&[u8]]) -> Vec<Result<Vec<u8>, LineTooLong>> {
+        let mut s = LineSplitter::new(max);
+        let mut out = Vec::new();
+        for c in chunks {
+            s.feed(c, |l| out.push(l.map(<[u8]>::to_vec)));
+            assert!(s.buffered() <= max);
+        }
+        s.finish(|l| out.push(l.map(<[u8]>::to_vec)));
+        out
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_passes_one_more_byte_does_not() {
+        let err = Err(LineTooLong { limit: 4 });
+        assert_eq!(run(4, &[b"abcd\n"]), [Ok(b"abcd".to_vec())]);
+        assert_eq!(run(4, &[b"abcde\nok\n"]), [err.clone(), Ok(b"ok".to_vec())]);
+        assert_eq!(run(4, &[b"ab", b"cd\n"]), [Ok(b"abcd".to_vec())]);
+        assert_eq!(run(4, &[b"ab", b"cde\nok\n"]), [err, Ok(b"ok".to_vec())]);
+    }
+
+    #[test]
+    fn an_endless_line_is_reported_once_and_memory_stays_bounded() {
+        let mut s = LineSplitter::new(16);
+        let mut errors = 0;
+        let mut lines = Vec::new();
+        for _ in 0..1000 {
+            s.feed(&[b'x'; 100], |l| match l {
+                Ok(l) => lines.push(l.to_vec()),
+                Err(_) => errors += 1,
+            });
+            assert_eq!(s.buffered(), 0);
+            assert!(s.is_skipping());
+        }
+        s.feed(b"xx\nnext\n", |l| lines.push(l.unwrap().to_vec()));
+        assert_eq!(errors, 1);
+        assert_eq!(lines, [b"next".to_vec()]);
+        assert!(!s.is_skipping());
+    }
+
+    #[test]
+    fn empty_lines_and_an_unterminated_tail_are_lines() {
+        assert_eq!(
+            run(8, &[b"\n\na\nb"]),
+            [Ok(vec![]), Ok(vec![]), Ok(b"a".to_vec()), Ok(b"b".to_vec())]
+        );
+    }
+
+    #[test]
+    fn an_over_long_tail_is_not_delivered_at_finish() {
+        let err = Err(LineTooLong { limit: 2 });
+        assert_eq!(run(2, &[b"abc"]), [err]);
+    }
+}
