@@ -94,7 +94,7 @@ pub const SEND: CommandSpec = CommandSpec {
         IF_GEN,
     ],
     exclusive: &[&["TEXT", "stdin", "eof"]],
-    examples: &["send shell 'ls -l\\n'", "send job --stdin < input.txt"],
+    examples: &["send job --stdin < input.txt", "send job --eof"],
     ..CommandSpec::new("send", "write to a session's input")
 };
 

@@ -98,6 +98,23 @@ mod tests {
     }
 
     #[test]
+    fn exactly_the_control_keys_after_a_caret() {
+        for c in (0u8..=127).map(char::from) {
+            let expected = match c {
+                '?' => Some(0x7f),
+                '@'..='_' => Some(c as u8 - 0x40),
+                'a'..='z' => Some(c as u8 - 0x60),
+                _ => None,
+            };
+            assert_eq!(
+                parse_detach_key(&format!("^{c}")).ok().flatten(),
+                expected,
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
     fn none_disables() {
         assert_eq!(parse_detach_key("none"), Ok(None));
         assert_eq!(parse_detach_key("NONE"), Ok(None));

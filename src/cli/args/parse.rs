@@ -220,11 +220,11 @@ fn parse_short_cluster<'a>(
 ) -> Result<(), ArgErrorKind> {
     for (pos, c) in cluster.char_indices() {
         let Some(index) = spec.options.iter().position(|o| o.short == Some(c)) else {
-            // `-grace` was most likely meant as `--grace`.
-            let suggestion = (pos == 0)
-                .then(|| suggest(cluster, spec.options.iter().map(|o| o.long)))
-                .flatten()
-                .map(|s| format!("--{s}"));
+            let suggestion = if pos == 0 {
+                whole_word_suggestion(spec, cluster)
+            } else {
+                None
+            };
             return Err(ArgErrorKind::UnknownOption {
                 option: format!("-{c}"),
                 suggestion,
@@ -245,6 +245,18 @@ fn parse_short_cluster<'a>(
         return record(m, index, written, Some(value));
     }
     Ok(())
+}
+
+/// What an unknown `-word` was most likely meant as: `-grace` as `--grace`, or `kill`'s
+/// familiar `-9`/`-TERM` as `-s 9` for a command with a short `SIGNAL` option.
+fn whole_word_suggestion(spec: &CommandSpec, word: &str) -> Option<String> {
+    let signal_option = spec.options.iter().find(|o| o.meta() == Some("SIGNAL"));
+    if let Some(short) = signal_option.and_then(|o| o.short) {
+        if crate::cli::signal_name::parse_signal(word).is_ok() {
+            return Some(format!("-{short} {word}"));
+        }
+    }
+    suggest(word, spec.options.iter().map(|o| o.long)).map(|s| format!("--{s}"))
 }
 
 /// The next word as an option's value, unless it looks like an option itself.

@@ -215,6 +215,25 @@ fn unknown_option_names_command_and_help() {
         e.to_string(),
         "genward run: unknown option `--zzz`; see `genward run --help`"
     );
+    let e = fails(&RUN, &["web", "-9", "--", "x"]);
+    assert!(
+        e.to_string()
+            .contains("unknown option `-9` (did you mean `-s 9`?)"),
+        "{e}"
+    );
+    let e = fails(&RUN, &["web", "-TERM", "--", "x"]);
+    assert!(e.to_string().contains("(did you mean `-s TERM`?)"), "{e}");
+    let e = fails(&SEND, &["web", "-9"]);
+    assert!(
+        matches!(
+            e.kind,
+            ArgErrorKind::UnknownOption {
+                suggestion: None,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = fails(&RUN, &["web", "-grace", "1s", "--", "x"]);
     assert!(
         e.to_string()
@@ -483,4 +502,53 @@ fn spec_check_catches_mistakes() {
         ..RUN
     };
     assert!(bad.check().is_err());
+}
+
+/// Every sequence of up to four words from a set chosen to hit each branch: the parser
+/// never panics, and every outcome is consistent with the words given.
+#[test]
+fn small_argument_lists_exhaustively() {
+    let tokens = [
+        "web", "--", "-", "--pty", "--pty=1", "--grace", "--grace=", "-s", "-sX", "-fs", "-é",
+        "--env", "=", "-h", "x y", "",
+    ];
+    let mut lists: Vec<Vec<String>> = vec![Vec::new()];
+    let mut start = 0;
+    for _ in 0..4 {
+        let end = lists.len();
+        for i in start..end {
+            for t in tokens {
+                let mut next = lists[i].clone();
+                next.push(t.to_string());
+                lists.push(next);
+            }
+        }
+        start = end;
+    }
+    let mut accepted = 0;
+    for args in &lists {
+        let dashdash = args.iter().position(|a| a == "--");
+        let before = &args[..dashdash.unwrap_or(args.len())];
+        match parse(&RUN, args) {
+            Ok(Outcome::Help(_)) => assert!(before.iter().any(|a| a == "-h"), "{args:?}"),
+            Ok(Outcome::Args(m)) => {
+                accepted += 1;
+                let after = &args[dashdash.expect("CMD requires `--`") + 1..];
+                assert_eq!(m.trailing(), Some(after), "{args:?}");
+                assert!(
+                    !after.is_empty() && m.positional("NAME").is_some(),
+                    "{args:?}"
+                );
+                assert_eq!(m.positionals().len(), 1, "{args:?}");
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.starts_with("genward run: ") && msg.ends_with("see `genward run --help`"),
+                    "{msg}"
+                );
+            }
+        }
+    }
+    assert!(accepted > 100, "only {accepted} accepted");
 }
