@@ -6,6 +6,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
+pub mod cli;
 pub mod core;
 pub mod daemon;
 pub mod proto;

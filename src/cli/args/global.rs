@@ -1,0 +1,92 @@
+//! The words before the subcommand: `genward [--socket PATH] [--help] [--version] COMMAND`.
+
+use super::error::{suggest, ArgError, ArgErrorKind};
+use super::spec::CommandSpec;
+
+/// The global options and where the subcommand starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Global {
+    /// `--socket PATH`, if given (the caller falls back to `GENWARD_SOCKET`).
+    pub socket: Option<String>,
+    /// `-h`/`--help` before the command.
+    pub help: bool,
+    /// `-V`/`--version` before the command.
+    pub version: bool,
+    /// The subcommand word, if any.
+    pub command: Option<String>,
+    /// Everything after the subcommand, for [`parse`](super::parse).
+    pub rest: Vec<String>,
+}
+
+/// Splits the program's arguments (without the program name) into global options, the
+/// subcommand and its arguments. Global options are only recognised before the command,
+/// so a command's own `--help` or values are never taken for them.
+pub fn parse_global(args: &[String]) -> Result<Global, ArgError> {
+    let err = |kind| ArgError::new("genward", kind);
+    let mut global = Global::default();
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        match arg.as_str() {
+            "-h" | "--help" => global.help = true,
+            "-V" | "--version" => global.version = true,
+            "--" => break,
+            "--socket" => match args.get(i) {
+                Some(next) if !(next.len() > 1 && next.starts_with('-')) => {
+                    global.socket = Some(next.clone());
+                    i += 1;
+                }
+                next => {
+                    return Err(err(ArgErrorKind::MissingValue {
+                        option: "--socket".into(),
+                        meta: "PATH",
+                        next: next.cloned(),
+                    }))
+                }
+            },
+            a if a.starts_with("--socket=") => {
+                global.socket = Some(a["--socket=".len()..].to_string())
+            }
+            a if a.len() > 1 && a.starts_with('-') => {
+                let name = a.trim_start_matches('-').split('=').next().unwrap_or("");
+                let suggestion =
+                    suggest(name, ["socket", "help", "version"]).map(|s| format!("--{s}"));
+                let option = a.split('=').next().unwrap_or(a).to_string();
+                return Err(err(ArgErrorKind::UnknownOption { option, suggestion }));
+            }
+            _ => {
+                i -= 1;
+                break;
+            }
+        }
+        if global.socket.as_deref() == Some("") {
+            return Err(err(ArgErrorKind::InvalidValue {
+                option: "--socket".into(),
+                value: String::new(),
+                reason: "needs the path of the daemon's socket".into(),
+            }));
+        }
+    }
+    if let Some(command) = args.get(i) {
+        global.command = Some(command.clone());
+        global.rest = args[i + 1..].to_vec();
+    }
+    Ok(global)
+}
+
+/// Looks up a subcommand, suggesting a close name for a typo.
+pub fn find_command<'s>(
+    commands: &'s [CommandSpec],
+    name: &str,
+) -> Result<&'s CommandSpec, ArgError> {
+    commands.iter().find(|c| c.name == name).ok_or_else(|| {
+        let suggestion = suggest(name, commands.iter().map(|c| c.name));
+        ArgError::new(
+            "genward",
+            ArgErrorKind::UnknownCommand {
+                name: name.to_string(),
+                suggestion,
+            },
+        )
+    })
+}

@@ -1,0 +1,249 @@
+//! The argument specs of every `genward` command, in one table.
+//!
+//! Keeping them together makes the command line reviewable at a glance and lets one test
+//! check that every command has sane names, `--help` and an example.
+
+use super::args::{CommandSpec, OptSpec, PosSpec, TrailingSpec};
+
+const NAME: PosSpec = PosSpec::required("NAME", "the session's name");
+const IF_GEN: OptSpec = OptSpec::value(
+    "if-gen",
+    "GEN",
+    "act only if GEN is still the current generation",
+);
+const JSON: OptSpec = OptSpec::flag("json", "print JSON lines instead of a table");
+
+/// `genward daemon`.
+pub const DAEMON: CommandSpec = CommandSpec {
+    examples: &["daemon"],
+    ..CommandSpec::new("daemon", "run the supervisor in the foreground")
+};
+
+/// `genward run`.
+pub const RUN: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    options: &[
+        OptSpec::flag("pty", "run in a pseudo-terminal (for `attach`)"),
+        OptSpec::value("cwd", "DIR", "working directory"),
+        OptSpec::repeated("env", "K=V", "set an environment variable"),
+        OptSpec::flag("replace", "stop the running generation first (default)"),
+        OptSpec::flag("overlap", "start now; stop the old generation meanwhile"),
+        OptSpec::flag("reject", "fail if the session is running"),
+        OptSpec::value("restart", "POLICY", "never, on-failure or always"),
+        OptSpec::value(
+            "grace",
+            "DURATION",
+            "time between SIGTERM and SIGKILL on stop",
+        ),
+    ],
+    exclusive: &[&["replace", "overlap", "reject"]],
+    trailing: Some(TrailingSpec {
+        name: "CMD",
+        required: true,
+        help: "the command and its arguments",
+    }),
+    examples: &[
+        "run shell --pty -- bash -l",
+        "run web --env PORT=8080 --grace 5s -- python -m http.server",
+    ],
+    ..CommandSpec::new(
+        "run",
+        "start CMD as a new generation of session NAME; prints its generation",
+    )
+};
+
+/// `genward ls`.
+pub const LS: CommandSpec = CommandSpec {
+    options: &[JSON],
+    examples: &["ls", "ls --json"],
+    ..CommandSpec::new("ls", "list sessions and their generations")
+};
+
+/// `genward attach`.
+pub const ATTACH: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    options: &[OptSpec::value(
+        "detach-key",
+        "KEY",
+        "key that detaches: ^\\ (default), C-a, ..., or none",
+    )],
+    examples: &["attach shell", "attach shell --detach-key C-a"],
+    ..CommandSpec::new("attach", "connect this terminal to a PTY session")
+};
+
+/// `genward logs`.
+pub const LOGS: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    options: &[
+        OptSpec::flag("follow", "keep printing new output").short('f'),
+        OptSpec::value("gen", "GEN", "output of this generation"),
+    ],
+    examples: &["logs web -f"],
+    ..CommandSpec::new("logs", "print a session's recent output")
+};
+
+/// `genward send`.
+pub const SEND: CommandSpec = CommandSpec {
+    positionals: &[
+        NAME,
+        PosSpec::optional("TEXT", "text to write to the process's input"),
+    ],
+    options: &[
+        OptSpec::flag("stdin", "send this command's standard input"),
+        OptSpec::flag("eof", "close the process's input"),
+        IF_GEN,
+    ],
+    exclusive: &[&["TEXT", "stdin", "eof"]],
+    examples: &["send job --stdin < input.txt", "send job --eof"],
+    ..CommandSpec::new("send", "write to a session's input")
+};
+
+/// `genward stop`.
+pub const STOP: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    options: &[
+        OptSpec::value("grace", "DURATION", "time between SIGTERM and SIGKILL"),
+        IF_GEN,
+    ],
+    examples: &["stop web --grace 10s"],
+    ..CommandSpec::new(
+        "stop",
+        "stop a session's process: SIGTERM, then SIGKILL after the grace",
+    )
+};
+
+/// `genward kill`.
+pub const KILL: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    options: &[
+        OptSpec::value("signal", "SIGNAL", "signal to send (default TERM)").short('s'),
+        IF_GEN,
+    ],
+    examples: &["kill web -s HUP"],
+    ..CommandSpec::new("kill", "send a signal to a session's process")
+};
+
+/// `genward restart`.
+pub const RESTART: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    options: &[IF_GEN],
+    examples: &["restart web"],
+    ..CommandSpec::new("restart", "start a new generation with the same spec")
+};
+
+/// `genward rm`.
+pub const RM: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    examples: &["rm web"],
+    ..CommandSpec::new("rm", "forget a session")
+};
+
+/// `genward wait`.
+pub const WAIT: CommandSpec = CommandSpec {
+    positionals: &[NAME],
+    options: &[OptSpec::value("gen", "GEN", "wait for this generation")],
+    examples: &["wait build && echo done"],
+    ..CommandSpec::new("wait", "wait for a generation to end; exit with its status")
+};
+
+/// `genward events`.
+pub const EVENTS: CommandSpec = CommandSpec {
+    options: &[JSON],
+    examples: &["events --json"],
+    ..CommandSpec::new("events", "print events as they happen")
+};
+
+/// `genward shutdown`.
+pub const SHUTDOWN: CommandSpec = CommandSpec {
+    examples: &["shutdown"],
+    ..CommandSpec::new("shutdown", "stop every session and the daemon")
+};
+
+/// Every command, in the order `genward --help` lists them.
+pub const COMMANDS: &[CommandSpec] = &[
+    DAEMON, RUN, LS, ATTACH, LOGS, SEND, STOP, KILL, RESTART, RM, WAIT, EVENTS, SHUTDOWN,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::{command_help, find_command, global_help, parse, Outcome};
+
+    #[test]
+    fn every_spec_is_consistent_and_unique() {
+        for (i, spec) in COMMANDS.iter().enumerate() {
+            spec.check().unwrap();
+            assert!(
+                COMMANDS[..i].iter().all(|c| c.name != spec.name),
+                "{} twice",
+                spec.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_command_has_help_with_an_example() {
+        for spec in COMMANDS {
+            let help = match parse(spec, &["--help".to_string()]) {
+                Ok(Outcome::Help(text)) => text,
+                other => panic!("{}: {other:?}", spec.name),
+            };
+            assert_eq!(help, command_help(spec));
+            assert!(
+                help.contains(&format!("Usage: genward {}", spec.name)),
+                "{help}"
+            );
+            assert!(
+                help.contains(&format!("  genward {}", spec.examples[0])),
+                "{help}"
+            );
+        }
+        let top = global_help(COMMANDS);
+        for spec in COMMANDS {
+            assert!(
+                top.contains(&format!("  {} ", spec.name)),
+                "{} missing from\n{top}",
+                spec.name
+            );
+        }
+    }
+
+    /// Splits an example like a shell would for the simple quoting examples use, stopping
+    /// at `&&` or a redirection.
+    fn shell_words(example: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut word: Option<String> = None;
+        let mut quoted = false;
+        for c in example.chars() {
+            match c {
+                '\'' => {
+                    quoted = !quoted;
+                    word.get_or_insert_with(String::new);
+                }
+                ' ' if !quoted => words.extend(word.take()),
+                c => word.get_or_insert_with(String::new).push(c),
+            }
+        }
+        words.extend(word);
+        words
+            .into_iter()
+            .take_while(|w| !["&&", "<", ">"].contains(&w.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn examples_parse() {
+        for spec in COMMANDS {
+            for example in spec.examples {
+                let words = shell_words(example);
+                assert_eq!(words[0], spec.name);
+                let found = find_command(COMMANDS, &words[0]).unwrap();
+                assert!(
+                    matches!(parse(found, &words[1..]), Ok(Outcome::Args(_))),
+                    "example `{example}` does not parse: {:?}",
+                    parse(found, &words[1..])
+                );
+            }
+        }
+    }
+}
