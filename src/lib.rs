@@ -8,7 +8,7 @@
 
 pub mod cli;
 pub mod core;
-pub mod daemon;
+pub mod driver;
 pub mod proto;
 pub mod store;
 pub mod sys;

@@ -50,7 +50,10 @@ impl Daemon {
             .arg("--ready-fd")
             .arg("3")
             .args(extra)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null());
         // SAFETY: dup2 is async-signal-safe; the fd numbers are valid in the child.
         unsafe {
@@ -140,14 +143,23 @@ impl Client {
     /// Reads the next message, waiting at most [`PATIENCE`].
     pub fn read_msg(&mut self) -> Msg {
         let mut line = Vec::new();
-        let n = self.reader.read_until(b'\n', &mut line).expect("read from daemon");
+        let n = self
+            .reader
+            .read_until(b'\n', &mut line)
+            .expect("read from daemon");
         assert!(n > 0, "daemon closed the connection");
-        let v: Value = serde_json::from_slice(&line)
-            .unwrap_or_else(|e| panic!("bad line from daemon: {e}: {:?}", String::from_utf8_lossy(&line)));
+        let v: Value = serde_json::from_slice(&line).unwrap_or_else(|e| {
+            panic!(
+                "bad line from daemon: {e}: {:?}",
+                String::from_utf8_lossy(&line)
+            )
+        });
         if v["event"] == "output" {
             let len = v["len"].as_u64().expect("output len") as usize;
             let mut data = vec![0; len + 1];
-            self.reader.read_exact(&mut data).expect("read output payload");
+            self.reader
+                .read_exact(&mut data)
+                .expect("read output payload");
             assert_eq!(data.pop(), Some(b'\n'), "payload not followed by newline");
             return Msg::Output(v, data);
         }
