@@ -1,1 +1,561 @@
-//! Invariant checker (filled in below).
+//! The invariant checker shared by the tests and the fuzzer.
+//!
+//! [`Checker`] wraps every call into the core, observes the input and every action it
+//! produced, and panics with the invariant's number and the offending values the moment
+//! one breaks. Panicking is its purpose: it is a test oracle, never used by the daemon.
+//!
+//! Checked after every step (numbers are design.md's invariants):
+//! 1. an input about generation g changes no other generation's record (except that a
+//!    pending successor may start once g is gone) and every action it produces names g,
+//!    or is that successor's `Spawn`, or a state event of g's session;
+//! 2. at most one terminal event per generation, and no event about g after it;
+//! 3. `exited` for g only after all of g's streams hit EOF or its drain deadline passed,
+//!    with the code of the exit status the leader reported;
+//! 6. `list` always succeeds and names every session; `get` succeeds for each;
+//! 7. generation numbers are allocated strictly increasing and spawned at most once;
+//! 8. sessions, generations, queued input and actions per step stay within their limits;
+//!
+//! plus: signals only for spawned, unreaped generations; reap, release and forget at most
+//! once each; one reply per command. [`Checker::quiescent`] checks the "exactly once"
+//! halves when nothing is left running.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{
+    Action, Command, Core, Event, GenerationSnapshot, Input, Lifecycle, Response, Spec, Stream,
+    Time,
+};
+
+/// What the checker knows about one generation, from the inputs and actions it observed.
+#[derive(Debug, Default)]
+struct Track {
+    spec: Option<Arc<Spec>>,
+    spawn_asked: u32,
+    spawned: bool,
+    exit: Option<(Time, i32)>,
+    eof: Vec<Stream>,
+    terminal: u32,
+    reaped: u32,
+    released: u32,
+    persisted: bool,
+    forgotten: u32,
+}
+
+/// Observes a core and panics when an invariant breaks.
+#[derive(Debug)]
+pub struct Checker {
+    first_gen: u64,
+    high_water: u64,
+    gens: BTreeMap<u64, Track>,
+    steps: u64,
+}
+
+type Before = BTreeMap<u64, (Arc<str>, GenerationSnapshot)>;
+
+impl Checker {
+    /// A checker for `core`, which must not have been fed anything yet.
+    pub fn new(core: &Core) -> Checker {
+        let first = core.next_generation();
+        Checker {
+            first_gen: first,
+            high_water: first,
+            gens: BTreeMap::new(),
+            steps: 0,
+        }
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Feeds `input` at `now`, checks everything, and returns the actions produced.
+    pub fn handle(&mut self, core: &mut Core, now: Time, input: Input) -> Vec<Action> {
+        let before = gens_by_number(core);
+        let request = match &input {
+            Input::Command { request, .. } => Some(*request),
+            _ => None,
+        };
+        let about = process_gen(&input);
+        let command_session = match &input {
+            Input::Command { command, .. } => command_session(command).map(str::to_owned),
+            _ => None,
+        };
+        let now = core_now(core, now);
+        self.observe_input(&before, now, &input);
+        core.handle(now, input);
+        let actions = self.drain(core, now, &before);
+        if let Some(request) = request {
+            let replies = actions
+                .iter()
+                .filter(|a| matches!(a, Action::Reply { request: r, .. } if *r == request));
+            assert_eq!(replies.count(), 1, "each command gets exactly one reply");
+        }
+        if let Some(gen) = about {
+            self.check_isolation(core, gen, &before, &actions);
+        }
+        if let Some(name) = command_session {
+            self.check_command_scope(&name, &before, &actions);
+        }
+        actions
+    }
+
+    /// Calls `handle_timeout(now)`, checks everything, and returns the actions produced.
+    pub fn timeout(&mut self, core: &mut Core, now: Time) -> Vec<Action> {
+        let before = gens_by_number(core);
+        let now = core_now(core, now);
+        core.handle_timeout(now);
+        self.drain(core, now, &before)
+    }
+
+    /// Once the core tracks no generation: every allocated generation had exactly one
+    /// terminal event, and every spawned one was reaped, released and forgotten exactly
+    /// once.
+    pub fn quiescent(&self, core: &Core) {
+        assert_eq!(
+            core.generation_count(),
+            0,
+            "quiescent() needs every generation gone"
+        );
+        for gen in self.first_gen..core.next_generation() {
+            let t = self.gens.get(&gen);
+            let terminal = t.map_or(0, |t| t.terminal);
+            assert_eq!(
+                terminal, 1,
+                "invariant 2: generation {gen} had {terminal} terminal events"
+            );
+            let Some(t) = t else { continue };
+            if t.spawned {
+                assert_eq!(t.reaped, 1, "generation {gen} reaped {} times", t.reaped);
+            }
+            if t.spawn_asked > 0 {
+                assert_eq!(
+                    t.released, 1,
+                    "generation {gen} released {} times",
+                    t.released
+                );
+            }
+            if t.persisted {
+                assert_eq!(
+                    t.forgotten, 1,
+                    "generation {gen} descriptor forgotten {} times",
+                    t.forgotten
+                );
+            }
+        }
+    }
+
+    /// Plays a well-behaved operating system and client until nothing is left: stops
+    /// every session (cancelling restarts), answers spawns, exits leaders, closes streams,
+    /// empties groups and lets deadlines pass. Then checks [`quiescent`](Self::quiescent).
+    /// Returns the time reached.
+    pub fn settle(&mut self, core: &mut Core, mut now: Time) -> Time {
+        for round in 0..200 {
+            let list = core.list();
+            if list
+                .iter()
+                .all(|s| s.generations.is_empty() && s.restart_at.is_none())
+            {
+                break;
+            }
+            assert!(round < 199, "core does not settle: {list:?}");
+            for s in &list {
+                let stop = Command::Stop {
+                    session: s.name.to_string(),
+                    if_gen: None,
+                    grace: None,
+                };
+                self.handle(
+                    core,
+                    now,
+                    Input::Command {
+                        request: u64::MAX,
+                        command: stop,
+                    },
+                );
+            }
+            for (gen, (_, g)) in gens_by_number(core) {
+                let inputs: Vec<Input> = match g.lifecycle {
+                    Lifecycle::Pending | Lifecycle::Gone => vec![],
+                    Lifecycle::Starting => vec![Input::SpawnResult {
+                        gen,
+                        result: Ok(gen as u32),
+                    }],
+                    Lifecycle::Running | Lifecycle::Stopping(_) => {
+                        vec![Input::LeaderExited {
+                            gen,
+                            status: super::ExitStatus::Signal(super::signal::SIGTERM),
+                        }]
+                    }
+                    Lifecycle::Exited => g
+                        .offsets
+                        .iter()
+                        .map(|(stream, _)| Input::Eof {
+                            gen,
+                            stream: *stream,
+                        })
+                        .collect(),
+                    Lifecycle::Reported => vec![Input::GroupEmpty { gen }],
+                };
+                for input in inputs {
+                    self.handle(core, now, input);
+                }
+            }
+            if let Some(t) = core.next_deadline() {
+                now = now.max(t);
+            }
+            self.timeout(core, now);
+        }
+        self.quiescent(core);
+        now
+    }
+
+    fn observe_input(&mut self, before: &Before, now: Time, input: &Input) {
+        let live = |gen: &u64| before.get(gen).map(|(_, s)| s.lifecycle);
+        match input {
+            Input::LeaderExited { gen, status } => {
+                if matches!(live(gen), Some(Lifecycle::Running | Lifecycle::Stopping(_))) {
+                    self.track(*gen).exit = Some((now, status.code()));
+                }
+            }
+            Input::Eof { gen, stream } => {
+                if matches!(
+                    live(gen),
+                    Some(Lifecycle::Running | Lifecycle::Stopping(_) | Lifecycle::Exited)
+                ) {
+                    self.track(*gen).eof.push(*stream);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn track(&mut self, gen: u64) -> &mut Track {
+        self.gens.entry(gen).or_default()
+    }
+
+    /// Drains the actions and checks everything that holds after any step.
+    fn drain(&mut self, core: &mut Core, now: Time, before: &Before) -> Vec<Action> {
+        self.steps += 1;
+        let queued = core.queued_actions();
+        let bound = 8 * (before.len() + core.generation_count() + 1) + 2 * core.list().len() + 8;
+        assert!(
+            queued <= bound,
+            "invariant 8: {queued} actions queued by one step (bound {bound})"
+        );
+        let actions: Vec<Action> = std::iter::from_fn(|| core.poll_action()).collect();
+        let next = core.next_generation();
+        assert!(
+            next >= self.high_water,
+            "invariant 7: generation counter went back from {} to {next}",
+            self.high_water
+        );
+        // Newly allocated numbers are exactly the ones between the old and new high-water
+        // marks: strictly increasing, never reused.
+        for gen in self.high_water..next {
+            assert!(
+                !self.gens.contains_key(&gen),
+                "invariant 7: generation {gen} seen before it was allocated"
+            );
+        }
+        self.high_water = next;
+        for action in &actions {
+            self.observe_action(core, now, action);
+        }
+        self.check_bounds(core);
+        self.check_list(core);
+        actions
+    }
+
+    fn observe_action(&mut self, core: &Core, now: Time, action: &Action) {
+        let next = core.next_generation();
+        match action {
+            Action::Spawn { gen, spec, .. } => {
+                assert!(
+                    *gen < next,
+                    "invariant 7: spawn of unallocated generation {gen}"
+                );
+                let t = self.track(*gen);
+                assert_eq!(
+                    t.spawn_asked, 0,
+                    "invariant 7: generation {gen} spawned twice"
+                );
+                t.spawn_asked += 1;
+                t.spec = Some(spec.clone());
+            }
+            Action::Signal { gen, .. }
+            | Action::WriteInput { gen, .. }
+            | Action::CloseInput { gen }
+            | Action::Resize { gen, .. } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.spawned && t.reaped == 0,
+                    "process action for unspawned or reaped generation {gen}: {action:?}"
+                );
+            }
+            Action::Reap { gen } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.spawned && t.reaped == 0,
+                    "generation {gen} reaped twice or never spawned"
+                );
+                assert_eq!(
+                    t.terminal, 1,
+                    "invariant 2: generation {gen} reaped before its exit was reported"
+                );
+                t.reaped += 1;
+            }
+            Action::Release { gen } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.spawn_asked == 1 && t.released == 0,
+                    "generation {gen} released twice or never spawned"
+                );
+                t.released += 1;
+            }
+            Action::CloseOutput { gen } => {
+                assert_eq!(self.track(*gen).terminal, 1, "output closed before report")
+            }
+            Action::PersistDescriptor(d) => {
+                let t = self.track(d.gen);
+                assert!(
+                    t.spawned && t.forgotten == 0,
+                    "descriptor of generation {} persisted out of order",
+                    d.gen
+                );
+                t.persisted = true;
+            }
+            Action::ForgetDescriptor { gen } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.persisted && t.forgotten == 0,
+                    "descriptor of generation {gen} forgotten twice"
+                );
+                t.forgotten += 1;
+            }
+            Action::Emit(event) => self.observe_event(now, event),
+            Action::Reply {
+                result: Ok(Response::List(list)),
+                ..
+            } => {
+                let names: Vec<_> = core.list().into_iter().map(|s| s.name).collect();
+                let got: Vec<_> = list.iter().map(|s| s.name.clone()).collect();
+                assert_eq!(got, names, "invariant 6: list does not name every session");
+            }
+            Action::Reply {
+                result: Ok(Response::Gen(gen)),
+                ..
+            } => {
+                assert!(*gen < next, "reply names unallocated generation {gen}");
+            }
+            Action::Reply { .. } => {}
+        }
+    }
+
+    fn observe_event(&mut self, now: Time, event: &Event) {
+        let Some(gen) = event.gen() else { return };
+        let t = self.track(gen);
+        assert_eq!(
+            t.terminal, 0,
+            "invariant 2: event after generation {gen}'s terminal event: {event:?}"
+        );
+        match event {
+            Event::Spawned { .. } => {
+                assert!(
+                    t.spawn_asked == 1 && !t.spawned,
+                    "spawned event for generation {gen} out of order"
+                );
+                t.spawned = true;
+            }
+            Event::SpawnFailed { .. } => t.terminal += 1,
+            Event::Exited {
+                code, truncated, ..
+            } => {
+                t.terminal += 1;
+                let (exit_at, exit_code) =
+                    t.exit.expect("invariant 3: exited without a leader exit");
+                assert_eq!(
+                    *code, exit_code,
+                    "invariant 1: generation {gen} reported another exit's code"
+                );
+                let spec = t.spec.as_ref().expect("spawned generations have a spec");
+                let drained = spec.streams().iter().all(|s| t.eof.contains(s));
+                let deadline = exit_at.saturating_add(spec.drain);
+                assert!(
+                    drained || now >= deadline,
+                    "invariant 3: generation {gen} reported at {now:?} before EOF or its deadline {deadline:?}"
+                );
+                assert_eq!(
+                    *truncated, !drained,
+                    "generation {gen}: truncated flag disagrees with EOFs seen"
+                );
+            }
+            Event::Output { .. } | Event::Unkillable { .. } => {
+                assert!(
+                    t.spawned,
+                    "event for generation {gen} that never ran: {event:?}"
+                );
+            }
+            Event::State { .. } => {}
+        }
+    }
+
+    /// Invariant 1: an input about `gen` touches `gen` only.
+    fn check_isolation(&self, core: &Core, gen: u64, before: &Before, actions: &[Action]) {
+        let after = gens_by_number(core);
+        let session = before.get(&gen).map(|(s, _)| s.clone());
+        for (h, (_, b)) in before.iter().filter(|(h, _)| **h != gen) {
+            let Some((_, a)) = after.get(h) else {
+                panic!("invariant 1: input about generation {gen} removed generation {h}");
+            };
+            let started = b.lifecycle == Lifecycle::Pending && a.lifecycle == Lifecycle::Starting;
+            let same = GenerationSnapshot {
+                since: a.since,
+                lifecycle: a.lifecycle,
+                ..b.clone()
+            } == *a;
+            assert!(
+                same && (started || a.lifecycle == b.lifecycle),
+                "invariant 1: input about generation {gen} changed generation {h}: {b:?} -> {a:?}"
+            );
+        }
+        for action in actions {
+            let ok = match action {
+                Action::Spawn {
+                    gen: h, session: s, ..
+                } => *h == gen || Some(s) == session.as_ref(),
+                Action::Emit(Event::State { session: s, .. }) => Some(s) == session.as_ref(),
+                Action::Emit(e) => e.gen() == Some(gen),
+                Action::Signal { gen: h, .. }
+                | Action::Reap { gen: h }
+                | Action::WriteInput { gen: h, .. }
+                | Action::CloseInput { gen: h }
+                | Action::Resize { gen: h, .. }
+                | Action::CloseOutput { gen: h }
+                | Action::Release { gen: h }
+                | Action::ForgetDescriptor { gen: h } => *h == gen,
+                Action::PersistDescriptor(d) => d.gen == gen,
+                Action::Reply { .. } => false,
+            };
+            assert!(
+                ok,
+                "invariant 1: input about generation {gen} produced {action:?}"
+            );
+        }
+    }
+
+    /// A command about one session produces actions about that session's generations only.
+    fn check_command_scope(&self, name: &str, before: &Before, actions: &[Action]) {
+        for action in actions {
+            let gen = match action {
+                Action::Emit(Event::State { session, .. }) | Action::Spawn { session, .. } => {
+                    assert_eq!(
+                        &**session, name,
+                        "command on {name} acted on session {session}"
+                    );
+                    continue;
+                }
+                Action::Emit(e) => e.gen(),
+                Action::PersistDescriptor(d) => Some(d.gen),
+                Action::Signal { gen, .. }
+                | Action::Reap { gen }
+                | Action::WriteInput { gen, .. }
+                | Action::CloseInput { gen }
+                | Action::Resize { gen, .. }
+                | Action::CloseOutput { gen }
+                | Action::Release { gen }
+                | Action::ForgetDescriptor { gen } => Some(*gen),
+                Action::Reply { .. } => None,
+            };
+            if let Some((session, _)) = gen.and_then(|g| before.get(&g)) {
+                assert_eq!(&**session, name, "command on {name} acted on {action:?}");
+            }
+        }
+    }
+
+    fn check_bounds(&self, core: &Core) {
+        let c = core.config();
+        let list = core.list();
+        assert!(
+            list.len() <= c.max_sessions,
+            "invariant 8: {} sessions",
+            list.len()
+        );
+        assert!(
+            core.generation_count() <= c.max_generations,
+            "invariant 8: {} generations",
+            core.generation_count()
+        );
+        for g in list.iter().flat_map(|s| &s.generations) {
+            assert!(
+                g.pending_input <= c.max_pending_input,
+                "invariant 8: generation {} queued input",
+                g.gen
+            );
+        }
+    }
+
+    /// Invariant 6: `list` and `get` answer for every session, whatever its state.
+    fn check_list(&self, core: &Core) {
+        let list = core.list();
+        let tracked: usize = list.iter().map(|s| s.generations.len()).sum();
+        assert_eq!(
+            tracked,
+            core.generation_count(),
+            "invariant 6: list misses a live generation"
+        );
+        for s in &list {
+            assert!(
+                core.get(&s.name).is_some(),
+                "invariant 6: get fails for listed session {}",
+                s.name
+            );
+        }
+    }
+}
+
+fn gens_by_number(core: &Core) -> Before {
+    core.list()
+        .into_iter()
+        .flat_map(|s| {
+            let name = s.name.clone();
+            s.generations
+                .into_iter()
+                .map(move |g| (g.gen, (name.clone(), g)))
+        })
+        .collect()
+}
+
+/// The time the core will use: it clamps a `now` that went backwards.
+fn core_now(core: &Core, now: Time) -> Time {
+    now.max(core.now)
+}
+
+fn process_gen(input: &Input) -> Option<u64> {
+    match input {
+        Input::Command { .. } => None,
+        Input::SpawnResult { gen, .. }
+        | Input::Output { gen, .. }
+        | Input::Eof { gen, .. }
+        | Input::LeaderExited { gen, .. }
+        | Input::GroupEmpty { gen }
+        | Input::InputWritten { gen, .. }
+        | Input::InputError { gen } => Some(*gen),
+    }
+}
+
+fn command_session(command: &Command) -> Option<&str> {
+    match command {
+        Command::Spawn { session, .. }
+        | Command::Write { session, .. }
+        | Command::CloseInput { session, .. }
+        | Command::Resize { session, .. }
+        | Command::Signal { session, .. }
+        | Command::Stop { session, .. }
+        | Command::Restart { session, .. }
+        | Command::Remove { session }
+        | Command::Get { session } => Some(session),
+        Command::List => None,
+    }
+}

@@ -192,7 +192,12 @@ impl Core {
         if s.removing {
             return SessionState::Removing;
         }
-        match s.current.and_then(|g| self.gens.get(&g)).map(|g| g.phase) {
+        let current = s.current.and_then(|g| self.gens.get(&g));
+        match current.map(|g| g.phase) {
+            // A stop that arrived while spawning runs as soon as the spawn is confirmed.
+            Some(Phase::Starting) if current.is_some_and(|g| g.stop.is_some()) => {
+                SessionState::Stopping
+            }
             Some(Phase::Pending | Phase::Starting) => SessionState::Starting,
             Some(Phase::Running { .. }) => SessionState::Running,
             Some(Phase::Stopping { .. }) => SessionState::Stopping,

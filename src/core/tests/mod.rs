@@ -1,1 +1,9 @@
+//! Unit tests of the core, all driven through the invariant checker.
 
+mod commands;
+mod harness;
+mod interleavings;
+mod lifecycle;
+mod random_walk;
+mod restart;
+mod scenarios;

@@ -1,0 +1,164 @@
+//! A virtual clock plus the invariant checker around a core, with shorthands for inputs.
+
+use std::time::Duration;
+
+use crate::core::check::Checker;
+use crate::core::{
+    Action, Command, Config, Core, Error, Event, ExitStatus, Input, OnBusy, Response,
+    SessionSnapshot, Spec, Stream, Time,
+};
+
+/// A spec with short, distinct deadlines so tests can step through them.
+pub fn spec() -> Spec {
+    let mut spec = Spec::new(vec![b"agent".to_vec()]);
+    spec.grace = Duration::from_millis(100);
+    spec.kill_grace = Duration::from_millis(200);
+    spec.drain = Duration::from_millis(50);
+    spec
+}
+
+pub struct H {
+    pub core: Core,
+    pub check: Checker,
+    pub now: Time,
+    next_request: u64,
+    /// Every action so far, in order.
+    pub log: Vec<Action>,
+}
+
+impl H {
+    pub fn new() -> H {
+        H::with(Config::default(), 1)
+    }
+
+    pub fn with(config: Config, first_gen: u64) -> H {
+        let core = Core::new(config, first_gen);
+        let check = Checker::new(&core);
+        H {
+            core,
+            check,
+            now: Time::ZERO,
+            next_request: 1,
+            log: Vec::new(),
+        }
+    }
+
+    pub fn input(&mut self, input: Input) -> Vec<Action> {
+        let actions = self.check.handle(&mut self.core, self.now, input);
+        self.log.extend(actions.iter().cloned());
+        actions
+    }
+
+    pub fn cmd(&mut self, command: Command) -> Result<Response, Error> {
+        let request = self.next_request;
+        self.next_request += 1;
+        let actions = self.input(Input::Command { request, command });
+        actions
+            .into_iter()
+            .find_map(|a| match a {
+                Action::Reply { request: r, result } if r == request => Some(result),
+                _ => None,
+            })
+            .expect("one reply")
+    }
+
+    pub fn spawn_with(&mut self, name: &str, spec: Spec, on_busy: OnBusy) -> Result<u64, Error> {
+        match self.cmd(Command::Spawn {
+            session: name.into(),
+            spec,
+            on_busy,
+        })? {
+            Response::Gen(gen) => Ok(gen),
+            other => panic!("spawn answered {other:?}"),
+        }
+    }
+
+    pub fn spawn(&mut self, name: &str) -> u64 {
+        self.spawn_with(name, spec(), OnBusy::Replace)
+            .expect("spawn")
+    }
+
+    pub fn started(&mut self, gen: u64) -> Vec<Action> {
+        self.input(Input::SpawnResult {
+            gen,
+            result: Ok(1000 + gen as u32),
+        })
+    }
+
+    pub fn exit(&mut self, gen: u64, status: ExitStatus) -> Vec<Action> {
+        self.input(Input::LeaderExited { gen, status })
+    }
+
+    pub fn eof(&mut self, gen: u64) -> Vec<Action> {
+        let mut all = self.input(Input::Eof {
+            gen,
+            stream: Stream::Stdout,
+        });
+        all.extend(self.input(Input::Eof {
+            gen,
+            stream: Stream::Stderr,
+        }));
+        all
+    }
+
+    pub fn output(&mut self, gen: u64, len: usize) -> Vec<Action> {
+        self.input(Input::Output {
+            gen,
+            stream: Stream::Stdout,
+            len,
+        })
+    }
+
+    pub fn group_empty(&mut self, gen: u64) -> Vec<Action> {
+        self.input(Input::GroupEmpty { gen })
+    }
+
+    /// Moves the clock by `ms` and fires what is due.
+    pub fn advance(&mut self, ms: u64) -> Vec<Action> {
+        self.now = Time::from_millis(self.now.as_millis() + ms);
+        let actions = self.check.timeout(&mut self.core, self.now);
+        self.log.extend(actions.iter().cloned());
+        actions
+    }
+
+    pub fn stop(&mut self, name: &str, if_gen: Option<u64>) -> Result<Response, Error> {
+        self.cmd(Command::Stop {
+            session: name.into(),
+            if_gen,
+            grace: None,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> SessionSnapshot {
+        self.core.get(name).expect("session exists")
+    }
+
+    /// Every event so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.log
+            .iter()
+            .filter_map(|a| match a {
+                Action::Emit(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Events about `gen`.
+    pub fn events_of(&self, gen: u64) -> Vec<Event> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.gen() == Some(gen))
+            .collect()
+    }
+
+    /// Finishes everything and checks the once-per-generation invariants.
+    pub fn settle(&mut self) {
+        self.now = self.check.settle(&mut self.core, self.now);
+    }
+}
+
+/// Whether `actions` contain one for which `f` holds.
+pub fn has(actions: &[Action], f: impl Fn(&Action) -> bool) -> bool {
+    actions.iter().any(f)
+}
