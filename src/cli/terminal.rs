@@ -65,6 +65,18 @@ impl<Fd: AsFd> Drop for RawMode<Fd> {
     }
 }
 
+/// `tcsetattr(TCSANOW)`, retried on `EINTR`—puts `settings` on the terminal `fd`.
+///
+/// For exit paths that cannot reach the [`RawMode`] value: the release build aborts on
+/// panic, so destructors do not run; a panic hook holding a clone of
+/// [`RawMode::saved`] calls this on standard input instead.
+///
+/// # References
+///  - [POSIX `tcsetattr`](https://pubs.opengroup.org/onlinepubs/9799919799/functions/tcsetattr.html)
+pub fn restore_settings(fd: impl AsFd, settings: &Termios) -> Result<()> {
+    set(fd, settings)
+}
+
 /// `tcsetattr` retried on `EINTR` (a resize signal may land in the middle).
 fn set(fd: impl AsFd, settings: &Termios) -> Result<()> {
     loop {
@@ -183,6 +195,19 @@ mod tests {
         raw.restore().expect("second restore is a no-op");
         drop(raw);
         assert!(same(&changed, &kernel_termios(&terminal)));
+    }
+
+    #[test]
+    fn saved_settings_restore_without_the_guard() {
+        let (_controller, terminal) = pty_pair();
+        let before = kernel_termios(&terminal);
+        let raw = RawMode::enter(&terminal).expect("enter raw mode");
+        let saved = raw.saved().clone();
+        // As on an abort: the guard's destructor never runs.
+        std::mem::forget(raw);
+        assert!(!same(&before, &kernel_termios(&terminal)));
+        restore_settings(&terminal, &saved).expect("restore");
+        assert!(same(&before, &kernel_termios(&terminal)));
     }
 
     #[test]

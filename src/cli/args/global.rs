@@ -27,14 +27,20 @@ pub fn parse_global(args: &[String]) -> Result<Global, ArgError> {
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         i += 1;
-        match arg.as_str() {
-            "-h" | "--help" => global.help = true,
-            "-V" | "--version" => global.version = true,
+        let socket = match arg.as_str() {
+            "-h" | "--help" => {
+                global.help = true;
+                continue;
+            }
+            "-V" | "--version" => {
+                global.version = true;
+                continue;
+            }
             "--" => break,
             "--socket" => match args.get(i) {
                 Some(next) if !(next.len() > 1 && next.starts_with('-')) => {
-                    global.socket = Some(next.clone());
                     i += 1;
+                    next.as_str()
                 }
                 next => {
                     return Err(err(ArgErrorKind::MissingValue {
@@ -44,28 +50,32 @@ pub fn parse_global(args: &[String]) -> Result<Global, ArgError> {
                     }))
                 }
             },
-            a if a.starts_with("--socket=") => {
-                global.socket = Some(a["--socket=".len()..].to_string())
-            }
+            a if a.starts_with("--socket=") => &a["--socket=".len()..],
             a if a.len() > 1 && a.starts_with('-') => {
-                let name = a.trim_start_matches('-').split('=').next().unwrap_or("");
+                let option = a.split('=').next().unwrap_or(a).to_string();
+                let name = option.trim_start_matches('-');
                 let suggestion =
                     suggest(name, ["socket", "help", "version"]).map(|s| format!("--{s}"));
-                let option = a.split('=').next().unwrap_or(a).to_string();
                 return Err(err(ArgErrorKind::UnknownOption { option, suggestion }));
             }
             _ => {
                 i -= 1;
                 break;
             }
+        };
+        if global.socket.is_some() {
+            return Err(err(ArgErrorKind::Repeated {
+                option: "--socket".into(),
+            }));
         }
-        if global.socket.as_deref() == Some("") {
+        if socket.is_empty() {
             return Err(err(ArgErrorKind::InvalidValue {
                 option: "--socket".into(),
                 value: String::new(),
                 reason: "needs the path of the daemon's socket".into(),
             }));
         }
+        global.socket = Some(socket.to_string());
     }
     if let Some(command) = args.get(i) {
         global.command = Some(command.clone());

@@ -552,3 +552,20 @@ fn small_argument_lists_exhaustively() {
     }
     assert!(accepted > 100, "only {accepted} accepted");
 }
+
+#[test]
+fn global_socket_given_once_and_non_empty() {
+    let e = parse_global(&words(&["--socket", "", "ls"])).unwrap_err();
+    assert!(matches!(e.kind, ArgErrorKind::InvalidValue { .. }), "{e}");
+    let e = parse_global(&words(&["--socket=/a", "--socket", "/b", "ls"])).unwrap_err();
+    assert_eq!(
+        e.kind,
+        ArgErrorKind::Repeated {
+            option: "--socket".into()
+        }
+    );
+    let e = parse_global(&words(&["--pty", "run"])).unwrap_err();
+    assert!(matches!(e.kind, ArgErrorKind::UnknownOption { ref option, .. } if option == "--pty"));
+    let e = parse_global(&words(&["--socket", "--help"])).unwrap_err();
+    assert!(e.to_string().contains("write `--socket=--help`"), "{e}");
+}
