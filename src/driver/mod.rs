@@ -2,6 +2,7 @@
 //! operating-system layer and serves clients on the control socket.
 
 pub mod encode;
+pub mod fanout;
 pub mod listener;
 pub mod outbox;
 pub mod request;

@@ -92,18 +92,28 @@ impl Ring {
         })
     }
 
+    /// Changes the capacity, evicting the oldest records if it shrank.
+    pub fn set_capacity(&mut self, cap: usize) {
+        self.cap = cap.max(RECORD_OVERHEAD * 4);
+        self.evict();
+    }
+
     fn push(&mut self, mut record: Record) -> u64 {
         record.seq = self.next_seq;
         self.next_seq += 1;
         self.used += record.frame.len() + RECORD_OVERHEAD;
         self.records.push_back(record);
-        // Evict from the front, but always keep the newest record so a frame larger than
-        // the capacity is still delivered to subscribers that keep up.
+        self.evict();
+        self.next_seq - 1
+    }
+
+    /// Evicts from the front, but always keeps the newest record so a frame larger than
+    /// the capacity is still delivered to subscribers that keep up.
+    fn evict(&mut self) {
         while self.used > self.cap && self.records.len() > 1 {
             let old = self.records.pop_front().expect("len > 1");
             self.used -= old.frame.len() + RECORD_OVERHEAD;
         }
-        self.next_seq - 1
     }
 
     /// The sequence number a new subscriber that wants only future records starts at.
