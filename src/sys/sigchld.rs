@@ -1,7 +1,7 @@
 //! SIGCHLD as a readable descriptor, for the fallback (no pidfd) reaper.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::pipe::{pipe_with, PipeFlags};
 use signal_hook::SigId;
@@ -15,7 +15,6 @@ use crate::sys::fd::{read_nonblocking, ReadOutcome};
 #[derive(Debug)]
 pub struct SigchldPipe {
     read: OwnedFd,
-    write: OwnedFd,
     id: SigId,
 }
 
@@ -23,8 +22,9 @@ impl SigchldPipe {
     /// Creates the pipe (non-blocking, close-on-exec) and installs the handler.
     pub fn new() -> io::Result<SigchldPipe> {
         let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-        let id = signal_hook::low_level::pipe::register_raw(libc::SIGCHLD, write.as_raw_fd())?;
-        Ok(SigchldPipe { read, write, id })
+        // signal-hook owns the write end from here and closes it when unregistered.
+        let id = signal_hook::low_level::pipe::register(libc::SIGCHLD, write)?;
+        Ok(SigchldPipe { read, id })
     }
 
     /// The descriptor that becomes readable after a SIGCHLD.
@@ -47,9 +47,7 @@ impl SigchldPipe {
 
 impl Drop for SigchldPipe {
     fn drop(&mut self) {
-        // Unregister before `write` is closed, so the handler never writes to a closed or
-        // reused descriptor.
+        // Also closes the write end, after the handler can no longer run.
         signal_hook::low_level::unregister(self.id);
-        let _ = &self.write;
     }
 }

@@ -175,3 +175,29 @@ pub fn pidfd_of(pid: i32) -> std::os::fd::OwnedFd {
 pub fn exited(fd: &impl AsFd) -> bool {
     genward::sys::process::pidfd_exited(fd.as_fd()).unwrap()
 }
+
+/// Reads until a complete line `<prefix><number>` has arrived; returns the number.
+pub fn read_number(fd: BorrowedFd<'_>, out: &mut Vec<u8>, prefix: &str) -> i32 {
+    let deadline = Instant::now() + TIMEOUT;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let text = lossy(out);
+        let found = text
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n'))
+            .find_map(|l| l.trim().strip_prefix(prefix)?.parse().ok());
+        if let Some(n) = found {
+            return n;
+        }
+        match read_nonblocking(fd, &mut buf).expect("read") {
+            ReadOutcome::Data(n) => out.extend_from_slice(&buf[..n]),
+            ReadOutcome::Eof => panic!("EOF before {prefix}; got {text:?}"),
+            ReadOutcome::WouldBlock => {
+                assert!(
+                    readable(fd, deadline),
+                    "no {prefix} within {TIMEOUT:?}; got {text:?}"
+                );
+            }
+        }
+    }
+}
