@@ -1,17 +1,98 @@
 //! The `genward` binary: argv → config → daemon or client; outcome → exit code.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use genward::cli::args::{
+    args_to_strings, find_command, global_help, parse, parse_global, ArgError, Matches, Outcome,
+};
+use genward::cli::commands::COMMANDS;
+use genward::driver::{Daemon, DaemonConfig};
+use genward::store::state_dir;
+use genward::sys::process::ReaperMode;
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("--version") | Some("-V") => {
-            println!("genward {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!("genward: the daemon and client commands are not built yet");
-            ExitCode::from(2)
+    match run() {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("genward: {msg}");
+            ExitCode::from(1)
         }
     }
+}
+
+fn usage_error(e: ArgError) -> Result<ExitCode, String> {
+    eprintln!("{e}");
+    Ok(ExitCode::from(ArgError::EXIT_STATUS))
+}
+
+fn run() -> Result<ExitCode, String> {
+    let args = match args_to_strings(std::env::args_os().skip(1)) {
+        Ok(a) => a,
+        Err(e) => return usage_error(e),
+    };
+    let global = match parse_global(&args) {
+        Ok(g) => g,
+        Err(e) => return usage_error(e),
+    };
+    if global.version {
+        println!("genward {}", env!("CARGO_PKG_VERSION"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(name) = global.command.as_deref().filter(|_| !global.help) else {
+        print!("{}", global_help(COMMANDS));
+        return Ok(if global.help {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(ArgError::EXIT_STATUS)
+        });
+    };
+    let spec = match find_command(COMMANDS, name) {
+        Ok(s) => s,
+        Err(e) => return usage_error(e),
+    };
+    let matches = match parse(spec, &global.rest) {
+        Ok(Outcome::Help(text)) => {
+            print!("{text}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Ok(Outcome::Args(m)) => m,
+        Err(e) => return usage_error(e),
+    };
+    let socket = global.socket.map(PathBuf::from);
+    match name {
+        "daemon" => daemon(&matches, socket),
+        other => Err(format!("`{other}` is not available in this build yet")),
+    }
+}
+
+fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    let (state, socket) = state_dir::resolve(m.value("state-dir").map(PathBuf::from), socket)
+        .map_err(|e| e.to_string())?;
+    let mut cfg = DaemonConfig::new(state, socket);
+    for uid in m.values("allow-uid") {
+        cfg.allow_uids.push(
+            uid.parse()
+                .map_err(|_| format!("--allow-uid {uid}: not a numeric uid"))?,
+        );
+    }
+    if let Some(fd) = m.value("ready-fd") {
+        let fd: i32 = fd
+            .parse()
+            .ok()
+            .filter(|&n| n >= 0)
+            .ok_or_else(|| format!("--ready-fd {fd}: not a file descriptor number"))?;
+        cfg.ready_fd = Some(fd);
+    }
+    cfg.reaper = match m.value("reaper") {
+        None | Some("auto") => ReaperMode::Auto,
+        Some("fallback") => ReaperMode::Fallback,
+        Some(other) => return Err(format!("--reaper {other}: expected auto or fallback")),
+    };
+    let daemon = Daemon::new(cfg).map_err(|e| e.to_string())?;
+    daemon.run().map_err(|e| format!("event loop: {e}"))?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -15,7 +15,28 @@ const JSON: OptSpec = OptSpec::flag("json", "print JSON lines instead of a table
 
 /// `genward daemon`.
 pub const DAEMON: CommandSpec = CommandSpec {
-    examples: &["daemon"],
+    options: &[
+        OptSpec::value(
+            "state-dir",
+            "DIR",
+            "private state directory (default /run/genward as root, else $XDG_RUNTIME_DIR/genward; env GENWARD_STATE_DIR)",
+        ),
+        OptSpec::repeated("allow-uid", "UID", "also accept clients with this uid"),
+        OptSpec::value(
+            "ready-fd",
+            "FD",
+            "write a newline to FD once ready to serve, then close it (s6-style)",
+        ),
+        OptSpec::value(
+            "reaper",
+            "MODE",
+            "auto (pidfds where available) or fallback (SIGCHLD + identity checks)",
+        ),
+    ],
+    examples: &[
+        "daemon",
+        "--socket /tmp/gw.sock daemon --state-dir /tmp/gw --ready-fd 3",
+    ],
     ..CommandSpec::new("daemon", "run the supervisor in the foreground")
 };
 

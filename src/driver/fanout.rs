@@ -93,7 +93,10 @@ pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox
                 let mut line = Vec::with_capacity(96);
                 encode::dropped(session, cursor.pos, to, &mut line);
                 outbox.push(&line);
-                log::debug!("subscriber of {session} fell behind: dropped {}..{to}", cursor.pos);
+                log::debug!(
+                    "subscriber of {session} fell behind: dropped {}..{to}",
+                    cursor.pos
+                );
                 cursor.seq = resume;
                 cursor.pos = to;
             }
@@ -125,7 +128,10 @@ mod tests {
         let mut sink = Vec::new();
         outbox.flush_to(&mut sink).unwrap();
         let text = String::from_utf8_lossy(&sink);
-        assert!(text.starts_with(r#"{"event":"dropped","session":"s","from":0,"to":"#), "{text}");
+        assert!(
+            text.starts_with(r#"{"event":"dropped","session":"s","from":0,"to":"#),
+            "{text}"
+        );
         // Keep draining until caught up; exactly one dropped in total.
         while !pump("s", &ring, &mut cursor, &mut outbox) {
             outbox.flush_to(&mut sink).unwrap();

@@ -284,8 +284,7 @@ fn restart(o: &Object) -> Result<RestartPolicy> {
                 "unknown field",
             ))
         })?;
-    let mut p = RestartPolicy::default();
-    p.mode = match o.opt_str("mode").map_err(bad)? {
+    let mode = match o.opt_str("mode").map_err(bad)? {
         None | Some("never") => Restart::Never,
         Some("on-failure") | Some("on_failure") => Restart::OnFailure,
         Some("always") => Restart::Always,
@@ -295,6 +294,10 @@ fn restart(o: &Object) -> Result<RestartPolicy> {
                 format!("`{other}` is not one of never, on-failure, always"),
             )))
         }
+    };
+    let mut p = RestartPolicy {
+        mode,
+        ..RestartPolicy::default()
     };
     if let Some(d) = opt_duration(o, "initial")? {
         p.initial = d;

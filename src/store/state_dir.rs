@@ -72,6 +72,28 @@ pub fn default_state_dir() -> Result<PathBuf, StateDirError> {
     }
 }
 
+/// The state directory and socket to use: explicit values first, then `GENWARD_STATE_DIR`
+/// and `GENWARD_SOCKET`, then the defaults (the socket is `genward.sock` inside the state
+/// directory).
+pub fn resolve(
+    state_dir: Option<PathBuf>,
+    socket: Option<PathBuf>,
+) -> Result<(PathBuf, PathBuf), StateDirError> {
+    let from_env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let state_dir = match state_dir.or_else(|| from_env("GENWARD_STATE_DIR")) {
+        Some(d) => d,
+        None => default_state_dir()?,
+    };
+    let socket = socket
+        .or_else(|| from_env("GENWARD_SOCKET"))
+        .unwrap_or_else(|| state_dir.join("genward.sock"));
+    Ok((state_dir, socket))
+}
+
 /// Creates `path` with mode 0700 if missing, then verifies it is a real directory owned by
 /// us and closed to everyone else.
 pub fn ensure_private_dir(path: &Path) -> Result<(), StateDirError> {

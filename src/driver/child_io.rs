@@ -1,0 +1,211 @@
+//! Moving bytes and exits between children and the core: output reads, input writes,
+//! leader exits and emptied process groups.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+use mio::unix::SourceFd;
+use mio::Token;
+
+use super::daemon::Daemon;
+use crate::core::{ExitStatus, Input};
+use crate::sys::fd::{read_nonblocking, write_nonblocking, ReadOutcome, WriteOutcome};
+use crate::sys::process::Exit;
+
+/// Reads per readiness before other sources get a turn (64 KiB each): a child writing
+/// flat out cannot starve the loop; the source is revisited before the next sleep.
+const READS_PER_TURN: usize = 16;
+
+/// The byte a PTY's line discipline turns into end-of-file (VEOF, Ctrl-D).
+const PTY_EOF: u8 = 0x04;
+
+impl Daemon {
+    /// Reads a generation's output descriptor until it would block (bounded per turn).
+    pub(super) fn read_output(&mut self, gen: u64, token: Token) {
+        let mut buf = std::mem::take(&mut self.read_buf);
+        for _ in 0..READS_PER_TURN {
+            let Some(child) = self.children.get(&gen) else {
+                break;
+            };
+            let Some(out) = child.outputs.iter().find(|o| o.token == token) else {
+                break;
+            };
+            let stream = out.stream;
+            match read_nonblocking(out.fd.as_fd(), &mut buf) {
+                Ok(ReadOutcome::Data(n)) => {
+                    let now = self.now();
+                    self.core.handle(
+                        now,
+                        Input::Output {
+                            gen,
+                            stream,
+                            len: n,
+                        },
+                    );
+                    self.run_actions(Some((gen, stream, &buf[..n])));
+                }
+                Ok(ReadOutcome::WouldBlock) => {
+                    self.read_buf = buf;
+                    return;
+                }
+                Ok(ReadOutcome::Eof) => {
+                    self.close_output(gen, token);
+                    self.feed(Input::Eof { gen, stream });
+                    self.read_buf = buf;
+                    return;
+                }
+                Err(e) => {
+                    log::warn!(
+                        "gen {gen}: read {}: {e}; treating as end of file",
+                        stream.as_str()
+                    );
+                    self.close_output(gen, token);
+                    self.feed(Input::Eof { gen, stream });
+                    self.read_buf = buf;
+                    return;
+                }
+            }
+        }
+        self.read_buf = buf;
+        if self.sources.contains_key(&token) {
+            self.again.push(token);
+        }
+    }
+
+    fn close_output(&mut self, gen: u64, token: Token) {
+        let Some(child) = self.children.get_mut(&gen) else {
+            return;
+        };
+        if let Some(i) = child.outputs.iter().position(|o| o.token == token) {
+            let out = child.outputs.remove(i);
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&out.fd.as_raw_fd()));
+            if out.stream == crate::core::Stream::Pty {
+                child.pty = false;
+                child.input.clear();
+            }
+        }
+        self.sources.remove(&token);
+    }
+
+    /// Writes queued input as far as the descriptor accepts.
+    pub(super) fn flush_input(&mut self, gen: u64) {
+        let Some(child) = self.children.get_mut(&gen) else {
+            return;
+        };
+        let Some(raw) = child.input_fd() else {
+            if !child.input.is_empty() {
+                let n = child.input.len();
+                child.input.clear();
+                self.feed(Input::InputWritten { gen, len: n });
+            }
+            return;
+        };
+        // SAFETY: `raw` belongs to an OwnedFd held by `child`, which outlives this borrow
+        // (nothing below removes the child before the last use of `fd`).
+        let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+        let mut written = 0;
+        let mut closed = false;
+        while !child.input.is_empty() {
+            match write_nonblocking(fd, &child.input) {
+                Ok(WriteOutcome::Written(n)) => {
+                    child.input.drain(..n);
+                    written += n;
+                }
+                Ok(WriteOutcome::WouldBlock) => break,
+                Ok(WriteOutcome::Closed) | Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        let eof_now = !closed && child.input.is_empty() && child.close_after_input;
+        if eof_now {
+            child.close_after_input = false;
+            if let Some((fd, token)) = child.stdin.take() {
+                let _ = self
+                    .poll
+                    .registry()
+                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
+                self.sources.remove(&token);
+            } else if child.pty {
+                // A PTY has no write side to close: send the line discipline's EOF.
+                let _ = write_nonblocking(fd, &[PTY_EOF]);
+            }
+        }
+        if closed {
+            child.input.clear();
+            if let Some((fd, token)) = child.stdin.take() {
+                let _ = self
+                    .poll
+                    .registry()
+                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
+                self.sources.remove(&token);
+            }
+        }
+        if written > 0 {
+            self.feed(Input::InputWritten { gen, len: written });
+        }
+        if closed {
+            log::info!("gen {gen}: input closed by the child");
+            self.feed(Input::InputError { gen });
+        }
+    }
+
+    /// Asks whether a generation's leader exited (without reaping it) and tells the core.
+    pub(super) fn check_exit(&mut self, gen: u64) {
+        let Some(child) = self.children.get_mut(&gen) else {
+            return;
+        };
+        if child.exit_seen {
+            return;
+        }
+        let exit = match child.process.exit_status_nowait() {
+            Ok(Some(exit)) => exit,
+            Ok(None) => return,
+            Err(e) => {
+                log::error!("gen {gen}: waitid: {e}");
+                return;
+            }
+        };
+        child.exit_seen = true;
+        child.awaiting_group = child.kill_group;
+        let status = match exit {
+            Exit::Code(c) => ExitStatus::Code(c),
+            Exit::Signal { signal, .. } => ExitStatus::Signal(signal),
+            Exit::Unknown => {
+                log::warn!("gen {gen}: exit status unknown");
+                ExitStatus::Code(0)
+            }
+        };
+        self.feed(Input::LeaderExited { gen, status });
+        self.check_groups();
+    }
+
+    /// Tells the core about every waiting generation whose process group emptied.
+    pub(super) fn check_groups(&mut self) {
+        let waiting: Vec<u64> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.awaiting_group)
+            .map(|(g, _)| *g)
+            .collect();
+        for gen in waiting {
+            let Some(child) = self.children.get_mut(&gen) else {
+                continue;
+            };
+            match child.process.is_group_empty() {
+                Ok(true) => {
+                    child.awaiting_group = false;
+                    self.feed(Input::GroupEmpty { gen });
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    log::warn!("gen {gen}: scanning its process group: {e}");
+                    child.awaiting_group = false;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Control connections: accepting (with peer checks and a connection limit), reading
+//! requests, answering, and the daemon's own operations.
+
+use std::io::{self, Read};
+
+use mio::{Interest, Token};
+
+use super::client::Client;
+use super::daemon::{Daemon, Shutdown, Source, LISTENER};
+use super::encode;
+use super::fanout::{pump, start_cursor};
+use super::request::{self, Op, Target};
+use crate::core::{Command, Input};
+use crate::proto::envelope::{begin_ok_response, Request, RequestId};
+use crate::proto::error::{ErrorCode, ProtoError};
+use crate::proto::json::Limits;
+
+/// Bytes read from one client per turn, so one chatty client cannot starve the rest.
+const CLIENT_READ_PER_TURN: usize = 256 * 1024;
+
+/// The protocol version `hello` reports.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+impl Daemon {
+    pub(super) fn accept_clients(&mut self) {
+        loop {
+            let (mut stream, _) = match self.listener.accept() {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: log and try again on the next readiness rather
+                    // than spinning.
+                    log::error!("accept: {e}");
+                    return;
+                }
+            };
+            let refuse = |stream: &mut mio::net::UnixStream, code: ErrorCode, why: String| {
+                let mut line = Vec::new();
+                encode::error(&RequestId::Null, &ProtoError::new(code, why), &mut line);
+                let _ = io::Write::write(stream, &line);
+            };
+            if let Err(refused) = self.policy.check(&stream) {
+                log::warn!("refused a connection: {}", refused.reason);
+                refuse(&mut stream, ErrorCode::PermissionDenied, refused.reason);
+                continue;
+            }
+            if self.clients.len() >= self.cfg.max_clients {
+                log::warn!(
+                    "refused a connection: {} clients connected",
+                    self.clients.len()
+                );
+                refuse(
+                    &mut stream,
+                    ErrorCode::Limit,
+                    format!("too many connections (limit {})", self.cfg.max_clients),
+                );
+                continue;
+            }
+            let token = self.token(Source::Client);
+            if let Err(e) = self.poll.registry().register(
+                &mut stream,
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                log::error!("register client: {e}");
+                self.sources.remove(&token);
+                continue;
+            }
+            let client = Client::new(stream, self.cfg.max_line, self.cfg.client_outbox_bytes);
+            self.clients.insert(token, client);
+            log::debug!("client {} connected", token.0);
+        }
+    }
+
+    pub(super) fn client_readable(&mut self, token: Token) {
+        let mut buf = std::mem::take(&mut self.read_buf);
+        let mut total = 0;
+        while let Some(client) = self.clients.get_mut(&token) {
+            if client.eof {
+                break;
+            }
+            if !client.outbox.has_room() {
+                // Backpressure: answer what was asked before reading more.
+                client.paused = true;
+                break;
+            }
+            if total >= CLIENT_READ_PER_TURN {
+                self.again.push(token);
+                break;
+            }
+            match client.stream.read(&mut buf) {
+                Ok(0) => {
+                    client.eof = true;
+                    let mut lines = Vec::new();
+                    client.lines.finish(|l| lines.push(l.map(<[u8]>::to_vec)));
+                    for line in lines {
+                        self.handle_line(token, line);
+                    }
+                    break;
+                }
+                Ok(n) => {
+                    total += n;
+                    let mut lines = Vec::new();
+                    client
+                        .lines
+                        .feed(&buf[..n], |l| lines.push(l.map(<[u8]>::to_vec)));
+                    for line in lines {
+                        self.handle_line(token, line);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::debug!("client {}: read: {e}", token.0);
+                    self.close_client(token);
+                    break;
+                }
+            }
+        }
+        self.read_buf = buf;
+        self.flush_client(token);
+    }
+
+    pub(super) fn client_writable(&mut self, token: Token) {
+        self.flush_client(token);
+    }
+
+    /// Writes what the socket accepts; refills from subscriptions; resumes reading when
+    /// the queue drained; closes a finished or broken connection.
+    pub(super) fn flush_client(&mut self, token: Token) {
+        loop {
+            let Some(client) = self.clients.get_mut(&token) else {
+                return;
+            };
+            if let Err(e) = client.outbox.flush_to(&mut client.stream) {
+                log::debug!("client {}: write: {e}", token.0);
+                self.close_client(token);
+                return;
+            }
+            if !client.outbox.is_empty() {
+                return; // WRITABLE will fire when the socket drains.
+            }
+            // Room again: continue subscriptions that were cut short.
+            let mut refilled = false;
+            let sessions: Vec<_> = client.subs.keys().cloned().collect();
+            for session in sessions {
+                if let (Some(ring), Some(cursor)) =
+                    (self.logs.get(&session), client.subs.get_mut(&session))
+                {
+                    if cursor.seq < ring.end_seq() {
+                        pump(&session, ring, cursor, &mut client.outbox);
+                        refilled = true;
+                    }
+                }
+            }
+            if refilled && !client.outbox.is_empty() {
+                continue;
+            }
+            if client.paused {
+                client.paused = false;
+                self.client_readable(token);
+                return;
+            }
+            if client.finished() {
+                self.close_client(token);
+            }
+            return;
+        }
+    }
+
+    pub(super) fn close_client(&mut self, token: Token) {
+        let Some(mut client) = self.clients.remove(&token) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut client.stream);
+        self.sources.remove(&token);
+        self.all_subscribers.remove(&token);
+        for session in client.subs.keys() {
+            if let Some(s) = self.subscribers.get_mut(session) {
+                s.remove(&token);
+            }
+        }
+        for list in self.waiters.values_mut() {
+            list.retain(|(t, _)| *t != token);
+        }
+        self.waiters.retain(|_, l| !l.is_empty());
+        self.requests.retain(|_, (t, _)| *t != token);
+        log::debug!("client {} disconnected", token.0);
+    }
+
+    /// Queues bytes for a client and tries to write them.
+    pub(super) fn send(&mut self, token: Token, bytes: &[u8]) {
+        if let Some(c) = self.clients.get_mut(&token) {
+            c.outbox.push(bytes);
+        }
+        self.flush_client(token);
+    }
+
+    fn send_error(&mut self, token: Token, id: &RequestId, error: ProtoError) {
+        let mut line = Vec::new();
+        encode::error(id, &error, &mut line);
+        self.send(token, &line);
+    }
+
+    fn handle_line(
+        &mut self,
+        token: Token,
+        line: Result<Vec<u8>, crate::proto::framing::LineTooLong>,
+    ) {
+        let line = match line {
+            Ok(l) => l,
+            Err(too_long) => {
+                let e = ProtoError::new(ErrorCode::Limit, too_long.to_string());
+                self.send_error(token, &RequestId::Null, e);
+                return;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let limits = Limits {
+            max_len: self.cfg.max_line,
+            ..Limits::DEFAULT
+        };
+        let req = match Request::decode(&line, &limits) {
+            Ok(r) => r,
+            Err(e) => return self.send_error(token, &e.id, e.error),
+        };
+        let op = match request::decode(&req.op, &req.args) {
+            Ok(op) => op,
+            Err(e) => return self.send_error(token, &req.id, e),
+        };
+        self.handle_op(token, req.id, op);
+    }
+
+    fn handle_op(&mut self, token: Token, id: RequestId, op: Op) {
+        match op {
+            Op::Core(command) => {
+                if self.shutdown != Shutdown::Running
+                    && matches!(command, Command::Spawn { .. } | Command::Restart { .. })
+                {
+                    let e = ProtoError::new(ErrorCode::Busy, "the daemon is shutting down");
+                    return self.send_error(token, &id, e);
+                }
+                let request = self.internal_request();
+                self.requests.insert(request, (token, id));
+                self.feed(Input::Command { request, command });
+            }
+            Op::Hello => {
+                let mut line = Vec::new();
+                let mut w = begin_ok_response(&id, &mut line);
+                w.u64("protocol", PROTOCOL_VERSION)
+                    .str("version", env!("CARGO_PKG_VERSION"))
+                    .u64("pid", u64::from(std::process::id()))
+                    .str("identity", &self.identity)
+                    .str(
+                        "reaper",
+                        if self.sigchld.is_some() {
+                            "sigchld"
+                        } else {
+                            "pidfd"
+                        },
+                    )
+                    .with("capabilities", |out| {
+                        out.extend_from_slice(
+                            br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#,
+                        )
+                    });
+                w.finish();
+                line.push(b'\n');
+                self.send(token, &line);
+            }
+            Op::Subscribe { target, replay } => self.subscribe(token, id, target, replay),
+            Op::Unsubscribe { target } => {
+                if let Some(client) = self.clients.get_mut(&token) {
+                    match &target {
+                        Target::All => {
+                            client.all = None;
+                            client.subs.clear();
+                            self.all_subscribers.remove(&token);
+                            for s in self.subscribers.values_mut() {
+                                s.remove(&token);
+                            }
+                        }
+                        Target::Session(name) => {
+                            client.subs.remove(name.as_str());
+                            if let Some(s) = self.subscribers.get_mut(name.as_str()) {
+                                s.remove(&token);
+                            }
+                        }
+                    }
+                }
+                self.ok(token, &id);
+            }
+            Op::Wait { session, gen } => self.wait(token, id, &session, gen),
+            Op::Shutdown => {
+                self.ok(token, &id);
+                self.begin_shutdown();
+            }
+        }
+    }
+
+    fn ok(&mut self, token: Token, id: &RequestId) {
+        let mut line = Vec::new();
+        begin_ok_response(id, &mut line).finish();
+        line.push(b'\n');
+        self.send(token, &line);
+    }
+
+    fn subscribe(&mut self, token: Token, id: RequestId, target: Target, replay: request::Replay) {
+        let sessions: Vec<std::sync::Arc<str>> = match &target {
+            Target::All => self.logs.sessions().cloned().collect(),
+            Target::Session(name) => {
+                let known = self.core.get(name).map(|s| s.name);
+                match known {
+                    Some(n) => vec![n],
+                    None => {
+                        let e = ProtoError::new(
+                            ErrorCode::NoSuchSession,
+                            format!("no session named `{name}`"),
+                        );
+                        return self.send_error(token, &id, e);
+                    }
+                }
+            }
+        };
+        self.ok(token, &id);
+        let Some(client) = self.clients.get_mut(&token) else {
+            return;
+        };
+        if target == Target::All {
+            client.all = Some(replay);
+            self.all_subscribers.insert(token);
+        }
+        for session in sessions {
+            let ring = self.logs.ring(&session);
+            let cursor = start_cursor(ring, replay);
+            let cursor = client.subs.entry(session.clone()).or_insert(cursor);
+            pump(&session, ring, cursor, &mut client.outbox);
+            if target != Target::All {
+                self.subscribers.entry(session).or_default().insert(token);
+            }
+        }
+        self.flush_client(token);
+    }
+
+    fn wait(&mut self, token: Token, id: RequestId, session: &str, gen: Option<u64>) {
+        let Some(snap) = self.core.get(session) else {
+            let e = ProtoError::new(
+                ErrorCode::NoSuchSession,
+                format!("no session named `{session}`"),
+            );
+            return self.send_error(token, &id, e);
+        };
+        let live = |g: u64| snap.generations.iter().any(|s| s.gen == g);
+        let target = gen.or(snap.current);
+        match target {
+            Some(g) if live(g) && !self.ended.contains_key(&g) => {
+                self.waiters.entry(g).or_default().push((token, id));
+                if let Some(c) = self.clients.get_mut(&token) {
+                    c.waiting += 1;
+                }
+            }
+            Some(g) if self.ended.contains_key(&g) => {
+                let line = self.ended[&g].line.clone();
+                self.answer_wait(token, &id, &line);
+            }
+            _ => {
+                let what = match target {
+                    Some(g) => format!("generation {g} of `{session}` is not known (ended long ago, or never existed)"),
+                    None => format!("session `{session}` has no generation to wait for"),
+                };
+                self.send_error(token, &id, ProtoError::new(ErrorCode::NotRunning, what));
+            }
+        }
+        let _ = LISTENER;
+    }
+
+    /// Answers every `wait` for `gen` with its terminal event line.
+    pub(super) fn answer_waiters(&mut self, gen: u64, event_line: &[u8]) {
+        for (token, id) in self.waiters.remove(&gen).unwrap_or_default() {
+            if let Some(c) = self.clients.get_mut(&token) {
+                c.waiting = c.waiting.saturating_sub(1);
+            }
+            self.answer_wait(token, &id, event_line);
+        }
+    }
+
+    fn answer_wait(&mut self, token: Token, id: &RequestId, event_line: &[u8]) {
+        let mut line = Vec::new();
+        let mut w = begin_ok_response(id, &mut line);
+        let body = event_line.strip_suffix(b"\n").unwrap_or(event_line);
+        w.with("end", |out| out.extend_from_slice(body));
+        w.finish();
+        line.push(b'\n');
+        self.send(token, &line);
+    }
+
+    /// Best effort on the way out: one last write to everyone.
+    pub(super) fn flush_all_clients(&mut self) {
+        let tokens: Vec<Token> = self.clients.keys().copied().collect();
+        for token in tokens {
+            if let Some(c) = self.clients.get_mut(&token) {
+                let _ = c.outbox.flush_to(&mut c.stream);
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The daemon's settings, from its command line and environment.
+
+use std::path::PathBuf;
+
+use crate::sys::process::ReaperMode;
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// Private state directory (lease, socket by default).
+    pub state_dir: PathBuf,
+    /// Control socket path.
+    pub socket: PathBuf,
+    /// Extra uids allowed to connect (besides ours and root).
+    pub allow_uids: Vec<u32>,
+    /// Write a newline to this fd once ready, then close it (s6 readiness notification).
+    pub ready_fd: Option<i32>,
+    /// pidfds (default) or the SIGCHLD fallback.
+    pub reaper: ReaperMode,
+    /// Most simultaneous client connections; more are accepted and closed with an error.
+    pub max_clients: usize,
+    /// Soft limit of each client's outgoing queue, bytes.
+    pub client_outbox_bytes: usize,
+    /// Longest request line, bytes.
+    pub max_line: usize,
+}
+
+impl DaemonConfig {
+    /// Settings with defaults for everything but the paths.
+    pub fn new(state_dir: PathBuf, socket: PathBuf) -> Self {
+        DaemonConfig {
+            state_dir,
+            socket,
+            allow_uids: Vec::new(),
+            ready_fd: None,
+            reaper: ReaperMode::Auto,
+            max_clients: 4096,
+            client_outbox_bytes: 4 << 20,
+            max_line: 1 << 20,
+        }
+    }
+}
