@@ -222,6 +222,19 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Like [`Client::events_until`], but first looks in `seen` (events already read) and
+    /// appends what it reads to `seen`.
+    pub fn seen_or_until(&mut self, seen: &mut Vec<Msg>, pred: impl FnMut(&Msg) -> bool) {
+        let mut pred = pred;
+        if seen.iter().any(&mut pred) {
+            return;
+        }
+        let more = self.events_until(pred);
+        seen.extend(more);
+    }
+}
+
 impl Msg {
     /// The JSON part.
     pub fn json(&self) -> &Value {

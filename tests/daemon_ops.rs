@@ -1,0 +1,153 @@
+//! Every operation and event against a real daemon, in pipes and PTY mode.
+
+mod util;
+
+use serde_json::json;
+use util::daemon::{output_of, Daemon, Msg};
+
+#[test]
+fn hello_reports_protocol_and_identity() {
+    let d = Daemon::start("hello", &[]);
+    let mut c = d.client();
+    let r = c.ok(json!({"op": "hello"}));
+    assert_eq!(r["protocol"], 1);
+    assert_eq!(r["pid"], json!(d.child.id()));
+    assert!(
+        r["identity"].as_str().unwrap().starts_with("linux1:"),
+        "{r}"
+    );
+}
+
+#[test]
+fn pipes_spawn_output_exit_and_wait() {
+    let d = Daemon::start("pipes", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let r = c.ok(json!({"op": "spawn", "session": "a",
+        "argv": ["sh", "-c", "printf out; printf err >&2; exit 3"]}));
+    let gen = r["gen"].as_u64().unwrap();
+    let seen = c.events_until(|m| m.is("exited", gen));
+    let exited = seen.last().unwrap().json();
+    assert_eq!(exited["code"], 3);
+    assert_eq!(exited["cause"], "exited");
+    assert!(seen.iter().any(|m| m.is("spawned", gen)));
+    let stdout: Vec<u8> = seen
+        .iter()
+        .filter_map(|m| match m {
+            Msg::Output(h, data) if h["stream"] == "stdout" => Some(data.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(stdout, b"out");
+    let mut w = d.client();
+    let r = w.ok(json!({"op": "wait", "session": "a", "gen": gen}));
+    assert_eq!(r["end"]["code"], 3);
+}
+
+#[test]
+fn stdin_round_trip_and_close_input_through_cat() {
+    let d = Daemon::start("stdin", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "cat", "argv": ["cat"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.ok(json!({"op": "write", "session": "cat", "data": "hello\n"}));
+    c.ok(json!({"op": "write", "session": "cat", "data_b64": "AP8K"}));
+    c.ok(json!({"op": "close_input", "session": "cat", "if_gen": gen}));
+    let seen = c.events_until(|m| m.is("exited", gen));
+    assert_eq!(output_of(&seen, gen), b"hello\n\x00\xff\n");
+    assert_eq!(seen.last().unwrap().json()["code"], 0);
+}
+
+#[test]
+fn pty_mode_terminal_resize_and_signal() {
+    let d = Daemon::start("pty", &[]);
+    // The session does not exist yet: subscribing to it is an error.
+    let mut c = d.client();
+    c.err(
+        json!({"op": "subscribe", "session": "t"}),
+        "no_such_session",
+    );
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = "trap 'stty size' WINCH; trap 'echo got-int; exit 7' INT; \
+                  [ -t 0 ] && echo is-a-tty; stty size; echo ready; \
+                  while :; do sleep 0.05; done";
+    let gen = c.ok(
+        json!({"op": "spawn", "session": "t", "pty": {"rows": 30, "cols": 100},
+        "argv": ["sh", "-c", script]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| {
+        String::from_utf8_lossy(&output_of(std::slice::from_ref(m), gen)).contains("ready")
+    });
+    let text = String::from_utf8_lossy(&output_of(&seen, gen)).to_string();
+    assert!(text.contains("is-a-tty"), "{text}");
+    assert!(text.contains("30 100"), "{text}");
+    c.ok(json!({"op": "resize", "session": "t", "rows": 50, "cols": 132}));
+    let mut text = String::new();
+    c.events_until(|m| {
+        text.push_str(&String::from_utf8_lossy(&output_of(
+            std::slice::from_ref(m),
+            gen,
+        )));
+        text.contains("50 132")
+    });
+    c.ok(json!({"op": "signal", "session": "t", "signal": "INT"}));
+    let seen = c.events_until(|m| m.is("exited", gen));
+    assert!(String::from_utf8_lossy(&output_of(&seen, gen)).contains("got-int"));
+    let exited = seen.last().unwrap().json();
+    assert_eq!(exited["code"], 7);
+}
+
+#[test]
+fn stop_restart_remove_list_get() {
+    let d = Daemon::start("lifecycle", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let g1 = c.ok(json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", g1));
+    let g2 = c.ok(json!({"op": "restart", "session": "s", "if_gen": g1}))["gen"]
+        .as_u64()
+        .expect("restart answers the new generation");
+    assert!(g2 > g1);
+    let seen = c.events_until(|m| m.is("spawned", g2));
+    let e1 = seen
+        .iter()
+        .find(|m| m.is("exited", g1))
+        .expect("g1 exited before g2 spawned");
+    assert_eq!(e1.json()["cause"], "superseded");
+    let got = c.ok(json!({"op": "get", "session": "s"}));
+    assert_eq!(got["session"]["current"], g2);
+    c.ok(json!({"op": "stop", "session": "s", "grace": "2s"}));
+    let seen = c.events_until(|m| m.is("exited", g2));
+    let e2 = seen.last().unwrap().json();
+    assert_eq!(e2["cause"], "stopped");
+    assert_eq!(e2["code"], 143);
+    let list = c.ok(json!({"op": "list"}));
+    assert_eq!(list["sessions"][0]["name"], "s");
+    c.ok(json!({"op": "remove", "session": "s"}));
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+    let list = c.ok(json!({"op": "list"}));
+    assert_eq!(list["sessions"], json!([]));
+    c.err(json!({"op": "get", "session": "s"}), "no_such_session");
+}
+
+#[test]
+fn shutdown_op_stops_everything_and_exits_zero() {
+    let mut d = Daemon::start("shutdown", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let g = c.ok(json!({"op": "spawn", "session": "x", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", g));
+    c.ok(json!({"op": "shutdown"}));
+    let status = d.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let _ = &mut d;
+}

@@ -1,0 +1,159 @@
+//! The two bug reports genward exists to make impossible, end to end with real processes.
+//!
+//! Seed 1: a replaced process's late output and exit (143 after SIGTERM) must never be
+//! attributed to its successor, nor remove or settle it. Seed 2: failed and stuck entries
+//! must never make a listing fail.
+
+mod util;
+
+use serde_json::{json, Value};
+use util::daemon::{output_of, Daemon, Msg};
+
+/// Traps SIGTERM, keeps printing for ~300 ms, then exits 143.
+const STUBBORN: &str =
+    "trap 'for i in 1 2 3 4 5 6; do echo late-$i; sleep 0.05; done; exit 143' TERM; \
+                        echo ready; while :; do sleep 0.01; done";
+
+fn gen_of(v: &Value) -> u64 {
+    v["gen"].as_u64().expect("gen")
+}
+
+/// Everything tagged `gen` among `msgs` (events and output).
+fn tagged(msgs: &[Msg], gen: u64) -> Vec<&Msg> {
+    msgs.iter()
+        .filter(|m| m.json()["gen"] == json!(gen))
+        .collect()
+}
+
+#[test]
+fn replaced_generation_never_touches_its_successor() {
+    let d = Daemon::start("seed1-replace", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let g1 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent",
+        "argv": ["sh", "-c", STUBBORN], "grace": "10s"})));
+    c.events_until(|m| output_of(std::slice::from_ref(m), g1).starts_with(b"ready"));
+    let g2 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent", "argv": ["cat"]})));
+    assert!(g2 > g1);
+    let mut seen = c.events_until(|m| m.is("spawned", g2));
+    // The successor is running; its predecessor's end came first (replace waits).
+    let e1: Vec<&Msg> = seen.iter().filter(|m| m.is("exited", g1)).collect();
+    assert_eq!(e1.len(), 1, "exactly one exit for gen {g1}");
+    assert_eq!(e1[0].json()["code"], 143);
+    assert_eq!(e1[0].json()["cause"], "superseded");
+    let late = String::from_utf8_lossy(&output_of(&seen, g1)).to_string();
+    assert!(
+        late.contains("late-6"),
+        "gen {g1} drained fully before its exit: {late}"
+    );
+    // The successor can be written to and answers, tagged with its own generation.
+    c.ok(json!({"op": "write", "session": "agent", "if_gen": g2, "data": "ping\n"}));
+    seen.extend(c.events_until(|m| output_of(std::slice::from_ref(m), g2) == b"ping\n"));
+    // Input meant for the replaced generation is refused and reaches nobody.
+    c.err(
+        json!({"op": "write", "session": "agent", "if_gen": g1, "data": "stale\n"}),
+        "stale_generation",
+    );
+    let got = c.ok(json!({"op": "get", "session": "agent"}));
+    assert_eq!(got["session"]["current"], g2);
+    assert_eq!(got["session"]["state"], "running");
+    c.ok(json!({"op": "stop", "session": "agent", "if_gen": g2}));
+    seen.extend(c.events_until(|m| m.is("exited", g2)));
+    for m in tagged(&seen, g2) {
+        assert!(
+            !matches!(m, Msg::Output(_, data) if data.windows(4).any(|w| w == b"late" || w == b"stal")),
+            "gen {g2} carries foreign output: {m:?}"
+        );
+    }
+    let e2: Vec<&Msg> = seen.iter().filter(|m| m.is("exited", g2)).collect();
+    assert_eq!(e2.len(), 1);
+    assert_eq!(e2[0].json()["cause"], "stopped");
+    assert_eq!(output_of(&seen, g2), b"ping\n");
+}
+
+#[test]
+fn overlap_successor_exits_before_predecessor_drained() {
+    let d = Daemon::start("seed1-overlap", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let g1 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent",
+        "argv": ["sh", "-c", STUBBORN], "grace": "10s"})));
+    c.events_until(|m| output_of(std::slice::from_ref(m), g1).starts_with(b"ready"));
+    let g2 = gen_of(&c.ok(
+        json!({"op": "spawn", "session": "agent", "on_busy": "overlap",
+        "argv": ["sh", "-c", "echo new; exit 0"]}),
+    ));
+    let mut seen = c.events_until(|m| m.is("exited", g2));
+    // The successor ended first, cleanly, with its own output only.
+    assert!(
+        !seen.iter().any(|m| m.is("exited", g1)),
+        "gen {g1} was still draining"
+    );
+    let e2 = seen.last().unwrap().json().clone();
+    assert_eq!(e2["code"], 0);
+    assert_eq!(e2["cause"], "exited");
+    assert_eq!(output_of(&seen, g2), b"new\n");
+    // Now the predecessor's late output and exit arrive: tagged gen 1, changing nothing
+    // about gen 2 or the session's record of it.
+    seen.extend(c.events_until(|m| m.is("exited", g1)));
+    let e1 = seen.last().unwrap().json().clone();
+    assert_eq!(e1["code"], 143);
+    assert_eq!(e1["cause"], "superseded");
+    assert!(String::from_utf8_lossy(&output_of(&seen, g1)).contains("late-6"));
+    assert_eq!(output_of(&seen, g2), b"new\n");
+    assert_eq!(seen.iter().filter(|m| m.is("exited", g2)).count(), 1);
+    let got = c.ok(json!({"op": "get", "session": "agent"}));
+    assert_eq!(got["session"]["last_end"]["gen"], g2, "{got}");
+    assert_eq!(got["session"]["last_end"]["code"], 0, "{got}");
+    assert_eq!(got["session"]["generations"], json!([]));
+}
+
+#[test]
+fn failed_entries_never_fail_a_listing() {
+    let d = Daemon::start("seed2", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let healthy = gen_of(&c.ok(json!({"op": "spawn", "session": "healthy",
+        "argv": ["sleep", "1000"]})));
+    let nofile = gen_of(&c.ok(json!({"op": "spawn", "session": "nofile",
+        "argv": ["/nonexistent/genward-test-binary"]})));
+    c.ok(
+        json!({"op": "spawn", "session": "crashy", "argv": ["false"],
+        "restart": {"mode": "always", "initial": 10, "max": 20, "max_restarts": 2}}),
+    );
+    // A generation that ignores SIGTERM, being stopped with a long grace: stuck in
+    // `stopping` while we list.
+    let stuck = gen_of(&c.ok(json!({"op": "spawn", "session": "stuck",
+        "argv": ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"],
+        "grace": "60s"})));
+    let mut seen =
+        c.events_until(|m| output_of(std::slice::from_ref(m), stuck).starts_with(b"ready"));
+    c.ok(json!({"op": "stop", "session": "stuck"}));
+    c.seen_or_until(&mut seen, |m| {
+        m.json()["event"] == "state"
+            && m.json()["session"] == "crashy"
+            && m.json()["state"] == "failed"
+    });
+    c.seen_or_until(&mut seen, |m| m.is("spawn_failed", nofile));
+    assert!(seen.iter().any(|m| m.is("spawn_failed", nofile)));
+    let list = c.ok(json!({"op": "list"}));
+    let sessions = list["sessions"].as_array().unwrap();
+    let state = |name: &str| {
+        sessions
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from {list}"))["state"]
+            .clone()
+    };
+    assert_eq!(sessions.len(), 4, "{list}");
+    assert_eq!(state("healthy"), "running");
+    assert_eq!(state("nofile"), "failed");
+    assert_eq!(state("crashy"), "failed");
+    assert_eq!(state("stuck"), "stopping");
+    let nofile_end = &sessions.iter().find(|s| s["name"] == "nofile").unwrap()["last_end"];
+    assert_eq!(nofile_end["error"]["kind"], "not_found", "{nofile_end}");
+    // The healthy session is still fully usable.
+    c.ok(json!({"op": "signal", "session": "healthy", "if_gen": healthy, "signal": "TERM"}));
+    let e = c.events_until(|m| m.is("exited", healthy));
+    assert_eq!(e.last().unwrap().json()["cause"], "signaled");
+}
