@@ -137,6 +137,12 @@ impl Daemon {
                 ensure_private_dir(parent).map_err(|e| StartError(format!("socket {e}")))?;
             }
         }
+        if let Some(old) = crate::sys::rlimit::raise_nofile_limit() {
+            log::debug!(
+                "descriptor limit raised from {old} to {:?}",
+                crate::sys::rlimit::nofile_soft_limit()
+            );
+        }
         let poll = Poll::new().map_err(start_err("epoll"))?;
         let mut listener = listener::bind(&cfg.socket)
             .map_err(|e| StartError(format!("socket {}: {e}", cfg.socket.display())))?;
@@ -176,7 +182,14 @@ impl Daemon {
             policy: PeerPolicy::new(cfg.allow_uids.clone()),
             cfg,
             poll,
-            core: Core::new(CoreConfig::default(), 1),
+            core: Core::new(
+                CoreConfig {
+                    max_sessions: 4096,
+                    max_generations: 8192,
+                    ..CoreConfig::default()
+                },
+                1,
+            ),
             start: Instant::now(),
             clock: Clock { epoch_unix_ms },
             listener,

@@ -1,0 +1,98 @@
+//! The daemon's own signals: SIGTERM stops every session and exits 0 with nothing left
+//! behind; a second SIGTERM kills at once.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use util::daemon::{output_of, Daemon, PATIENCE};
+
+/// Every pid whose process group is `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after.split(' ').collect();
+        // fields[0] is state (field 3), fields[2] is pgrp (field 5).
+        if fields[2].parse::<u32>().ok() == Some(pgid) && fields[0] != "Z" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn wait_exit(d: &mut Daemon) -> Option<i32> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = d.child.try_wait().unwrap() {
+            return status.code();
+        }
+        assert!(Instant::now() < deadline, "daemon did not exit");
+        // A child's exit has no readiness we can poll from std; bounded retry.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigterm_stops_and_reaps_every_session_and_their_groups() {
+    let mut d = Daemon::start("sigterm", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut pgids = Vec::new();
+    for (name, script) in [
+        ("kids", "sleep 1000 & sleep 1000 & echo ready; wait"),
+        ("slow", "trap 'sleep 0.2; exit 0' TERM; echo ready; while :; do sleep 0.05; done"),
+        ("pty", "echo ready; exec sleep 1000"),
+    ] {
+        let mut req = json!({"op": "spawn", "session": name, "argv": ["sh", "-c", script]});
+        if name == "pty" {
+            req["pty"] = json!(true);
+        }
+        let gen = c.ok(req)["gen"].as_u64().unwrap();
+        let seen = c.events_until(|m| {
+            String::from_utf8_lossy(&output_of(std::slice::from_ref(m), gen)).contains("ready")
+        });
+        let pid = seen
+            .iter()
+            .find(|m| m.is("spawned", gen))
+            .map(|m| m.json()["pid"].as_u64().unwrap() as u32)
+            .expect("spawned before output");
+        pgids.push(pid);
+    }
+    for &pgid in &pgids {
+        assert!(!group_members(pgid).is_empty());
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_exit(&mut d), Some(0));
+    for pgid in pgids {
+        assert_eq!(group_members(pgid), Vec::<u32>::new(), "group {pgid} left behind");
+    }
+}
+
+#[test]
+fn a_second_sigterm_kills_at_once() {
+    let mut d = Daemon::start("sigterm-twice", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "deaf", "grace": "1h", "kill_grace": "1h",
+        "argv": ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| output_of(std::slice::from_ref(m), gen).starts_with(b"ready"));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "stopping");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    let seen = c.events_until(|m| m.is("exited", gen));
+    assert_eq!(seen.last().unwrap().json()["cause"], "killed");
+    assert_eq!(wait_exit(&mut d), Some(0));
+}
