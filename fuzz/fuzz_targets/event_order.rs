@@ -100,7 +100,7 @@ impl World {
         match op {
             Operation::Spawn { session, on_busy, spec } => {
                 let on_busy = [OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject][on_busy as usize % 3];
-                self.command(Command::Spawn { session: s(session), spec: make_spec(&spec), on_busy });
+                self.command(Command::Spawn { session: s(session), spec: Box::new(make_spec(&spec)), on_busy });
             }
             Operation::Write { session, if_gen, len } => {
                 let if_gen = self.resolve(if_gen);

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::harness::H;
 use crate::core::{
-    Command, Config, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, Spec, SpawnError, SpawnErrorKind, Stderr,
-    Stream, Time,
+    Command, Config, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, SpawnError,
+    SpawnErrorKind, Spec, Stderr, Stream, Time,
 };
 
 /// SplitMix64: tiny, seedable, good enough to pick test inputs.
@@ -34,21 +34,36 @@ const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 const MILLIS: [u64; 7] = [0, 1, 50, 100, 200, 1000, 5000];
 
 fn small_limits() -> Config {
-    Config { max_sessions: 3, max_generations: 6, max_pending_input: 64, ..Config::default() }
+    Config {
+        max_sessions: 3,
+        max_generations: 6,
+        max_pending_input: 64,
+        ..Config::default()
+    }
 }
 
 fn random_spec(r: &mut Rng) -> Spec {
     let mut spec = Spec::new(vec![b"prog".to_vec()]);
     spec.io = match r.below(4) {
-        0 => IoMode::Pipes { stderr: Stderr::Pipe },
-        1 => IoMode::Pipes { stderr: Stderr::Merge },
-        2 => IoMode::Pipes { stderr: Stderr::Null },
+        0 => IoMode::Pipes {
+            stderr: Stderr::Pipe,
+        },
+        1 => IoMode::Pipes {
+            stderr: Stderr::Merge,
+        },
+        2 => IoMode::Pipes {
+            stderr: Stderr::Null,
+        },
         _ => IoMode::Pty { rows: 24, cols: 80 },
     };
     spec.grace = Duration::from_millis(r.pick(&MILLIS[..5]));
     spec.kill_grace = Duration::from_millis(r.pick(&MILLIS[..5]));
     spec.drain = Duration::from_millis(r.pick(&MILLIS[..5]));
-    spec.on_exit = if r.below(2) == 0 { OnExit::KillGroup } else { OnExit::Leave };
+    spec.on_exit = if r.below(2) == 0 {
+        OnExit::KillGroup
+    } else {
+        OnExit::Leave
+    };
     spec.restart.mode = r.pick(&[Restart::Never, Restart::OnFailure, Restart::Always]);
     spec.restart.initial = Duration::from_millis(r.pick(&[0, 10, 100]));
     spec.restart.max = Duration::from_millis(400);
@@ -62,7 +77,12 @@ fn random_spec(r: &mut Rng) -> Spec {
 
 /// A generation number: usually a live one, sometimes a gone or never-allocated one.
 fn some_gen(r: &mut Rng, h: &H) -> u64 {
-    let live: Vec<u64> = h.core.list().iter().flat_map(|s| s.generations.iter().map(|g| g.gen)).collect();
+    let live: Vec<u64> = h
+        .core
+        .list()
+        .iter()
+        .flat_map(|s| s.generations.iter().map(|g| g.gen))
+        .collect();
     if !live.is_empty() && r.below(5) != 0 {
         r.pick(&live)
     } else {
@@ -81,17 +101,44 @@ fn random_command(r: &mut Rng, h: &H) -> Command {
     match r.below(11) {
         0 | 1 => {
             let on_busy = r.pick(&[OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject]);
-            Command::Spawn { session, spec: random_spec(r), on_busy }
+            Command::Spawn {
+                session,
+                spec: Box::new(random_spec(r)),
+                on_busy,
+            }
         }
-        2 => Command::Write { session, if_gen, bytes: vec![b'x'; r.pick(&[0, 1, 40, 65]) as usize] },
+        2 => Command::Write {
+            session,
+            if_gen,
+            bytes: vec![b'x'; r.pick(&[0, 1, 40, 65]) as usize],
+        },
         3 => Command::CloseInput { session, if_gen },
-        4 => Command::Resize { session, if_gen, rows: r.below(3) as u16, cols: 80 },
-        5 => Command::Signal { session, if_gen, signal: r.pick(&[0, 2, 9, 15, 99]) },
-        6 => Command::Stop { session, if_gen, grace: r.pick(&[None, Some(Duration::ZERO)]) },
+        4 => Command::Resize {
+            session,
+            if_gen,
+            rows: r.below(3) as u16,
+            cols: 80,
+        },
+        5 => Command::Signal {
+            session,
+            if_gen,
+            signal: r.pick(&[0, 2, 9, 15, 99]),
+        },
+        6 => Command::Stop {
+            session,
+            if_gen,
+            grace: r.pick(&[None, Some(Duration::ZERO)]),
+        },
         7 => Command::Restart { session, if_gen },
         8 => Command::Remove { session },
         9 => Command::List,
-        _ => Command::Get { session: if r.below(10) == 0 { "..".into() } else { session } },
+        _ => Command::Get {
+            session: if r.below(10) == 0 {
+                "..".into()
+            } else {
+                session
+            },
+        },
     }
 }
 
@@ -99,20 +146,42 @@ fn random_step(r: &mut Rng, h: &mut H, request: u64) {
     let gen = some_gen(r, h);
     let stream = r.pick(&[Stream::Stdout, Stream::Stderr, Stream::Pty]);
     let input = match r.below(12) {
-        0..=2 => Input::Command { request, command: random_command(r, h) },
+        0..=2 => Input::Command {
+            request,
+            command: random_command(r, h),
+        },
         3 => {
-            let err = SpawnError { kind: r.pick(&[SpawnErrorKind::NotFound, SpawnErrorKind::Other]), errno: 2 };
-            let result = if r.below(4) == 0 { Err(err) } else { Ok(gen as u32 + 100) };
+            let err = SpawnError {
+                kind: r.pick(&[SpawnErrorKind::NotFound, SpawnErrorKind::Other]),
+                errno: 2,
+            };
+            let result = if r.below(4) == 0 {
+                Err(err)
+            } else {
+                Ok(gen as u32 + 100)
+            };
             Input::SpawnResult { gen, result }
         }
-        4 => Input::Output { gen, stream, len: r.below(100) as usize },
+        4 => Input::Output {
+            gen,
+            stream,
+            len: r.below(100) as usize,
+        },
         5 => Input::Eof { gen, stream },
         6 => {
-            let status = r.pick(&[ExitStatus::Code(0), ExitStatus::Code(1), ExitStatus::Signal(15), ExitStatus::Signal(9)]);
+            let status = r.pick(&[
+                ExitStatus::Code(0),
+                ExitStatus::Code(1),
+                ExitStatus::Signal(15),
+                ExitStatus::Signal(9),
+            ]);
             Input::LeaderExited { gen, status }
         }
         7 => Input::GroupEmpty { gen },
-        8 => Input::InputWritten { gen, len: r.below(80) as usize },
+        8 => Input::InputWritten {
+            gen,
+            len: r.below(80) as usize,
+        },
         9 => Input::InputError { gen },
         _ => {
             // Time passes (rarely backwards: the core clamps it).
