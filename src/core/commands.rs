@@ -20,7 +20,7 @@ impl Core {
                 session,
                 spec,
                 on_busy,
-            } => self.spawn(&session, spec, on_busy),
+            } => self.spawn(&session, *spec, on_busy),
             Command::Write {
                 session,
                 if_gen,

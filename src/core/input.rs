@@ -77,8 +77,8 @@ pub enum Command {
     Spawn {
         /// Session name.
         session: String,
-        /// What to run; becomes the session's spec.
-        spec: Spec,
+        /// What to run; becomes the session's spec. Boxed: it dwarfs every other command.
+        spec: Box<Spec>,
         /// What to do when the session is busy.
         on_busy: OnBusy,
     },

@@ -392,7 +392,7 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             fields(SPAWN_FIELDS)?;
             Op::Core(Command::Spawn {
                 session: session(args)?,
-                spec: spec(args)?,
+                spec: Box::new(spec(args)?),
                 on_busy: on_busy(args)?,
             })
         }

@@ -1,1 +1,296 @@
+//! Command validation: every refusal has a specific code and changes nothing.
 
+use super::harness::{spec, H};
+use crate::core::{Action, Command, Config, ErrorCode, IoMode, OnBusy, Response, Spec};
+
+/// Runs `command` and asserts it fails with `code` and leaves every snapshot as it was.
+fn refused(h: &mut H, command: Command, code: ErrorCode) {
+    let before = h.core.list();
+    let next = h.core.next_generation();
+    let err = h.cmd(command).expect_err("refused");
+    assert_eq!(err.code, code, "{err}");
+    assert!(!err.message.is_empty());
+    assert_eq!(h.core.list(), before, "a refused command changed state");
+    assert_eq!(h.core.next_generation(), next);
+}
+
+fn running(h: &mut H, name: &str) -> u64 {
+    let gen = h.spawn(name);
+    h.started(gen);
+    gen
+}
+
+#[test]
+fn bad_names_and_specs_are_bad_requests() {
+    let mut h = H::new();
+    for name in ["", ".hidden", "a/b", "sp ace", &"x".repeat(65)] {
+        let c = Command::Spawn {
+            session: name.into(),
+            spec: Box::new(spec()),
+            on_busy: OnBusy::Replace,
+        };
+        refused(&mut h, c, ErrorCode::BadRequest);
+    }
+    let mut bad = vec![
+        Spec::new(vec![]),
+        Spec::new(vec![vec![]]),
+        Spec::new(vec![b"a\0b".to_vec()]),
+    ];
+    let mut pty = spec();
+    pty.io = IoMode::Pty { rows: 0, cols: 80 };
+    let mut sig = spec();
+    sig.stop_signal = 0;
+    let mut env = spec();
+    env.env.set.push((b"A=B".to_vec(), b"c".to_vec()));
+    let mut backoff = spec();
+    backoff.restart.initial = backoff.restart.max * 2;
+    bad.extend([pty, sig, env, backoff]);
+    for s in bad {
+        let c = Command::Spawn {
+            session: "ok".into(),
+            spec: Box::new(s),
+            on_busy: OnBusy::Replace,
+        };
+        refused(&mut h, c, ErrorCode::BadRequest);
+    }
+}
+
+#[test]
+fn unknown_sessions() {
+    let mut h = H::new();
+    refused(
+        &mut h,
+        Command::Get {
+            session: "nope".into(),
+        },
+        ErrorCode::NoSuchSession,
+    );
+    refused(
+        &mut h,
+        Command::Stop {
+            session: "nope".into(),
+            if_gen: None,
+            grace: None,
+        },
+        ErrorCode::NoSuchSession,
+    );
+    refused(
+        &mut h,
+        Command::Remove {
+            session: "nope".into(),
+        },
+        ErrorCode::NoSuchSession,
+    );
+    assert_eq!(h.cmd(Command::List), Ok(Response::List(vec![])));
+}
+
+#[test]
+fn reject_when_busy() {
+    let mut h = H::new();
+    running(&mut h, "s");
+    let c = Command::Spawn {
+        session: "s".into(),
+        spec: Box::new(spec()),
+        on_busy: OnBusy::Reject,
+    };
+    refused(&mut h, c, ErrorCode::Busy);
+}
+
+#[test]
+fn if_gen_mismatch_is_stale_and_changes_nothing() {
+    let mut h = H::new();
+    let g1 = running(&mut h, "s");
+    let g2 = h.spawn_with("s", spec(), OnBusy::Overlap).unwrap();
+    h.started(g2);
+    let s = || "s".to_string();
+    let old = Some(g1);
+    refused(
+        &mut h,
+        Command::Write {
+            session: s(),
+            if_gen: old,
+            bytes: b"hi".to_vec(),
+        },
+        ErrorCode::StaleGeneration,
+    );
+    refused(
+        &mut h,
+        Command::Signal {
+            session: s(),
+            if_gen: old,
+            signal: 2,
+        },
+        ErrorCode::StaleGeneration,
+    );
+    refused(
+        &mut h,
+        Command::Stop {
+            session: s(),
+            if_gen: old,
+            grace: None,
+        },
+        ErrorCode::StaleGeneration,
+    );
+    refused(
+        &mut h,
+        Command::Resize {
+            session: s(),
+            if_gen: old,
+            rows: 1,
+            cols: 1,
+        },
+        ErrorCode::StaleGeneration,
+    );
+    refused(
+        &mut h,
+        Command::Restart {
+            session: s(),
+            if_gen: old,
+        },
+        ErrorCode::StaleGeneration,
+    );
+    refused(
+        &mut h,
+        Command::CloseInput {
+            session: s(),
+            if_gen: old,
+        },
+        ErrorCode::StaleGeneration,
+    );
+    let ok = h.cmd(Command::Write {
+        session: s(),
+        if_gen: Some(g2),
+        bytes: b"hi".to_vec(),
+    });
+    assert_eq!(ok, Ok(Response::Gen(g2)));
+    assert!(h.log.contains(&Action::WriteInput {
+        gen: g2,
+        bytes: b"hi".to_vec()
+    }));
+}
+
+#[test]
+fn limits() {
+    let config = Config {
+        max_sessions: 1,
+        max_generations: 2,
+        max_pending_input: 4,
+        ..Config::default()
+    };
+    let mut h = H::with(config, 1);
+    let g1 = running(&mut h, "s");
+    let c = Command::Spawn {
+        session: "t".into(),
+        spec: Box::new(spec()),
+        on_busy: OnBusy::Replace,
+    };
+    refused(&mut h, c, ErrorCode::Limit);
+    h.spawn_with("s", spec(), OnBusy::Overlap).unwrap();
+    let c = Command::Spawn {
+        session: "s".into(),
+        spec: Box::new(spec()),
+        on_busy: OnBusy::Overlap,
+    };
+    refused(&mut h, c, ErrorCode::Limit);
+    let _ = g1;
+    let g2 = h.get("s").current.unwrap();
+    h.started(g2);
+    let w = |n: usize| Command::Write {
+        session: "s".into(),
+        if_gen: None,
+        bytes: vec![b'x'; n],
+    };
+    assert_eq!(h.cmd(w(3)), Ok(Response::Gen(g2)));
+    refused(&mut h, w(2), ErrorCode::Limit);
+    h.input(crate::core::Input::InputWritten { gen: g2, len: 3 });
+    assert_eq!(h.cmd(w(4)), Ok(Response::Gen(g2)));
+}
+
+#[test]
+fn not_running_and_input_closed() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    let w = || Command::Write {
+        session: "s".into(),
+        if_gen: None,
+        bytes: b"x".to_vec(),
+    };
+    refused(&mut h, w(), ErrorCode::NotRunning);
+    h.started(g);
+    h.input(crate::core::Input::InputError { gen: g });
+    refused(&mut h, w(), ErrorCode::InputClosed);
+    refused(
+        &mut h,
+        Command::Signal {
+            session: "s".into(),
+            if_gen: None,
+            signal: 0,
+        },
+        ErrorCode::BadRequest,
+    );
+    let resize = Command::Resize {
+        session: "s".into(),
+        if_gen: None,
+        rows: 10,
+        cols: 10,
+    };
+    refused(&mut h, resize, ErrorCode::BadRequest);
+    h.settle();
+}
+
+#[test]
+fn pty_resize_and_close_input() {
+    let mut h = H::new();
+    let mut pty = spec();
+    pty.io = IoMode::Pty { rows: 24, cols: 80 };
+    let g = h.spawn_with("t", pty, OnBusy::Replace).unwrap();
+    h.started(g);
+    assert_eq!(
+        h.cmd(Command::Resize {
+            session: "t".into(),
+            if_gen: Some(g),
+            rows: 50,
+            cols: 120
+        }),
+        Ok(Response::Gen(g))
+    );
+    assert!(h.log.contains(&Action::Resize {
+        gen: g,
+        rows: 50,
+        cols: 120
+    }));
+    h.cmd(Command::CloseInput {
+        session: "t".into(),
+        if_gen: None,
+    })
+    .unwrap();
+    h.cmd(Command::CloseInput {
+        session: "t".into(),
+        if_gen: None,
+    })
+    .unwrap();
+    assert_eq!(
+        h.log
+            .iter()
+            .filter(|a| **a == Action::CloseInput { gen: g })
+            .count(),
+        1
+    );
+    h.settle();
+}
+
+#[test]
+fn error_codes_are_stable_strings() {
+    let all = [
+        (ErrorCode::BadRequest, "bad_request"),
+        (ErrorCode::NoSuchSession, "no_such_session"),
+        (ErrorCode::Busy, "busy"),
+        (ErrorCode::StaleGeneration, "stale_generation"),
+        (ErrorCode::Limit, "limit"),
+        (ErrorCode::NotRunning, "not_running"),
+        (ErrorCode::InputClosed, "input_closed"),
+    ];
+    for (code, s) in all {
+        assert_eq!(code.as_str(), s);
+    }
+}

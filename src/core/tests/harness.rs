@@ -65,7 +65,7 @@ impl H {
     pub fn spawn_with(&mut self, name: &str, spec: Spec, on_busy: OnBusy) -> Result<u64, Error> {
         match self.cmd(Command::Spawn {
             session: name.into(),
-            spec,
+            spec: Box::new(spec),
             on_busy,
         })? {
             Response::Gen(gen) => Ok(gen),

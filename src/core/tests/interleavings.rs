@@ -114,7 +114,7 @@ fn replace_during_drain() {
     let steps = [
         Step::Cmd(Command::Spawn {
             session: "s".into(),
-            spec: spec(),
+            spec: Box::new(spec()),
             on_busy: OnBusy::Replace,
         }),
         Step::In(Input::Output {

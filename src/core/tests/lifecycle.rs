@@ -1,1 +1,401 @@
+//! One generation's lifecycle: stop escalation, group cleanup, drain, causes and codes.
 
+use super::harness::{has, spec, H};
+use crate::core::{
+    Action, Config, Event, ExitCause, ExitStatus, Input, Lifecycle, OnBusy, OnExit, Scope,
+    SessionState, SpawnError, SpawnErrorKind, StopStage, Stream, Time,
+};
+
+fn exited(h: &H, gen: u64) -> Event {
+    let mut all: Vec<Event> = h
+        .events_of(gen)
+        .into_iter()
+        .filter(|e| matches!(e, Event::Exited { .. }))
+        .collect();
+    assert_eq!(all.len(), 1, "one exit for {gen}");
+    all.remove(0)
+}
+
+#[test]
+fn stop_escalates_term_kill_unkillable() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.started(g);
+    let a = h.stop("s", Some(g));
+    assert!(a.is_ok());
+    assert!(has(&h.log, |a| *a
+        == Action::Signal {
+            gen: g,
+            signal: 15,
+            scope: Scope::Leader
+        }));
+    assert_eq!(h.core.next_deadline(), Some(Time::from_millis(100)));
+    assert!(
+        !has(&h.advance(99), |a| matches!(a, Action::Signal { .. })),
+        "no KILL before grace"
+    );
+    assert!(h.advance(1).contains(&Action::Signal {
+        gen: g,
+        signal: 9,
+        scope: Scope::Leader
+    }));
+    assert_eq!(
+        h.get("s").generations[0].lifecycle,
+        Lifecycle::Stopping(StopStage::Kill)
+    );
+    let a = h.advance(200);
+    assert!(a.contains(&Action::Emit(Event::Unkillable {
+        session: "s".into(),
+        gen: g
+    })));
+    assert_eq!(
+        h.core.next_deadline(),
+        None,
+        "an unkillable generation is watched, not polled"
+    );
+    h.exit(g, ExitStatus::Signal(9));
+    h.eof(g);
+    assert!(matches!(
+        exited(&h, g),
+        Event::Exited {
+            code: 137,
+            signal: Some(9),
+            cause: ExitCause::Killed,
+            ..
+        }
+    ));
+    h.settle();
+}
+
+#[test]
+fn leader_exit_terms_the_group_then_kills_then_reaps() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.started(g);
+    let a = h.exit(g, ExitStatus::Code(0));
+    assert!(a.contains(&Action::Signal {
+        gen: g,
+        signal: 15,
+        scope: Scope::Group
+    }));
+    let a = h.eof(g);
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Emit(Event::Exited {
+            cause: ExitCause::Exited,
+            code: 0,
+            ..
+        })
+    )));
+    assert!(
+        !has(&a, |a| matches!(a, Action::Reap { .. })),
+        "the group still pins the leader"
+    );
+    let a = h.advance(200);
+    let kill = a
+        .iter()
+        .position(|x| {
+            *x == Action::Signal {
+                gen: g,
+                signal: 9,
+                scope: Scope::Group,
+            }
+        })
+        .unwrap();
+    let reap = a
+        .iter()
+        .position(|x| *x == Action::Reap { gen: g })
+        .unwrap();
+    assert!(
+        kill < reap,
+        "the group is signalled only while the leader is unreaped"
+    );
+    assert!(
+        a.contains(&Action::Release { gen: g }) && a.contains(&Action::ForgetDescriptor { gen: g })
+    );
+    assert_eq!(h.core.generation_count(), 0);
+    h.settle();
+}
+
+#[test]
+fn leave_reaps_right_after_the_report() {
+    let mut h = H::new();
+    let mut s = spec();
+    s.on_exit = OnExit::Leave;
+    let g = h.spawn_with("s", s, OnBusy::Replace).unwrap();
+    h.started(g);
+    let a = h.exit(g, ExitStatus::Code(2));
+    assert!(!has(&a, |a| matches!(a, Action::Signal { .. })));
+    let a = h.eof(g);
+    let report = a
+        .iter()
+        .position(|x| matches!(x, Action::Emit(Event::Exited { .. })))
+        .unwrap();
+    let reap = a
+        .iter()
+        .position(|x| *x == Action::Reap { gen: g })
+        .unwrap();
+    assert!(report < reap);
+    assert_eq!(
+        h.get("s").state,
+        SessionState::Failed,
+        "code 2 without restart is a failure"
+    );
+    h.settle();
+}
+
+#[test]
+fn drain_deadline_reports_truncated_and_discards_late_output() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.started(g);
+    h.output(g, 10);
+    h.input(Input::Eof {
+        gen: g,
+        stream: Stream::Stdout,
+    });
+    h.exit(g, ExitStatus::Code(0));
+    assert!(exited_events(&h, g).is_empty(), "stderr still open");
+    let a = h.advance(50);
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Emit(Event::Exited {
+            truncated: true,
+            ..
+        })
+    )));
+    assert!(a.contains(&Action::CloseOutput { gen: g }));
+    let late = h.input(Input::Output {
+        gen: g,
+        stream: Stream::Stderr,
+        len: 7,
+    });
+    assert!(
+        late.is_empty(),
+        "nothing is delivered after the terminal event"
+    );
+    assert_eq!(h.get("s").generations[0].discarded, 7);
+    h.settle();
+}
+
+fn exited_events(h: &H, gen: u64) -> Vec<Event> {
+    h.events_of(gen)
+        .into_iter()
+        .filter(|e| matches!(e, Event::Exited { .. }))
+        .collect()
+}
+
+#[test]
+fn offsets_are_per_generation_and_stream() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.started(g);
+    h.output(g, 3);
+    h.input(Input::Output {
+        gen: g,
+        stream: Stream::Stderr,
+        len: 4,
+    });
+    let a = h.output(g, 5);
+    assert_eq!(
+        a,
+        vec![Action::Emit(Event::Output {
+            session: "s".into(),
+            gen: g,
+            stream: Stream::Stdout,
+            offset: 3,
+            len: 5
+        })]
+    );
+    assert!(
+        h.input(Input::Output {
+            gen: g,
+            stream: Stream::Pty,
+            len: 1
+        })
+        .is_empty(),
+        "no pty on pipes"
+    );
+    assert_eq!(
+        h.get("s").generations[0].offsets,
+        vec![(Stream::Stdout, 8), (Stream::Stderr, 4)]
+    );
+    h.settle();
+}
+
+#[test]
+fn causes_and_codes() {
+    let cases = [
+        (
+            false,
+            ExitStatus::Code(0),
+            ExitCause::Exited,
+            0,
+            SessionState::Exited,
+        ),
+        (
+            false,
+            ExitStatus::Code(1),
+            ExitCause::Exited,
+            1,
+            SessionState::Failed,
+        ),
+        (
+            false,
+            ExitStatus::Signal(11),
+            ExitCause::Signaled,
+            139,
+            SessionState::Failed,
+        ),
+        (
+            true,
+            ExitStatus::Signal(15),
+            ExitCause::Stopped,
+            143,
+            SessionState::Stopped,
+        ),
+        (
+            true,
+            ExitStatus::Code(0),
+            ExitCause::Stopped,
+            0,
+            SessionState::Stopped,
+        ),
+    ];
+    for (stop, status, cause, code, state) in cases {
+        let mut h = H::new();
+        let g = h.spawn("s");
+        h.started(g);
+        if stop {
+            h.stop("s", None).unwrap();
+        }
+        h.exit(g, status);
+        h.eof(g);
+        match exited(&h, g) {
+            Event::Exited {
+                cause: c, code: k, ..
+            } => assert_eq!((c, k), (cause, code), "{status:?}"),
+            _ => unreachable!(),
+        }
+        assert_eq!(h.get("s").state, state);
+        h.settle();
+    }
+}
+
+#[test]
+fn spawn_failure_is_terminal_and_never_reaped() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    let err = SpawnError {
+        kind: SpawnErrorKind::NotFound,
+        errno: 2,
+    };
+    let a = h.input(Input::SpawnResult {
+        gen: g,
+        result: Err(err),
+    });
+    assert!(a.contains(&Action::Emit(Event::SpawnFailed {
+        session: "s".into(),
+        gen: g,
+        error: err
+    })));
+    assert!(a.contains(&Action::Release { gen: g }));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Reap { .. } | Action::Signal { .. }
+    )));
+    assert_eq!(h.get("s").state, SessionState::Failed);
+    // A duplicate or late report changes nothing.
+    assert!(h
+        .input(Input::SpawnResult {
+            gen: g,
+            result: Ok(5)
+        })
+        .is_empty());
+    h.settle();
+}
+
+#[test]
+fn stop_while_spawning_runs_once_spawned() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.stop("s", None).unwrap();
+    assert_eq!(h.get("s").state, SessionState::Stopping);
+    let a = h.started(g);
+    assert!(a.contains(&Action::Signal {
+        gen: g,
+        signal: 15,
+        scope: Scope::Leader
+    }));
+    h.settle();
+}
+
+#[test]
+fn replace_of_pending_cancels_it() {
+    let mut h = H::new();
+    let g1 = h.spawn("s");
+    h.started(g1);
+    let g2 = h.spawn("s");
+    let g3 = h.spawn("s");
+    let cancelled = SpawnError {
+        kind: SpawnErrorKind::Cancelled,
+        errno: 0,
+    };
+    assert!(h.events_of(g2).contains(&Event::SpawnFailed {
+        session: "s".into(),
+        gen: g2,
+        error: cancelled
+    }));
+    assert_eq!(h.get("s").current, Some(g3));
+    h.settle();
+}
+
+#[test]
+fn generations_start_at_the_given_number_and_only_grow() {
+    let mut h = H::with(Config::default(), 41);
+    assert_eq!(h.core.next_generation(), 41);
+    assert_eq!(h.spawn("a"), 41);
+    assert_eq!(h.spawn("b"), 42);
+    assert_eq!(h.core.next_generation(), 43);
+    h.settle();
+    assert_eq!(h.spawn("a"), 43);
+    h.settle();
+}
+
+#[test]
+fn spare_timeouts_and_backward_clocks_are_harmless() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.started(g);
+    h.stop("s", None).unwrap();
+    h.now = Time::from_millis(1_000);
+    assert!(!h.check.timeout(&mut h.core, h.now).is_empty(), "KILL due");
+    assert!(h.check.timeout(&mut h.core, h.now).is_empty(), "spare call");
+    assert!(
+        h.check
+            .timeout(&mut h.core, Time::from_millis(10))
+            .is_empty(),
+        "earlier now is clamped"
+    );
+    h.settle();
+}
+
+#[test]
+fn state_events_announce_each_change_once() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.started(g);
+    h.exit(g, ExitStatus::Code(0));
+    h.eof(g);
+    let states: Vec<SessionState> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::State { state, .. } => Some(state),
+            _ => None,
+        })
+        .collect();
+    use SessionState::*;
+    assert_eq!(states, vec![Starting, Running, Exiting, Exited]);
+    h.settle();
+}

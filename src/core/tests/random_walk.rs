@@ -103,7 +103,7 @@ fn random_command(r: &mut Rng, h: &H) -> Command {
             let on_busy = r.pick(&[OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject]);
             Command::Spawn {
                 session,
-                spec: random_spec(r),
+                spec: Box::new(random_spec(r)),
                 on_busy,
             }
         }

@@ -1,1 +1,149 @@
+//! Restart policy: backoff arithmetic, limits, reset, and stops cancelling restarts.
 
+use std::time::Duration;
+
+use super::harness::{spec, H};
+use crate::core::restart::{backoff, decide, Decision, Rest};
+use crate::core::{
+    Command, ExitStatus, OnBusy, Response, Restart, RestartPolicy, SessionState, Spec,
+};
+
+fn policy(mode: Restart) -> RestartPolicy {
+    RestartPolicy {
+        mode,
+        initial: Duration::from_millis(100),
+        max: Duration::from_millis(1000),
+        reset_after: Duration::from_secs(10),
+        max_restarts: Some(3),
+    }
+}
+
+#[test]
+fn backoff_doubles_up_to_max() {
+    let p = policy(Restart::Always);
+    let got: Vec<u64> = (0..6).map(|n| backoff(&p, n).as_millis() as u64).collect();
+    assert_eq!(got, vec![100, 200, 400, 800, 1000, 1000]);
+    assert_eq!(backoff(&p, u32::MAX), Duration::from_millis(1000));
+}
+
+#[test]
+fn decisions() {
+    use crate::core::generation::Ended;
+    use crate::core::ExitCause;
+    let ok = Ended::Exited {
+        status: ExitStatus::Code(0),
+        cause: ExitCause::Exited,
+        uptime: Duration::ZERO,
+    };
+    let bad = Ended::Exited {
+        status: ExitStatus::Code(1),
+        cause: ExitCause::Exited,
+        uptime: Duration::ZERO,
+    };
+    let long = Ended::Exited {
+        status: ExitStatus::Code(1),
+        cause: ExitCause::Exited,
+        uptime: Duration::from_secs(60),
+    };
+    assert_eq!(
+        decide(&policy(Restart::Never), 0, &bad),
+        Decision::Rest(Rest::Failed)
+    );
+    assert_eq!(
+        decide(&policy(Restart::Never), 0, &ok),
+        Decision::Rest(Rest::Exited)
+    );
+    assert_eq!(
+        decide(&policy(Restart::OnFailure), 0, &ok),
+        Decision::Rest(Rest::Exited)
+    );
+    let first = Decision::Restart {
+        delay: Duration::from_millis(100),
+        restarts: 1,
+    };
+    assert_eq!(decide(&policy(Restart::OnFailure), 0, &bad), first);
+    assert_eq!(
+        decide(&policy(Restart::Always), 3, &ok),
+        Decision::Rest(Rest::Failed)
+    );
+    assert_eq!(
+        decide(&policy(Restart::Always), 3, &long),
+        first,
+        "a long run resets the count"
+    );
+}
+
+fn always() -> Spec {
+    let mut s = spec();
+    s.restart = policy(Restart::OnFailure);
+    s
+}
+
+/// Runs the current generation to a failing exit.
+fn crash(h: &mut H) -> u64 {
+    let g = h.get("s").current.expect("current");
+    h.started(g);
+    h.exit(g, ExitStatus::Code(1));
+    h.eof(g);
+    h.group_empty(g);
+    g
+}
+
+#[test]
+fn restarts_back_off_then_fail() {
+    let mut h = H::new();
+    h.spawn_with("s", always(), OnBusy::Replace).unwrap();
+    for (n, delay) in [(1, 100), (2, 200), (3, 400)] {
+        let g = crash(&mut h);
+        let s = h.get("s");
+        assert_eq!((s.state, s.restarts), (SessionState::Backoff, n));
+        h.advance(delay - 1);
+        assert_eq!(h.get("s").current, None, "not before the backoff");
+        h.advance(1);
+        assert_eq!(h.get("s").current, Some(g + 1));
+    }
+    crash(&mut h);
+    let s = h.get("s");
+    assert_eq!((s.state, s.restart_at), (SessionState::Failed, None));
+    // `restart` clears failed and the count.
+    let Ok(Response::Gen(g)) = h.cmd(Command::Restart {
+        session: "s".into(),
+        if_gen: None,
+    }) else {
+        panic!()
+    };
+    assert_eq!(
+        (h.get("s").state, h.get("s").restarts),
+        (SessionState::Starting, 0)
+    );
+    h.started(g);
+    h.settle();
+}
+
+#[test]
+fn stop_and_remove_cancel_a_pending_restart() {
+    for remove in [false, true] {
+        let mut h = H::new();
+        h.spawn_with("s", always(), OnBusy::Replace).unwrap();
+        crash(&mut h);
+        assert_eq!(h.get("s").state, SessionState::Backoff);
+        let next = h.core.next_generation();
+        if remove {
+            h.cmd(Command::Remove {
+                session: "s".into(),
+            })
+            .unwrap();
+            assert!(h.core.get("s").is_none());
+        } else {
+            assert_eq!(h.stop("s", None), Ok(Response::Ok));
+            assert_eq!(h.get("s").state, SessionState::Stopped);
+        }
+        h.advance(60_000);
+        assert_eq!(
+            h.core.next_generation(),
+            next,
+            "no restart after stop/remove"
+        );
+        h.settle();
+    }
+}

@@ -1,0 +1,387 @@
+//! Arbitrary orderings of client commands, process events and clock jumps against the
+//! core, with the invariant checker watching every step and a settle at the end that
+//! checks every generation ended, and was reaped, exactly once.
+#![no_main]
+
+use std::time::Duration;
+
+use arbitrary::Arbitrary;
+use genward::core::check::Checker;
+use genward::core::{
+    Command, Config, Core, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, SpawnError,
+    SpawnErrorKind, Spec, Stderr, Stream, Time,
+};
+use libfuzzer_sys::fuzz_target;
+
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+
+/// Which generation an operation is about, resolved against the core at that step.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum GenRef {
+    None,
+    Current(u8),
+    Live(u8),
+    Raw(u8),
+}
+
+#[derive(Arbitrary, Debug)]
+struct SpecChoice {
+    io: u8,
+    leave: bool,
+    restart: u8,
+    grace: u8,
+    kill_grace: u8,
+    drain: u8,
+    initial: u8,
+    max_restarts: u8,
+    bad: bool,
+}
+
+#[derive(Arbitrary, Debug)]
+enum Operation {
+    Spawn {
+        session: u8,
+        on_busy: u8,
+        spec: SpecChoice,
+    },
+    Write {
+        session: u8,
+        if_gen: GenRef,
+        len: u8,
+    },
+    CloseInput {
+        session: u8,
+        if_gen: GenRef,
+    },
+    Resize {
+        session: u8,
+        if_gen: GenRef,
+        rows: u8,
+        cols: u8,
+    },
+    Signal {
+        session: u8,
+        if_gen: GenRef,
+        signal: i8,
+    },
+    Stop {
+        session: u8,
+        if_gen: GenRef,
+        zero_grace: bool,
+    },
+    Restart {
+        session: u8,
+        if_gen: GenRef,
+    },
+    Remove {
+        session: u8,
+    },
+    List,
+    Get {
+        session: u8,
+    },
+    SpawnOk {
+        gen: GenRef,
+    },
+    SpawnErr {
+        gen: GenRef,
+        kind: u8,
+    },
+    Output {
+        gen: GenRef,
+        stream: u8,
+        len: u16,
+    },
+    Eof {
+        gen: GenRef,
+        stream: u8,
+    },
+    Exit {
+        gen: GenRef,
+        signal: bool,
+        value: u8,
+    },
+    GroupEmpty {
+        gen: GenRef,
+    },
+    InputWritten {
+        gen: GenRef,
+        len: u8,
+    },
+    InputError {
+        gen: GenRef,
+    },
+    Advance {
+        ms: u16,
+    },
+    SpareTimeout,
+}
+
+struct World {
+    core: Core,
+    check: Checker,
+    now: Time,
+    request: u64,
+}
+
+impl World {
+    fn resolve(&self, r: GenRef) -> Option<u64> {
+        match r {
+            GenRef::None => None,
+            GenRef::Current(s) => self.core.get(name(s)).and_then(|s| s.current),
+            GenRef::Live(i) => {
+                let live: Vec<u64> = self
+                    .core
+                    .list()
+                    .iter()
+                    .flat_map(|s| s.generations.iter().map(|g| g.gen))
+                    .collect();
+                (!live.is_empty()).then(|| live[i as usize % live.len()])
+            }
+            GenRef::Raw(g) => Some(u64::from(g)),
+        }
+    }
+
+    fn gen(&self, r: GenRef) -> u64 {
+        self.resolve(r).unwrap_or(0)
+    }
+
+    fn command(&mut self, command: Command) {
+        self.request += 1;
+        self.input(Input::Command {
+            request: self.request,
+            command,
+        });
+    }
+
+    fn input(&mut self, input: Input) {
+        self.check.handle(&mut self.core, self.now, input);
+    }
+
+    fn apply(&mut self, op: Operation) {
+        let s = |i: u8| name(i).to_string();
+        match op {
+            Operation::Spawn {
+                session,
+                on_busy,
+                spec,
+            } => {
+                let on_busy =
+                    [OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject][on_busy as usize % 3];
+                self.command(Command::Spawn {
+                    session: s(session),
+                    spec: Box::new(make_spec(&spec)),
+                    on_busy,
+                });
+            }
+            Operation::Write {
+                session,
+                if_gen,
+                len,
+            } => {
+                let if_gen = self.resolve(if_gen);
+                self.command(Command::Write {
+                    session: s(session),
+                    if_gen,
+                    bytes: vec![b'x'; len as usize],
+                });
+            }
+            Operation::CloseInput { session, if_gen } => {
+                let if_gen = self.resolve(if_gen);
+                self.command(Command::CloseInput {
+                    session: s(session),
+                    if_gen,
+                });
+            }
+            Operation::Resize {
+                session,
+                if_gen,
+                rows,
+                cols,
+            } => {
+                let if_gen = self.resolve(if_gen);
+                let (rows, cols) = (u16::from(rows), u16::from(cols));
+                self.command(Command::Resize {
+                    session: s(session),
+                    if_gen,
+                    rows,
+                    cols,
+                });
+            }
+            Operation::Signal {
+                session,
+                if_gen,
+                signal,
+            } => {
+                let if_gen = self.resolve(if_gen);
+                self.command(Command::Signal {
+                    session: s(session),
+                    if_gen,
+                    signal: i32::from(signal),
+                });
+            }
+            Operation::Stop {
+                session,
+                if_gen,
+                zero_grace,
+            } => {
+                let if_gen = self.resolve(if_gen);
+                let grace = zero_grace.then_some(Duration::ZERO);
+                self.command(Command::Stop {
+                    session: s(session),
+                    if_gen,
+                    grace,
+                });
+            }
+            Operation::Restart { session, if_gen } => {
+                let if_gen = self.resolve(if_gen);
+                self.command(Command::Restart {
+                    session: s(session),
+                    if_gen,
+                });
+            }
+            Operation::Remove { session } => self.command(Command::Remove {
+                session: s(session),
+            }),
+            Operation::List => self.command(Command::List),
+            Operation::Get { session } => self.command(Command::Get {
+                session: s(session),
+            }),
+            Operation::SpawnOk { gen } => {
+                let gen = self.gen(gen);
+                self.input(Input::SpawnResult {
+                    gen,
+                    result: Ok(gen as u32 + 100),
+                });
+            }
+            Operation::SpawnErr { gen, kind } => {
+                let kind = [
+                    SpawnErrorKind::NotFound,
+                    SpawnErrorKind::PermissionDenied,
+                    SpawnErrorKind::Other,
+                ][kind as usize % 3];
+                let gen = self.gen(gen);
+                self.input(Input::SpawnResult {
+                    gen,
+                    result: Err(SpawnError { kind, errno: 2 }),
+                });
+            }
+            Operation::Output { gen, stream, len } => {
+                let gen = self.gen(gen);
+                self.input(Input::Output {
+                    gen,
+                    stream: stream_of(stream),
+                    len: len as usize,
+                });
+            }
+            Operation::Eof { gen, stream } => {
+                let gen = self.gen(gen);
+                self.input(Input::Eof {
+                    gen,
+                    stream: stream_of(stream),
+                });
+            }
+            Operation::Exit { gen, signal, value } => {
+                let gen = self.gen(gen);
+                let status = if signal {
+                    ExitStatus::Signal(i32::from(value % 65))
+                } else {
+                    ExitStatus::Code(i32::from(value))
+                };
+                self.input(Input::LeaderExited { gen, status });
+            }
+            Operation::GroupEmpty { gen } => {
+                let gen = self.gen(gen);
+                self.input(Input::GroupEmpty { gen });
+            }
+            Operation::InputWritten { gen, len } => {
+                let gen = self.gen(gen);
+                self.input(Input::InputWritten {
+                    gen,
+                    len: len as usize,
+                });
+            }
+            Operation::InputError { gen } => {
+                let gen = self.gen(gen);
+                self.input(Input::InputError { gen });
+            }
+            Operation::Advance { ms } => {
+                self.now = Time::from_millis(self.now.as_millis() + u64::from(ms));
+                self.check.timeout(&mut self.core, self.now);
+            }
+            Operation::SpareTimeout => {
+                self.check.timeout(&mut self.core, self.now);
+            }
+        }
+    }
+}
+
+fn name(i: u8) -> &'static str {
+    NAMES[i as usize % NAMES.len()]
+}
+
+fn stream_of(i: u8) -> Stream {
+    [Stream::Stdout, Stream::Stderr, Stream::Pty][i as usize % 3]
+}
+
+fn make_spec(c: &SpecChoice) -> Spec {
+    let mut spec = Spec::new(if c.bad {
+        vec![]
+    } else {
+        vec![b"prog".to_vec()]
+    });
+    spec.io = match c.io % 4 {
+        0 => IoMode::Pipes {
+            stderr: Stderr::Pipe,
+        },
+        1 => IoMode::Pipes {
+            stderr: Stderr::Merge,
+        },
+        2 => IoMode::Pipes {
+            stderr: Stderr::Null,
+        },
+        _ => IoMode::Pty { rows: 24, cols: 80 },
+    };
+    spec.on_exit = if c.leave {
+        OnExit::Leave
+    } else {
+        OnExit::KillGroup
+    };
+    spec.grace = Duration::from_millis(u64::from(c.grace) * 10);
+    spec.kill_grace = Duration::from_millis(u64::from(c.kill_grace) * 10);
+    spec.drain = Duration::from_millis(u64::from(c.drain) * 10);
+    spec.restart.mode =
+        [Restart::Never, Restart::OnFailure, Restart::Always][c.restart as usize % 3];
+    spec.restart.initial = Duration::from_millis(u64::from(c.initial) * 10);
+    spec.restart.max = Duration::from_millis(5000);
+    spec.restart.reset_after = Duration::from_millis(1000);
+    spec.restart.max_restarts = (c.max_restarts < 200).then_some(u32::from(c.max_restarts % 4));
+    spec
+}
+
+fuzz_target!(|ops: Vec<Operation>| {
+    let config = Config {
+        max_sessions: 3,
+        max_generations: 8,
+        max_pending_input: 256,
+        ..Config::default()
+    };
+    let core = Core::new(config, 1);
+    let check = Checker::new(&core);
+    let mut world = World {
+        core,
+        check,
+        now: Time::ZERO,
+        request: 0,
+    };
+    for op in ops.into_iter().take(256) {
+        world.apply(op);
+    }
+    let World {
+        mut core,
+        mut check,
+        now,
+        ..
+    } = world;
+    check.settle(&mut core, now);
+});
