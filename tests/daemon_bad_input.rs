@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 use util::daemon::{Client, Daemon, Msg};
 
 fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -40,22 +42,52 @@ fn malformed_requests_get_specific_errors_and_change_nothing() {
     let mut c = d.client();
     let e = raw_error(&mut c, b"{not json\n");
     assert_eq!(e["error"]["code"], "bad_request");
-    assert!(e["error"]["message"].as_str().unwrap().contains("byte"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("byte"),
+        "{e}"
+    );
     let e = raw_error(&mut c, b"[1,2]\n");
     assert_eq!(e["error"]["code"], "bad_request");
     let e = c.err(json!({"op": "frobnicate"}), "unknown_op");
-    assert!(e["error"]["message"].as_str().unwrap().contains("frobnicate"));
-    c.err(json!({"op": "spawn", "session": "a", "argv": "ls"}), "bad_request");
-    c.err(json!({"op": "spawn", "session": "a", "argv": []}), "bad_request");
-    c.err(json!({"op": "write", "session": "a", "if_gen": -1, "data": "x"}), "bad_request");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("frobnicate"));
+    c.err(
+        json!({"op": "spawn", "session": "a", "argv": "ls"}),
+        "bad_request",
+    );
+    c.err(
+        json!({"op": "spawn", "session": "a", "argv": []}),
+        "bad_request",
+    );
+    c.err(
+        json!({"op": "write", "session": "a", "if_gen": -1, "data": "x"}),
+        "bad_request",
+    );
     c.err(json!({"op": "get", "session": 5}), "bad_request");
     for name in ["../x", "", &"a".repeat(65), "a\u{0}b", "a b", ".x"] {
-        let e = c.err(json!({"op": "spawn", "session": name, "argv": ["true"]}), "bad_request");
-        assert!(e["error"]["message"].as_str().unwrap().contains("session"), "{e}");
+        let e = c.err(
+            json!({"op": "spawn", "session": name, "argv": ["true"]}),
+            "bad_request",
+        );
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("session"),
+            "{e}"
+        );
     }
-    c.err(json!({"op": "spawn", "session": "a", "argv": ["true"], "stop_signal": "SIGFOO"}), "bad_request");
-    c.err(json!({"op": "signal", "session": "a", "signal": 0}), "bad_request");
-    c.err(json!({"op": "signal", "session": "nobody", "signal": "TERM"}), "no_such_session");
+    c.err(
+        json!({"op": "spawn", "session": "a", "argv": ["true"], "stop_signal": "SIGFOO"}),
+        "bad_request",
+    );
+    c.err(
+        json!({"op": "signal", "session": "a", "signal": 0}),
+        "bad_request",
+    );
+    c.err(
+        json!({"op": "signal", "session": "nobody", "signal": "TERM"}),
+        "no_such_session",
+    );
     // Nothing was created by any of that.
     assert_eq!(c.ok(json!({"op": "list"}))["sessions"], json!([]));
 }
@@ -107,13 +139,16 @@ fn vanishing_clients_and_a_thousand_connections_leave_nothing_behind() {
     c.ok(json!({"op": "spawn", "session": "big", "argv": ["sh", "-c", "head -c 900000 /dev/zero; sleep 1000"]}));
     for _ in 0..20 {
         let mut v = UnixStream::connect(&d.socket).unwrap();
-        v.write_all(b"{\"op\":\"subscribe\",\"session\":\"big\",\"from_start\":true}\n{\"op\":\"list\"}\n")
-            .unwrap();
+        v.write_all(
+            b"{\"op\":\"subscribe\",\"session\":\"big\",\"from_start\":true}\n{\"op\":\"list\"}\n",
+        )
+        .unwrap();
         drop(v);
     }
     let mut conns = Vec::new();
     for i in 0..1000 {
-        let mut s = UnixStream::connect(&d.socket).unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        let mut s =
+            UnixStream::connect(&d.socket).unwrap_or_else(|e| panic!("connection {i}: {e}"));
         s.write_all(b"{\"id\":1,\"op\":\"hello\"}\n").unwrap();
         conns.push(s);
     }
@@ -175,6 +210,13 @@ fn a_subscriber_that_never_reads_costs_bounded_memory_and_gets_a_counted_drop() 
         }
         m.is("exited", gen)
     });
-    assert!(dropped > 0, "a stalled subscriber must have missed something");
-    assert_eq!(got + dropped, 100 << 20, "delivered {got} + dropped {dropped}");
+    assert!(
+        dropped > 0,
+        "a stalled subscriber must have missed something"
+    );
+    assert_eq!(
+        got + dropped,
+        100 << 20,
+        "delivered {got} + dropped {dropped}"
+    );
 }

@@ -151,3 +151,23 @@ fn shutdown_op_stops_everything_and_exits_zero() {
     assert_eq!(status.code(), Some(0));
     let _ = &mut d;
 }
+
+#[test]
+fn a_child_that_closes_its_stdin_is_an_event_not_a_crash() {
+    let d = Daemon::start("epipe", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // Closes stdin, then waits for input that can never come.
+    let gen = c.ok(json!({"op": "spawn", "session": "deaf",
+        "argv": ["sh", "-c", "exec 0<&-; echo closed; exec sleep 1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| output_of(std::slice::from_ref(m), gen) == b"closed\n");
+    c.ok(json!({"op": "write", "session": "deaf", "data": "anyone?\n"}));
+    c.events_until(|m| m.is("input_closed", gen));
+    c.err(
+        json!({"op": "write", "session": "deaf", "data": "x"}),
+        "not_running",
+    );
+    c.ok(json!({"op": "hello"}));
+}

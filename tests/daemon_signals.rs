@@ -48,7 +48,10 @@ fn sigterm_stops_and_reaps_every_session_and_their_groups() {
     let mut pgids = Vec::new();
     for (name, script) in [
         ("kids", "sleep 1000 & sleep 1000 & echo ready; wait"),
-        ("slow", "trap 'sleep 0.2; exit 0' TERM; echo ready; while :; do sleep 0.05; done"),
+        (
+            "slow",
+            "trap 'sleep 0.2; exit 0' TERM; echo ready; while :; do sleep 0.05; done",
+        ),
         ("pty", "echo ready; exec sleep 1000"),
     ] {
         let mut req = json!({"op": "spawn", "session": name, "argv": ["sh", "-c", script]});
@@ -73,7 +76,11 @@ fn sigterm_stops_and_reaps_every_session_and_their_groups() {
     unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
     assert_eq!(wait_exit(&mut d), Some(0));
     for pgid in pgids {
-        assert_eq!(group_members(pgid), Vec::<u32>::new(), "group {pgid} left behind");
+        assert_eq!(
+            group_members(pgid),
+            Vec::<u32>::new(),
+            "group {pgid} left behind"
+        );
     }
 }
 
@@ -82,8 +89,10 @@ fn a_second_sigterm_kills_at_once() {
     let mut d = Daemon::start("sigterm-twice", &[]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let gen = c.ok(json!({"op": "spawn", "session": "deaf", "grace": "1h", "kill_grace": "1h",
-        "argv": ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"]}))["gen"]
+    let gen = c.ok(
+        json!({"op": "spawn", "session": "deaf", "grace": "1h", "kill_grace": "1h",
+        "argv": ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"]}),
+    )["gen"]
         .as_u64()
         .unwrap();
     c.events_until(|m| output_of(std::slice::from_ref(m), gen).starts_with(b"ready"));

@@ -10,7 +10,7 @@ use crate::core::{
 };
 use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
-use crate::proto::json::{write_str, ObjWriter};
+use crate::proto::json::ObjWriter;
 
 /// Converts core times to Unix milliseconds.
 #[derive(Debug, Clone, Copy)]
@@ -280,7 +280,12 @@ pub fn dropped(session: &str, from: u64, to: u64, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-/// Appends a JSON string (for ad-hoc members).
-pub fn string(s: &str, out: &mut Vec<u8>) {
-    write_str(s, out);
+/// Appends an `input_closed` event: the child no longer reads its input (EPIPE).
+pub fn input_closed(session: &str, gen: u64, out: &mut Vec<u8>) {
+    let mut w = ObjWriter::new(out);
+    w.str("event", "input_closed")
+        .str("session", session)
+        .u64("gen", gen);
+    w.finish();
+    out.push(b'\n');
 }

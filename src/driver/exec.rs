@@ -336,6 +336,17 @@ impl Daemon {
         }
     }
 
+    /// Tells subscribers that a generation stopped accepting input (EPIPE on its stdin).
+    pub(super) fn announce_input_closed(&mut self, gen: u64) {
+        let Some(session) = self.children.get(&gen).map(|c| c.session.clone()) else {
+            return;
+        };
+        let mut frame = Vec::new();
+        encode::input_closed(&session, gen, &mut frame);
+        let seq = self.logs.ring(&session).push_event(gen, frame);
+        self.deliver(session, seq);
+    }
+
     /// Pumps every subscriber of `session` after record `seq` was appended.
     fn deliver(&mut self, session: Arc<str>, seq: u64) {
         let mut targets: Vec<mio::Token> = self.all_subscribers.iter().copied().collect();

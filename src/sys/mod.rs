@@ -17,7 +17,7 @@ pub mod identity;
 pub mod pidfd_probe;
 pub mod process;
 pub mod procscan;
-pub mod rlimit;
 pub mod pty;
+pub mod rlimit;
 pub mod sigchld;
 pub mod spawn;
