@@ -85,7 +85,7 @@ pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox
     while outbox.has_room() {
         match ring.lookup(cursor.seq, cursor.pos) {
             Lookup::Record(r) => {
-                outbox.push(&r.frame);
+                outbox.push_shared(&r.frame);
                 cursor.seq = r.seq + 1;
                 cursor.pos = r.pos + r.out_len;
             }

@@ -3,17 +3,45 @@
 //! The loop never blocks on a client: bytes wait here until the socket is writable. The
 //! queue has a soft limit — a caller asks [`Outbox::has_room`] before adding optional data
 //! (output replay) and stops when it is full, so memory per client stays within the limit
-//! plus one frame. Replies to requests are always accepted (a client cannot make the daemon
-//! answer more than it asks, and requests are read only while the queue has room).
+//! plus one frame. Replies to requests are always accepted (requests are read only while
+//! the queue has room, so a client cannot make the daemon queue more than it reads).
+//!
+//! Frames from a session's replay log are queued by reference ([`Rc`]), not copied, so
+//! fanning one frame out to many subscribers costs no memory per subscriber; a vectored
+//! write sends several frames per system call.
 
-use std::io::{self, Write};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+use std::rc::Rc;
+
+/// Most slices handed to one vectored write.
+const MAX_SLICES: usize = 32;
+
+/// Small lines are gathered into a private chunk up to this size before a new one starts.
+const SMALL_CHUNK: usize = 16 * 1024;
+
+#[derive(Debug)]
+enum Chunk {
+    Owned(Vec<u8>),
+    Shared(Rc<[u8]>),
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Chunk::Owned(v) => v,
+            Chunk::Shared(r) => r,
+        }
+    }
+}
 
 /// Pending bytes for one client.
 #[derive(Debug)]
 pub struct Outbox {
-    buf: Vec<u8>,
-    /// Bytes of `buf` already written.
-    sent: usize,
+    chunks: VecDeque<Chunk>,
+    /// Bytes of the front chunk already written.
+    front_sent: usize,
+    pending: usize,
     limit: usize,
 }
 
@@ -21,59 +49,84 @@ impl Outbox {
     /// An empty queue whose soft limit is `limit` bytes.
     pub fn new(limit: usize) -> Self {
         Outbox {
-            buf: Vec::new(),
-            sent: 0,
+            chunks: VecDeque::new(),
+            front_sent: 0,
+            pending: 0,
             limit,
         }
     }
 
     /// Bytes waiting to be written.
     pub fn pending(&self) -> usize {
-        self.buf.len() - self.sent
+        self.pending
     }
 
     /// Whether optional data may still be queued.
     pub fn has_room(&self) -> bool {
-        self.pending() < self.limit
+        self.pending < self.limit
     }
 
     /// Whether nothing is waiting.
     pub fn is_empty(&self) -> bool {
-        self.pending() == 0
+        self.pending == 0
     }
 
-    /// Queues bytes.
+    /// Queues a copy of `bytes` (responses, events).
     pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        self.pending += bytes.len();
+        // Append to the last private chunk unless it is the one being written (its
+        // written prefix would be kept alive) or already big.
+        let partly_sent = self.chunks.len() == 1 && self.front_sent > 0;
+        if let Some(Chunk::Owned(last)) = self.chunks.back_mut() {
+            if !partly_sent && last.len() + bytes.len() <= SMALL_CHUNK {
+                last.extend_from_slice(bytes);
+                return;
+            }
+        }
+        self.chunks.push_back(Chunk::Owned(bytes.to_vec()));
+    }
+
+    /// Queues a shared frame without copying it.
+    pub fn push_shared(&mut self, frame: &Rc<[u8]>) {
+        self.pending += frame.len();
+        self.chunks.push_back(Chunk::Shared(frame.clone()));
     }
 
     /// Writes as much as `sink` accepts without blocking. Returns `Ok(())` on WouldBlock or
     /// when empty; any other error means the client is gone.
     pub fn flush_to<W: Write>(&mut self, sink: &mut W) -> io::Result<()> {
-        while self.sent < self.buf.len() {
-            match sink.write(&self.buf[self.sent..]) {
+        while self.pending > 0 {
+            let mut slices: [IoSlice<'_>; MAX_SLICES] = [IoSlice::new(&[]); MAX_SLICES];
+            let mut n = 0;
+            for (i, chunk) in self.chunks.iter().take(MAX_SLICES).enumerate() {
+                let b = chunk.bytes();
+                slices[i] = IoSlice::new(if i == 0 { &b[self.front_sent..] } else { b });
+                n += 1;
+            }
+            match sink.write_vectored(&slices[..n]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.sent += n,
+                Ok(written) => self.consume(written),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             }
         }
-        self.compact();
         Ok(())
     }
 
-    /// Drops written bytes; gives memory back after a burst.
-    fn compact(&mut self) {
-        if self.sent == self.buf.len() {
-            self.buf.clear();
-            self.sent = 0;
-            if self.buf.capacity() > self.limit.max(64 * 1024) {
-                self.buf.shrink_to(64 * 1024);
+    fn consume(&mut self, mut written: usize) {
+        self.pending -= written;
+        while written > 0 {
+            let front_len = self.chunks.front().map_or(0, |c| c.bytes().len());
+            let left = front_len - self.front_sent;
+            if written >= left {
+                written -= left;
+                self.chunks.pop_front();
+                self.front_sent = 0;
+            } else {
+                self.front_sent += written;
+                written = 0;
             }
-        } else if self.sent > self.buf.len() / 2 {
-            self.buf.drain(..self.sent);
-            self.sent = 0;
         }
     }
 }
@@ -82,7 +135,7 @@ impl Outbox {
 mod tests {
     use super::*;
 
-    /// A sink that accepts `n` bytes per call and then says WouldBlock once.
+    /// A sink that accepts `per_call` bytes per call and then says WouldBlock.
     struct Trickle {
         got: Vec<u8>,
         per_call: usize,
@@ -106,10 +159,12 @@ mod tests {
     }
 
     #[test]
-    fn partial_writes_keep_order_and_free_memory() {
-        let mut ob = Outbox::new(16);
+    fn partial_writes_keep_order_across_owned_and_shared_chunks() {
+        let mut ob = Outbox::new(1 << 20);
         ob.push(b"hello ");
-        ob.push(b"world");
+        let shared: Rc<[u8]> = Rc::from(&b"big world"[..]);
+        ob.push_shared(&shared);
+        ob.push(b"!");
         let mut sink = Trickle {
             got: vec![],
             per_call: 4,
@@ -117,11 +172,12 @@ mod tests {
             calls: 0,
         };
         ob.flush_to(&mut sink).unwrap();
-        assert_eq!(sink.got, b"hello wo");
-        assert_eq!(ob.pending(), 3);
+        // The default `write_vectored` writes the first slice only.
+        assert_eq!(sink.got, b"hello ");
+        assert_eq!(ob.pending(), 10);
         sink.block_after = usize::MAX;
         ob.flush_to(&mut sink).unwrap();
-        assert_eq!(sink.got, b"hello world");
+        assert_eq!(sink.got, b"hello big world!");
         assert!(ob.is_empty());
     }
 
@@ -131,5 +187,22 @@ mod tests {
         assert!(ob.has_room());
         ob.push(b"123456");
         assert!(!ob.has_room());
+    }
+
+    #[test]
+    fn small_pushes_after_a_partial_write_are_not_merged_into_the_written_chunk() {
+        let mut ob = Outbox::new(1 << 20);
+        ob.push(b"abcdef");
+        let mut sink = Trickle {
+            got: vec![],
+            per_call: 3,
+            block_after: 1,
+            calls: 0,
+        };
+        ob.flush_to(&mut sink).unwrap();
+        ob.push(b"gh");
+        sink.block_after = usize::MAX;
+        ob.flush_to(&mut sink).unwrap();
+        assert_eq!(sink.got, b"abcdefgh");
     }
 }

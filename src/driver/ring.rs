@@ -11,6 +11,7 @@
 //! behind still receives "output before exit" in order.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 /// What each record costs on top of its frame, so that a flood of one-byte reads is bounded
 /// by the same capacity as a few large ones.
@@ -27,8 +28,9 @@ pub struct Record {
     pub pos: u64,
     /// Output records: how many output bytes; 0 for events.
     pub out_len: u64,
-    /// The exact bytes a subscriber receives for this record.
-    pub frame: Vec<u8>,
+    /// The exact bytes a subscriber receives for this record, shared with the outboxes
+    /// of subscribers it is queued for.
+    pub frame: Rc<[u8]>,
 }
 
 /// Where a cursor stands relative to the log.
@@ -77,7 +79,7 @@ impl Ring {
             gen,
             pos,
             out_len,
-            frame,
+            frame: frame.into(),
         })
     }
 
@@ -88,7 +90,7 @@ impl Ring {
             gen,
             pos: self.end_pos,
             out_len: 0,
-            frame,
+            frame: frame.into(),
         })
     }
 
@@ -217,7 +219,7 @@ mod tests {
         out(&mut ring, 2, b"cd");
         let frames: Vec<&[u8]> = (0..3)
             .map(|s| match ring.lookup(s, 0) {
-                Lookup::Record(r) => r.frame.as_slice(),
+                Lookup::Record(r) => &r.frame[..],
                 other => panic!("{other:?}"),
             })
             .collect();

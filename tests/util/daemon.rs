@@ -87,11 +87,29 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
+    /// A test that fails mid-way still leaves no processes behind: the daemon is asked to
+    /// stop everything (SIGTERM, then a second SIGTERM = kill at once), and only killed
+    /// outright if it does not exit within [`PATIENCE`].
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill with a valid pid of our own child.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
-            let _ = self.child.wait();
+            let pid = self.child.id() as i32;
+            // SAFETY: kill with a valid pid of our own, unreaped child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + PATIENCE;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    break;
+                }
+                // A child's exit has no readiness std lets us wait on with a timeout.
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if let Ok(None) = self.child.try_wait() {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = self.child.wait();
+            }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -133,6 +151,11 @@ impl Client {
             next_id: 1,
             backlog: Default::default(),
         }
+    }
+
+    /// The raw socket (for clients that read frames themselves).
+    pub fn stream(&self) -> &UnixStream {
+        self.reader.get_ref()
     }
 
     /// Sends raw bytes.

@@ -1,0 +1,187 @@
+//! Daemon figures, each side by side with its baseline in one run:
+//! - bytes/s from a child to one subscriber (pipes) vs `head | cat` on a plain pipe,
+//! - bytes/s in PTY mode vs `script`,
+//! - RSS idle and with 1,000 sleeping sessions,
+//! - wake-ups per second while idle.
+//!
+//! Run with `cargo bench --bench daemon` (`make bench`). Prints a markdown table.
+
+#[path = "../tests/util/daemon.rs"]
+#[allow(dead_code)]
+mod daemon;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon::Daemon;
+use serde_json::json;
+
+const PIPE_BYTES: u64 = 2 << 30;
+const PTY_BYTES: u64 = 256 << 20;
+
+fn status_field(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn shell_secs(script: &str) -> f64 {
+    let t = Instant::now();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "{script}");
+    t.elapsed().as_secs_f64()
+}
+
+/// Seconds from spawn to exit of `argv`, with one subscriber reading every byte.
+fn through_daemon(d: &Daemon, session: &str, pty: bool, argv: &[&str], expect: u64) -> f64 {
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut req = json!({"op": "spawn", "session": session, "argv": argv, "buffer": 64 << 20});
+    if pty {
+        req["pty"] = json!(true);
+    }
+    let t = Instant::now();
+    let gen = c.ok(req)["gen"].as_u64().unwrap();
+    let got = fast_read_until_exit(&mut c, gen);
+    let secs = t.elapsed().as_secs_f64();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", d.child.id())).unwrap();
+    let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    eprintln!("{session}: {secs:.2}s, got {got} of {expect}; daemon utime {} stime {} ticks", f[11], f[12]);
+    assert_eq!(got, expect, "{session}: bytes delivered");
+    secs
+}
+
+/// Reads frames as a tuned client would: large reads, headers scanned for `len` without a
+/// JSON parser, payloads skipped in place. Returns output bytes received before `exited`.
+fn fast_read_until_exit(c: &mut daemon::Client, gen: u64) -> u64 {
+    use std::io::Read;
+    let exited = format!(r#"{{"event":"exited","session":"#);
+    let gen_tag = format!(r#""gen":{gen},"#);
+    let mut stream = c.stream();
+    let mut buf = vec![0u8; 4 << 20];
+    let (mut start, mut end) = (0usize, 0usize);
+    let mut got = 0u64;
+    let mut skip = 0usize; // payload bytes (plus newline) still to skip
+    loop {
+        if start == end || (skip == 0 && !buf[start..end].contains(&b'\n')) {
+            if start > 0 {
+                buf.copy_within(start..end, 0);
+                end -= start;
+                start = 0;
+            }
+            let n = stream.read(&mut buf[end..]).unwrap();
+            assert!(n > 0, "daemon closed");
+            end += n;
+        }
+        if skip > 0 {
+            let k = skip.min(end - start);
+            start += k;
+            skip -= k;
+            continue;
+        }
+        let Some(nl) = buf[start..end].iter().position(|&b| b == b'\n') else {
+            continue;
+        };
+        let line = &buf[start..start + nl];
+        start += nl + 1;
+        let text = std::str::from_utf8(line).unwrap();
+        if let Some(i) = text.find(r#""len":"#) {
+            let digits: String = text[i + 6..].chars().take_while(char::is_ascii_digit).collect();
+            let len: usize = digits.parse().unwrap();
+            got += len as u64;
+            skip = len + 1;
+        } else if text.starts_with(&exited) && text.contains(&gen_tag) {
+            return got;
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` passes nothing useful: both run.
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let mib = |b: u64, s: f64| b as f64 / s / (1 << 20) as f64;
+
+    // Memory and wake-ups.
+    let idle_daemon = Daemon::start("bench-idle", &[]);
+    let pid = idle_daemon.child.id();
+    let mut c = idle_daemon.client();
+    c.ok(json!({"op": "hello"}));
+    let rss_idle = status_field(pid, "VmRSS:");
+    let switches = |pid| {
+        status_field(pid, "voluntary_ctxt_switches:")
+            + status_field(pid, "nonvoluntary_ctxt_switches:")
+    };
+    // Let the loop go back to sleep after answering, then count.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = switches(pid);
+    let idle = Duration::from_secs(3);
+    std::thread::sleep(idle);
+    let wakeups = (switches(pid) - before) as f64 / idle.as_secs_f64();
+    rows.push((
+        "wake-ups while idle".into(),
+        format!("{wakeups:.2}/s"),
+        "0/s (goal)".into(),
+        "".into(),
+    ));
+    rows.push((
+        "RSS idle".into(),
+        format!("{:.1} MiB", rss_idle as f64 / 1024.0),
+        "".into(),
+        "".into(),
+    ));
+    c.ok(json!({"op": "subscribe", "all": true}));
+    for i in 0..1000 {
+        c.ok(json!({"op": "spawn", "session": format!("s{i}"), "argv": ["sleep", "1000"]}));
+    }
+    let rss_1000 = status_field(pid, "VmRSS:");
+    let mut idle_daemon = idle_daemon;
+    assert_eq!(idle_daemon.terminate(), Some(0));
+    rows.push((
+        "RSS with 1,000 sleeping sessions".into(),
+        format!("{:.1} MiB", rss_1000 as f64 / 1024.0),
+        "".into(),
+        "".into(),
+    ));
+    let d = Daemon::start("bench", &[]);
+
+    // Throughput, pipes.
+    let n = PIPE_BYTES.to_string();
+    let base = shell_secs(&format!("head -c {n} /dev/zero | cat > /dev/null"));
+    let ours = through_daemon(&d, "pipe", false, &["head", "-c", &n, "/dev/zero"], PIPE_BYTES);
+    rows.push((
+        "pipes: child → subscriber".into(),
+        format!("{:.0} MiB/s", mib(PIPE_BYTES, ours)),
+        format!("{:.0} MiB/s (`head | cat`)", mib(PIPE_BYTES, base)),
+        format!("{:.2}", base / ours),
+    ));
+
+    // Throughput, PTY.
+    let n = PTY_BYTES.to_string();
+    let base = shell_secs(&format!(
+        "script -qfec 'head -c {n} /dev/zero' /dev/null > /dev/null"
+    ));
+    let ours = through_daemon(&d, "pty", true, &["head", "-c", &n, "/dev/zero"], PTY_BYTES);
+    rows.push((
+        "pty: child → subscriber".into(),
+        format!("{:.0} MiB/s", mib(PTY_BYTES, ours)),
+        format!("{:.0} MiB/s (`script`)", mib(PTY_BYTES, base)),
+        format!("{:.2}", base / ours),
+    ));
+
+    let mut d = d;
+    assert_eq!(d.terminate(), Some(0));
+
+    println!("| measure | genward | baseline | baseline / genward time |");
+    println!("|---|---|---|---|");
+    for (a, b, c, r) in rows {
+        println!("| {a} | {b} | {c} | {r} |");
+    }
+}
