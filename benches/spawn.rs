@@ -46,6 +46,11 @@ fn rate(budget: Duration, mut f: impl FnMut()) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 fn main() {
     let secs: u64 = std::env::args()
         .skip(1)
@@ -60,17 +65,19 @@ fn main() {
         reaper: ReaperMode::Auto,
         ..SpawnRequest::default()
     };
-    // Interleave two rounds so drift in machine load affects both sides alike.
+    // Interleave short rounds so drift in machine load affects both sides alike; report the
+    // median round of each side.
+    const ROUNDS: u32 = 9;
     let mut genward = Vec::new();
     let mut std = Vec::new();
-    for _ in 0..2 {
-        genward.push(rate(budget / 2, || ours(&req)));
-        std.push(rate(budget / 2, std_command));
+    for _ in 0..ROUNDS {
+        genward.push(rate(budget / ROUNDS, || ours(&req)));
+        std.push(rate(budget / ROUNDS, std_command));
     }
-    let g = genward.iter().sum::<f64>() / genward.len() as f64;
-    let s = std.iter().sum::<f64>() / std.len() as f64;
-    println!("spawn /bin/true, three pipes, wait + reap, {secs} s per side");
-    println!("genward::sys::spawn     {g:>9.0} spawns/s");
-    println!("std::process::Command   {s:>9.0} spawns/s");
+    let g = median(&mut genward);
+    let s = median(&mut std);
+    println!("spawn /bin/true, three pipes, wait + reap, {secs} s per side in {ROUNDS} rounds");
+    println!("genward::sys::spawn     {g:>9.0} spawns/s (median round)");
+    println!("std::process::Command   {s:>9.0} spawns/s (median round)");
     println!("ratio genward/std       {:>9.2}", g / s);
 }

@@ -321,3 +321,31 @@ fn pid_reuse_is_refused_as_mismatch() {
         );
     }
 }
+
+#[test]
+fn odd_command_names_do_not_hide_a_process() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::env::temp_dir().join(format!("genward-test-{}-comm", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Not UTF-8, with a ')' and spaces: the fields must still be found after the last ')'.
+    let link = dir.join(std::ffi::OsStr::from_bytes(b"\xff) (x y"));
+    std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
+    let mut child = spawn(&SpawnRequest {
+        argv: vec![link.clone().into_os_string(), "1000".into()],
+        ..SpawnRequest::default()
+    })
+    .unwrap();
+    let pid = child.process.pid();
+    let token = child
+        .process
+        .token()
+        .expect("token despite the odd name")
+        .to_owned();
+    assert_eq!(identity::verify(pid, Some(&token), None), Verdict::Match);
+    let members = genward::sys::procscan::group_members(pid).unwrap();
+    assert_eq!(members, vec![pid]);
+    child.process.signal(Signal::KILL).unwrap();
+    wait_reap(&mut child.process);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
