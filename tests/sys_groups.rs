@@ -95,3 +95,40 @@ fn daemonizing_grandchild_is_reported_through_the_pipe_it_holds() {
     assert!(readable(daemon.as_fd(), Instant::now() + TIMEOUT));
     assert!(read_to_eof(stdout.as_fd()).is_empty());
 }
+
+#[test]
+fn adopted_leader_group_is_signalled_member_by_member() {
+    use genward::sys::identity::{adopt, Adoption};
+    use genward::sys::process::ReaperMode;
+    let script = r#"
+        sh -c 'echo ONE=$$; exec sleep 1000' &
+        sh -c 'echo TWO=$$; exec sleep 1000' &
+        wait
+    "#;
+    let mut child = spawn(&request(&["sh", "-c", script])).unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut out = Vec::new();
+    let one = pidfd_of(read_number(stdout.as_fd(), &mut out, "ONE="));
+    let two = pidfd_of(read_number(stdout.as_fd(), &mut out, "TWO="));
+    let token = child.process.token().unwrap().to_owned();
+    let Adoption::Adopted(adopted) = adopt(child.process.pid(), &token, ReaperMode::Auto) else {
+        panic!("not adopted");
+    };
+    assert!(matches!(
+        adopted.signal_group(Signal::TERM),
+        Err(SignalError::GroupNotPinned)
+    ));
+    assert_eq!(adopted.signal_group_members(Signal::TERM).unwrap(), 3);
+    let deadline = Instant::now() + TIMEOUT;
+    assert!(readable(one.as_fd(), deadline));
+    assert!(readable(two.as_fd(), deadline));
+    assert_eq!(
+        wait_reap(&mut child.process),
+        Exit::Signal {
+            signal: libc::SIGTERM,
+            core_dumped: false
+        }
+    );
+    // The leader is gone: nothing can vouch for its pgid any more.
+    assert!(adopted.signal_group_members(Signal::TERM).is_err());
+}

@@ -226,9 +226,15 @@ fn boottime_ticks() -> u64 {
 
 /// Runs inside the fresh PID namespace (as its pid 1).
 fn pid_reuse_scenario(mode: ReaperMode) {
-    let mut first = spawn(&req(&["true"], mode)).unwrap();
+    let mut first = spawn(&req(&["sleep", "1000"], mode)).unwrap();
     let pid = first.process.pid();
     let token = first.process.token().unwrap().to_owned();
+    // A handle on it as a restarted supervisor would hold one: adopted, not our child.
+    let Adoption::Adopted(held) = adopt(pid, &token, mode) else {
+        panic!("live process not adopted")
+    };
+    assert_eq!(held.pidfd().is_some(), mode == ReaperMode::Auto);
+    first.process.signal(Signal::KILL).unwrap();
     wait_reap(&mut first.process);
 
     // The start time has a resolution of one clock tick; a pid can only be reused by a
@@ -250,7 +256,7 @@ fn pid_reuse_scenario(mode: ReaperMode) {
         "bystander not on the recycled pid"
     );
 
-    // The old handle refuses outright: it was reaped.
+    // The reaped child handle refuses outright.
     assert!(matches!(
         first.process.signal(Signal::TERM),
         Err(SignalError::Reaped)
@@ -259,6 +265,25 @@ fn pid_reuse_scenario(mode: ReaperMode) {
         first.process.signal_group(Signal::TERM),
         Err(SignalError::Reaped)
     ));
+    // The adopted handle refuses: its pidfd refers to the dead process (pidfd path), or
+    // the identity re-check before the signal finds the bystander (fallback path).
+    match mode {
+        ReaperMode::Auto => {
+            assert!(matches!(
+                held.signal(Signal::TERM),
+                Err(SignalError::Exited)
+            ));
+            assert!(held.signal_group_members(Signal::TERM).is_err());
+        }
+        ReaperMode::Fallback => {
+            assert!(matches!(
+                held.signal(Signal::TERM),
+                Err(SignalError::Mismatch)
+            ));
+        }
+    }
+    assert!(held.signal_group(Signal::TERM).is_err());
+    assert_eq!(held.exit_status_nowait().unwrap(), Some(Exit::Unknown));
     // The recorded identity no longer matches the pid, on this path and the other.
     assert_eq!(identity::verify(pid, Some(&token), None), Verdict::Mismatch);
     for adopt_mode in [mode, ReaperMode::Auto, ReaperMode::Fallback] {
@@ -320,4 +345,32 @@ fn pid_reuse_is_refused_as_mismatch() {
             "{mode}: {stdout}\n{stderr}"
         );
     }
+}
+
+#[test]
+fn odd_command_names_do_not_hide_a_process() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::env::temp_dir().join(format!("genward-test-{}-comm", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Not UTF-8, with a ')' and spaces: the fields must still be found after the last ')'.
+    let link = dir.join(std::ffi::OsStr::from_bytes(b"\xff) (x y"));
+    std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
+    let mut child = spawn(&SpawnRequest {
+        argv: vec![link.clone().into_os_string(), "1000".into()],
+        ..SpawnRequest::default()
+    })
+    .unwrap();
+    let pid = child.process.pid();
+    let token = child
+        .process
+        .token()
+        .expect("token despite the odd name")
+        .to_owned();
+    assert_eq!(identity::verify(pid, Some(&token), None), Verdict::Match);
+    let members = genward::sys::procscan::group_members(pid).unwrap();
+    assert_eq!(members, vec![pid]);
+    child.process.signal(Signal::KILL).unwrap();
+    wait_reap(&mut child.process);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

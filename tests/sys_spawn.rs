@@ -33,7 +33,9 @@ fn missing_program_is_not_found_not_exit_127() {
         matches!(err, SpawnError::NotFound { step: Step::Exec }),
         "{err:?}"
     );
-    let err = spawn(&request(&["genward-no-such-program-in-path"])).unwrap_err();
+    let mut req = request(&["genward-no-such-program-in-path"]);
+    req.env.set.push(("PATH".into(), "/usr/bin:/bin".into()));
+    let err = spawn(&req).unwrap_err();
     assert!(
         matches!(err, SpawnError::NotFound { step: Step::Exec }),
         "{err:?}"

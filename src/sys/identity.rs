@@ -220,6 +220,16 @@ pub fn pidfd_inode(pidfd: BorrowedFd<'_>) -> u64 {
     }
 }
 
+/// Reads a small `/proc` file in one or two `read`s (a `stat` line is well under 1 KiB,
+/// and `read_to_string`'s size probing costs several system calls per spawn). Lossy: a
+/// command name may be any bytes, and only the ASCII fields after it are parsed.
+pub(crate) fn read_proc_file(path: &str) -> io::Result<String> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(1024);
+    fs::File::open(path)?.read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
 /// Reads the `linux1:` token of `pid`; with `pidfd` (which must refer to the process on
 /// `pid`), its pidfs inode is included.
 pub fn linux_token(pid: i32, pidfd: Option<BorrowedFd<'_>>) -> Observed {
@@ -227,7 +237,7 @@ pub fn linux_token(pid: i32, pidfd: Option<BorrowedFd<'_>>) -> Observed {
         Ok(id) => id,
         Err(e) => return Observed::Unreadable(format!("boot_id: {e}")),
     };
-    let stat = match fs::read_to_string(format!("/proc/{pid}/stat")) {
+    let stat = match read_proc_file(&format!("/proc/{pid}/stat")) {
         Ok(stat) => stat,
         Err(e)
             if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ESRCH) =>

@@ -11,7 +11,12 @@
 //!   identity check that must return [`Verdict::Match`].
 //!
 //! A process group is signalled only while its leader is our unreaped child: a zombie's
-//! pid, and so its pgid, cannot be reused, so the group cannot be a stranger's.
+//! pid, and so its pgid, cannot be reused, so the group cannot be a stranger's. For an
+//! adopted leader (not our child) [`Process::signal_group_members`] signals the members one
+//! by one through pidfds instead.
+//!
+//! Liveness is never inferred from `kill(pid, 0)`: `EPERM` from it proves nothing, and a
+//! success may be a stranger on a recycled pid. Exit is read from the pidfd or `waitid`.
 
 use std::fmt;
 use std::io;
@@ -263,6 +268,69 @@ impl Process {
             self.verify_identity()?;
         }
         kill_process_group(self.pid, sig).map_err(map_kill_error)
+    }
+
+    /// Sends `sig` to every live member of the process group the process leads, one by one
+    /// through pidfds, and returns how many were signalled. For adopted leaders, whose
+    /// group [`Process::signal_group`] cannot pin; pidfd mode only.
+    ///
+    /// For each member found in `/proc`: open its pidfd, re-read its process group, and
+    /// signal it only if the group is still ours and the pidfd still refers to a running
+    /// process (then the re-read was of that process). The group is ours while the leader
+    /// is alive, which is checked after the scan: a session leader cannot change its group,
+    /// and a pgid cannot be reused while its leader lives.
+    pub fn signal_group_members(&self, sig: Signal) -> Result<usize, SignalError> {
+        if self.reaped.is_some() {
+            return Err(SignalError::Reaped);
+        }
+        let Some(leader) = &self.pidfd else {
+            return Err(SignalError::GroupNotPinned);
+        };
+        let pgid = self.pid();
+        let members = procscan::group_members(pgid).map_err(SignalError::Os)?;
+        let mut verified = Vec::new();
+        for pid in members {
+            let Some(raw) = Pid::from_raw(pid) else {
+                continue;
+            };
+            let fd = if pid == pgid {
+                None // the leader: signalled through our own pidfd below
+            } else {
+                match rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()) {
+                    Ok(fd) => Some(fd),
+                    Err(_) => continue, // exited meanwhile
+                }
+            };
+            let stat = identity::read_proc_file(&format!("/proc/{pid}/stat"));
+            let in_group = stat
+                .ok()
+                .and_then(|s| identity::stat_field(&s, 5))
+                .is_some_and(|g| g == pgid as u64);
+            let alive = match &fd {
+                Some(fd) => !pidfd_exited(fd.as_fd()).map_err(SignalError::Os)?,
+                None => true,
+            };
+            if in_group && alive {
+                verified.push(fd);
+            }
+        }
+        // The leader alive now means the pgid read above named its group.
+        if pidfd_exited(leader.as_fd()).map_err(SignalError::Os)? {
+            return Err(SignalError::Exited);
+        }
+        let mut sent = 0;
+        for fd in verified {
+            let result = match &fd {
+                Some(fd) => pidfd_send_signal(fd, sig),
+                None => pidfd_send_signal(leader, sig),
+            };
+            match result {
+                Ok(()) => sent += 1,
+                Err(Errno::SRCH) => {}
+                Err(e) => return Err(SignalError::Os(e.into())),
+            }
+        }
+        Ok(sent)
     }
 
     fn verify_identity(&self) -> Result<(), SignalError> {

@@ -8,7 +8,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::MetadataExt;
 
-use crate::sys::identity::stat_field;
+use crate::sys::identity::{read_proc_file, stat_field};
 
 /// Cap on the processes examined by one scan, so a pathological system cannot make a scan
 /// unbounded.
@@ -25,7 +25,7 @@ fn pids() -> io::Result<impl Iterator<Item = i32>> {
 pub fn group_members(pgid: i32) -> io::Result<Vec<i32>> {
     let mut members = Vec::new();
     for pid in pids()? {
-        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Ok(stat) = read_proc_file(&format!("/proc/{pid}/stat")) else {
             continue; // exited meanwhile
         };
         let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {

@@ -34,17 +34,20 @@ pub fn open_pty(rows: u16, cols: u16) -> io::Result<PtyPair> {
     resize(rustix::fd::AsFd::as_fd(&master), rows, cols)?;
     let peer = match ioctl_tiocgptpeer(&master, flags) {
         Ok(peer) => peer,
-        Err(Errno::NOTTY) | Err(Errno::INVAL) | Err(Errno::NOSYS) => {
-            let name = ptsname(&master, Vec::new())?;
-            open(
-                name.as_c_str(),
-                OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?
-        }
+        Err(Errno::NOTTY) | Err(Errno::INVAL) | Err(Errno::NOSYS) => peer_by_name(&master)?,
         Err(e) => return Err(e.into()),
     };
     Ok(PtyPair { master, peer })
+}
+
+/// The pre-4.13 way to the peer: `ptsname` + `open`.
+fn peer_by_name(master: &OwnedFd) -> io::Result<OwnedFd> {
+    let name = ptsname(master, Vec::new())?;
+    Ok(open(
+        name.as_c_str(),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
 /// `ioctl(master, TIOCSWINSZ, {rows, cols})`—Sets the window size; the kernel sends
@@ -61,4 +64,31 @@ pub fn resize(master: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<()> {
     };
     tcsetwinsize(master, size)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::fd::AsFd;
+    use rustix::termios::tcgetwinsize;
+
+    fn round_trip(master: &OwnedFd, peer: &OwnedFd) {
+        rustix::io::write(peer, b"x\n").unwrap();
+        let mut buf = [0u8; 8];
+        let n = rustix::io::read(master, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"x\r\n");
+    }
+
+    #[test]
+    fn both_ways_to_the_peer_reach_the_same_terminal() {
+        let pair = open_pty(12, 34).unwrap();
+        let size = tcgetwinsize(pair.peer.as_fd()).unwrap();
+        assert_eq!((size.ws_row, size.ws_col), (12, 34));
+        round_trip(&pair.master, &pair.peer);
+        let by_name = peer_by_name(&pair.master).unwrap();
+        round_trip(&pair.master, &by_name);
+        resize(pair.master.as_fd(), 50, 60).unwrap();
+        let size = tcgetwinsize(by_name.as_fd()).unwrap();
+        assert_eq!((size.ws_row, size.ws_col), (50, 60));
+    }
 }

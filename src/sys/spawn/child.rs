@@ -1,7 +1,8 @@
-//! The code that runs in the child between `fork` and `execve`.
+//! The code that runs in the child between its start and `execve`.
 //!
 //! Only async-signal-safe calls happen here (the parent may have other threads, whose locks
-//! the child inherits held): no allocation, no locks, no formatting. Every failure is
+//! the child inherits held, and on Linux the child shares the parent's memory): no
+//! allocation, no locks, no formatting, no writes but to the child's own stack. Every failure is
 //! written to the error pipe as `(step, errno)` and the child `_exit`s; the parent turns it
 //! into a [`super::SpawnError`].
 
@@ -32,7 +33,7 @@ const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 /// `SIG_DFL` with no flags and an empty mask on every architecture's layout.
 ///
 /// # Safety
-/// Async-signal-safe; changes process-wide signal state, so only for the forked child.
+/// Async-signal-safe; changes process-wide signal state, so only for the new child.
 unsafe fn reset_disposition(sig: libc::c_int) {
     #[cfg(target_os = "linux")]
     {
@@ -80,11 +81,11 @@ fn fail(pipe: RawFd, step: Step, errno: i32) -> ! {
     }
 }
 
-/// Runs in the child after `fork`; execs or exits, never returns.
+/// Runs in the child; execs or exits, never returns.
 ///
 /// # Safety
-/// Must be called only in a freshly forked child, with every pointer in `plan` valid (they
-/// point into memory the parent prepared before forking, which the child has a copy of).
+/// Must be called only in a freshly started child (forked, or cloned with `CLONE_VFORK` so
+/// the parent sleeps meanwhile), with every pointer in `plan` valid.
 pub(crate) unsafe fn run(plan: &Plan<'_>) -> ! {
     let pipe = plan.error_pipe;
     // SAFETY (whole block): these are plain system calls on descriptors and C strings the

@@ -1,5 +1,5 @@
-//! Everything the child needs, built before `fork`: C strings, pointer arrays, candidate
-//! paths. After `fork` the child only reads these.
+//! Everything the child needs, built before it starts: C strings, pointer arrays, candidate
+//! paths. The child only reads these.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
