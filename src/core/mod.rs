@@ -40,6 +40,13 @@ use generation::{Ended, GenInput, Generation, Outcome, Phase};
 use restart::{Decision, Rest};
 use session::Session;
 
+/// Whether `name` is a valid session name: `[A-Za-z0-9._-]{1,64}`, not starting with `.`
+/// (so it is safe as a file name in the state directory). The protocol layer can check
+/// early; the core checks again on every command.
+pub fn is_valid_session_name(name: &str) -> bool {
+    Session::valid_name(name)
+}
+
 /// The supervisor's whole decision state: sessions, generations, timers.
 ///
 /// # Call contract
