@@ -73,6 +73,7 @@ impl Checker {
     /// Feeds `input` at `now`, checks everything, and returns the actions produced.
     pub fn handle(&mut self, core: &mut Core, now: Time, input: Input) -> Vec<Action> {
         let before = gens_by_number(core);
+        let sessions_before = core.list();
         let request = match &input {
             Input::Command { request, .. } => Some(*request),
             _ => None,
@@ -94,6 +95,7 @@ impl Checker {
         }
         if let Some(gen) = about {
             self.check_isolation(core, gen, &before, &actions);
+            check_other_sessions(core, before.get(&gen).map(|(s, _)| s), &sessions_before);
         }
         if let Some(name) = command_session {
             self.check_command_scope(&name, &before, &actions);
@@ -512,6 +514,21 @@ impl Checker {
                 s.name
             );
         }
+    }
+}
+
+/// Invariant 1 at the session level: an input about a generation of session `own` (or of
+/// no live session) leaves every other session exactly as it was.
+fn check_other_sessions(core: &Core, own: Option<&Arc<str>>, before: &[super::SessionSnapshot]) {
+    let after = core.list();
+    for b in before.iter().filter(|b| Some(&b.name) != own) {
+        let a = after.iter().find(|a| a.name == b.name);
+        assert_eq!(
+            a,
+            Some(b),
+            "invariant 1: input about {own:?} changed session {}",
+            b.name
+        );
     }
 }
 

@@ -40,6 +40,13 @@ use generation::{Ended, GenInput, Generation, Outcome, Phase};
 use restart::{Decision, Rest};
 use session::Session;
 
+/// Whether `name` is a valid session name: `[A-Za-z0-9._-]{1,64}`, not starting with `.`
+/// (so it is safe as a file name in the state directory). The protocol layer can check
+/// early; the core checks again on every command.
+pub fn is_valid_session_name(name: &str) -> bool {
+    Session::valid_name(name)
+}
+
 /// The supervisor's whole decision state: sessions, generations, timers.
 ///
 /// # Call contract
@@ -57,6 +64,29 @@ use session::Session;
 /// - Inputs about a generation may arrive late, twice, or for one already gone: they are
 ///   applied to that generation only, or ignored. Nothing about one generation ever
 ///   changes another.
+///
+/// # Examples
+///
+/// ```
+/// use genward::core::{Action, Command, Config, Core, Input, OnBusy, Response, Spec, Time};
+///
+/// let mut core = Core::new(Config::default(), 1);
+/// let spec = Box::new(Spec::new(vec![b"make".to_vec()]));
+/// let command = Command::Spawn { session: "build".into(), spec, on_busy: OnBusy::Replace };
+/// core.handle(Time::ZERO, Input::Command { request: 7, command });
+/// let mut spawned = None;
+/// while let Some(action) = core.poll_action() {
+///     match action {
+///         // The driver forks and execs here, then answers with Input::SpawnResult.
+///         Action::Spawn { gen, .. } => spawned = Some(gen),
+///         Action::Reply { request, result } => assert_eq!((request, result), (7, Ok(Response::Gen(1)))),
+///         _ => {}
+///     }
+/// }
+/// assert_eq!(spawned, Some(1));
+/// core.handle(Time::from_millis(3), Input::SpawnResult { gen: 1, result: Ok(4242) });
+/// assert!(core.poll_action().is_some()); // the `spawned` event, then more
+/// ```
 #[derive(Debug)]
 pub struct Core {
     config: Config,
