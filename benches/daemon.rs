@@ -54,7 +54,10 @@ fn through_daemon(d: &Daemon, session: &str, pty: bool, argv: &[&str], expect: u
     let secs = t.elapsed().as_secs_f64();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", d.child.id())).unwrap();
     let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    eprintln!("{session}: {secs:.2}s, got {got} of {expect}; daemon utime {} stime {} ticks", f[11], f[12]);
+    eprintln!(
+        "{session}: {secs:.2}s, got {got} of {expect}; daemon utime {} stime {} ticks",
+        f[11], f[12]
+    );
     assert_eq!(got, expect, "{session}: bytes delivered");
     secs
 }
@@ -94,7 +97,10 @@ fn fast_read_until_exit(c: &mut daemon::Client, gen: u64) -> u64 {
         start += nl + 1;
         let text = std::str::from_utf8(line).unwrap();
         if let Some(i) = text.find(r#""len":"#) {
-            let digits: String = text[i + 6..].chars().take_while(char::is_ascii_digit).collect();
+            let digits: String = text[i + 6..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
             let len: usize = digits.parse().unwrap();
             got += len as u64;
             skip = len + 1;
@@ -155,7 +161,13 @@ fn main() {
     // Throughput, pipes.
     let n = PIPE_BYTES.to_string();
     let base = shell_secs(&format!("head -c {n} /dev/zero | cat > /dev/null"));
-    let ours = through_daemon(&d, "pipe", false, &["head", "-c", &n, "/dev/zero"], PIPE_BYTES);
+    let ours = through_daemon(
+        &d,
+        "pipe",
+        false,
+        &["head", "-c", &n, "/dev/zero"],
+        PIPE_BYTES,
+    );
     rows.push((
         "pipes: child → subscriber".into(),
         format!("{:.0} MiB/s", mib(PIPE_BYTES, ours)),

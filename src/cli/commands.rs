@@ -35,7 +35,7 @@ pub const DAEMON: CommandSpec = CommandSpec {
     ],
     examples: &[
         "daemon",
-        "--socket /tmp/gw.sock daemon --state-dir /tmp/gw --ready-fd 3",
+        "daemon --state-dir /srv/genward --allow-uid 1000 --ready-fd 3",
     ],
     ..CommandSpec::new("daemon", "run the supervisor in the foreground")
 };

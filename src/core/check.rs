@@ -573,6 +573,6 @@ fn command_session(command: &Command) -> Option<&str> {
         | Command::Restart { session, .. }
         | Command::Remove { session }
         | Command::Get { session } => Some(session),
-        Command::List => None,
+        Command::List | Command::StopAll { .. } => None,
     }
 }

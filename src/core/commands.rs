@@ -45,6 +45,7 @@ impl Core {
             } => self.stop(&session, if_gen, grace),
             Command::Restart { session, if_gen } => self.restart(&session, if_gen),
             Command::Remove { session } => self.remove(&session),
+            Command::StopAll { grace } => self.stop_all(grace),
             Command::List => Ok(Response::List(self.list())),
             Command::Get { session } => {
                 let s = self.session(&session)?;
@@ -277,6 +278,20 @@ impl Core {
             self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
         }
         self.advance_session(&name);
+        Ok(Response::Ok)
+    }
+
+    fn stop_all(&mut self, grace: Option<Duration>) -> Result<Response, Error> {
+        for s in self.sessions.values_mut() {
+            s.want_up = false;
+            if s.restart_at.take().is_some() {
+                s.rest = super::Rest::Stopped;
+            }
+        }
+        let gens: Vec<u64> = self.gens.keys().copied().collect();
+        for gen in gens {
+            self.dispatch(gen, GenInput::Stop(StopReason::Requested, grace));
+        }
         Ok(Response::Ok)
     }
 }

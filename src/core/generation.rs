@@ -152,7 +152,10 @@ impl Generation {
                 self.note_stop(reason, grace);
                 self.begin_stop(now, pid, out);
             }
-            (Phase::Stopping { .. }, GenInput::Stop(reason, _)) => self.note_stop(reason, None),
+            (Phase::Stopping { pid, stage, until }, GenInput::Stop(reason, grace)) => {
+                self.note_stop(reason, None);
+                self.shorten_grace(now, pid, stage, until, grace);
+            }
             (
                 Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { .. },
                 GenInput::Output(s, n),
@@ -372,6 +375,29 @@ impl Generation {
         };
         if self.grace.is_none() {
             self.grace = grace;
+        }
+    }
+
+    /// A second stop with a shorter grace than the one running (e.g. `stop --grace 0`, or
+    /// a daemon told twice to shut down) brings the SIGKILL forward; a longer one never
+    /// delays it.
+    fn shorten_grace(
+        &mut self,
+        now: Time,
+        pid: u32,
+        stage: StopStage,
+        until: Option<Time>,
+        grace: Option<Duration>,
+    ) {
+        if let (StopStage::Graceful, Some(grace), Some(until)) = (stage, grace, until) {
+            let sooner = now.saturating_add(grace);
+            if sooner < until {
+                self.phase = Phase::Stopping {
+                    pid,
+                    stage,
+                    until: Some(sooner),
+                };
+            }
         }
     }
 

@@ -139,6 +139,13 @@ pub enum Command {
         /// Session name.
         session: String,
     },
+    /// Stop every live generation of every session (superseded ones included) and cancel
+    /// pending spawns and restarts: the daemon's shutdown. A `grace` shorter than a running
+    /// stop's brings its SIGKILL forward.
+    StopAll {
+        /// Overrides each spec's grace.
+        grace: Option<Duration>,
+    },
     /// Snapshot every session.
     List,
     /// Snapshot one session.

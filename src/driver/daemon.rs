@@ -370,18 +370,11 @@ impl Daemon {
                 Some(Duration::ZERO)
             }
         };
-        let names: Vec<Arc<str>> = self.core.list().into_iter().map(|s| s.name).collect();
-        for session in names {
-            let request = self.internal_request();
-            self.feed(Input::Command {
-                request,
-                command: crate::core::Command::Stop {
-                    session: session.to_string(),
-                    if_gen: None,
-                    grace,
-                },
-            });
-        }
+        let request = self.internal_request();
+        self.feed(Input::Command {
+            request,
+            command: crate::core::Command::StopAll { grace },
+        });
     }
 
     /// A request id whose reply nobody waits for.

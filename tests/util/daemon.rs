@@ -95,12 +95,18 @@ impl Drop for Daemon {
             let pid = self.child.id() as i32;
             // SAFETY: kill with a valid pid of our own, unreaped child.
             unsafe { libc::kill(pid, libc::SIGTERM) };
-            // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + PATIENCE;
-            while Instant::now() < deadline {
+            let start = Instant::now();
+            let mut escalated = false;
+            while start.elapsed() < PATIENCE {
                 if let Ok(Some(_)) = self.child.try_wait() {
                     break;
+                }
+                // Standard signals coalesce, so the second SIGTERM (kill at once) is sent
+                // only once the first had time to be taken.
+                if !escalated && start.elapsed() > Duration::from_millis(500) {
+                    // SAFETY: as above.
+                    unsafe { libc::kill(pid, libc::SIGTERM) };
+                    escalated = true;
                 }
                 // A child's exit has no readiness std lets us wait on with a timeout.
                 std::thread::sleep(Duration::from_millis(5));

@@ -7,3 +7,4 @@ mod lifecycle;
 mod random_walk;
 mod restart;
 mod scenarios;
+mod shutdown;

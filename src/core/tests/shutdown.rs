@@ -1,0 +1,88 @@
+//! Stopping everything at once (the daemon's shutdown) and bringing a running stop's
+//! SIGKILL forward.
+
+use std::time::Duration;
+
+use super::harness::{has, spec, H};
+use crate::core::{Action, Command, OnBusy, Response, Scope, SessionState};
+
+const SIGKILL: i32 = 9;
+
+fn kill_sent(actions: &[Action], gen: u64) -> bool {
+    has(
+        actions,
+        |a| matches!(a, Action::Signal { gen: g, signal: SIGKILL, scope: Scope::Leader } if *g == gen),
+    )
+}
+
+#[test]
+fn a_shorter_second_grace_brings_the_kill_forward_and_a_longer_one_never_delays_it() {
+    let mut h = H::new();
+    let mut s = spec();
+    s.grace = Duration::from_secs(60);
+    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
+    h.started(gen);
+    h.stop("a", None).unwrap();
+    // A longer grace is ignored: nothing at 59 s, kill at 60 s... unless shortened.
+    h.cmd(Command::Stop {
+        session: "a".into(),
+        if_gen: None,
+        grace: Some(Duration::from_secs(3600)),
+    })
+    .unwrap();
+    assert!(!kill_sent(&h.advance(1_000), gen));
+    h.cmd(Command::Stop {
+        session: "a".into(),
+        if_gen: None,
+        grace: Some(Duration::ZERO),
+    })
+    .unwrap();
+    assert!(
+        kill_sent(&h.advance(0), gen),
+        "grace 0 kills at the next timeout"
+    );
+    h.settle();
+}
+
+#[test]
+fn stop_all_reaches_superseded_generations_and_cancels_restarts() {
+    let mut h = H::new();
+    let mut stubborn = spec();
+    stubborn.grace = Duration::from_secs(60);
+    let old = h
+        .spawn_with("a", stubborn.clone(), OnBusy::Replace)
+        .unwrap();
+    h.started(old);
+    // Overlap: `old` is superseded and stopping on its 60 s grace; `new` runs.
+    let new = h.spawn_with("a", stubborn, OnBusy::Overlap).unwrap();
+    h.started(new);
+    let mut restarting = spec();
+    restarting.restart.mode = crate::core::Restart::Always;
+    let r = h.spawn_with("b", restarting, OnBusy::Replace).unwrap();
+    h.started(r);
+    h.exit(r, crate::core::ExitStatus::Code(1));
+    h.eof(r);
+    h.group_empty(r);
+    assert_eq!(h.get("b").state, SessionState::Backoff);
+
+    let reply = h.cmd(Command::StopAll {
+        grace: Some(Duration::ZERO),
+    });
+    assert_eq!(reply, Ok(Response::Ok));
+    let actions = h.advance(0);
+    assert!(
+        kill_sent(&actions, old),
+        "the superseded generation is killed too"
+    );
+    assert!(kill_sent(&actions, new));
+    assert_ne!(
+        h.get("b").state,
+        SessionState::Backoff,
+        "the restart was cancelled"
+    );
+    let next = h.core.next_generation();
+    h.advance(60_000);
+    assert_eq!(h.core.next_generation(), next, "no restart after StopAll");
+    h.settle();
+    assert_eq!(h.core.generation_count(), 0);
+}
