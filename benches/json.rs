@@ -1,0 +1,68 @@
+//! Micro benchmark of the protocol's hot paths: decoding a typical request, writing an
+//! output frame header, and parsing it back on the client side. Reports ns per operation.
+//!
+//! serde_json parsing the same bytes into its `Value` is measured alongside as a reference.
+//!
+//! `cargo bench --bench json` measures; under `cargo test` (no `--bench` argument) each
+//! case runs once as a smoke test.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use genward::proto::envelope::Request;
+use genward::proto::framing::{write_output_header, OutputFrame, OutputStream};
+use genward::proto::json::{parse, Limits};
+
+const REQUEST: &[u8] = br#"{"id":42,"op":"spawn","session":"agent-7","argv":["node","server.js","--port","8080"],"cwd":"/srv/app","env":{"NODE_ENV":"production","PORT":"8080"},"pty":{"rows":24,"cols":80},"on_busy":"replace","grace":5000}"#;
+
+fn measure(name: &str, iterations: u64, mut op: impl FnMut()) {
+    let start = Instant::now();
+    for _ in 0..iterations {
+        op();
+    }
+    let elapsed = start.elapsed();
+    if iterations > 1 {
+        let ns = elapsed.as_nanos() as f64 / iterations as f64;
+        println!("{name:<40} {ns:>9.1} ns/op");
+    }
+}
+
+fn main() {
+    let iterations = if std::env::args().any(|a| a == "--bench") {
+        1_000_000
+    } else {
+        1
+    };
+
+    measure("decode spawn request (210 bytes)", iterations, || {
+        let r = Request::decode(black_box(REQUEST), &Limits::DEFAULT);
+        black_box(r.is_ok());
+    });
+
+    measure("  same, serde_json::Value (reference)", iterations, || {
+        let v = serde_json::from_slice::<serde_json::Value>(black_box(REQUEST));
+        black_box(v.is_ok());
+    });
+
+    let mut out = Vec::with_capacity(256);
+    measure("write output frame header", iterations, || {
+        out.clear();
+        let frame = OutputFrame {
+            session: black_box("agent-7"),
+            gen: black_box(1234),
+            stream: OutputStream::Stdout,
+            offset: black_box(1 << 30),
+        };
+        write_output_header(&frame, black_box(65536), &mut out);
+        black_box(&out);
+    });
+
+    let header = out.clone();
+    measure("parse output frame header", iterations, || {
+        black_box(parse(black_box(&header[..header.len() - 1])).is_ok());
+    });
+    measure("  same, serde_json::Value (reference)", iterations, || {
+        let v = serde_json::from_slice::<serde_json::Value>(black_box(&header[..header.len() - 1]));
+        black_box(v.is_ok());
+    });
+}
