@@ -7,7 +7,9 @@
 //! the operation with the accessors of [`Object`].
 
 use super::error::{ErrorCode, ProtoError};
-use super::json::{parse_with, write_str, write_u64, FieldError, Limits, ObjWriter, Object, Value};
+use super::json::{
+    parse_with, write_str, write_u64, FieldError, Limits, Number, ObjWriter, Object, Value,
+};
 
 /// The longest accepted string `id`, in bytes.
 pub const MAX_ID_LEN: usize = 128;
