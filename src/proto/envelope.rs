@@ -74,9 +74,7 @@ impl Request {
         };
         let id = match args.remove("id") {
             None | Some(Value::Null) => RequestId::Null,
-            Some(Value::Number(n)) if n.as_u64().is_some() => {
-                RequestId::U64(n.as_u64().unwrap_or(0))
-            }
+            Some(Value::Number(Number::U64(n))) => RequestId::U64(n),
             Some(Value::Str(s)) if s.len() <= MAX_ID_LEN => RequestId::Str(s),
             Some(Value::Str(_)) => {
                 let e = FieldError::invalid("id", format!("longer than {MAX_ID_LEN} bytes"));
