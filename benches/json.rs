@@ -70,4 +70,48 @@ fn main() {
         let v = serde_json::from_slice::<serde_json::Value>(black_box(&header[..header.len() - 1]));
         black_box(v.is_ok());
     });
+
+    // Worst cases a client can send in one line: what a 1 MiB line costs the daemon.
+    let heavy = if iterations > 1 { 20 } else { 1 };
+    let worst: [(&str, Vec<u8>); 4] = [
+        (
+            "1 MiB string of plain text",
+            json_string(&"x".repeat((1 << 20) - 2)),
+        ),
+        (
+            "1 MiB string of \\u escapes",
+            json_string(&"\\u00e9".repeat(((1 << 20) - 2) / 6)),
+        ),
+        ("1 MiB array of 0 (hits value limit)", zeros((1 << 20) - 2)),
+        ("1 MiB object, distinct keys", many_keys(1 << 20)),
+    ];
+    for (name, doc) in &worst {
+        measure(name, heavy, || {
+            black_box(parse(black_box(doc)).is_ok());
+        });
+    }
+}
+
+fn json_string(body: &str) -> Vec<u8> {
+    format!("\"{body}\"").into_bytes()
+}
+
+fn zeros(len: usize) -> Vec<u8> {
+    let mut doc = b"[0".to_vec();
+    while doc.len() + 3 <= len {
+        doc.extend_from_slice(b",0");
+    }
+    doc.push(b']');
+    doc
+}
+
+fn many_keys(len: usize) -> Vec<u8> {
+    let mut doc = b"{".to_vec();
+    let mut i = 0u64;
+    while doc.len() + 24 < len && i < 60_000 {
+        doc.extend_from_slice(format!("\"key{i:0>10}\":{i},").as_bytes());
+        i += 1;
+    }
+    doc.extend_from_slice(b"\"end\":0}");
+    doc
 }
