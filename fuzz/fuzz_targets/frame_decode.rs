@@ -12,8 +12,17 @@ use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
 enum Item {
-    Response { id: u64, note: String },
-    Output { session: String, gen: u64, stream: u8, offset: u64, data: Vec<u8> },
+    Response {
+        id: u64,
+        note: String,
+    },
+    Output {
+        session: String,
+        gen: u64,
+        stream: u8,
+        offset: u64,
+        data: Vec<u8>,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -46,7 +55,13 @@ fuzz_target!(|input: Input| {
                 let value = genward::proto::json::parse(&line).expect("writer output parses");
                 expected.push(Message::Json(value));
             }
-            Item::Output { session, gen, stream, offset, data } => {
+            Item::Output {
+                session,
+                gen,
+                stream,
+                offset,
+                data,
+            } => {
                 let frame = OutputFrame {
                     session,
                     gen: *gen,
@@ -60,7 +75,10 @@ fuzz_target!(|input: Input| {
                     stream: stream_of(*stream),
                     offset: *offset,
                 };
-                expected.push(Message::Output { header, data: data.clone() });
+                expected.push(Message::Output {
+                    header,
+                    data: data.clone(),
+                });
             }
         }
     }
@@ -69,7 +87,13 @@ fuzz_target!(|input: Input| {
     let mut cuts: Vec<usize> = input
         .cuts
         .iter()
-        .map(|&c| if bytes.is_empty() { 0 } else { c as usize % (bytes.len() + 1) })
+        .map(|&c| {
+            if bytes.is_empty() {
+                0
+            } else {
+                c as usize % (bytes.len() + 1)
+            }
+        })
         .collect();
     cuts.sort_unstable();
     let mut decoder = FrameDecoder::new();
