@@ -28,8 +28,8 @@ impl Rng {
         self.below(100) < percent
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
     }
 }
 
@@ -47,7 +47,7 @@ fn ws(rng: &mut Rng, out: &mut String) {
         return;
     }
     for _ in 0..rng.below(3) {
-        out.push(*rng.pick(&[' ', '\t', '\n', '\r']));
+        out.push(rng.pick(&[' ', '\t', '\n', '\r']));
     }
 }
 
@@ -56,7 +56,7 @@ fn gen_number(rng: &mut Rng, out: &mut String) {
         0 => out.push_str(&rng.next().to_string()),
         1 => out.push_str(&(rng.next() as i64).to_string()),
         2 => out.push_str(&rng.below(1000).to_string()),
-        3 => out.push_str(*rng.pick(&[
+        3 => out.push_str(rng.pick(&[
             "0",
             "-0",
             "18446744073709551615",
@@ -90,9 +90,9 @@ fn gen_number(rng: &mut Rng, out: &mut String) {
                 out.push_str(&rng.below(1_000_000).to_string());
             }
             if rng.chance(40) {
-                out.push(*rng.pick(&['e', 'E']));
+                out.push(rng.pick(&['e', 'E']));
                 if rng.chance(50) {
-                    out.push(*rng.pick(&['+', '-']));
+                    out.push(rng.pick(&['+', '-']));
                 }
                 out.push_str(&rng.below(400).to_string());
             }
@@ -105,13 +105,13 @@ fn gen_string(rng: &mut Rng, out: &mut String) {
     for _ in 0..rng.below(12) {
         match rng.below(14) {
             0 => {
-                out.push_str(*rng.pick(&["\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t"]))
+                out.push_str(rng.pick(&["\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t"]))
             }
             1 => out.push_str(&format!("\\u{:04x}", rng.below(0x10000))),
             2 => out.push_str(&format!("\\u{:04X}", rng.below(0x800) + 0xd800)),
             3 => out.push_str("\\ud83d\\ude00"),
-            4 => out.push(*rng.pick(&['é', '€', '😀', '\u{7f}', '\u{2028}', '\u{fffd}'])),
-            5 => out.push(*rng.pick(&['k', 'e', 'y'])),
+            4 => out.push(rng.pick(&['é', '€', '😀', '\u{7f}', '\u{2028}', '\u{fffd}'])),
+            5 => out.push(rng.pick(&['k', 'e', 'y'])),
             _ => out.push(char::from(b' ' + rng.below(95) as u8)),
         }
     }
@@ -157,7 +157,7 @@ fn gen_value(rng: &mut Rng, depth: usize, out: &mut String) {
         out.push('}');
     } else {
         match rng.below(6) {
-            0 => out.push_str(*rng.pick(&["null", "true", "false"])),
+            0 => out.push_str(rng.pick(&["null", "true", "false"])),
             1 | 2 => gen_number(rng, out),
             _ => gen_string(rng, out),
         }
@@ -192,8 +192,8 @@ fn mutate(rng: &mut Rng, doc: &[u8]) -> Vec<u8> {
             0 if at < d.len() => {
                 d.remove(at);
             }
-            1 => d.insert(at, *rng.pick(BYTES)),
-            2 if at < d.len() => d[at] = *rng.pick(BYTES),
+            1 => d.insert(at, rng.pick(BYTES)),
+            2 if at < d.len() => d[at] = rng.pick(BYTES),
             3 => d.truncate(at),
             _ => {
                 let end = (at + rng.below(8)).min(d.len());

@@ -6,7 +6,8 @@
 use std::fmt;
 
 use super::envelope::RequestId;
-use super::json::{FieldError, ObjWriter, ParseError};
+use super::framing::LineTooLong;
+use super::json::{FieldError, ObjWriter, ParseError, ParseErrorKind};
 
 /// The `code` of an error response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,9 +111,21 @@ impl From<FieldError> for ProtoError {
     }
 }
 
+/// Input over the length limit is `limit`; every other parse error is `bad_request`.
 impl From<ParseError> for ProtoError {
     fn from(e: ParseError) -> Self {
-        ProtoError::new(ErrorCode::BadRequest, format!("invalid JSON: {e}"))
+        let code = match e.kind {
+            ParseErrorKind::TooLong { .. } => ErrorCode::Limit,
+            _ => ErrorCode::BadRequest,
+        };
+        ProtoError::new(code, format!("invalid JSON: {e}"))
+    }
+}
+
+/// An over-long request line is answered with `limit` (and `"id": null`).
+impl From<LineTooLong> for ProtoError {
+    fn from(e: LineTooLong) -> Self {
+        ProtoError::new(ErrorCode::Limit, e.to_string())
     }
 }
 
@@ -167,5 +180,19 @@ mod tests {
             e.to_string(),
             "bad_request: field `signal`: unknown signal `SIGFOO`"
         );
+    }
+
+    #[test]
+    fn length_limits_become_limit() {
+        let e: ProtoError = LineTooLong { limit: 1 << 20 }.into();
+        assert_eq!(e.to_string(), "limit: line longer than 1048576 bytes");
+        let limits = crate::proto::json::Limits {
+            max_len: 2,
+            ..Default::default()
+        };
+        let e: ProtoError = crate::proto::json::parse_with(b"[1]", &limits)
+            .unwrap_err()
+            .into();
+        assert_eq!(e.code, ErrorCode::Limit);
     }
 }

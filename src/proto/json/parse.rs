@@ -4,6 +4,7 @@
 //! [`Limits::max_depth`], itself capped by [`MAX_DEPTH_CAP`]). Input outside strings must
 //! be ASCII; inside strings UTF-8 is validated run by run between escapes.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -164,7 +165,7 @@ struct Parser<'a> {
 
 type PResult<T> = Result<T, ParseError>;
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
     fn err(&self, kind: ParseErrorKind) -> ParseError {
         self.err_at(kind, self.pos)
     }
@@ -246,7 +247,8 @@ impl Parser<'_> {
     fn object(&mut self, depth: usize) -> PResult<Object> {
         self.pos += 1; // '{'
         let mut members: Vec<(String, Value)> = Vec::new();
-        let mut seen: Option<HashSet<String>> = None;
+        // Keys of large objects; a key without escapes borrows its bytes from the input.
+        let mut seen: Option<HashSet<Cow<'a, str>>> = None;
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -261,6 +263,7 @@ impl Parser<'_> {
             }
             let key_start = self.pos;
             let key = self.string()?;
+            let key_raw = &self.input[key_start + 1..self.pos - 1];
             self.skip_ws();
             match self.peek() {
                 Some(b':') => self.pos += 1,
@@ -269,13 +272,21 @@ impl Parser<'_> {
             }
             let value = self.value(depth)?;
             let duplicate = match &mut seen {
-                Some(set) => !set.insert(key.clone()),
+                Some(set) => {
+                    // Every escape is longer than what it stands for, so equal lengths
+                    // mean the raw bytes are the key itself.
+                    let entry = match std::str::from_utf8(key_raw) {
+                        Ok(raw) if raw.len() == key.len() => Cow::Borrowed(raw),
+                        _ => Cow::Owned(key.clone()),
+                    };
+                    !set.insert(entry)
+                }
                 None => {
                     let dup = members.iter().any(|(k, _)| *k == key);
                     if !dup && members.len() + 1 >= LINEAR_KEY_CHECK {
-                        let mut set: HashSet<String> =
-                            members.iter().map(|(k, _)| k.clone()).collect();
-                        set.insert(key.clone());
+                        let mut set: HashSet<Cow<'a, str>> =
+                            members.iter().map(|(k, _)| Cow::Owned(k.clone())).collect();
+                        set.insert(Cow::Owned(key.clone()));
                         seen = Some(set);
                     }
                     dup

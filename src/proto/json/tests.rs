@@ -120,7 +120,21 @@ fn duplicate_keys_are_found_in_large_objects_too() {
             offset: at
         }
     );
-    // Equal after unescaping counts as a duplicate.
+    // Equal after unescaping counts as a duplicate, in small and large objects.
+    let mut large = String::from("{");
+    for i in 0..40 {
+        large.push_str(&format!("\"k{i}\":{i},"));
+    }
+    let at = large.len();
+    large.push_str("\"\\u006b7\":0}");
+    assert_eq!(parse(large.as_bytes()).unwrap_err().offset, at);
+    let mut escaped_first = String::from("{\"\\u006b0\":0");
+    for i in 1..40 {
+        escaped_first.push_str(&format!(",\"k{i}\":{i}"));
+    }
+    let at = escaped_first.len() + 1;
+    escaped_first.push_str(",\"k0\":0}");
+    assert_eq!(parse(escaped_first.as_bytes()).unwrap_err().offset, at);
     assert_eq!(err("{\"a\":1,\"\\u0061\":2}"), "duplicate key at byte 7");
     // The same key in different objects is fine.
     ok("[{\"a\":1},{\"a\":2,\"b\":{\"a\":3}}]");

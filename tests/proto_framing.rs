@@ -1,0 +1,132 @@
+//! Framing under arbitrary chunking: the line splitter and the output-frame decoder must
+//! give the same result however the byte stream is cut.
+
+use genward::proto::framing::{
+    write_output_frame, FrameDecoder, LineSplitter, LineTooLong, Message, OutputFrame, OutputStream,
+};
+use genward::proto::json::{parse, Value};
+
+type Lines = Vec<Result<Vec<u8>, LineTooLong>>;
+
+fn split_lines(max: usize, chunks: &[&[u8]]) -> Lines {
+    let mut s = LineSplitter::new(max);
+    let mut out = Vec::new();
+    for c in chunks {
+        s.feed(c, |l| out.push(l.map(<[u8]>::to_vec)));
+        assert!(s.buffered() <= max);
+    }
+    s.finish(|l| out.push(l.map(<[u8]>::to_vec)));
+    out
+}
+
+#[test]
+fn line_splitter_is_independent_of_chunk_boundaries() {
+    let stream: &[u8] = b"{\"op\":\"list\"}\n\nTOO-LONG-LINE-HERE\nok\r\nxx\nlast";
+    let max = 13;
+    let whole = split_lines(max, &[stream]);
+    let too_long = Err(LineTooLong { limit: max });
+    assert_eq!(
+        whole,
+        [
+            Ok(b"{\"op\":\"list\"}".to_vec()),
+            Ok(vec![]),
+            too_long,
+            Ok(b"ok\r".to_vec()),
+            Ok(b"xx".to_vec()),
+            Ok(b"last".to_vec()),
+        ]
+    );
+    for i in 0..=stream.len() {
+        for j in i..=stream.len() {
+            let got = split_lines(max, &[&stream[..i], &stream[i..j], &stream[j..]]);
+            assert_eq!(got, whole, "split at {i} and {j}");
+        }
+    }
+    // One byte at a time.
+    let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+    assert_eq!(split_lines(max, &bytes), whole);
+}
+
+fn sample_stream() -> (Vec<u8>, Vec<Message>) {
+    let mut bytes = Vec::new();
+    let mut expected = Vec::new();
+    let response = br#"{"id":1,"ok":true,"gen":3}"#;
+    bytes.extend_from_slice(response);
+    bytes.push(b'\n');
+    expected.push(Message::Json(parse(response).unwrap()));
+    // Payloads that look like frame syntax, are not UTF-8, or are empty.
+    for (gen, data) in [
+        (3u64, &b"\n{\"event\":\"output\"}\n"[..]),
+        (3, b"\xff\xfe\x00\r\n"),
+        (4, b""),
+        (4, b"\n"),
+    ] {
+        let frame = OutputFrame {
+            session: "web",
+            gen,
+            stream: OutputStream::Stdout,
+            offset: 10 * gen,
+        };
+        write_output_frame(&frame, data, &mut bytes);
+        expected.push(Message::Output {
+            header: genward::proto::framing::OutputHeader {
+                session: "web".into(),
+                gen,
+                stream: OutputStream::Stdout,
+                offset: 10 * gen,
+            },
+            data: data.to_vec(),
+        });
+    }
+    let event = br#"{"event":"exited","session":"web","gen":3,"code":143}"#;
+    bytes.extend_from_slice(event);
+    bytes.push(b'\n');
+    expected.push(Message::Json(parse(event).unwrap()));
+    (bytes, expected)
+}
+
+fn decode(chunks: &[&[u8]]) -> Vec<Message> {
+    let mut d = FrameDecoder::new();
+    let mut out = Vec::new();
+    for c in chunks {
+        d.feed(c);
+        while let Some(m) = d.next_message() {
+            out.push(m.expect("valid stream"));
+        }
+    }
+    assert_eq!(d.buffered(), 0);
+    out
+}
+
+#[test]
+fn frame_decoder_reassembles_at_every_split_point() {
+    let (bytes, expected) = sample_stream();
+    assert_eq!(decode(&[&bytes]), expected);
+    for i in 0..=bytes.len() {
+        for j in (i..=bytes.len()).step_by(7) {
+            let got = decode(&[&bytes[..i], &bytes[i..j], &bytes[j..]]);
+            assert_eq!(got, expected, "split at {i} and {j}");
+        }
+    }
+    let ones: Vec<&[u8]> = bytes.chunks(1).collect();
+    assert_eq!(decode(&ones), expected);
+}
+
+#[test]
+fn frame_header_fields_are_what_the_writer_wrote() {
+    let mut bytes = Vec::new();
+    let frame = OutputFrame {
+        session: "a.b-c_1",
+        gen: u64::MAX,
+        stream: OutputStream::Pty,
+        offset: u64::MAX - 1,
+    };
+    write_output_frame(&frame, b"x", &mut bytes);
+    let header_line = &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap()];
+    let v = parse(header_line).unwrap();
+    let o = v.as_object().unwrap();
+    assert_eq!(o.get("event"), Some(&Value::from("output")));
+    assert_eq!(o.req_u64("gen").unwrap(), u64::MAX);
+    assert_eq!(o.req_u64("len").unwrap(), 1);
+    assert_eq!(o.req_str("stream").unwrap(), "pty");
+}
