@@ -7,7 +7,6 @@
 //! Run with `cargo bench --bench daemon` (`make bench`). Prints a markdown table.
 
 #[path = "../tests/util/daemon.rs"]
-#[allow(dead_code)]
 mod daemon;
 
 use std::process::{Command, Stdio};
@@ -66,7 +65,7 @@ fn through_daemon(d: &Daemon, session: &str, pty: bool, argv: &[&str], expect: u
 /// JSON parser, payloads skipped in place. Returns output bytes received before `exited`.
 fn fast_read_until_exit(c: &mut daemon::Client, gen: u64) -> u64 {
     use std::io::Read;
-    let exited = format!(r#"{{"event":"exited","session":"#);
+    let exited = r#"{"event":"exited","session":"#;
     let gen_tag = format!(r#""gen":{gen},"#);
     let mut stream = c.stream();
     let mut buf = vec![0u8; 4 << 20];
@@ -104,7 +103,7 @@ fn fast_read_until_exit(c: &mut daemon::Client, gen: u64) -> u64 {
             let len: usize = digits.parse().unwrap();
             got += len as u64;
             skip = len + 1;
-        } else if text.starts_with(&exited) && text.contains(&gen_tag) {
+        } else if text.starts_with(exited) && text.contains(&gen_tag) {
             return got;
         }
     }
