@@ -15,8 +15,28 @@ use std::time::{Duration, Instant};
 use daemon::Daemon;
 use serde_json::json;
 
-const PIPE_BYTES: u64 = 2 << 30;
-const PTY_BYTES: u64 = 256 << 20;
+/// Sizes for a real run (`cargo bench` passes `--bench`) and for the smoke run that
+/// `cargo test --all-targets` makes of every bench target.
+struct Sizes {
+    pipe_bytes: u64,
+    pty_bytes: u64,
+    sessions: usize,
+    idle: Duration,
+}
+
+const FULL: Sizes = Sizes {
+    pipe_bytes: 2 << 30,
+    pty_bytes: 256 << 20,
+    sessions: 1000,
+    idle: Duration::from_secs(3),
+};
+
+const SMOKE: Sizes = Sizes {
+    pipe_bytes: 1 << 20,
+    pty_bytes: 64 << 10,
+    sessions: 10,
+    idle: Duration::from_millis(50),
+};
 
 fn status_field(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -110,7 +130,11 @@ fn fast_read_until_exit(c: &mut daemon::Client, gen: u64) -> u64 {
 }
 
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --benches` passes nothing useful: both run.
+    let z = if std::env::args().any(|a| a == "--bench") {
+        FULL
+    } else {
+        SMOKE
+    };
     let mut rows: Vec<(String, String, String, String)> = Vec::new();
     let mib = |b: u64, s: f64| b as f64 / s / (1 << 20) as f64;
 
@@ -127,7 +151,7 @@ fn main() {
     // Let the loop go back to sleep after answering, then count.
     std::thread::sleep(Duration::from_millis(500));
     let before = switches(pid);
-    let idle = Duration::from_secs(3);
+    let idle = z.idle;
     std::thread::sleep(idle);
     let wakeups = (switches(pid) - before) as f64 / idle.as_secs_f64();
     rows.push((
@@ -143,14 +167,14 @@ fn main() {
         "".into(),
     ));
     c.ok(json!({"op": "subscribe", "all": true}));
-    for i in 0..1000 {
+    for i in 0..z.sessions {
         c.ok(json!({"op": "spawn", "session": format!("s{i}"), "argv": ["sleep", "1000"]}));
     }
     let rss_1000 = status_field(pid, "VmRSS:");
     let mut idle_daemon = idle_daemon;
     assert_eq!(idle_daemon.terminate(), Some(0));
     rows.push((
-        "RSS with 1,000 sleeping sessions".into(),
+        format!("RSS with {} sleeping sessions", z.sessions),
         format!("{:.1} MiB", rss_1000 as f64 / 1024.0),
         "".into(),
         "".into(),
@@ -158,32 +182,32 @@ fn main() {
     let d = Daemon::start("bench", &[]);
 
     // Throughput, pipes.
-    let n = PIPE_BYTES.to_string();
+    let n = z.pipe_bytes.to_string();
     let base = shell_secs(&format!("head -c {n} /dev/zero | cat > /dev/null"));
     let ours = through_daemon(
         &d,
         "pipe",
         false,
         &["head", "-c", &n, "/dev/zero"],
-        PIPE_BYTES,
+        z.pipe_bytes,
     );
     rows.push((
         "pipes: child → subscriber".into(),
-        format!("{:.0} MiB/s", mib(PIPE_BYTES, ours)),
-        format!("{:.0} MiB/s (`head | cat`)", mib(PIPE_BYTES, base)),
+        format!("{:.0} MiB/s", mib(z.pipe_bytes, ours)),
+        format!("{:.0} MiB/s (`head | cat`)", mib(z.pipe_bytes, base)),
         format!("{:.2}", base / ours),
     ));
 
     // Throughput, PTY.
-    let n = PTY_BYTES.to_string();
+    let n = z.pty_bytes.to_string();
     let base = shell_secs(&format!(
         "script -qfec 'head -c {n} /dev/zero' /dev/null > /dev/null"
     ));
-    let ours = through_daemon(&d, "pty", true, &["head", "-c", &n, "/dev/zero"], PTY_BYTES);
+    let ours = through_daemon(&d, "pty", true, &["head", "-c", &n, "/dev/zero"], z.pty_bytes);
     rows.push((
         "pty: child → subscriber".into(),
-        format!("{:.0} MiB/s", mib(PTY_BYTES, ours)),
-        format!("{:.0} MiB/s (`script`)", mib(PTY_BYTES, base)),
+        format!("{:.0} MiB/s", mib(z.pty_bytes, ours)),
+        format!("{:.0} MiB/s (`script`)", mib(z.pty_bytes, base)),
         format!("{:.2}", base / ours),
     ));
 
