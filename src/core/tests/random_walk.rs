@@ -145,7 +145,7 @@ fn random_command(r: &mut Rng, h: &H) -> Command {
 fn random_step(r: &mut Rng, h: &mut H, request: u64) {
     let gen = some_gen(r, h);
     let stream = r.pick(&[Stream::Stdout, Stream::Stderr, Stream::Pty]);
-    let input = match r.below(12) {
+    let input = match r.below(13) {
         0..=2 => Input::Command {
             request,
             command: random_command(r, h),
@@ -183,6 +183,7 @@ fn random_step(r: &mut Rng, h: &mut H, request: u64) {
             len: r.below(80) as usize,
         },
         9 => Input::InputError { gen },
+        10 if r.below(4) == 0 => Input::Lost { gen },
         _ => {
             // Time passes (rarely backwards: the core clamps it).
             let ms = r.pick(&MILLIS);
