@@ -111,6 +111,9 @@ enum Operation {
     InputError {
         gen: GenRef,
     },
+    Lost {
+        gen: GenRef,
+    },
     Advance {
         ms: u16,
     },
@@ -304,6 +307,10 @@ impl World {
             Operation::InputError { gen } => {
                 let gen = self.gen(gen);
                 self.input(Input::InputError { gen });
+            }
+            Operation::Lost { gen } => {
+                let gen = self.gen(gen);
+                self.input(Input::Lost { gen });
             }
             Operation::Advance { ms } => {
                 self.now = Time::from_millis(self.now.as_millis() + u64::from(ms));

@@ -165,8 +165,8 @@ pub enum Event {
         session: Arc<str>,
         /// Generation.
         gen: u64,
-        /// Exit code, 128 + signal when signalled.
-        code: i32,
+        /// Exit code, 128 + signal when signalled; `None` when lost (nobody saw it end).
+        code: Option<i32>,
         /// The signal that ended it, if any.
         signal: Option<i32>,
         /// Why it ended.

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{
-    Action, Command, Core, Event, GenerationSnapshot, Input, Lifecycle, Response, Spec, Stream,
-    Time,
+    Action, Command, Core, Event, ExitCause, GenerationSnapshot, Input, Lifecycle, Response, Spec,
+    Stream, Time,
 };
 
 /// What the checker knows about one generation, from the inputs and actions it observed.
@@ -34,6 +34,7 @@ struct Track {
     spawn_asked: u32,
     spawned: bool,
     exit: Option<(Time, i32)>,
+    lost: bool,
     eof: Vec<Stream>,
     terminal: u32,
     reaped: u32,
@@ -128,7 +129,7 @@ impl Checker {
                 "invariant 2: generation {gen} had {terminal} terminal events"
             );
             let Some(t) = t else { continue };
-            if t.spawned {
+            if t.spawned && !t.lost {
                 assert_eq!(t.reaped, 1, "generation {gen} reaped {} times", t.reaped);
             }
             if t.spawn_asked > 0 {
@@ -215,19 +216,21 @@ impl Checker {
 
     fn observe_input(&mut self, before: &Before, now: Time, input: &Input) {
         let live = |gen: &u64| before.get(gen).map(|(_, s)| s.lifecycle);
+        let has_pid = |gen: &u64| before.get(gen).is_some_and(|(_, s)| s.pid.is_some());
         match input {
-            Input::LeaderExited { gen, status } => {
-                if matches!(live(gen), Some(Lifecycle::Running | Lifecycle::Stopping(_))) {
-                    self.track(*gen).exit = Some((now, status.code()));
-                }
+            Input::LeaderExited { gen, status }
+                if matches!(live(gen), Some(Lifecycle::Running | Lifecycle::Stopping(_))) =>
+            {
+                self.track(*gen).exit = Some((now, status.code()));
             }
-            Input::Eof { gen, stream } => {
+            Input::Lost { gen } if has_pid(gen) => self.track(*gen).lost = true,
+            Input::Eof { gen, stream }
                 if matches!(
                     live(gen),
                     Some(Lifecycle::Running | Lifecycle::Stopping(_) | Lifecycle::Exited)
-                ) {
-                    self.track(*gen).eof.push(*stream);
-                }
+                ) =>
+            {
+                self.track(*gen).eof.push(*stream);
             }
             _ => {}
         }
@@ -372,25 +375,38 @@ impl Checker {
             }
             Event::SpawnFailed { .. } => t.terminal += 1,
             Event::Exited {
-                code, truncated, ..
+                code,
+                truncated,
+                cause,
+                ..
             } => {
                 t.terminal += 1;
-                let (exit_at, exit_code) =
-                    t.exit.expect("invariant 3: exited without a leader exit");
-                assert_eq!(
-                    *code, exit_code,
-                    "invariant 1: generation {gen} reported another exit's code"
-                );
                 let spec = t.spec.as_ref().expect("spawned generations have a spec");
                 let drained = spec.streams().iter().all(|s| t.eof.contains(s));
-                let deadline = exit_at.saturating_add(spec.drain);
-                assert!(
-                    drained || now >= deadline,
-                    "invariant 3: generation {gen} reported at {now:?} before EOF or its deadline {deadline:?}"
-                );
                 assert_eq!(
                     *truncated, !drained,
                     "generation {gen}: truncated flag disagrees with EOFs seen"
+                );
+                // A lost generation is reported at once: there is nothing left to wait for.
+                if t.lost && (t.exit.is_none() || *cause == ExitCause::Lost) {
+                    assert_eq!(
+                        (*code, *cause),
+                        (None, ExitCause::Lost),
+                        "lost generation {gen} misreported"
+                    );
+                    return;
+                }
+                let (exit_at, exit_code) =
+                    t.exit.expect("invariant 3: exited without a leader exit");
+                assert_eq!(
+                    *code,
+                    Some(exit_code),
+                    "invariant 1: generation {gen} reported another exit's code"
+                );
+                let deadline = exit_at.saturating_add(spec.drain);
+                assert!(
+                    t.lost || drained || now >= deadline,
+                    "invariant 3: generation {gen} reported at {now:?} before EOF or its deadline {deadline:?}"
                 );
             }
             Event::Output { .. } | Event::Unkillable { .. } => {
@@ -557,6 +573,7 @@ fn process_gen(input: &Input) -> Option<u64> {
         | Input::Eof { gen, .. }
         | Input::LeaderExited { gen, .. }
         | Input::GroupEmpty { gen }
+        | Input::Lost { gen }
         | Input::InputWritten { gen, .. }
         | Input::InputError { gen } => Some(*gen),
     }

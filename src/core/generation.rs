@@ -59,6 +59,8 @@ pub(crate) enum Ended {
     },
     /// It never ran.
     SpawnFailed(SpawnError),
+    /// It ran, and the driver lost sight of it before its exit was seen.
+    Lost,
 }
 
 /// The result of one input to a generation.
@@ -81,6 +83,7 @@ pub(crate) enum GenInput {
     Eof(Stream),
     LeaderExited(ExitStatus),
     GroupEmpty,
+    Lost,
     Timeout,
 }
 
@@ -169,6 +172,10 @@ impl Generation {
                 Phase::Running { pid } | Phase::Stopping { pid, .. },
                 GenInput::LeaderExited(status),
             ) => self.leader_exited(now, pid, status, out, &mut o),
+            (
+                Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { .. } | Phase::Reported { .. },
+                GenInput::Lost,
+            ) => self.lost(now, out, &mut o),
             (Phase::Draining { .. } | Phase::Reported { .. }, GenInput::GroupEmpty) => {
                 self.group = Group::Done;
                 self.try_reap(now, out, &mut o);
@@ -207,7 +214,9 @@ impl Generation {
             )
             | (_, GenInput::Timeout)
             | (_, GenInput::Start | GenInput::SpawnOk(_) | GenInput::SpawnErr(_))
-            | (_, GenInput::Eof(_) | GenInput::LeaderExited(_)) => {}
+            | (_, GenInput::Eof(_) | GenInput::LeaderExited(_))
+            // Not spawned yet (or gone): there is nothing to lose.
+            | (Phase::Pending | Phase::Starting | Phase::Gone, GenInput::Lost) => {}
         }
         o
     }
@@ -555,36 +564,63 @@ impl Generation {
         out: &mut VecDeque<Action>,
         o: &mut Outcome,
     ) {
-        let (Phase::Draining { pid, .. }, Some((status, cause))) = (self.phase, self.exit) else {
-            return;
-        };
-        let drained = self.drained();
-        if !drained && !deadline {
-            return;
+        if matches!(self.phase, Phase::Draining { .. }) && (deadline || self.drained()) {
+            self.report(now, out, o);
+            self.try_reap(now, out, o);
         }
+    }
+
+    /// The terminal `exited` event: with the leader's status once it was seen exiting,
+    /// as `lost` without one. Output not at EOF by now is cut off.
+    fn report(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        let Some(pid) = self.pid() else { return };
+        let drained = self.drained();
+        let (code, signal, cause) = match self.exit {
+            Some((status, cause)) => (Some(status.code()), status.signal(), cause),
+            None => (None, None, ExitCause::Lost),
+        };
+        let (session, gen, discarded) = (self.session.clone(), self.gen, self.discarded);
+        let truncated = !drained;
         self.emit(
             out,
             Event::Exited {
-                session: self.session.clone(),
-                gen: self.gen,
-                code: status.code(),
-                signal: status.signal(),
+                session,
+                gen,
+                code,
+                signal,
                 cause,
-                discarded: self.discarded,
-                truncated: !drained,
+                discarded,
+                truncated,
             },
         );
         if !drained {
             out.push_back(Action::CloseOutput { gen: self.gen });
         }
-        let uptime = self.exited_at.since(self.started.unwrap_or(self.exited_at));
-        o.ended = Some(Ended::Exited {
-            status,
-            cause,
-            uptime,
+        o.ended = Some(match self.exit {
+            Some((status, cause)) => {
+                let uptime = self.exited_at.since(self.started.unwrap_or(self.exited_at));
+                Ended::Exited {
+                    status,
+                    cause,
+                    uptime,
+                }
+            }
+            None => Ended::Lost,
         });
         self.enter(now, Phase::Reported { pid }, out);
-        self.try_reap(now, out, o);
+    }
+
+    /// The driver lost sight of the leader: report now if not yet reported, then forget
+    /// the generation without reaping or signalling anything again.
+    fn lost(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        if !matches!(self.phase, Phase::Reported { .. }) {
+            self.report(now, out, o);
+        }
+        out.push_back(Action::Release { gen: self.gen });
+        out.push_back(Action::ForgetDescriptor { gen: self.gen });
+        self.phase = Phase::Gone;
+        self.since = now;
+        o.gone = true;
     }
 
     /// Reaps once the exit is reported and the group needs nothing more; then the

@@ -61,6 +61,14 @@ pub enum Input {
         /// Bytes written.
         len: usize,
     },
+    /// The driver can no longer observe `gen`'s leader (e.g. `waitid` says ECHILD: it was
+    /// reaped elsewhere, or a recovered pid could not be verified). The generation is
+    /// reported `lost` if it was not reported yet, and forgotten without a reap or any
+    /// further signal: its pid and group may already belong to a stranger.
+    Lost {
+        /// The generation.
+        gen: u64,
+    },
     /// Writing to `gen`'s stdin failed (EPIPE): the process stopped reading. Pending input
     /// is dropped and further writes fail with `input_closed`.
     InputError {

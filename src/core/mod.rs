@@ -151,6 +151,7 @@ impl Core {
             Input::Eof { gen, stream } => (gen, GenInput::Eof(stream)),
             Input::LeaderExited { gen, status } => (gen, GenInput::LeaderExited(status)),
             Input::GroupEmpty { gen } => (gen, GenInput::GroupEmpty),
+            Input::Lost { gen } => (gen, GenInput::Lost),
             Input::InputWritten { gen, len } => {
                 if let Some(g) = self.gens.get_mut(&gen) {
                     g.input.pending = g.input.pending.saturating_sub(len);
@@ -296,11 +297,17 @@ impl Core {
         s.last_end = Some(match ended {
             Ended::Exited { status, cause, .. } => LastEnd::Exited {
                 gen,
-                code: status.code(),
+                code: Some(status.code()),
                 signal: status.signal(),
                 cause,
             },
             Ended::SpawnFailed(error) => LastEnd::SpawnFailed { gen, error },
+            Ended::Lost => LastEnd::Exited {
+                gen,
+                code: None,
+                signal: None,
+                cause: ExitCause::Lost,
+            },
         });
         let stopped_by_us = matches!(
             ended,

@@ -34,8 +34,8 @@ pub enum LastEnd {
     Exited {
         /// Generation.
         gen: u64,
-        /// Code (128 + signal when signalled).
-        code: i32,
+        /// Code (128 + signal when signalled); `None` when lost.
+        code: Option<i32>,
         /// Signal, if any.
         signal: Option<i32>,
         /// Cause.

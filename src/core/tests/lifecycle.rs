@@ -58,7 +58,7 @@ fn stop_escalates_term_kill_unkillable() {
     assert!(matches!(
         exited(&h, g),
         Event::Exited {
-            code: 137,
+            code: Some(137),
             signal: Some(9),
             cause: ExitCause::Killed,
             ..
@@ -83,7 +83,7 @@ fn leader_exit_terms_the_group_then_kills_then_reaps() {
         a,
         Action::Emit(Event::Exited {
             cause: ExitCause::Exited,
-            code: 0,
+            code: Some(0),
             ..
         })
     )));
@@ -274,7 +274,7 @@ fn causes_and_codes() {
         match exited(&h, g) {
             Event::Exited {
                 cause: c, code: k, ..
-            } => assert_eq!((c, k), (cause, code), "{status:?}"),
+            } => assert_eq!((c, k), (cause, Some(code)), "{status:?}"),
             _ => unreachable!(),
         }
         assert_eq!(h.get("s").state, state);
@@ -397,5 +397,54 @@ fn state_events_announce_each_change_once() {
         .collect();
     use SessionState::*;
     assert_eq!(states, vec![Starting, Running, Exiting, Exited]);
+    h.settle();
+}
+
+#[test]
+fn lost_generations_are_reported_once_and_never_signalled_again() {
+    let mut h = H::new();
+    let g = h.spawn("s");
+    h.started(g);
+    h.stop("s", None).unwrap();
+    let a = h.input(Input::Lost { gen: g });
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Emit(Event::Exited {
+            code: None,
+            signal: None,
+            cause: ExitCause::Lost,
+            truncated: true,
+            ..
+        })
+    )));
+    assert!(
+        a.contains(&Action::Release { gen: g }) && a.contains(&Action::ForgetDescriptor { gen: g })
+    );
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Reap { .. } | Action::Signal { .. }
+    )));
+    assert!(
+        h.advance(10_000)
+            .iter()
+            .all(|a| !matches!(a, Action::Signal { .. })),
+        "no escalation"
+    );
+    assert_eq!(h.core.generation_count(), 0);
+
+    // Lost after the exit was seen: reported with the real status, then forgotten.
+    let g = h.spawn("s");
+    h.started(g);
+    h.exit(g, ExitStatus::Code(4));
+    let a = h.input(Input::Lost { gen: g });
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Emit(Event::Exited {
+            code: Some(4),
+            cause: ExitCause::Exited,
+            ..
+        })
+    )));
+    assert!(!has(&a, |a| matches!(a, Action::Reap { .. })));
     h.settle();
 }

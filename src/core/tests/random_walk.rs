@@ -1,11 +1,12 @@
 //! Seeded random walks on stable Rust: thousands of sequences of commands, process events
 //! and clock jumps, checked after every step and settled at the end.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::harness::H;
 use crate::core::{
-    Command, Config, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, SpawnError,
+    Action, Command, Config, Event, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, SpawnError,
     SpawnErrorKind, Spec, Stderr, Stream, Time,
 };
 
@@ -145,7 +146,7 @@ fn random_command(r: &mut Rng, h: &H) -> Command {
 fn random_step(r: &mut Rng, h: &mut H, request: u64) {
     let gen = some_gen(r, h);
     let stream = r.pick(&[Stream::Stdout, Stream::Stderr, Stream::Pty]);
-    let input = match r.below(12) {
+    let input = match r.below(13) {
         0..=2 => Input::Command {
             request,
             command: random_command(r, h),
@@ -183,6 +184,7 @@ fn random_step(r: &mut Rng, h: &mut H, request: u64) {
             len: r.below(80) as usize,
         },
         9 => Input::InputError { gen },
+        10 if r.below(4) == 0 => Input::Lost { gen },
         _ => {
             // Time passes (rarely backwards: the core clamps it).
             let ms = r.pick(&MILLIS);
@@ -200,12 +202,15 @@ fn random_step(r: &mut Rng, h: &mut H, request: u64) {
 }
 
 /// 3000 seeded sequences of 60 random steps each, then settled: every step is checked by
-/// the invariant checker and every run ends with every generation accounted for.
+/// the invariant checker and every run ends with every generation accounted for. The walk
+/// must also reach every exit cause, cancellation, `unkillable` and each refusal code, so
+/// the invariants were checked where they matter.
 #[test]
 fn random_walks_keep_every_invariant() {
     const SEQUENCES: u64 = 3000;
     const STEPS: u64 = 60;
     let mut total = 0;
+    let mut seen: BTreeSet<String> = BTreeSet::new();
     for seed in 0..SEQUENCES {
         let mut r = Rng(seed);
         let mut h = H::with(small_limits(), 1 + r.below(3));
@@ -214,6 +219,41 @@ fn random_walks_keep_every_invariant() {
         }
         h.settle();
         total += h.check.steps();
+        seen.extend(h.log.iter().filter_map(reached));
     }
     assert!(total >= SEQUENCES * STEPS, "checked {total} steps");
+    let want = [
+        "exited",
+        "signaled",
+        "stopped",
+        "killed",
+        "superseded",
+        "lost",
+        "cancelled",
+        "unkillable",
+        "truncated",
+        "bad_request",
+        "no_such_session",
+        "busy",
+        "stale_generation",
+        "limit",
+        "not_running",
+        "input_closed",
+    ];
+    let missing: Vec<_> = want.iter().filter(|w| !seen.contains(**w)).collect();
+    assert!(missing.is_empty(), "the walk never reached {missing:?}");
+}
+
+/// The outcome an action shows, by name.
+fn reached(action: &Action) -> Option<String> {
+    match action {
+        Action::Emit(Event::Exited {
+            truncated: true, ..
+        }) => Some("truncated".into()),
+        Action::Emit(Event::Exited { cause, .. }) => Some(cause.as_str().into()),
+        Action::Emit(Event::SpawnFailed { error, .. }) => Some(error.kind.as_str().into()),
+        Action::Emit(Event::Unkillable { .. }) => Some("unkillable".into()),
+        Action::Reply { result: Err(e), .. } => Some(e.code.as_str().into()),
+        _ => None,
+    }
 }

@@ -46,7 +46,7 @@ fn seed_000_late_exit_of_replaced_generation_is_its_own() {
         .collect();
     assert_eq!(exits.len(), 1);
     assert!(
-        matches!(exits[0], Event::Exited { gen, code: 143, cause: ExitCause::Superseded, .. } if gen == g1)
+        matches!(exits[0], Event::Exited { gen, code: Some(143), cause: ExitCause::Superseded, .. } if gen == g1)
     );
 
     let s = h.get("agent");
@@ -138,7 +138,7 @@ fn seed_000_successor_gone_first() {
     let s = h.get("agent");
     assert_eq!((s.current, s.state), (None, SessionState::Exited));
     assert!(
-        matches!(s.last_end, Some(crate::core::LastEnd::Exited { gen, code: 0, .. }) if gen == g2)
+        matches!(s.last_end, Some(crate::core::LastEnd::Exited { gen, code: Some(0), .. }) if gen == g2)
     );
     h.settle();
 }
