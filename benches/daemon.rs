@@ -203,7 +203,13 @@ fn main() {
     let base = shell_secs(&format!(
         "script -qfec 'head -c {n} /dev/zero' /dev/null > /dev/null"
     ));
-    let ours = through_daemon(&d, "pty", true, &["head", "-c", &n, "/dev/zero"], z.pty_bytes);
+    let ours = through_daemon(
+        &d,
+        "pty",
+        true,
+        &["head", "-c", &n, "/dev/zero"],
+        z.pty_bytes,
+    );
     rows.push((
         "pty: child → subscriber".into(),
         format!("{:.0} MiB/s", mib(z.pty_bytes, ours)),

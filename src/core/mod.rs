@@ -47,6 +47,11 @@ pub fn is_valid_session_name(name: &str) -> bool {
     Session::valid_name(name)
 }
 
+/// Checks a session name, saying precisely what is wrong with it.
+pub fn check_session_name(name: &str) -> Result<(), String> {
+    Session::name_problem(name).map_or(Ok(()), Err)
+}
+
 /// The supervisor's whole decision state: sessions, generations, timers.
 ///
 /// # Call contract

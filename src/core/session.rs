@@ -50,8 +50,24 @@ impl Session {
     /// Validates a session name: `[A-Za-z0-9._-]{1,64}`, not starting with `.` (so it is
     /// safe as a file name in the state directory).
     pub fn valid_name(name: &str) -> bool {
-        let ok_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-        (1..=64).contains(&name.len()) && !name.starts_with('.') && name.bytes().all(ok_char)
+        Session::name_problem(name).is_none()
+    }
+
+    /// What is wrong with `name`, said precisely for an error message.
+    pub fn name_problem(name: &str) -> Option<String> {
+        if name.is_empty() {
+            return Some("session name is empty".into());
+        }
+        if name.len() > 64 {
+            return Some(format!("session name is {} bytes, limit 64", name.len()));
+        }
+        if name.starts_with('.') {
+            return Some("session name may not start with `.`".into());
+        }
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        name.chars().find(|&c| !ok(c)).map(|c| {
+            format!("session name contains {c:?}; allowed: letters, digits, `.`, `_`, `-`")
+        })
     }
 }
 

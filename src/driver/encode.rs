@@ -105,6 +105,14 @@ fn signal_field(w: &mut ObjWriter<'_>, key: &str, signal: Option<i32>) {
     }
 }
 
+/// An exit code, `null` when unknown (a generation lost across a restart).
+fn code_field(w: &mut ObjWriter<'_>, code: Option<i32>) {
+    match code {
+        Some(c) => w.i64("code", c.into()),
+        None => w.null("code"),
+    };
+}
+
 fn last_end(end: &LastEnd, out: &mut Vec<u8>) {
     let mut w = ObjWriter::new(out);
     match end {
@@ -114,7 +122,8 @@ fn last_end(end: &LastEnd, out: &mut Vec<u8>) {
             signal,
             cause,
         } => {
-            w.u64("gen", *gen).i64("code", (*code).into());
+            w.u64("gen", *gen);
+            code_field(&mut w, *code);
             signal_field(&mut w, "signal", *signal);
             w.str("cause", cause.as_str());
         }
@@ -211,8 +220,8 @@ pub fn event(ev: &Event, out: &mut Vec<u8>) {
         } => {
             w.str("event", "exited")
                 .str("session", session)
-                .u64("gen", *gen)
-                .i64("code", (*code).into());
+                .u64("gen", *gen);
+            code_field(&mut w, *code);
             signal_field(&mut w, "signal", *signal);
             w.str("cause", cause.as_str())
                 .u64("discarded", *discarded)

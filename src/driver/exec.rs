@@ -297,7 +297,7 @@ impl Daemon {
                 ..
             } => {
                 log::info!(
-                    "{session} gen {gen}: exited code {code} ({})",
+                    "{session} gen {gen}: exited code {code:?} ({})",
                     cause.as_str()
                 )
             }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::cli::duration::parse_duration;
 use crate::cli::signal_name::parse_signal;
-use crate::core::{Command, Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr};
+use crate::core::{
+    check_session_name, Command, Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr,
+};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::{FieldError, Object, Value};
 
@@ -57,29 +59,6 @@ type Result<T> = std::result::Result<T, ProtoError>;
 
 fn bad(e: FieldError) -> ProtoError {
     e.into()
-}
-
-/// Session names: `[A-Za-z0-9._-]{1,64}`, not starting with `.` — safe as file names and in
-/// logs, never a path.
-pub fn check_session_name(name: &str) -> std::result::Result<(), String> {
-    if name.is_empty() {
-        return Err("session name is empty".into());
-    }
-    if name.len() > 64 {
-        return Err(format!("session name is {} bytes, limit 64", name.len()));
-    }
-    if name.starts_with('.') {
-        return Err("session name may not start with `.`".into());
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "session name contains {c:?}; allowed: letters, digits, `.`, `_`, `-`"
-        ));
-    }
-    Ok(())
 }
 
 fn session(args: &Object) -> Result<String> {
