@@ -25,10 +25,16 @@ fn tagged(msgs: &[Msg], gen: u64) -> Vec<&Msg> {
         .collect()
 }
 
-#[test]
-fn replaced_generation_never_touches_its_successor() {
-    let d = Daemon::start("seed1-replace", &[]);
+fn replaced_generation_never_touches_its_successor(reaper: &[&str]) {
+    let d = Daemon::start("seed1-replace", reaper);
     let mut c = d.client();
+    let hello = c.ok(json!({"op": "hello"}));
+    let expected = if reaper.is_empty() {
+        "pidfd"
+    } else {
+        "sigchld"
+    };
+    assert_eq!(hello["reaper"], expected);
     c.ok(json!({"op": "subscribe", "all": true}));
     let g1 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent",
         "argv": ["sh", "-c", STUBBORN], "grace": "10s"})));
@@ -71,9 +77,8 @@ fn replaced_generation_never_touches_its_successor() {
     assert_eq!(output_of(&seen, g2), b"ping\n");
 }
 
-#[test]
-fn overlap_successor_exits_before_predecessor_drained() {
-    let d = Daemon::start("seed1-overlap", &[]);
+fn overlap_successor_exits_before_predecessor_drained(reaper: &[&str]) {
+    let d = Daemon::start("seed1-overlap", reaper);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let g1 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent",
@@ -108,9 +113,8 @@ fn overlap_successor_exits_before_predecessor_drained() {
     assert_eq!(got["session"]["generations"], json!([]));
 }
 
-#[test]
-fn failed_entries_never_fail_a_listing() {
-    let d = Daemon::start("seed2", &[]);
+fn failed_entries_never_fail_a_listing(reaper: &[&str]) {
+    let d = Daemon::start("seed2", reaper);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let healthy = gen_of(&c.ok(json!({"op": "spawn", "session": "healthy",
@@ -156,4 +160,39 @@ fn failed_entries_never_fail_a_listing() {
     c.ok(json!({"op": "signal", "session": "healthy", "if_gen": healthy, "signal": "TERM"}));
     let e = c.events_until(|m| m.is("exited", healthy));
     assert_eq!(e.last().unwrap().json()["cause"], "signaled");
+}
+
+/// Each scenario runs with pidfds and with the SIGCHLD fallback reaper.
+mod reapers {
+    use super::*;
+
+    #[test]
+    fn replaced_generation_never_touches_its_successor_pidfd() {
+        replaced_generation_never_touches_its_successor(&[]);
+    }
+
+    #[test]
+    fn replaced_generation_never_touches_its_successor_fallback() {
+        replaced_generation_never_touches_its_successor(&["--reaper", "fallback"]);
+    }
+
+    #[test]
+    fn overlap_successor_exits_before_predecessor_drained_pidfd() {
+        overlap_successor_exits_before_predecessor_drained(&[]);
+    }
+
+    #[test]
+    fn overlap_successor_exits_before_predecessor_drained_fallback() {
+        overlap_successor_exits_before_predecessor_drained(&["--reaper", "fallback"]);
+    }
+
+    #[test]
+    fn failed_entries_never_fail_a_listing_pidfd() {
+        failed_entries_never_fail_a_listing(&[]);
+    }
+
+    #[test]
+    fn failed_entries_never_fail_a_listing_fallback() {
+        failed_entries_never_fail_a_listing(&["--reaper", "fallback"]);
+    }
 }
