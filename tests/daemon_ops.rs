@@ -171,3 +171,26 @@ fn a_child_that_closes_its_stdin_is_an_event_not_a_crash() {
     );
     c.ok(json!({"op": "hello"}));
 }
+
+#[test]
+fn the_daemon_raises_its_descriptor_limit_but_children_get_the_original() {
+    let d = Daemon::start_with("nofile", &[], Some(256));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.child.id())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let soft: &str = line.split_whitespace().nth(3).unwrap();
+    if soft == "256" {
+        println!("SKIP the_daemon_raises_its_descriptor_limit: hard limit is 256 too");
+        return;
+    }
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "n", "argv": ["sh", "-c", "ulimit -Sn"]}))
+        ["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| m.is("exited", gen));
+    assert_eq!(output_of(&seen, gen), b"256\n");
+}

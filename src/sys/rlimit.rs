@@ -6,7 +6,12 @@
 //! children get the original soft limit back (see the spawn module), so programs that
 //! still use `select(2)` keep working.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
+/// The soft limit we replaced, for children; `u64::MAX` while nothing was raised.
+static ORIGINAL_SOFT: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// `setrlimit(RLIMIT_NOFILE, {hard, hard})`—Raises the soft descriptor limit to the hard
 /// limit. Returns the soft limit it replaced (what children should get), or `None` if
@@ -24,7 +29,12 @@ pub fn raise_nofile_limit() -> Option<u64> {
         maximum: old.maximum,
     };
     match setrlimit(Resource::Nofile, new) {
-        Ok(()) => old.current,
+        Ok(()) => {
+            if let Some(soft) = old.current {
+                ORIGINAL_SOFT.store(soft, Ordering::Relaxed);
+            }
+            old.current
+        }
         Err(e) => {
             log::warn!("cannot raise the descriptor limit: {e}");
             None
@@ -35,4 +45,20 @@ pub fn raise_nofile_limit() -> Option<u64> {
 /// The current soft descriptor limit (`None`: unlimited).
 pub fn nofile_soft_limit() -> Option<u64> {
     getrlimit(Resource::Nofile).current
+}
+
+/// The `RLIMIT_NOFILE` a child should get: the soft limit we had before raising ours, with
+/// the current hard limit; `None` when ours was never raised.
+pub fn child_nofile_limit() -> Option<libc::rlimit> {
+    let soft = ORIGINAL_SOFT.load(Ordering::Relaxed);
+    if soft == u64::MAX {
+        return None;
+    }
+    let hard = getrlimit(Resource::Nofile)
+        .maximum
+        .unwrap_or(libc::RLIM_INFINITY);
+    Some(libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    })
 }

@@ -38,6 +38,11 @@ fn scratch_dir(tag: &str) -> PathBuf {
 impl Daemon {
     /// Starts a daemon with `extra` arguments and waits for its readiness notification.
     pub fn start(tag: &str, extra: &[&str]) -> Daemon {
+        Daemon::start_with(tag, extra, None)
+    }
+
+    /// Like [`Daemon::start`], with the daemon's soft descriptor limit set to `nofile`.
+    pub fn start_with(tag: &str, extra: &[&str], nofile: Option<u64>) -> Daemon {
         let dir = scratch_dir(tag);
         let state = dir.join("state");
         let socket = state.join("genward.sock");
@@ -60,6 +65,14 @@ impl Daemon {
             cmd.pre_exec(move || {
                 if libc::dup2(ready_w_raw, 3) < 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(soft) = nofile {
+                    let mut lim: libc::rlimit = std::mem::zeroed();
+                    libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+                    lim.rlim_cur = soft;
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

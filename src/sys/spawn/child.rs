@@ -17,6 +17,8 @@ pub(crate) struct Plan<'a> {
     pub stdio: [RawFd; 3],
     /// Make `stdio[0]` (a PTY peer) the controlling terminal.
     pub controlling_tty: bool,
+    /// The descriptor limit to give back (ours was raised; see `sys::rlimit`).
+    pub nofile: Option<libc::rlimit>,
     pub prepared: &'a Prepared,
     pub pointers: &'a Pointers,
     /// Write end of the close-on-exec error pipe.
@@ -119,6 +121,10 @@ pub(crate) unsafe fn run(plan: &Plan<'_>) -> ! {
         libc::sigemptyset(&mut empty);
         if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
             fail(pipe, Step::Signals, libc::EINVAL);
+        }
+        if let Some(limit) = &plan.nofile {
+            // Best effort: a child with our raised limit still works.
+            libc::setrlimit(libc::RLIMIT_NOFILE, limit);
         }
         if let Some(cwd) = &plan.prepared.cwd {
             if libc::chdir(cwd.as_ptr()) < 0 {

@@ -453,6 +453,7 @@ pub fn spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
             stdio.child[2].as_raw_fd(),
         ],
         controlling_tty: stdio.controlling_tty,
+        nofile: crate::sys::rlimit::child_nofile_limit(),
         prepared: &prepared,
         pointers: &pointers,
         error_pipe: report_w.as_raw_fd(),
