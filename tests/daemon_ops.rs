@@ -167,7 +167,7 @@ fn a_child_that_closes_its_stdin_is_an_event_not_a_crash() {
     c.events_until(|m| m.is("input_closed", gen));
     c.err(
         json!({"op": "write", "session": "deaf", "data": "x"}),
-        "not_running",
+        "input_closed",
     );
     c.ok(json!({"op": "hello"}));
 }

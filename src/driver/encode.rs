@@ -33,7 +33,8 @@ pub fn core_error(e: &CoreError) -> ProtoError {
         CoreCode::Busy => ErrorCode::Busy,
         CoreCode::StaleGeneration => ErrorCode::StaleGeneration,
         CoreCode::Limit => ErrorCode::Limit,
-        CoreCode::NotRunning | CoreCode::InputClosed => ErrorCode::NotRunning,
+        CoreCode::NotRunning => ErrorCode::NotRunning,
+        CoreCode::InputClosed => ErrorCode::InputClosed,
     };
     ProtoError::new(code, e.message.clone())
 }

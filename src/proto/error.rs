@@ -31,13 +31,15 @@ pub enum ErrorCode {
     PermissionDenied,
     /// The session has no running generation to address.
     NotRunning,
+    /// The generation no longer reads its input (it closed it, or `close_input` was sent).
+    InputClosed,
     /// A bug or an unexpected operating-system failure in the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 11] = [
         ErrorCode::BadRequest,
         ErrorCode::UnknownOp,
         ErrorCode::NoSuchSession,
@@ -47,6 +49,7 @@ impl ErrorCode {
         ErrorCode::Limit,
         ErrorCode::PermissionDenied,
         ErrorCode::NotRunning,
+        ErrorCode::InputClosed,
         ErrorCode::Internal,
     ];
 
@@ -62,6 +65,7 @@ impl ErrorCode {
             ErrorCode::Limit => "limit",
             ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::NotRunning => "not_running",
+            ErrorCode::InputClosed => "input_closed",
             ErrorCode::Internal => "internal",
         }
     }
