@@ -92,6 +92,7 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
         Some("fallback") => ReaperMode::Fallback,
         Some(other) => return Err(format!("--reaper {other}: expected auto or fallback")),
     };
+    cfg.subreaper = m.flag("subreaper");
     let daemon = Daemon::new(cfg).map_err(|e| e.to_string())?;
     daemon.run().map_err(|e| format!("event loop: {e}"))?;
     Ok(ExitCode::SUCCESS)

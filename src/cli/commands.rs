@@ -32,6 +32,10 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "MODE",
             "auto (pidfds where available) or fallback (SIGCHLD + identity checks)",
         ),
+        OptSpec::flag(
+            "subreaper",
+            "adopt and reap orphaned descendants (automatic as PID 1)",
+        ),
     ],
     examples: &[
         "daemon",

@@ -254,14 +254,7 @@ impl Daemon {
                     .str("version", env!("CARGO_PKG_VERSION"))
                     .u64("pid", u64::from(std::process::id()))
                     .str("identity", &self.identity)
-                    .str(
-                        "reaper",
-                        if self.sigchld.is_some() {
-                            "sigchld"
-                        } else {
-                            "pidfd"
-                        },
-                    )
+                    .str("reaper", if self.fallback { "sigchld" } else { "pidfd" })
                     .with("capabilities", |out| {
                         out.extend_from_slice(
                             br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#,

@@ -17,6 +17,9 @@ pub struct DaemonConfig {
     pub ready_fd: Option<i32>,
     /// pidfds (default) or the SIGCHLD fallback.
     pub reaper: ReaperMode,
+    /// Become a child subreaper, so orphaned descendants are reparented to (and reaped by)
+    /// the daemon instead of init.
+    pub subreaper: bool,
     /// Most simultaneous client connections; more are accepted and closed with an error.
     pub max_clients: usize,
     /// Soft limit of each client's outgoing queue, bytes.
@@ -34,6 +37,7 @@ impl DaemonConfig {
             allow_uids: Vec::new(),
             ready_fd: None,
             reaper: ReaperMode::Auto,
+            subreaper: false,
             max_clients: 4096,
             client_outbox_bytes: 4 << 20,
             max_line: 1 << 20,

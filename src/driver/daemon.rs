@@ -84,6 +84,10 @@ pub struct Daemon {
     pub(super) policy: PeerPolicy,
     pub(super) signals: SignalPipe,
     pub(super) sigchld: Option<SigchldPipe>,
+    /// Children are watched through SIGCHLD (no pidfds).
+    pub(super) fallback: bool,
+    /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
+    pub(super) orphans: bool,
     pub(super) next_token: usize,
     pub(super) sources: HashMap<Token, Source>,
     pub(super) children: HashMap<u64, Child>,
@@ -157,20 +161,25 @@ impl Daemon {
                 Interest::READABLE,
             )
             .map_err(start_err("register signals"))?;
-        let sigchld =
-            if cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported() {
-                let pipe = SigchldPipe::new().map_err(start_err("SIGCHLD handler"))?;
-                poll.registry()
-                    .register(
-                        &mut SourceFd(&pipe.fd().as_raw_fd()),
-                        SIGCHLD,
-                        Interest::READABLE,
-                    )
-                    .map_err(start_err("register SIGCHLD"))?;
-                Some(pipe)
-            } else {
-                None
-            };
+        if cfg.subreaper {
+            crate::sys::orphans::become_subreaper().map_err(start_err("PR_SET_CHILD_SUBREAPER"))?;
+        }
+        let orphans = crate::sys::orphans::adopts_orphans();
+        let fallback =
+            cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
+        let sigchld = if fallback || orphans {
+            let pipe = SigchldPipe::new().map_err(start_err("SIGCHLD handler"))?;
+            poll.registry()
+                .register(
+                    &mut SourceFd(&pipe.fd().as_raw_fd()),
+                    SIGCHLD,
+                    Interest::READABLE,
+                )
+                .map_err(start_err("register SIGCHLD"))?;
+            Some(pipe)
+        } else {
+            None
+        };
         let epoch_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -195,6 +204,8 @@ impl Daemon {
             listener,
             signals,
             sigchld,
+            fallback,
+            orphans,
             next_token: FIRST_DYNAMIC,
             sources: HashMap::new(),
             children: HashMap::new(),
@@ -242,7 +253,7 @@ impl Daemon {
             "genward {} listening on {} (reaper: {})",
             env!("CARGO_PKG_VERSION"),
             self.cfg.socket.display(),
-            if self.sigchld.is_some() {
+            if self.fallback {
                 "sigchld fallback"
             } else {
                 "pidfd"
@@ -353,6 +364,15 @@ impl Daemon {
             .collect();
         for gen in gens {
             self.check_exit(gen);
+        }
+        if self.orphans {
+            let children = &self.children;
+            let tracked = |pid: i32| children.values().any(|c| c.process.pid() == pid);
+            match crate::sys::orphans::reap_orphans(tracked) {
+                Ok(0) => {}
+                Ok(n) => log::debug!("reaped {n} orphaned process(es)"),
+                Err(e) => log::warn!("reaping orphans: {e}"),
+            }
         }
     }
 

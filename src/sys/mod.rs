@@ -14,6 +14,7 @@
 
 pub mod fd;
 pub mod identity;
+pub mod orphans;
 pub mod pidfd_probe;
 pub mod process;
 pub mod procscan;

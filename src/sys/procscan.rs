@@ -69,3 +69,23 @@ pub fn holders_of(fd: BorrowedFd<'_>) -> io::Result<Vec<i32>> {
     }
     Ok(holders)
 }
+
+/// Zombie processes whose parent is `parent`: orphans reparented to us (as PID 1 or as a
+/// child subreaper) that have exited and wait to be reaped.
+pub fn zombie_children(parent: i32) -> io::Result<Vec<i32>> {
+    let mut zombies = Vec::new();
+    for pid in pids()? {
+        let Ok(stat) = read_proc_file(&format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let state = after.split_ascii_whitespace().next().unwrap_or("");
+        // Field 4 is the parent.
+        if state == "Z" && stat_field(&stat, 4) == Some(parent as u64) {
+            zombies.push(pid);
+        }
+    }
+    Ok(zombies)
+}

@@ -1,0 +1,49 @@
+//! Orphans: processes that are not ours but were reparented to us — because we are PID 1
+//! of a container, or a child subreaper — and must be reaped or they stay zombies.
+//!
+//! They are reaped one by one, by pid, after a `/proc` scan; never with `waitpid(-1)`,
+//! which would also take the exit statuses of the children we track (djinn#2700).
+
+use std::io;
+
+use rustix::process::{getpid, waitpid, Pid, WaitOptions};
+
+use crate::sys::procscan::zombie_children;
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`—Makes orphaned descendants reparent to us instead of
+/// to init, so a grandchild that daemonizes stays ours to reap and account.
+///
+/// # References
+///  - [Linux `prctl(2)`](https://man7.org/linux/man-pages/man2/prctl.2.html)
+pub fn become_subreaper() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Some(getpid()))?;
+    Ok(())
+}
+
+/// Whether orphans will be reparented to us (PID 1, or a subreaper).
+pub fn adopts_orphans() -> bool {
+    getpid().is_init()
+        || rustix::process::child_subreaper()
+            .map(|p| p.is_some())
+            .unwrap_or(false)
+}
+
+/// Reaps every zombie child of ours whose pid `is_tracked` does not claim. Returns how many.
+pub fn reap_orphans(is_tracked: impl Fn(i32) -> bool) -> io::Result<usize> {
+    let me = getpid().as_raw_nonzero().get();
+    let mut reaped = 0;
+    for pid in zombie_children(me)? {
+        if is_tracked(pid) {
+            continue;
+        }
+        let Some(pid) = Pid::from_raw(pid) else {
+            continue;
+        };
+        // A zombie that is our child stays until we reap it, so its pid cannot have been
+        // reused between the scan and this call.
+        if let Ok(Some(_)) = waitpid(Some(pid), WaitOptions::NOHANG) {
+            reaped += 1;
+        }
+    }
+    Ok(reaped)
+}
