@@ -194,3 +194,32 @@ fn the_daemon_raises_its_descriptor_limit_but_children_get_the_original() {
     let seen = c.events_until(|m| m.is("exited", gen));
     assert_eq!(output_of(&seen, gen), b"256\n");
 }
+
+#[test]
+fn systemd_readiness_reaches_notify_socket() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = std::env::temp_dir().join(format!("gw-notify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let notify = dir.join("notify");
+    let sock = UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(util::daemon::PATIENCE)).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_genward"))
+        .args(["daemon", "--state-dir"])
+        .arg(dir.join("state"))
+        .env("NOTIFY_SOCKET", &notify)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = sock
+        .recv(&mut buf)
+        .expect("READY=1 within the patience bound");
+    let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(msg.contains("READY=1"), "{msg}");
+    assert!(msg.contains(&format!("MAINPID={}", child.id())), "{msg}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    std::fs::remove_dir_all(dir).unwrap();
+}
