@@ -1,0 +1,122 @@
+//! Late subscribers replay from the session's buffer: the last N bytes, a position seen
+//! earlier, a generation, or everything retained; `unsubscribe` stops the flow.
+
+mod util;
+
+use serde_json::json;
+use util::daemon::{output_of, Daemon, Msg};
+
+#[test]
+fn late_subscribers_replay_what_they_ask_for() {
+    let d = Daemon::start("replay", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let g1 = c.ok(json!({"op": "spawn", "session": "r", "argv": ["printf", "one\\ntwo\\n"]}))
+        ["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("exited", g1));
+    let g2 = c.ok(json!({"op": "spawn", "session": "r", "argv": ["printf", "three\\n"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| m.is("exited", g2));
+    let pos_of_three = seen
+        .iter()
+        .find_map(|m| match m {
+            Msg::Output(h, _) if h["gen"] == g2 => h["pos"].as_u64(),
+            _ => None,
+        })
+        .expect("gen 2 output has a position");
+    assert_eq!(pos_of_three, 8, "positions count every generation's bytes");
+
+    // Everything retained, in order, events included.
+    let mut all = d.client();
+    all.ok(json!({"op": "subscribe", "session": "r", "from_start": true}));
+    let got = all.events_until(|m| m.is("exited", g2));
+    assert_eq!(output_of(&got, g1), b"one\ntwo\n");
+    assert_eq!(output_of(&got, g2), b"three\n");
+    let order: Vec<String> = got
+        .iter()
+        .filter(|m| m.json()["gen"] == g1 || m.json()["gen"] == g2)
+        .filter(|m| m.json()["event"] != "state")
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m.json()["event"].as_str().unwrap(),
+                m.json()["gen"]
+            )
+        })
+        .collect();
+    let exited1 = order
+        .iter()
+        .position(|e| *e == format!("exited:{g1}"))
+        .unwrap();
+    let spawned2 = order
+        .iter()
+        .position(|e| *e == format!("spawned:{g2}"))
+        .unwrap();
+    assert!(exited1 < spawned2, "{order:?}");
+
+    // From a position seen earlier.
+    let mut from = d.client();
+    from.ok(json!({"op": "subscribe", "session": "r", "from_pos": pos_of_three}));
+    let got = from.events_until(|m| m.is("exited", g2));
+    assert_eq!(output_of(&got, g1), b"");
+    assert_eq!(output_of(&got, g2), b"three\n");
+
+    // From a generation.
+    let mut by_gen = d.client();
+    by_gen.ok(json!({"op": "subscribe", "session": "r", "from_gen": g2}));
+    let got = by_gen.events_until(|m| m.is("exited", g2));
+    assert!(!got.iter().any(|m| m.json()["gen"] == g1), "{got:?}");
+
+    // The last N bytes (whole records).
+    let mut tail = d.client();
+    tail.ok(json!({"op": "subscribe", "session": "r", "tail": 3}));
+    let got = tail.events_until(|m| m.is("exited", g2));
+    assert_eq!(output_of(&got, g2), b"three\n");
+    assert_eq!(output_of(&got, g1), b"");
+
+    // Unsubscribed: the next generation's events do not arrive; a request still answers.
+    tail.ok(json!({"op": "unsubscribe", "session": "r"}));
+    let g3 = c.ok(json!({"op": "spawn", "session": "r", "argv": ["true"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("exited", g3));
+    tail.ok(json!({"op": "hello"}));
+    assert!(
+        !tail.backlog.iter().any(|m| m.json()["gen"] == g3),
+        "{:?}",
+        tail.backlog
+    );
+}
+
+#[test]
+fn wait_without_a_generation_waits_for_the_current_one() {
+    let d = Daemon::start("wait-current", &[]);
+    let mut c = d.client();
+    let gen = c.ok(json!({"op": "spawn", "session": "w", "argv": ["cat"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let mut waiter = d.client();
+    waiter.send_raw(b"{\"id\":77,\"op\":\"wait\",\"session\":\"w\"}\n");
+    c.ok(json!({"op": "close_input", "session": "w", "if_gen": gen}));
+    let r = loop {
+        if let Msg::Json(v) = waiter.read_msg() {
+            if v["id"] == 77 {
+                break v;
+            }
+        }
+    };
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["end"]["gen"], gen);
+    assert_eq!(r["end"]["code"], 0);
+    // Afterwards, waiting for that generation answers at once from memory.
+    let again = c.ok(json!({"op": "wait", "session": "w", "gen": gen}));
+    assert_eq!(again["end"]["gen"], gen);
+    // A generation that never existed is an error, not a hang.
+    c.err(
+        json!({"op": "wait", "session": "w", "gen": 999}),
+        "not_running",
+    );
+}
