@@ -76,6 +76,9 @@ enum Operation {
     Remove {
         session: u8,
     },
+    StopAll {
+        zero_grace: bool,
+    },
     List,
     Get {
         session: u8,
@@ -235,6 +238,10 @@ impl World {
                     if_gen,
                     grace,
                 });
+            }
+            Operation::StopAll { zero_grace } => {
+                let grace = zero_grace.then_some(Duration::ZERO);
+                self.command(Command::StopAll { grace });
             }
             Operation::Restart { session, if_gen } => {
                 let if_gen = self.resolve(if_gen);
