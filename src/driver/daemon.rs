@@ -127,6 +127,10 @@ fn start_err(what: &str) -> impl Fn(io::Error) -> StartError + '_ {
     move |e| StartError(format!("{what}: {e}"))
 }
 
+/// One read from a child or a client: large enough to empty a grown pipe buffer in a few
+/// calls, small enough that one frame stays well under the protocol's 1 MiB payload limit.
+const READ_BUF_BYTES: usize = 256 * 1024;
+
 /// Ended generations remembered for late `wait`s.
 const ENDED_MEMORY: usize = 4096;
 
@@ -219,7 +223,7 @@ impl Daemon {
             ended: HashMap::new(),
             ended_order: VecDeque::new(),
             again: Vec::new(),
-            read_buf: vec![0; 64 * 1024],
+            read_buf: vec![0; READ_BUF_BYTES],
             shutdown: Shutdown::Running,
             identity,
             _lease: lease,

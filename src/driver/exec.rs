@@ -13,6 +13,9 @@ use super::fanout::{pump, Cursor};
 use crate::core::{Action, Event, Input, Scope, SpawnError, SpawnErrorKind, Spec, Stream};
 use crate::sys::spawn::{spawn, SpawnError as SysSpawnError};
 
+/// Kernel buffer asked for each output pipe (see [`crate::sys::fd::grow_pipe`]).
+const OUTPUT_PIPE_BYTES: usize = 1 << 20;
+
 /// Output bytes just read, to pair with the core's `Output` event for them.
 pub(super) type Fresh<'a> = Option<(u64, Stream, &'a [u8])>;
 
@@ -117,6 +120,9 @@ impl Daemon {
             }
         }
         for (stream, fd) in outputs {
+            if stream != Stream::Pty {
+                crate::sys::fd::grow_pipe(&fd, OUTPUT_PIPE_BYTES);
+            }
             let token = self.token(Source::Output { gen });
             let interest = if stream == Stream::Pty {
                 Interest::READABLE | Interest::WRITABLE

@@ -83,3 +83,16 @@ pub fn set_nonblocking<Fd: AsFd>(fd: Fd) -> io::Result<()> {
     fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
     Ok(())
 }
+
+/// `fcntl(fd, F_SETPIPE_SZ, bytes)`—Grows a pipe's kernel buffer (best effort).
+///
+/// A child writing flat out fills the default 64 KiB in a moment; a larger buffer lets
+/// each wake-up move more bytes per system call, and absorbs bursts while the loop serves
+/// others. Unprivileged processes may go up to `/proc/sys/fs/pipe-max-size` (1 MiB by
+/// default); a refusal leaves the pipe as it was.
+///
+/// # References
+///  - [Linux `pipe(7)`](https://man7.org/linux/man-pages/man7/pipe.7.html)
+pub fn grow_pipe<Fd: AsFd>(fd: Fd, bytes: usize) -> Option<usize> {
+    rustix::pipe::fcntl_setpipe_size(fd, bytes).ok()
+}
