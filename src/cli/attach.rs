@@ -73,7 +73,8 @@ enum Outcome {
 /// What a request sent from the loop was for.
 #[derive(Debug, Clone, Copy)]
 enum Pending {
-    Write,
+    /// Input for generation `gen`.
+    Write(u64),
     Resize,
     Wait(u64),
     /// A `get` after generation `gen` ended, to learn whether something follows it.
@@ -91,6 +92,8 @@ struct Attached {
     pending: HashMap<u64, Pending>,
     /// The followed generation's end, when nothing newer was known yet.
     ended: Option<End>,
+    /// The generation for which refused input was last reported.
+    unsent_notice: Option<u64>,
 }
 
 /// `genward attach`.
@@ -130,6 +133,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         tty,
         pending: HashMap::new(),
         ended: None,
+        unsent_notice: None,
     };
     let result = a.start_following().and_then(|()| a.run(detach, &signals));
     if let Some(raw) = raw.as_mut() {
@@ -243,7 +247,7 @@ impl Attached {
             ("data_b64", base64::encode(bytes).into()),
         ]);
         let id = self.conn.send("write", req)?;
-        self.pending.insert(id, Pending::Write);
+        self.pending.insert(id, Pending::Write(self.gen));
         Ok(())
     }
 
@@ -363,7 +367,16 @@ impl Attached {
         };
         let ok = obj.get("ok") == Some(&Value::Bool(true));
         match kind {
-            Pending::Write | Pending::Resize => Ok(None),
+            Pending::Write(g) if !ok && self.unsent_notice != Some(g) => {
+                // Typed for a generation that is being replaced (or has ended): the daemon
+                // refused it, as it should. Say so once.
+                self.unsent_notice = Some(g);
+                let line =
+                    format!("\r\n[genward: gen {g} is no longer running; input not sent]\r\n");
+                write_stdout(line.as_bytes())?;
+                Ok(None)
+            }
+            Pending::Write(_) | Pending::Resize => Ok(None),
             Pending::Wait(g) if g == self.gen => {
                 if ok {
                     self.ended = Some(end_of_wait(obj)?);

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{args, event_of, response_for, u64_of, ClientError, Connection};
+use super::client::{args, event_of, response_for, str_of, u64_of, ClientError, Connection};
 use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
 use super::duration::parse_duration;
 use super::run::millis;
@@ -127,12 +127,32 @@ pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `genward rm NAME`: stops every generation and forgets the session.
+/// `genward rm NAME`: stops every generation and forgets the session; returns once the
+/// daemon reports it removed.
 pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let session = session_arg(m)?;
-    ctx.connect()?
-        .request("remove", args([("session", session.into())]))?;
-    Ok(ExitCode::SUCCESS)
+    let mut conn = ctx.connect()?;
+    // Every session's events, because the session's own log goes away with it.
+    conn.request("subscribe", args([("all", true.into())]))?;
+    conn.request("remove", args([("session", session.as_str().into())]))?;
+    loop {
+        let msg = conn.next_message()?;
+        match event_of(&msg) {
+            Some(("state", ev))
+                if str_of(ev, "session") == Some(&session)
+                    && str_of(ev, "state") == Some("removed") =>
+            {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(("unkillable", ev)) if str_of(ev, "session") == Some(&session) => {
+                return Err(CommandError::Failed(format!(
+                    "{session} gen {} survived SIGKILL (stuck in the kernel?); the session stays until it ends",
+                    u64_of(ev, "gen").unwrap_or(0)
+                )));
+            }
+            _ => {}
+        }
+    }
 }
 
 /// `genward shutdown`: returns once the daemon has stopped every session and exited (its

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod daemon;
 pub mod sys;
