@@ -28,6 +28,7 @@ use super::detach_key::{describe_detach_key, parse_detach_key, DEFAULT_DETACH_KE
 use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
+use super::signal_name::signal_name;
 use super::signal_pipe::SignalPipe;
 use super::terminal::{restore_settings, window_size, RawMode};
 use super::wait::{end_of_wait, End};
@@ -160,7 +161,13 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             )?;
             Ok(ExitCode::from(end.status()))
         }
-        Ok(Outcome::Signal(sig)) => Ok(ExitCode::from(128u8.saturating_add(sig as u8))),
+        Ok(Outcome::Signal(sig)) => {
+            let name = signal_name(sig).unwrap_or_else(|| sig.to_string());
+            write_stderr(
+                format!("[genward: {name}: detached from {session} gen {gen}]\n").as_bytes(),
+            )?;
+            Ok(ExitCode::from(128u8.saturating_add(sig as u8)))
+        }
         Err(e) => Err(e),
     }
 }

@@ -4,3 +4,4 @@
 pub mod cli;
 pub mod daemon;
 pub mod sys;
+pub mod tmux;
