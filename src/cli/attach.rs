@@ -146,7 +146,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         Ok(Outcome::Detached) => {
             let key = describe_detach_key(detach);
             write_stderr(
-                format!("[genward: detached from {session} gen {gen} ({key})]\n").as_bytes(),
+                format!("\n[genward: detached from {session} gen {gen} ({key})]\n").as_bytes(),
             )?;
             Ok(ExitCode::SUCCESS)
         }
@@ -164,7 +164,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         Ok(Outcome::Signal(sig)) => {
             let name = signal_name(sig).unwrap_or_else(|| sig.to_string());
             write_stderr(
-                format!("[genward: {name}: detached from {session} gen {gen}]\n").as_bytes(),
+                format!("\n[genward: {name}: detached from {session} gen {gen}]\n").as_bytes(),
             )?;
             Ok(ExitCode::from(128u8.saturating_add(sig as u8)))
         }
@@ -345,11 +345,12 @@ impl Attached {
             }
             Message::Json(Value::Object(obj)) if obj.get("event").is_some() => {
                 match event_of(&msg) {
-                    Some(("spawned", ev)) => {
-                        if let Some(g) = u64_of(ev, "gen") {
-                            self.follow(g)?;
-                        }
-                    }
+                    Some(("spawned", ev)) => match u64_of(ev, "gen") {
+                        // Followed while still pending: now it has a terminal to size.
+                        Some(g) if g == self.gen => self.send_size()?,
+                        Some(g) => self.follow(g)?,
+                        None => {}
+                    },
                     // Ended, and a restart we were waiting for will not come.
                     Some(("state", ev))
                         if self.ended.is_some()
