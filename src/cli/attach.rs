@@ -168,7 +168,13 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             )?;
             Ok(ExitCode::from(128u8.saturating_add(sig as u8)))
         }
-        Err(e) => Err(e),
+        Err(e) => {
+            // The cursor is wherever the session left it: start the error on a new line.
+            if a.tty {
+                let _ = write_stderr(b"\n");
+            }
+            Err(e)
+        }
     }
 }
 
