@@ -240,14 +240,21 @@ impl Attached {
         if newer <= self.gen {
             return Ok(());
         }
-        let line = format!(
-            "\r\n[genward: gen {} replaced by gen {newer}]\r\n",
-            self.gen
-        );
-        write_stdout(line.as_bytes())?;
+        self.notice(&format!("gen {} replaced by gen {newer}", self.gen))?;
         self.gen = newer;
         self.ended = None;
         self.start_following()
+    }
+
+    /// One line among the session's output: on its own line on a raw terminal (where
+    /// the cursor may be anywhere and `\n` does not return the carriage).
+    fn notice(&self, text: &str) -> Result<(), CommandError> {
+        let line = if self.tty {
+            format!("\r\n[genward: {text}]\r\n")
+        } else {
+            format!("[genward: {text}]\n")
+        };
+        write_stdout(line.as_bytes())
     }
 
     fn forward(&mut self, bytes: &[u8]) -> Result<(), CommandError> {
@@ -385,9 +392,7 @@ impl Attached {
                 // Typed for a generation that is being replaced (or has ended): the daemon
                 // refused it, as it should. Say so once.
                 self.unsent_notice = Some(g);
-                let line =
-                    format!("\r\n[genward: gen {g} is no longer running; input not sent]\r\n");
-                write_stdout(line.as_bytes())?;
+                self.notice(&format!("gen {g} is no longer running; input not sent"))?;
                 Ok(None)
             }
             Pending::Write(_) | Pending::Resize => Ok(None),
