@@ -107,3 +107,31 @@ fn bad_arguments_are_usage_errors_that_change_nothing() {
         "SESSION  GEN  PID  STATE  UPTIME  LAST EXIT\n"
     );
 }
+
+#[test]
+fn without_socket_options_the_default_state_dir_is_used() {
+    let dir = std::env::temp_dir().join(format!("gw-xdg-{}", std::process::id()));
+    let mut cmd = genward(&["ls"]);
+    cmd.env("XDG_RUNTIME_DIR", &dir)
+        .env_remove("GENWARD_STATE_DIR");
+    let out = run_cmd(cmd, b"");
+    // As root the default is /run/genward, where a daemon may legitimately be running.
+    if rustix::process::geteuid().is_root() {
+        if out.code == Some(0) {
+            println!("SKIP without_socket_options_the_default_state_dir_is_used: a daemon runs at /run/genward");
+            return;
+        }
+        assert!(
+            out.stderr
+                .contains("no daemon at /run/genward/genward.sock"),
+            "{out:?}"
+        );
+    } else {
+        let expected = format!(
+            "no daemon at {}",
+            dir.join("genward/genward.sock").display()
+        );
+        assert!(out.stderr.contains(&expected), "{out:?}");
+    }
+    assert_eq!(out.code, Some(1), "{out:?}");
+}
