@@ -70,3 +70,22 @@ fn a_replacement_is_followed_and_the_old_output_is_not_shown_after_it() {
     gw(&d, &["send", "s", "go\n", "--if-gen", &new]).ok();
     assert_eq!(attach.finish(), Some(3));
 }
+
+#[test]
+fn a_large_paste_during_a_flood_of_output_arrives_whole() {
+    let d = Daemon::start("cli-attach-paste", &[]);
+    // The child floods 16 MB of output while it reads 900 kB of input (under the daemon's
+    // 1 MiB limit of queued input), then reports how much it read: every byte of input
+    // arrives, and all output is read while input is being written.
+    let script =
+        "head -c 16000000 /dev/zero & n=$(head -c 900000 | wc -c); wait; echo; echo got $n";
+    run(&d, &["run", "paste", "--", "sh", "-c", script]);
+    let input = vec![b'x'; 900_000];
+    let out = gw_input(&d, &["attach", "paste"], &input);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.ends_with("\ngot 900000\n"),
+        "{:?}",
+        &out.stdout[out.stdout.len().saturating_sub(100)..]
+    );
+}

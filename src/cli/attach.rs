@@ -42,6 +42,10 @@ pub const REPLAY_BYTES: u64 = 64 * 1024;
 /// Keystrokes read per turn.
 const INPUT_CHUNK: usize = 4096;
 
+/// Input queued for the daemon beyond which the terminal is not read: a huge paste waits
+/// in the terminal instead of in our memory.
+const MAX_QUEUED_INPUT: usize = 1 << 20;
+
 /// What `input` holds: the bytes to forward, and whether the detach key came after them
 /// (anything after the key is dropped: the user asked to leave).
 ///
@@ -93,8 +97,9 @@ struct Attached {
     pending: HashMap<u64, Pending>,
     /// The followed generation's end, when nothing newer was known yet.
     ended: Option<End>,
-    /// The generation for which refused input was last reported.
-    unsent_notice: Option<u64>,
+    /// The generation and error code of the last refused input reported, so a burst of
+    /// refusals is reported once.
+    unsent_notice: Option<(u64, String)>,
 }
 
 /// `genward attach`.
@@ -136,7 +141,12 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         ended: None,
         unsent_notice: None,
     };
-    let result = a.start_following().and_then(|()| a.run(detach, &signals));
+    let result = a
+        .conn
+        .set_nonblocking()
+        .map_err(CommandError::from)
+        .and_then(|()| a.start_following())
+        .and_then(|()| a.run(detach, &signals));
     if let Some(raw) = raw.as_mut() {
         let _ = raw.restore();
     }
@@ -281,13 +291,18 @@ impl Attached {
                     return Ok(outcome);
                 }
             }
-            let in_flags = if stdin_open {
+            let in_flags = if stdin_open && self.conn.queued() < MAX_QUEUED_INPUT {
                 PollFlags::IN
             } else {
                 PollFlags::empty()
             };
+            let sock_flags = if self.conn.queued() > 0 {
+                PollFlags::IN | PollFlags::OUT
+            } else {
+                PollFlags::IN
+            };
             let mut fds = [
-                PollFd::from_borrowed_fd(self.conn.fd(), PollFlags::IN),
+                PollFd::from_borrowed_fd(self.conn.fd(), sock_flags),
                 PollFd::from_borrowed_fd(signals.fd(), PollFlags::IN),
                 PollFd::from_borrowed_fd(stdin.as_fd(), in_flags),
             ];
@@ -297,7 +312,10 @@ impl Attached {
                 Err(e) => return Err(CommandError::Failed(format!("poll: {e}"))),
             }
             let ready = |i: usize| !fds[i].revents().is_empty();
-            let (sock, sig, input) = (ready(0), ready(1), stdin_open && ready(2));
+            let (sock, sig, input) = (ready(0), ready(1), !in_flags.is_empty() && ready(2));
+            if fds[0].revents().contains(PollFlags::OUT) {
+                self.conn.flush()?;
+            }
             if sig {
                 for s in signals
                     .drain()
@@ -388,11 +406,24 @@ impl Attached {
         };
         let ok = obj.get("ok") == Some(&Value::Bool(true));
         match kind {
-            Pending::Write(g) if !ok && self.unsent_notice != Some(g) => {
-                // Typed for a generation that is being replaced (or has ended): the daemon
-                // refused it, as it should. Say so once.
-                self.unsent_notice = Some(g);
-                self.notice(&format!("gen {g} is no longer running; input not sent"))?;
+            Pending::Write(g) if !ok => {
+                let error = obj.get("error").and_then(Value::as_object);
+                let code = error.and_then(|e| str_of(e, "code")).unwrap_or("");
+                if self.unsent_notice.as_ref() != Some(&(g, code.to_string())) {
+                    self.unsent_notice = Some((g, code.to_string()));
+                    let text = match code {
+                        // Typed for a generation that is being replaced or has ended: the
+                        // daemon refused it, as it should.
+                        "stale_generation" | "not_running" => {
+                            format!("gen {g} is no longer running; input not sent")
+                        }
+                        _ => format!(
+                            "input not sent: {}",
+                            error.and_then(|e| str_of(e, "message")).unwrap_or(code)
+                        ),
+                    };
+                    self.notice(&text)?;
+                }
                 Ok(None)
             }
             Pending::Write(_) | Pending::Resize => Ok(None),

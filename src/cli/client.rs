@@ -3,9 +3,11 @@
 //!
 //! Commands are short-lived and single-threaded, so the connection is blocking: a
 //! request-and-answer command sends one line and reads until its response, keeping any
-//! events read meanwhile in a backlog. Streaming commands (`attach`, `logs -f`, `events`)
-//! poll [`Connection::fd`] together with their other descriptors and call
-//! [`Connection::read_available`] when it is readable.
+//! events read meanwhile in a backlog. `attach`, which must never stop reading output
+//! while it writes input, switches the connection to [`Connection::set_nonblocking`]:
+//! requests are then queued and written as the socket accepts them
+//! ([`Connection::flush`]), and it polls [`Connection::fd`] for reading (and for writing
+//! while [`Connection::queued`] is not zero) next to its other descriptors.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -111,6 +113,8 @@ pub struct Connection {
     next_id: u64,
     backlog: VecDeque<Message>,
     eof: bool,
+    /// Non-blocking mode: requests not yet written.
+    out: Option<Vec<u8>>,
 }
 
 impl Connection {
@@ -128,7 +132,43 @@ impl Connection {
             next_id: 1,
             backlog: VecDeque::new(),
             eof: false,
+            out: None,
         })
+    }
+
+    /// Switches to non-blocking use: [`Connection::send`] queues, [`Connection::flush`]
+    /// writes, [`Connection::read_available`] returns at once when nothing is there.
+    /// [`Connection::request`] and [`Connection::next_message`] must not be used after.
+    pub fn set_nonblocking(&mut self) -> Result<(), ClientError> {
+        self.stream
+            .set_nonblocking(true)
+            .map_err(|e| ClientError::Lost(e.to_string()))?;
+        self.out.get_or_insert_with(Vec::new);
+        Ok(())
+    }
+
+    /// Bytes of requests waiting to be written (non-blocking mode).
+    pub fn queued(&self) -> usize {
+        self.out.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Writes queued requests until done or the socket is full (non-blocking mode).
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        while !out.is_empty() {
+            match self.stream.write(out) {
+                Ok(0) => return Err(ClientError::Lost("the daemon stopped reading".into())),
+                Ok(n) => {
+                    out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(ClientError::Lost(format!("sending: {e}"))),
+            }
+        }
+        Ok(())
     }
 
     /// The socket, to poll for readability.
@@ -154,6 +194,11 @@ impl Connection {
         let mut line = Vec::new();
         write_value(&Value::Object(req), &mut line);
         line.push(b'\n');
+        if let Some(out) = self.out.as_mut() {
+            out.extend_from_slice(&line);
+            self.flush()?;
+            return Ok(id);
+        }
         self.stream
             .write_all(&line)
             .map_err(|e| ClientError::Lost(format!("sending `{op}`: {e}")))?;
@@ -189,8 +234,8 @@ impl Connection {
         self.decoded()
     }
 
-    /// Reads what the socket has (call when poll says readable). Returns `false` once the
-    /// daemon closed the connection.
+    /// Reads what the socket has (call when poll says readable; blocks in blocking mode
+    /// if nothing is there). Returns `false` once the daemon closed the connection.
     pub fn read_available(&mut self) -> Result<bool, ClientError> {
         let mut buf = [0u8; 64 * 1024];
         loop {
@@ -204,6 +249,7 @@ impl Connection {
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) => return Err(ClientError::Lost(e.to_string())),
             }
         }

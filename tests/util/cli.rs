@@ -44,9 +44,13 @@ pub fn run_cmd(mut cmd: Command, input: &[u8]) -> Out {
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn genward");
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input).unwrap();
-    drop(stdin);
+    // Written from another thread: the command may print much before it reads all.
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
     let out = wait_bounded(child);
+    writer.join().unwrap();
     Out {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
