@@ -7,6 +7,7 @@ use genward::cli::args::{
     args_to_strings, find_command, global_help, parse, parse_global, ArgError, Matches, Outcome,
 };
 use genward::cli::commands::COMMANDS;
+use genward::cli::dispatch::{run_client_command, CommandError, Context};
 use genward::driver::{Daemon, DaemonConfig};
 use genward::store::state_dir;
 use genward::sys::process::ReaperMode;
@@ -60,9 +61,14 @@ fn run() -> Result<ExitCode, String> {
         Err(e) => return usage_error(e),
     };
     let socket = global.socket.map(PathBuf::from);
-    match name {
-        "daemon" => daemon(&matches, socket),
-        other => Err(format!("`{other}` is not available in this build yet")),
+    if name == "daemon" {
+        return daemon(&matches, socket);
+    }
+    match run_client_command(name, &matches, &Context { socket }) {
+        Ok(code) => Ok(code),
+        Err(CommandError::Usage(e)) => usage_error(e),
+        Err(CommandError::BrokenPipe) => Ok(ExitCode::from(128 + libc::SIGPIPE as u8)),
+        Err(CommandError::Failed(msg)) => Err(msg),
     }
 }
 

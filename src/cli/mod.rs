@@ -1,13 +1,25 @@
 //! The client side of genward: argument parsing and the pure pieces the commands share.
 //!
-//! Everything here is independent of the daemon and the protocol, so each piece is tested
-//! on its own; [`terminal`] is the only part that touches the operating system.
+//! The pure pieces (argument parsing, durations, signal names, tables, detach keys, exit
+//! statuses) are independent of the daemon and tested on their own. The commands build on
+//! them: [`client`] is the connection to the daemon, [`dispatch`] runs a parsed command,
+//! and each command (or small group) has its own module.
 
 pub mod args;
+pub mod attach;
+pub mod client;
 pub mod commands;
+pub mod control;
 pub mod detach_key;
+pub mod dispatch;
 pub mod duration;
+pub mod events;
 pub mod exit_status;
+pub mod logs;
+pub mod ls;
+pub mod run;
 pub mod signal_name;
+pub mod signal_pipe;
 pub mod table;
 pub mod terminal;
+pub mod wait;

@@ -1,0 +1,471 @@
+//! `genward attach NAME`: this terminal connected to a session's process.
+//!
+//! One thread polls three descriptors: standard input (keystrokes, forwarded as `write`
+//! requests carrying `if_gen`, so typing meant for one process never reaches its
+//! successor), the daemon socket (output and events), and a signal pipe (`SIGWINCH`
+//! becomes a `resize`; `SIGTERM`, `SIGHUP`, `SIGINT` end the attachment).
+//!
+//! The generation attached to is followed, not the name: output of any other generation
+//! is not shown. When the session starts a newer generation (replaced, restarted), one
+//! line says so and the newer one is followed. When the attached generation ends and
+//! nothing follows it, `attach` exits with its status.
+//!
+//! The terminal is raw while attached and restored on every way out: detach, the child's
+//! end, the daemon's loss, a signal (all return through [`RawMode`]'s drop), and a panic
+//! (a hook restores the saved settings, since release builds abort without unwinding).
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::termios::{isatty, Termios};
+
+use super::args::Matches;
+use super::client::{args, event_of, str_of, u64_of, ClientError, Connection, Response};
+use super::detach_key::{describe_detach_key, parse_detach_key, DEFAULT_DETACH_KEY};
+use super::dispatch::{
+    session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
+};
+use super::signal_name::signal_name;
+use super::signal_pipe::SignalPipe;
+use super::terminal::{restore_settings, window_size, RawMode};
+use super::wait::{end_of_wait, End};
+use crate::proto::base64;
+use crate::proto::framing::Message;
+use crate::proto::json::Value;
+
+/// Output replayed on attach: enough to redraw a screen or two of recent work.
+pub const REPLAY_BYTES: u64 = 64 * 1024;
+
+/// Keystrokes read per turn.
+const INPUT_CHUNK: usize = 4096;
+
+/// Input queued for the daemon beyond which the terminal is not read: a huge paste waits
+/// in the terminal instead of in our memory.
+const MAX_QUEUED_INPUT: usize = 1 << 20;
+
+/// What `input` holds: the bytes to forward, and whether the detach key came after them
+/// (anything after the key is dropped: the user asked to leave).
+///
+/// # Examples
+///
+/// ```
+/// use genward::cli::attach::split_at_detach;
+/// assert_eq!(split_at_detach(b"ls\r\x1c rest", Some(0x1c)), (&b"ls\r"[..], true));
+/// assert_eq!(split_at_detach(b"ls\r", Some(0x1c)), (&b"ls\r"[..], false));
+/// assert_eq!(split_at_detach(b"\x1c", None), (&b"\x1c"[..], false));
+/// ```
+pub fn split_at_detach(input: &[u8], key: Option<u8>) -> (&[u8], bool) {
+    match key.and_then(|k| input.iter().position(|&b| b == k)) {
+        Some(at) => (&input[..at], true),
+        None => (input, false),
+    }
+}
+
+/// Why the attachment ended.
+#[derive(Debug)]
+enum Outcome {
+    /// The user pressed the detach key (or input ended, for a non-terminal stdin).
+    Detached,
+    /// The generation ended and the session has nothing newer.
+    Ended(End),
+    /// A terminating signal arrived.
+    Signal(i32),
+}
+
+/// What a request sent from the loop was for.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    /// Input for generation `gen`.
+    Write(u64),
+    Resize,
+    Wait(u64),
+    /// A `get` after generation `gen` ended, to learn whether something follows it.
+    Successor(u64),
+}
+
+/// The attachment's state.
+struct Attached {
+    conn: Connection,
+    session: String,
+    /// The generation followed.
+    gen: u64,
+    /// Whether our terminal's size should be forwarded.
+    tty: bool,
+    pending: HashMap<u64, Pending>,
+    /// The followed generation's end, when nothing newer was known yet.
+    ended: Option<End>,
+    /// The generation and error code of the last refused input reported, so a burst of
+    /// refusals is reported once.
+    unsent_notice: Option<(u64, String)>,
+}
+
+/// `genward attach`.
+pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
+    let session = session_arg(m)?;
+    let detach = m
+        .value_with("detach-key", parse_detach_key)?
+        .unwrap_or(Some(DEFAULT_DETACH_KEY));
+    let mut conn = ctx.connect()?;
+    let snap = conn.request("get", args([("session", session.as_str().into())]))?;
+    let gen = current_gen(&snap).ok_or_else(|| not_running(&session, &snap))?;
+    conn.request(
+        "subscribe",
+        args([
+            ("session", session.as_str().into()),
+            ("tail", REPLAY_BYTES.into()),
+        ]),
+    )?;
+
+    let stdin = io::stdin();
+    let tty = isatty(stdin.as_fd());
+    let signals = SignalPipe::new(&[libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGINT])
+        .map_err(|e| CommandError::Failed(format!("installing signal handlers: {e}")))?;
+    let mut raw = if tty {
+        let raw = RawMode::enter(stdin.as_fd()).map_err(|e| {
+            CommandError::Failed(format!("cannot put the terminal in raw mode: {e}"))
+        })?;
+        restore_on_panic(raw.saved().clone());
+        Some(raw)
+    } else {
+        None
+    };
+    let mut a = Attached {
+        conn,
+        session,
+        gen,
+        tty,
+        pending: HashMap::new(),
+        ended: None,
+        unsent_notice: None,
+    };
+    let result = a
+        .conn
+        .set_nonblocking()
+        .map_err(CommandError::from)
+        .and_then(|()| a.start_following())
+        .and_then(|()| a.run(detach, &signals));
+    if let Some(raw) = raw.as_mut() {
+        let _ = raw.restore();
+    }
+    drop(raw);
+    let (session, gen) = (&a.session, a.gen);
+    match result {
+        Ok(Outcome::Detached) => {
+            let key = describe_detach_key(detach);
+            write_stderr(
+                format!("\n[genward: detached from {session} gen {gen} ({key})]\n").as_bytes(),
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Outcome::Ended(end)) => {
+            write_stderr(
+                format!(
+                    "[genward: {session} gen {}: {}]\n",
+                    end.gen(),
+                    end.describe()
+                )
+                .as_bytes(),
+            )?;
+            Ok(ExitCode::from(end.status()))
+        }
+        Ok(Outcome::Signal(sig)) => {
+            let name = signal_name(sig).unwrap_or_else(|| sig.to_string());
+            write_stderr(
+                format!("\n[genward: {name}: detached from {session} gen {gen}]\n").as_bytes(),
+            )?;
+            Ok(ExitCode::from(128u8.saturating_add(sig as u8)))
+        }
+        Err(e) => {
+            // The cursor is wherever the session left it: start the error on a new line.
+            if a.tty {
+                let _ = write_stderr(b"\n");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn current_gen(snap: &Response) -> Option<u64> {
+    snap.get("session")
+        .and_then(Value::as_object)
+        .and_then(|s| u64_of(s, "current"))
+}
+
+fn not_running(session: &str, snap: &Response) -> CommandError {
+    let s = snap.get("session").and_then(Value::as_object);
+    let state = s.and_then(|s| str_of(s, "state")).unwrap_or("not running");
+    CommandError::Failed(format!(
+        "`{session}` has no process to attach to (it is {state}); start one with `genward restart {session}` or `genward run {session} --pty -- CMD`"
+    ))
+}
+
+/// Puts the terminal back before the default panic report, so the message is readable
+/// and the shell usable even when the panic aborts.
+fn restore_on_panic(saved: Termios) {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = restore_settings(io::stdin(), &saved);
+        previous(info);
+    }));
+}
+
+impl Attached {
+    /// Sizes the followed generation's terminal and asks to be told when it ends.
+    fn start_following(&mut self) -> Result<(), CommandError> {
+        self.send_size()?;
+        let wait = args([
+            ("session", self.session.as_str().into()),
+            ("gen", self.gen.into()),
+        ]);
+        let id = self.conn.send("wait", wait)?;
+        self.pending.insert(id, Pending::Wait(self.gen));
+        Ok(())
+    }
+
+    fn send_size(&mut self) -> Result<(), CommandError> {
+        if !self.tty {
+            return Ok(());
+        }
+        let Ok(ws) = window_size(io::stdin()) else {
+            return Ok(());
+        };
+        if ws.rows == 0 || ws.cols == 0 {
+            return Ok(());
+        }
+        let req = args([
+            ("session", self.session.as_str().into()),
+            ("if_gen", self.gen.into()),
+            ("rows", u64::from(ws.rows).into()),
+            ("cols", u64::from(ws.cols).into()),
+        ]);
+        let id = self.conn.send("resize", req)?;
+        self.pending.insert(id, Pending::Resize);
+        Ok(())
+    }
+
+    fn follow(&mut self, newer: u64) -> Result<(), CommandError> {
+        if newer <= self.gen {
+            return Ok(());
+        }
+        self.notice(&format!("gen {} replaced by gen {newer}", self.gen))?;
+        self.gen = newer;
+        self.ended = None;
+        self.start_following()
+    }
+
+    /// One line among the session's output: on its own line on a raw terminal (where
+    /// the cursor may be anywhere and `\n` does not return the carriage).
+    fn notice(&self, text: &str) -> Result<(), CommandError> {
+        let line = if self.tty {
+            format!("\r\n[genward: {text}]\r\n")
+        } else {
+            format!("[genward: {text}]\n")
+        };
+        write_stdout(line.as_bytes())
+    }
+
+    fn forward(&mut self, bytes: &[u8]) -> Result<(), CommandError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let req = args([
+            ("session", self.session.as_str().into()),
+            ("if_gen", self.gen.into()),
+            ("data_b64", base64::encode(bytes).into()),
+        ]);
+        let id = self.conn.send("write", req)?;
+        self.pending.insert(id, Pending::Write(self.gen));
+        Ok(())
+    }
+
+    fn run(&mut self, detach: Option<u8>, signals: &SignalPipe) -> Result<Outcome, CommandError> {
+        let stdin = io::stdin();
+        let mut stdin_open = true;
+        let mut buf = [0u8; INPUT_CHUNK];
+        loop {
+            while let Some(msg) = self.conn.pop_message()? {
+                if let Some(outcome) = self.handle(msg)? {
+                    return Ok(outcome);
+                }
+            }
+            let in_flags = if stdin_open && self.conn.queued() < MAX_QUEUED_INPUT {
+                PollFlags::IN
+            } else {
+                PollFlags::empty()
+            };
+            let sock_flags = if self.conn.queued() > 0 {
+                PollFlags::IN | PollFlags::OUT
+            } else {
+                PollFlags::IN
+            };
+            let mut fds = [
+                PollFd::from_borrowed_fd(self.conn.fd(), sock_flags),
+                PollFd::from_borrowed_fd(signals.fd(), PollFlags::IN),
+                PollFd::from_borrowed_fd(stdin.as_fd(), in_flags),
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(CommandError::Failed(format!("poll: {e}"))),
+            }
+            let ready = |i: usize| !fds[i].revents().is_empty();
+            let (sock, sig, input) = (ready(0), ready(1), !in_flags.is_empty() && ready(2));
+            if fds[0].revents().contains(PollFlags::OUT) {
+                self.conn.flush()?;
+            }
+            if sig {
+                for s in signals
+                    .drain()
+                    .map_err(|e| CommandError::Failed(format!("signal pipe: {e}")))?
+                {
+                    if s == libc::SIGWINCH {
+                        self.send_size()?;
+                    } else {
+                        return Ok(Outcome::Signal(s));
+                    }
+                }
+            }
+            if sock && !self.conn.read_available()? {
+                while let Some(msg) = self.conn.pop_message()? {
+                    if let Some(outcome) = self.handle(msg)? {
+                        return Ok(outcome);
+                    }
+                }
+                return Err(ClientError::Lost("the daemon closed the connection".into()).into());
+            }
+            if input {
+                match rustix::io::read(stdin.as_fd(), &mut buf) {
+                    Ok(0) | Err(rustix::io::Errno::IO) => {
+                        // A closed terminal or the end of piped input: nothing more will
+                        // be typed; stay until the process ends.
+                        stdin_open = false;
+                        if self.tty {
+                            return Ok(Outcome::Detached);
+                        }
+                    }
+                    Ok(n) => {
+                        let (bytes, leave) = split_at_detach(&buf[..n], detach);
+                        self.forward(bytes)?;
+                        if leave {
+                            return Ok(Outcome::Detached);
+                        }
+                    }
+                    Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                    Err(e) => {
+                        return Err(CommandError::Failed(format!("reading the terminal: {e}")))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Acts on one message from the daemon.
+    fn handle(&mut self, msg: Message) -> Result<Option<Outcome>, CommandError> {
+        match &msg {
+            Message::Output { header, data } => {
+                if header.gen > self.gen {
+                    self.follow(header.gen)?;
+                }
+                if header.gen == self.gen {
+                    write_stdout(data)?;
+                }
+                return Ok(None);
+            }
+            Message::Json(Value::Object(obj)) if obj.get("event").is_some() => {
+                match event_of(&msg) {
+                    Some(("spawned", ev)) => match u64_of(ev, "gen") {
+                        // Followed while still pending: now it has a terminal to size.
+                        Some(g) if g == self.gen => self.send_size()?,
+                        Some(g) => self.follow(g)?,
+                        None => {}
+                    },
+                    // Ended, and a restart we were waiting for will not come.
+                    Some(("state", ev))
+                        if self.ended.is_some()
+                            && !matches!(
+                                str_of(ev, "state"),
+                                Some("backoff" | "starting" | "running")
+                            ) =>
+                    {
+                        return Ok(self.ended.take().map(Outcome::Ended));
+                    }
+                    _ => {}
+                }
+                return Ok(None);
+            }
+            Message::Json(_) => {}
+        }
+        let Message::Json(Value::Object(obj)) = &msg else {
+            return Ok(None);
+        };
+        let Some(kind) = u64_of(obj, "id").and_then(|id| self.pending.remove(&id)) else {
+            return Ok(None);
+        };
+        let ok = obj.get("ok") == Some(&Value::Bool(true));
+        match kind {
+            Pending::Write(g) if !ok => {
+                let error = obj.get("error").and_then(Value::as_object);
+                let code = error.and_then(|e| str_of(e, "code")).unwrap_or("");
+                if self.unsent_notice.as_ref() != Some(&(g, code.to_string())) {
+                    self.unsent_notice = Some((g, code.to_string()));
+                    let text = match code {
+                        // Typed for a generation that is being replaced or has ended: the
+                        // daemon refused it, as it should.
+                        "stale_generation" | "not_running" => {
+                            format!("gen {g} is no longer running; input not sent")
+                        }
+                        _ => format!(
+                            "input not sent: {}",
+                            error.and_then(|e| str_of(e, "message")).unwrap_or(code)
+                        ),
+                    };
+                    self.notice(&text)?;
+                }
+                Ok(None)
+            }
+            Pending::Write(_) | Pending::Resize => Ok(None),
+            Pending::Wait(g) if g == self.gen => {
+                if ok {
+                    self.ended = Some(end_of_wait(obj)?);
+                }
+                let id = self
+                    .conn
+                    .send("get", args([("session", self.session.as_str().into())]))?;
+                self.pending.insert(id, Pending::Successor(g));
+                Ok(None)
+            }
+            Pending::Wait(_) => Ok(None),
+            Pending::Successor(g) if g == self.gen => self.after_end(obj, ok),
+            Pending::Successor(_) => Ok(None),
+        }
+    }
+
+    /// The followed generation ended: follow what comes next, or finish.
+    fn after_end(
+        &mut self,
+        resp: &crate::proto::json::Object,
+        ok: bool,
+    ) -> Result<Option<Outcome>, CommandError> {
+        let snap = resp.get("session").and_then(Value::as_object);
+        let next = snap.and_then(|s| u64_of(s, "current"));
+        if let Some(next) = next.filter(|&n| n > self.gen) {
+            self.follow(next)?;
+            return Ok(None);
+        }
+        let state = snap.and_then(|s| str_of(s, "state")).unwrap_or("");
+        if ok && matches!(state, "backoff" | "starting") {
+            // A restart is due; its `spawned` event will move us on.
+            return Ok(None);
+        }
+        match self.ended.take() {
+            Some(end) => Ok(Some(Outcome::Ended(end))),
+            None => Err(CommandError::Failed(format!(
+                "{} gen {} ended and its exit status is no longer known",
+                self.session, self.gen
+            ))),
+        }
+    }
+}

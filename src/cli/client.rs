@@ -1,0 +1,394 @@
+//! The client's connection to the daemon: a blocking Unix stream, requests with ids,
+//! responses matched by id, and the events that arrive in between.
+//!
+//! Commands are short-lived and single-threaded, so the connection is blocking: a
+//! request-and-answer command sends one line and reads until its response, keeping any
+//! events read meanwhile in a backlog. `attach`, which must never stop reading output
+//! while it writes input, switches the connection to [`Connection::set_nonblocking`]:
+//! requests are then queued and written as the socket accepts them
+//! ([`Connection::flush`]), and it polls [`Connection::fd`] for reading (and for writing
+//! while [`Connection::queued`] is not zero) next to its other descriptors.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use crate::proto::framing::{FrameDecoder, FrameError, Message};
+use crate::proto::json::{write_value, Object, Value};
+use crate::store::state_dir::{self, StateDirError};
+
+/// Why a command could not talk to the daemon, or what the daemon refused.
+#[derive(Debug)]
+pub enum ClientError {
+    /// Nothing listens at the socket path.
+    NoDaemon(PathBuf),
+    /// The socket path could not be worked out.
+    NoSocket(StateDirError),
+    /// Connecting failed for another reason.
+    Connect(PathBuf, io::Error),
+    /// The connection broke or closed before the answer came.
+    Lost(String),
+    /// The daemon sent something we cannot follow.
+    Protocol(String),
+    /// The daemon answered with an error.
+    Remote {
+        /// The stable error code, e.g. `no_such_session`.
+        code: String,
+        /// The daemon's explanation.
+        message: String,
+    },
+}
+
+impl ClientError {
+    /// The error code, for a refusal by the daemon.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Remote { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::NoDaemon(p) => write!(
+                f,
+                "no daemon at {}: start one with `genward daemon` (or point --socket / GENWARD_SOCKET at a running one)",
+                p.display()
+            ),
+            ClientError::NoSocket(StateDirError::NoDefault) => f.write_str(
+                "no default daemon socket: XDG_RUNTIME_DIR is unset; pass --socket PATH or set GENWARD_SOCKET",
+            ),
+            ClientError::NoSocket(e) => write!(f, "{e}"),
+            ClientError::Connect(p, e) if e.kind() == io::ErrorKind::PermissionDenied => write!(
+                f,
+                "cannot connect to {}: permission denied; the daemon belongs to another user (it may allow you with --allow-uid)",
+                p.display()
+            ),
+            ClientError::Connect(p, e) => write!(f, "cannot connect to {}: {e}", p.display()),
+            ClientError::Lost(why) => write!(f, "lost the daemon: {why}"),
+            ClientError::Protocol(why) => write!(f, "unexpected data from the daemon: {why}"),
+            ClientError::Remote { code, message } => {
+                f.write_str(message)?;
+                match code.as_str() {
+                    "no_such_session" => f.write_str("; see `genward ls`"),
+                    "stale_generation" => {
+                        f.write_str("; nothing was done (see `genward ls` for the current one)")
+                    }
+                    "not_running" => f.write_str("; start it with `genward run` or `genward restart`"),
+                    "busy" => f.write_str("; use --replace or --overlap to start it anyway"),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// The socket to use: `--socket`, else `GENWARD_SOCKET`, else `genward.sock` in the default
+/// state directory (the daemon's own rule, so both agree without configuration).
+pub fn socket_path(socket: Option<PathBuf>) -> Result<PathBuf, ClientError> {
+    let from_env = std::env::var_os("GENWARD_SOCKET").filter(|v| !v.is_empty());
+    if socket.is_some() || from_env.is_some() {
+        return Ok(socket.unwrap_or_else(|| PathBuf::from(from_env.unwrap_or_default())));
+    }
+    state_dir::resolve(None, None)
+        .map(|(_, socket)| socket)
+        .map_err(ClientError::NoSocket)
+}
+
+/// A response: its members, `ok` already checked.
+pub type Response = Object;
+
+/// One connection to the daemon.
+#[derive(Debug)]
+pub struct Connection {
+    stream: UnixStream,
+    decoder: FrameDecoder,
+    next_id: u64,
+    backlog: VecDeque<Message>,
+    eof: bool,
+    /// Non-blocking mode: requests not yet written.
+    out: Option<Vec<u8>>,
+}
+
+impl Connection {
+    /// Connects to the daemon at `path`.
+    pub fn connect(path: &Path) -> Result<Connection, ClientError> {
+        let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+                ClientError::NoDaemon(path.to_owned())
+            }
+            _ => ClientError::Connect(path.to_owned(), e),
+        })?;
+        Ok(Connection {
+            stream,
+            decoder: FrameDecoder::new(),
+            next_id: 1,
+            backlog: VecDeque::new(),
+            eof: false,
+            out: None,
+        })
+    }
+
+    /// Switches to non-blocking use: [`Connection::send`] queues, [`Connection::flush`]
+    /// writes, [`Connection::read_available`] returns at once when nothing is there.
+    /// [`Connection::request`] and [`Connection::next_message`] must not be used after.
+    pub fn set_nonblocking(&mut self) -> Result<(), ClientError> {
+        self.stream
+            .set_nonblocking(true)
+            .map_err(|e| ClientError::Lost(e.to_string()))?;
+        self.out.get_or_insert_with(Vec::new);
+        Ok(())
+    }
+
+    /// Bytes of requests waiting to be written (non-blocking mode).
+    pub fn queued(&self) -> usize {
+        self.out.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Writes queued requests until done or the socket is full (non-blocking mode).
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        while !out.is_empty() {
+            match self.stream.write(out) {
+                Ok(0) => return Err(ClientError::Lost("the daemon stopped reading".into())),
+                Ok(n) => {
+                    out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(ClientError::Lost(format!("sending: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The socket, to poll for readability.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+
+    /// Whether the daemon closed the connection and everything it sent was consumed.
+    pub fn is_closed(&self) -> bool {
+        self.eof && self.backlog.is_empty() && self.decoder.buffered() == 0
+    }
+
+    /// Sends request `op` with `args`; returns its id without waiting for the answer.
+    pub fn send(&mut self, op: &str, args: Object) -> Result<u64, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut req = Object::new();
+        req.insert("id", id);
+        req.insert("op", op);
+        for (k, v) in args.iter() {
+            req.insert(k, v.clone());
+        }
+        let mut line = Vec::new();
+        write_value(&Value::Object(req), &mut line);
+        line.push(b'\n');
+        if let Some(out) = self.out.as_mut() {
+            out.extend_from_slice(&line);
+            self.flush()?;
+            return Ok(id);
+        }
+        self.stream
+            .write_all(&line)
+            .map_err(|e| ClientError::Lost(format!("sending `{op}`: {e}")))?;
+        Ok(id)
+    }
+
+    /// Sends request `op` and waits for its response; events read meanwhile are kept for
+    /// [`Connection::next_message`]. A refusal becomes [`ClientError::Remote`].
+    pub fn request(&mut self, op: &str, args: Object) -> Result<Response, ClientError> {
+        let id = self.send(op, args)?;
+        loop {
+            let msg = self.read_message()?;
+            if let Some(result) = response_for(&msg, id) {
+                return result;
+            }
+            self.backlog.push_back(msg);
+        }
+    }
+
+    /// The next message, from the backlog first, blocking until one arrives.
+    pub fn next_message(&mut self) -> Result<Message, ClientError> {
+        match self.backlog.pop_front() {
+            Some(m) => Ok(m),
+            None => self.read_message(),
+        }
+    }
+
+    /// The next message already received, without blocking.
+    pub fn pop_message(&mut self) -> Result<Option<Message>, ClientError> {
+        if let Some(m) = self.backlog.pop_front() {
+            return Ok(Some(m));
+        }
+        self.decoded()
+    }
+
+    /// Reads what the socket has (call when poll says readable; blocks in blocking mode
+    /// if nothing is there). Returns `false` once the daemon closed the connection.
+    pub fn read_available(&mut self) -> Result<bool, ClientError> {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.decoder.feed(&buf[..n]);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) => return Err(ClientError::Lost(e.to_string())),
+            }
+        }
+    }
+
+    fn decoded(&mut self) -> Result<Option<Message>, ClientError> {
+        loop {
+            match self.decoder.next_message() {
+                None => return Ok(None),
+                Some(Ok(m)) => {
+                    if let Some(Err(e)) = response_for(&m, u64::MAX) {
+                        // An error answer without an id: the daemon refused the connection
+                        // or a line it could not read; either way it concerns us.
+                        return Err(e);
+                    }
+                    return Ok(Some(m));
+                }
+                // A bad line is skipped; the stream is still in step.
+                Some(Err(FrameError::BadJson(e))) => {
+                    log::debug!("skipped a bad line from the daemon: {e}");
+                }
+                Some(Err(e)) => return Err(ClientError::Protocol(e.to_string())),
+            }
+        }
+    }
+
+    fn read_message(&mut self) -> Result<Message, ClientError> {
+        loop {
+            if let Some(m) = self.decoded()? {
+                return Ok(m);
+            }
+            if self.eof || !self.read_available()? {
+                return Err(ClientError::Lost("the daemon closed the connection".into()));
+            }
+        }
+    }
+}
+
+/// `Some(result)` when `msg` is the response to request `id` (or an id-less error, which
+/// answers whatever was asked).
+pub fn response_for(msg: &Message, id: u64) -> Option<Result<Response, ClientError>> {
+    let Message::Json(Value::Object(obj)) = msg else {
+        return None;
+    };
+    if obj.get("event").is_some() {
+        return None;
+    }
+    let ok = obj.get("ok")?;
+    match obj.get("id") {
+        Some(v) if v.as_u64() == Some(id) => {}
+        Some(Value::Null) | None if *ok == Value::Bool(false) => {}
+        _ => return None,
+    }
+    if *ok == Value::Bool(true) {
+        return Some(Ok(obj.clone()));
+    }
+    let error = obj.get("error").and_then(Value::as_object);
+    let field = |k: &str| {
+        error
+            .and_then(|e| e.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    Some(Err(ClientError::Remote {
+        code: field("code"),
+        message: field("message"),
+    }))
+}
+
+/// Builds request arguments: `args(&[("session", name.into())])`.
+pub fn args<const N: usize>(members: [(&str, Value); N]) -> Object {
+    let mut obj = Object::new();
+    for (k, v) in members {
+        obj.insert(k, v);
+    }
+    obj
+}
+
+/// A JSON object member as `u64`.
+pub fn u64_of(obj: &Object, key: &str) -> Option<u64> {
+    obj.get(key).and_then(Value::as_u64)
+}
+
+/// A JSON object member as text.
+pub fn str_of<'a>(obj: &'a Object, key: &str) -> Option<&'a str> {
+    obj.get(key).and_then(Value::as_str)
+}
+
+/// The object of an event line, with its `event` name.
+pub fn event_of(msg: &Message) -> Option<(&str, &Object)> {
+    match msg {
+        Message::Json(Value::Object(o)) => Some((str_of(o, "event")?, o)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::json::parse;
+
+    fn msg(json: &str) -> Message {
+        Message::Json(parse(json.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn responses_match_by_id_and_errors_carry_code_and_message() {
+        assert!(response_for(&msg(r#"{"id":2,"ok":true}"#), 1).is_none());
+        assert!(response_for(&msg(r#"{"event":"spawned","id":1}"#), 1).is_none());
+        let ok = response_for(&msg(r#"{"id":1,"ok":true,"gen":4}"#), 1).unwrap();
+        assert_eq!(u64_of(&ok.unwrap(), "gen"), Some(4));
+        let e = response_for(
+            &msg(r#"{"id":1,"ok":false,"error":{"code":"no_such_session","message":"no session named `x`"}}"#),
+            1,
+        )
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(e.code(), Some("no_such_session"));
+        assert_eq!(e.to_string(), "no session named `x`; see `genward ls`");
+    }
+
+    #[test]
+    fn an_id_less_error_answers_any_request() {
+        let e = response_for(
+            &msg(r#"{"id":null,"ok":false,"error":{"code":"limit","message":"too many connections (limit 1)"}}"#),
+            7,
+        )
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(e.code(), Some("limit"));
+    }
+
+    #[test]
+    fn no_daemon_says_what_to_do() {
+        let dir = std::env::temp_dir().join(format!("gw-client-{}", std::process::id()));
+        let e = Connection::connect(&dir.join("absent.sock")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("no daemon at "), "{text}");
+        assert!(text.contains("start one with `genward daemon`"), "{text}");
+    }
+}

@@ -1,0 +1,156 @@
+//! `genward attach` driven through a real terminal (tmux): an interactive shell answers,
+//! the window size reaches it, detaching leaves it running, re-attaching replays recent
+//! output, a replacement is announced and followed, and the terminal is sane after every
+//! way out (detach, the child's exit, the daemon's loss, a signal).
+
+mod util;
+
+use util::cli::gw;
+use util::daemon::Daemon;
+use util::tmux::Tmux;
+
+/// The outer shell prints `rc=<status of the last command> sane=2` when the terminal is
+/// back in canonical mode with echo (both flags present, neither negated).
+const CHECK: &str = "echo rc=$? sane=$(stty -a | tr ' ;' '\\n\\n' | grep -cx -e icanon -e echo)";
+
+fn has_line(screen: &str, line: &str) -> bool {
+    screen.lines().any(|l| l.trim_end() == line)
+}
+
+fn attach_cmd(d: &Daemon, extra: &str) -> String {
+    format!(
+        "{} --socket {} attach sh {extra}",
+        env!("CARGO_BIN_EXE_genward"),
+        d.socket.display()
+    )
+}
+
+fn start_shell(d: &Daemon, prompt: &str) -> String {
+    let ps1 = format!("PS1={prompt}");
+    gw(
+        d,
+        &[
+            "run", "sh", "--pty", "--grace", "100ms", "--env", &ps1, "--", "sh", "-i",
+        ],
+    )
+    .ok()
+    .trim()
+    .to_string()
+}
+
+#[test]
+fn attach_detach_reattach_and_exit() {
+    let Some(t) = Tmux::start("attach_detach_reattach_and_exit", 90, 20) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach", &[]);
+    let gen = start_shell(&d, "gw$ ");
+
+    t.type_line(&attach_cmd(&d, ""));
+    t.await_screen("the session's prompt", |s| s.contains("gw$"));
+    t.type_line("echo ans$((40+2))");
+    t.await_screen("the shell's answer", |s| has_line(s, "ans42"));
+
+    // The PTY was created 24x80; attaching gave it this terminal's size.
+    t.type_line("stty size");
+    t.await_screen("the attached size", |s| has_line(s, "20 90"));
+    t.resize(100, 30);
+    t.type_line("stty size");
+    t.await_screen("the new size", |s| has_line(s, "30 100"));
+
+    t.key("C-\\");
+    t.await_screen("the detach notice", |s| {
+        s.contains(&format!("[genward: detached from sh gen {gen}"))
+    });
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after detach", |s| {
+        has_line(s, "rc=0 sane=2")
+    });
+
+    // Still running, same generation.
+    let table = gw(&d, &["ls"]).ok();
+    let row = table.lines().find(|l| l.starts_with("sh ")).unwrap();
+    assert!(
+        row.contains(&format!(" {gen} ")) && row.contains("running"),
+        "{table}"
+    );
+
+    // Re-attach (with another detach key): recent output is replayed on a clear screen.
+    t.type_line(&format!("clear; {}", attach_cmd(&d, "--detach-key C-a")));
+    t.await_screen("the replayed answer", |s| has_line(s, "ans42"));
+    t.key("C-a");
+    t.await_screen("the second detach", |s| {
+        s.matches("[genward: detached").count() == 1
+    });
+    t.type_line(&format!("clear; {}", attach_cmd(&d, "")));
+    t.await_screen("the replayed answer again", |s| has_line(s, "ans42"));
+
+    // The child's exit ends the attachment with its status.
+    t.type_line("exit 7");
+    t.await_screen("the exit notice", |s| {
+        s.contains(&format!("[genward: sh gen {gen}: exit 7]"))
+    });
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after the exit", |s| {
+        has_line(s, "rc=7 sane=2")
+    });
+}
+
+#[test]
+fn attach_follows_a_replacement_and_survives_losing_the_daemon() {
+    let Some(t) = Tmux::start("attach_follows_a_replacement", 80, 24) else {
+        return;
+    };
+    let mut d = Daemon::start("cli-attach-replace", &[]);
+    let old = start_shell(&d, "old$ ");
+    t.type_line(&attach_cmd(&d, ""));
+    t.await_screen("the old prompt", |s| s.contains("old$"));
+
+    let new = start_shell(&d, "new$ ");
+    t.await_screen("the replacement notice and the new prompt", |s| {
+        s.contains(&format!("[genward: gen {old} replaced by gen {new}]")) && s.contains("new$")
+    });
+    t.type_line("echo ok$((1+1))");
+    t.await_screen("the new shell's answer", |s| has_line(s, "ok2"));
+
+    // The daemon disappears: the attachment ends, the terminal is restored.
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    t.await_screen("the lost-daemon message", |s| {
+        s.contains("genward: lost the daemon")
+    });
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after losing the daemon", |s| {
+        has_line(s, "rc=1 sane=2")
+    });
+}
+
+#[test]
+fn a_signal_ends_the_attachment_with_a_sane_terminal() {
+    let Some(t) = Tmux::start("a_signal_ends_the_attachment", 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-signal", &[]);
+    start_shell(&d, "gw$ ");
+    t.type_line(&attach_cmd(&d, ""));
+    t.await_screen("the session's prompt", |s| s.contains("gw$"));
+
+    // The attach process is the outer shell's only child.
+    let shell = t.pane_pid();
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .expect("read the shell's children");
+    let attach: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    // SAFETY: kill with the pid of a running descendant of this test.
+    unsafe { libc::kill(attach, libc::SIGTERM) };
+    // Keys typed before it has let go of the terminal would be read by it, so wait for
+    // its last word first.
+    t.await_screen("the signal notice", |s| {
+        s.contains("[genward: SIGTERM: detached from sh gen")
+    });
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after SIGTERM", |s| {
+        has_line(s, "rc=143 sane=2")
+    });
+    // The session is untouched.
+    assert!(gw(&d, &["ls"]).ok().contains("running"));
+}

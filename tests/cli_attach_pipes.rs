@@ -1,0 +1,91 @@
+//! `genward attach` without a terminal (standard input a pipe): input forwarded, output
+//! shown for the followed generation only, the child's status as the exit status, and a
+//! replacement followed.
+
+mod util;
+
+use util::cli::{gw, gw_input, Streaming};
+use util::daemon::Daemon;
+
+fn run(d: &Daemon, args: &[&str]) -> String {
+    gw(d, args).ok().trim().to_string()
+}
+
+#[test]
+fn input_goes_in_output_comes_out_and_the_status_is_the_childs() {
+    let d = Daemon::start("cli-attach-pipes", &[]);
+    let gen = run(
+        &d,
+        &[
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; read x; echo got $x; exit 4",
+        ],
+    );
+    let out = gw_input(&d, &["attach", "job"], b"abc\n");
+    assert_eq!(out.code, Some(4), "{out:?}");
+    assert_eq!(out.stdout, "ready\ngot abc\n");
+    assert_eq!(out.stderr, format!("[genward: job gen {gen}: exit 4]\n"));
+}
+
+#[test]
+fn a_generation_that_already_ended_cannot_be_attached() {
+    let d = Daemon::start("cli-attach-ended", &[]);
+    let gen = run(&d, &["run", "done", "--", "true"]);
+    assert_eq!(gw(&d, &["wait", "done", "--gen", &gen]).code, Some(0));
+    let out = gw(&d, &["attach", "done"]);
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("no process to attach to"), "{out:?}");
+    assert!(out.stderr.contains("genward restart done"), "{out:?}");
+}
+
+#[test]
+fn a_replacement_is_followed_and_the_old_output_is_not_shown_after_it() {
+    let d = Daemon::start("cli-attach-follow", &[]);
+    let old = run(
+        &d,
+        &["run", "s", "--", "sh", "-c", "echo old; exec sleep 600"],
+    );
+    // Standard input is empty: the attachment only watches.
+    let mut attach = Streaming::start(&d, &["attach", "s"]);
+    // Output is shown from the followed generation on, so seeing `old` means attached
+    // to the old generation.
+    attach.until(|l| l == "old");
+    let new = run(
+        &d,
+        &["run", "s", "--", "sh", "-c", "echo new; read x; exit 3"],
+    );
+    let lines = attach.until(|l| l == "new");
+    assert_eq!(
+        lines,
+        [
+            format!("[genward: gen {old} replaced by gen {new}]"),
+            "new".to_string()
+        ]
+    );
+    // Input for the new generation ends it; the attachment ends with its status.
+    gw(&d, &["send", "s", "go\n", "--if-gen", &new]).ok();
+    assert_eq!(attach.finish(), Some(3));
+}
+
+#[test]
+fn a_large_paste_during_a_flood_of_output_arrives_whole() {
+    let d = Daemon::start("cli-attach-paste", &[]);
+    // The child floods 16 MB of output while it reads 900 kB of input (under the daemon's
+    // 1 MiB limit of queued input), then reports how much it read: every byte of input
+    // arrives, and all output is read while input is being written.
+    let script =
+        "head -c 16000000 /dev/zero & n=$(head -c 900000 | wc -c); wait; echo; echo got $n";
+    run(&d, &["run", "paste", "--", "sh", "-c", script]);
+    let input = vec![b'x'; 900_000];
+    let out = gw_input(&d, &["attach", "paste"], &input);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.ends_with("\ngot 900000\n"),
+        "{:?}",
+        &out.stdout[out.stdout.len().saturating_sub(100)..]
+    );
+}

@@ -1,0 +1,122 @@
+//! `send`, `stop`, `kill`, `restart`, `rm`, `wait` and `shutdown` against a real daemon,
+//! including `--if-gen` refusing to act on a generation that is no longer current.
+
+mod util;
+
+use util::cli::{gw, gw_input};
+use util::daemon::Daemon;
+
+fn run(d: &Daemon, args: &[&str]) -> String {
+    gw(d, args).ok().trim().to_string()
+}
+
+#[test]
+fn send_text_stdin_and_eof_reach_the_process() {
+    let d = Daemon::start("cli-send", &[]);
+    let gen = run(&d, &["run", "cat", "--", "cat"]);
+    gw(&d, &["send", "cat", "one\n"]).ok();
+    let bytes: Vec<u8> = (0..=255u8).chain(b"two\n".iter().copied()).collect();
+    gw_input(&d, &["send", "cat", "--stdin"], &bytes).ok();
+    gw(&d, &["send", "cat", "--eof", "--if-gen", &gen]).ok();
+    // cat ends when its input closes; its exit status is `wait`'s.
+    assert_eq!(gw(&d, &["wait", "cat"]).code, Some(0));
+    let logs = gw(&d, &["logs", "cat"]);
+    assert_eq!(logs.code, Some(0));
+    let mut expected = b"one\n".to_vec();
+    expected.extend_from_slice(&bytes);
+    assert_eq!(logs.raw, expected);
+}
+
+#[test]
+fn send_needs_something_to_send() {
+    let d = Daemon::start("cli-send-nothing", &[]);
+    let out = gw(&d, &["send", "x"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("give TEXT, --stdin or --eof"),
+        "{out:?}"
+    );
+    let out = gw(&d, &["send", "x", "hello"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("no session"), "{out:?}");
+    assert!(out.stderr.contains("genward ls"), "{out:?}");
+}
+
+#[test]
+fn stale_if_gen_changes_nothing() {
+    let d = Daemon::start("cli-if-gen", &[]);
+    let old = run(&d, &["run", "s", "--", "cat"]);
+    let new = run(&d, &["run", "s", "--", "cat"]);
+    for args in [
+        vec!["send", "s", "x", "--if-gen", &old],
+        vec!["kill", "s", "--if-gen", &old],
+        vec!["stop", "s", "--if-gen", &old],
+        vec!["restart", "s", "--if-gen", &old],
+    ] {
+        let out = gw(&d, &args);
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("nothing was done"), "{args:?}: {out:?}");
+    }
+    // The current generation is untouched: still running, still the same.
+    let table = gw(&d, &["ls"]).ok();
+    let line = table.lines().find(|l| l.starts_with("s ")).unwrap();
+    assert!(line.contains(&format!(" {new} ")), "{table}");
+    assert!(line.contains("running"), "{table}");
+    gw(&d, &["stop", "s"]).ok();
+}
+
+#[test]
+fn stop_waits_for_the_end_and_kill_and_restart_act_on_the_current_generation() {
+    let d = Daemon::start("cli-stop", &[]);
+    let gen = run(&d, &["run", "s", "--", "sleep", "600"]);
+    let out = gw(&d, &["stop", "s", "--grace", "5s"]).ok();
+    assert_eq!(out, format!("s gen {gen}: exit 143 (SIGTERM, stopped)\n"));
+    let out = gw(&d, &["stop", "s"]);
+    assert_eq!(out.code, Some(0));
+    assert!(out.stderr.contains("was not running"), "{out:?}");
+
+    let gen = run(&d, &["run", "s", "--", "sleep", "600"]);
+    gw(&d, &["kill", "s", "-s", "HUP"]).ok();
+    assert_eq!(gw(&d, &["wait", "s", "--gen", &gen]).code, Some(129));
+
+    let first = run(&d, &["run", "r", "--", "sleep", "600"]);
+    let second = run(&d, &["restart", "r"]);
+    assert!(second.parse::<u64>().unwrap() > first.parse::<u64>().unwrap());
+    let out = gw(&d, &["wait", "r", "--gen", &first]);
+    assert_eq!(out.code, Some(143), "{out:?}");
+
+    let bad = gw(&d, &["kill", "r", "-s", "NOPE"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    assert!(bad.stderr.contains("NOPE"), "{bad:?}");
+
+    // `rm` returns once the session is gone: stopped and forgotten.
+    gw(&d, &["rm", "r"]).ok();
+    let out = gw(&d, &["wait", "r"]);
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("no session"), "{out:?}");
+    assert!(!gw(&d, &["ls"]).ok().lines().any(|l| l.starts_with("r ")));
+}
+
+#[test]
+fn wait_reports_the_last_end_when_nothing_runs() {
+    let d = Daemon::start("cli-wait-last", &[]);
+    let gen = run(&d, &["run", "j", "--", "sh", "-c", "exit 5"]);
+    assert_eq!(gw(&d, &["wait", "j", "--gen", &gen]).code, Some(5));
+    // Without --gen and with nothing running: the last generation's status.
+    assert_eq!(gw(&d, &["wait", "j"]).code, Some(5));
+}
+
+#[test]
+fn shutdown_returns_once_the_daemon_is_gone() {
+    let mut d = Daemon::start("cli-shutdown", &[]);
+    run(&d, &["run", "s", "--", "sleep", "600"]);
+    gw(&d, &["shutdown"]).ok();
+    let status = d.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let out = gw(&d, &["ls"]);
+    assert_eq!(out.code, Some(1));
+    assert!(
+        out.stderr.contains("start one with `genward daemon`"),
+        "{out:?}"
+    );
+}

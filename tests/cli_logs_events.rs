@@ -1,0 +1,106 @@
+//! `genward logs` (replay, per generation, following) and `genward events` (people's
+//! lines and JSON) against a real daemon.
+
+mod util;
+
+use serde_json::Value;
+use util::cli::{gw, Streaming};
+use util::daemon::Daemon;
+
+fn run(d: &Daemon, args: &[&str]) -> String {
+    gw(d, args).ok().trim().to_string()
+}
+
+#[test]
+fn logs_replays_stdout_and_stderr_byte_exact() {
+    let d = Daemon::start("cli-logs", &[]);
+    let gen = run(
+        &d,
+        &[
+            "run",
+            "p",
+            "--",
+            "sh",
+            "-c",
+            r"printf 'out\377\000\n'; printf 'err\n' >&2",
+        ],
+    );
+    assert_eq!(gw(&d, &["wait", "p", "--gen", &gen]).code, Some(0));
+    let out = gw(&d, &["logs", "p"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.raw, b"out\xff\x00\n");
+    assert_eq!(out.stderr, "err\n");
+}
+
+#[test]
+fn logs_gen_shows_one_generation_only() {
+    let d = Daemon::start("cli-logs-gen", &[]);
+    let first = run(&d, &["run", "p", "--", "echo", "first"]);
+    assert_eq!(gw(&d, &["wait", "p", "--gen", &first]).code, Some(0));
+    let second = run(&d, &["run", "p", "--", "echo", "second"]);
+    assert_eq!(gw(&d, &["wait", "p", "--gen", &second]).code, Some(0));
+    assert_eq!(gw(&d, &["logs", "p", "--gen", &first]).ok(), "first\n");
+    assert_eq!(gw(&d, &["logs", "p", "--gen", &second]).ok(), "second\n");
+    assert_eq!(gw(&d, &["logs", "p"]).ok(), "first\nsecond\n");
+    let missing = gw(&d, &["logs", "nobody"]);
+    assert_eq!(missing.code, Some(1));
+    assert!(missing.stderr.contains("no session"), "{missing:?}");
+}
+
+#[test]
+fn logs_follow_prints_new_output_and_ends_with_its_generation() {
+    let d = Daemon::start("cli-logs-f", &[]);
+    let gen = run(&d, &["run", "cat", "--", "cat"]);
+    gw(&d, &["send", "cat", "before\n"]).ok();
+    let mut follow = Streaming::start(&d, &["logs", "cat", "-f", "--gen", &gen]);
+    follow.until(|l| l == "before");
+    gw(&d, &["send", "cat", "after\n"]).ok();
+    follow.until(|l| l == "after");
+    gw(&d, &["send", "cat", "--eof"]).ok();
+    // With --gen, following ends when that generation does.
+    assert_eq!(follow.finish(), Some(0));
+}
+
+#[test]
+fn events_prints_one_line_per_event() {
+    let d = Daemon::start("cli-events", &[]);
+    let mut events = Streaming::start(&d, &["events"]);
+    let mut json = Streaming::start(&d, &["events", "--json"]);
+    // Both subscriptions are in place once each has reported something: a ticking
+    // session produces output until both have.
+    let tick = "while :; do echo tick; sleep 0.1; done";
+    let probe = run(&d, &["run", "probe", "--", "sh", "-c", tick]);
+    events.until(|l| l.starts_with(&format!("probe gen {probe}: ")));
+    json.until(|l| l.contains("\"probe\""));
+    gw(&d, &["stop", "probe"]).ok();
+
+    let gen = run(&d, &["run", "e", "--", "sh", "-c", "echo hi; exit 4"]);
+    let lines = events.until(|l| l.starts_with(&format!("e gen {gen}: exit")));
+    let lines: Vec<String> = lines.into_iter().filter(|l| l.starts_with("e ")).collect();
+    assert!(
+        lines.contains(&format!("e gen {gen}: 3 bytes on stdout")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("e gen {gen}: spawned, pid "))),
+        "{lines:?}"
+    );
+    assert_eq!(lines.last().unwrap(), &format!("e gen {gen}: exit 4"));
+
+    let lines = json.until(|l| l.contains("\"exited\"") && l.contains("\"e\""));
+    let parsed: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["session"] == "e")
+        .collect();
+    let output = parsed
+        .iter()
+        .find(|v| v["event"] == "output" && v["session"] == "e")
+        .unwrap();
+    assert_eq!(output["data_b64"], "aGkK");
+    let exited = parsed.last().unwrap();
+    assert_eq!(exited["code"], 4);
+    assert_eq!(exited["gen"].to_string(), gen);
+}

@@ -1,0 +1,166 @@
+//! Running the `genward` binary's client commands against a test daemon, each bounded by
+//! [`PATIENCE`](super::daemon::PATIENCE): a command that does not finish in time is
+//! killed and the test fails, instead of hanging.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Instant;
+
+use super::daemon::{Daemon, PATIENCE};
+
+/// What a finished command printed and returned.
+#[derive(Debug)]
+pub struct Out {
+    /// The exit status (`None` when ended by a signal).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Standard output, byte-exact.
+    pub raw: Vec<u8>,
+}
+
+impl Out {
+    /// Asserts success and returns standard output.
+    #[track_caller]
+    pub fn ok(self) -> String {
+        assert_eq!(self.code, Some(0), "command failed: {self:?}");
+        self.stdout
+    }
+}
+
+/// `genward --socket S ARGS...` as a command, not yet started.
+pub fn command(d: &Daemon, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_genward"));
+    cmd.arg("--socket").arg(&d.socket).args(args);
+    cmd.env_remove("GENWARD_SOCKET");
+    cmd
+}
+
+/// Runs `cmd` to completion with `input` on its standard input.
+pub fn run_cmd(mut cmd: Command, input: &[u8]) -> Out {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn genward");
+    let mut stdin = child.stdin.take().unwrap();
+    // Written from another thread: the command may print much before it reads all.
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = wait_bounded(child);
+    writer.join().unwrap();
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        raw: out.stdout,
+    }
+}
+
+/// Waits for `child` and collects its output; kills it if it outlives [`PATIENCE`].
+pub fn wait_bounded(child: Child) -> std::process::Output {
+    let pid = child.id() as i32;
+    let (done_tx, done_rx) = channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(PATIENCE).is_err() {
+            // SAFETY: kill with the pid of our own child, not yet reaped (the main thread
+            // is blocked in wait until this kill lands).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return true;
+        }
+        false
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done_tx.send(());
+    assert!(
+        !watchdog.join().unwrap(),
+        "genward did not finish within {PATIENCE:?}: {out:?}"
+    );
+    out
+}
+
+/// `genward ARGS...` against `d`, with empty standard input.
+pub fn gw(d: &Daemon, args: &[&str]) -> Out {
+    run_cmd(command(d, args), b"")
+}
+
+/// `genward ARGS...` against `d`, feeding `input`.
+pub fn gw_input(d: &Daemon, args: &[&str], input: &[u8]) -> Out {
+    run_cmd(command(d, args), input)
+}
+
+/// A long-running `genward` command whose standard output is read line by line.
+pub struct Streaming {
+    child: Option<Child>,
+    lines: Receiver<String>,
+}
+
+impl Streaming {
+    /// Starts `genward ARGS...` against `d`.
+    pub fn start(d: &Daemon, args: &[&str]) -> Streaming {
+        let mut child = command(d, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn genward");
+        let stdout: ChildStdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Streaming {
+            child: Some(child),
+            lines,
+        }
+    }
+
+    /// Reads lines until one satisfies `pred`; returns every line read, the match last.
+    #[track_caller]
+    pub fn until(&mut self, mut pred: impl FnMut(&str) -> bool) -> Vec<String> {
+        let deadline = Instant::now() + PATIENCE;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = pred(&line);
+                    seen.push(line);
+                    if hit {
+                        return seen;
+                    }
+                }
+                Err(e) => panic!("no matching line ({e}); saw {seen:?}"),
+            }
+        }
+    }
+
+    /// Waits for the command to end by itself; returns its exit status.
+    pub fn finish(mut self) -> Option<i32> {
+        wait_bounded(self.child.take().unwrap()).status.code()
+    }
+
+    /// Sends `signal` to the command.
+    pub fn signal(&self, signal: i32) {
+        let pid = self.child.as_ref().unwrap().id() as i32;
+        // SAFETY: kill with the pid of our own unreaped child.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! A private tmux server with one pane running a shell, for driving `genward attach`
+//! through a real terminal: keys in with `send-keys`, the screen out with `capture-pane`.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// One tmux server (its own socket name) with one window.
+pub struct Tmux {
+    name: String,
+}
+
+/// Whether tmux can be run here.
+pub fn available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+impl Tmux {
+    /// Starts a detached session `cols`×`rows` running `sh` with prompt `outer$ `, or
+    /// `None` (after printing the skip line) when tmux is not installed.
+    pub fn start(test: &str, cols: u16, rows: u16) -> Option<Tmux> {
+        if !available() {
+            println!("SKIP {test}: tmux not installed");
+            return None;
+        }
+        let tmux = Tmux {
+            name: format!("gw-{test}-{}", std::process::id()),
+        };
+        let out = tmux.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+            "env PS1='outer$ ' sh",
+        ]);
+        assert!(out.status.success(), "tmux new-session: {out:?}");
+        tmux.await_screen("the outer prompt", |s| s.contains("outer$"));
+        Some(tmux)
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.name, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("run tmux")
+    }
+
+    /// Types `text` literally, then Enter.
+    pub fn type_line(&self, text: &str) {
+        assert!(self.run(&["send-keys", "-l", text]).status.success());
+        self.key("Enter");
+    }
+
+    /// Presses one key, in tmux's notation (`C-\`, `Enter`).
+    pub fn key(&self, key: &str) {
+        assert!(self.run(&["send-keys", key]).status.success());
+    }
+
+    /// The visible screen.
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+
+    /// Resizes the window (the attached client gets SIGWINCH).
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let out = self.run(&[
+            "resize-window",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+        ]);
+        assert!(out.status.success(), "tmux resize-window: {out:?}");
+    }
+
+    /// The pid of the pane's shell.
+    pub fn pane_pid(&self) -> i32 {
+        let out = self.run(&["display-message", "-p", "#{pane_pid}"]);
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// Waits until the screen satisfies `pred`; returns that screen.
+    ///
+    /// A terminal's screen offers no event to wait on, so this polls `capture-pane`:
+    /// a bounded number of tries (at most about 20 s in all) with a short pause between
+    /// them. It is used only for screen content; everything else in these tests awaits
+    /// events.
+    #[track_caller]
+    pub fn await_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        const TRIES: u32 = 800;
+        const PAUSE: Duration = Duration::from_millis(25);
+        let mut screen = String::new();
+        for _ in 0..TRIES {
+            screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            std::thread::sleep(PAUSE);
+        }
+        panic!("screen never showed {what}; last screen:\n{screen}");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
