@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use super::args::{ArgError, Matches};
 use super::client::{socket_path, ClientError, Connection};
-use crate::driver::request::check_session_name;
+use crate::core::check_session_name;
 
 /// Why a client command failed.
 #[derive(Debug)]
