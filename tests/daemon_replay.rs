@@ -114,6 +114,9 @@ fn wait_without_a_generation_waits_for_the_current_one() {
     // Afterwards, waiting for that generation answers at once from memory.
     let again = c.ok(json!({"op": "wait", "session": "w", "gen": gen}));
     assert_eq!(again["end"]["gen"], gen);
+    // Nothing running: waiting for "the current one" answers with the last end.
+    let last = c.ok(json!({"op": "wait", "session": "w"}));
+    assert_eq!(last["end"]["gen"], gen);
     // A generation that never existed is an error, not a hang.
     c.err(
         json!({"op": "wait", "session": "w", "gen": 999}),

@@ -347,7 +347,12 @@ impl Daemon {
             return self.send_error(token, &id, e);
         };
         let live = |g: u64| snap.generations.iter().any(|s| s.gen == g);
-        let target = gen.or(snap.current);
+        // No generation named and none current: the session's last end answers.
+        let last = snap.last_end.map(|end| match end {
+            crate::core::LastEnd::Exited { gen, .. }
+            | crate::core::LastEnd::SpawnFailed { gen, .. } => gen,
+        });
+        let target = gen.or(snap.current).or(last);
         match target {
             Some(g) if live(g) && !self.ended.contains_key(&g) => {
                 self.waiters.entry(g).or_default().push((token, id));
