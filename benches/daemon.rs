@@ -184,6 +184,7 @@ fn main() {
     // Throughput, pipes.
     let n = z.pipe_bytes.to_string();
     let base = shell_secs(&format!("head -c {n} /dev/zero | cat > /dev/null"));
+    let relay = shell_secs(&format!("head -c {n} /dev/zero | cat | cat > /dev/null"));
     let ours = through_daemon(
         &d,
         "pipe",
@@ -196,6 +197,12 @@ fn main() {
         format!("{:.0} MiB/s", mib(z.pipe_bytes, ours)),
         format!("{:.0} MiB/s (`head | cat`)", mib(z.pipe_bytes, base)),
         format!("{:.2}", base / ours),
+    ));
+    rows.push((
+        "pipes: the same, against a two-hop relay".into(),
+        format!("{:.0} MiB/s", mib(z.pipe_bytes, ours)),
+        format!("{:.0} MiB/s (`head | cat | cat`)", mib(z.pipe_bytes, relay)),
+        format!("{:.2}", relay / ours),
     ));
 
     // Throughput, PTY.
