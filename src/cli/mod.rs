@@ -19,7 +19,6 @@ pub mod logs;
 pub mod ls;
 pub mod run;
 pub mod signal_name;
-pub mod signal_pipe;
 pub mod table;
 pub mod terminal;
 pub mod wait;

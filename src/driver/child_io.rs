@@ -3,10 +3,9 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-use mio::unix::SourceFd;
 use mio::Token;
 
-use super::daemon::Daemon;
+use super::daemon::{unwatch, Daemon};
 use crate::core::{ExitStatus, Input};
 use crate::sys::fd::{read_nonblocking, write_nonblocking, ReadOutcome, WriteOutcome};
 use crate::sys::process::Exit;
@@ -77,16 +76,12 @@ impl Daemon {
         };
         if let Some(i) = child.outputs.iter().position(|o| o.token == token) {
             let out = child.outputs.remove(i);
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&out.fd.as_raw_fd()));
+            unwatch(&self.poll, &mut self.sources, out.fd.as_raw_fd(), token);
             if out.stream == crate::core::Stream::Pty {
                 child.pty = false;
                 child.input.clear();
             }
         }
-        self.sources.remove(&token);
     }
 
     /// Writes queued input as far as the descriptor accepts.
@@ -123,26 +118,16 @@ impl Daemon {
         let eof_now = !closed && child.input.is_empty() && child.close_after_input;
         if eof_now {
             child.close_after_input = false;
-            if let Some((fd, token)) = child.stdin.take() {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
-                self.sources.remove(&token);
-            } else if child.pty {
+            if child.stdin.is_none() && child.pty {
                 // A PTY has no write side to close: send the line discipline's EOF.
                 let _ = write_nonblocking(fd, &[PTY_EOF]);
             }
         }
         if closed {
             child.input.clear();
-            if let Some((fd, token)) = child.stdin.take() {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
-                self.sources.remove(&token);
-            }
+        }
+        if eof_now || closed {
+            self.drop_stdin(gen);
         }
         if written > 0 {
             self.feed(Input::InputWritten { gen, len: written });

@@ -23,7 +23,7 @@ use super::encode::Clock;
 use super::fanout::Logs;
 use super::listener::{self, PeerPolicy};
 use super::ready::notify_ready;
-use super::signals::{ControlSignal, SignalPipe};
+use super::signals::{ControlSignal, ControlSignals};
 use crate::core::{Config as CoreConfig, Core, Input, Time};
 use crate::proto::envelope::RequestId;
 use crate::store::lease::Lease;
@@ -58,6 +58,17 @@ pub(super) enum Source {
     },
 }
 
+/// Stops watching a descriptor and forgets its token: "deregister before drop".
+pub(super) fn unwatch(
+    poll: &Poll,
+    sources: &mut HashMap<Token, Source>,
+    fd: std::os::fd::RawFd,
+    token: Token,
+) {
+    let _ = poll.registry().deregister(&mut SourceFd(&fd));
+    sources.remove(&token);
+}
+
 /// The exit of a generation, kept for `wait` requests that arrive later.
 #[derive(Debug, Clone)]
 pub(super) struct Ended {
@@ -82,7 +93,7 @@ pub struct Daemon {
     pub(super) clock: Clock,
     pub(super) listener: UnixListener,
     pub(super) policy: PeerPolicy,
-    pub(super) signals: SignalPipe,
+    pub(super) signals: ControlSignals,
     pub(super) sigchld: Option<SigchldPipe>,
     /// Children are watched through SIGCHLD (no pidfds).
     pub(super) fallback: bool,
@@ -157,7 +168,7 @@ impl Daemon {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)
             .map_err(start_err("register socket"))?;
-        let signals = SignalPipe::new().map_err(start_err("signal handlers"))?;
+        let signals = ControlSignals::new().map_err(start_err("signal handlers"))?;
         poll.registry()
             .register(
                 &mut SourceFd(&signals.fd().as_raw_fd()),

@@ -7,7 +7,7 @@ use mio::unix::SourceFd;
 use mio::Interest;
 
 use super::children::{spawn_request, Child, OutputFd};
-use super::daemon::{Daemon, Source};
+use super::daemon::{unwatch, Daemon, Source};
 use super::encode;
 use super::fanout::{pump, Cursor};
 use crate::core::{Action, Event, Input, Scope, SpawnError, SpawnErrorKind, Spec, Stream};
@@ -199,14 +199,26 @@ impl Daemon {
             Ok(None) => log::warn!("gen {gen}: reap requested but the process has not exited"),
             Err(e) => log::error!("gen {gen}: reap: {e}"),
         }
-        if let Some(token) = child.pidfd_token.take() {
-            if let Some(fd) = child.process.pidfd() {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
-            }
-            self.sources.remove(&token);
+        self.unwatch_pidfd(gen);
+    }
+
+    /// Stops watching a generation's pidfd (reaped, or released).
+    fn unwatch_pidfd(&mut self, gen: u64) {
+        let Some(child) = self.children.get_mut(&gen) else {
+            return;
+        };
+        if let (Some(token), Some(fd)) = (child.pidfd_token.take(), child.process.pidfd()) {
+            unwatch(&self.poll, &mut self.sources, fd.as_raw_fd(), token);
+        }
+    }
+
+    /// Closes a generation's stdin pipe (input done, or the child stopped reading).
+    pub(super) fn drop_stdin(&mut self, gen: u64) {
+        let Some(child) = self.children.get_mut(&gen) else {
+            return;
+        };
+        if let Some((fd, token)) = child.stdin.take() {
+            unwatch(&self.poll, &mut self.sources, fd.as_raw_fd(), token);
         }
     }
 
@@ -227,11 +239,7 @@ impl Daemon {
             return;
         };
         for o in child.outputs.drain(..) {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&o.fd.as_raw_fd()));
-            self.sources.remove(&o.token);
+            unwatch(&self.poll, &mut self.sources, o.fd.as_raw_fd(), o.token);
         }
         child.pty = false;
         child.input.clear();
@@ -239,25 +247,9 @@ impl Daemon {
 
     fn release(&mut self, gen: u64) {
         self.close_outputs(gen);
-        let Some(mut child) = self.children.remove(&gen) else {
-            return;
-        };
-        if let Some((fd, token)) = child.stdin.take() {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&fd.as_raw_fd()));
-            self.sources.remove(&token);
-        }
-        if let Some(token) = child.pidfd_token.take() {
-            if let Some(fd) = child.process.pidfd() {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
-            }
-            self.sources.remove(&token);
-        }
+        self.drop_stdin(gen);
+        self.unwatch_pidfd(gen);
+        self.children.remove(&gen);
         log::debug!("gen {gen}: released");
     }
 

@@ -21,4 +21,5 @@ pub mod procscan;
 pub mod pty;
 pub mod rlimit;
 pub mod sigchld;
+pub mod signal_pipe;
 pub mod spawn;

@@ -1,6 +1,7 @@
-//! The signals `genward attach` must notice, as bytes on a pipe it can poll next to the
-//! terminal and the socket: the handler only writes the signal number, everything else
-//! happens in the loop.
+//! Signals as bytes on a pipe that an event loop can poll next to its other descriptors:
+//! the handler only writes the signal's number (async-signal-safe), everything else happens
+//! in the loop. Used by the daemon (SIGTERM, SIGINT, SIGHUP; SIGCHLD for the fallback
+//! reaper) and by `genward attach` (SIGWINCH and friends).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
