@@ -220,3 +220,34 @@ fn a_subscriber_that_never_reads_costs_bounded_memory_and_gets_a_counted_drop() 
         "delivered {got} + dropped {dropped}"
     );
 }
+
+#[test]
+fn pending_waits_per_connection_are_bounded() {
+    let d = Daemon::start("waits", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "spawn", "session": "w", "argv": ["sleep", "1000"]}));
+    let mut lines = Vec::new();
+    for i in 0..1025 {
+        lines.extend_from_slice(
+            format!("{{\"id\":{i},\"op\":\"wait\",\"session\":\"w\"}}\n").as_bytes(),
+        );
+    }
+    let mut w = d.client();
+    w.send_raw(&lines);
+    // The first 1024 wait; the 1025th is refused at once.
+    match w.read_msg() {
+        Msg::Json(v) => {
+            assert_eq!(v["id"], 1024, "{v}");
+            assert_eq!(v["error"]["code"], "limit", "{v}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Ending the generation answers all of them.
+    c.ok(json!({"op": "stop", "session": "w"}));
+    for _ in 0..1024 {
+        match w.read_msg() {
+            Msg::Json(v) => assert_eq!(v["ok"], true, "{v}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

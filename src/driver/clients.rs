@@ -18,6 +18,9 @@ use crate::proto::json::Limits;
 /// Bytes read from one client per turn, so one chatty client cannot starve the rest.
 const CLIENT_READ_PER_TURN: usize = 256 * 1024;
 
+/// Most unanswered `wait` requests one connection may have.
+const MAX_WAITS: usize = 1024;
+
 /// Socket send buffer asked for each client.
 const CLIENT_SNDBUF: usize = 1 << 20;
 
@@ -360,6 +363,18 @@ impl Daemon {
         });
         let target = gen.or(snap.current).or(last);
         match target {
+            Some(_)
+                if self
+                    .clients
+                    .get(&token)
+                    .is_some_and(|c| c.waiting >= MAX_WAITS) =>
+            {
+                let e = ProtoError::new(
+                    ErrorCode::Limit,
+                    format!("{MAX_WAITS} wait requests already pending on this connection"),
+                );
+                self.send_error(token, &id, e);
+            }
             Some(g) if live(g) && !self.ended.contains_key(&g) => {
                 self.waiters.entry(g).or_default().push((token, id));
                 if let Some(c) = self.clients.get_mut(&token) {

@@ -390,18 +390,28 @@ impl Daemon {
 
     /// A removed session: its log and subscriptions go.
     fn forget_session(&mut self, session: &str) {
-        self.logs.remove(session);
-        if let Some(subs) = self.subscribers.remove(session) {
-            for token in subs {
-                if let Some(c) = self.clients.get_mut(&token) {
-                    c.subs.remove(session);
+        // Subscribers still behind lose the rest of the log with it: say so, counted.
+        let mut behind = Vec::new();
+        if let Some(ring) = self.logs.get(session) {
+            let end = ring.end_pos();
+            for (token, client) in self.clients.iter_mut() {
+                if let Some(cursor) = client.subs.get(session) {
+                    if cursor.seq < ring.end_seq() {
+                        let mut line = Vec::new();
+                        encode::dropped(session, cursor.pos, end.max(cursor.pos), &mut line);
+                        client.outbox.push(&line);
+                        behind.push(*token);
+                    }
                 }
             }
         }
-        for token in self.all_subscribers.clone() {
-            if let Some(c) = self.clients.get_mut(&token) {
-                c.subs.remove(session);
-            }
+        self.logs.remove(session);
+        self.subscribers.remove(session);
+        for client in self.clients.values_mut() {
+            client.subs.remove(session);
+        }
+        for token in behind {
+            self.flush_client(token);
         }
     }
 }
