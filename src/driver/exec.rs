@@ -294,8 +294,9 @@ impl Daemon {
                 cause,
                 ..
             } => {
+                let code = code.map_or_else(|| "unknown".to_string(), |c| c.to_string());
                 log::info!(
-                    "{session} gen {gen}: exited code {code:?} ({})",
+                    "{session} gen {gen}: exited, code {code} ({})",
                     cause.as_str()
                 )
             }
