@@ -223,3 +223,43 @@ fn systemd_readiness_reaches_notify_socket() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_grandchild_holding_the_pipe_cannot_hold_back_the_exit() {
+    let d = Daemon::start("drain", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // The grandchild leaves the process group (setsid) and keeps writing to our pipe.
+    // The leader waits (on a fifo) until the grandchild has left the group, then exits.
+    let script = "f=$(mktemp -u); mkfifo $f; \
+                  setsid sh -c \"echo > $f; while :; do echo tick; sleep 0.02; done\" & \
+                  read _ < $f; rm $f; echo $!; exit 0";
+    let gen = c.ok(json!({"op": "spawn", "session": "d", "drain": "300ms",
+        "argv": ["sh", "-c", script]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| m.is("exited", gen));
+    let text = String::from_utf8_lossy(&output_of(&seen, gen)).to_string();
+    let escapee: i32 = text
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .expect("the leader printed the grandchild's pid");
+    let exited = seen.last().unwrap().json().clone();
+    // SAFETY: killing the grandchild this test started (it escaped every group signal).
+    unsafe { libc::kill(escapee, libc::SIGKILL) };
+    assert_eq!(exited["code"], 0, "{exited}");
+    assert_eq!(exited["cause"], "exited");
+    assert_eq!(exited["truncated"], true, "{exited}");
+    assert!(
+        text.contains("tick"),
+        "output before the deadline was delivered"
+    );
+    assert!(exited["discarded"].as_u64().is_some());
+    // Nothing of that generation follows its exit.
+    c.ok(json!({"op": "hello"}));
+    assert!(
+        !c.backlog.iter().any(|m| m.is("output", gen)),
+        "{:?}",
+        c.backlog
+    );
+}

@@ -253,8 +253,29 @@ impl Daemon {
         log::debug!("gen {gen}: released");
     }
 
+    /// Output still waiting in a generation's streams, about to be discarded unread.
+    fn unread_bytes(&self, gen: u64) -> u64 {
+        self.children.get(&gen).map_or(0, |c| {
+            c.outputs
+                .iter()
+                .map(|o| crate::sys::fd::bytes_readable(&o.fd).unwrap_or(0))
+                .sum()
+        })
+    }
+
     /// Appends an event to its session's log and delivers it to subscribers.
-    fn emit(&mut self, event: Event, fresh: Fresh<'_>) {
+    fn emit(&mut self, mut event: Event, fresh: Fresh<'_>) {
+        // An exit reported at the drain deadline discards what is still unread: count it
+        // (the streams are closed right after this event).
+        if let Event::Exited {
+            gen,
+            discarded,
+            truncated: true,
+            ..
+        } = &mut event
+        {
+            *discarded += self.unread_bytes(*gen);
+        }
         let mut frame = Vec::new();
         match &event {
             Event::Output {

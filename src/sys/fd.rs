@@ -96,3 +96,13 @@ pub fn set_nonblocking<Fd: AsFd>(fd: Fd) -> io::Result<()> {
 pub fn grow_pipe<Fd: AsFd>(fd: Fd, bytes: usize) -> Option<usize> {
     rustix::pipe::fcntl_setpipe_size(fd, bytes).ok()
 }
+
+/// `ioctl(fd, FIONREAD)`—Bytes waiting to be read on a pipe or PTY right now.
+///
+/// Used to count output that is discarded unread when a drain deadline closes a stream.
+///
+/// # References
+///  - [Linux `ioctl_tty(2)`, `pipe(7)`](https://man7.org/linux/man-pages/man7/pipe.7.html)
+pub fn bytes_readable<Fd: AsFd>(fd: Fd) -> io::Result<u64> {
+    Ok(rustix::io::ioctl_fionread(fd)?)
+}
