@@ -23,7 +23,7 @@ const SMALL_CHUNK: usize = 16 * 1024;
 #[derive(Debug)]
 enum Chunk {
     Owned(Vec<u8>),
-    Shared(Rc<[u8]>),
+    Shared(Rc<Vec<u8>>),
 }
 
 impl Chunk {
@@ -87,7 +87,7 @@ impl Outbox {
     }
 
     /// Queues a shared frame without copying it.
-    pub fn push_shared(&mut self, frame: &Rc<[u8]>) {
+    pub fn push_shared(&mut self, frame: &Rc<Vec<u8>>) {
         self.pending += frame.len();
         self.chunks.push_back(Chunk::Shared(frame.clone()));
     }
@@ -162,7 +162,7 @@ mod tests {
     fn partial_writes_keep_order_across_owned_and_shared_chunks() {
         let mut ob = Outbox::new(1 << 20);
         ob.push(b"hello ");
-        let shared: Rc<[u8]> = Rc::from(&b"big world"[..]);
+        let shared = Rc::new(b"big world".to_vec());
         ob.push_shared(&shared);
         ob.push(b"!");
         let mut sink = Trickle {

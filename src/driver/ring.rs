@@ -29,8 +29,9 @@ pub struct Record {
     /// Output records: how many output bytes; 0 for events.
     pub out_len: u64,
     /// The exact bytes a subscriber receives for this record, shared with the outboxes
-    /// of subscribers it is queued for.
-    pub frame: Rc<[u8]>,
+    /// of subscribers it is queued for (an `Rc<Vec>` so the frame built by the caller is
+    /// moved in, not copied).
+    pub frame: Rc<Vec<u8>>,
 }
 
 /// Where a cursor stands relative to the log.
@@ -79,7 +80,7 @@ impl Ring {
             gen,
             pos,
             out_len,
-            frame: frame.into(),
+            frame: Rc::new(frame),
         })
     }
 
@@ -90,7 +91,7 @@ impl Ring {
             gen,
             pos: self.end_pos,
             out_len: 0,
-            frame: frame.into(),
+            frame: Rc::new(frame),
         })
     }
 
