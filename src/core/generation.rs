@@ -382,9 +382,11 @@ impl Generation {
             }
             (_, StopReason::Requested) => Some(StopReason::Requested),
         };
-        if self.grace.is_none() {
-            self.grace = grace;
-        }
+        // Several stops before the process runs: the shortest grace asked for wins.
+        self.grace = match (self.grace, grace) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// A second stop with a shorter grace than the one running (e.g. `stop --grace 0`, or

@@ -24,9 +24,11 @@ impl Time {
         self.0
     }
 
-    /// `self + d`, saturating: a huge grace period means "never", not an overflow.
+    /// `self + d`, saturating: a huge grace period means "never", not an overflow. A
+    /// fraction of a millisecond rounds up, so a grace of 900 µs is not "no grace".
     pub fn saturating_add(self, d: Duration) -> Time {
-        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let whole = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let ms = whole.saturating_add(u64::from(d.subsec_nanos() % 1_000_000 != 0));
         Time(self.0.saturating_add(ms))
     }
 

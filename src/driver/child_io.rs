@@ -151,7 +151,11 @@ impl Daemon {
             Ok(Some(exit)) => exit,
             Ok(None) => return,
             Err(e) => {
-                log::error!("gen {gen}: waitid: {e}");
+                // ECHILD and friends: the process can no longer be observed or reaped by
+                // us. Report it lost rather than leave it "running" forever.
+                log::error!("gen {gen}: waitid: {e}; reporting the generation lost");
+                child.exit_seen = true;
+                self.feed(Input::Lost { gen });
                 return;
             }
         };
@@ -161,8 +165,11 @@ impl Daemon {
             Exit::Code(c) => ExitStatus::Code(c),
             Exit::Signal { signal, .. } => ExitStatus::Signal(signal),
             Exit::Unknown => {
-                log::warn!("gen {gen}: exit status unknown");
-                ExitStatus::Code(0)
+                // Only for processes that are not our children (adopted): no status to
+                // read, and never counted as a success.
+                log::warn!("gen {gen}: exit status unknown; reporting the generation lost");
+                self.feed(Input::Lost { gen });
+                return;
             }
         };
         self.feed(Input::LeaderExited { gen, status });

@@ -94,7 +94,7 @@ pub struct Daemon {
     pub(super) listener: UnixListener,
     pub(super) policy: PeerPolicy,
     pub(super) signals: ControlSignals,
-    pub(super) sigchld: Option<SigchldPipe>,
+    pub(super) sigchld: SigchldPipe,
     /// Children are watched through SIGCHLD (no pidfds).
     pub(super) fallback: bool,
     /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
@@ -182,19 +182,16 @@ impl Daemon {
         let orphans = crate::sys::orphans::adopts_orphans();
         let fallback =
             cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
-        let sigchld = if fallback || orphans {
-            let pipe = SigchldPipe::new().map_err(start_err("SIGCHLD handler"))?;
-            poll.registry()
-                .register(
-                    &mut SourceFd(&pipe.fd().as_raw_fd()),
-                    SIGCHLD,
-                    Interest::READABLE,
-                )
-                .map_err(start_err("register SIGCHLD"))?;
-            Some(pipe)
-        } else {
-            None
-        };
+        // Always watched: the fallback reaper and orphans need it, and so does any child
+        // that ended up without a watched pidfd (pidfd_open or registration failed).
+        let sigchld = SigchldPipe::new().map_err(start_err("SIGCHLD handler"))?;
+        poll.registry()
+            .register(
+                &mut SourceFd(&sigchld.fd().as_raw_fd()),
+                SIGCHLD,
+                Interest::READABLE,
+            )
+            .map_err(start_err("register SIGCHLD"))?;
         let epoch_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -366,15 +363,14 @@ impl Daemon {
     }
 
     fn on_sigchld(&mut self) {
-        if let Some(pipe) = &self.sigchld {
-            if let Err(e) = pipe.drain() {
-                log::error!("SIGCHLD pipe: {e}");
-            }
+        if let Err(e) = self.sigchld.drain() {
+            log::error!("SIGCHLD pipe: {e}");
         }
+        // Children watched through a pidfd report there; the others are asked here.
         let gens: Vec<u64> = self
             .children
             .iter()
-            .filter(|(_, c)| !c.exit_seen)
+            .filter(|(_, c)| !c.exit_seen && c.pidfd_token.is_none())
             .map(|(g, _)| *g)
             .collect();
         for gen in gens {

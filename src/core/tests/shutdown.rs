@@ -86,3 +86,33 @@ fn stop_all_reaches_superseded_generations_and_cancels_restarts() {
     h.settle();
     assert_eq!(h.core.generation_count(), 0);
 }
+
+#[test]
+fn the_shortest_grace_wins_even_before_the_process_runs() {
+    let mut h = H::new();
+    let gen = h.spawn("a");
+    for grace in [Duration::from_secs(100), Duration::ZERO] {
+        h.cmd(Command::Stop {
+            session: "a".into(),
+            if_gen: None,
+            grace: Some(grace),
+        })
+        .unwrap();
+    }
+    h.started(gen);
+    assert!(kill_sent(&h.advance(1), gen));
+    h.settle();
+}
+
+#[test]
+fn a_sub_millisecond_grace_is_not_zero() {
+    use crate::core::Time;
+    assert_eq!(
+        Time::ZERO.saturating_add(Duration::from_micros(900)),
+        Time::from_millis(1)
+    );
+    assert_eq!(
+        Time::ZERO.saturating_add(Duration::from_millis(5)),
+        Time::from_millis(5)
+    );
+}

@@ -64,9 +64,24 @@ unsafe fn reset_disposition(sig: libc::c_int) {
 }
 
 fn errno() -> i32 {
-    // SAFETY: `__errno_location` returns this thread's errno slot; reading it is
-    // async-signal-safe.
-    unsafe { *libc::__errno_location() }
+    // SAFETY: these return this thread's errno slot; reading it is async-signal-safe.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    unsafe {
+        *libc::__errno_location()
+    }
+    #[cfg(any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "dragonfly"
+    ))]
+    unsafe {
+        *libc::__error()
+    }
+    #[cfg(any(target_os = "netbsd", target_os = "openbsd"))]
+    unsafe {
+        *libc::__errno()
+    }
 }
 
 /// Reports `(step, errno)` to the parent and exits without running any destructor or
