@@ -259,3 +259,19 @@ fn pending_waits_per_connection_are_bounded() {
         }
     }
 }
+
+#[test]
+fn a_subscriber_under_an_endless_flood_still_gets_answers() {
+    let d = Daemon::start("flood-answers", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "z", "argv": ["cat", "/dev/zero"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    // Requests keep being read and answered while output keeps the queue full.
+    for _ in 0..20 {
+        c.ok(json!({"op": "hello"}));
+    }
+    c.ok(json!({"op": "stop", "session": "z", "if_gen": gen}));
+    c.events_until(|m| m.is("exited", gen));
+}

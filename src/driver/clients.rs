@@ -89,8 +89,8 @@ impl Daemon {
             if client.eof {
                 break;
             }
-            if !client.outbox.has_room() {
-                // Backpressure: answer what was asked before reading more.
+            if !client.outbox.can_take_replies() {
+                // Backpressure: a client that does not read its answers is not read.
                 client.paused = true;
                 break;
             }
@@ -148,7 +148,7 @@ impl Daemon {
                 return;
             }
             if !client.outbox.is_empty() {
-                return; // WRITABLE will fire when the socket drains.
+                break; // WRITABLE will fire when the socket drains.
             }
             // Room again: continue subscriptions that were cut short.
             let mut refilled = false;
@@ -163,18 +163,24 @@ impl Daemon {
                     }
                 }
             }
-            if refilled && !client.outbox.is_empty() {
-                continue;
+            if !(refilled && !client.outbox.is_empty()) {
+                break;
             }
-            if client.paused {
-                client.paused = false;
-                self.client_readable(token);
-                return;
-            }
-            if client.finished() {
-                self.close_client(token);
-            }
+        }
+        let Some(client) = self.clients.get_mut(&token) else {
             return;
+        };
+        // Requests are read again once their answers have room; output flowing to a
+        // subscriber never holds its requests back (see `Outbox::can_take_replies`).
+        if client.paused && client.outbox.can_take_replies() {
+            // Serviced on the next turn of the loop (not recursively: a fast client could
+            // otherwise nest read → answer → flush → read without bound).
+            client.paused = false;
+            self.again.push(token);
+            return;
+        }
+        if client.finished() {
+            self.close_client(token);
         }
     }
 

@@ -3,8 +3,9 @@
 //! The loop never blocks on a client: bytes wait here until the socket is writable. The
 //! queue has a soft limit — a caller asks [`Outbox::has_room`] before adding optional data
 //! (output replay) and stops when it is full, so memory per client stays within the limit
-//! plus one frame. Replies to requests are always accepted (requests are read only while
-//! the queue has room, so a client cannot make the daemon queue more than it reads).
+//! plus one frame. Replies to requests are always accepted; requests are read only while
+//! [`Outbox::can_take_replies`], so a client cannot make the daemon queue more than twice
+//! the limit however little it reads.
 //!
 //! Frames from a session's replay log are queued by reference ([`Rc`]), not copied, so
 //! fanning one frame out to many subscribers costs no memory per subscriber; a vectored
@@ -64,6 +65,14 @@ impl Outbox {
     /// Whether optional data may still be queued.
     pub fn has_room(&self) -> bool {
         self.pending < self.limit
+    }
+
+    /// Whether more requests may be read (their answers queued). Optional data stops at
+    /// the limit; answers may use as much again, so a subscriber whose queue is full of
+    /// output still gets its requests answered, and one that never reads is bounded by
+    /// twice the limit.
+    pub fn can_take_replies(&self) -> bool {
+        self.pending < self.limit.saturating_mul(2)
     }
 
     /// Whether nothing is waiting.
