@@ -163,7 +163,7 @@ impl Daemon {
                     }
                 }
             }
-            if !(refilled && !client.outbox.is_empty()) {
+            if !refilled || client.outbox.is_empty() {
                 break;
             }
         }
