@@ -24,13 +24,19 @@ use std::sync::Arc;
 
 use super::{
     Action, Command, Core, Event, ExitCause, GenerationSnapshot, Input, Lifecycle, Response, Spec,
-    Stream, Time,
+    StopReason, Stream, Time,
 };
 
 /// What the checker knows about one generation, from the inputs and actions it observed.
 #[derive(Debug, Default)]
 struct Track {
     spec: Option<Arc<Spec>>,
+    /// Why a client (or a supersession) asked this generation to stop, while it ran.
+    asked: Option<StopReason>,
+    /// The core's own stop sequence escalated to SIGKILL (not a client's `signal`).
+    kill_sent: bool,
+    /// The leader's terminating signal, if it was signalled.
+    exit_signal: Option<i32>,
     spawn_asked: u32,
     spawned: bool,
     exit: Option<(Time, i32)>,
@@ -84,15 +90,27 @@ impl Checker {
             Input::Command { command, .. } => command_session(command).map(str::to_owned),
             _ => None,
         };
+        let stop_effect = match &input {
+            Input::Command { command, .. } => StopEffect::of(command),
+            _ => None,
+        };
         let now = core_now(core, now);
         self.observe_input(&before, now, &input);
         core.handle(now, input);
         let actions = self.drain(core, now, &before);
         if let Some(request) = request {
-            let replies = actions
-                .iter()
-                .filter(|a| matches!(a, Action::Reply { request: r, .. } if *r == request));
-            assert_eq!(replies.count(), 1, "each command gets exactly one reply");
+            let mut replies = actions.iter().filter_map(|a| match a {
+                Action::Reply { request: r, result } if *r == request => Some(result),
+                _ => None,
+            });
+            let reply = replies.next().expect("each command gets exactly one reply");
+            assert!(
+                replies.next().is_none(),
+                "each command gets exactly one reply"
+            );
+            if let (Some(effect), Ok(response)) = (stop_effect, reply) {
+                self.note_stop_asked(&effect, response, &before);
+            }
         }
         if let Some(gen) = about {
             self.check_isolation(core, gen, &before, &actions);
@@ -109,7 +127,45 @@ impl Checker {
         let before = gens_by_number(core);
         let now = core_now(core, now);
         core.handle_timeout(now);
-        self.drain(core, now, &before)
+        let actions = self.drain(core, now, &before);
+        for action in &actions {
+            if let Action::Signal {
+                gen,
+                signal: super::signal::SIGKILL,
+                scope: super::Scope::Leader,
+            } = action
+            {
+                self.track(*gen).kill_sent = true;
+            }
+        }
+        actions
+    }
+
+    /// Records which generations a successful stop-like command asked to stop, and why,
+    /// so their exit cause can be checked (143 after our own SIGTERM is never a crash).
+    fn note_stop_asked(&mut self, effect: &StopEffect, response: &Response, before: &Before) {
+        let targets: Vec<(u64, StopReason)> = match (effect, response) {
+            (StopEffect::Stop, Response::Gen(g)) => vec![(*g, StopReason::Requested)],
+            (StopEffect::Stop, _) => vec![],
+            (StopEffect::Session(name, reason), _) => before
+                .iter()
+                .filter(|(_, (s, _))| **s == **name)
+                .map(|(g, _)| (*g, *reason))
+                .collect(),
+            (StopEffect::All, _) => before.keys().map(|g| (*g, StopReason::Requested)).collect(),
+        };
+        for (gen, reason) in targets {
+            let t = self.track(gen);
+            if t.exit.is_some() || t.terminal > 0 {
+                continue; // the cause was fixed when the leader exited
+            }
+            t.asked = match (t.asked, reason) {
+                (Some(StopReason::Superseded), _) | (_, StopReason::Superseded) => {
+                    Some(StopReason::Superseded)
+                }
+                _ => Some(StopReason::Requested),
+            };
+        }
     }
 
     /// Once the core tracks no generation: every allocated generation had exactly one
@@ -221,7 +277,9 @@ impl Checker {
             Input::LeaderExited { gen, status }
                 if matches!(live(gen), Some(Lifecycle::Running | Lifecycle::Stopping(_))) =>
             {
-                self.track(*gen).exit = Some((now, status.code()));
+                let t = self.track(*gen);
+                t.exit = Some((now, status.code()));
+                t.exit_signal = status.signal();
             }
             Input::Lost { gen } if has_pid(gen) => self.track(*gen).lost = true,
             Input::Eof { gen, stream }
@@ -297,6 +355,11 @@ impl Checker {
                 assert!(
                     t.spawned && t.reaped == 0,
                     "process action for unspawned or reaped generation {gen}: {action:?}"
+                );
+                // A lost generation's pid may belong to a stranger now (invariant 4).
+                assert!(
+                    !t.lost,
+                    "invariant 4: process action for lost generation {gen}: {action:?}"
                 );
             }
             Action::Reap { gen } => {
@@ -398,6 +461,20 @@ impl Checker {
                 }
                 let (exit_at, exit_code) =
                     t.exit.expect("invariant 3: exited without a leader exit");
+                let expected = match (t.asked, t.exit_signal) {
+                    (Some(StopReason::Superseded), _) => ExitCause::Superseded,
+                    (Some(StopReason::Requested), Some(super::signal::SIGKILL)) if t.kill_sent => {
+                        ExitCause::Killed
+                    }
+                    (Some(StopReason::Requested), _) => ExitCause::Stopped,
+                    (None, Some(_)) => ExitCause::Signaled,
+                    (None, None) => ExitCause::Exited,
+                };
+                assert_eq!(
+                    *cause, expected,
+                    "generation {gen}: exit cause {cause:?}, expected {expected:?} (asked {:?})",
+                    t.asked
+                );
                 assert_eq!(
                     *code,
                     Some(exit_code),
@@ -591,5 +668,37 @@ fn command_session(command: &Command) -> Option<&str> {
         | Command::Remove { session }
         | Command::Get { session } => Some(session),
         Command::List | Command::StopAll { .. } => None,
+    }
+}
+
+/// What a command asks to stop, decided by its reply.
+enum StopEffect {
+    /// `Stop`: the generation its reply names.
+    Stop,
+    /// Every live generation of a session: `Remove` (requested), `Spawn` with replace or
+    /// overlap and `Restart` (superseded).
+    Session(String, StopReason),
+    /// `StopAll`: every live generation.
+    All,
+}
+
+impl StopEffect {
+    fn of(command: &Command) -> Option<StopEffect> {
+        match command {
+            Command::Stop { .. } => Some(StopEffect::Stop),
+            Command::Remove { session } => {
+                Some(StopEffect::Session(session.clone(), StopReason::Requested))
+            }
+            Command::Spawn {
+                session, on_busy, ..
+            } if *on_busy != super::OnBusy::Reject => {
+                Some(StopEffect::Session(session.clone(), StopReason::Superseded))
+            }
+            Command::Restart { session, .. } => {
+                Some(StopEffect::Session(session.clone(), StopReason::Superseded))
+            }
+            Command::StopAll { .. } => Some(StopEffect::All),
+            _ => None,
+        }
     }
 }
