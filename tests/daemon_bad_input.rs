@@ -275,3 +275,32 @@ fn a_subscriber_under_an_endless_flood_still_gets_answers() {
     c.ok(json!({"op": "stop", "session": "z", "if_gen": gen}));
     c.events_until(|m| m.is("exited", gen));
 }
+
+#[test]
+fn pipelined_requests_from_a_client_that_never_reads_are_bounded() {
+    let d = Daemon::start("pipelined", &[]);
+    let pid = d.child.id();
+    let mut c = d.client();
+    for i in 0..50 {
+        c.ok(json!({"op": "spawn", "session": format!("s{i}"), "argv": ["sleep", "1000"]}));
+    }
+    let rss_before = rss_kib(pid);
+    // 10,000 `list`s (each answer ~15 kB) sent at once, answers never read.
+    let mut hog = UnixStream::connect(&d.socket).unwrap();
+    let lines = b"{\"op\":\"list\"}\n".repeat(10_000);
+    let writer = std::thread::spawn(move || {
+        let _ = hog.write_all(&lines);
+        hog
+    });
+    // Everyone else is still served, promptly enough to be answered at all.
+    for _ in 0..20 {
+        c.ok(json!({"op": "hello"}));
+    }
+    let rss_after = rss_kib(pid);
+    assert!(
+        rss_after < rss_before + 48 * 1024,
+        "daemon RSS grew from {rss_before} KiB to {rss_after} KiB"
+    );
+    drop(writer);
+    c.ok(json!({"op": "shutdown"}));
+}

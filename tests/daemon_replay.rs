@@ -123,3 +123,36 @@ fn wait_without_a_generation_waits_for_the_current_one() {
         "not_running",
     );
 }
+
+#[test]
+fn a_wait_answer_never_overtakes_the_output_it_follows() {
+    let d = Daemon::start("wait-order", &[]);
+    let mut c = d.client();
+    let gen = c.ok(json!({"op": "spawn", "session": "big", "buffer": 1 << 20,
+        "argv": ["sh", "-c", "head -c 13000000 /dev/zero; echo LAST"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.ok(json!({"op": "subscribe", "session": "big", "from_start": true}));
+    c.send_raw(b"{\"id\":\"w\",\"op\":\"wait\",\"session\":\"big\"}\n");
+    let mut seen_exit = false;
+    let mut covered = 0u64; // output bytes received or reported dropped
+    loop {
+        match c.read_msg() {
+            Msg::Output(h, data) if h["gen"] == gen => covered += data.len() as u64,
+            Msg::Json(v) if v["event"] == "dropped" => {
+                covered += v["to"].as_u64().unwrap() - v["from"].as_u64().unwrap()
+            }
+            Msg::Json(v) if v["event"] == "exited" => seen_exit = true,
+            Msg::Json(v) if v["id"] == "w" => {
+                assert_eq!(v["end"]["gen"], gen, "{v}");
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(seen_exit, "the exit record came before the wait answer");
+    assert_eq!(
+        covered, 13_000_005,
+        "all output came before the wait answer"
+    );
+}

@@ -90,10 +90,10 @@ pub fn render<S: AsRef<str>>(columns: &[Column<'_>], rows: &[Vec<S>]) -> String 
             match columns[i].align {
                 Align::Left => {
                     text.push_str(cell);
-                    text.extend(std::iter::repeat(' ').take(pad));
+                    text.extend(std::iter::repeat_n(' ', pad));
                 }
                 Align::Right => {
-                    text.extend(std::iter::repeat(' ').take(pad));
+                    text.extend(std::iter::repeat_n(' ', pad));
                     text.push_str(cell);
                 }
             }

@@ -176,6 +176,9 @@ impl Generation {
                 Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { .. } | Phase::Reported { .. },
                 GenInput::Lost,
             ) => self.lost(now, out, &mut o),
+            (Phase::Draining { .. } | Phase::Reported { .. }, GenInput::Stop(_, Some(grace))) => {
+                self.shorten_group_kill(now, grace)
+            }
             (Phase::Draining { .. } | Phase::Reported { .. }, GenInput::GroupEmpty) => {
                 self.group = Group::Done;
                 self.try_reap(now, out, &mut o);
@@ -408,6 +411,17 @@ impl Generation {
                     stage,
                     until: Some(sooner),
                 };
+            }
+        }
+    }
+
+    /// The leader is gone and the rest of its group got SIGTERM: a stop with a shorter
+    /// grace (a second shutdown signal) brings the group's SIGKILL forward.
+    fn shorten_group_kill(&mut self, now: Time, grace: Duration) {
+        if let Group::Term { until } = self.group {
+            let sooner = now.saturating_add(grace);
+            if sooner < until {
+                self.group = Group::Term { until: sooner };
             }
         }
     }

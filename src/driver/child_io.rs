@@ -173,31 +173,45 @@ impl Daemon {
             }
         };
         self.feed(Input::LeaderExited { gen, status });
-        self.check_groups();
+        // Usually the group is already empty: look at the end of this turn (one scan for
+        // every leader that exited in it) rather than a tick later.
+        self.group_check_due = true;
     }
 
-    /// Tells the core about every waiting generation whose process group emptied.
+    /// Tells the core about every waiting generation whose process group emptied. Two
+    /// `/proc` scans serve all of them (a member forking mid-scan is seen by one of the
+    /// two); callers throttle this to one run per [`super::daemon::GROUP_CHECK`].
     pub(super) fn check_groups(&mut self) {
-        let waiting: Vec<u64> = self
+        let waiting: Vec<(u64, i32)> = self
             .children
             .iter()
             .filter(|(_, c)| c.awaiting_group)
-            .map(|(g, _)| *g)
+            .map(|(g, c)| (*g, c.process.pid()))
             .collect();
-        for gen in waiting {
-            let Some(child) = self.children.get_mut(&gen) else {
-                continue;
-            };
-            match child.process.is_group_empty() {
-                Ok(true) => {
-                    child.awaiting_group = false;
-                    self.feed(Input::GroupEmpty { gen });
+        if waiting.is_empty() {
+            return;
+        }
+        let scans = (
+            crate::sys::procscan::live_group_sizes(),
+            crate::sys::procscan::live_group_sizes(),
+        );
+        let (Ok(first), Ok(second)) = scans else {
+            log::warn!("scanning /proc for process groups failed; waiting for kill deadlines");
+            for (gen, _) in waiting {
+                if let Some(c) = self.children.get_mut(&gen) {
+                    c.awaiting_group = false;
                 }
-                Ok(false) => {}
-                Err(e) => {
-                    log::warn!("gen {gen}: scanning its process group: {e}");
-                    child.awaiting_group = false;
+            }
+            return;
+        };
+        for (gen, pgid) in waiting {
+            // The leader is an unreaped zombie: it is not counted, so 0 means empty.
+            let empty = !first.contains_key(&pgid) && !second.contains_key(&pgid);
+            if empty {
+                if let Some(c) = self.children.get_mut(&gen) {
+                    c.awaiting_group = false;
                 }
+                self.feed(Input::GroupEmpty { gen });
             }
         }
     }

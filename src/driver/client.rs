@@ -1,6 +1,6 @@
 //! One control connection: its socket, request splitter, outgoing queue and subscriptions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use mio::net::UnixStream;
@@ -8,7 +8,18 @@ use mio::net::UnixStream;
 use super::fanout::Cursor;
 use super::outbox::Outbox;
 use super::request::Replay;
-use crate::proto::framing::LineSplitter;
+use crate::proto::framing::{LineSplitter, LineTooLong};
+
+/// A `wait` answer waiting for the subscriber's cursor to pass the exit record.
+#[derive(Debug)]
+pub struct Deferred {
+    /// The session whose log holds the exit record.
+    pub session: Arc<str>,
+    /// The exit record's sequence number in that log.
+    pub seq: u64,
+    /// The complete answer line.
+    pub line: Vec<u8>,
+}
 
 /// A connected client.
 #[derive(Debug)]
@@ -19,6 +30,9 @@ pub struct Client {
     pub lines: LineSplitter,
     /// Bytes waiting to be written.
     pub outbox: Outbox,
+    /// Request lines read but not yet handled (at most one read's worth): handled while
+    /// their answers have room in the outbox.
+    pub pending: VecDeque<Result<Vec<u8>, LineTooLong>>,
     /// Per-session subscription cursors.
     pub subs: HashMap<Arc<str>, Cursor>,
     /// Subscribed to every session: how to start on sessions that already exist.
@@ -27,8 +41,10 @@ pub struct Client {
     pub paused: bool,
     /// The peer closed its writing side; close once everything is answered.
     pub eof: bool,
-    /// `wait` requests not yet answered.
+    /// `wait` requests not yet answered (registered or deferred).
     pub waiting: usize,
+    /// `wait` answers held until this client has been sent the exit record they follow.
+    pub deferred: Vec<Deferred>,
 }
 
 impl Client {
@@ -38,11 +54,13 @@ impl Client {
             stream,
             lines: LineSplitter::new(max_line),
             outbox: Outbox::new(outbox_bytes),
+            pending: VecDeque::new(),
             subs: HashMap::new(),
             all: None,
             paused: false,
             eof: false,
             waiting: 0,
+            deferred: Vec::new(),
         }
     }
 

@@ -2,15 +2,16 @@
 //! requests, answering, and the daemon's own operations.
 
 use std::io::{self, Read};
+use std::sync::Arc;
 
 use mio::{Interest, Token};
 
-use super::client::Client;
-use super::daemon::{Daemon, Shutdown, Source, LISTENER};
+use super::client::{Client, Deferred};
+use super::daemon::{Daemon, Shutdown, Source};
 use super::encode;
 use super::fanout::{pump, start_cursor};
 use super::request::{self, Op, Target};
-use crate::core::{Command, Input};
+use crate::core::{Command, Input, LastEnd, Lifecycle};
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
@@ -83,15 +84,15 @@ impl Daemon {
     }
 
     pub(super) fn client_readable(&mut self, token: Token) {
+        // Requests already read come first; nothing more is read while they wait.
+        if !self.answer_pending(token) {
+            self.flush_client(token);
+            return;
+        }
         let mut buf = std::mem::take(&mut self.read_buf);
         let mut total = 0;
         while let Some(client) = self.clients.get_mut(&token) {
             if client.eof {
-                break;
-            }
-            if !client.outbox.can_take_replies() {
-                // Backpressure: a client that does not read its answers is not read.
-                client.paused = true;
                 break;
             }
             if total >= CLIENT_READ_PER_TURN {
@@ -101,21 +102,21 @@ impl Daemon {
             match client.stream.read(&mut buf) {
                 Ok(0) => {
                     client.eof = true;
-                    let mut lines = Vec::new();
-                    client.lines.finish(|l| lines.push(l.map(<[u8]>::to_vec)));
-                    for line in lines {
-                        self.handle_line(token, line);
-                    }
+                    let pending = &mut client.pending;
+                    client
+                        .lines
+                        .finish(|l| pending.push_back(l.map(<[u8]>::to_vec)));
+                    self.answer_pending(token);
                     break;
                 }
                 Ok(n) => {
                     total += n;
-                    let mut lines = Vec::new();
+                    let pending = &mut client.pending;
                     client
                         .lines
-                        .feed(&buf[..n], |l| lines.push(l.map(<[u8]>::to_vec)));
-                    for line in lines {
-                        self.handle_line(token, line);
+                        .feed(&buf[..n], |l| pending.push_back(l.map(<[u8]>::to_vec)));
+                    if !self.answer_pending(token) {
+                        break;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -131,6 +132,27 @@ impl Daemon {
         self.flush_client(token);
     }
 
+    /// Answers the requests read but not yet handled, while their answers have room.
+    /// Returns whether all were handled (false: paused until the client reads, or gone).
+    /// This is what bounds a client that pipelines requests without reading answers.
+    fn answer_pending(&mut self, token: Token) -> bool {
+        loop {
+            let Some(client) = self.clients.get_mut(&token) else {
+                return false;
+            };
+            if client.pending.is_empty() {
+                return true;
+            }
+            if !client.outbox.can_take_replies() {
+                client.paused = true;
+                return false;
+            }
+            if let Some(line) = client.pending.pop_front() {
+                self.handle_line(token, line);
+            }
+        }
+    }
+
     pub(super) fn client_writable(&mut self, token: Token) {
         self.flush_client(token);
     }
@@ -142,6 +164,7 @@ impl Daemon {
             let Some(client) = self.clients.get_mut(&token) else {
                 return;
             };
+            Self::release_deferred(client);
             if let Err(e) = client.outbox.flush_to(&mut client.stream) {
                 log::debug!("client {}: write: {e}", token.0);
                 self.close_client(token);
@@ -361,65 +384,87 @@ impl Daemon {
             );
             return self.send_error(token, &id, e);
         };
-        let live = |g: u64| snap.generations.iter().any(|s| s.gen == g);
+        // Not yet reported: its terminal event is still to come, so the wait can register.
+        let unreported = |g: u64| {
+            snap.generations.iter().any(|s| {
+                s.gen == g && !matches!(s.lifecycle, Lifecycle::Reported | Lifecycle::Gone)
+            })
+        };
         // No generation named and none current: the session's last end answers.
         let last = snap.last_end.map(|end| match end {
-            crate::core::LastEnd::Exited { gen, .. }
-            | crate::core::LastEnd::SpawnFailed { gen, .. } => gen,
+            LastEnd::Exited { gen, .. } | LastEnd::SpawnFailed { gen, .. } => gen,
         });
-        let target = gen.or(snap.current).or(last);
-        match target {
-            Some(_)
-                if self
-                    .clients
-                    .get(&token)
-                    .is_some_and(|c| c.waiting >= MAX_WAITS) =>
-            {
-                let e = ProtoError::new(
-                    ErrorCode::Limit,
-                    format!("{MAX_WAITS} wait requests already pending on this connection"),
-                );
-                self.send_error(token, &id, e);
-            }
-            Some(g) if live(g) && !self.ended.contains_key(&g) => {
-                self.waiters.entry(g).or_default().push((token, id));
-                if let Some(c) = self.clients.get_mut(&token) {
-                    c.waiting += 1;
-                }
-            }
-            Some(g) if self.ended.contains_key(&g) => {
-                let line = self.ended[&g].line.clone();
-                self.answer_wait(token, &id, &line);
-            }
-            _ => {
-                let what = match target {
-                    Some(g) => format!("generation {g} of `{session}` is not known (ended long ago, or never existed)"),
-                    None => format!("session `{session}` has no generation to wait for"),
-                };
-                self.send_error(token, &id, ProtoError::new(ErrorCode::NotRunning, what));
-            }
+        let Some(g) = gen.or(snap.current).or(last) else {
+            let what = format!("session `{session}` has no generation to wait for");
+            return self.send_error(token, &id, ProtoError::new(ErrorCode::NotRunning, what));
+        };
+        if let Some(end) = self.ended.get(&g).filter(|e| *e.session == *session) {
+            let line = wait_answer(&id, &end.line);
+            return self.send(token, &line);
         }
-        let _ = LISTENER;
+        if !unreported(g) {
+            let what = format!(
+                "generation {g} of `{session}` is not known (ended long ago, or never existed)"
+            );
+            return self.send_error(token, &id, ProtoError::new(ErrorCode::NotRunning, what));
+        }
+        if self
+            .clients
+            .get(&token)
+            .is_some_and(|c| c.waiting >= MAX_WAITS)
+        {
+            let e = ProtoError::new(
+                ErrorCode::Limit,
+                format!("{MAX_WAITS} wait requests already pending on this connection"),
+            );
+            return self.send_error(token, &id, e);
+        }
+        self.waiters.entry(g).or_default().push((token, id));
+        if let Some(c) = self.clients.get_mut(&token) {
+            c.waiting += 1;
+        }
     }
 
     /// Answers every `wait` for `gen` with its terminal event line.
-    pub(super) fn answer_waiters(&mut self, gen: u64, event_line: &[u8]) {
+    ///
+    /// A waiter that also subscribes to the session gets its answer only after the exit
+    /// record (log sequence `seq`) has been queued to it, so the answer never overtakes
+    /// that generation's output on the same connection.
+    pub(super) fn answer_waiters(
+        &mut self,
+        session: &Arc<str>,
+        gen: u64,
+        seq: u64,
+        event_line: &[u8],
+    ) {
         for (token, id) in self.waiters.remove(&gen).unwrap_or_default() {
+            let line = wait_answer(&id, event_line);
             if let Some(c) = self.clients.get_mut(&token) {
-                c.waiting = c.waiting.saturating_sub(1);
+                c.deferred.push(Deferred {
+                    session: session.clone(),
+                    seq,
+                    line,
+                });
             }
-            self.answer_wait(token, &id, event_line);
+            self.flush_client(token);
         }
     }
 
-    fn answer_wait(&mut self, token: Token, id: &RequestId, event_line: &[u8]) {
-        let mut line = Vec::new();
-        let mut w = begin_ok_response(id, &mut line);
-        let body = event_line.strip_suffix(b"\n").unwrap_or(event_line);
-        w.with("end", |out| out.extend_from_slice(body));
-        w.finish();
-        line.push(b'\n');
-        self.send(token, &line);
+    /// Queues the deferred `wait` answers whose exit record this client has been sent
+    /// (or that no subscription holds back).
+    fn release_deferred(client: &mut Client) {
+        let mut i = 0;
+        while i < client.deferred.len() {
+            let d = &client.deferred[i];
+            let passed = client.subs.get(&d.session).is_none_or(|c| c.seq > d.seq);
+            if passed {
+                let d = client.deferred.remove(i);
+                client.outbox.push(&d.line);
+                client.waiting = client.waiting.saturating_sub(1);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Best effort on the way out: one last write to everyone.
@@ -431,4 +476,15 @@ impl Daemon {
             }
         }
     }
+}
+
+/// The answer to a `wait`: `{"id":..,"ok":true,"end":<terminal event>}`.
+fn wait_answer(id: &RequestId, event_line: &[u8]) -> Vec<u8> {
+    let mut line = Vec::new();
+    let mut w = begin_ok_response(id, &mut line);
+    let body = event_line.strip_suffix(b"\n").unwrap_or(event_line);
+    w.with("end", |out| out.extend_from_slice(body));
+    w.finish();
+    line.push(b'\n');
+    line
 }

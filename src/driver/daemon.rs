@@ -72,6 +72,7 @@ pub(super) fn unwatch(
 /// The exit of a generation, kept for `wait` requests that arrive later.
 #[derive(Debug, Clone)]
 pub(super) struct Ended {
+    pub session: Arc<str>,
     pub line: Vec<u8>,
 }
 
@@ -118,6 +119,10 @@ pub struct Daemon {
     pub(super) again: Vec<Token>,
     pub(super) read_buf: Vec<u8>,
     pub(super) shutdown: Shutdown,
+    /// When process groups were last scanned (see [`GROUP_CHECK`]).
+    pub(super) last_group_check: Instant,
+    /// A leader exited this turn: scan groups before sleeping.
+    pub(super) group_check_due: bool,
     pub(super) identity: String,
     _lease: Lease,
 }
@@ -233,6 +238,8 @@ impl Daemon {
             again: Vec::new(),
             read_buf: vec![0; READ_BUF_BYTES],
             shutdown: Shutdown::Running,
+            last_group_check: Instant::now(),
+            group_check_due: false,
             identity,
             _lease: lease,
         })
@@ -299,7 +306,11 @@ impl Daemon {
             let now = self.now();
             self.core.handle_timeout(now);
             self.run_actions(None);
-            self.check_groups();
+            if self.group_check_due || self.last_group_check.elapsed() >= GROUP_CHECK {
+                self.group_check_due = false;
+                self.last_group_check = Instant::now();
+                self.check_groups();
+            }
         }
     }
 
@@ -415,13 +426,19 @@ impl Daemon {
         id
     }
 
-    pub(super) fn remember_end(&mut self, gen: u64, line: Vec<u8>) {
+    pub(super) fn remember_end(&mut self, session: &Arc<str>, gen: u64, line: Vec<u8>) {
         if self.ended_order.len() >= ENDED_MEMORY {
             if let Some(old) = self.ended_order.pop_front() {
                 self.ended.remove(&old);
             }
         }
         self.ended_order.push_back(gen);
-        self.ended.insert(gen, Ended { line });
+        self.ended.insert(
+            gen,
+            Ended {
+                session: session.clone(),
+                line,
+            },
+        );
     }
 }

@@ -338,10 +338,6 @@ impl Daemon {
             | Event::Output { session, gen, .. } => (session.clone(), *gen),
             Event::State { session, gen, .. } => (session.clone(), gen.unwrap_or(0)),
         };
-        if matches!(event, Event::Exited { .. } | Event::SpawnFailed { .. }) {
-            self.answer_waiters(gen, &frame);
-            self.remember_end(gen, frame.clone());
-        }
         let removed = matches!(
             event,
             Event::State {
@@ -349,7 +345,12 @@ impl Daemon {
                 ..
             }
         );
-        let seq = self.logs.ring(&session).push_event(gen, frame);
+        let terminal = matches!(event, Event::Exited { .. } | Event::SpawnFailed { .. });
+        let seq = self.logs.ring(&session).push_event(gen, frame.clone());
+        if terminal {
+            self.answer_waiters(&session, gen, seq, &frame);
+            self.remember_end(&session, gen, frame);
+        }
         self.deliver(session.clone(), seq);
         if removed {
             self.forget_session(&session);

@@ -76,7 +76,15 @@ pub fn start_cursor(ring: &Ring, replay: Replay) -> Cursor {
         Lookup::Record(r) => r.pos,
         _ => ring.end_pos(),
     };
-    Cursor { seq, pos }
+    match replay {
+        // Asked for bytes the log no longer holds: start "before" the oldest record, so
+        // the first pump reports `dropped {from: p, ..}` instead of skipping silently.
+        Replay::Pos(p) if p < pos && ring.first_seq() > 0 => Cursor {
+            seq: ring.first_seq() - 1,
+            pos: p,
+        },
+        _ => Cursor { seq, pos },
+    }
 }
 
 /// Copies records from `ring` at `cursor` into `outbox` while it has room. Returns whether
@@ -141,6 +149,25 @@ mod tests {
         assert_eq!(text.matches("dropped").count(), 1);
         assert_eq!(cursor.pos, 100 * 100);
         assert_eq!(cursor.seq, ring.end_seq());
+    }
+
+    #[test]
+    fn replaying_from_an_evicted_position_reports_the_gap() {
+        let mut ring = Ring::new(1024);
+        for _ in 0..100 {
+            ring.push_output(1, 100, frame(100));
+        }
+        let mut cursor = start_cursor(&ring, Replay::Pos(50));
+        let mut outbox = Outbox::new(1 << 20);
+        pump("s", &ring, &mut cursor, &mut outbox);
+        let mut sink = Vec::new();
+        outbox.flush_to(&mut sink).unwrap();
+        let first_pos = match ring.lookup(ring.first_seq(), 0) {
+            Lookup::Record(r) => r.pos,
+            other => panic!("{other:?}"),
+        };
+        let expected = format!(r#"{{"event":"dropped","session":"s","from":50,"to":{first_pos}}}"#);
+        assert!(String::from_utf8_lossy(&sink).starts_with(&expected));
     }
 
     #[test]

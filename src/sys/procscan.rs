@@ -89,3 +89,25 @@ pub fn zombie_children(parent: i32) -> io::Result<Vec<i32>> {
     }
     Ok(zombies)
 }
+
+/// Live (non-zombie) processes per process group, from one scan of `/proc`. Lets a caller
+/// waiting on many groups check them all with one scan instead of one scan each.
+pub fn live_group_sizes() -> io::Result<std::collections::HashMap<i32, usize>> {
+    let mut sizes = std::collections::HashMap::new();
+    for pid in pids()? {
+        let Ok(stat) = read_proc_file(&format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let state = after.split_ascii_whitespace().next().unwrap_or("");
+        if state == "Z" || state == "X" {
+            continue;
+        }
+        if let Some(pgid) = stat_field(&stat, 5).and_then(|g| i32::try_from(g).ok()) {
+            *sizes.entry(pgid).or_insert(0) += 1;
+        }
+    }
+    Ok(sizes)
+}

@@ -116,3 +116,32 @@ fn a_sub_millisecond_grace_is_not_zero() {
         Time::from_millis(5)
     );
 }
+
+#[test]
+fn a_second_shutdown_kills_the_rest_of_a_group_at_once() {
+    let mut h = H::new();
+    let mut s = spec();
+    s.kill_grace = Duration::from_secs(60);
+    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
+    h.started(gen);
+    // The leader exits; its group got SIGTERM and has 60 s before SIGKILL.
+    h.exit(gen, crate::core::ExitStatus::Code(0));
+    assert!(!has(&h.advance(1_000), |a| matches!(
+        a,
+        Action::Signal {
+            scope: Scope::Group,
+            signal: SIGKILL,
+            ..
+        }
+    )));
+    h.cmd(Command::StopAll {
+        grace: Some(Duration::ZERO),
+    })
+    .unwrap();
+    let actions = h.advance(0);
+    assert!(has(&actions, |a| matches!(
+        a,
+        Action::Signal { gen: g, scope: Scope::Group, signal: SIGKILL } if *g == gen
+    )));
+    h.settle();
+}
