@@ -362,6 +362,19 @@ impl Daemon {
         let Some(session) = self.children.get(&gen).map(|c| c.session.clone()) else {
             return;
         };
+        // Nothing about a generation follows its terminal event.
+        let reported = self.core.get(&session).is_none_or(|s| {
+            s.generations.iter().any(|g| {
+                g.gen == gen
+                    && matches!(
+                        g.lifecycle,
+                        crate::core::Lifecycle::Reported | crate::core::Lifecycle::Gone
+                    )
+            }) || !s.generations.iter().any(|g| g.gen == gen)
+        });
+        if reported {
+            return;
+        }
         let mut frame = Vec::new();
         encode::input_closed(&session, gen, &mut frame);
         let seq = self.logs.ring(&session).push_event(gen, frame);
