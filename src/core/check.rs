@@ -125,9 +125,11 @@ impl Checker {
     /// Calls `handle_timeout(now)`, checks everything, and returns the actions produced.
     pub fn timeout(&mut self, core: &mut Core, now: Time) -> Vec<Action> {
         let before = gens_by_number(core);
+        let sessions_before = core.list();
         let now = core_now(core, now);
         core.handle_timeout(now);
         let actions = self.drain(core, now, &before);
+        check_timeout_isolation(core, now, &before, &sessions_before);
         for action in &actions {
             if let Action::Signal {
                 gen,
@@ -700,5 +702,44 @@ impl StopEffect {
             Command::StopAll { .. } => Some(StopEffect::All),
             _ => None,
         }
+    }
+}
+
+/// Invariant 1 for deadlines: a timeout changes only generations whose deadline was due,
+/// plus — in a session where something was due (a generation's deadline or a restart) —
+/// the start of its pending successor.
+fn check_timeout_isolation(
+    core: &Core,
+    now: Time,
+    before: &Before,
+    sessions_before: &[super::SessionSnapshot],
+) {
+    let due = |g: &GenerationSnapshot| g.deadline.is_some_and(|t| t <= now);
+    let mut affected: Vec<&str> = before
+        .values()
+        .filter(|(_, g)| due(g))
+        .map(|(s, _)| &**s)
+        .collect();
+    affected.extend(
+        sessions_before
+            .iter()
+            .filter(|s| s.restart_at.is_some_and(|t| t <= now))
+            .map(|s| &*s.name),
+    );
+    let after = gens_by_number(core);
+    for (gen, (session, was)) in before {
+        if due(was) {
+            continue;
+        }
+        let Some((_, now_is)) = after.get(gen) else {
+            panic!("invariant 1: generation {gen} (not due) left the table at a timeout");
+        };
+        let started_successor = was.lifecycle == Lifecycle::Pending
+            && now_is.lifecycle == Lifecycle::Starting
+            && affected.contains(&&**session);
+        assert!(
+            now_is == was || started_successor,
+            "invariant 1: generation {gen} (not due) changed at a timeout: {was:?} -> {now_is:?}"
+        );
     }
 }

@@ -285,6 +285,7 @@ impl Generation {
                 .collect(),
             discarded: self.discarded,
             pending_input: self.input.pending,
+            deadline: self.deadline(),
         }
     }
 

@@ -73,6 +73,8 @@ pub struct GenerationSnapshot {
     pub discarded: u64,
     /// Input bytes queued but not yet written.
     pub pending_input: usize,
+    /// The earliest instant this generation wants a timeout call, if any.
+    pub deadline: Option<Time>,
 }
 
 /// The lifecycle of a generation (see the design's diagram).
