@@ -44,7 +44,7 @@ pub(super) const GROUP_CHECK: Duration = Duration::from_millis(20);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Source {
     Client,
-    /// Output descriptor `index` of generation `gen` (for a PTY also its input).
+    /// An output descriptor of generation `gen` (for a PTY also its input).
     Output {
         gen: u64,
     },
