@@ -53,3 +53,80 @@ fn a_subreaper_daemon_reaps_orphaned_grandchildren() {
     let seen = c.events_until(|m| m.is("exited", gen));
     assert_eq!(seen.last().unwrap().json()["cause"], "stopped");
 }
+
+/// Processes (seen from our namespace) whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<(u32, String)> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read(format!("/proc/{pid}/cmdline"))
+            .ok()
+            .as_deref()
+            == Some(&want[..])
+        {
+            if let Some((state, _)) = state_and_parent(pid) {
+                found.push((pid, state));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn as_pid_1_of_a_namespace_the_daemon_reaps_orphans() {
+    let root = rustix::process::geteuid().is_root();
+    let unshare = std::process::Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child=TERM",
+            "true",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !root || !unshare {
+        println!("SKIP as_pid_1_of_a_namespace_the_daemon_reaps_orphans: needs root and unshare");
+        eprintln!("SKIP as_pid_1_of_a_namespace_the_daemon_reaps_orphans: needs root and unshare");
+        return;
+    }
+    let d = Daemon::start_wrapped(
+        "pid1",
+        &[
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child=TERM",
+        ],
+        &[],
+        None,
+    );
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // A uniquely named orphan: its middle shell exits at once.
+    let gen = c.ok(json!({"op": "spawn", "session": "o", "on_exit": "leave",
+        "argv": ["sh", "-c", "sh -c 'sleep 0.317 &'; echo spawned; exec sleep 1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| output_of(std::slice::from_ref(m), gen) == b"spawned\n");
+    let orphan = ["sleep", "0.317"];
+    // It runs, then exits; as PID 1 the daemon must reap it (no zombie may remain).
+    let deadline = Instant::now() + PATIENCE;
+    while !processes_running(&orphan).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "orphan left behind: {:?}",
+            processes_running(&orphan)
+        );
+        std::thread::sleep(Duration::from_millis(10)); // no observable event from outside
+    }
+    c.ok(json!({"op": "stop", "session": "o"}));
+    c.events_until(|m| m.is("exited", gen));
+}

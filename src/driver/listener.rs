@@ -51,13 +51,13 @@ impl PeerPolicy {
 
     /// Checks a connected peer's credentials; returns its uid and pid on success.
     pub fn check(&self, stream: &UnixStream) -> Result<(u32, i32), PeerRefused> {
-        let cred = rustix::net::sockopt::socket_peercred(stream).map_err(|e| PeerRefused {
+        let cred = crate::sys::peer::peer_cred(stream).map_err(|e| PeerRefused {
             uid: None,
             reason: format!("cannot read peer credentials: {e}"),
         })?;
-        let uid = cred.uid.as_raw();
+        let uid = cred.uid;
         if self.permits(uid) {
-            Ok((uid, cred.pid.as_raw_nonzero().get()))
+            Ok((uid, cred.pid))
         } else {
             Err(PeerRefused {
                 uid: Some(uid),

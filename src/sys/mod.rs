@@ -15,6 +15,7 @@
 pub mod fd;
 pub mod identity;
 pub mod orphans;
+pub mod peer;
 pub mod pidfd_probe;
 pub mod process;
 pub mod procscan;

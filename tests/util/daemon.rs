@@ -23,6 +23,8 @@ pub struct Daemon {
     pub child: Child,
     pub dir: PathBuf,
     pub socket: PathBuf,
+    /// The daemon's own pid: `child`'s, or, behind a wrapper, the wrapper's child's.
+    pub pid: u32,
 }
 
 fn scratch_dir(tag: &str) -> PathBuf {
@@ -43,12 +45,30 @@ impl Daemon {
 
     /// Like [`Daemon::start`], with the daemon's soft descriptor limit set to `nofile`.
     pub fn start_with(tag: &str, extra: &[&str], nofile: Option<u64>) -> Daemon {
+        Daemon::start_wrapped(tag, &[], extra, nofile)
+    }
+
+    /// Like [`Daemon::start_with`], with the daemon run through `wrapper` (e.g.
+    /// `unshare --pid --fork --mount-proc`, to make it PID 1 of a new namespace).
+    pub fn start_wrapped(
+        tag: &str,
+        wrapper: &[&str],
+        extra: &[&str],
+        nofile: Option<u64>,
+    ) -> Daemon {
         let dir = scratch_dir(tag);
         let state = dir.join("state");
         let socket = state.join("genward.sock");
         let (ready_r, ready_w) = pipe();
         let ready_w_raw = ready_w.as_raw_fd();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_genward"));
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_genward"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_genward")),
+        };
         cmd.arg("daemon")
             .arg("--state-dir")
             .arg(&state)
@@ -83,7 +103,22 @@ impl Daemon {
         let mut line = [0u8; 1];
         let n = ready.read(&mut line).expect("read readiness");
         assert_eq!(n, 1, "daemon exited before becoming ready");
-        Daemon { child, dir, socket }
+        let pid = if wrapper.is_empty() {
+            child.id()
+        } else {
+            // The wrapper (e.g. unshare --fork) has exactly one child: the daemon.
+            let id = child.id();
+            std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .expect("the wrapper's child")
+        };
+        Daemon {
+            child,
+            dir,
+            socket,
+            pid,
+        }
     }
 
     /// A connected client.
@@ -105,7 +140,7 @@ impl Drop for Daemon {
     /// outright if it does not exit within [`PATIENCE`].
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let pid = self.child.id() as i32;
+            let pid = self.pid as i32;
             // SAFETY: kill with a valid pid of our own, unreaped child.
             unsafe { libc::kill(pid, libc::SIGTERM) };
             let start = Instant::now();
