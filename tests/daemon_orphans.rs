@@ -37,9 +37,19 @@ fn a_subreaper_daemon_reaps_orphaned_grandchildren() {
         text.ends_with('\n')
     });
     let orphan: u32 = text.trim().parse().unwrap();
-    // Adopted by the daemon…
-    let (_, parent) = state_and_parent(orphan).expect("orphan still running");
-    assert_eq!(parent, d.child.id(), "reparented to the subreaper daemon");
+    // Adopted by the daemon once the middle shell is gone (it may still be exiting)…
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (_, parent) = state_and_parent(orphan).expect("orphan still running");
+        if parent == d.pid {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "orphan {orphan} never reparented to the daemon"
+        );
+        std::thread::sleep(Duration::from_millis(5)); // no observable event from outside
+    }
     // …and reaped once it exits (no event is observable from outside: bounded polling).
     let deadline = Instant::now() + PATIENCE;
     while let Some((state, _)) = state_and_parent(orphan) {
