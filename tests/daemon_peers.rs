@@ -1,0 +1,64 @@
+//! Peer credentials: only the daemon's own uid, root, and uids allowed with `--allow-uid`
+//! may talk to it. A stranger is given CAP_DAC_OVERRIDE here so that it can reach the
+//! private socket at all — what stops it is the daemon's SO_PEERCRED check.
+
+mod util;
+
+use std::process::Command;
+
+use util::daemon::Daemon;
+
+const STRANGER: &str = "65534";
+
+/// `genward --socket S ls` run as uid 65534 (keeping only CAP_DAC_OVERRIDE), or `None`
+/// when this machine cannot do that (not root, no setpriv).
+fn ls_as_stranger(d: &Daemon) -> Option<std::process::Output> {
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid", STRANGER, "--regid", STRANGER, "--clear-groups"])
+        .args([
+            "--inh-caps",
+            "+dac_override",
+            "--ambient-caps",
+            "+dac_override",
+        ])
+        .arg(env!("CARGO_BIN_EXE_genward"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("ls")
+        .output()
+        .ok()?;
+    // setpriv itself failing (e.g. no ambient capabilities) is not the daemon's answer.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.starts_with("setpriv") {
+        return None;
+    }
+    Some(out)
+}
+
+#[test]
+fn a_stranger_uid_is_refused_and_an_allowed_one_admitted() {
+    let d = Daemon::start("peers-refuse", &[]);
+    let Some(out) = ls_as_stranger(&d) else {
+        println!("SKIP a_stranger_uid_is_refused: needs root and setpriv");
+        eprintln!("SKIP a_stranger_uid_is_refused: needs root and setpriv");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("uid 65534 may not use this daemon") && stderr.contains("--allow-uid"),
+        "{stderr}"
+    );
+
+    let allowed = Daemon::start("peers-allow", &["--allow-uid", STRANGER]);
+    let out = ls_as_stranger(&allowed).expect("worked a moment ago");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("SESSION"));
+}
