@@ -105,3 +105,26 @@ fn a_second_sigterm_kills_at_once() {
     assert_eq!(seen.last().unwrap().json()["cause"], "killed");
     assert_eq!(wait_exit(&mut d), Some(0));
 }
+
+#[test]
+fn subscribers_see_every_exit_of_a_shutdown() {
+    let mut d = Daemon::start("shutdown-events", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut gens = Vec::new();
+    for i in 0..20 {
+        let gen = c.ok(json!({"op": "spawn", "session": format!("s{i}"),
+            "argv": ["sh", "-c", "head -c 200000 /dev/zero; exec sleep 1000"]}))["gen"]
+            .as_u64()
+            .unwrap();
+        gens.push(gen);
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    let mut left = gens.clone();
+    c.events_until(|m| {
+        left.retain(|g| !m.is("exited", *g));
+        left.is_empty()
+    });
+    assert_eq!(wait_exit(&mut d), Some(0));
+}

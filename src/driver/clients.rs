@@ -19,6 +19,9 @@ use crate::proto::json::Limits;
 /// Bytes read from one client per turn, so one chatty client cannot starve the rest.
 const CLIENT_READ_PER_TURN: usize = 256 * 1024;
 
+/// How long an exiting daemon keeps writing to clients that are still reading.
+const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Most unanswered `wait` requests one connection may have.
 const MAX_WAITS: usize = 1024;
 
@@ -467,12 +470,27 @@ impl Daemon {
         }
     }
 
-    /// Best effort on the way out: one last write to everyone.
+    /// On the way out, subscribers that keep reading get the last events (every session's
+    /// exit): writing continues until every queue and subscription is drained, or for at
+    /// most [`EXIT_FLUSH`].
     pub(super) fn flush_all_clients(&mut self) {
-        let tokens: Vec<Token> = self.clients.keys().copied().collect();
-        for token in tokens {
-            if let Some(c) = self.clients.get_mut(&token) {
-                let _ = c.outbox.flush_to(&mut c.stream);
+        let deadline = std::time::Instant::now() + EXIT_FLUSH;
+        let mut events = mio::Events::with_capacity(64);
+        loop {
+            let tokens: Vec<Token> = self.clients.keys().copied().collect();
+            for token in tokens {
+                self.flush_client(token);
+            }
+            let logs = &self.logs;
+            let busy = self.clients.values().any(|c| {
+                !c.outbox.is_empty()
+                    || c.subs
+                        .iter()
+                        .any(|(s, cur)| logs.get(s).is_some_and(|r| cur.seq < r.end_seq()))
+            });
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !busy || left.is_zero() || self.poll.poll(&mut events, Some(left)).is_err() {
+                return;
             }
         }
     }
