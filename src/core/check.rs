@@ -502,11 +502,16 @@ impl Checker {
     fn check_isolation(&self, core: &Core, gen: u64, before: &Before, actions: &[Action]) {
         let after = gens_by_number(core);
         let session = before.get(&gen).map(|(s, _)| s.clone());
-        for (h, (_, b)) in before.iter().filter(|(h, _)| **h != gen) {
+        for (h, (s, b)) in before.iter().filter(|(h, _)| **h != gen) {
             let Some((_, a)) = after.get(h) else {
                 panic!("invariant 1: input about generation {gen} removed generation {h}");
             };
-            let started = b.lifecycle == Lifecycle::Pending && a.lifecycle == Lifecycle::Starting;
+            // The only effect allowed on another generation: g's end lets its session's
+            // pending current successor start.
+            let started = b.lifecycle == Lifecycle::Pending
+                && a.lifecycle == Lifecycle::Starting
+                && Some(s) == session.as_ref()
+                && !a.superseded;
             let same = GenerationSnapshot {
                 since: a.since,
                 lifecycle: a.lifecycle,
@@ -519,9 +524,12 @@ impl Checker {
         }
         for action in actions {
             let ok = match action {
-                Action::Spawn {
-                    gen: h, session: s, ..
-                } => *h == gen || Some(s) == session.as_ref(),
+                Action::Spawn { gen: h, .. } => {
+                    *h == gen
+                        || before.get(h).is_some_and(|(s, b)| {
+                            Some(s) == session.as_ref() && b.lifecycle == Lifecycle::Pending
+                        })
+                }
                 Action::Emit(Event::State { session: s, .. }) => Some(s) == session.as_ref(),
                 Action::Emit(e) => e.gen() == Some(gen),
                 Action::Signal { gen: h, .. }
