@@ -29,12 +29,12 @@ use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
 use super::signal_name::signal_name;
-use super::terminal::{restore_settings, window_size, RawMode};
 use super::wait::{end_of_wait, End};
 use crate::proto::base64;
 use crate::proto::framing::Message;
 use crate::proto::json::Value;
 use crate::sys::signal_pipe::SignalPipe;
+use crate::sys::terminal::{restore_settings, window_size, RawMode};
 
 /// Output replayed on attach: enough to redraw a screen or two of recent work.
 pub const REPLAY_BYTES: u64 = 64 * 1024;

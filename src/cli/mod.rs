@@ -20,5 +20,4 @@ pub mod ls;
 pub mod run;
 pub mod signal_name;
 pub mod table;
-pub mod terminal;
 pub mod wait;

@@ -12,8 +12,8 @@ use super::args::Matches;
 use super::client::{u64_of, ClientError};
 use super::dispatch::{session_arg, CommandError, CommandResult, Context};
 use super::duration::parse_duration;
-use super::terminal::window_size;
 use crate::proto::json::{Object, Value};
+use crate::sys::terminal::window_size;
 
 /// Builds the `spawn` request's arguments from the command line.
 pub fn spawn_args(m: &Matches<'_>, cwd_now: &Path) -> Result<Object, CommandError> {

@@ -24,3 +24,4 @@ pub mod rlimit;
 pub mod sigchld;
 pub mod signal_pipe;
 pub mod spawn;
+pub mod terminal;
