@@ -279,7 +279,7 @@ pub fn ps_token(pid: i32) -> Observed {
         .env("LC_ALL", "C")
         .args(["-o", "lstart=", "-p", &pid.to_string()])
         .stdin(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) => return Observed::Unreadable(format!("ps: {e}")),
@@ -287,8 +287,11 @@ pub fn ps_token(pid: i32) -> Observed {
     let text = String::from_utf8_lossy(&out.stdout);
     let lstart = text.trim();
     if lstart.is_empty() {
-        // procps and BSD ps exit 1 with no output for a pid that does not exist.
-        return if out.status.code() == Some(1) {
+        // procps and BSD ps exit 1 with no output at all for a pid that does not exist.
+        // A `ps` that complains instead (busybox does not know `-o lstart`) says nothing
+        // about the pid: that is unreadable, never "gone" (a live process would be
+        // forgotten).
+        return if out.status.code() == Some(1) && out.stderr.trim_ascii().is_empty() {
             Observed::Gone
         } else {
             Observed::Unreadable(format!("ps: {}", out.status))
