@@ -178,9 +178,9 @@ impl Daemon {
         self.group_check_due = true;
     }
 
-    /// Tells the core about every waiting generation whose process group emptied. Two
-    /// `/proc` scans serve all of them (a member forking mid-scan is seen by one of the
-    /// two); callers throttle this to one run per [`super::daemon::GROUP_CHECK`].
+    /// Tells the core about every waiting generation whose process group emptied (one pair
+    /// of `/proc` scans for all of them); callers throttle this to one run per
+    /// [`super::daemon::GROUP_CHECK`].
     pub(super) fn check_groups(&mut self) {
         let waiting: Vec<(u64, i32)> = self
             .children
@@ -191,23 +191,21 @@ impl Daemon {
         if waiting.is_empty() {
             return;
         }
-        let scans = (
-            crate::sys::procscan::live_group_sizes(),
-            crate::sys::procscan::live_group_sizes(),
-        );
-        let (Ok(first), Ok(second)) = scans else {
-            log::warn!("scanning /proc for process groups failed; waiting for kill deadlines");
-            for (gen, _) in waiting {
-                if let Some(c) = self.children.get_mut(&gen) {
-                    c.awaiting_group = false;
+        let pgids: Vec<i32> = waiting.iter().map(|(_, pgid)| *pgid).collect();
+        let empty = match crate::sys::procscan::empty_groups(&pgids) {
+            Ok(empty) => empty,
+            Err(e) => {
+                log::warn!("scanning /proc for process groups: {e}; waiting for kill deadlines");
+                for (gen, _) in &waiting {
+                    if let Some(c) = self.children.get_mut(gen) {
+                        c.awaiting_group = false;
+                    }
                 }
+                return;
             }
-            return;
         };
         for (gen, pgid) in waiting {
-            // The leader is an unreaped zombie: it is not counted, so 0 means empty.
-            let empty = !first.contains_key(&pgid) && !second.contains_key(&pgid);
-            if empty {
+            if empty.contains(&pgid) {
                 if let Some(c) = self.children.get_mut(&gen) {
                     c.awaiting_group = false;
                 }

@@ -13,10 +13,6 @@ use crate::core::{self, Spec, Stream};
 use crate::sys::process::{Process, ReaperMode};
 use crate::sys::spawn::{Env, IoMode, SpawnRequest, StderrMode};
 
-/// Most input bytes one generation may have queued in the driver. The core bounds what it
-/// accepts (`max_pending_input`); this is the same order and only a backstop.
-pub const MAX_QUEUED_INPUT: usize = 4 << 20;
-
 /// An output descriptor being read.
 #[derive(Debug)]
 pub struct OutputFd {

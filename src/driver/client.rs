@@ -1,13 +1,14 @@
 //! One control connection: its socket, request splitter, outgoing queue and subscriptions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use mio::net::UnixStream;
 
-use super::fanout::Cursor;
+use super::fanout::{pump, Cursor};
 use super::outbox::Outbox;
 use super::request::Replay;
+use super::ring::Ring;
 use crate::proto::framing::{LineSplitter, LineTooLong};
 
 /// A `wait` answer waiting for the subscriber's cursor to pass the exit record.
@@ -35,6 +36,10 @@ pub struct Client {
     pub pending: VecDeque<Result<Vec<u8>, LineTooLong>>,
     /// Per-session subscription cursors.
     pub subs: HashMap<Arc<str>, Cursor>,
+    /// Sessions whose log this client has not caught up with (its queue was full): the
+    /// only ones refilled when the queue drains, so a subscriber to many quiet sessions
+    /// costs nothing per write.
+    pub behind: HashSet<Arc<str>>,
     /// Subscribed to every session: how to start on sessions that already exist.
     pub all: Option<Replay>,
     /// Reading stopped because the outbox is full; resume when it drains.
@@ -56,12 +61,32 @@ impl Client {
             outbox: Outbox::new(outbox_bytes),
             pending: VecDeque::new(),
             subs: HashMap::new(),
+            behind: HashSet::new(),
             all: None,
             paused: false,
             eof: false,
             waiting: 0,
             deferred: Vec::new(),
         }
+    }
+
+    /// Copies `session`'s log into the queue as far as it has room, and remembers whether
+    /// the client is now behind on it.
+    pub fn pump(&mut self, session: &Arc<str>, ring: &Ring) {
+        let Some(cursor) = self.subs.get_mut(session) else {
+            return;
+        };
+        if pump(session, ring, cursor, &mut self.outbox) {
+            self.behind.remove(session);
+        } else {
+            self.behind.insert(session.clone());
+        }
+    }
+
+    /// Stops following `session`.
+    pub fn unsubscribe(&mut self, session: &str) {
+        self.subs.remove(session);
+        self.behind.remove(session);
     }
 
     /// Whether the connection has nothing left to do.

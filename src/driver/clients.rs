@@ -9,7 +9,7 @@ use mio::{Interest, Token};
 use super::client::{Client, Deferred};
 use super::daemon::{Daemon, Shutdown, Source};
 use super::encode;
-use super::fanout::{pump, start_cursor};
+use super::fanout::start_cursor;
 use super::request::{self, Op, Target};
 use crate::core::{Command, Input, LastEnd, Lifecycle};
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
@@ -177,16 +177,12 @@ impl Daemon {
                 break; // WRITABLE will fire when the socket drains.
             }
             // Room again: continue subscriptions that were cut short.
-            let mut refilled = false;
-            let sessions: Vec<_> = client.subs.keys().cloned().collect();
-            for session in sessions {
-                if let (Some(ring), Some(cursor)) =
-                    (self.logs.get(&session), client.subs.get_mut(&session))
-                {
-                    if cursor.seq < ring.end_seq() {
-                        pump(&session, ring, cursor, &mut client.outbox);
-                        refilled = true;
-                    }
+            let behind: Vec<Arc<str>> = client.behind.iter().cloned().collect();
+            let refilled = !behind.is_empty();
+            for session in behind {
+                match self.logs.get(&session) {
+                    Some(ring) => client.pump(&session, ring),
+                    None => client.unsubscribe(&session),
                 }
             }
             if !refilled || client.outbox.is_empty() {
@@ -312,13 +308,14 @@ impl Daemon {
                         Target::All => {
                             client.all = None;
                             client.subs.clear();
+                            client.behind.clear();
                             self.all_subscribers.remove(&token);
                             for s in self.subscribers.values_mut() {
                                 s.remove(&token);
                             }
                         }
                         Target::Session(name) => {
-                            client.subs.remove(name.as_str());
+                            client.unsubscribe(name);
                             if let Some(s) = self.subscribers.get_mut(name.as_str()) {
                                 s.remove(&token);
                             }
@@ -369,9 +366,11 @@ impl Daemon {
         }
         for session in sessions {
             let ring = self.logs.ring(&session);
-            let cursor = start_cursor(ring, replay);
-            let cursor = client.subs.entry(session.clone()).or_insert(cursor);
-            pump(&session, ring, cursor, &mut client.outbox);
+            client
+                .subs
+                .entry(session.clone())
+                .or_insert_with(|| start_cursor(ring, replay));
+            client.pump(&session, ring);
             if target != Target::All {
                 self.subscribers.entry(session).or_default().insert(token);
             }

@@ -9,7 +9,7 @@ use mio::Interest;
 use super::children::{spawn_request, Child, OutputFd};
 use super::daemon::{unwatch, Daemon, Source};
 use super::encode;
-use super::fanout::{pump, Cursor};
+use super::fanout::cursor_at;
 use crate::core::{Action, Event, Input, Scope, SpawnError, SpawnErrorKind, Spec, Stream};
 use crate::sys::spawn::{spawn, SpawnError as SysSpawnError};
 
@@ -381,45 +381,23 @@ impl Daemon {
         self.deliver(session, seq);
     }
 
-    /// Pumps every subscriber of `session` after record `seq` was appended.
+    /// Brings every subscriber of `session` up to date after record `seq` was appended.
     fn deliver(&mut self, session: Arc<str>, seq: u64) {
         let mut targets: Vec<mio::Token> = self.all_subscribers.iter().copied().collect();
         if let Some(s) = self.subscribers.get(&session) {
             targets.extend(s.iter().copied());
         }
-        let Some(ring) = self.logs.get(&session) else {
-            return;
-        };
         for token in targets {
-            let Some(client) = self.clients.get_mut(&token) else {
-                continue;
-            };
-            let cursor = client
-                .subs
-                .entry(session.clone())
-                .or_insert_with(|| Cursor {
-                    seq,
-                    pos: match ring.lookup(seq, 0) {
-                        super::ring::Lookup::Record(r) => r.pos,
-                        _ => ring.end_pos(),
-                    },
-                });
-            pump(&session, ring, cursor, &mut client.outbox);
-        }
-        // Flush after pumping everyone.
-        let tokens: Vec<mio::Token> = self
-            .all_subscribers
-            .iter()
-            .copied()
-            .chain(
-                self.subscribers
-                    .get(&session)
-                    .into_iter()
-                    .flatten()
-                    .copied(),
-            )
-            .collect();
-        for token in tokens {
+            if let (Some(client), Some(ring)) =
+                (self.clients.get_mut(&token), self.logs.get(&session))
+            {
+                // A subscriber to every session meets this one at this record.
+                client
+                    .subs
+                    .entry(session.clone())
+                    .or_insert_with(|| cursor_at(ring, seq));
+                client.pump(&session, ring);
+            }
             self.flush_client(token);
         }
     }
@@ -444,7 +422,7 @@ impl Daemon {
         self.logs.remove(session);
         self.subscribers.remove(session);
         for client in self.clients.values_mut() {
-            client.subs.remove(session);
+            client.unsubscribe(session);
         }
         for token in behind {
             self.flush_client(token);

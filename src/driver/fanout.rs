@@ -72,10 +72,7 @@ pub fn start_cursor(ring: &Ring, replay: Replay) -> Cursor {
         Replay::Gen(g) => ring.seq_for_gen(g),
         Replay::Start => ring.first_seq(),
     };
-    let pos = match ring.lookup(seq, 0) {
-        Lookup::Record(r) => r.pos,
-        _ => ring.end_pos(),
-    };
+    let Cursor { pos, .. } = cursor_at(ring, seq);
     match replay {
         // Asked for bytes the log no longer holds: start "before" the oldest record, so
         // the first pump reports `dropped {from: p, ..}` instead of skipping silently.
@@ -85,6 +82,15 @@ pub fn start_cursor(ring: &Ring, replay: Replay) -> Cursor {
         },
         _ => Cursor { seq, pos },
     }
+}
+
+/// A cursor at record `seq` (or at the end of the log).
+pub fn cursor_at(ring: &Ring, seq: u64) -> Cursor {
+    let pos = match ring.lookup(seq, 0) {
+        Lookup::Record(r) => r.pos,
+        _ => ring.end_pos(),
+    };
+    Cursor { seq, pos }
 }
 
 /// Copies records from `ring` at `cursor` into `outbox` while it has room. Returns whether

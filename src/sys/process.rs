@@ -346,13 +346,8 @@ impl Process {
     /// cannot be signalled). A member that called `setsid` has left the group and is not
     /// seen here; [`procscan::holders_of`] finds such escapees through the pipes they hold.
     pub fn is_group_empty(&self) -> io::Result<bool> {
-        for _ in 0..2 {
-            let members = procscan::group_members(self.pid())?;
-            if members.iter().any(|&p| p != self.pid()) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        // The leader is an unreaped zombie here, so "empty" means no live member at all.
+        Ok(!procscan::empty_groups(&[self.pid()])?.is_empty())
     }
 }
 

@@ -21,26 +21,52 @@ fn pids() -> io::Result<impl Iterator<Item = i32>> {
         .take(MAX_SCAN))
 }
 
+/// The fields of `/proc/<pid>/stat` the scans need.
+struct Stat {
+    pid: i32,
+    /// Zombie or dead: holds nothing and cannot be signalled.
+    gone: bool,
+    ppid: u64,
+    pgid: u64,
+}
+
+/// Every process's [`Stat`], skipping those that exit while we look.
+fn stats() -> io::Result<impl Iterator<Item = Stat>> {
+    Ok(pids()?.filter_map(|pid| {
+        let stat = read_proc_file(&format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 1..];
+        let state = after.split_ascii_whitespace().next()?;
+        Some(Stat {
+            pid,
+            gone: state == "Z" || state == "X",
+            // Fields 4 and 5: parent and process group.
+            ppid: stat_field(&stat, 4)?,
+            pgid: stat_field(&stat, 5)?,
+        })
+    }))
+}
+
 /// Live (non-zombie) processes whose process group is `pgid`, the leader included.
 pub fn group_members(pgid: i32) -> io::Result<Vec<i32>> {
-    let mut members = Vec::new();
-    for pid in pids()? {
-        let Ok(stat) = read_proc_file(&format!("/proc/{pid}/stat")) else {
-            continue; // exited meanwhile
-        };
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let state = after.split_ascii_whitespace().next().unwrap_or("");
-        if state == "Z" || state == "X" {
-            continue;
-        }
-        // Field 5 is the process group.
-        if stat_field(&stat, 5) == Some(pgid as u64) {
-            members.push(pid);
-        }
+    Ok(stats()?
+        .filter(|s| !s.gone && s.pgid == pgid as u64)
+        .map(|s| s.pid)
+        .collect())
+}
+
+/// Which of `pgids` have no live member other than their (zombie) leaders, judged by two
+/// consecutive scans so that a member forking while one scan runs is seen by the other.
+/// One pair of scans answers for any number of groups.
+pub fn empty_groups(pgids: &[i32]) -> io::Result<Vec<i32>> {
+    let mut live = std::collections::HashSet::new();
+    for _ in 0..2 {
+        live.extend(stats()?.filter(|s| !s.gone).map(|s| s.pgid));
     }
-    Ok(members)
+    Ok(pgids
+        .iter()
+        .copied()
+        .filter(|g| !live.contains(&(*g as u64)))
+        .collect())
 }
 
 /// Processes (other than this one) holding an open descriptor on the same file as `fd`
@@ -73,41 +99,8 @@ pub fn holders_of(fd: BorrowedFd<'_>) -> io::Result<Vec<i32>> {
 /// Zombie processes whose parent is `parent`: orphans reparented to us (as PID 1 or as a
 /// child subreaper) that have exited and wait to be reaped.
 pub fn zombie_children(parent: i32) -> io::Result<Vec<i32>> {
-    let mut zombies = Vec::new();
-    for pid in pids()? {
-        let Ok(stat) = read_proc_file(&format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let state = after.split_ascii_whitespace().next().unwrap_or("");
-        // Field 4 is the parent.
-        if state == "Z" && stat_field(&stat, 4) == Some(parent as u64) {
-            zombies.push(pid);
-        }
-    }
-    Ok(zombies)
-}
-
-/// Live (non-zombie) processes per process group, from one scan of `/proc`. Lets a caller
-/// waiting on many groups check them all with one scan instead of one scan each.
-pub fn live_group_sizes() -> io::Result<std::collections::HashMap<i32, usize>> {
-    let mut sizes = std::collections::HashMap::new();
-    for pid in pids()? {
-        let Ok(stat) = read_proc_file(&format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let state = after.split_ascii_whitespace().next().unwrap_or("");
-        if state == "Z" || state == "X" {
-            continue;
-        }
-        if let Some(pgid) = stat_field(&stat, 5).and_then(|g| i32::try_from(g).ok()) {
-            *sizes.entry(pgid).or_insert(0) += 1;
-        }
-    }
-    Ok(sizes)
+    Ok(stats()?
+        .filter(|s| s.gone && s.ppid == parent as u64)
+        .map(|s| s.pid)
+        .collect())
 }
