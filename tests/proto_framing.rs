@@ -1,51 +1,10 @@
-//! Framing under arbitrary chunking: the line splitter and the output-frame decoder must
-//! give the same result however the byte stream is cut.
+//! Framing under arbitrary chunking: the output-frame decoder must give the same result
+//! however the byte stream is cut (the line splitter's own tests do the same for it).
 
 use genward::proto::framing::{
-    write_output_frame, FrameDecoder, LineSplitter, LineTooLong, Message, OutputFrame, OutputStream,
+    write_output_frame, FrameDecoder, Message, OutputFrame, OutputStream,
 };
 use genward::proto::json::{parse, Value};
-
-type Lines = Vec<Result<Vec<u8>, LineTooLong>>;
-
-fn split_lines(max: usize, chunks: &[&[u8]]) -> Lines {
-    let mut s = LineSplitter::new(max);
-    let mut out = Vec::new();
-    for c in chunks {
-        s.feed(c, |l| out.push(l.map(<[u8]>::to_vec)));
-        assert!(s.buffered() <= max);
-    }
-    s.finish(|l| out.push(l.map(<[u8]>::to_vec)));
-    out
-}
-
-#[test]
-fn line_splitter_is_independent_of_chunk_boundaries() {
-    let stream: &[u8] = b"{\"op\":\"list\"}\n\nTOO-LONG-LINE-HERE\nok\r\nxx\nlast";
-    let max = 13;
-    let whole = split_lines(max, &[stream]);
-    let too_long = Err(LineTooLong { limit: max });
-    assert_eq!(
-        whole,
-        [
-            Ok(b"{\"op\":\"list\"}".to_vec()),
-            Ok(vec![]),
-            too_long,
-            Ok(b"ok\r".to_vec()),
-            Ok(b"xx".to_vec()),
-            Ok(b"last".to_vec()),
-        ]
-    );
-    for i in 0..=stream.len() {
-        for j in i..=stream.len() {
-            let got = split_lines(max, &[&stream[..i], &stream[i..j], &stream[j..]]);
-            assert_eq!(got, whole, "split at {i} and {j}");
-        }
-    }
-    // One byte at a time.
-    let bytes: Vec<&[u8]> = stream.chunks(1).collect();
-    assert_eq!(split_lines(max, &bytes), whole);
-}
 
 fn sample_stream() -> (Vec<u8>, Vec<Message>) {
     let mut bytes = Vec::new();

@@ -178,4 +178,32 @@ mod tests {
         let err = Err(LineTooLong { limit: 2 });
         assert_eq!(run(2, &[b"abc"]), [err]);
     }
+
+    #[test]
+    fn line_splitter_is_independent_of_chunk_boundaries() {
+        let stream: &[u8] = b"{\"op\":\"list\"}\n\nTOO-LONG-LINE-HERE\nok\r\nxx\nlast";
+        let max = 13;
+        let whole = run(max, &[stream]);
+        let too_long = Err(LineTooLong { limit: max });
+        assert_eq!(
+            whole,
+            [
+                Ok(b"{\"op\":\"list\"}".to_vec()),
+                Ok(vec![]),
+                too_long,
+                Ok(b"ok\r".to_vec()),
+                Ok(b"xx".to_vec()),
+                Ok(b"last".to_vec()),
+            ]
+        );
+        for i in 0..=stream.len() {
+            for j in i..=stream.len() {
+                let got = run(max, &[&stream[..i], &stream[i..j], &stream[j..]]);
+                assert_eq!(got, whole, "split at {i} and {j}");
+            }
+        }
+        // One byte at a time.
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(run(max, &bytes), whole);
+    }
 }
