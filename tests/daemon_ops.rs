@@ -254,7 +254,6 @@ fn a_grandchild_holding_the_pipe_cannot_hold_back_the_exit() {
         text.contains("tick"),
         "output before the deadline was delivered"
     );
-    assert!(exited["discarded"].as_u64().is_some());
     // Nothing of that generation follows its exit.
     c.ok(json!({"op": "hello"}));
     assert!(

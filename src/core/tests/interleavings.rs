@@ -149,14 +149,7 @@ fn replace_during_drain() {
 /// ever follows the stop.
 #[test]
 fn stop_racing_exit() {
-    let setup = || {
-        let mut h = H::new();
-        let mut s = spec();
-        s.restart.mode = Restart::Always;
-        h.spawn_with("s", s, OnBusy::Replace).unwrap();
-        h.started(1);
-        h
-    };
+    let setup = always_restarting;
     let [e1, e2] = eofs(1);
     let steps = [
         Step::Cmd(Command::Stop {
@@ -306,11 +299,7 @@ fn overlap_both_exiting() {
 #[test]
 fn restart_backoff_racing_stop() {
     let setup = || {
-        let mut h = H::new();
-        let mut s = spec();
-        s.restart.mode = Restart::Always;
-        h.spawn_with("s", s, OnBusy::Replace).unwrap();
-        h.started(1);
+        let mut h = always_restarting();
         h.exit(1, ExitStatus::Code(1));
         h
     };
@@ -371,4 +360,14 @@ fn permutations_are_complete() {
     sorted.sort();
     sorted.dedup();
     assert_eq!((p.len(), sorted.len()), (24, 24));
+}
+
+/// Session `s` with `restart: always`, generation 1 running.
+fn always_restarting() -> H {
+    let mut h = H::new();
+    let mut s = spec();
+    s.restart.mode = Restart::Always;
+    h.spawn_with("s", s, OnBusy::Replace).unwrap();
+    h.started(1);
+    h
 }
