@@ -192,6 +192,13 @@ pub enum Event {
         /// Generation.
         gen: u64,
     },
+    /// `gen` stopped reading its input (EPIPE); later writes fail with `input_closed`.
+    InputClosed {
+        /// Session.
+        session: Arc<str>,
+        /// Generation.
+        gen: u64,
+    },
 }
 
 impl Event {
@@ -202,7 +209,8 @@ impl Event {
             | Event::SpawnFailed { gen, .. }
             | Event::Output { gen, .. }
             | Event::Exited { gen, .. }
-            | Event::Unkillable { gen, .. } => Some(*gen),
+            | Event::Unkillable { gen, .. }
+            | Event::InputClosed { gen, .. } => Some(*gen),
             Event::State { .. } => None,
         }
     }

@@ -488,7 +488,7 @@ impl Checker {
                     "invariant 3: generation {gen} reported at {now:?} before EOF or its deadline {deadline:?}"
                 );
             }
-            Event::Output { .. } | Event::Unkillable { .. } => {
+            Event::Output { .. } | Event::Unkillable { .. } | Event::InputClosed { .. } => {
                 assert!(
                     t.spawned,
                     "event for generation {gen} that never ran: {event:?}"

@@ -165,10 +165,23 @@ impl Core {
             }
             Input::InputError { gen } => {
                 if let Some(g) = self.gens.get_mut(&gen) {
+                    // Announced once, only for a generation that ran, and never after its
+                    // terminal event.
+                    let announce = !g.input.closed
+                        && matches!(
+                            g.phase,
+                            Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { .. }
+                        );
                     g.input = generation::InputState {
                         pending: 0,
                         closed: true,
                     };
+                    if announce {
+                        self.actions.push_back(Action::Emit(Event::InputClosed {
+                            session: g.session.clone(),
+                            gen,
+                        }));
+                    }
                 }
                 return;
             }

@@ -135,7 +135,6 @@ impl Daemon {
         if closed {
             log::info!("gen {gen}: input closed by the child");
             self.feed(Input::InputError { gen });
-            self.announce_input_closed(gen);
         }
     }
 

@@ -245,6 +245,11 @@ pub fn event(ev: &Event, out: &mut Vec<u8>) {
                 .str("session", session)
                 .u64("gen", *gen);
         }
+        Event::InputClosed { session, gen } => {
+            w.str("event", "input_closed")
+                .str("session", session)
+                .u64("gen", *gen);
+        }
         Event::Output { .. } => {
             debug_assert!(false, "output events are framed by output_header");
         }
@@ -286,16 +291,6 @@ pub fn dropped(session: &str, from: u64, to: u64, out: &mut Vec<u8>) {
         .str("session", session)
         .u64("from", from)
         .u64("to", to);
-    w.finish();
-    out.push(b'\n');
-}
-
-/// Appends an `input_closed` event: the child no longer reads its input (EPIPE).
-pub fn input_closed(session: &str, gen: u64, out: &mut Vec<u8>) {
-    let mut w = ObjWriter::new(out);
-    w.str("event", "input_closed")
-        .str("session", session)
-        .u64("gen", gen);
     w.finish();
     out.push(b'\n');
 }

@@ -327,7 +327,7 @@ impl Daemon {
             Event::Unkillable { session, gen } => {
                 log::warn!("{session} gen {gen}: survived SIGKILL; still tracked")
             }
-            Event::Spawned { .. } | Event::State { .. } => {}
+            Event::Spawned { .. } | Event::State { .. } | Event::InputClosed { .. } => {}
         }
         encode::event(&event, &mut frame);
         let (session, gen) = match &event {
@@ -335,6 +335,7 @@ impl Daemon {
             | Event::SpawnFailed { session, gen, .. }
             | Event::Exited { session, gen, .. }
             | Event::Unkillable { session, gen }
+            | Event::InputClosed { session, gen }
             | Event::Output { session, gen, .. } => (session.clone(), *gen),
             Event::State { session, gen, .. } => (session.clone(), gen.unwrap_or(0)),
         };
@@ -355,30 +356,6 @@ impl Daemon {
         if removed {
             self.forget_session(&session);
         }
-    }
-
-    /// Tells subscribers that a generation stopped accepting input (EPIPE on its stdin).
-    pub(super) fn announce_input_closed(&mut self, gen: u64) {
-        let Some(session) = self.children.get(&gen).map(|c| c.session.clone()) else {
-            return;
-        };
-        // Nothing about a generation follows its terminal event.
-        let reported = self.core.get(&session).is_none_or(|s| {
-            s.generations.iter().any(|g| {
-                g.gen == gen
-                    && matches!(
-                        g.lifecycle,
-                        crate::core::Lifecycle::Reported | crate::core::Lifecycle::Gone
-                    )
-            }) || !s.generations.iter().any(|g| g.gen == gen)
-        });
-        if reported {
-            return;
-        }
-        let mut frame = Vec::new();
-        encode::input_closed(&session, gen, &mut frame);
-        let seq = self.logs.ring(&session).push_event(gen, frame);
-        self.deliver(session, seq);
     }
 
     /// Brings every subscriber of `session` up to date after record `seq` was appended.
