@@ -324,6 +324,17 @@ impl Generation {
             kind: SpawnErrorKind::Cancelled,
             errno: 0,
         };
+        self.never_ran(now, error, out, o);
+    }
+
+    /// The one terminal event of a generation that never ran, and its end.
+    fn never_ran(
+        &mut self,
+        now: Time,
+        error: SpawnError,
+        out: &mut VecDeque<Action>,
+        o: &mut Outcome,
+    ) {
         self.emit(
             out,
             Event::SpawnFailed {
@@ -362,19 +373,9 @@ impl Generation {
         out: &mut VecDeque<Action>,
         o: &mut Outcome,
     ) {
-        self.emit(
-            out,
-            Event::SpawnFailed {
-                session: self.session.clone(),
-                gen: self.gen,
-                error,
-            },
-        );
+        self.never_ran(now, error, out, o);
+        // Spawn was asked for: the driver holds (and now frees) its record.
         out.push_back(Action::Release { gen: self.gen });
-        self.phase = Phase::Gone;
-        self.since = now;
-        o.ended = Some(Ended::SpawnFailed(error));
-        o.gone = true;
     }
 
     /// Records why it is being stopped. Superseded wins over a plain request: once a newer
