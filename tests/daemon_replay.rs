@@ -128,11 +128,12 @@ fn wait_without_a_generation_waits_for_the_current_one() {
 fn a_wait_answer_never_overtakes_the_output_it_follows() {
     let d = Daemon::start("wait-order", &[]);
     let mut c = d.client();
+    // Subscribed before the spawn, so every byte is either delivered or reported dropped.
+    c.ok(json!({"op": "subscribe", "all": true}));
     let gen = c.ok(json!({"op": "spawn", "session": "big", "buffer": 1 << 20,
         "argv": ["sh", "-c", "head -c 13000000 /dev/zero; echo LAST"]}))["gen"]
         .as_u64()
         .unwrap();
-    c.ok(json!({"op": "subscribe", "session": "big", "from_start": true}));
     c.send_raw(b"{\"id\":\"w\",\"op\":\"wait\",\"session\":\"big\"}\n");
     let mut seen_exit = false;
     let mut covered = 0u64; // output bytes received or reported dropped
