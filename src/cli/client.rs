@@ -199,9 +199,21 @@ impl Connection {
             self.flush()?;
             return Ok(id);
         }
-        self.stream
-            .write_all(&line)
-            .map_err(|e| ClientError::Lost(format!("sending `{op}`: {e}")))?;
+        if let Err(e) = self.stream.write_all(&line) {
+            // A daemon that refuses a peer answers once and closes, possibly before our
+            // request was written: its last words say why, so read them.
+            loop {
+                match self.read_message() {
+                    Ok(msg) => {
+                        if let Some(Err(refusal)) = response_for(&msg, id) {
+                            return Err(refusal);
+                        }
+                    }
+                    Err(refusal @ ClientError::Remote { .. }) => return Err(refusal),
+                    Err(_) => return Err(ClientError::Lost(format!("sending `{op}`: {e}"))),
+                }
+            }
+        }
         Ok(id)
     }
 

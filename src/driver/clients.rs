@@ -49,6 +49,15 @@ impl Daemon {
                 let mut line = Vec::new();
                 encode::error(&RequestId::Null, &ProtoError::new(code, why), &mut line);
                 let _ = io::Write::write(stream, &line);
+                // Closing a Unix socket with unread input resets it, and the peer would
+                // lose the line above: discard what it already sent (bounded) first.
+                let mut sink = [0u8; 4096];
+                for _ in 0..16 {
+                    match io::Read::read(stream, &mut sink) {
+                        Ok(n) if n > 0 => {}
+                        _ => break,
+                    }
+                }
             };
             if let Err(refused) = self.policy.check(&stream) {
                 log::warn!("refused a connection: {}", refused.reason);
