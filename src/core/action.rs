@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::error::Error;
 use super::input::SpawnError;
-use super::snapshot::{Lifecycle, SessionSnapshot};
-use super::spec::{Spec, Stream};
+use super::snapshot::SessionSnapshot;
+use super::spec::Spec;
 
 /// One thing for the driver to do, pulled with [`Core::poll_action`](super::Core::poll_action)
 /// in order. Every action naming a generation concerns that generation only.
@@ -57,21 +57,15 @@ pub enum Action {
         /// Columns.
         cols: u16,
     },
-    /// Stop reading `gen`'s output: its drain deadline passed and its exit is reported.
-    /// Bytes read after this are discarded (and counted if fed as `Output`).
+    /// Stop reading `gen`'s output: its drain deadline passed with a stream still open.
+    /// Answer with `Input::OutputClosed`, saying how many bytes were left unread; the exit
+    /// is reported then, with those bytes counted as discarded.
     CloseOutput {
         /// The generation.
         gen: u64,
     },
     /// `gen` is gone: close its fds and pidfd, forget its buffers.
     Release {
-        /// The generation.
-        gen: u64,
-    },
-    /// Write (or rewrite) `gen`'s descriptor for crash recovery.
-    PersistDescriptor(Descriptor),
-    /// Delete `gen`'s descriptor: it was reaped.
-    ForgetDescriptor {
         /// The generation.
         gen: u64,
     },
@@ -94,22 +88,6 @@ pub enum Scope {
     /// The leader's whole process group (`kill(-pgid)`), only while the leader is a zombie
     /// or alive.
     Group,
-}
-
-/// What the store records about a live generation so a restarted daemon can find it.
-/// The driver adds the identity token it reads for `pid`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Descriptor {
-    /// The generation.
-    pub gen: u64,
-    /// Its session.
-    pub session: Arc<str>,
-    /// Its leader.
-    pub pid: u32,
-    /// Where it is in its lifecycle.
-    pub lifecycle: Lifecycle,
-    /// What it runs.
-    pub spec: Arc<Spec>,
 }
 
 /// A successful command's answer.
@@ -145,19 +123,6 @@ pub enum Event {
         gen: u64,
         /// Why.
         error: SpawnError,
-    },
-    /// Deliver the `len` bytes the driver read at `offset` of `gen`'s `stream`.
-    Output {
-        /// Session.
-        session: Arc<str>,
-        /// Generation.
-        gen: u64,
-        /// Stream.
-        stream: Stream,
-        /// Offset of the first byte within the stream.
-        offset: u64,
-        /// Byte count.
-        len: usize,
     },
     /// `gen` ended and its output is drained. Terminal: nothing about `gen` follows.
     Exited {
@@ -207,13 +172,38 @@ impl Event {
         match self {
             Event::Spawned { gen, .. }
             | Event::SpawnFailed { gen, .. }
-            | Event::Output { gen, .. }
             | Event::Exited { gen, .. }
             | Event::Unkillable { gen, .. }
             | Event::InputClosed { gen, .. } => Some(*gen),
             Event::State { .. } => None,
         }
     }
+
+    /// The session the event is about.
+    pub fn session(&self) -> &Arc<str> {
+        match self {
+            Event::Spawned { session, .. }
+            | Event::SpawnFailed { session, .. }
+            | Event::Exited { session, .. }
+            | Event::State { session, .. }
+            | Event::Unkillable { session, .. }
+            | Event::InputClosed { session, .. } => session,
+        }
+    }
+
+    /// Whether this is a generation's one terminal event: nothing about it follows.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Event::Exited { .. } | Event::SpawnFailed { .. })
+    }
+}
+
+/// Where output bytes accepted by [`Core::output`](super::Core::output) belong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputAt {
+    /// The session of the generation that produced them.
+    pub session: Arc<str>,
+    /// Offset of the first byte within the generation's stream.
+    pub offset: u64,
 }
 
 /// Why a generation ended.

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{
-    Action, Command, Core, Event, ExitCause, GenerationSnapshot, Input, Lifecycle, Response, Spec,
-    StopReason, Stream, Time,
+    Action, Command, Core, Event, ExitCause, GenerationSnapshot, Input, Lifecycle, OutputAt,
+    Response, Spec, StopReason, Stream, Time,
 };
 
 /// What the checker knows about one generation, from the inputs and actions it observed.
@@ -45,8 +45,10 @@ struct Track {
     terminal: u32,
     reaped: u32,
     released: u32,
-    persisted: bool,
-    forgotten: u32,
+    /// The streams were closed at the drain deadline: the report must say truncated.
+    closed_output: bool,
+    /// The next offset expected per stream (stdout, stderr, pty).
+    offsets: [u64; 3],
 }
 
 /// Observes a core and panics when an invariant breaks.
@@ -120,6 +122,40 @@ impl Checker {
             self.check_command_scope(&name, &before, &actions);
         }
         actions
+    }
+
+    /// Calls [`Core::output`], checks that only a running or draining generation with that
+    /// stream open delivers, at contiguous offsets, and returns what the core answered.
+    pub fn output(
+        &mut self,
+        core: &mut Core,
+        gen: u64,
+        stream: Stream,
+        len: usize,
+    ) -> Option<OutputAt> {
+        let before = gens_by_number(core);
+        let at = core.output(gen, stream, len);
+        assert_eq!(core.queued_actions(), 0, "output queued an action");
+        self.check_isolation(core, gen, &before, &[]);
+        let Some(at) = &at else { return None };
+        let t = self.track(gen);
+        assert!(
+            t.spawned && t.terminal == 0 && !t.closed_output && !t.eof.contains(&stream),
+            "invariant 2: generation {gen} delivered output after EOF, its report, or before it ran"
+        );
+        let expected = &mut t.offsets[stream.index()];
+        assert_eq!(
+            at.offset, *expected,
+            "generation {gen}: output offsets are not contiguous"
+        );
+        *expected += len as u64;
+        let owner = before.get(&gen).map(|(s, _)| s);
+        assert_eq!(
+            Some(&at.session),
+            owner,
+            "invariant 1: output of generation {gen} attributed to another session"
+        );
+        at.clone().into()
     }
 
     /// Calls `handle_timeout(now)`, checks everything, and returns the actions produced.
@@ -197,13 +233,6 @@ impl Checker {
                     t.released
                 );
             }
-            if t.persisted {
-                assert_eq!(
-                    t.forgotten, 1,
-                    "generation {gen} descriptor forgotten {} times",
-                    t.forgotten
-                );
-            }
         }
     }
 
@@ -249,7 +278,7 @@ impl Checker {
                             status: super::ExitStatus::Signal(super::signal::SIGTERM),
                         }]
                     }
-                    Lifecycle::Exited => g
+                    Lifecycle::Draining => g
                         .offsets
                         .iter()
                         .map(|(stream, _)| Input::Eof {
@@ -287,7 +316,7 @@ impl Checker {
             Input::Eof { gen, stream }
                 if matches!(
                     live(gen),
-                    Some(Lifecycle::Running | Lifecycle::Stopping(_) | Lifecycle::Exited)
+                    Some(Lifecycle::Running | Lifecycle::Stopping(_) | Lifecycle::Draining)
                 ) =>
             {
                 self.track(*gen).eof.push(*stream);
@@ -385,24 +414,12 @@ impl Checker {
                 t.released += 1;
             }
             Action::CloseOutput { gen } => {
-                assert_eq!(self.track(*gen).terminal, 1, "output closed before report")
-            }
-            Action::PersistDescriptor(d) => {
-                let t = self.track(d.gen);
-                assert!(
-                    t.spawned && t.forgotten == 0,
-                    "descriptor of generation {} persisted out of order",
-                    d.gen
-                );
-                t.persisted = true;
-            }
-            Action::ForgetDescriptor { gen } => {
                 let t = self.track(*gen);
                 assert!(
-                    t.persisted && t.forgotten == 0,
-                    "descriptor of generation {gen} forgotten twice"
+                    t.terminal == 0 && !t.closed_output && t.exit.is_some(),
+                    "generation {gen}: output closed twice, after its report, or before its exit"
                 );
-                t.forgotten += 1;
+                t.closed_output = true;
             }
             Action::Emit(event) => self.observe_event(now, event),
             Action::Reply {
@@ -452,6 +469,10 @@ impl Checker {
                     *truncated, !drained,
                     "generation {gen}: truncated flag disagrees with EOFs seen"
                 );
+                assert!(
+                    !*truncated || t.closed_output || t.lost,
+                    "generation {gen}: reported truncated without closing its output"
+                );
                 // A lost generation is reported at once: there is nothing left to wait for.
                 if t.lost && (t.exit.is_none() || *cause == ExitCause::Lost) {
                     assert_eq!(
@@ -488,7 +509,7 @@ impl Checker {
                     "invariant 3: generation {gen} reported at {now:?} before EOF or its deadline {deadline:?}"
                 );
             }
-            Event::Output { .. } | Event::Unkillable { .. } | Event::InputClosed { .. } => {
+            Event::Unkillable { .. } | Event::InputClosed { .. } => {
                 assert!(
                     t.spawned,
                     "event for generation {gen} that never ran: {event:?}"
@@ -538,9 +559,7 @@ impl Checker {
                 | Action::CloseInput { gen: h }
                 | Action::Resize { gen: h, .. }
                 | Action::CloseOutput { gen: h }
-                | Action::Release { gen: h }
-                | Action::ForgetDescriptor { gen: h } => *h == gen,
-                Action::PersistDescriptor(d) => d.gen == gen,
+                | Action::Release { gen: h } => *h == gen,
                 Action::Reply { .. } => false,
             };
             assert!(
@@ -562,15 +581,13 @@ impl Checker {
                     continue;
                 }
                 Action::Emit(e) => e.gen(),
-                Action::PersistDescriptor(d) => Some(d.gen),
                 Action::Signal { gen, .. }
                 | Action::Reap { gen }
                 | Action::WriteInput { gen, .. }
                 | Action::CloseInput { gen }
                 | Action::Resize { gen, .. }
                 | Action::CloseOutput { gen }
-                | Action::Release { gen }
-                | Action::ForgetDescriptor { gen } => Some(*gen),
+                | Action::Release { gen } => Some(*gen),
                 Action::Reply { .. } => None,
             };
             if let Some((session, _)) = gen.and_then(|g| before.get(&g)) {
@@ -656,8 +673,8 @@ fn process_gen(input: &Input) -> Option<u64> {
     match input {
         Input::Command { .. } => None,
         Input::SpawnResult { gen, .. }
-        | Input::Output { gen, .. }
         | Input::Eof { gen, .. }
+        | Input::OutputClosed { gen, .. }
         | Input::LeaderExited { gen, .. }
         | Input::GroupEmpty { gen }
         | Input::Lost { gen }
@@ -677,7 +694,7 @@ fn command_session(command: &Command) -> Option<&str> {
         | Command::Restart { session, .. }
         | Command::Remove { session }
         | Command::Get { session } => Some(session),
-        Command::List | Command::StopAll { .. } => None,
+        Command::List | Command::Shutdown => None,
     }
 }
 
@@ -688,7 +705,7 @@ enum StopEffect {
     /// Every live generation of a session: `Remove` (requested), `Spawn` with replace or
     /// overlap and `Restart` (superseded).
     Session(String, StopReason),
-    /// `StopAll`: every live generation.
+    /// `Shutdown`: every live generation.
     All,
 }
 
@@ -707,7 +724,7 @@ impl StopEffect {
             Command::Restart { session, .. } => {
                 Some(StopEffect::Session(session.clone(), StopReason::Superseded))
             }
-            Command::StopAll { .. } => Some(StopEffect::All),
+            Command::Shutdown => Some(StopEffect::All),
             _ => None,
         }
     }

@@ -11,7 +11,7 @@ use super::input::Command;
 use super::session::Session;
 use super::snapshot::StopReason;
 use super::spec::{IoMode, OnBusy, Spec};
-use super::{signal, Core};
+use super::{signal, Core, Shutdown};
 
 impl Core {
     pub(super) fn command(&mut self, command: Command) -> Result<Response, Error> {
@@ -45,7 +45,7 @@ impl Core {
             } => self.stop(&session, if_gen, grace),
             Command::Restart { session, if_gen } => self.restart(&session, if_gen),
             Command::Remove { session } => self.remove(&session),
-            Command::StopAll { grace } => self.stop_all(grace),
+            Command::Shutdown => self.shutdown(),
             Command::List => Ok(Response::List(self.list())),
             Command::Get { session } => {
                 let s = self.session(&session)?;
@@ -54,7 +54,7 @@ impl Core {
         }
     }
 
-    fn session(&self, name: &str) -> Result<&Session, Error> {
+    pub(super) fn session(&self, name: &str) -> Result<&Session, Error> {
         if !Session::valid_name(name) {
             return Err(Error::bad(format!("{name:?} is not a valid session name")));
         }
@@ -94,6 +94,7 @@ impl Core {
     }
 
     fn spawn(&mut self, name: &str, spec: Spec, on_busy: OnBusy) -> Result<Response, Error> {
+        self.refuse_if_shutting_down()?;
         if !Session::valid_name(name) {
             return Err(Error::bad(format!("{name:?} is not a valid session name")));
         }
@@ -242,6 +243,7 @@ impl Core {
     /// A fresh start of the same spec: replaces the current generation and clears the
     /// restart count and `failed`.
     fn restart(&mut self, name: &str, if_gen: Option<u64>) -> Result<Response, Error> {
+        self.refuse_if_shutting_down()?;
         self.current(name, if_gen)?;
         let name: Arc<str> = self
             .sessions
@@ -281,7 +283,28 @@ impl Core {
         Ok(Response::Ok)
     }
 
-    fn stop_all(&mut self, grace: Option<Duration>) -> Result<Response, Error> {
+    /// No new generation starts once shutdown began: it would only be stopped again.
+    fn refuse_if_shutting_down(&self) -> Result<(), Error> {
+        match self.shutdown {
+            Shutdown::Running => Ok(()),
+            Shutdown::Stopping | Shutdown::Killing => {
+                Err(Error::new(ErrorCode::Busy, "the daemon is shutting down"))
+            }
+        }
+    }
+
+    /// The first call stops everything with each spec's grace; any later one kills at once.
+    fn shutdown(&mut self) -> Result<Response, Error> {
+        let grace = match self.shutdown {
+            Shutdown::Running => {
+                self.shutdown = Shutdown::Stopping;
+                None
+            }
+            Shutdown::Stopping | Shutdown::Killing => {
+                self.shutdown = Shutdown::Killing;
+                Some(Duration::ZERO)
+            }
+        };
         for s in self.sessions.values_mut() {
             s.want_up = false;
             if s.restart_at.take().is_some() {

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::action::{Action, Descriptor, Event, ExitCause, Scope};
+use super::action::{Action, Event, ExitCause, Scope};
 use super::input::{ExitStatus, SpawnError, SpawnErrorKind};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{GenerationSnapshot, Lifecycle, StopReason, StopStage};
@@ -29,8 +29,10 @@ pub(crate) enum Phase {
         stage: StopStage,
         until: Option<Time>,
     },
-    /// Leader exited (zombie); streams draining until EOF or `until`.
-    Draining { pid: u32, until: Time },
+    /// Leader exited (zombie); streams draining until EOF or `until`. `until` is `None`
+    /// once the deadline passed and the driver was asked to close the streams: the exit is
+    /// reported when it answers with how many bytes it left unread.
+    Draining { pid: u32, until: Option<Time> },
     /// Exit reported; waiting for the group, then reap.
     Reported { pid: u32 },
     /// Reaped (or never spawned) and released; the record is about to be dropped.
@@ -64,10 +66,11 @@ pub(crate) enum Ended {
 }
 
 /// The result of one input to a generation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Outcome {
-    /// Its terminal event was just emitted.
-    pub ended: Option<Ended>,
+    /// Its terminal event was just emitted: what it means, and the event (kept for a
+    /// `wait` that comes later).
+    pub ended: Option<(Ended, Event)>,
     /// It is gone: drop the record.
     pub gone: bool,
 }
@@ -79,8 +82,8 @@ pub(crate) enum GenInput {
     SpawnOk(u32),
     SpawnErr(SpawnError),
     Stop(StopReason, Option<Duration>),
-    Output(Stream, usize),
     Eof(Stream),
+    OutputClosed { unread: u64 },
     LeaderExited(ExitStatus),
     GroupEmpty,
     Lost,
@@ -159,14 +162,10 @@ impl Generation {
                 self.note_stop(reason, None);
                 self.shorten_grace(now, pid, stage, until, grace);
             }
-            (
-                Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { .. },
-                GenInput::Output(s, n),
-            ) => self.output(s, n, out),
             (Phase::Running { .. } | Phase::Stopping { .. }, GenInput::Eof(s)) => self.mark_eof(s),
             (Phase::Draining { .. }, GenInput::Eof(s)) => {
                 self.mark_eof(s);
-                self.try_report(now, false, out, &mut o);
+                self.try_report(now, out, &mut o);
             }
             (
                 Phase::Running { pid } | Phase::Stopping { pid, .. },
@@ -191,18 +190,21 @@ impl Generation {
                 },
                 GenInput::Timeout,
             ) if t <= now => self.escalate(now, pid, stage, out),
-            (Phase::Draining { until, .. }, GenInput::Timeout) => {
+            (Phase::Draining { pid, until }, GenInput::Timeout) => {
                 self.group_timeout(now, out);
-                if until <= now {
-                    self.try_report(now, true, out, &mut o);
+                if until.is_some_and(|t| t <= now) {
+                    self.close_output(now, pid, out, &mut o);
                 }
+            }
+            (Phase::Draining { until: None, .. }, GenInput::OutputClosed { unread }) => {
+                self.discarded = self.discarded.saturating_add(unread);
+                self.report(now, out, &mut o);
+                self.try_reap(now, out, &mut o);
             }
             (Phase::Reported { .. }, GenInput::Timeout) => {
                 self.group_timeout(now, out);
                 self.try_reap(now, out, &mut o);
             }
-            // Output the generation may not deliver: before it ran, or after its report.
-            (_, GenInput::Output(_, n)) => self.discarded = self.discarded.saturating_add(n as u64),
             // Named no-ops: a stop of an exited leader changes nothing (its cause is fixed);
             // the group cannot be empty while its leader lives; a spare timeout is harmless;
             // spawn results and exits in any other phase are stale or duplicated reports.
@@ -218,6 +220,8 @@ impl Generation {
             | (_, GenInput::Timeout)
             | (_, GenInput::Start | GenInput::SpawnOk(_) | GenInput::SpawnErr(_))
             | (_, GenInput::Eof(_) | GenInput::LeaderExited(_))
+            // Closed streams answered for a generation no longer waiting for that answer.
+            | (_, GenInput::OutputClosed { .. })
             // Not spawned yet (or gone): there is nothing to lose.
             | (Phase::Pending | Phase::Starting | Phase::Gone, GenInput::Lost) => {}
         }
@@ -232,12 +236,23 @@ impl Generation {
         };
         let phase = match self.phase {
             Phase::Stopping { until, .. } => until,
-            Phase::Draining { until, .. } => Some(until),
+            Phase::Draining { until, .. } => until,
             _ => None,
         };
         match (group, phase) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// The group id to watch for emptiness: the leader exited, its group was sent SIGTERM,
+    /// and the zombie leader still pins the id.
+    pub fn awaited_group(&self) -> Option<u32> {
+        match (self.phase, self.group) {
+            (Phase::Draining { pid, .. } | Phase::Reported { pid }, Group::Term { .. }) => {
+                Some(pid)
+            }
+            _ => None,
         }
     }
 
@@ -252,7 +267,7 @@ impl Generation {
             Phase::Starting => Lifecycle::Starting,
             Phase::Running { .. } => Lifecycle::Running,
             Phase::Stopping { stage, .. } => Lifecycle::Stopping(stage),
-            Phase::Draining { .. } => Lifecycle::Exited,
+            Phase::Draining { .. } => Lifecycle::Draining,
             Phase::Reported { .. } => Lifecycle::Reported,
             Phase::Gone => Lifecycle::Gone,
         }
@@ -289,18 +304,9 @@ impl Generation {
         }
     }
 
-    fn enter(&mut self, now: Time, phase: Phase, out: &mut VecDeque<Action>) {
+    fn enter(&mut self, now: Time, phase: Phase) {
         self.phase = phase;
         self.since = now;
-        if let Some(pid) = self.pid() {
-            out.push_back(Action::PersistDescriptor(Descriptor {
-                gen: self.gen,
-                session: self.session.clone(),
-                pid,
-                lifecycle: self.lifecycle(),
-                spec: self.spec.clone(),
-            }));
-        }
     }
 
     fn emit(&self, out: &mut VecDeque<Action>, event: Event) {
@@ -335,17 +341,15 @@ impl Generation {
         out: &mut VecDeque<Action>,
         o: &mut Outcome,
     ) {
-        self.emit(
-            out,
-            Event::SpawnFailed {
-                session: self.session.clone(),
-                gen: self.gen,
-                error,
-            },
-        );
+        let event = Event::SpawnFailed {
+            session: self.session.clone(),
+            gen: self.gen,
+            error,
+        };
+        self.emit(out, event.clone());
         self.phase = Phase::Gone;
         self.since = now;
-        o.ended = Some(Ended::SpawnFailed(error));
+        o.ended = Some((Ended::SpawnFailed(error), event));
         o.gone = true;
     }
 
@@ -359,7 +363,7 @@ impl Generation {
                 pid,
             },
         );
-        self.enter(now, Phase::Running { pid }, out);
+        self.enter(now, Phase::Running { pid });
         // A stop (or replacement) that arrived while spawning runs now.
         if self.stop.is_some() {
             self.begin_stop(now, pid, out);
@@ -436,15 +440,11 @@ impl Generation {
             scope: Scope::Leader,
         });
         let until = now.saturating_add(self.grace.unwrap_or(self.spec.grace));
-        self.enter(
-            now,
-            Phase::Stopping {
+        self.enter(now, Phase::Stopping {
                 pid,
                 stage: StopStage::Graceful,
                 until: Some(until),
-            },
-            out,
-        );
+            });
     }
 
     fn escalate(&mut self, now: Time, pid: u32, stage: StopStage, out: &mut VecDeque<Action>) {
@@ -457,15 +457,11 @@ impl Generation {
                 });
                 self.sent_kill = true;
                 let until = now.saturating_add(self.spec.kill_grace);
-                self.enter(
-                    now,
-                    Phase::Stopping {
+                self.enter(now, Phase::Stopping {
                         pid,
                         stage: StopStage::Kill,
                         until: Some(until),
-                    },
-                    out,
-                );
+                    });
             }
             StopStage::Kill => {
                 self.emit(
@@ -475,41 +471,35 @@ impl Generation {
                         gen: self.gen,
                     },
                 );
-                self.enter(
-                    now,
-                    Phase::Stopping {
+                self.enter(now, Phase::Stopping {
                         pid,
                         stage: StopStage::Unkillable,
                         until: None,
-                    },
-                    out,
-                );
+                    });
             }
             StopStage::Unkillable => {}
         }
     }
 
-    fn output(&mut self, stream: Stream, len: usize, out: &mut VecDeque<Action>) {
+    /// Accepts `len` bytes read from `stream`, returning the offset of the first one, or
+    /// counts them as discarded when this generation may not deliver them: before it ran,
+    /// after its exit was reported (or its streams were closed), or for a stream it does
+    /// not have or that already reached EOF.
+    pub fn output(&mut self, stream: Stream, len: usize) -> Option<u64> {
+        let delivering = matches!(
+            self.phase,
+            Phase::Running { .. }
+                | Phase::Stopping { .. }
+                | Phase::Draining { until: Some(_), .. }
+        );
         let i = stream.index();
-        if len == 0 {
-            return;
-        }
-        if !self.spec.streams().contains(&stream) || self.eof[i] {
+        if !delivering || !self.spec.streams().contains(&stream) || self.eof[i] {
             self.discarded = self.discarded.saturating_add(len as u64);
-            return;
+            return None;
         }
         let offset = self.offsets[i];
         self.offsets[i] = offset.saturating_add(len as u64);
-        self.emit(
-            out,
-            Event::Output {
-                session: self.session.clone(),
-                gen: self.gen,
-                stream,
-                offset,
-                len,
-            },
-        );
+        Some(offset)
     }
 
     fn mark_eof(&mut self, stream: Stream) {
@@ -545,8 +535,14 @@ impl Generation {
             OnExit::Leave => self.group = Group::Done,
         }
         let until = now.saturating_add(self.spec.drain);
-        self.enter(now, Phase::Draining { pid, until }, out);
-        self.try_report(now, false, out, o);
+        self.enter(
+            now,
+            Phase::Draining {
+                pid,
+                until: Some(until),
+            },
+        );
+        self.try_report(now, out, o);
     }
 
     fn cause_of(&self, status: ExitStatus) -> ExitCause {
@@ -574,18 +570,24 @@ impl Generation {
         }
     }
 
-    /// Emits the exit once output is drained, or at the drain deadline (`deadline`).
-    fn try_report(
-        &mut self,
-        now: Time,
-        deadline: bool,
-        out: &mut VecDeque<Action>,
-        o: &mut Outcome,
-    ) {
-        if matches!(self.phase, Phase::Draining { .. }) && (deadline || self.drained()) {
+    /// Emits the exit once output is drained.
+    fn try_report(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        if matches!(self.phase, Phase::Draining { .. }) && self.drained() {
             self.report(now, out, o);
             self.try_reap(now, out, o);
         }
+    }
+
+    /// The drain deadline passed with some stream still open (a grandchild may hold it):
+    /// the driver closes the streams and answers with what it left unread, which the exit
+    /// report counts as discarded.
+    fn close_output(&mut self, now: Time, pid: u32, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        if self.drained() {
+            self.try_report(now, out, o);
+            return;
+        }
+        out.push_back(Action::CloseOutput { gen: self.gen });
+        self.phase = Phase::Draining { pid, until: None };
     }
 
     /// The terminal `exited` event: with the leader's status once it was seen exiting,
@@ -599,22 +601,17 @@ impl Generation {
         };
         let (session, gen, discarded) = (self.session.clone(), self.gen, self.discarded);
         let truncated = !drained;
-        self.emit(
-            out,
-            Event::Exited {
-                session,
-                gen,
-                code,
-                signal,
-                cause,
-                discarded,
-                truncated,
-            },
-        );
-        if !drained {
-            out.push_back(Action::CloseOutput { gen: self.gen });
-        }
-        o.ended = Some(match self.exit {
+        let event = Event::Exited {
+            session,
+            gen,
+            code,
+            signal,
+            cause,
+            discarded,
+            truncated,
+        };
+        self.emit(out, event.clone());
+        let ended = match self.exit {
             Some((status, cause)) => {
                 let uptime = self.exited_at.since(self.started.unwrap_or(self.exited_at));
                 Ended::Exited {
@@ -624,8 +621,9 @@ impl Generation {
                 }
             }
             None => Ended::Lost,
-        });
-        self.enter(now, Phase::Reported { pid }, out);
+        };
+        o.ended = Some((ended, event));
+        self.enter(now, Phase::Reported { pid });
     }
 
     /// The driver lost sight of the leader: report now if not yet reported, then forget
@@ -635,7 +633,6 @@ impl Generation {
             self.report(now, out, o);
         }
         out.push_back(Action::Release { gen: self.gen });
-        out.push_back(Action::ForgetDescriptor { gen: self.gen });
         self.phase = Phase::Gone;
         self.since = now;
         o.gone = true;
@@ -652,7 +649,6 @@ impl Generation {
         }
         out.push_back(Action::Reap { gen: self.gen });
         out.push_back(Action::Release { gen: self.gen });
-        out.push_back(Action::ForgetDescriptor { gen: self.gen });
         self.phase = Phase::Gone;
         self.since = now;
         o.gone = true;

@@ -24,16 +24,6 @@ pub enum Input {
         /// The leader's pid, or why the spawn failed.
         result: Result<u32, SpawnError>,
     },
-    /// `len` bytes were read from a stream of `gen`. The driver holds the bytes; it
-    /// delivers them only if the core emits a matching output event.
-    Output {
-        /// The generation read from.
-        gen: u64,
-        /// Which stream.
-        stream: Stream,
-        /// Bytes read.
-        len: usize,
-    },
     /// A stream of `gen` reached end of file (or EIO on a PTY master).
     Eof {
         /// The generation.
@@ -48,6 +38,14 @@ pub enum Input {
         gen: u64,
         /// How it ended.
         status: ExitStatus,
+    },
+    /// The driver closed `gen`'s output streams as asked by
+    /// [`Action::CloseOutput`](super::Action::CloseOutput), leaving `unread` bytes unread.
+    OutputClosed {
+        /// The generation.
+        gen: u64,
+        /// Bytes still buffered in the streams when they were closed.
+        unread: u64,
     },
     /// No process is left in `gen`'s process group besides the zombie leader.
     GroupEmpty {
@@ -147,13 +145,12 @@ pub enum Command {
         /// Session name.
         session: String,
     },
-    /// Stop every live generation of every session (superseded ones included) and cancel
-    /// pending spawns and restarts: the daemon's shutdown. A `grace` shorter than a running
-    /// stop's brings its SIGKILL forward.
-    StopAll {
-        /// Overrides each spec's grace.
-        grace: Option<Duration>,
-    },
+    /// The daemon's shutdown. The first one stops every live generation of every session
+    /// (superseded ones included), cancels pending spawns and restarts, and refuses new
+    /// spawns and restarts from then on; a second one kills at once (SIGKILL now, for the
+    /// leaders and for groups being drained). [`Core::is_shut_down`](super::Core::is_shut_down)
+    /// says when nothing is left.
+    Shutdown,
     /// Snapshot every session.
     List,
     /// Snapshot one session.

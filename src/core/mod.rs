@@ -26,7 +26,7 @@ mod tests;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-pub use action::{Action, Descriptor, Event, ExitCause, Response, Scope, SessionState};
+pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
 pub use config::Config;
 pub use error::{Error, ErrorCode};
 pub use input::{Command, ExitStatus, Input, SpawnError, SpawnErrorKind};
@@ -100,6 +100,26 @@ pub struct Core {
     sessions: BTreeMap<Arc<str>, Session>,
     gens: BTreeMap<u64, Generation>,
     actions: VecDeque<Action>,
+    shutdown: Shutdown,
+}
+
+/// How far the daemon's shutdown got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shutdown {
+    Running,
+    /// Every generation is walking its stop sequence.
+    Stopping,
+    /// Asked twice: everything is killed at once.
+    Killing,
+}
+
+/// What a `wait` is answered with (see [`Core::wait_for`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    /// The generation already ended: its terminal event.
+    Ended(Event),
+    /// The generation is live: answer with its terminal event when it is emitted.
+    Live(u64),
 }
 
 impl Core {
@@ -114,6 +134,7 @@ impl Core {
             sessions: BTreeMap::new(),
             gens: BTreeMap::new(),
             actions: VecDeque::new(),
+            shutdown: Shutdown::Running,
         }
     }
 
@@ -146,14 +167,8 @@ impl Core {
                 gen,
                 result: Err(e),
             } => (gen, GenInput::SpawnErr(e)),
-            Input::Output { gen, stream, len } => {
-                // Hot path: output never changes a session's state.
-                if let Some(g) = self.gens.get_mut(&gen) {
-                    g.on(self.now, GenInput::Output(stream, len), &mut self.actions);
-                }
-                return;
-            }
             Input::Eof { gen, stream } => (gen, GenInput::Eof(stream)),
+            Input::OutputClosed { gen, unread } => (gen, GenInput::OutputClosed { unread }),
             Input::LeaderExited { gen, status } => (gen, GenInput::LeaderExited(status)),
             Input::GroupEmpty { gen } => (gen, GenInput::GroupEmpty),
             Input::Lost { gen } => (gen, GenInput::Lost),
@@ -188,6 +203,64 @@ impl Core {
         };
         self.dispatch(gen, gi);
         self.announce_states();
+    }
+
+    /// `len` bytes were read from `gen`'s `stream`: where they belong, or `None` when the
+    /// generation may not deliver them (not running yet, exit already reported, streams
+    /// closed, a stream it does not have, or gone), and then they are counted as discarded.
+    ///
+    /// The hot path: it changes nothing but the generation's offsets and queues no action,
+    /// so the caller frames the bytes it holds right away.
+    pub fn output(&mut self, gen: u64, stream: Stream, len: usize) -> Option<OutputAt> {
+        let g = self.gens.get_mut(&gen)?;
+        let offset = g.output(stream, len)?;
+        Some(OutputAt {
+            session: g.session.clone(),
+            offset,
+        })
+    }
+
+    /// Whether `gen` was spawned and its leader's exit has not been seen yet: the driver
+    /// asks the process only then (a pidfd stays readable after the exit, and SIGCHLD does
+    /// not say whose).
+    pub fn awaits_exit(&self, gen: u64) -> bool {
+        self.gens.get(&gen).is_some_and(Generation::is_live_leader)
+    }
+
+    /// Generations whose leader exited and whose process group may still hold members
+    /// that were sent SIGTERM, each with its group id (the leader's pid): the driver
+    /// looks for the group to empty and answers with `Input::GroupEmpty`.
+    pub fn groups_awaited(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.gens
+            .values()
+            .filter_map(|g| g.awaited_group().map(|pgid| (g.gen, pgid)))
+    }
+
+    /// Which end a `wait` for `gen` of `session` (default: the current generation, or the
+    /// last one that ended) is answered with: one already emitted, or the terminal event
+    /// of a generation still live.
+    pub fn wait_for(&self, session: &str, gen: Option<u64>) -> Result<WaitFor, Error> {
+        let s = self.session(session)?;
+        let last = s.last_end.map(|end| end.gen());
+        let Some(g) = gen.or(s.current).or(last) else {
+            let what = format!("session {session:?} has no generation to wait for");
+            return Err(Error::new(ErrorCode::NotRunning, what));
+        };
+        if let Some(end) = s.recent_end(g) {
+            return Ok(WaitFor::Ended(end.clone()));
+        }
+        if self.gens.get(&g).is_some_and(|x| x.session == s.name) {
+            return Ok(WaitFor::Live(g));
+        }
+        let what = format!(
+            "generation {g} of {session:?} is not known (ended long ago, or never existed)"
+        );
+        Err(Error::new(ErrorCode::NotRunning, what))
+    }
+
+    /// Whether a shutdown was asked for and every generation is gone: the daemon may exit.
+    pub fn is_shut_down(&self) -> bool {
+        self.shutdown != Shutdown::Running && self.gens.is_empty()
     }
 
     /// The next action for the driver, in order.
@@ -291,7 +364,10 @@ impl Core {
     }
 
     fn apply(&mut self, name: &Arc<str>, gen: u64, outcome: Outcome) {
-        if let Some(ended) = outcome.ended {
+        if let Some((ended, event)) = outcome.ended {
+            if let Some(s) = self.sessions.get_mut(name) {
+                s.remember_end(event);
+            }
             self.on_end(name, gen, ended);
         }
         if outcome.gone {

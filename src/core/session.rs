@@ -1,12 +1,17 @@
 //! A session's record: its spec, which generation is current, and its restart state.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::action::SessionState;
+use super::action::{Event, SessionState};
 use super::restart::Rest;
 use super::snapshot::LastEnd;
 use super::spec::Spec;
 use super::time::Time;
+
+/// Terminal events remembered per session for late `wait`s: enough for a client to wait
+/// for a generation it just replaced, small enough to keep an idle session cheap.
+pub const RECENT_ENDS: usize = 8;
 
 /// One session. It outlives its generations; a removed one stays until they are gone, so
 /// a re-created session of the same name never runs next to its predecessor.
@@ -26,6 +31,9 @@ pub(crate) struct Session {
     /// State when nothing runs and no restart is pending.
     pub rest: Rest,
     pub last_end: Option<LastEnd>,
+    /// The terminal events of its latest ended generations (superseded ones included),
+    /// newest last: what a `wait` for a generation that already ended is answered with.
+    recent_ends: VecDeque<Event>,
     /// The last state announced, so each change is emitted once.
     pub announced: Option<SessionState>,
 }
@@ -43,8 +51,23 @@ impl Session {
             restart_at: None,
             rest: Rest::Stopped,
             last_end: None,
+            recent_ends: VecDeque::new(),
             announced: None,
         }
+    }
+
+    /// Remembers a generation's terminal event, forgetting the oldest beyond
+    /// [`RECENT_ENDS`].
+    pub fn remember_end(&mut self, event: Event) {
+        if self.recent_ends.len() >= RECENT_ENDS {
+            self.recent_ends.pop_front();
+        }
+        self.recent_ends.push_back(event);
+    }
+
+    /// The terminal event of `gen`, if it is among the remembered ones.
+    pub fn recent_end(&self, gen: u64) -> Option<&Event> {
+        self.recent_ends.iter().rev().find(|e| e.gen() == Some(gen))
     }
 
     /// Validates a session name: `[A-Za-z0-9._-]{1,64}`, not starting with `.` (so it is

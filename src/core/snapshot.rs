@@ -50,6 +50,15 @@ pub enum LastEnd {
     },
 }
 
+impl LastEnd {
+    /// The generation that ended.
+    pub fn gen(&self) -> u64 {
+        match self {
+            LastEnd::Exited { gen, .. } | LastEnd::SpawnFailed { gen, .. } => *gen,
+        }
+    }
+}
+
 /// One live generation as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerationSnapshot {
@@ -89,7 +98,7 @@ pub enum Lifecycle {
     /// Leader alive, stop sequence at this stage.
     Stopping(StopStage),
     /// Leader exited (a zombie, unreaped); output draining.
-    Exited,
+    Draining,
     /// Exit reported; waiting for the group to empty, then reaped.
     Reported,
     /// Reaped and released.
@@ -106,7 +115,7 @@ impl Lifecycle {
             Lifecycle::Stopping(StopStage::Graceful) => "stopping",
             Lifecycle::Stopping(StopStage::Kill) => "killing",
             Lifecycle::Stopping(StopStage::Unkillable) => "unkillable",
-            Lifecycle::Exited => "exited",
+            Lifecycle::Draining => "exited",
             Lifecycle::Reported => "reported",
             Lifecycle::Gone => "gone",
         }

@@ -1,17 +1,19 @@
-//! One control connection: its socket, request splitter, outgoing queue and subscriptions.
+//! One control connection: its socket, request splitter, outgoing queue, and the `wait`
+//! answers it is owed.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+use std::io::{self, Read};
 use std::sync::Arc;
 
 use mio::net::UnixStream;
 
-use super::fanout::{pump, Cursor};
 use super::outbox::Outbox;
-use super::request::Replay;
-use super::ring::Ring;
 use crate::proto::framing::{LineSplitter, LineTooLong};
 
-/// A `wait` answer waiting for the subscriber's cursor to pass the exit record.
+/// A request line as split from the stream: complete, or cut off at the length limit.
+pub type Line = Result<Vec<u8>, LineTooLong>;
+
+/// A `wait` answer held until the subscriber has been sent the exit record it follows.
 #[derive(Debug)]
 pub struct Deferred {
     /// The session whose log holds the exit record.
@@ -22,34 +24,37 @@ pub struct Deferred {
     pub line: Vec<u8>,
 }
 
+/// What one read from the socket brought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// This many bytes, split into lines.
+    Bytes(usize),
+    /// Nothing more for now.
+    WouldBlock,
+    /// The peer closed its writing side; a last incomplete line was kept.
+    Eof,
+    /// The connection failed.
+    Broken,
+}
+
 /// A connected client.
 #[derive(Debug)]
 pub struct Client {
-    /// The socket.
-    pub stream: UnixStream,
-    /// Splits incoming bytes into request lines, bounded.
-    pub lines: LineSplitter,
+    stream: UnixStream,
+    lines: LineSplitter,
     /// Bytes waiting to be written.
     pub outbox: Outbox,
     /// Request lines read but not yet handled (at most one read's worth): handled while
     /// their answers have room in the outbox.
-    pub pending: VecDeque<Result<Vec<u8>, LineTooLong>>,
-    /// Per-session subscription cursors.
-    pub subs: HashMap<Arc<str>, Cursor>,
-    /// Sessions whose log this client has not caught up with (its queue was full): the
-    /// only ones refilled when the queue drains, so a subscriber to many quiet sessions
-    /// costs nothing per write.
-    pub behind: HashSet<Arc<str>>,
-    /// Subscribed to every session: how to start on sessions that already exist.
-    pub all: Option<Replay>,
+    pending: VecDeque<Line>,
     /// Reading stopped because the outbox is full; resume when it drains.
     pub paused: bool,
-    /// The peer closed its writing side; close once everything is answered.
-    pub eof: bool,
+    eof: bool,
     /// `wait` requests not yet answered (registered or deferred).
     pub waiting: usize,
-    /// `wait` answers held until this client has been sent the exit record they follow.
-    pub deferred: Vec<Deferred>,
+    deferred: Vec<Deferred>,
+    /// Queued for a flush at the end of this step.
+    pub dirty: bool,
 }
 
 impl Client {
@@ -60,41 +65,94 @@ impl Client {
             lines: LineSplitter::new(max_line),
             outbox: Outbox::new(outbox_bytes),
             pending: VecDeque::new(),
-            subs: HashMap::new(),
-            behind: HashSet::new(),
-            all: None,
             paused: false,
             eof: false,
             waiting: 0,
             deferred: Vec::new(),
+            dirty: false,
         }
     }
 
-    /// Copies `session`'s log into the queue as far as it has room, and remembers whether
-    /// the client is now behind on it.
-    pub fn pump(&mut self, session: &Arc<str>, ring: &Ring) {
-        let Some(cursor) = self.subs.get_mut(session) else {
-            return;
-        };
-        if pump(session, ring, cursor, &mut self.outbox) {
-            self.behind.remove(session);
-        } else {
-            self.behind.insert(session.clone());
+    /// The socket, for (de)registration.
+    pub fn stream_mut(&mut self) -> &mut UnixStream {
+        &mut self.stream
+    }
+
+    /// The next request line already read, if its answer has room; otherwise reading
+    /// pauses until the outbox drains (what bounds a client that pipelines requests
+    /// without reading answers).
+    pub fn next_line(&mut self) -> Option<Line> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        if !self.outbox.can_take_replies() {
+            self.paused = true;
+            return None;
+        }
+        self.pending.pop_front()
+    }
+
+    /// Whether lines wait to be handled, or reading is paused for them.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || self.paused
+    }
+
+    /// Reads once from the socket into `buf` and splits what came into lines.
+    pub fn receive(&mut self, buf: &mut [u8]) -> Received {
+        if self.eof {
+            return Received::WouldBlock;
+        }
+        loop {
+            return match self.stream.read(buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    let pending = &mut self.pending;
+                    self.lines
+                        .finish(|l| pending.push_back(l.map(<[u8]>::to_vec)));
+                    Received::Eof
+                }
+                Ok(n) => {
+                    let pending = &mut self.pending;
+                    self.lines
+                        .feed(&buf[..n], |l| pending.push_back(l.map(<[u8]>::to_vec)));
+                    Received::Bytes(n)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Received::WouldBlock,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::debug!("client: read: {e}");
+                    Received::Broken
+                }
+            };
         }
     }
 
-    /// Stops following `session`.
-    pub fn unsubscribe(&mut self, session: &str) {
-        self.subs.remove(session);
-        self.behind.remove(session);
+    /// Holds a `wait` answer until the exit record it follows has been queued.
+    pub fn defer(&mut self, deferred: Deferred) {
+        self.deferred.push(deferred);
     }
 
-    /// Whether the connection has nothing left to do.
+    /// Queues the deferred `wait` answers for which `passed(session, seq)` holds.
+    pub fn release_deferred(&mut self, passed: impl Fn(&str, u64) -> bool) {
+        let mut i = 0;
+        while i < self.deferred.len() {
+            if passed(&self.deferred[i].session, self.deferred[i].seq) {
+                let d = self.deferred.remove(i);
+                self.outbox.push(&d.line);
+                self.waiting = self.waiting.saturating_sub(1);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Writes what the socket accepts.
+    pub fn write_out(&mut self) -> io::Result<()> {
+        self.outbox.flush_to(&mut self.stream)
+    }
+
+    /// Whether the connection has nothing left to do once its subscriptions are gone.
     pub fn finished(&self) -> bool {
-        self.eof
-            && self.outbox.is_empty()
-            && self.waiting == 0
-            && self.subs.is_empty()
-            && self.all.is_none()
+        self.eof && self.pending.is_empty() && self.outbox.is_empty() && self.waiting == 0
     }
 }

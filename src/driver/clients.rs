@@ -1,26 +1,32 @@
-//! Control connections: accepting (with peer checks and a connection limit), reading
-//! requests, answering, and the daemon's own operations.
+//! The control connections and everything owed to them: accepting (with peer checks and a
+//! connection limit), reading requests, answers, subscriptions, and pending `wait`s.
+//!
+//! A request travels: socket → [`Clients::next_request`] (split, decode) → the daemon,
+//! which routes it to the core or back here → an answer queued on the connection →
+//! [`Clients::flush_dirty`] at the end of the step writes it.
 
-use std::io::{self, Read};
+use std::collections::HashMap;
+use std::io;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use mio::{Interest, Token};
+use mio::net::UnixListener;
+use mio::{Interest, Poll, Registry};
 
-use super::client::{Client, Deferred};
-use super::daemon::{Daemon, Shutdown, Source};
-use super::encode;
-use super::fanout::start_cursor;
-use super::request::{self, Op, Target};
-use crate::core::{Command, Input, LastEnd, Lifecycle};
+use super::client::{Client, Deferred, Line, Received};
+use super::encode::{self, Clock};
+use super::listener::{refuse, PeerPolicy};
+use super::logs::Logs;
+use super::request::{self, Op, Replay, Target};
+use super::subscriptions::{start_cursor, Subscriptions};
+use super::token::Source;
+use crate::core::{Error as CoreError, Response, WaitFor};
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
 
-/// Bytes read from one client per turn, so one chatty client cannot starve the rest.
-const CLIENT_READ_PER_TURN: usize = 256 * 1024;
-
 /// How long an exiting daemon keeps writing to clients that are still reading.
-const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
+const EXIT_FLUSH: Duration = Duration::from_secs(1);
 
 /// Most unanswered `wait` requests one connection may have.
 const MAX_WAITS: usize = 1024;
@@ -31,8 +37,77 @@ const CLIENT_SNDBUF: usize = 1 << 20;
 /// The protocol version `hello` reports.
 pub const PROTOCOL_VERSION: u64 = 1;
 
-impl Daemon {
-    pub(super) fn accept_clients(&mut self) {
+/// Limits that apply to every connection.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientLimits {
+    /// Most simultaneous connections.
+    pub max_clients: usize,
+    /// Longest request line.
+    pub max_line: usize,
+    /// Soft limit of each outgoing queue.
+    pub outbox_bytes: usize,
+}
+
+/// What `hello` says about the daemon.
+#[derive(Debug, Clone)]
+pub struct Hello {
+    /// The daemon's identity token.
+    pub identity: String,
+    /// How children are watched: `pidfd` or `sigchld`.
+    pub reaper: &'static str,
+}
+
+/// The next thing a connection asks, as far as it can be read this turn.
+#[derive(Debug)]
+pub enum Next {
+    /// A decoded request.
+    Request(RequestId, Op),
+    /// Nothing more now: it would block, waits for its answers to drain, or is gone.
+    Idle,
+    /// This turn's read budget ran out with more to read: service it again next turn.
+    Again,
+}
+
+/// Every connection.
+#[derive(Debug)]
+pub struct Clients {
+    listener: UnixListener,
+    policy: PeerPolicy,
+    limits: ClientLimits,
+    hello: Hello,
+    table: HashMap<u64, Client>,
+    next_id: u64,
+    subs: Subscriptions,
+    /// Generation → `wait`s to answer with its terminal event.
+    waits: HashMap<u64, Vec<(u64, RequestId)>>,
+    /// Core request id → the connection and the id it used.
+    replies: HashMap<u64, (u64, RequestId)>,
+    next_request: u64,
+    /// Connections with bytes queued in this step, flushed at its end.
+    dirty: Vec<u64>,
+}
+
+impl Clients {
+    /// Serves connections arriving at `listener`.
+    pub fn new(listener: UnixListener, policy: PeerPolicy, limits: ClientLimits, hello: Hello) -> Clients {
+        Clients {
+            listener,
+            policy,
+            limits,
+            hello,
+            table: HashMap::new(),
+            next_id: 0,
+            subs: Subscriptions::default(),
+            waits: HashMap::new(),
+            replies: HashMap::new(),
+            next_request: 1,
+            dirty: Vec::new(),
+        }
+    }
+
+    /// Accepts every waiting connection, refusing strangers and connections over the limit
+    /// with a reason.
+    pub fn accept(&mut self, registry: &Registry) {
         loop {
             let (mut stream, _) = match self.listener.accept() {
                 Ok(s) => s,
@@ -45,459 +120,358 @@ impl Daemon {
                     return;
                 }
             };
-            let refuse = |stream: &mut mio::net::UnixStream, code: ErrorCode, why: String| {
-                let mut line = Vec::new();
-                encode::error(&RequestId::Null, &ProtoError::new(code, why), &mut line);
-                let _ = io::Write::write(stream, &line);
-                // Closing a Unix socket with unread input resets it, and the peer would
-                // lose the line above: discard what it already sent (bounded) first.
-                let mut sink = [0u8; 4096];
-                for _ in 0..16 {
-                    match io::Read::read(stream, &mut sink) {
-                        Ok(n) if n > 0 => {}
-                        _ => break,
-                    }
-                }
-            };
             if let Err(refused) = self.policy.check(&stream) {
                 log::warn!("refused a connection: {}", refused.reason);
                 refuse(&mut stream, ErrorCode::PermissionDenied, refused.reason);
                 continue;
             }
-            if self.clients.len() >= self.cfg.max_clients {
-                log::warn!(
-                    "refused a connection: {} clients connected",
-                    self.clients.len()
-                );
-                refuse(
-                    &mut stream,
-                    ErrorCode::Limit,
-                    format!("too many connections (limit {})", self.cfg.max_clients),
-                );
+            if self.table.len() >= self.limits.max_clients {
+                log::warn!("refused a connection: {} clients connected", self.table.len());
+                let why = format!("too many connections (limit {})", self.limits.max_clients);
+                refuse(&mut stream, ErrorCode::Limit, why);
                 continue;
             }
             // A deeper socket buffer moves output in fewer, larger writes and wake-ups
             // (best effort: the kernel caps it at net.core.wmem_max).
             let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, CLIENT_SNDBUF);
-            let token = self.token(Source::Client);
-            if let Err(e) = self.poll.registry().register(
-                &mut stream,
-                token,
-                Interest::READABLE | Interest::WRITABLE,
-            ) {
+            let id = self.next_id;
+            self.next_id += 1;
+            let Some(token) = Source::Client(id).token() else {
+                return;
+            };
+            if let Err(e) = registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
                 log::error!("register client: {e}");
-                self.sources.remove(&token);
                 continue;
             }
-            let client = Client::new(stream, self.cfg.max_line, self.cfg.client_outbox_bytes);
-            self.clients.insert(token, client);
-            log::debug!("client {} connected", token.0);
+            let client = Client::new(stream, self.limits.max_line, self.limits.outbox_bytes);
+            self.table.insert(id, client);
+            log::debug!("client {id} connected");
         }
     }
 
-    pub(super) fn client_readable(&mut self, token: Token) {
-        // Requests already read come first; nothing more is read while they wait.
-        if !self.answer_pending(token) {
-            self.flush_client(token);
+    /// Reads and decodes `id`'s next request. Malformed requests are answered with their
+    /// error here and skipped. `budget` is what may still be read from it this turn.
+    pub fn next_request(&mut self, registry: &Registry, id: u64, buf: &mut [u8], budget: &mut usize) -> Next {
+        loop {
+            let Some(client) = self.table.get_mut(&id) else {
+                return Next::Idle;
+            };
+            if let Some(line) = client.next_line() {
+                match self.decode(line) {
+                    Ok(Some((rid, op))) => return Next::Request(rid, op),
+                    Ok(None) => {}
+                    Err((rid, e)) => self.send_error(id, &rid, &e),
+                }
+                continue;
+            }
+            if client.has_pending() {
+                return Next::Idle;
+            }
+            if *budget == 0 {
+                return Next::Again;
+            }
+            match client.receive(buf) {
+                Received::Bytes(n) => *budget = budget.saturating_sub(n),
+                Received::Eof => {}
+                Received::WouldBlock => return Next::Idle,
+                Received::Broken => {
+                    self.close(registry, id);
+                    return Next::Idle;
+                }
+            }
+        }
+    }
+
+    /// A request line → its id and operation; `None` for a blank line.
+    fn decode(&self, line: Line) -> Result<Option<(RequestId, Op)>, (RequestId, ProtoError)> {
+        let line = line.map_err(|too_long| {
+            (RequestId::Null, ProtoError::new(ErrorCode::Limit, too_long.to_string()))
+        })?;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        let limits = Limits {
+            max_len: self.limits.max_line,
+            ..Limits::DEFAULT
+        };
+        let req = Request::decode(&line, &limits).map_err(|e| (e.id, e.error))?;
+        match request::decode(&req.op, &req.args) {
+            Ok(op) => Ok(Some((req.id, op))),
+            Err(e) => Err((req.id, e)),
+        }
+    }
+
+    fn push(&mut self, id: u64, bytes: &[u8]) {
+        if let Some(c) = self.table.get_mut(&id) {
+            c.outbox.push(bytes);
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(id);
+            }
+        }
+    }
+
+    fn mark_dirty(&mut self, id: u64) {
+        if let Some(c) = self.table.get_mut(&id) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(id);
+            }
+        }
+    }
+
+    /// Answers `rid` with an error.
+    pub fn send_error(&mut self, id: u64, rid: &RequestId, error: &ProtoError) {
+        let mut line = Vec::new();
+        encode::error(rid, error, &mut line);
+        self.push(id, &line);
+    }
+
+    /// Answers `rid` with a bare success.
+    pub fn send_ok(&mut self, id: u64, rid: &RequestId) {
+        let mut line = Vec::new();
+        begin_ok_response(rid, &mut line).finish();
+        line.push(b'\n');
+        self.push(id, &line);
+    }
+
+    /// Answers `hello`: protocol version, capabilities, who the daemon is.
+    pub fn send_hello(&mut self, id: u64, rid: &RequestId) {
+        let mut line = Vec::new();
+        let mut w = begin_ok_response(rid, &mut line);
+        w.u64("protocol", PROTOCOL_VERSION)
+            .str("version", env!("CARGO_PKG_VERSION"))
+            .u64("pid", u64::from(std::process::id()))
+            .str("identity", &self.hello.identity)
+            .str("reaper", self.hello.reaper)
+            .with("capabilities", |out| {
+                out.extend_from_slice(br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#)
+            });
+        w.finish();
+        line.push(b'\n');
+        self.push(id, &line);
+    }
+
+    /// A core request id whose reply goes to `rid` on connection `id`.
+    pub fn expect_reply(&mut self, id: u64, rid: RequestId) -> u64 {
+        let request = self.internal_request();
+        self.replies.insert(request, (id, rid));
+        request
+    }
+
+    /// A core request id whose reply nobody waits for.
+    pub fn internal_request(&mut self) -> u64 {
+        let request = self.next_request;
+        self.next_request += 1;
+        request
+    }
+
+    /// Delivers the core's reply to the connection that asked, if it is still there.
+    pub fn reply(&mut self, request: u64, result: &Result<Response, CoreError>, clock: Clock) {
+        if let Some((id, rid)) = self.replies.remove(&request) {
+            let mut line = Vec::new();
+            encode::reply(&rid, result, clock, &mut line);
+            self.push(id, &line);
+        }
+    }
+
+    /// Subscribes `id` to `sessions` (and, for `all`, to every session created later),
+    /// starting each per `replay`.
+    pub fn subscribe(&mut self, id: u64, rid: &RequestId, sessions: &[Arc<str>], all: bool, replay: Replay, logs: &mut Logs) {
+        self.send_ok(id, rid);
+        if all {
+            self.subs.add_all(id, replay);
+        }
+        let Some(client) = self.table.get_mut(&id) else {
             return;
+        };
+        for session in sessions {
+            let ring = logs.get_or_create(session);
+            self.subs.add(id, session, start_cursor(ring, replay));
+            self.subs.pump(id, session, ring, &mut client.outbox);
         }
-        let mut buf = std::mem::take(&mut self.read_buf);
-        let mut total = 0;
-        while let Some(client) = self.clients.get_mut(&token) {
-            if client.eof {
-                break;
-            }
-            if total >= CLIENT_READ_PER_TURN {
-                self.again.push(token);
-                break;
-            }
-            match client.stream.read(&mut buf) {
-                Ok(0) => {
-                    client.eof = true;
-                    let pending = &mut client.pending;
-                    client
-                        .lines
-                        .finish(|l| pending.push_back(l.map(<[u8]>::to_vec)));
-                    self.answer_pending(token);
-                    break;
-                }
-                Ok(n) => {
-                    total += n;
-                    let pending = &mut client.pending;
-                    client
-                        .lines
-                        .feed(&buf[..n], |l| pending.push_back(l.map(<[u8]>::to_vec)));
-                    if !self.answer_pending(token) {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    log::debug!("client {}: read: {e}", token.0);
-                    self.close_client(token);
-                    break;
-                }
-            }
-        }
-        self.read_buf = buf;
-        self.flush_client(token);
     }
 
-    /// Answers the requests read but not yet handled, while their answers have room.
-    /// Returns whether all were handled (false: paused until the client reads, or gone).
-    /// This is what bounds a client that pipelines requests without reading answers.
-    fn answer_pending(&mut self, token: Token) -> bool {
+    /// Stops `id` following `target`.
+    pub fn unsubscribe(&mut self, id: u64, rid: &RequestId, target: &Target) {
+        match target {
+            Target::All => self.subs.remove_client(id),
+            Target::Session(name) => self.subs.remove(id, name),
+        }
+        self.send_ok(id, rid);
+    }
+
+    /// Answers a `wait` now (an end already known, or an error), or registers it to be
+    /// answered with the generation's terminal event.
+    pub fn wait(&mut self, id: u64, rid: RequestId, target: Result<WaitFor, CoreError>) {
+        match target {
+            Err(e) => self.send_error(id, &rid, &encode::core_error(&e)),
+            Ok(WaitFor::Ended(event)) => {
+                let mut line = Vec::new();
+                encode::event(&event, &mut line);
+                let answer = wait_answer(&rid, &line);
+                self.push(id, &answer);
+            }
+            Ok(WaitFor::Live(gen)) => {
+                let Some(client) = self.table.get_mut(&id) else {
+                    return;
+                };
+                if client.waiting >= MAX_WAITS {
+                    let why = format!("{MAX_WAITS} wait requests already pending on this connection");
+                    self.send_error(id, &rid, &ProtoError::new(ErrorCode::Limit, why));
+                    return;
+                }
+                client.waiting += 1;
+                self.waits.entry(gen).or_default().push((id, rid));
+            }
+        }
+    }
+
+    /// Brings every follower of `session` up to date after record `seq` was appended.
+    pub fn deliver(&mut self, session: &Arc<str>, seq: u64, logs: &Logs) {
+        let Some(ring) = logs.get(session) else {
+            return;
+        };
+        for id in self.subs.followers(session, ring, seq) {
+            if let Some(client) = self.table.get_mut(&id) {
+                self.subs.pump(id, session, ring, &mut client.outbox);
+                if !client.dirty {
+                    client.dirty = true;
+                    self.dirty.push(id);
+                }
+            }
+        }
+    }
+
+    /// Answers every `wait` for `gen` with its terminal event, the record `seq` of
+    /// `session`'s log. A waiter that also follows the session gets its answer only after
+    /// that record was queued to it, so the answer never overtakes the output it follows.
+    pub fn answer_waits(&mut self, session: &Arc<str>, gen: u64, seq: u64, event_line: &[u8]) {
+        for (id, rid) in self.waits.remove(&gen).unwrap_or_default() {
+            if let Some(c) = self.table.get_mut(&id) {
+                c.defer(Deferred {
+                    session: session.clone(),
+                    seq,
+                    line: wait_answer(&rid, event_line),
+                });
+            }
+            self.mark_dirty(id);
+        }
+    }
+
+    /// A removed session: followers still behind lose the rest of its log with it, and
+    /// are told so, counted.
+    pub fn forget_session(&mut self, session: &str, logs: &Logs) {
+        if let Some(ring) = logs.get(session) {
+            let end = ring.end_pos();
+            for (id, cursor) in self.subs.cursors_of(session) {
+                if cursor.seq < ring.end_seq() {
+                    let mut line = Vec::new();
+                    encode::dropped(session, cursor.pos, end.max(cursor.pos), &mut line);
+                    self.push(id, &line);
+                }
+            }
+        }
+        self.subs.remove_session(session);
+    }
+
+    /// Writes what every connection touched in this step has queued. Returns those whose
+    /// reading was paused and may resume (serviced on the next turn, not recursively: a
+    /// fast client could otherwise nest read → answer → flush → read without bound).
+    pub fn flush_dirty(&mut self, registry: &Registry, logs: &Logs) -> Vec<u64> {
+        let mut resume = Vec::new();
+        for id in std::mem::take(&mut self.dirty) {
+            if let Some(c) = self.table.get_mut(&id) {
+                c.dirty = false;
+            }
+            if self.flush(registry, id, logs) {
+                resume.push(id);
+            }
+        }
+        resume
+    }
+
+    /// Writes what the socket accepts, refilling from the subscriptions it fell behind on
+    /// while the socket takes more; closes a finished or broken connection. Returns
+    /// whether reading was paused and may resume now.
+    pub fn flush(&mut self, registry: &Registry, id: u64, logs: &Logs) -> bool {
         loop {
-            let Some(client) = self.clients.get_mut(&token) else {
+            let Some(client) = self.table.get_mut(&id) else {
                 return false;
             };
-            if client.pending.is_empty() {
-                return true;
-            }
-            if !client.outbox.can_take_replies() {
-                client.paused = true;
+            let subs = &self.subs;
+            client.release_deferred(|session, seq| subs.passed(id, session, seq));
+            if let Err(e) = client.write_out() {
+                log::debug!("client {id}: write: {e}");
+                self.close(registry, id);
                 return false;
-            }
-            if let Some(line) = client.pending.pop_front() {
-                self.handle_line(token, line);
-            }
-        }
-    }
-
-    pub(super) fn client_writable(&mut self, token: Token) {
-        self.flush_client(token);
-    }
-
-    /// Writes what the socket accepts; refills from subscriptions; resumes reading when
-    /// the queue drained; closes a finished or broken connection.
-    pub(super) fn flush_client(&mut self, token: Token) {
-        loop {
-            let Some(client) = self.clients.get_mut(&token) else {
-                return;
-            };
-            Self::release_deferred(client);
-            if let Err(e) = client.outbox.flush_to(&mut client.stream) {
-                log::debug!("client {}: write: {e}", token.0);
-                self.close_client(token);
-                return;
             }
             if !client.outbox.is_empty() {
-                break; // WRITABLE will fire when the socket drains.
+                break; // WRITABLE fires when the socket drains.
             }
-            // Room again: continue subscriptions that were cut short.
-            let behind: Vec<Arc<str>> = client.behind.iter().cloned().collect();
-            let refilled = !behind.is_empty();
+            let behind = self.subs.behind(id);
+            if behind.is_empty() {
+                break;
+            }
             for session in behind {
-                match self.logs.get(&session) {
-                    Some(ring) => client.pump(&session, ring),
-                    None => client.unsubscribe(&session),
+                match logs.get(&session) {
+                    Some(ring) => self.subs.pump(id, &session, ring, &mut client.outbox),
+                    None => self.subs.remove(id, &session),
                 }
             }
-            if !refilled || client.outbox.is_empty() {
+            if client.outbox.is_empty() {
                 break;
             }
         }
-        let Some(client) = self.clients.get_mut(&token) else {
-            return;
+        let Some(client) = self.table.get_mut(&id) else {
+            return false;
         };
         // Requests are read again once their answers have room; output flowing to a
         // subscriber never holds its requests back (see `Outbox::can_take_replies`).
         if client.paused && client.outbox.can_take_replies() {
-            // Serviced on the next turn of the loop (not recursively: a fast client could
-            // otherwise nest read → answer → flush → read without bound).
             client.paused = false;
-            self.again.push(token);
-            return;
+            return true;
         }
-        if client.finished() {
-            self.close_client(token);
+        if client.finished() && !self.subs.follows_anything(id) {
+            self.close(registry, id);
         }
+        false
     }
 
-    pub(super) fn close_client(&mut self, token: Token) {
-        let Some(mut client) = self.clients.remove(&token) else {
-            return;
-        };
-        let _ = self.poll.registry().deregister(&mut client.stream);
-        self.sources.remove(&token);
-        self.all_subscribers.remove(&token);
-        for session in client.subs.keys() {
-            if let Some(s) = self.subscribers.get_mut(session) {
-                s.remove(&token);
-            }
-        }
-        for list in self.waiters.values_mut() {
-            list.retain(|(t, _)| *t != token);
-        }
-        self.waiters.retain(|_, l| !l.is_empty());
-        self.requests.retain(|_, (t, _)| *t != token);
-        log::debug!("client {} disconnected", token.0);
-    }
-
-    /// Queues bytes for a client and tries to write them.
-    pub(super) fn send(&mut self, token: Token, bytes: &[u8]) {
-        if let Some(c) = self.clients.get_mut(&token) {
-            c.outbox.push(bytes);
-        }
-        self.flush_client(token);
-    }
-
-    fn send_error(&mut self, token: Token, id: &RequestId, error: ProtoError) {
-        let mut line = Vec::new();
-        encode::error(id, &error, &mut line);
-        self.send(token, &line);
-    }
-
-    fn handle_line(
-        &mut self,
-        token: Token,
-        line: Result<Vec<u8>, crate::proto::framing::LineTooLong>,
-    ) {
-        let line = match line {
-            Ok(l) => l,
-            Err(too_long) => {
-                let e = ProtoError::new(ErrorCode::Limit, too_long.to_string());
-                self.send_error(token, &RequestId::Null, e);
-                return;
-            }
-        };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        let limits = Limits {
-            max_len: self.cfg.max_line,
-            ..Limits::DEFAULT
-        };
-        let req = match Request::decode(&line, &limits) {
-            Ok(r) => r,
-            Err(e) => return self.send_error(token, &e.id, e.error),
-        };
-        let op = match request::decode(&req.op, &req.args) {
-            Ok(op) => op,
-            Err(e) => return self.send_error(token, &req.id, e),
-        };
-        self.handle_op(token, req.id, op);
-    }
-
-    fn handle_op(&mut self, token: Token, id: RequestId, op: Op) {
-        match op {
-            Op::Core(command) => {
-                if self.shutdown != Shutdown::Running
-                    && matches!(command, Command::Spawn { .. } | Command::Restart { .. })
-                {
-                    let e = ProtoError::new(ErrorCode::Busy, "the daemon is shutting down");
-                    return self.send_error(token, &id, e);
-                }
-                let request = self.internal_request();
-                self.requests.insert(request, (token, id));
-                self.feed(Input::Command { request, command });
-            }
-            Op::Hello => {
-                let mut line = Vec::new();
-                let mut w = begin_ok_response(&id, &mut line);
-                w.u64("protocol", PROTOCOL_VERSION)
-                    .str("version", env!("CARGO_PKG_VERSION"))
-                    .u64("pid", u64::from(std::process::id()))
-                    .str("identity", &self.identity)
-                    .str("reaper", if self.fallback { "sigchld" } else { "pidfd" })
-                    .with("capabilities", |out| {
-                        out.extend_from_slice(
-                            br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#,
-                        )
-                    });
-                w.finish();
-                line.push(b'\n');
-                self.send(token, &line);
-            }
-            Op::Subscribe { target, replay } => self.subscribe(token, id, target, replay),
-            Op::Unsubscribe { target } => {
-                if let Some(client) = self.clients.get_mut(&token) {
-                    match &target {
-                        Target::All => {
-                            client.all = None;
-                            client.subs.clear();
-                            client.behind.clear();
-                            self.all_subscribers.remove(&token);
-                            for s in self.subscribers.values_mut() {
-                                s.remove(&token);
-                            }
-                        }
-                        Target::Session(name) => {
-                            client.unsubscribe(name);
-                            if let Some(s) = self.subscribers.get_mut(name.as_str()) {
-                                s.remove(&token);
-                            }
-                        }
-                    }
-                }
-                self.ok(token, &id);
-            }
-            Op::Wait { session, gen } => self.wait(token, id, &session, gen),
-            Op::Shutdown => {
-                self.ok(token, &id);
-                self.begin_shutdown();
-            }
-        }
-    }
-
-    fn ok(&mut self, token: Token, id: &RequestId) {
-        let mut line = Vec::new();
-        begin_ok_response(id, &mut line).finish();
-        line.push(b'\n');
-        self.send(token, &line);
-    }
-
-    fn subscribe(&mut self, token: Token, id: RequestId, target: Target, replay: request::Replay) {
-        let sessions: Vec<std::sync::Arc<str>> = match &target {
-            Target::All => self.logs.sessions().cloned().collect(),
-            Target::Session(name) => {
-                let known = self.core.get(name).map(|s| s.name);
-                match known {
-                    Some(n) => vec![n],
-                    None => {
-                        let e = ProtoError::new(
-                            ErrorCode::NoSuchSession,
-                            format!("no session named `{name}`"),
-                        );
-                        return self.send_error(token, &id, e);
-                    }
-                }
-            }
-        };
-        self.ok(token, &id);
-        let Some(client) = self.clients.get_mut(&token) else {
+    /// Drops connection `id` and everything owed to it.
+    pub fn close(&mut self, registry: &Registry, id: u64) {
+        let Some(mut client) = self.table.remove(&id) else {
             return;
         };
-        if target == Target::All {
-            client.all = Some(replay);
-            self.all_subscribers.insert(token);
+        let _ = registry.deregister(client.stream_mut());
+        self.subs.remove_client(id);
+        if client.waiting > 0 {
+            self.waits.retain(|_, list| {
+                list.retain(|(c, _)| *c != id);
+                !list.is_empty()
+            });
         }
-        for session in sessions {
-            let ring = self.logs.ring(&session);
-            client
-                .subs
-                .entry(session.clone())
-                .or_insert_with(|| start_cursor(ring, replay));
-            client.pump(&session, ring);
-            if target != Target::All {
-                self.subscribers.entry(session).or_default().insert(token);
-            }
-        }
-        self.flush_client(token);
-    }
-
-    fn wait(&mut self, token: Token, id: RequestId, session: &str, gen: Option<u64>) {
-        let Some(snap) = self.core.get(session) else {
-            let e = ProtoError::new(
-                ErrorCode::NoSuchSession,
-                format!("no session named `{session}`"),
-            );
-            return self.send_error(token, &id, e);
-        };
-        // Not yet reported: its terminal event is still to come, so the wait can register.
-        let unreported = |g: u64| {
-            snap.generations.iter().any(|s| {
-                s.gen == g && !matches!(s.lifecycle, Lifecycle::Reported | Lifecycle::Gone)
-            })
-        };
-        // No generation named and none current: the session's last end answers.
-        let last = snap.last_end.map(|end| match end {
-            LastEnd::Exited { gen, .. } | LastEnd::SpawnFailed { gen, .. } => gen,
-        });
-        let Some(g) = gen.or(snap.current).or(last) else {
-            let what = format!("session `{session}` has no generation to wait for");
-            return self.send_error(token, &id, ProtoError::new(ErrorCode::NotRunning, what));
-        };
-        if let Some(end) = self.ended.get(&g).filter(|e| *e.session == *session) {
-            let line = wait_answer(&id, &end.line);
-            return self.send(token, &line);
-        }
-        if !unreported(g) {
-            let what = format!(
-                "generation {g} of `{session}` is not known (ended long ago, or never existed)"
-            );
-            return self.send_error(token, &id, ProtoError::new(ErrorCode::NotRunning, what));
-        }
-        if self
-            .clients
-            .get(&token)
-            .is_some_and(|c| c.waiting >= MAX_WAITS)
-        {
-            let e = ProtoError::new(
-                ErrorCode::Limit,
-                format!("{MAX_WAITS} wait requests already pending on this connection"),
-            );
-            return self.send_error(token, &id, e);
-        }
-        self.waiters.entry(g).or_default().push((token, id));
-        if let Some(c) = self.clients.get_mut(&token) {
-            c.waiting += 1;
-        }
-    }
-
-    /// Answers every `wait` for `gen` with its terminal event line.
-    ///
-    /// A waiter that also subscribes to the session gets its answer only after the exit
-    /// record (log sequence `seq`) has been queued to it, so the answer never overtakes
-    /// that generation's output on the same connection.
-    pub(super) fn answer_waiters(
-        &mut self,
-        session: &Arc<str>,
-        gen: u64,
-        seq: u64,
-        event_line: &[u8],
-    ) {
-        for (token, id) in self.waiters.remove(&gen).unwrap_or_default() {
-            let line = wait_answer(&id, event_line);
-            if let Some(c) = self.clients.get_mut(&token) {
-                c.deferred.push(Deferred {
-                    session: session.clone(),
-                    seq,
-                    line,
-                });
-            }
-            self.flush_client(token);
-        }
-    }
-
-    /// Queues the deferred `wait` answers whose exit record this client has been sent
-    /// (or that no subscription holds back).
-    fn release_deferred(client: &mut Client) {
-        let mut i = 0;
-        while i < client.deferred.len() {
-            let d = &client.deferred[i];
-            let passed = client.subs.get(&d.session).is_none_or(|c| c.seq > d.seq);
-            if passed {
-                let d = client.deferred.remove(i);
-                client.outbox.push(&d.line);
-                client.waiting = client.waiting.saturating_sub(1);
-            } else {
-                i += 1;
-            }
-        }
+        self.replies.retain(|_, (c, _)| *c != id);
+        log::debug!("client {id} disconnected");
     }
 
     /// On the way out, subscribers that keep reading get the last events (every session's
     /// exit): writing continues until every queue and subscription is drained, or for at
     /// most [`EXIT_FLUSH`].
-    pub(super) fn flush_all_clients(&mut self) {
-        let deadline = std::time::Instant::now() + EXIT_FLUSH;
+    pub fn flush_before_exit(&mut self, poll: &mut Poll, logs: &Logs) {
+        let deadline = Instant::now() + EXIT_FLUSH;
         let mut events = mio::Events::with_capacity(64);
         loop {
-            let tokens: Vec<Token> = self.clients.keys().copied().collect();
-            for token in tokens {
-                self.flush_client(token);
+            let ids: Vec<u64> = self.table.keys().copied().collect();
+            for &id in &ids {
+                self.flush(poll.registry(), id, logs);
             }
-            let logs = &self.logs;
-            let busy = self.clients.values().any(|c| {
-                !c.outbox.is_empty()
-                    || c.subs
-                        .iter()
-                        .any(|(s, cur)| logs.get(s).is_some_and(|r| cur.seq < r.end_seq()))
-            });
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if !busy || left.is_zero() || self.poll.poll(&mut events, Some(left)).is_err() {
+            let busy = self
+                .table
+                .iter()
+                .any(|(id, c)| !c.outbox.is_empty() || self.subs.lagging(*id, logs));
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !busy || left.is_zero() || poll.poll(&mut events, Some(left)).is_err() {
                 return;
             }
         }
@@ -514,3 +488,4 @@ fn wait_answer(id: &RequestId, event_line: &[u8]) -> Vec<u8> {
     line.push(b'\n');
     line
 }
+

@@ -1,129 +1,75 @@
 //! The loop: one thread, one `mio::Poll`, in the style of mio's own tcp_server example —
-//! constant tokens for the fixed sources, a map for the rest, drain each ready source until
-//! it would block, retry `EINTR`, ignore unknown tokens, deregister before closing.
+//! drain each ready source until it would block (bounded per turn), retry `EINTR`, ignore
+//! unknown tokens, deregister before closing.
 //!
-//! Each readiness becomes a core [`Input`]; after every input the core's actions are
-//! drained and executed (`exec.rs`). The poll timeout is the core's next deadline, so an
-//! idle daemon never wakes.
+//! Each readiness goes to the one owner of that state — [`Children`], [`Clients`],
+//! [`Logs`] — and what happened becomes a core [`Input`]; the core's actions are then
+//! executed in order, each by its owner. The poll timeout is the core's next deadline, so
+//! an idle daemon never wakes.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mio::net::UnixListener;
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use super::children::Child;
-use super::client::Client;
+use super::children::{Children, LeaderState, Read};
+use super::clients::{ClientLimits, Clients, Hello, Next};
 use super::config::DaemonConfig;
-use super::encode::Clock;
-use super::fanout::Logs;
+use super::encode;
+use super::groups::GroupWatch;
 use super::listener::{self, PeerPolicy};
+use super::logs::Logs;
 use super::ready::notify_ready;
-use super::signals::{ControlSignal, ControlSignals};
-use crate::core::{Config as CoreConfig, Core, Input, Time};
+use super::request::{Op, Target};
+use super::signals::{ControlSignal, Signals};
+use super::token::Source;
+use crate::core::{Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Stream, Time};
 use crate::proto::envelope::RequestId;
+use crate::proto::error::{ErrorCode, ProtoError};
 use crate::store::lease::Lease;
 use crate::store::state_dir::ensure_private_dir;
 use crate::sys::process::ReaperMode;
-use crate::sys::sigchld::SigchldPipe;
 
-pub(super) const LISTENER: Token = Token(0);
-pub(super) const SIGNALS: Token = Token(1);
-pub(super) const SIGCHLD: Token = Token(2);
-const FIRST_DYNAMIC: usize = 16;
+/// One read from a child or a client: large enough to empty a grown pipe buffer in a few
+/// calls, small enough that one frame stays well under the protocol's 1 MiB payload limit.
+const READ_BUF_BYTES: usize = 256 * 1024;
 
-/// How often generations whose leader exited are checked for an emptied process group
-/// (only while some are waiting; an idle daemon never ticks).
-pub(super) const GROUP_CHECK: Duration = Duration::from_millis(20);
+/// Reads of one output stream per turn before other sources get theirs: a child writing
+/// flat out cannot starve the loop; the stream is revisited before the next sleep.
+const READS_PER_TURN: usize = 16;
 
-/// What a dynamic token stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Source {
-    Client,
-    /// An output descriptor of generation `gen` (for a PTY also its input).
-    Output {
-        gen: u64,
-    },
-    /// Stdin pipe of generation `gen`.
-    Stdin {
-        gen: u64,
-    },
-    /// pidfd of generation `gen`.
-    Pidfd {
-        gen: u64,
-    },
+/// Bytes read from one client per turn, so one chatty client cannot starve the rest.
+const CLIENT_READ_PER_TURN: usize = 256 * 1024;
+
+/// The core's clock (milliseconds since the daemon started) and the wire's (Unix).
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    start: Instant,
+    wire: encode::Clock,
 }
 
-/// Stops watching a descriptor and forgets its token: "deregister before drop".
-pub(super) fn unwatch(
-    poll: &Poll,
-    sources: &mut HashMap<Token, Source>,
-    fd: std::os::fd::RawFd,
-    token: Token,
-) {
-    let _ = poll.registry().deregister(&mut SourceFd(&fd));
-    sources.remove(&token);
-}
-
-/// The exit of a generation, kept for `wait` requests that arrive later.
-#[derive(Debug, Clone)]
-pub(super) struct Ended {
-    pub session: Arc<str>,
-    pub line: Vec<u8>,
-}
-
-/// Shutdown progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Shutdown {
-    Running,
-    Stopping,
-    Killing,
+impl Clock {
+    fn now(&self) -> Time {
+        Time::from_millis(self.start.elapsed().as_millis() as u64)
+    }
 }
 
 /// Everything the loop owns.
 #[derive(Debug)]
 pub struct Daemon {
-    pub(super) cfg: DaemonConfig,
-    pub(super) poll: Poll,
-    pub(super) core: Core,
-    pub(super) start: Instant,
-    pub(super) clock: Clock,
-    pub(super) listener: UnixListener,
-    pub(super) policy: PeerPolicy,
-    pub(super) signals: ControlSignals,
-    pub(super) sigchld: SigchldPipe,
-    /// Children are watched through SIGCHLD (no pidfds).
-    pub(super) fallback: bool,
-    /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
-    pub(super) orphans: bool,
-    pub(super) next_token: usize,
-    pub(super) sources: HashMap<Token, Source>,
-    pub(super) children: HashMap<u64, Child>,
-    pub(super) clients: HashMap<Token, Client>,
-    pub(super) logs: Logs,
-    pub(super) all_subscribers: BTreeSet<Token>,
-    pub(super) subscribers: HashMap<Arc<str>, BTreeSet<Token>>,
-    /// Core request id → the client and the id it used.
-    pub(super) requests: HashMap<u64, (Token, RequestId)>,
-    pub(super) next_request: u64,
-    /// Generation → `wait` requests to answer when it ends.
-    pub(super) waiters: HashMap<u64, Vec<(Token, RequestId)>>,
-    /// Recently ended generations, bounded, for late `wait`s.
-    pub(super) ended: HashMap<u64, Ended>,
-    pub(super) ended_order: VecDeque<u64>,
-    /// Sources with data left after a bounded read: serviced again before sleeping.
-    pub(super) again: Vec<Token>,
-    pub(super) read_buf: Vec<u8>,
-    pub(super) shutdown: Shutdown,
-    /// When process groups were last scanned (see [`GROUP_CHECK`]).
-    pub(super) last_group_check: Instant,
-    /// A leader exited this turn: scan groups before sleeping.
-    pub(super) group_check_due: bool,
-    pub(super) identity: String,
+    cfg: DaemonConfig,
+    poll: Poll,
+    core: Core,
+    clock: Clock,
+    signals: Signals,
+    children: Children,
+    clients: Clients,
+    logs: Logs,
+    groups: GroupWatch,
+    /// Sources with work left after their bounded turn: serviced again before sleeping.
+    again: Vec<Token>,
+    read_buf: Vec<u8>,
     _lease: Lease,
 }
 
@@ -142,13 +88,6 @@ impl std::error::Error for StartError {}
 fn start_err(what: &str) -> impl Fn(io::Error) -> StartError + '_ {
     move |e| StartError(format!("{what}: {e}"))
 }
-
-/// One read from a child or a client: large enough to empty a grown pipe buffer in a few
-/// calls, small enough that one frame stays well under the protocol's 1 MiB payload limit.
-const READ_BUF_BYTES: usize = 256 * 1024;
-
-/// Ended generations remembered for late `wait`s.
-const ENDED_MEMORY: usize = 4096;
 
 impl Daemon {
     /// Prepares the state directory, lease, socket and signal handling.
@@ -170,33 +109,16 @@ impl Daemon {
         let poll = Poll::new().map_err(start_err("epoll"))?;
         let mut listener = listener::bind(&cfg.socket)
             .map_err(|e| StartError(format!("socket {}: {e}", cfg.socket.display())))?;
+        let listener_token = Source::Listener.token().expect("fixed sources have tokens");
         poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)
+            .register(&mut listener, listener_token, Interest::READABLE)
             .map_err(start_err("register socket"))?;
-        let signals = ControlSignals::new().map_err(start_err("signal handlers"))?;
-        poll.registry()
-            .register(
-                &mut SourceFd(&signals.fd().as_raw_fd()),
-                SIGNALS,
-                Interest::READABLE,
-            )
-            .map_err(start_err("register signals"))?;
+        let signals = Signals::new(poll.registry()).map_err(start_err("signal handlers"))?;
         if cfg.subreaper {
             crate::sys::orphans::become_subreaper().map_err(start_err("PR_SET_CHILD_SUBREAPER"))?;
         }
-        let orphans = crate::sys::orphans::adopts_orphans();
         let fallback =
             cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
-        // Always watched: the fallback reaper and orphans need it, and so does any child
-        // that ended up without a watched pidfd (pidfd_open or registration failed).
-        let sigchld = SigchldPipe::new().map_err(start_err("SIGCHLD handler"))?;
-        poll.registry()
-            .register(
-                &mut SourceFd(&sigchld.fd().as_raw_fd()),
-                SIGCHLD,
-                Interest::READABLE,
-            )
-            .map_err(start_err("register SIGCHLD"))?;
         let epoch_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -204,84 +126,52 @@ impl Daemon {
             crate::sys::identity::Observed::Token(t) => t,
             _ => String::new(),
         };
+        let hello = Hello {
+            identity,
+            reaper: if fallback { "sigchld" } else { "pidfd" },
+        };
+        let limits = ClientLimits {
+            max_clients: cfg.max_clients,
+            max_line: cfg.max_line,
+            outbox_bytes: cfg.client_outbox_bytes,
+        };
+        let policy = PeerPolicy::new(cfg.allow_uids.clone());
+        let core_config = CoreConfig {
+            max_sessions: 4096,
+            max_generations: 8192,
+            ..CoreConfig::default()
+        };
         Ok(Daemon {
-            policy: PeerPolicy::new(cfg.allow_uids.clone()),
+            children: Children::new(cfg.reaper, crate::sys::orphans::adopts_orphans()),
             cfg,
             poll,
-            core: Core::new(
-                CoreConfig {
-                    max_sessions: 4096,
-                    max_generations: 8192,
-                    ..CoreConfig::default()
-                },
-                1,
-            ),
-            start: Instant::now(),
-            clock: Clock { epoch_unix_ms },
-            listener,
+            core: Core::new(core_config, 1),
+            clock: Clock {
+                start: Instant::now(),
+                wire: encode::Clock { epoch_unix_ms },
+            },
             signals,
-            sigchld,
-            fallback,
-            orphans,
-            next_token: FIRST_DYNAMIC,
-            sources: HashMap::new(),
-            children: HashMap::new(),
-            clients: HashMap::new(),
+            clients: Clients::new(listener, policy, limits, hello),
             logs: Logs::default(),
-            all_subscribers: BTreeSet::new(),
-            subscribers: HashMap::new(),
-            requests: HashMap::new(),
-            next_request: 1,
-            waiters: HashMap::new(),
-            ended: HashMap::new(),
-            ended_order: VecDeque::new(),
+            groups: GroupWatch::new(),
             again: Vec::new(),
             read_buf: vec![0; READ_BUF_BYTES],
-            shutdown: Shutdown::Running,
-            last_group_check: Instant::now(),
-            group_check_due: false,
-            identity,
             _lease: lease,
         })
-    }
-
-    /// The core's clock: milliseconds since the daemon started.
-    pub(super) fn now(&self) -> Time {
-        Time::from_millis(self.start.elapsed().as_millis() as u64)
-    }
-
-    /// A fresh token for a dynamic source.
-    pub(super) fn token(&mut self, source: Source) -> Token {
-        let t = Token(self.next_token);
-        self.next_token += 1;
-        self.sources.insert(t, source);
-        t
-    }
-
-    /// Feeds one input to the core and executes what it asks.
-    pub(super) fn feed(&mut self, input: Input) {
-        let now = self.now();
-        self.core.handle(now, input);
-        self.run_actions(None);
     }
 
     /// Runs the loop until shutdown completes.
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(256);
         log::info!(
-            "genward {} listening on {} (reaper: {})",
+            "genward {} listening on {}",
             env!("CARGO_PKG_VERSION"),
             self.cfg.socket.display(),
-            if self.fallback {
-                "sigchld fallback"
-            } else {
-                "pidfd"
-            }
         );
         notify_ready(self.cfg.ready_fd.take());
         loop {
-            if self.shutdown != Shutdown::Running && self.core.generation_count() == 0 {
-                self.flush_all_clients();
+            if self.core.is_shut_down() {
+                self.clients.flush_before_exit(&mut self.poll, &self.logs);
                 log::info!("all sessions stopped; exiting");
                 let _ = std::fs::remove_file(&self.cfg.socket);
                 return Ok(());
@@ -303,14 +193,13 @@ impl Daemon {
             for token in again {
                 self.dispatch(token, true, false);
             }
-            let now = self.now();
+            let now = self.clock.now();
             self.core.handle_timeout(now);
-            self.run_actions(None);
-            if self.group_check_due || self.last_group_check.elapsed() >= GROUP_CHECK {
-                self.group_check_due = false;
-                self.last_group_check = Instant::now();
-                self.check_groups();
+            for gen in self.groups.emptied(&self.core) {
+                self.tell(Input::GroupEmpty { gen });
             }
+            self.run_actions();
+            self.flush_clients();
         }
     }
 
@@ -318,47 +207,236 @@ impl Daemon {
         if !self.again.is_empty() {
             return Some(Duration::ZERO);
         }
-        let now = self.now();
-        let mut timeout = self.core.next_deadline().map(|d| d.since(now));
-        if self.children.values().any(|c| c.awaiting_group) {
-            timeout = Some(timeout.map_or(GROUP_CHECK, |t| t.min(GROUP_CHECK)));
-        }
+        let now = self.clock.now();
+        let core = self.core.next_deadline().map(|d| d.since(now));
+        let timeout = match (core, self.groups.timeout(&self.core)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         // Round up so a deadline is never polled a millisecond early and spun on.
         timeout.map(|t| t + Duration::from_micros(500))
     }
 
+    /// Routes one readiness to its owner, then runs what the core asks and writes what
+    /// the clients were sent.
     fn dispatch(&mut self, token: Token, readable: bool, writable: bool) {
-        match token {
-            LISTENER => self.accept_clients(),
-            SIGNALS => self.on_signals(),
-            SIGCHLD => self.on_sigchld(),
-            token => match self.sources.get(&token).copied() {
-                Some(Source::Client) => {
-                    if writable {
-                        self.client_writable(token);
-                    }
-                    if readable {
-                        self.client_readable(token);
-                    }
+        match Source::of(token) {
+            Source::Listener => self.clients.accept(self.poll.registry()),
+            Source::ControlSignals => self.on_control_signals(),
+            Source::Sigchld => self.on_sigchld(),
+            Source::Client(id) => {
+                if readable {
+                    self.serve_client(id, token);
+                } else if writable && self.clients.flush(self.poll.registry(), id, &self.logs) {
+                    self.again.push(token);
                 }
-                Some(Source::Output { gen }) => {
-                    if writable {
-                        self.flush_input(gen);
-                    }
-                    if readable {
-                        self.read_output(gen, token);
-                    }
+            }
+            Source::Output { gen, stream } => {
+                if writable && stream == Stream::Pty {
+                    self.flush_input(gen);
                 }
-                Some(Source::Stdin { gen }) => self.flush_input(gen),
-                Some(Source::Pidfd { gen }) => self.check_exit(gen),
-                // Sporadic events for a source already gone.
-                None => {}
-            },
+                if readable {
+                    self.read_output(gen, stream, token);
+                }
+            }
+            Source::Stdin { gen } => self.flush_input(gen),
+            Source::Pidfd { gen } => self.check_exit(gen),
+            // Sporadic events for a source already gone.
+            Source::Unknown => {}
+        }
+        self.run_actions();
+        self.flush_clients();
+    }
+
+    /// Feeds one input to the core; its actions run at the end of the step.
+    fn tell(&mut self, input: Input) {
+        let now = self.clock.now();
+        self.core.handle(now, input);
+    }
+
+    fn flush_clients(&mut self) {
+        for id in self.clients.flush_dirty(self.poll.registry(), &self.logs) {
+            if let Some(token) = Source::Client(id).token() {
+                self.again.push(token);
+            }
         }
     }
 
-    fn on_signals(&mut self) {
-        let received = match self.signals.drain() {
+    /// Executes the core's actions in order, each by the owner of what it concerns.
+    fn run_actions(&mut self) {
+        while let Some(action) = self.core.poll_action() {
+            let registry = self.poll.registry();
+            match action {
+                Action::Spawn { gen, session, spec } => self.spawn(gen, &session, &spec),
+                Action::Signal { gen, signal, scope } => self.children.signal(gen, signal, scope),
+                Action::Reap { gen } => self.children.reap(registry, gen),
+                Action::WriteInput { gen, bytes } => {
+                    self.children.queue_input(gen, &bytes);
+                    self.flush_input(gen);
+                }
+                Action::CloseInput { gen } => {
+                    self.children.close_input_when_written(gen);
+                    self.flush_input(gen);
+                }
+                Action::Resize { gen, rows, cols } => self.children.resize(gen, rows, cols),
+                Action::CloseOutput { gen } => {
+                    let unread = self.children.close_outputs(registry, gen);
+                    self.tell(Input::OutputClosed { gen, unread });
+                }
+                Action::Release { gen } => self.children.release(registry, gen),
+                Action::Emit(event) => self.emit(event),
+                Action::Reply { request, result } => {
+                    self.clients.reply(request, &result, self.clock.wire)
+                }
+            }
+        }
+    }
+
+    fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Spec) {
+        self.logs.set_capacity(session, spec.buffer_bytes);
+        let result = self.children.spawn(self.poll.registry(), gen, spec);
+        let spawned = result.is_ok();
+        if let Ok(pid) = result {
+            log::info!("{session} gen {gen}: spawned pid {pid}");
+        }
+        self.tell(Input::SpawnResult { gen, result });
+        if spawned {
+            // It may have exited before its pidfd was registered: edge-triggered readiness
+            // still fires for a pidfd that is already readable, but look once anyway.
+            self.check_exit(gen);
+        }
+    }
+
+    /// Reads a generation's output stream until it would block (bounded per turn),
+    /// framing each read into its session's log and delivering it.
+    fn read_output(&mut self, gen: u64, stream: Stream, token: Token) {
+        for _ in 0..READS_PER_TURN {
+            let registry = self.poll.registry();
+            match self.children.read(registry, gen, stream, &mut self.read_buf) {
+                Read::Data(n) => {
+                    if let Some(at) = self.core.output(gen, stream, n) {
+                        let data = &self.read_buf[..n];
+                        let seq = self.logs.push_output(&at.session, gen, stream, at.offset, data);
+                        self.clients.deliver(&at.session, seq, &self.logs);
+                    }
+                }
+                Read::Eof => return self.tell(Input::Eof { gen, stream }),
+                Read::WouldBlock | Read::Gone => return,
+            }
+        }
+        self.again.push(token);
+    }
+
+    /// Writes a generation's queued input as far as it goes and tells the core.
+    fn flush_input(&mut self, gen: u64) {
+        let progress = self.children.flush_input(self.poll.registry(), gen);
+        if progress.done > 0 {
+            self.tell(Input::InputWritten {
+                gen,
+                len: progress.done,
+            });
+        }
+        if progress.broken {
+            self.tell(Input::InputError { gen });
+        }
+    }
+
+    /// Tells the core if a leader it thinks is running has exited (without reaping it).
+    fn check_exit(&mut self, gen: u64) {
+        if !self.core.awaits_exit(gen) {
+            return;
+        }
+        match self.children.leader_state(gen) {
+            LeaderState::Running => {}
+            LeaderState::Exited(status) => {
+                self.tell(Input::LeaderExited { gen, status });
+                self.groups.look_soon();
+            }
+            LeaderState::Lost => self.tell(Input::Lost { gen }),
+        }
+    }
+
+    /// Appends an event to its session's log, answers `wait`s for a generation's end, and
+    /// delivers it to subscribers.
+    fn emit(&mut self, event: Event) {
+        log_event(&event);
+        let session = event.session().clone();
+        let mut line = Vec::new();
+        encode::event(&event, &mut line);
+        let terminal = event.is_terminal().then(|| line.clone());
+        let seq = self.logs.push_event(&session, &event, line);
+        if let (Some(line), Some(gen)) = (terminal, event.gen()) {
+            self.clients.answer_waits(&session, gen, seq, &line);
+        }
+        self.clients.deliver(&session, seq, &self.logs);
+        if let Event::State {
+            state: SessionState::Removed,
+            ..
+        } = event
+        {
+            self.clients.forget_session(&session, &self.logs);
+            self.logs.remove(&session);
+        }
+    }
+
+    fn serve_client(&mut self, id: u64, token: Token) {
+        let mut budget = CLIENT_READ_PER_TURN;
+        loop {
+            let registry = self.poll.registry();
+            match self.clients.next_request(registry, id, &mut self.read_buf, &mut budget) {
+                Next::Request(rid, op) => self.handle_op(id, rid, op),
+                Next::Idle => break,
+                Next::Again => {
+                    self.again.push(token);
+                    break;
+                }
+            }
+            // Each request's actions run before the next request is read.
+            self.run_actions();
+        }
+        if self.clients.flush(self.poll.registry(), id, &self.logs) {
+            self.again.push(token);
+        }
+    }
+
+    /// Routes a decoded request: commands to the core, the rest to the clients.
+    fn handle_op(&mut self, id: u64, rid: RequestId, op: Op) {
+        match op {
+            Op::Core(command) => {
+                let request = self.clients.expect_reply(id, rid);
+                self.tell(Input::Command { request, command });
+            }
+            Op::Hello => self.clients.send_hello(id, &rid),
+            Op::Subscribe { target, replay } => {
+                let sessions = match &target {
+                    Target::All => self.logs.sessions().cloned().collect(),
+                    Target::Session(name) => match self.core.get(name) {
+                        Some(s) => vec![s.name],
+                        None => {
+                            let why = format!("no session named `{name}`");
+                            let e = ProtoError::new(ErrorCode::NoSuchSession, why);
+                            return self.clients.send_error(id, &rid, &e);
+                        }
+                    },
+                };
+                let all = target == Target::All;
+                self.clients
+                    .subscribe(id, &rid, &sessions, all, replay, &mut self.logs);
+            }
+            Op::Unsubscribe { target } => self.clients.unsubscribe(id, &rid, &target),
+            Op::Wait { session, gen } => {
+                let target = self.core.wait_for(&session, gen);
+                self.clients.wait(id, rid, target);
+            }
+            Op::Shutdown => {
+                self.clients.send_ok(id, &rid);
+                self.shutdown();
+            }
+        }
+    }
+
+    fn on_control_signals(&mut self) {
+        let received = match self.signals.control.drain() {
             Ok(s) => s,
             Err(e) => {
                 log::error!("signal pipe: {e}");
@@ -367,78 +445,51 @@ impl Daemon {
         };
         for sig in received {
             match sig {
-                ControlSignal::Terminate => self.begin_shutdown(),
+                ControlSignal::Terminate => self.shutdown(),
                 ControlSignal::Hangup => log::info!("SIGHUP received; nothing to reload"),
             }
         }
     }
 
     fn on_sigchld(&mut self) {
-        if let Err(e) = self.sigchld.drain() {
+        if let Err(e) = self.signals.sigchld.drain() {
             log::error!("SIGCHLD pipe: {e}");
         }
         // Children watched through a pidfd report there; the others are asked here.
-        let gens: Vec<u64> = self
-            .children
-            .iter()
-            .filter(|(_, c)| !c.exit_seen && c.pidfd_token.is_none())
-            .map(|(g, _)| *g)
-            .collect();
-        for gen in gens {
+        for gen in self.children.without_pidfd() {
             self.check_exit(gen);
         }
-        if self.orphans {
-            let children = &self.children;
-            let tracked = |pid: i32| children.values().any(|c| c.process.pid() == pid);
-            match crate::sys::orphans::reap_orphans(tracked) {
-                Ok(0) => {}
-                Ok(n) => log::debug!("reaped {n} orphaned process(es)"),
-                Err(e) => log::warn!("reaping orphans: {e}"),
-            }
-        }
+        self.children.reap_orphans();
     }
 
-    /// Stops every session (first request) or kills everything at once (second).
-    pub(super) fn begin_shutdown(&mut self) {
-        let grace = match self.shutdown {
-            Shutdown::Running => {
-                log::info!("shutting down: stopping every session");
-                self.shutdown = Shutdown::Stopping;
-                None
-            }
-            Shutdown::Stopping | Shutdown::Killing => {
-                log::warn!("shutting down now: killing every session");
-                self.shutdown = Shutdown::Killing;
-                Some(Duration::ZERO)
-            }
-        };
-        let request = self.internal_request();
-        self.feed(Input::Command {
+    /// Stops every session (first request) or kills everything at once (any later one):
+    /// the core decides which.
+    fn shutdown(&mut self) {
+        log::info!("shutting down: stopping every session (again: killing them)");
+        let request = self.clients.internal_request();
+        self.tell(Input::Command {
             request,
-            command: crate::core::Command::StopAll { grace },
+            command: Command::Shutdown,
         });
     }
+}
 
-    /// A request id whose reply nobody waits for.
-    pub(super) fn internal_request(&mut self) -> u64 {
-        let id = self.next_request;
-        self.next_request += 1;
-        id
-    }
-
-    pub(super) fn remember_end(&mut self, session: &Arc<str>, gen: u64, line: Vec<u8>) {
-        if self.ended_order.len() >= ENDED_MEMORY {
-            if let Some(old) = self.ended_order.pop_front() {
-                self.ended.remove(&old);
-            }
-        }
-        self.ended_order.push_back(gen);
-        self.ended.insert(
+fn log_event(event: &Event) {
+    match event {
+        Event::Exited {
+            session,
             gen,
-            Ended {
-                session: session.clone(),
-                line,
-            },
-        );
+            code,
+            cause,
+            ..
+        } => {
+            let code = code.map_or_else(|| "unknown".to_string(), |c| c.to_string());
+            log::info!("{session} gen {gen}: exited, code {code} ({})", cause.as_str())
+        }
+        Event::SpawnFailed { session, gen, .. } => log::info!("{session} gen {gen}: spawn failed"),
+        Event::Unkillable { session, gen } => {
+            log::warn!("{session} gen {gen}: survived SIGKILL; still tracked")
+        }
+        Event::Spawned { .. } | Event::State { .. } | Event::InputClosed { .. } => {}
     }
 }

@@ -8,6 +8,9 @@ use std::path::Path;
 
 use mio::net::{UnixListener, UnixStream};
 
+use crate::proto::envelope::RequestId;
+use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
+
 /// Binds the control socket at `path`.
 ///
 /// A socket file left by a crashed daemon is replaced; one that still answers belongs to a
@@ -26,6 +29,23 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
     let listener = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
+}
+
+/// Tells a connection why it is refused, then lets it go.
+///
+/// Closing a Unix socket with unread input resets it, and the peer would lose the reason:
+/// what it already sent is read and discarded first (bounded).
+pub fn refuse(stream: &mut UnixStream, code: ErrorCode, why: String) {
+    let mut line = Vec::new();
+    write_error_response(&RequestId::Null, &ProtoError::new(code, why), &mut line);
+    let _ = io::Write::write(stream, &line);
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match io::Read::read(stream, &mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
 }
 
 /// Who may talk to the daemon: its own uid, root, and any uid explicitly allowed.
@@ -52,7 +72,6 @@ impl PeerPolicy {
     /// Checks a connected peer's credentials; returns its uid and pid on success.
     pub fn check(&self, stream: &UnixStream) -> Result<(u32, i32), PeerRefused> {
         let cred = crate::sys::peer::peer_cred(stream).map_err(|e| PeerRefused {
-            uid: None,
             reason: format!("cannot read peer credentials: {e}"),
         })?;
         let uid = cred.uid;
@@ -60,7 +79,6 @@ impl PeerPolicy {
             Ok((uid, cred.pid))
         } else {
             Err(PeerRefused {
-                uid: Some(uid),
                 reason: format!(
                     "uid {uid} may not use this daemon (owner uid {}; start it with --allow-uid {uid} to permit)",
                     self.own_uid
@@ -73,8 +91,6 @@ impl PeerPolicy {
 /// A refused connection, with the reason sent to the peer before closing.
 #[derive(Debug)]
 pub struct PeerRefused {
-    /// The peer's uid, when known.
-    pub uid: Option<u32>,
     /// Human-readable reason.
     pub reason: String,
 }

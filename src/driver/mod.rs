@@ -1,21 +1,30 @@
-//! The daemon: a single-threaded mio loop that executes the core's actions with the
-//! operating-system layer and serves clients on the control socket.
+//! The daemon: a single-threaded mio loop that routes each readiness to the one owner of
+//! that state and executes the core's actions.
+//!
+//! - `daemon.rs`: the loop and the routing between owners.
+//! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues.
+//! - `clients.rs`, `client.rs`, `subscriptions.rs`: connections, answers, who follows
+//!   which session and how far they got.
+//! - `logs.rs`, `ring.rs`: each session's replay log.
+//! - `token.rs`: what a poll token stands for.
 
-mod child_io;
-pub mod children;
-pub mod client;
+mod child;
+mod children;
+mod client;
 mod clients;
 pub mod config;
 mod daemon;
 pub mod encode;
-mod exec;
-pub mod fanout;
-pub mod listener;
-pub mod outbox;
-pub mod ready;
+mod groups;
+mod listener;
+mod logs;
+mod outbox;
+mod ready;
 pub mod request;
-pub mod ring;
-pub mod signals;
+mod ring;
+mod signals;
+mod subscriptions;
+mod token;
 
 pub use config::DaemonConfig;
 pub use daemon::{Daemon, StartError};

@@ -58,6 +58,7 @@ impl Outbox {
     }
 
     /// Bytes waiting to be written.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.pending
     }

@@ -199,6 +199,7 @@ impl Ring {
     }
 
     /// Bytes currently charged against the capacity.
+    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.used
     }

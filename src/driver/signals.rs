@@ -1,9 +1,16 @@
-//! The daemon's own signals: SIGTERM, SIGINT and SIGHUP as a readable descriptor.
+//! The signals the daemon listens to, as readable descriptors: its own control signals
+//! (SIGTERM, SIGINT, SIGHUP) and SIGCHLD.
 
 use std::io;
 use std::os::fd::BorrowedFd;
 
+use mio::unix::SourceFd;
+use mio::{Interest, Registry};
+
+use super::token::Source;
+use crate::sys::sigchld::SigchldPipe;
 use crate::sys::signal_pipe::SignalPipe;
+use std::os::fd::AsRawFd;
 
 /// A daemon control signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,5 +50,31 @@ impl ControlSignals {
                 }
             })
             .collect())
+    }
+}
+
+/// Both signal pipes, registered with the loop.
+#[derive(Debug)]
+pub struct Signals {
+    /// SIGTERM, SIGINT, SIGHUP.
+    pub control: ControlSignals,
+    /// SIGCHLD: always watched, because the fallback reaper and orphans need it, and so
+    /// does any child that ended up without a watched pidfd.
+    pub sigchld: SigchldPipe,
+}
+
+impl Signals {
+    /// Installs the handlers and registers both pipes.
+    pub fn new(registry: &Registry) -> io::Result<Signals> {
+        let control = ControlSignals::new()?;
+        let sigchld = SigchldPipe::new()?;
+        for (fd, source) in [
+            (control.fd().as_raw_fd(), Source::ControlSignals),
+            (sigchld.fd().as_raw_fd(), Source::Sigchld),
+        ] {
+            let token = source.token().expect("fixed sources have tokens");
+            registry.register(&mut SourceFd(&fd), token, Interest::READABLE)?;
+        }
+        Ok(Signals { control, sigchld })
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::core::check::Checker;
 use crate::core::{
-    Action, Command, Config, Core, Error, Event, ExitStatus, Input, OnBusy, Response,
+    Action, Command, Config, Core, Error, Event, ExitStatus, Input, OnBusy, OutputAt, Response,
     SessionSnapshot, Spec, Stream, Time,
 };
 
@@ -45,8 +45,25 @@ impl H {
 
     pub fn input(&mut self, input: Input) -> Vec<Action> {
         let actions = self.check.handle(&mut self.core, self.now, input);
+        self.answer_close_output(actions)
+    }
+
+    /// Records `actions` and, like the driver, answers each `CloseOutput` at once (with
+    /// nothing left unread), returning them with what the answers produced.
+    fn answer_close_output(&mut self, actions: Vec<Action>) -> Vec<Action> {
         self.log.extend(actions.iter().cloned());
-        actions
+        let mut all = Vec::new();
+        for action in actions {
+            let close = match action {
+                Action::CloseOutput { gen } => Some(gen),
+                _ => None,
+            };
+            all.push(action);
+            if let Some(gen) = close {
+                all.extend(self.input(Input::OutputClosed { gen, unread: 0 }));
+            }
+        }
+        all
     }
 
     pub fn cmd(&mut self, command: Command) -> Result<Response, Error> {
@@ -101,12 +118,13 @@ impl H {
         all
     }
 
-    pub fn output(&mut self, gen: u64, len: usize) -> Vec<Action> {
-        self.input(Input::Output {
-            gen,
-            stream: Stream::Stdout,
-            len,
-        })
+    /// `len` bytes read from `gen`'s stdout: where the core put them, if anywhere.
+    pub fn output(&mut self, gen: u64, len: usize) -> Option<OutputAt> {
+        self.output_on(gen, Stream::Stdout, len)
+    }
+
+    pub fn output_on(&mut self, gen: u64, stream: Stream, len: usize) -> Option<OutputAt> {
+        self.check.output(&mut self.core, gen, stream, len)
     }
 
     pub fn group_empty(&mut self, gen: u64) -> Vec<Action> {
@@ -117,8 +135,7 @@ impl H {
     pub fn advance(&mut self, ms: u64) -> Vec<Action> {
         self.now = Time::from_millis(self.now.as_millis() + ms);
         let actions = self.check.timeout(&mut self.core, self.now);
-        self.log.extend(actions.iter().cloned());
-        actions
+        self.answer_close_output(actions)
     }
 
     pub fn stop(&mut self, name: &str, if_gen: Option<u64>) -> Result<Response, Error> {

@@ -13,6 +13,7 @@ use crate::core::{
 #[derive(Clone, Debug)]
 enum Step {
     In(Input),
+    Output(u64, Stream, usize),
     Cmd(Command),
     Tick(u64),
 }
@@ -22,6 +23,9 @@ impl H {
         match step {
             Step::In(i) => {
                 self.input(i.clone());
+            }
+            Step::Output(gen, stream, len) => {
+                self.output_on(*gen, *stream, *len);
             }
             Step::Cmd(c) => {
                 let _ = self.cmd(c.clone());
@@ -117,11 +121,7 @@ fn replace_during_drain() {
             spec: Box::new(spec()),
             on_busy: OnBusy::Replace,
         }),
-        Step::In(Input::Output {
-            gen: 1,
-            stream: Stream::Stdout,
-            len: 8,
-        }),
+        Step::Output(1, Stream::Stdout, 8),
         e1,
         e2,
         Step::In(Input::GroupEmpty { gen: 1 }),

@@ -1,5 +1,6 @@
 //! One generation's lifecycle: stop escalation, group cleanup, drain, causes and codes.
 
+use crate::core::OutputAt;
 use super::harness::{has, spec, H};
 use crate::core::{
     Action, Config, Event, ExitCause, ExitStatus, Input, Lifecycle, OnBusy, OnExit, Scope,
@@ -110,9 +111,7 @@ fn leader_exit_terms_the_group_then_kills_then_reaps() {
         kill < reap,
         "the group is signalled only while the leader is unreaped"
     );
-    assert!(
-        a.contains(&Action::Release { gen: g }) && a.contains(&Action::ForgetDescriptor { gen: g })
-    );
+    assert!(a.contains(&Action::Release { gen: g }));
     assert_eq!(h.core.generation_count(), 0);
     h.settle();
 }
@@ -164,16 +163,13 @@ fn drain_deadline_reports_truncated_and_discards_late_output() {
             ..
         })
     )));
-    assert!(a.contains(&Action::CloseOutput { gen: g }));
-    let late = h.input(Input::Output {
-        gen: g,
-        stream: Stream::Stderr,
-        len: 7,
-    });
-    assert!(
-        late.is_empty(),
-        "nothing is delivered after the terminal event"
-    );
+    let close = a.iter().position(|x| *x == Action::CloseOutput { gen: g });
+    let exit = a
+        .iter()
+        .position(|x| matches!(x, Action::Emit(Event::Exited { .. })));
+    assert!(close < exit, "the streams are closed before the exit is reported");
+    let late = h.output_on(g, Stream::Stderr, 7);
+    assert_eq!(late, None, "nothing is delivered after the terminal event");
     assert_eq!(h.get("s").generations[0].discarded, 7);
     h.settle();
 }
@@ -191,31 +187,16 @@ fn offsets_are_per_generation_and_stream() {
     let g = h.spawn("s");
     h.started(g);
     h.output(g, 3);
-    h.input(Input::Output {
-        gen: g,
-        stream: Stream::Stderr,
-        len: 4,
-    });
-    let a = h.output(g, 5);
+    h.output_on(g, Stream::Stderr, 4);
+    let at = h.output(g, 5);
     assert_eq!(
-        a,
-        vec![Action::Emit(Event::Output {
+        at,
+        Some(OutputAt {
             session: "s".into(),
-            gen: g,
-            stream: Stream::Stdout,
             offset: 3,
-            len: 5
-        })]
-    );
-    assert!(
-        h.input(Input::Output {
-            gen: g,
-            stream: Stream::Pty,
-            len: 1
         })
-        .is_empty(),
-        "no pty on pipes"
     );
+    assert_eq!(h.output_on(g, Stream::Pty, 1), None, "no pty on pipes");
     assert_eq!(
         h.get("s").generations[0].offsets,
         vec![(Stream::Stdout, 8), (Stream::Stderr, 4)]
@@ -417,9 +398,7 @@ fn lost_generations_are_reported_once_and_never_signalled_again() {
             ..
         })
     )));
-    assert!(
-        a.contains(&Action::Release { gen: g }) && a.contains(&Action::ForgetDescriptor { gen: g })
-    );
+    assert!(a.contains(&Action::Release { gen: g }));
     assert!(!has(&a, |a| matches!(
         a,
         Action::Reap { .. } | Action::Signal { .. }

@@ -163,11 +163,10 @@ fn random_step(r: &mut Rng, h: &mut H, request: u64) {
             };
             Input::SpawnResult { gen, result }
         }
-        4 => Input::Output {
-            gen,
-            stream,
-            len: r.below(100) as usize,
-        },
+        4 => {
+            h.output_on(gen, stream, r.below(100) as usize);
+            return;
+        }
         5 => Input::Eof { gen, stream },
         6 => {
             let status = r.pick(&[
@@ -185,6 +184,10 @@ fn random_step(r: &mut Rng, h: &mut H, request: u64) {
         },
         9 => Input::InputError { gen },
         10 if r.below(4) == 0 => Input::Lost { gen },
+        11 if r.below(2) == 0 => Input::OutputClosed {
+            gen,
+            unread: r.below(50),
+        },
         _ => {
             // Time passes (rarely backwards: the core clamps it).
             let ms = r.pick(&MILLIS);

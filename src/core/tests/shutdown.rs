@@ -65,9 +65,9 @@ fn stop_all_reaches_superseded_generations_and_cancels_restarts() {
     h.group_empty(r);
     assert_eq!(h.get("b").state, SessionState::Backoff);
 
-    let reply = h.cmd(Command::StopAll {
-        grace: Some(Duration::ZERO),
-    });
+    // Asked twice: the second kills at once.
+    assert_eq!(h.cmd(Command::Shutdown), Ok(Response::Ok));
+    let reply = h.cmd(Command::Shutdown);
     assert_eq!(reply, Ok(Response::Ok));
     let actions = h.advance(0);
     assert!(
@@ -82,7 +82,7 @@ fn stop_all_reaches_superseded_generations_and_cancels_restarts() {
     );
     let next = h.core.next_generation();
     h.advance(60_000);
-    assert_eq!(h.core.next_generation(), next, "no restart after StopAll");
+    assert_eq!(h.core.next_generation(), next, "no restart after a shutdown");
     h.settle();
     assert_eq!(h.core.generation_count(), 0);
 }
@@ -134,10 +134,8 @@ fn a_second_shutdown_kills_the_rest_of_a_group_at_once() {
             ..
         }
     )));
-    h.cmd(Command::StopAll {
-        grace: Some(Duration::ZERO),
-    })
-    .unwrap();
+    h.cmd(Command::Shutdown).unwrap();
+    h.cmd(Command::Shutdown).unwrap();
     let actions = h.advance(0);
     assert!(has(&actions, |a| matches!(
         a,

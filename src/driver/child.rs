@@ -1,0 +1,247 @@
+//! One spawned generation as the driver holds it: the process handle, our ends of its
+//! stdio, and the input the core accepted but the child has not read yet.
+//!
+//! Nothing here decides anything about the generation's lifecycle; the core does. A
+//! `Child` only knows how to move bytes and signals, and registers what it owns.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use mio::unix::SourceFd;
+use mio::{Interest, Registry};
+
+use super::token::Source;
+use crate::core::{self, Spec, Stream};
+use crate::sys::fd::{write_nonblocking, WriteOutcome};
+use crate::sys::process::{Process, ReaperMode};
+use crate::sys::spawn::{self, Env, IoMode, SpawnRequest, StderrMode};
+
+/// The byte a PTY's line discipline turns into end-of-file (VEOF, Ctrl-D).
+const PTY_EOF: u8 = 0x04;
+
+/// What writing queued input achieved.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct InputProgress {
+    /// Bytes that left the queue: written, or dropped because there is nowhere to write.
+    pub done: usize,
+    /// The child stopped reading (EPIPE or another write error): the queue was dropped.
+    pub broken: bool,
+}
+
+/// One spawned generation.
+#[derive(Debug)]
+pub struct Child {
+    gen: u64,
+    process: Process,
+    /// Output descriptors still open, by [`Stream::index`]. For a PTY the master is also
+    /// where input goes and what a resize addresses.
+    outputs: [Option<OwnedFd>; 3],
+    stdin: Option<OwnedFd>,
+    pidfd_watched: bool,
+    input: Vec<u8>,
+    close_input_when_written: bool,
+}
+
+fn os(bytes: &[u8]) -> OsString {
+    OsString::from_vec(bytes.to_vec())
+}
+
+/// The operating system's spawn request for a core spec.
+pub fn spawn_request(spec: &Spec, reaper: ReaperMode) -> SpawnRequest {
+    SpawnRequest {
+        argv: spec.argv.iter().map(|a| os(a)).collect(),
+        cwd: spec.cwd.as_ref().map(|c| PathBuf::from(os(c))),
+        env: Env {
+            inherit: spec.env.inherit,
+            set: spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect(),
+            unset: spec.env.unset.iter().map(|k| os(k)).collect(),
+        },
+        io: match spec.io {
+            core::IoMode::Pipes { stderr } => IoMode::Pipes {
+                stderr: match stderr {
+                    core::Stderr::Pipe => StderrMode::Pipe,
+                    core::Stderr::Merge => StderrMode::Merge,
+                    core::Stderr::Null => StderrMode::Null,
+                },
+            },
+            core::IoMode::Pty { rows, cols } => IoMode::Pty {
+                rows,
+                cols,
+                term: None,
+            },
+        },
+        reaper,
+    }
+}
+
+/// Kernel buffer asked for each output pipe (see [`crate::sys::fd::grow_pipe`]).
+const OUTPUT_PIPE_BYTES: usize = 1 << 20;
+
+fn register(registry: &Registry, fd: BorrowedFd<'_>, source: Source, interest: Interest) -> bool {
+    let Some(token) = source.token() else {
+        return false;
+    };
+    match registry.register(&mut SourceFd(&fd.as_raw_fd()), token, interest) {
+        Ok(()) => true,
+        Err(e) => {
+            log::error!("register {source:?}: {e}");
+            false
+        }
+    }
+}
+
+/// Stops watching a descriptor before it is closed ("deregister before drop").
+fn deregister(registry: &Registry, fd: &OwnedFd) {
+    let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+}
+
+impl Child {
+    /// Takes over a freshly spawned process and registers its descriptors.
+    pub fn new(gen: u64, spawned: spawn::Child, registry: &Registry) -> Child {
+        let mut child = Child {
+            gen,
+            process: spawned.process,
+            outputs: [spawned.stdout, spawned.stderr, spawned.pty],
+            stdin: spawned.stdin,
+            pidfd_watched: false,
+            input: Vec::new(),
+            close_input_when_written: false,
+        };
+        for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
+            let Some(fd) = &child.outputs[stream.index()] else {
+                continue;
+            };
+            let interest = if stream == Stream::Pty {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
+                Interest::READABLE
+            };
+            register(registry, fd.as_fd(), Source::Output { gen, stream }, interest);
+        }
+        if let Some(fd) = &child.stdin {
+            register(registry, fd.as_fd(), Source::Stdin { gen }, Interest::WRITABLE);
+        }
+        if let Some(pidfd) = child.process.pidfd() {
+            child.pidfd_watched = register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
+        }
+        child
+    }
+
+    /// The process handle.
+    pub fn process(&self) -> &Process {
+        &self.process
+    }
+
+    /// The process handle, for reaping.
+    pub fn process_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
+
+    /// Whether its exit is learned from its pidfd (otherwise from SIGCHLD).
+    pub fn pidfd_watched(&self) -> bool {
+        self.pidfd_watched
+    }
+
+    /// An open output stream.
+    pub fn output(&self, stream: Stream) -> Option<BorrowedFd<'_>> {
+        self.outputs[stream.index()].as_ref().map(AsFd::as_fd)
+    }
+
+    /// Closes one output stream (it reached end of file). A PTY master is also where input
+    /// goes: input still queued for it has nowhere to go.
+    pub fn close_output(&mut self, registry: &Registry, stream: Stream) {
+        if let Some(fd) = self.outputs[stream.index()].take() {
+            deregister(registry, &fd);
+        }
+    }
+
+    /// Closes every output stream, returning how many bytes they still held unread.
+    pub fn close_outputs(&mut self, registry: &Registry) -> u64 {
+        let mut unread = 0;
+        for fd in self.outputs.iter_mut().filter_map(Option::take) {
+            unread += crate::sys::fd::bytes_readable(&fd).unwrap_or(0);
+            deregister(registry, &fd);
+        }
+        unread
+    }
+
+    /// Stops watching the pidfd (the process was reaped).
+    pub fn unwatch_pidfd(&mut self, registry: &Registry) {
+        if std::mem::take(&mut self.pidfd_watched) {
+            if let Some(pidfd) = self.process.pidfd() {
+                let _ = registry.deregister(&mut SourceFd(&pidfd.as_raw_fd()));
+            }
+        }
+    }
+
+    /// Closes and deregisters everything it holds.
+    pub fn release(mut self, registry: &Registry) {
+        self.close_outputs(registry);
+        self.close_stdin(registry);
+        self.unwatch_pidfd(registry);
+    }
+
+    /// Queues input for the child.
+    pub fn queue_input(&mut self, bytes: &[u8]) {
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// Closes the child's input once the queued bytes are written.
+    pub fn close_input_when_written(&mut self) {
+        self.close_input_when_written = true;
+    }
+
+    fn close_stdin(&mut self, registry: &Registry) {
+        if let Some(fd) = self.stdin.take() {
+            deregister(registry, &fd);
+        }
+    }
+
+    /// Writes queued input as far as the descriptor accepts without blocking.
+    pub fn flush_input(&mut self, registry: &Registry) -> InputProgress {
+        let fd = match (&self.stdin, &self.outputs[Stream::Pty.index()]) {
+            (Some(fd), _) | (None, Some(fd)) => fd.as_raw_fd(),
+            (None, None) => {
+                // Nowhere to write any more: what is queued leaves the queue unwritten.
+                let done = std::mem::take(&mut self.input).len();
+                return InputProgress { done, broken: false };
+            }
+        };
+        // SAFETY: `fd` belongs to an OwnedFd held by `self`, and nothing below closes it
+        // before the last use of `borrowed` (closing happens after the loop).
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let mut progress = InputProgress::default();
+        while !self.input.is_empty() {
+            match write_nonblocking(borrowed, &self.input) {
+                Ok(WriteOutcome::Written(n)) => {
+                    self.input.drain(..n);
+                    progress.done += n;
+                }
+                Ok(WriteOutcome::WouldBlock) => break,
+                Ok(WriteOutcome::Closed) | Err(_) => {
+                    progress.done += std::mem::take(&mut self.input).len();
+                    progress.broken = true;
+                    break;
+                }
+            }
+        }
+        let eof_now = !progress.broken && self.input.is_empty() && self.close_input_when_written;
+        if eof_now {
+            self.close_input_when_written = false;
+            if self.stdin.is_none() {
+                // A PTY has no write side to close: send the line discipline's EOF.
+                let _ = write_nonblocking(borrowed, &[PTY_EOF]);
+            }
+        }
+        if eof_now || progress.broken {
+            self.close_stdin(registry);
+        }
+        if progress.broken {
+            log::info!("gen {}: input closed by the child", self.gen);
+        }
+        progress
+    }
+}

@@ -1,0 +1,152 @@
+//! What each poll token stands for, encoded in the token itself.
+//!
+//! Fixed sources have small constant tokens, as in mio's own examples. A child's
+//! descriptor carries its generation and which descriptor it is; a client carries its
+//! connection number. Generation and connection numbers are never reused, so a sporadic
+//! event for a source already closed decodes to something that no longer exists and is
+//! ignored — it can never reach a newer source, and no table of tokens is kept in step.
+
+use mio::Token;
+
+use crate::core::Stream;
+
+/// Where a readiness event comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The control socket's listener.
+    Listener,
+    /// SIGTERM, SIGINT, SIGHUP.
+    ControlSignals,
+    /// SIGCHLD.
+    Sigchld,
+    /// Connection `id`.
+    Client(u64),
+    /// An output stream of generation `gen`; for a PTY also where its input goes.
+    Output { gen: u64, stream: Stream },
+    /// The stdin pipe of generation `gen`.
+    Stdin { gen: u64 },
+    /// The pidfd of generation `gen`.
+    Pidfd { gen: u64 },
+    /// Nothing we know.
+    Unknown,
+}
+
+const LISTENER: usize = 0;
+const CONTROL_SIGNALS: usize = 1;
+const SIGCHLD: usize = 2;
+
+/// The top bit marks clients; below it, children use three bits for the descriptor kind.
+const CLIENT_BIT: u64 = 1 << 63;
+const KIND_BITS: u32 = 3;
+const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
+
+const STDOUT: u64 = 0;
+const STDERR: u64 = 1;
+const PTY: u64 = 2;
+const STDIN: u64 = 3;
+const PIDFD: u64 = 4;
+
+// Tokens hold 64 bits of source identity.
+const _: () = assert!(usize::BITS == 64, "genward needs a 64-bit usize");
+
+impl Source {
+    /// The token for this source, or `None` for a generation number too large to encode
+    /// (2^60 and up: never reached by a counter that starts at 1).
+    pub fn token(self) -> Option<Token> {
+        let child = |gen: u64, kind: u64| {
+            (gen < (CLIENT_BIT >> KIND_BITS)).then(|| Token(((gen << KIND_BITS) | kind) as usize))
+        };
+        match self {
+            Source::Listener => Some(Token(LISTENER)),
+            Source::ControlSignals => Some(Token(CONTROL_SIGNALS)),
+            Source::Sigchld => Some(Token(SIGCHLD)),
+            Source::Client(id) => (id < CLIENT_BIT).then(|| Token((CLIENT_BIT | id) as usize)),
+            Source::Output { gen, stream } => child(
+                gen,
+                match stream {
+                    Stream::Stdout => STDOUT,
+                    Stream::Stderr => STDERR,
+                    Stream::Pty => PTY,
+                },
+            ),
+            Source::Stdin { gen } => child(gen, STDIN),
+            Source::Pidfd { gen } => child(gen, PIDFD),
+            Source::Unknown => None,
+        }
+    }
+
+    /// The source a token stands for.
+    pub fn of(token: Token) -> Source {
+        let t = token.0 as u64;
+        if t & CLIENT_BIT != 0 {
+            return Source::Client(t & !CLIENT_BIT);
+        }
+        let gen = t >> KIND_BITS;
+        if gen == 0 {
+            return match token.0 {
+                LISTENER => Source::Listener,
+                CONTROL_SIGNALS => Source::ControlSignals,
+                SIGCHLD => Source::Sigchld,
+                _ => Source::Unknown,
+            };
+        }
+        match t & KIND_MASK {
+            STDOUT => Source::Output {
+                gen,
+                stream: Stream::Stdout,
+            },
+            STDERR => Source::Output {
+                gen,
+                stream: Stream::Stderr,
+            },
+            PTY => Source::Output {
+                gen,
+                stream: Stream::Pty,
+            },
+            STDIN => Source::Stdin { gen },
+            PIDFD => Source::Pidfd { gen },
+            _ => Source::Unknown,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_round_trips_through_its_token() {
+        let sources = [
+            Source::Listener,
+            Source::ControlSignals,
+            Source::Sigchld,
+            Source::Client(0),
+            Source::Client(1 << 40),
+            Source::Output {
+                gen: 1,
+                stream: Stream::Stdout,
+            },
+            Source::Output {
+                gen: 7,
+                stream: Stream::Stderr,
+            },
+            Source::Output {
+                gen: (1 << 60) - 1,
+                stream: Stream::Pty,
+            },
+            Source::Stdin { gen: 1 },
+            Source::Pidfd { gen: 123_456 },
+        ];
+        for source in sources {
+            let token = source.token().expect("encodable");
+            assert_eq!(Source::of(token), source, "{token:?}");
+        }
+    }
+
+    #[test]
+    fn out_of_range_numbers_have_no_token() {
+        assert_eq!(Source::Pidfd { gen: 1 << 60 }.token(), None);
+        assert_eq!(Source::Client(1 << 63).token(), None);
+        assert_eq!(Source::of(Token(5)), Source::Unknown);
+    }
+}
