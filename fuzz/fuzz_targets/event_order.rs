@@ -76,9 +76,8 @@ enum Operation {
     Remove {
         session: u8,
     },
-    StopAll {
-        zero_grace: bool,
-    },
+    /// The daemon's shutdown; a second one kills at once.
+    Shutdown,
     List,
     Get {
         session: u8,
@@ -113,6 +112,10 @@ enum Operation {
     },
     InputError {
         gen: GenRef,
+    },
+    OutputClosed {
+        gen: GenRef,
+        unread: u16,
     },
     Lost {
         gen: GenRef,
@@ -239,10 +242,7 @@ impl World {
                     grace,
                 });
             }
-            Operation::StopAll { zero_grace } => {
-                let grace = zero_grace.then_some(Duration::ZERO);
-                self.command(Command::StopAll { grace });
-            }
+            Operation::Shutdown => self.command(Command::Shutdown),
             Operation::Restart { session, if_gen } => {
                 let if_gen = self.resolve(if_gen);
                 self.command(Command::Restart {
@@ -278,11 +278,8 @@ impl World {
             }
             Operation::Output { gen, stream, len } => {
                 let gen = self.gen(gen);
-                self.input(Input::Output {
-                    gen,
-                    stream: stream_of(stream),
-                    len: len as usize,
-                });
+                self.check
+                    .output(&mut self.core, gen, stream_of(stream), len as usize);
             }
             Operation::Eof { gen, stream } => {
                 let gen = self.gen(gen);
@@ -314,6 +311,13 @@ impl World {
             Operation::InputError { gen } => {
                 let gen = self.gen(gen);
                 self.input(Input::InputError { gen });
+            }
+            Operation::OutputClosed { gen, unread } => {
+                let gen = self.gen(gen);
+                self.input(Input::OutputClosed {
+                    gen,
+                    unread: u64::from(unread),
+                });
             }
             Operation::Lost { gen } => {
                 let gen = self.gen(gen);
