@@ -2,7 +2,8 @@
 //!
 //! The crate is split so that everything that decides is testable without an operating
 //! system: [`core`] is a pure state machine fed `(now, Input)`; [`sys`] wraps the system
-//! calls; the driver (later) is the only place that touches both.
+//! calls; [`driver`] is the only place that touches both, routing each readiness to the
+//! owner of that state; [`proto`] is the one home of the wire format.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 

@@ -13,69 +13,33 @@ use super::spec::Spec;
 pub enum Action {
     /// Start `gen` (setsid, its io mode, its env); answer with `Input::SpawnResult`.
     Spawn {
-        /// The new generation.
         gen: u64,
-        /// Its session.
         session: Arc<str>,
-        /// What to run.
         spec: Arc<Spec>,
     },
     /// Send `signal` to `gen`'s leader or to its process group. Only ever asked while the
     /// leader is unreaped, so neither the pid nor the group id can have been reused.
-    Signal {
-        /// The generation.
-        gen: u64,
-        /// Signal number.
-        signal: i32,
-        /// Leader or whole group.
-        scope: Scope,
-    },
+    Signal { gen: u64, signal: i32, scope: Scope },
     /// Reap `gen`'s leader (`waitid` without `WNOWAIT`). Asked exactly once per spawned
     /// generation; after it, nothing about `gen` is ever signalled.
-    Reap {
-        /// The generation.
-        gen: u64,
-    },
+    Reap { gen: u64 },
     /// Queue bytes for `gen`'s stdin; answer with `InputWritten` / `InputError`.
-    WriteInput {
-        /// The generation.
-        gen: u64,
-        /// The bytes.
-        bytes: Vec<u8>,
-    },
+    WriteInput { gen: u64, bytes: Vec<u8> },
     /// Close `gen`'s stdin once the queued bytes are written.
-    CloseInput {
-        /// The generation.
-        gen: u64,
-    },
+    CloseInput { gen: u64 },
     /// Set `gen`'s PTY size.
-    Resize {
-        /// The generation.
-        gen: u64,
-        /// Rows.
-        rows: u16,
-        /// Columns.
-        cols: u16,
-    },
+    Resize { gen: u64, rows: u16, cols: u16 },
     /// Stop reading `gen`'s output: its drain deadline passed with a stream still open.
     /// Answer with `Input::OutputClosed`, saying how many bytes were left unread; the exit
     /// is reported then, with those bytes counted as discarded.
-    CloseOutput {
-        /// The generation.
-        gen: u64,
-    },
+    CloseOutput { gen: u64 },
     /// `gen` is gone: close its fds and pidfd, forget its buffers.
-    Release {
-        /// The generation.
-        gen: u64,
-    },
+    Release { gen: u64 },
     /// Tell subscribers.
     Emit(Event),
     /// Answer the command with this request id. Exactly one per command.
     Reply {
-        /// The caller's request id.
         request: u64,
-        /// The answer.
         result: Result<Response, Error>,
     },
 }
@@ -108,27 +72,19 @@ pub enum Response {
 pub enum Event {
     /// `gen` is running as `pid`.
     Spawned {
-        /// Session.
         session: Arc<str>,
-        /// Generation.
         gen: u64,
-        /// Leader pid.
         pid: u32,
     },
     /// `gen` never ran. Terminal: nothing about `gen` follows.
     SpawnFailed {
-        /// Session.
         session: Arc<str>,
-        /// Generation.
         gen: u64,
-        /// Why.
         error: SpawnError,
     },
     /// `gen` ended and its output is drained. Terminal: nothing about `gen` follows.
     Exited {
-        /// Session.
         session: Arc<str>,
-        /// Generation.
         gen: u64,
         /// Exit code, 128 + signal when signalled; `None` when lost (nobody saw it end).
         code: Option<i32>,
@@ -143,27 +99,14 @@ pub enum Event {
     },
     /// The session's state changed; `gen` is its current (or last) generation.
     State {
-        /// Session.
         session: Arc<str>,
-        /// Current or last generation.
         gen: Option<u64>,
-        /// New state.
         state: SessionState,
     },
     /// `gen` survived SIGKILL for `kill_grace`. It is still tracked and watched.
-    Unkillable {
-        /// Session.
-        session: Arc<str>,
-        /// Generation.
-        gen: u64,
-    },
+    Unkillable { session: Arc<str>, gen: u64 },
     /// `gen` stopped reading its input (EPIPE); later writes fail with `input_closed`.
-    InputClosed {
-        /// Session.
-        session: Arc<str>,
-        /// Generation.
-        gen: u64,
-    },
+    InputClosed { session: Arc<str>, gen: u64 },
 }
 
 impl Event {

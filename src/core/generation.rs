@@ -440,11 +440,14 @@ impl Generation {
             scope: Scope::Leader,
         });
         let until = now.saturating_add(self.grace.unwrap_or(self.spec.grace));
-        self.enter(now, Phase::Stopping {
+        self.enter(
+            now,
+            Phase::Stopping {
                 pid,
                 stage: StopStage::Graceful,
                 until: Some(until),
-            });
+            },
+        );
     }
 
     fn escalate(&mut self, now: Time, pid: u32, stage: StopStage, out: &mut VecDeque<Action>) {
@@ -457,11 +460,14 @@ impl Generation {
                 });
                 self.sent_kill = true;
                 let until = now.saturating_add(self.spec.kill_grace);
-                self.enter(now, Phase::Stopping {
+                self.enter(
+                    now,
+                    Phase::Stopping {
                         pid,
                         stage: StopStage::Kill,
                         until: Some(until),
-                    });
+                    },
+                );
             }
             StopStage::Kill => {
                 self.emit(
@@ -471,11 +477,14 @@ impl Generation {
                         gen: self.gen,
                     },
                 );
-                self.enter(now, Phase::Stopping {
+                self.enter(
+                    now,
+                    Phase::Stopping {
                         pid,
                         stage: StopStage::Unkillable,
                         until: None,
-                    });
+                    },
+                );
             }
             StopStage::Unkillable => {}
         }
@@ -488,9 +497,7 @@ impl Generation {
     pub fn output(&mut self, stream: Stream, len: usize) -> Option<u64> {
         let delivering = matches!(
             self.phase,
-            Phase::Running { .. }
-                | Phase::Stopping { .. }
-                | Phase::Draining { until: Some(_), .. }
+            Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { until: Some(_), .. }
         );
         let i = stream.index();
         if !delivering || !self.spec.streams().contains(&stream) || self.eof[i] {

@@ -19,22 +19,15 @@ pub enum Input {
     },
     /// Outcome of an [`Action::Spawn`](super::Action::Spawn).
     SpawnResult {
-        /// The generation spawned.
         gen: u64,
         /// The leader's pid, or why the spawn failed.
         result: Result<u32, SpawnError>,
     },
     /// A stream of `gen` reached end of file (or EIO on a PTY master).
-    Eof {
-        /// The generation.
-        gen: u64,
-        /// Which stream.
-        stream: Stream,
-    },
+    Eof { gen: u64, stream: Stream },
     /// The leader of `gen` exited, observed with `WNOWAIT`: it is a zombie, not reaped,
     /// so its pid and process group id cannot be reused yet.
     LeaderExited {
-        /// The generation.
         gen: u64,
         /// How it ended.
         status: ExitStatus,
@@ -42,37 +35,22 @@ pub enum Input {
     /// The driver closed `gen`'s output streams as asked by
     /// [`Action::CloseOutput`](super::Action::CloseOutput), leaving `unread` bytes unread.
     OutputClosed {
-        /// The generation.
         gen: u64,
         /// Bytes still buffered in the streams when they were closed.
         unread: u64,
     },
     /// No process is left in `gen`'s process group besides the zombie leader.
-    GroupEmpty {
-        /// The generation.
-        gen: u64,
-    },
+    GroupEmpty { gen: u64 },
     /// The driver wrote `len` bytes of pending input to `gen`'s stdin.
-    InputWritten {
-        /// The generation.
-        gen: u64,
-        /// Bytes written.
-        len: usize,
-    },
+    InputWritten { gen: u64, len: usize },
     /// The driver can no longer observe `gen`'s leader (e.g. `waitid` says ECHILD: it was
     /// reaped elsewhere, or a recovered pid could not be verified). The generation is
     /// reported `lost` if it was not reported yet, and forgotten without a reap or any
     /// further signal: its pid and group may already belong to a stranger.
-    Lost {
-        /// The generation.
-        gen: u64,
-    },
+    Lost { gen: u64 },
     /// Writing to `gen`'s stdin failed (EPIPE): the process stopped reading. Pending input
     /// is dropped and further writes fail with `input_closed`.
-    InputError {
-        /// The generation.
-        gen: u64,
-    },
+    InputError { gen: u64 },
 }
 
 /// A client command. Commands addressing a session's process take `if_gen`: when given
@@ -81,7 +59,6 @@ pub enum Input {
 pub enum Command {
     /// Start a new generation of `session` (creating it), per `on_busy`.
     Spawn {
-        /// Session name.
         session: String,
         /// What to run; becomes the session's spec. Boxed: it dwarfs every other command.
         spec: Box<Spec>,
@@ -90,23 +67,19 @@ pub enum Command {
     },
     /// Send bytes to the current generation's stdin (or PTY).
     Write {
-        /// Session name.
         session: String,
         /// Precondition on the current generation.
         if_gen: Option<u64>,
-        /// The bytes.
         bytes: Vec<u8>,
     },
     /// Close the current generation's stdin (EOF for the child).
     CloseInput {
-        /// Session name.
         session: String,
         /// Precondition on the current generation.
         if_gen: Option<u64>,
     },
     /// Resize the current generation's PTY.
     Resize {
-        /// Session name.
         session: String,
         /// Precondition on the current generation.
         if_gen: Option<u64>,
@@ -117,7 +90,6 @@ pub enum Command {
     },
     /// Send a signal to the current generation's leader.
     Signal {
-        /// Session name.
         session: String,
         /// Precondition on the current generation.
         if_gen: Option<u64>,
@@ -126,7 +98,6 @@ pub enum Command {
     },
     /// Stop the session: cancel any pending restart and walk the stop sequence.
     Stop {
-        /// Session name.
         session: String,
         /// Precondition on the current generation.
         if_gen: Option<u64>,
@@ -135,16 +106,12 @@ pub enum Command {
     },
     /// Replace the current generation with a new one of the same spec, clearing `failed`.
     Restart {
-        /// Session name.
         session: String,
         /// Precondition on the current generation.
         if_gen: Option<u64>,
     },
     /// Stop every generation of the session and forget it once they are gone.
-    Remove {
-        /// Session name.
-        session: String,
-    },
+    Remove { session: String },
     /// The daemon's shutdown. The first one stops every live generation of every session
     /// (superseded ones included), cancels pending spawns and restarts, and refuses new
     /// spawns and restarts from then on; a second one kills at once (SIGKILL now, for the
@@ -154,10 +121,7 @@ pub enum Command {
     /// Snapshot every session.
     List,
     /// Snapshot one session.
-    Get {
-        /// Session name.
-        session: String,
-    },
+    Get { session: String },
 }
 
 /// How a leader ended, as `waitid` reports it.

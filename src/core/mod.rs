@@ -152,7 +152,7 @@ impl Core {
     /// Feeds one input at `now`.
     pub fn handle(&mut self, now: Time, input: Input) {
         self.advance_clock(now);
-        let (gen, gi) = match input {
+        let (gen, gen_input) = match input {
             Input::Command { request, command } => {
                 let result = self.command(command);
                 self.actions.push_back(Action::Reply { request, result });
@@ -201,7 +201,7 @@ impl Core {
                 return;
             }
         };
-        self.dispatch(gen, gi);
+        self.dispatch(gen, gen_input);
         self.announce_states();
     }
 

@@ -11,9 +11,7 @@ use super::time::Time;
 /// One session as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionSnapshot {
-    /// Name.
     pub name: Arc<str>,
-    /// State.
     pub state: SessionState,
     /// The generation commands address now.
     pub current: Option<u64>,
@@ -32,22 +30,14 @@ pub struct SessionSnapshot {
 pub enum LastEnd {
     /// It ran and exited.
     Exited {
-        /// Generation.
         gen: u64,
         /// Code (128 + signal when signalled); `None` when lost.
         code: Option<i32>,
-        /// Signal, if any.
         signal: Option<i32>,
-        /// Cause.
         cause: ExitCause,
     },
     /// It never ran.
-    SpawnFailed {
-        /// Generation.
-        gen: u64,
-        /// Why.
-        error: SpawnError,
-    },
+    SpawnFailed { gen: u64, error: SpawnError },
 }
 
 impl LastEnd {
@@ -62,7 +52,6 @@ impl LastEnd {
 /// One live generation as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerationSnapshot {
-    /// Number.
     pub gen: u64,
     /// Leader pid once spawned.
     pub pid: Option<u32>,

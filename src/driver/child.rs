@@ -119,13 +119,24 @@ impl Child {
                 crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
                 Interest::READABLE
             };
-            register(registry, fd.as_fd(), Source::Output { gen, stream }, interest);
+            register(
+                registry,
+                fd.as_fd(),
+                Source::Output { gen, stream },
+                interest,
+            );
         }
         if let Some(fd) = &child.stdin {
-            register(registry, fd.as_fd(), Source::Stdin { gen }, Interest::WRITABLE);
+            register(
+                registry,
+                fd.as_fd(),
+                Source::Stdin { gen },
+                Interest::WRITABLE,
+            );
         }
         if let Some(pidfd) = child.process.pidfd() {
-            child.pidfd_watched = register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
+            child.pidfd_watched =
+                register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
         }
         child
     }
@@ -207,7 +218,10 @@ impl Child {
             (None, None) => {
                 // Nowhere to write any more: what is queued leaves the queue unwritten.
                 let done = std::mem::take(&mut self.input).len();
-                return InputProgress { done, broken: false };
+                return InputProgress {
+                    done,
+                    broken: false,
+                };
             }
         };
         // SAFETY: `fd` belongs to an OwnedFd held by `self`, and nothing below closes it

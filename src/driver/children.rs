@@ -107,7 +107,10 @@ impl Children {
                 Read::Eof
             }
             Err(e) => {
-                log::warn!("gen {gen}: read {}: {e}; treating as end of file", stream.as_str());
+                log::warn!(
+                    "gen {gen}: read {}: {e}; treating as end of file",
+                    stream.as_str()
+                );
                 child.close_output(registry, stream);
                 Read::Eof
             }
@@ -163,7 +166,9 @@ impl Children {
         match child.process().exit_status_nowait() {
             Ok(None) => LeaderState::Running,
             Ok(Some(Exit::Code(c))) => LeaderState::Exited(ExitStatus::Code(c)),
-            Ok(Some(Exit::Signal { signal, .. })) => LeaderState::Exited(ExitStatus::Signal(signal)),
+            Ok(Some(Exit::Signal { signal, .. })) => {
+                LeaderState::Exited(ExitStatus::Signal(signal))
+            }
             Ok(Some(Exit::Unknown)) => {
                 // Only for processes that are not our children: no status to read, and
                 // never counted as a success.

@@ -89,7 +89,12 @@ pub struct Clients {
 
 impl Clients {
     /// Serves connections arriving at `listener`.
-    pub fn new(listener: UnixListener, policy: PeerPolicy, limits: ClientLimits, hello: Hello) -> Clients {
+    pub fn new(
+        listener: UnixListener,
+        policy: PeerPolicy,
+        limits: ClientLimits,
+        hello: Hello,
+    ) -> Clients {
         Clients {
             listener,
             policy,
@@ -126,7 +131,10 @@ impl Clients {
                 continue;
             }
             if self.table.len() >= self.limits.max_clients {
-                log::warn!("refused a connection: {} clients connected", self.table.len());
+                log::warn!(
+                    "refused a connection: {} clients connected",
+                    self.table.len()
+                );
                 let why = format!("too many connections (limit {})", self.limits.max_clients);
                 refuse(&mut stream, ErrorCode::Limit, why);
                 continue;
@@ -139,7 +147,9 @@ impl Clients {
             let Some(token) = Source::Client(id).token() else {
                 return;
             };
-            if let Err(e) = registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
+            if let Err(e) =
+                registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+            {
                 log::error!("register client: {e}");
                 continue;
             }
@@ -151,7 +161,13 @@ impl Clients {
 
     /// Reads and decodes `id`'s next request. Malformed requests are answered with their
     /// error here and skipped. `budget` is what may still be read from it this turn.
-    pub fn next_request(&mut self, registry: &Registry, id: u64, buf: &mut [u8], budget: &mut usize) -> Next {
+    pub fn next_request(
+        &mut self,
+        registry: &Registry,
+        id: u64,
+        buf: &mut [u8],
+        budget: &mut usize,
+    ) -> Next {
         loop {
             let Some(client) = self.table.get_mut(&id) else {
                 return Next::Idle;
@@ -185,7 +201,10 @@ impl Clients {
     /// A request line → its id and operation; `None` for a blank line.
     fn decode(&self, line: Line) -> Result<Option<(RequestId, Op)>, (RequestId, ProtoError)> {
         let line = line.map_err(|too_long| {
-            (RequestId::Null, ProtoError::new(ErrorCode::Limit, too_long.to_string()))
+            (
+                RequestId::Null,
+                ProtoError::new(ErrorCode::Limit, too_long.to_string()),
+            )
         })?;
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
@@ -245,7 +264,9 @@ impl Clients {
             .str("identity", &self.hello.identity)
             .str("reaper", self.hello.reaper)
             .with("capabilities", |out| {
-                out.extend_from_slice(br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#)
+                out.extend_from_slice(
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#,
+                )
             });
         w.finish();
         line.push(b'\n');
@@ -277,7 +298,15 @@ impl Clients {
 
     /// Subscribes `id` to `sessions` (and, for `all`, to every session created later),
     /// starting each per `replay`.
-    pub fn subscribe(&mut self, id: u64, rid: &RequestId, sessions: &[Arc<str>], all: bool, replay: Replay, logs: &mut Logs) {
+    pub fn subscribe(
+        &mut self,
+        id: u64,
+        rid: &RequestId,
+        sessions: &[Arc<str>],
+        all: bool,
+        replay: Replay,
+        logs: &mut Logs,
+    ) {
         self.send_ok(id, rid);
         if all {
             self.subs.add_all(id, replay);
@@ -317,7 +346,8 @@ impl Clients {
                     return;
                 };
                 if client.waiting >= MAX_WAITS {
-                    let why = format!("{MAX_WAITS} wait requests already pending on this connection");
+                    let why =
+                        format!("{MAX_WAITS} wait requests already pending on this connection");
                     self.send_error(id, &rid, &ProtoError::new(ErrorCode::Limit, why));
                     return;
                 }
@@ -488,4 +518,3 @@ fn wait_answer(id: &RequestId, event_line: &[u8]) -> Vec<u8> {
     line.push(b'\n');
     line
 }
-

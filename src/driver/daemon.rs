@@ -24,7 +24,9 @@ use super::ready::notify_ready;
 use super::request::{Op, Target};
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
-use crate::core::{Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Stream, Time};
+use crate::core::{
+    Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Stream, Time,
+};
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::store::lease::Lease;
@@ -312,11 +314,16 @@ impl Daemon {
     fn read_output(&mut self, gen: u64, stream: Stream, token: Token) {
         for _ in 0..READS_PER_TURN {
             let registry = self.poll.registry();
-            match self.children.read(registry, gen, stream, &mut self.read_buf) {
+            match self
+                .children
+                .read(registry, gen, stream, &mut self.read_buf)
+            {
                 Read::Data(n) => {
                     if let Some(at) = self.core.output(gen, stream, n) {
                         let data = &self.read_buf[..n];
-                        let seq = self.logs.push_output(&at.session, gen, stream, at.offset, data);
+                        let seq = self
+                            .logs
+                            .push_output(&at.session, gen, stream, at.offset, data);
                         self.clients.deliver(&at.session, seq, &self.logs);
                     }
                 }
@@ -383,7 +390,10 @@ impl Daemon {
         let mut budget = CLIENT_READ_PER_TURN;
         loop {
             let registry = self.poll.registry();
-            match self.clients.next_request(registry, id, &mut self.read_buf, &mut budget) {
+            match self
+                .clients
+                .next_request(registry, id, &mut self.read_buf, &mut budget)
+            {
                 Next::Request(rid, op) => self.handle_op(id, rid, op),
                 Next::Idle => break,
                 Next::Again => {
@@ -484,7 +494,10 @@ fn log_event(event: &Event) {
             ..
         } => {
             let code = code.map_or_else(|| "unknown".to_string(), |c| c.to_string());
-            log::info!("{session} gen {gen}: exited, code {code} ({})", cause.as_str())
+            log::info!(
+                "{session} gen {gen}: exited, code {code} ({})",
+                cause.as_str()
+            )
         }
         Event::SpawnFailed { session, gen, .. } => log::info!("{session} gen {gen}: spawn failed"),
         Event::Unkillable { session, gen } => {

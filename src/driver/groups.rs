@@ -65,7 +65,9 @@ impl GroupWatch {
             Err(e) => {
                 // The kill deadlines still end every generation; say so once.
                 if !std::mem::replace(&mut self.scan_failed, true) {
-                    log::warn!("scanning /proc for process groups: {e}; waiting for kill deadlines");
+                    log::warn!(
+                        "scanning /proc for process groups: {e}; waiting for kill deadlines"
+                    );
                 }
                 Vec::new()
             }

@@ -53,14 +53,23 @@ impl Logs {
     ) -> u64 {
         let ring = self.ring(session);
         let mut frame = Vec::new();
-        encode::output_frame(session, gen, stream.as_str(), offset, ring.end_pos(), data, &mut frame);
+        encode::output_frame(
+            session,
+            gen,
+            stream.as_str(),
+            offset,
+            ring.end_pos(),
+            data,
+            &mut frame,
+        );
         ring.push_output(gen, data.len() as u64, frame)
     }
 
     /// Appends an already encoded event line about `gen` to the session's log; returns
     /// the record's sequence number.
     pub fn push_event(&mut self, session: &Arc<str>, event: &Event, line: Vec<u8>) -> u64 {
-        self.ring(session).push_event(event.gen().unwrap_or(0), line)
+        self.ring(session)
+            .push_event(event.gen().unwrap_or(0), line)
     }
 
     /// Forgets a removed session's log.

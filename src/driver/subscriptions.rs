@@ -137,9 +137,9 @@ impl Subscriptions {
 
     /// The clients following `session`, with how far behind the end of its log each is.
     pub fn cursors_of(&self, session: &str) -> Vec<(u64, Cursor)> {
-        self.cursors
-            .get(session)
-            .map_or_else(Vec::new, |subs| subs.iter().map(|(c, cur)| (*c, *cur)).collect())
+        self.cursors.get(session).map_or_else(Vec::new, |subs| {
+            subs.iter().map(|(c, cur)| (*c, *cur)).collect()
+        })
     }
 
     /// Forgets a removed session: nobody follows it any more.
@@ -177,7 +177,10 @@ impl Subscriptions {
                 }
             }
         } else {
-            self.behind.entry(client).or_default().insert(session.clone());
+            self.behind
+                .entry(client)
+                .or_default()
+                .insert(session.clone());
         }
     }
 }
@@ -238,7 +241,6 @@ pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox
     }
     cursor.seq >= ring.end_seq()
 }
-
 
 #[cfg(test)]
 mod tests {

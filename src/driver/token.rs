@@ -54,13 +54,13 @@ impl Source {
     /// (2^60 and up: never reached by a counter that starts at 1).
     pub fn token(self) -> Option<Token> {
         let child = |gen: u64, kind: u64| {
-            (gen < (CLIENT_BIT >> KIND_BITS)).then(|| Token(((gen << KIND_BITS) | kind) as usize))
+            (gen < (CLIENT_BIT >> KIND_BITS)).then_some(Token(((gen << KIND_BITS) | kind) as usize))
         };
         match self {
             Source::Listener => Some(Token(LISTENER)),
             Source::ControlSignals => Some(Token(CONTROL_SIGNALS)),
             Source::Sigchld => Some(Token(SIGCHLD)),
-            Source::Client(id) => (id < CLIENT_BIT).then(|| Token((CLIENT_BIT | id) as usize)),
+            Source::Client(id) => (id < CLIENT_BIT).then_some(Token((CLIENT_BIT | id) as usize)),
             Source::Output { gen, stream } => child(
                 gen,
                 match stream {

@@ -1,4 +1,4 @@
-//! The state directory: where the socket, the lease and (later) descriptors live.
+//! The state directory: where the socket and the lease live.
 //!
 //! Its privacy is what protects the socket, so we refuse a directory that is a symlink, is
 //! not ours, or is open to group or others — rather than "fixing" a directory someone else

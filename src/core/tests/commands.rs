@@ -1,10 +1,10 @@
 //! Command validation: every refusal has a specific code and changes nothing.
 
-use super::harness::{spec, H};
+use super::harness::{spec, Harness};
 use crate::core::{Action, Command, Config, ErrorCode, IoMode, OnBusy, Response, Spec};
 
 /// Runs `command` and asserts it fails with `code` and leaves every snapshot as it was.
-fn refused(h: &mut H, command: Command, code: ErrorCode) {
+fn refused(h: &mut Harness, command: Command, code: ErrorCode) {
     let before = h.core.list();
     let next = h.core.next_generation();
     let err = h.cmd(command).expect_err("refused");
@@ -14,7 +14,7 @@ fn refused(h: &mut H, command: Command, code: ErrorCode) {
     assert_eq!(h.core.next_generation(), next);
 }
 
-fn running(h: &mut H, name: &str) -> u64 {
+fn running(h: &mut Harness, name: &str) -> u64 {
     let gen = h.spawn(name);
     h.started(gen);
     gen
@@ -22,7 +22,7 @@ fn running(h: &mut H, name: &str) -> u64 {
 
 #[test]
 fn bad_names_and_specs_are_bad_requests() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     for name in ["", ".hidden", "a/b", "sp ace", &"x".repeat(65)] {
         let c = Command::Spawn {
             session: name.into(),
@@ -57,7 +57,7 @@ fn bad_names_and_specs_are_bad_requests() {
 
 #[test]
 fn unknown_sessions() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     refused(
         &mut h,
         Command::Get {
@@ -86,7 +86,7 @@ fn unknown_sessions() {
 
 #[test]
 fn reject_when_busy() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     running(&mut h, "s");
     let c = Command::Spawn {
         session: "s".into(),
@@ -98,7 +98,7 @@ fn reject_when_busy() {
 
 #[test]
 fn if_gen_mismatch_is_stale_and_changes_nothing() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g1 = running(&mut h, "s");
     let g2 = h.spawn_with("s", spec(), OnBusy::Overlap).unwrap();
     h.started(g2);
@@ -177,7 +177,7 @@ fn limits() {
         max_pending_input: 4,
         ..Config::default()
     };
-    let mut h = H::with(config, 1);
+    let mut h = Harness::with(config, 1);
     let g1 = running(&mut h, "s");
     let c = Command::Spawn {
         session: "t".into(),
@@ -208,7 +208,7 @@ fn limits() {
 
 #[test]
 fn not_running_and_input_closed() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     let w = || Command::Write {
         session: "s".into(),
@@ -240,7 +240,7 @@ fn not_running_and_input_closed() {
 
 #[test]
 fn pty_resize_and_close_input() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let mut pty = spec();
     pty.io = IoMode::Pty { rows: 24, cols: 80 };
     let g = h.spawn_with("t", pty, OnBusy::Replace).unwrap();

@@ -17,7 +17,7 @@ pub fn spec() -> Spec {
     spec
 }
 
-pub struct H {
+pub struct Harness {
     pub core: Core,
     pub check: Checker,
     pub now: Time,
@@ -26,15 +26,15 @@ pub struct H {
     pub log: Vec<Action>,
 }
 
-impl H {
-    pub fn new() -> H {
-        H::with(Config::default(), 1)
+impl Harness {
+    pub fn new() -> Harness {
+        Harness::with(Config::default(), 1)
     }
 
-    pub fn with(config: Config, first_gen: u64) -> H {
+    pub fn with(config: Config, first_gen: u64) -> Harness {
         let core = Core::new(config, first_gen);
         let check = Checker::new(&core);
-        H {
+        Harness {
             core,
             check,
             now: Time::ZERO,

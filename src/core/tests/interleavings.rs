@@ -3,7 +3,7 @@
 //! asserted, and the run is settled to check the once-per-generation invariants. Each test
 //! asserts how many orderings it covered.
 
-use super::harness::{spec, H};
+use super::harness::{spec, Harness};
 use crate::core::{
     Action, Command, Event, ExitCause, ExitStatus, Input, OnBusy, Response, Restart, Scope,
     SessionState, Stderr, Stream,
@@ -18,7 +18,7 @@ enum Step {
     Tick(u64),
 }
 
-impl H {
+impl Harness {
     fn step(&mut self, step: &Step) {
         match step {
             Step::In(i) => {
@@ -55,7 +55,11 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 
 /// Replays every ordering of `steps` after `setup`, calls `outcome` on each, then settles.
 /// Returns the number of orderings.
-fn every_order(setup: impl Fn() -> H, steps: &[Step], outcome: impl Fn(&mut H, &[usize])) -> usize {
+fn every_order(
+    setup: impl Fn() -> Harness,
+    steps: &[Step],
+    outcome: impl Fn(&mut Harness, &[usize]),
+) -> usize {
     let orders = permutations(steps.len());
     for order in &orders {
         let mut h = setup();
@@ -75,14 +79,14 @@ fn pos(order: &[usize], step: usize) -> usize {
         .expect("step in order")
 }
 
-fn exits(h: &H, gen: u64) -> Vec<Event> {
+fn exits(h: &Harness, gen: u64) -> Vec<Event> {
     h.events_of(gen)
         .into_iter()
         .filter(|e| matches!(e, Event::Exited { .. }))
         .collect()
 }
 
-fn cause(h: &H, gen: u64) -> ExitCause {
+fn cause(h: &Harness, gen: u64) -> ExitCause {
     match exits(h, gen)[..] {
         [Event::Exited { cause, .. }] => cause,
         ref other => panic!("generation {gen}: exits {other:?}"),
@@ -108,7 +112,7 @@ fn eofs(gen: u64) -> [Step; 2] {
 #[test]
 fn replace_during_drain() {
     let setup = || {
-        let mut h = H::new();
+        let mut h = Harness::new();
         h.spawn("s");
         h.started(1);
         h.exit(1, ExitStatus::Code(3));
@@ -189,7 +193,7 @@ fn stop_racing_exit() {
 #[test]
 fn deadline_racing_exit() {
     let setup = || {
-        let mut h = H::new();
+        let mut h = Harness::new();
         h.spawn("s");
         h.started(1);
         h.stop("s", Some(1)).unwrap();
@@ -253,7 +257,7 @@ fn overlap_both_exiting() {
         stderr: Stderr::Merge,
     };
     let setup = || {
-        let mut h = H::new();
+        let mut h = Harness::new();
         h.spawn_with("s", merged.clone(), OnBusy::Replace).unwrap();
         h.started(1);
         h.spawn_with("s", merged.clone(), OnBusy::Overlap).unwrap();
@@ -363,8 +367,8 @@ fn permutations_are_complete() {
 }
 
 /// Session `s` with `restart: always`, generation 1 running.
-fn always_restarting() -> H {
-    let mut h = H::new();
+fn always_restarting() -> Harness {
+    let mut h = Harness::new();
     let mut s = spec();
     s.restart.mode = Restart::Always;
     h.spawn_with("s", s, OnBusy::Replace).unwrap();

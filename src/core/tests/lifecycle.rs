@@ -1,13 +1,13 @@
 //! One generation's lifecycle: stop escalation, group cleanup, drain, causes and codes.
 
+use super::harness::{has, spec, Harness};
 use crate::core::OutputAt;
-use super::harness::{has, spec, H};
 use crate::core::{
     Action, Config, Event, ExitCause, ExitStatus, Input, Lifecycle, OnBusy, OnExit, Scope,
     SessionState, SpawnError, SpawnErrorKind, StopStage, Stream, Time,
 };
 
-fn exited(h: &H, gen: u64) -> Event {
+fn exited(h: &Harness, gen: u64) -> Event {
     let mut all: Vec<Event> = h
         .events_of(gen)
         .into_iter()
@@ -19,7 +19,7 @@ fn exited(h: &H, gen: u64) -> Event {
 
 #[test]
 fn stop_escalates_term_kill_unkillable() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.started(g);
     let a = h.stop("s", Some(g));
@@ -70,7 +70,7 @@ fn stop_escalates_term_kill_unkillable() {
 
 #[test]
 fn leader_exit_terms_the_group_then_kills_then_reaps() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.started(g);
     let a = h.exit(g, ExitStatus::Code(0));
@@ -118,7 +118,7 @@ fn leader_exit_terms_the_group_then_kills_then_reaps() {
 
 #[test]
 fn leave_reaps_right_after_the_report() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let mut s = spec();
     s.on_exit = OnExit::Leave;
     let g = h.spawn_with("s", s, OnBusy::Replace).unwrap();
@@ -145,7 +145,7 @@ fn leave_reaps_right_after_the_report() {
 
 #[test]
 fn drain_deadline_reports_truncated_and_discards_late_output() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.started(g);
     h.output(g, 10);
@@ -167,14 +167,17 @@ fn drain_deadline_reports_truncated_and_discards_late_output() {
     let exit = a
         .iter()
         .position(|x| matches!(x, Action::Emit(Event::Exited { .. })));
-    assert!(close < exit, "the streams are closed before the exit is reported");
+    assert!(
+        close < exit,
+        "the streams are closed before the exit is reported"
+    );
     let late = h.output_on(g, Stream::Stderr, 7);
     assert_eq!(late, None, "nothing is delivered after the terminal event");
     assert_eq!(h.get("s").generations[0].discarded, 7);
     h.settle();
 }
 
-fn exited_events(h: &H, gen: u64) -> Vec<Event> {
+fn exited_events(h: &Harness, gen: u64) -> Vec<Event> {
     h.events_of(gen)
         .into_iter()
         .filter(|e| matches!(e, Event::Exited { .. }))
@@ -183,7 +186,7 @@ fn exited_events(h: &H, gen: u64) -> Vec<Event> {
 
 #[test]
 fn offsets_are_per_generation_and_stream() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.started(g);
     h.output(g, 3);
@@ -244,7 +247,7 @@ fn causes_and_codes() {
         ),
     ];
     for (stop, status, cause, code, state) in cases {
-        let mut h = H::new();
+        let mut h = Harness::new();
         let g = h.spawn("s");
         h.started(g);
         if stop {
@@ -265,7 +268,7 @@ fn causes_and_codes() {
 
 #[test]
 fn spawn_failure_is_terminal_and_never_reaped() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     let err = SpawnError {
         kind: SpawnErrorKind::NotFound,
@@ -298,7 +301,7 @@ fn spawn_failure_is_terminal_and_never_reaped() {
 
 #[test]
 fn stop_while_spawning_runs_once_spawned() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.stop("s", None).unwrap();
     assert_eq!(h.get("s").state, SessionState::Stopping);
@@ -313,7 +316,7 @@ fn stop_while_spawning_runs_once_spawned() {
 
 #[test]
 fn replace_of_pending_cancels_it() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g1 = h.spawn("s");
     h.started(g1);
     let g2 = h.spawn("s");
@@ -333,7 +336,7 @@ fn replace_of_pending_cancels_it() {
 
 #[test]
 fn generations_start_at_the_given_number_and_only_grow() {
-    let mut h = H::with(Config::default(), 41);
+    let mut h = Harness::with(Config::default(), 41);
     assert_eq!(h.core.next_generation(), 41);
     assert_eq!(h.spawn("a"), 41);
     assert_eq!(h.spawn("b"), 42);
@@ -345,7 +348,7 @@ fn generations_start_at_the_given_number_and_only_grow() {
 
 #[test]
 fn spare_timeouts_and_backward_clocks_are_harmless() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.started(g);
     h.stop("s", None).unwrap();
@@ -363,7 +366,7 @@ fn spare_timeouts_and_backward_clocks_are_harmless() {
 
 #[test]
 fn state_events_announce_each_change_once() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.started(g);
     h.exit(g, ExitStatus::Code(0));
@@ -383,7 +386,7 @@ fn state_events_announce_each_change_once() {
 
 #[test]
 fn lost_generations_are_reported_once_and_never_signalled_again() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g = h.spawn("s");
     h.started(g);
     h.stop("s", None).unwrap();

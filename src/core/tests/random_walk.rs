@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::harness::H;
+use super::harness::Harness;
 use crate::core::{
     Action, Command, Config, Event, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, SpawnError,
     SpawnErrorKind, Spec, Stderr, Stream, Time,
@@ -77,7 +77,7 @@ fn random_spec(r: &mut Rng) -> Spec {
 }
 
 /// A generation number: usually a live one, sometimes a gone or never-allocated one.
-fn some_gen(r: &mut Rng, h: &H) -> u64 {
+fn some_gen(r: &mut Rng, h: &Harness) -> u64 {
     let live: Vec<u64> = h
         .core
         .list()
@@ -91,7 +91,7 @@ fn some_gen(r: &mut Rng, h: &H) -> u64 {
     }
 }
 
-fn random_command(r: &mut Rng, h: &H) -> Command {
+fn random_command(r: &mut Rng, h: &Harness) -> Command {
     let session = r.pick(&NAMES).to_string();
     let current = h.core.get(&session).and_then(|s| s.current);
     let if_gen = match r.below(3) {
@@ -143,7 +143,7 @@ fn random_command(r: &mut Rng, h: &H) -> Command {
     }
 }
 
-fn random_step(r: &mut Rng, h: &mut H, request: u64) {
+fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
     let gen = some_gen(r, h);
     let stream = r.pick(&[Stream::Stdout, Stream::Stderr, Stream::Pty]);
     let input = match r.below(13) {
@@ -216,7 +216,7 @@ fn random_walks_keep_every_invariant() {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for seed in 0..SEQUENCES {
         let mut r = Rng(seed);
-        let mut h = H::with(small_limits(), 1 + r.below(3));
+        let mut h = Harness::with(small_limits(), 1 + r.below(3));
         for request in 0..STEPS {
             random_step(&mut r, &mut h, request);
         }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::harness::{spec, H};
+use super::harness::{spec, Harness};
 use crate::core::restart::{backoff, decide, Decision, Rest};
 use crate::core::{
     Command, ExitStatus, OnBusy, Response, Restart, RestartPolicy, SessionState, Spec,
@@ -80,7 +80,7 @@ fn always() -> Spec {
 }
 
 /// Runs the current generation to a failing exit.
-fn crash(h: &mut H) -> u64 {
+fn crash(h: &mut Harness) -> u64 {
     let g = h.get("s").current.expect("current");
     h.started(g);
     h.exit(g, ExitStatus::Code(1));
@@ -91,7 +91,7 @@ fn crash(h: &mut H) -> u64 {
 
 #[test]
 fn restarts_back_off_then_fail() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     h.spawn_with("s", always(), OnBusy::Replace).unwrap();
     for (n, delay) in [(1, 100), (2, 200), (3, 400)] {
         let g = crash(&mut h);
@@ -123,7 +123,7 @@ fn restarts_back_off_then_fail() {
 #[test]
 fn stop_and_remove_cancel_a_pending_restart() {
     for remove in [false, true] {
-        let mut h = H::new();
+        let mut h = Harness::new();
         h.spawn_with("s", always(), OnBusy::Replace).unwrap();
         crash(&mut h);
         assert_eq!(h.get("s").state, SessionState::Backoff);

@@ -1,7 +1,7 @@
 //! The two seed reports replayed at the core level.
 
+use super::harness::{has, spec, Harness};
 use crate::core::OutputAt;
-use super::harness::{has, spec, H};
 use crate::core::{
     Action, Command, Event, ExitCause, ExitStatus, Lifecycle, OnBusy, Response, Restart, Scope,
     SessionState, SpawnError, SpawnErrorKind, StopStage, Stream,
@@ -12,7 +12,7 @@ use crate::core::{
 /// stoppable; 1's exit is reported once, tagged 1, cause superseded.
 #[test]
 fn seed_000_late_exit_of_replaced_generation_is_its_own() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g1 = h.spawn("agent");
     h.started(g1);
     h.output(g1, 10);
@@ -71,7 +71,7 @@ fn seed_000_late_exit_of_replaced_generation_is_its_own() {
 /// (a) with the default `replace`: 2 waits until 1 is reaped; 1's late output is its own.
 #[test]
 fn seed_000_replace_waits_for_predecessor() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g1 = h.spawn("agent");
     h.started(g1);
     let g2 = h.spawn("agent");
@@ -113,7 +113,7 @@ fn seed_000_replace_waits_for_predecessor() {
 /// arrive. They are still only ever about 1, and change nothing else.
 #[test]
 fn seed_000_successor_gone_first() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g1 = h.spawn("agent");
     h.started(g1);
     let g2 = h.spawn_with("agent", spec(), OnBusy::Overlap).unwrap();
@@ -152,7 +152,7 @@ fn seed_000_successor_gone_first() {
 /// (b) again, with the session removed (and re-created) before 1's late events arrive.
 #[test]
 fn seed_000_session_removed_then_recreated() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let g1 = h.spawn("agent");
     h.started(g1);
     let g2 = h.spawn_with("agent", spec(), OnBusy::Overlap).unwrap();
@@ -188,7 +188,7 @@ fn seed_000_session_removed_then_recreated() {
 /// answers for all of them.
 #[test]
 fn seed_004_failed_and_unkillable_never_fail_list() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let ok = h.spawn("healthy");
     h.started(ok);
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::harness::{has, spec, H};
+use super::harness::{has, spec, Harness};
 use crate::core::{Action, Command, OnBusy, Response, Scope, SessionState};
 
 const SIGKILL: i32 = 9;
@@ -17,7 +17,7 @@ fn kill_sent(actions: &[Action], gen: u64) -> bool {
 
 #[test]
 fn a_shorter_second_grace_brings_the_kill_forward_and_a_longer_one_never_delays_it() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let mut s = spec();
     s.grace = Duration::from_secs(60);
     let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
@@ -46,7 +46,7 @@ fn a_shorter_second_grace_brings_the_kill_forward_and_a_longer_one_never_delays_
 
 #[test]
 fn stop_all_reaches_superseded_generations_and_cancels_restarts() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let mut stubborn = spec();
     stubborn.grace = Duration::from_secs(60);
     let old = h
@@ -82,14 +82,18 @@ fn stop_all_reaches_superseded_generations_and_cancels_restarts() {
     );
     let next = h.core.next_generation();
     h.advance(60_000);
-    assert_eq!(h.core.next_generation(), next, "no restart after a shutdown");
+    assert_eq!(
+        h.core.next_generation(),
+        next,
+        "no restart after a shutdown"
+    );
     h.settle();
     assert_eq!(h.core.generation_count(), 0);
 }
 
 #[test]
 fn the_shortest_grace_wins_even_before_the_process_runs() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let gen = h.spawn("a");
     for grace in [Duration::from_secs(100), Duration::ZERO] {
         h.cmd(Command::Stop {
@@ -119,7 +123,7 @@ fn a_sub_millisecond_grace_is_not_zero() {
 
 #[test]
 fn a_second_shutdown_kills_the_rest_of_a_group_at_once() {
-    let mut h = H::new();
+    let mut h = Harness::new();
     let mut s = spec();
     s.kill_grace = Duration::from_secs(60);
     let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
