@@ -64,10 +64,10 @@ impl Daemon {
         let mut cmd = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
-                c.args(args).arg(env!("CARGO_BIN_EXE_genward"));
+                c.args(args).arg(daemon_binary());
                 c
             }
-            None => Command::new(env!("CARGO_BIN_EXE_genward")),
+            None => Command::new(daemon_binary()),
         };
         cmd.arg("daemon")
             .arg("--state-dir")
@@ -336,4 +336,10 @@ pub fn output_of(msgs: &[Msg], gen: u64) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The daemon under test: this build's, or `GENWARD_BIN` (benchmarks compare an earlier
+/// build side by side with this one that way).
+pub fn daemon_binary() -> std::ffi::OsString {
+    std::env::var_os("GENWARD_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_genward").into())
 }
