@@ -55,6 +55,9 @@ pub struct Client {
     deferred: Vec<Deferred>,
     /// Queued for a flush at the end of this step.
     pub dirty: bool,
+    /// The socket refused more bytes: no write is tried until it says it is writable
+    /// again, so a stalled reader costs no system call per record.
+    pub blocked: bool,
 }
 
 impl Client {
@@ -70,6 +73,7 @@ impl Client {
             waiting: 0,
             deferred: Vec::new(),
             dirty: false,
+            blocked: false,
         }
     }
 
@@ -146,9 +150,14 @@ impl Client {
         }
     }
 
-    /// Writes what the socket accepts.
+    /// Writes what the socket accepts; notes when it accepts no more.
     pub fn write_out(&mut self) -> io::Result<()> {
-        self.outbox.flush_to(&mut self.stream)
+        if self.blocked {
+            return Ok(());
+        }
+        self.outbox.flush_to(&mut self.stream)?;
+        self.blocked = !self.outbox.is_empty();
+        Ok(())
     }
 
     /// Whether the connection has nothing left to do once its subscriptions are gone.

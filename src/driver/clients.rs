@@ -364,6 +364,11 @@ impl Clients {
         };
         for id in self.subs.followers(session, ring, seq) {
             if let Some(client) = self.table.get_mut(&id) {
+                if client.blocked && !client.outbox.has_room() {
+                    // Nothing can move until its socket drains: just remember the session.
+                    self.subs.fall_behind(id, session);
+                    continue;
+                }
                 self.subs.pump(id, session, ring, &mut client.outbox);
                 if !client.dirty {
                     client.dirty = true;
@@ -405,6 +410,15 @@ impl Clients {
         self.subs.remove_session(session);
     }
 
+    /// The socket of `id` accepts bytes again: write, and refill what it fell behind on.
+    /// Returns whether its reading may resume (see [`flush`](Self::flush)).
+    pub fn writable(&mut self, registry: &Registry, id: u64, logs: &Logs) -> bool {
+        if let Some(c) = self.table.get_mut(&id) {
+            c.blocked = false;
+        }
+        self.flush(registry, id, logs)
+    }
+
     /// Writes what every connection touched in this step has queued. Returns those whose
     /// reading was paused and may resume (serviced on the next turn, not recursively: a
     /// fast client could otherwise nest read → answer → flush → read without bound).
@@ -437,7 +451,7 @@ impl Clients {
                 return false;
             }
             if !client.outbox.is_empty() {
-                break; // WRITABLE fires when the socket drains.
+                break; // Blocked, or WRITABLE fires when the socket drains.
             }
             let behind = self.subs.behind(id);
             if behind.is_empty() {
@@ -494,7 +508,8 @@ impl Clients {
         loop {
             let ids: Vec<u64> = self.table.keys().copied().collect();
             for &id in &ids {
-                self.flush(poll.registry(), id, logs);
+                // Woken by some socket draining: try each again.
+                self.writable(poll.registry(), id, logs);
             }
             let busy = self
                 .table

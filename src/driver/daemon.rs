@@ -227,9 +227,10 @@ impl Daemon {
             Source::ControlSignals => self.on_control_signals(),
             Source::Sigchld => self.on_sigchld(),
             Source::Client(id) => {
+                let resume = writable && self.clients.writable(self.poll.registry(), id, &self.logs);
                 if readable {
                     self.serve_client(id, token);
-                } else if writable && self.clients.flush(self.poll.registry(), id, &self.logs) {
+                } else if resume {
                     self.again.push(token);
                 }
             }

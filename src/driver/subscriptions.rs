@@ -159,6 +159,15 @@ impl Subscriptions {
         }
     }
 
+    /// Notes that `client` has records of `session` to catch up on, without touching its
+    /// outbox (it is full and its socket blocked).
+    pub fn fall_behind(&mut self, client: u64, session: &Arc<str>) {
+        let behind = self.behind.entry(client).or_default();
+        if !behind.contains(session) {
+            behind.insert(session.clone());
+        }
+    }
+
     /// Copies `session`'s log into `client`'s outbox as far as it has room, and notes
     /// whether the client is now behind on it.
     pub fn pump(&mut self, client: u64, session: &Arc<str>, ring: &Ring, outbox: &mut Outbox) {
