@@ -72,6 +72,7 @@ pub enum Next {
 #[derive(Debug)]
 pub struct Clients {
     listener: UnixListener,
+    spare: SpareFd,
     policy: PeerPolicy,
     limits: ClientLimits,
     hello: Hello,
@@ -97,6 +98,7 @@ impl Clients {
     ) -> Clients {
         Clients {
             listener,
+            spare: SpareFd::new(),
             policy,
             limits,
             hello,
@@ -118,9 +120,20 @@ impl Clients {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_out_of_descriptors(&e) => {
+                    // The listener is edge-triggered: a connection left queued now would
+                    // wait for the next one to arrive. Spend the spare descriptor to tell
+                    // it why, and go on until the queue is empty.
+                    match self.spare.refuse_one(&self.listener) {
+                        Spent::Refused => continue,
+                        Spent::QueueEmpty => return,
+                        Spent::NoSpare => {
+                            log::error!("accept: {e}; no spare descriptor left");
+                            return;
+                        }
+                    }
+                }
                 Err(e) => {
-                    // EMFILE and friends: log and try again on the next readiness rather
-                    // than spinning.
                     log::error!("accept: {e}");
                     return;
                 }
@@ -521,6 +534,50 @@ impl Clients {
             }
         }
     }
+}
+
+/// Whether accepting failed for want of descriptors (ours or the system's).
+fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// One descriptor held in reserve, so that a connection arriving while descriptors are
+/// exhausted is accepted, told `limit`, and closed instead of left hanging.
+#[derive(Debug)]
+struct SpareFd(Option<std::fs::File>);
+
+impl SpareFd {
+    fn new() -> SpareFd {
+        SpareFd(std::fs::File::open("/dev/null").ok())
+    }
+
+    /// Frees the spare, accepts one queued connection and refuses it, then takes the
+    /// spare back.
+    fn refuse_one(&mut self, listener: &UnixListener) -> Spent {
+        if self.0.take().is_none() {
+            *self = SpareFd::new();
+            return Spent::NoSpare;
+        }
+        let spent = match listener.accept() {
+            Ok((mut stream, _)) => {
+                let why = "the daemon is out of file descriptors; try again later".to_string();
+                refuse(&mut stream, ErrorCode::Limit, why);
+                Spent::Refused
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Spent::QueueEmpty,
+            Err(_) => Spent::NoSpare,
+        };
+        *self = SpareFd::new();
+        spent
+    }
+}
+
+/// What spending the spare descriptor achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spent {
+    Refused,
+    QueueEmpty,
+    NoSpare,
 }
 
 /// The answer to a `wait`: `{"id":..,"ok":true,"end":<terminal event>}`.

@@ -227,7 +227,8 @@ impl Daemon {
             Source::ControlSignals => self.on_control_signals(),
             Source::Sigchld => self.on_sigchld(),
             Source::Client(id) => {
-                let resume = writable && self.clients.writable(self.poll.registry(), id, &self.logs);
+                let resume =
+                    writable && self.clients.writable(self.poll.registry(), id, &self.logs);
                 if readable {
                     self.serve_client(id, token);
                 } else if resume {
