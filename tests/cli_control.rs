@@ -111,8 +111,7 @@ fn shutdown_returns_once_the_daemon_is_gone() {
     let mut d = Daemon::start("cli-shutdown", &[]);
     run(&d, &["run", "s", "--", "sleep", "600"]);
     gw(&d, &["shutdown"]).ok();
-    let status = d.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(d.exit_code(), Some(0));
     let out = gw(&d, &["ls"]);
     assert_eq!(out.code, Some(1));
     assert!(

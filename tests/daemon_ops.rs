@@ -147,9 +147,7 @@ fn shutdown_op_stops_everything_and_exits_zero() {
         .unwrap();
     c.events_until(|m| m.is("spawned", g));
     c.ok(json!({"op": "shutdown"}));
-    let status = d.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
-    let _ = &mut d;
+    assert_eq!(d.exit_code(), Some(0));
 }
 
 #[test]
@@ -198,9 +196,7 @@ fn the_daemon_raises_its_descriptor_limit_but_children_get_the_original() {
 #[test]
 fn systemd_readiness_reaches_notify_socket() {
     use std::os::unix::net::UnixDatagram;
-    let dir = std::env::temp_dir().join(format!("gw-notify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = genward::testkit::scratch::ScratchDir::new("notify");
     let notify = dir.join("notify");
     let sock = UnixDatagram::bind(&notify).unwrap();
     sock.set_read_timeout(Some(util::daemon::PATIENCE)).unwrap();
@@ -221,7 +217,6 @@ fn systemd_readiness_reaches_notify_socket() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

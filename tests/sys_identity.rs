@@ -350,9 +350,7 @@ fn pid_reuse_is_refused_as_mismatch() {
 #[test]
 fn odd_command_names_do_not_hide_a_process() {
     use std::os::unix::ffi::OsStrExt;
-    let dir = std::env::temp_dir().join(format!("genward-test-{}-comm", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = genward::testkit::scratch::ScratchDir::new("comm");
     // Not UTF-8, with a ')' and spaces: the fields must still be found after the last ')'.
     let link = dir.join(std::ffi::OsStr::from_bytes(b"\xff) (x y"));
     std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
@@ -372,5 +370,4 @@ fn odd_command_names_do_not_hide_a_process() {
     assert_eq!(members, vec![pid]);
     child.process.signal(Signal::KILL).unwrap();
     wait_reap(&mut child.process);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -10,6 +10,7 @@ use genward::sys::identity::{adopt, Adoption};
 use genward::sys::process::{Exit, ReaperMode, SignalError};
 use genward::sys::sigchld::SigchldPipe;
 use genward::sys::spawn::{spawn, SpawnRequest};
+use genward::testkit::proc;
 use rustix::process::Signal;
 use util::sys::*;
 
@@ -18,11 +19,6 @@ fn req(args: &[&str], reaper: ReaperMode) -> SpawnRequest {
         reaper,
         ..request(args)
     }
-}
-
-fn proc_state(pid: i32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    Some(stat[stat.rfind(')')? + 2..].split(' ').next()?.to_owned())
 }
 
 const TERMINATED: Exit = Exit::Signal {
@@ -49,7 +45,7 @@ fn exit_is_observed_without_reaping_and_reaped_exactly_once() {
             child.process.exit_status_nowait().unwrap(),
             Some(Exit::Code(5))
         );
-        assert_eq!(proc_state(pid).as_deref(), Some("Z"), "{mode:?}");
+        assert!(proc::stat(pid as u32).unwrap().is_zombie(), "{mode:?}");
         assert!(!child.process.is_reaped());
         assert_eq!(child.process.reap().unwrap(), Some(Exit::Code(5)));
         assert!(child.process.is_reaped());
