@@ -6,7 +6,7 @@
 mod util;
 
 use genward::testkit::proc;
-use util::cli::gw;
+use util::cli::{gw, gw_ok};
 use util::daemon::Daemon;
 use util::tmux::Tmux;
 
@@ -28,15 +28,12 @@ fn attach_cmd(d: &Daemon, extra: &str) -> String {
 
 fn start_shell(d: &Daemon, prompt: &str) -> String {
     let ps1 = format!("PS1={prompt}");
-    gw(
+    gw_ok(
         d,
         &[
             "run", "sh", "--pty", "--grace", "100ms", "--env", &ps1, "--", "sh", "-i",
         ],
     )
-    .ok()
-    .trim()
-    .to_string()
 }
 
 #[test]
