@@ -5,7 +5,7 @@ mod util;
 
 use genward::testkit::proc::group_members;
 use serde_json::json;
-use util::daemon::{output_of, Daemon};
+use util::daemon::Daemon;
 
 #[test]
 fn sigterm_stops_and_reaps_every_session_and_their_groups() {
@@ -26,9 +26,7 @@ fn sigterm_stops_and_reaps_every_session_and_their_groups() {
             req["pty"] = json!(true);
         }
         let gen = c.ok(req)["gen"].as_u64().unwrap();
-        let seen = c.events_until(|m| {
-            String::from_utf8_lossy(&output_of(std::slice::from_ref(m), gen)).contains("ready")
-        });
+        let seen = c.output_until(gen, "ready");
         let pid = seen
             .iter()
             .find(|m| m.is("spawned", gen))
@@ -62,7 +60,7 @@ fn a_second_sigterm_kills_at_once() {
     )["gen"]
         .as_u64()
         .unwrap();
-    c.events_until(|m| output_of(std::slice::from_ref(m), gen).starts_with(b"ready"));
+    c.output_until(gen, "ready");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
     c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "stopping");
