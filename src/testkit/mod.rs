@@ -10,7 +10,8 @@
 //! - [`walk`]: what the core's random walk and its fuzz target share (session names, small
 //!   limits, random specs, the live generations);
 //! - [`proc`]: reading `/proc` (process state, parent, group, children, descriptors);
-//! - [`scratch`]: private temporary directories.
+//! - [`scratch`]: private temporary directories;
+//! - [`wait`]: waiting for a descriptor or a child's exit with a deadline, not a sleep.
 //!
 //! What only the integration tests need (a daemon under test, a protocol client, the CLI,
 //! tmux) stays in `tests/util/`.
@@ -18,4 +19,5 @@
 pub mod proc;
 pub mod rng;
 pub mod scratch;
+pub mod wait;
 pub mod walk;

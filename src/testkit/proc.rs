@@ -3,12 +3,6 @@
 //!
 //! Pids are `u32` here, as `std::process` gives them.
 
-use std::process::{Child, ExitStatus};
-use std::time::{Duration, Instant};
-
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::process::{pidfd_open, Pid, PidfdFlags};
-
 /// The fields of `/proc/PID/stat` tests look at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
@@ -98,32 +92,6 @@ pub fn fd_count(pid: u32) -> usize {
         .count()
 }
 
-/// Waits up to `within` for `child` to exit, on its pidfd (an event, not a sleep); its
-/// status once it has (reaped), `None` if it is still running then.
-pub fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
-    if let Some(status) = child.try_wait().expect("try_wait") {
-        return Some(status);
-    }
-    // The child is ours and unreaped, so its pid cannot have been reused.
-    let pid = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
-    let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("pidfd_open");
-    let deadline = Instant::now() + within;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let timeout = Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(0) if left.is_zero() => return None,
-            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
-            Ok(_) => return Some(child.wait().expect("wait")),
-            Err(e) => panic!("poll: {e}"),
-        }
-    }
-}
-
 /// The pid, as this process sees it, of the process that is `ns_pid` in the PID namespace
 /// of `anchor` (as a daemon that is PID 1 of its own namespace reports pids).
 pub fn pid_in_namespace_of(anchor: u32, ns_pid: u32) -> Option<u32> {
@@ -161,17 +129,5 @@ mod tests {
             "not in a PID namespace"
         );
         assert!(stat(u32::MAX).is_none());
-    }
-
-    #[test]
-    fn wait_exit_waits_for_the_exit_and_no_longer() {
-        let mut cat = std::process::Command::new("cat")
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        assert!(wait_exit(&mut cat, Duration::from_millis(1)).is_none());
-        drop(cat.stdin.take());
-        let status = wait_exit(&mut cat, Duration::from_secs(30)).expect("cat exits on EOF");
-        assert!(status.success());
     }
 }

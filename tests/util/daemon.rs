@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use genward::testkit::proc;
 use genward::testkit::scratch::ScratchDir;
+use genward::testkit::{proc, wait};
 use serde_json::{json, Value};
 
 /// How long any single awaited event may take before the test fails (a bound, not a sleep).
@@ -120,7 +120,7 @@ impl Daemon {
     /// Waits (at most [`PATIENCE`]) for the daemon to exit; returns its exit code.
     #[track_caller]
     pub fn exit_code(&mut self) -> Option<i32> {
-        proc::wait_exit(&mut self.child, PATIENCE)
+        wait::child_exit(&mut self.child, PATIENCE)
             .unwrap_or_else(|| panic!("the daemon did not exit within {PATIENCE:?}"))
             .code()
     }
@@ -144,10 +144,10 @@ impl Drop for Daemon {
             unsafe { libc::kill(pid, libc::SIGTERM) };
             // Standard signals coalesce, so the second SIGTERM (kill at once) is sent only
             // when the first has not ended the daemon after a while.
-            if proc::wait_exit(&mut self.child, Duration::from_millis(500)).is_none() {
+            if wait::child_exit(&mut self.child, Duration::from_millis(500)).is_none() {
                 // SAFETY: as above.
                 unsafe { libc::kill(pid, libc::SIGTERM) };
-                if proc::wait_exit(&mut self.child, PATIENCE).is_none() {
+                if wait::child_exit(&mut self.child, PATIENCE).is_none() {
                     // SAFETY: as above.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                     let _ = self.child.wait();

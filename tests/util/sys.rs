@@ -9,7 +9,8 @@ use genward::sys::fd::{read_nonblocking, write_nonblocking, ReadOutcome, WriteOu
 use genward::sys::process::{Exit, Process};
 use genward::sys::sigchld::SigchldPipe;
 use genward::sys::spawn::{IoMode, SpawnRequest};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+pub use genward::testkit::wait::{readable, wait_for};
+use rustix::event::PollFlags;
 
 /// Generous upper bound for anything a test waits for; hitting it is a failure, not a
 /// timing assertion.
@@ -47,31 +48,6 @@ pub fn skip(test: &str, reason: &str) {
 
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
-}
-
-/// Polls `fd` for `flags` until ready or `deadline`; returns whether it became ready.
-pub fn wait_for(fd: BorrowedFd<'_>, flags: PollFlags, deadline: Instant) -> bool {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        let ts = Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: left.subsec_nanos() as i64,
-        };
-        let mut fds = [PollFd::new(&fd, flags)];
-        match poll(&mut fds, Some(&ts)) {
-            Ok(0) => continue,
-            Ok(_) => return true,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => panic!("poll: {e}"),
-        }
-    }
-}
-
-pub fn readable(fd: BorrowedFd<'_>, deadline: Instant) -> bool {
-    wait_for(fd, PollFlags::IN, deadline)
 }
 
 /// Reads until EOF (pipe) or EIO (PTY), within [`TIMEOUT`].
