@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use genward::sys::fd::{read_nonblocking, write_nonblocking, ReadOutcome, WriteOutcome};
-use genward::sys::process::{Exit, Process};
+use genward::sys::process::{Exit, Process, ReaperMode};
 use genward::sys::sigchld::SigchldPipe;
 use genward::sys::spawn::{IoMode, SpawnRequest};
 pub use genward::testkit::wait::{readable, wait_for};
@@ -24,6 +24,22 @@ pub fn request(args: &[&str]) -> SpawnRequest {
     SpawnRequest {
         argv: argv(args),
         ..SpawnRequest::default()
+    }
+}
+
+/// [`request`] with the given reaper mode.
+pub fn request_with(args: &[&str], reaper: ReaperMode) -> SpawnRequest {
+    SpawnRequest {
+        reaper,
+        ..request(args)
+    }
+}
+
+/// How a process killed by `signal` (without a core dump) ended.
+pub const fn by_signal(signal: i32) -> Exit {
+    Exit::Signal {
+        signal,
+        core_dumped: false,
     }
 }
 
