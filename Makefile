@@ -18,9 +18,12 @@ run: release
 test:
 	$(CARGO) test --all-targets
 
+# Tests build the crate with its `testkit` feature (a dev-dependency on itself); the
+# second clippy checks the library and daemon as shipped, without it.
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --lib --bins -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

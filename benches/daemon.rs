@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use daemon::Daemon;
+use genward::testkit::proc;
 use serde_json::json;
 
 /// Sizes for a real run (`cargo bench` passes `--bench`) and for the smoke run that
@@ -39,12 +40,7 @@ const SMOKE: Sizes = Sizes {
 };
 
 fn status_field(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    proc::status_number(pid, key).unwrap_or(0)
 }
 
 fn shell_secs(script: &str) -> f64 {
@@ -71,11 +67,10 @@ fn through_daemon(d: &Daemon, session: &str, pty: bool, argv: &[&str], expect: u
     let gen = c.ok(req)["gen"].as_u64().unwrap();
     let got = fast_read_until_exit(&mut c, gen);
     let secs = t.elapsed().as_secs_f64();
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", d.child.id())).unwrap();
-    let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let stat = proc::stat(d.child.id()).expect("the daemon's stat");
     eprintln!(
         "{session}: {secs:.2}s, got {got} of {expect}; daemon utime {} stime {} ticks",
-        f[11], f[12]
+        stat.utime, stat.stime
     );
     assert_eq!(got, expect, "{session}: bytes delivered");
     secs
@@ -143,10 +138,10 @@ fn main() {
     let pid = idle_daemon.child.id();
     let mut c = idle_daemon.client();
     c.ok(json!({"op": "hello"}));
-    let rss_idle = status_field(pid, "VmRSS:");
+    let rss_idle = status_field(pid, "VmRSS");
     let switches = |pid| {
-        status_field(pid, "voluntary_ctxt_switches:")
-            + status_field(pid, "nonvoluntary_ctxt_switches:")
+        status_field(pid, "voluntary_ctxt_switches")
+            + status_field(pid, "nonvoluntary_ctxt_switches")
     };
     // Let the loop go back to sleep after answering, then count.
     std::thread::sleep(Duration::from_millis(500));
@@ -170,7 +165,7 @@ fn main() {
     for i in 0..z.sessions {
         c.ok(json!({"op": "spawn", "session": format!("s{i}"), "argv": ["sleep", "1000"]}));
     }
-    let rss_1000 = status_field(pid, "VmRSS:");
+    let rss_1000 = status_field(pid, "VmRSS");
     let mut idle_daemon = idle_daemon;
     assert_eq!(idle_daemon.terminate(), Some(0));
     rows.push((

@@ -13,3 +13,5 @@ pub mod driver;
 pub mod proto;
 pub mod store;
 pub mod sys;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;

@@ -5,7 +5,8 @@
 
 mod util;
 
-use util::cli::gw;
+use genward::testkit::proc;
+use util::cli::{gw, gw_ok};
 use util::daemon::Daemon;
 use util::tmux::Tmux;
 
@@ -27,15 +28,12 @@ fn attach_cmd(d: &Daemon, extra: &str) -> String {
 
 fn start_shell(d: &Daemon, prompt: &str) -> String {
     let ps1 = format!("PS1={prompt}");
-    gw(
+    gw_ok(
         d,
         &[
             "run", "sh", "--pty", "--grace", "100ms", "--env", &ps1, "--", "sh", "-i",
         ],
     )
-    .ok()
-    .trim()
-    .to_string()
 }
 
 #[test]
@@ -137,9 +135,9 @@ fn a_signal_ends_the_attachment_with_a_sane_terminal() {
 
     // The attach process is the outer shell's only child.
     let shell = t.pane_pid();
-    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
-        .expect("read the shell's children");
-    let attach: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    let attach = *proc::children(shell as u32)
+        .first()
+        .expect("the attach process") as i32;
     // SAFETY: kill with the pid of a running descendant of this test.
     unsafe { libc::kill(attach, libc::SIGTERM) };
     // Keys typed before it has let go of the terminal would be read by it, so wait for

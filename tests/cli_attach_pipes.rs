@@ -4,17 +4,13 @@
 
 mod util;
 
-use util::cli::{gw, gw_input, Streaming};
+use util::cli::{gw, gw_input, gw_ok, Streaming};
 use util::daemon::Daemon;
-
-fn run(d: &Daemon, args: &[&str]) -> String {
-    gw(d, args).ok().trim().to_string()
-}
 
 #[test]
 fn input_goes_in_output_comes_out_and_the_status_is_the_childs() {
     let d = Daemon::start("cli-attach-pipes", &[]);
-    let gen = run(
+    let gen = gw_ok(
         &d,
         &[
             "run",
@@ -34,7 +30,7 @@ fn input_goes_in_output_comes_out_and_the_status_is_the_childs() {
 #[test]
 fn a_generation_that_already_ended_cannot_be_attached() {
     let d = Daemon::start("cli-attach-ended", &[]);
-    let gen = run(&d, &["run", "done", "--", "true"]);
+    let gen = gw_ok(&d, &["run", "done", "--", "true"]);
     assert_eq!(gw(&d, &["wait", "done", "--gen", &gen]).code, Some(0));
     let out = gw(&d, &["attach", "done"]);
     assert_eq!(out.code, Some(1));
@@ -45,7 +41,7 @@ fn a_generation_that_already_ended_cannot_be_attached() {
 #[test]
 fn a_replacement_is_followed_and_the_old_output_is_not_shown_after_it() {
     let d = Daemon::start("cli-attach-follow", &[]);
-    let old = run(
+    let old = gw_ok(
         &d,
         &["run", "s", "--", "sh", "-c", "echo old; exec sleep 600"],
     );
@@ -54,7 +50,7 @@ fn a_replacement_is_followed_and_the_old_output_is_not_shown_after_it() {
     // Output is shown from the followed generation on, so seeing `old` means attached
     // to the old generation.
     attach.until(|l| l == "old");
-    let new = run(
+    let new = gw_ok(
         &d,
         &["run", "s", "--", "sh", "-c", "echo new; read x; exit 3"],
     );
@@ -79,7 +75,7 @@ fn a_large_paste_during_a_flood_of_output_arrives_whole() {
     // arrives, and all output is read while input is being written.
     let script =
         "head -c 16000000 /dev/zero & n=$(head -c 900000 | wc -c); wait; echo; echo got $n";
-    run(&d, &["run", "paste", "--", "sh", "-c", script]);
+    gw_ok(&d, &["run", "paste", "--", "sh", "-c", script]);
     let input = vec![b'x'; 900_000];
     let out = gw_input(&d, &["attach", "paste"], &input);
     assert_eq!(out.code, Some(0), "{}", out.stderr);

@@ -3,21 +3,13 @@
 
 mod util;
 
-use std::process::Command;
-
-use util::cli::{gw, run_cmd};
+use util::cli::{genward, gw, run_cmd};
 use util::daemon::Daemon;
 
 const CLIENT_COMMANDS: &[&str] = &[
     "run", "ls", "attach", "logs", "send", "stop", "kill", "restart", "rm", "wait", "events",
     "shutdown",
 ];
-
-fn genward(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_genward"));
-    cmd.args(args).env_remove("GENWARD_SOCKET");
-    cmd
-}
 
 #[test]
 fn every_command_has_help_with_an_example() {

@@ -3,17 +3,13 @@
 
 mod util;
 
-use util::cli::{gw, gw_input};
+use util::cli::{await_line, gw, gw_input, gw_ok};
 use util::daemon::Daemon;
-
-fn run(d: &Daemon, args: &[&str]) -> String {
-    gw(d, args).ok().trim().to_string()
-}
 
 #[test]
 fn send_text_stdin_and_eof_reach_the_process() {
     let d = Daemon::start("cli-send", &[]);
-    let gen = run(&d, &["run", "cat", "--", "cat"]);
+    let gen = gw_ok(&d, &["run", "cat", "--", "cat"]);
     gw(&d, &["send", "cat", "one\n"]).ok();
     let bytes: Vec<u8> = (0..=255u8).chain(b"two\n".iter().copied()).collect();
     gw_input(&d, &["send", "cat", "--stdin"], &bytes).ok();
@@ -45,8 +41,10 @@ fn send_needs_something_to_send() {
 #[test]
 fn stale_if_gen_changes_nothing() {
     let d = Daemon::start("cli-if-gen", &[]);
-    let old = run(&d, &["run", "s", "--", "cat"]);
-    let new = run(&d, &["run", "s", "--", "cat"]);
+    let old = gw_ok(&d, &["run", "s", "--", "cat"]);
+    // The replacement starts once the old one is gone; it says when it runs.
+    let new = gw_ok(&d, &["run", "s", "--", "sh", "-c", "echo up; exec cat"]);
+    await_line(&d, "s", &new, "up");
     for args in [
         vec!["send", "s", "x", "--if-gen", &old],
         vec!["kill", "s", "--if-gen", &old],
@@ -68,19 +66,19 @@ fn stale_if_gen_changes_nothing() {
 #[test]
 fn stop_waits_for_the_end_and_kill_and_restart_act_on_the_current_generation() {
     let d = Daemon::start("cli-stop", &[]);
-    let gen = run(&d, &["run", "s", "--", "sleep", "600"]);
+    let gen = gw_ok(&d, &["run", "s", "--", "sleep", "600"]);
     let out = gw(&d, &["stop", "s", "--grace", "5s"]).ok();
     assert_eq!(out, format!("s gen {gen}: exit 143 (SIGTERM, stopped)\n"));
     let out = gw(&d, &["stop", "s"]);
     assert_eq!(out.code, Some(0));
     assert!(out.stderr.contains("was not running"), "{out:?}");
 
-    let gen = run(&d, &["run", "s", "--", "sleep", "600"]);
+    let gen = gw_ok(&d, &["run", "s", "--", "sleep", "600"]);
     gw(&d, &["kill", "s", "-s", "HUP"]).ok();
     assert_eq!(gw(&d, &["wait", "s", "--gen", &gen]).code, Some(129));
 
-    let first = run(&d, &["run", "r", "--", "sleep", "600"]);
-    let second = run(&d, &["restart", "r"]);
+    let first = gw_ok(&d, &["run", "r", "--", "sleep", "600"]);
+    let second = gw_ok(&d, &["restart", "r"]);
     assert!(second.parse::<u64>().unwrap() > first.parse::<u64>().unwrap());
     let out = gw(&d, &["wait", "r", "--gen", &first]);
     assert_eq!(out.code, Some(143), "{out:?}");
@@ -100,7 +98,7 @@ fn stop_waits_for_the_end_and_kill_and_restart_act_on_the_current_generation() {
 #[test]
 fn wait_reports_the_last_end_when_nothing_runs() {
     let d = Daemon::start("cli-wait-last", &[]);
-    let gen = run(&d, &["run", "j", "--", "sh", "-c", "exit 5"]);
+    let gen = gw_ok(&d, &["run", "j", "--", "sh", "-c", "exit 5"]);
     assert_eq!(gw(&d, &["wait", "j", "--gen", &gen]).code, Some(5));
     // Without --gen and with nothing running: the last generation's status.
     assert_eq!(gw(&d, &["wait", "j"]).code, Some(5));
@@ -109,10 +107,9 @@ fn wait_reports_the_last_end_when_nothing_runs() {
 #[test]
 fn shutdown_returns_once_the_daemon_is_gone() {
     let mut d = Daemon::start("cli-shutdown", &[]);
-    run(&d, &["run", "s", "--", "sleep", "600"]);
+    gw_ok(&d, &["run", "s", "--", "sleep", "600"]);
     gw(&d, &["shutdown"]).ok();
-    let status = d.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(d.exit_code(), Some(0));
     let out = gw(&d, &["ls"]);
     assert_eq!(out.code, Some(1));
     assert!(

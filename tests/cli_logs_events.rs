@@ -4,17 +4,13 @@
 mod util;
 
 use serde_json::Value;
-use util::cli::{gw, Streaming};
+use util::cli::{gw, gw_ok, Streaming};
 use util::daemon::Daemon;
-
-fn run(d: &Daemon, args: &[&str]) -> String {
-    gw(d, args).ok().trim().to_string()
-}
 
 #[test]
 fn logs_replays_stdout_and_stderr_byte_exact() {
     let d = Daemon::start("cli-logs", &[]);
-    let gen = run(
+    let gen = gw_ok(
         &d,
         &[
             "run",
@@ -35,9 +31,9 @@ fn logs_replays_stdout_and_stderr_byte_exact() {
 #[test]
 fn logs_gen_shows_one_generation_only() {
     let d = Daemon::start("cli-logs-gen", &[]);
-    let first = run(&d, &["run", "p", "--", "echo", "first"]);
+    let first = gw_ok(&d, &["run", "p", "--", "echo", "first"]);
     assert_eq!(gw(&d, &["wait", "p", "--gen", &first]).code, Some(0));
-    let second = run(&d, &["run", "p", "--", "echo", "second"]);
+    let second = gw_ok(&d, &["run", "p", "--", "echo", "second"]);
     assert_eq!(gw(&d, &["wait", "p", "--gen", &second]).code, Some(0));
     assert_eq!(gw(&d, &["logs", "p", "--gen", &first]).ok(), "first\n");
     assert_eq!(gw(&d, &["logs", "p", "--gen", &second]).ok(), "second\n");
@@ -50,7 +46,7 @@ fn logs_gen_shows_one_generation_only() {
 #[test]
 fn logs_follow_prints_new_output_and_ends_with_its_generation() {
     let d = Daemon::start("cli-logs-f", &[]);
-    let gen = run(&d, &["run", "cat", "--", "cat"]);
+    let gen = gw_ok(&d, &["run", "cat", "--", "cat"]);
     gw(&d, &["send", "cat", "before\n"]).ok();
     let mut follow = Streaming::start(&d, &["logs", "cat", "-f", "--gen", &gen]);
     follow.until(|l| l == "before");
@@ -69,12 +65,12 @@ fn events_prints_one_line_per_event() {
     // Both subscriptions are in place once each has reported something: a ticking
     // session produces output until both have.
     let tick = "while :; do echo tick; sleep 0.1; done";
-    let probe = run(&d, &["run", "probe", "--", "sh", "-c", tick]);
+    let probe = gw_ok(&d, &["run", "probe", "--", "sh", "-c", tick]);
     events.until(|l| l.starts_with(&format!("probe gen {probe}: ")));
     json.until(|l| l.contains("\"probe\""));
     gw(&d, &["stop", "probe"]).ok();
 
-    let gen = run(&d, &["run", "e", "--", "sh", "-c", "echo hi; exit 4"]);
+    let gen = gw_ok(&d, &["run", "e", "--", "sh", "-c", "echo hi; exit 4"]);
     let lines = events.until(|l| l.starts_with(&format!("e gen {gen}: exit")));
     let lines: Vec<String> = lines.into_iter().filter(|l| l.starts_with("e ")).collect();
     assert!(

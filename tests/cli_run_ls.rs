@@ -4,7 +4,7 @@
 mod util;
 
 use serde_json::Value;
-use util::cli::gw;
+use util::cli::{await_line, gw, gw_ok};
 use util::daemon::Daemon;
 
 fn row<'a>(table: &'a str, session: &str, gen: &str) -> Vec<&'a str> {
@@ -39,19 +39,16 @@ fn pid_of(d: &Daemon, session: &str, gen: u64) -> i32 {
 #[test]
 fn run_prints_increasing_generations_and_ls_lists_them() {
     let d = Daemon::start("cli-run", &[]);
-    let g1: u64 = gw(&d, &["run", "web", "--", "sleep", "60"])
-        .ok()
-        .trim()
+    let g1: u64 = gw_ok(&d, &["run", "web", "--", "sleep", "600"])
         .parse()
         .unwrap();
-    let g2: u64 = gw(&d, &["run", "job", "--", "sh", "-c", "exit 3"])
-        .ok()
-        .trim()
+    let g2: u64 = gw_ok(&d, &["run", "job", "--", "sh", "-c", "exit 3"])
         .parse()
         .unwrap();
     assert!(g2 > g1);
-    let bad = gw(&d, &["run", "bad", "--", "/nonexistent/program"]);
-    let g3: u64 = bad.ok().trim().parse().unwrap();
+    let g3: u64 = gw_ok(&d, &["run", "bad", "--", "/nonexistent/program"])
+        .parse()
+        .unwrap();
     assert!(g3 > g2);
     // Both short-lived generations have ended once `wait` answers.
     assert_eq!(
@@ -94,7 +91,8 @@ fn a_superseded_generation_is_listed_next_to_its_successor() {
     let d = Daemon::start("cli-superseded", &[]);
     // The first generation ignores SIGTERM and has a long grace, so after an overlapping
     // replacement it is still stopping, deterministically, until we kill it ourselves.
-    let old: u64 = gw(
+    // It says when the trap is set: only then can the replacement's SIGTERM not end it.
+    let old: u64 = gw_ok(
         &d,
         &[
             "run",
@@ -104,16 +102,13 @@ fn a_superseded_generation_is_listed_next_to_its_successor() {
             "--",
             "sh",
             "-c",
-            "trap '' TERM; exec sleep 600",
+            "trap '' TERM; echo ready; exec sleep 600",
         ],
     )
-    .ok()
-    .trim()
     .parse()
     .unwrap();
-    let new: u64 = gw(&d, &["run", "svc", "--overlap", "--", "sleep", "600"])
-        .ok()
-        .trim()
+    await_line(&d, "svc", old, "ready");
+    let new: u64 = gw_ok(&d, &["run", "svc", "--overlap", "--", "sleep", "600"])
         .parse()
         .unwrap();
     let table = gw(&d, &["ls"]).ok();
@@ -161,7 +156,10 @@ fn run_sends_env_cwd_and_refuses_a_busy_session_with_reject() {
     let busy = gw(&d, &["run", "env", "--reject", "--", "true"]);
     assert_eq!(busy.code, Some(1), "{busy:?}");
     assert!(busy.stderr.starts_with("genward: "), "{busy:?}");
+    // The line is in the logs once the child has printed it, and not necessarily before.
+    let line = format!("hi there from {}", dir.display());
+    await_line(&d, "env", gen, &line);
     let logs = gw(&d, &["logs", "env", "--gen", gen]).ok();
-    assert_eq!(logs, format!("hi there from {}\n", dir.display()));
+    assert_eq!(logs, format!("{line}\n"));
     gw(&d, &["stop", "env"]).ok();
 }

@@ -6,22 +6,12 @@ mod util;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
+use genward::testkit::proc::{self, fd_count};
 use serde_json::{json, Value};
 use util::daemon::{Client, Daemon, Msg};
 
-fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count()
-}
-
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
+    proc::status_number(pid, "VmRSS").expect("the daemon's VmRSS")
 }
 
 /// Sends one raw line and returns the error response.

@@ -80,21 +80,12 @@ fn pty_mode_terminal_resize_and_signal() {
     )["gen"]
         .as_u64()
         .unwrap();
-    let seen = c.events_until(|m| {
-        String::from_utf8_lossy(&output_of(std::slice::from_ref(m), gen)).contains("ready")
-    });
+    let seen = c.output_until(gen, "ready");
     let text = String::from_utf8_lossy(&output_of(&seen, gen)).to_string();
     assert!(text.contains("is-a-tty"), "{text}");
     assert!(text.contains("30 100"), "{text}");
     c.ok(json!({"op": "resize", "session": "t", "rows": 50, "cols": 132}));
-    let mut text = String::new();
-    c.events_until(|m| {
-        text.push_str(&String::from_utf8_lossy(&output_of(
-            std::slice::from_ref(m),
-            gen,
-        )));
-        text.contains("50 132")
-    });
+    c.output_until(gen, "50 132");
     c.ok(json!({"op": "signal", "session": "t", "signal": "INT"}));
     let seen = c.events_until(|m| m.is("exited", gen));
     assert!(String::from_utf8_lossy(&output_of(&seen, gen)).contains("got-int"));
@@ -147,9 +138,7 @@ fn shutdown_op_stops_everything_and_exits_zero() {
         .unwrap();
     c.events_until(|m| m.is("spawned", g));
     c.ok(json!({"op": "shutdown"}));
-    let status = d.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
-    let _ = &mut d;
+    assert_eq!(d.exit_code(), Some(0));
 }
 
 #[test]
@@ -162,7 +151,7 @@ fn a_child_that_closes_its_stdin_is_an_event_not_a_crash() {
         "argv": ["sh", "-c", "exec 0<&-; echo closed; exec sleep 1000"]}))["gen"]
         .as_u64()
         .unwrap();
-    c.events_until(|m| output_of(std::slice::from_ref(m), gen) == b"closed\n");
+    c.output_until(gen, "closed\n");
     c.ok(json!({"op": "write", "session": "deaf", "data": "anyone?\n"}));
     c.events_until(|m| m.is("input_closed", gen));
     c.err(
@@ -198,9 +187,7 @@ fn the_daemon_raises_its_descriptor_limit_but_children_get_the_original() {
 #[test]
 fn systemd_readiness_reaches_notify_socket() {
     use std::os::unix::net::UnixDatagram;
-    let dir = std::env::temp_dir().join(format!("gw-notify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = genward::testkit::scratch::ScratchDir::new("notify");
     let notify = dir.join("notify");
     let sock = UnixDatagram::bind(&notify).unwrap();
     sock.set_read_timeout(Some(util::daemon::PATIENCE)).unwrap();
@@ -221,7 +208,6 @@ fn systemd_readiness_reaches_notify_socket() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -230,9 +216,10 @@ fn a_grandchild_holding_the_pipe_cannot_hold_back_the_exit() {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     // The grandchild leaves the process group (setsid) and keeps writing to our pipe.
-    // The leader waits (on a fifo) until the grandchild has left the group, then exits.
+    // The leader waits (on a fifo) until the grandchild has left the group and written
+    // its first tick, then exits.
     let script = "f=$(mktemp -u); mkfifo $f; \
-                  setsid sh -c \"echo > $f; while :; do echo tick; sleep 0.02; done\" & \
+                  setsid sh -c \"echo tick; echo > $f; while :; do echo tick; sleep 0.02; done\" & \
                   read _ < $f; rm $f; echo $!; exit 0";
     let gen = c.ok(json!({"op": "spawn", "session": "d", "drain": "300ms",
         "argv": ["sh", "-c", script]}))["gen"]

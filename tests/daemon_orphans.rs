@@ -3,59 +3,73 @@
 
 mod util;
 
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use genward::testkit::proc;
+use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 use serde_json::json;
 use util::daemon::{output_of, Daemon, PATIENCE};
+use util::sys::readable;
 
-fn state_and_parent(pid: u32) -> Option<(String, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 2..];
-    let mut f = after.split(' ');
-    let state = f.next()?.to_string();
-    let ppid = f.next()?.parse().ok()?;
-    Some((state, ppid))
-}
+/// The session's shell starts a middle shell, which starts a long sleep in the background,
+/// prints its pid and waits for a line of input; when it gets one it exits, orphaning the
+/// sleep, and the session's shell prints `middle-gone`.
+const ORPHANING: &str =
+    "sh -c 'sleep 1000 & echo orphan=$!; read _'; echo middle-gone; exec sleep 1000";
 
-#[test]
-fn a_subreaper_daemon_reaps_orphaned_grandchildren() {
-    let d = Daemon::start("orphans", &["--subreaper"]);
+/// Runs [`ORPHANING`] in `d`, checks that the orphan is adopted by the daemon and, once it
+/// has exited, reaped, while the tracked child is left alone. `to_ours` turns a pid the
+/// daemon reports into one this test can look up.
+fn orphan_is_adopted_and_reaped(d: &Daemon, to_ours: impl Fn(u32) -> u32) {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    // The middle shell starts a short sleep in the background, prints its pid and exits:
-    // the sleep is orphaned, reparented to the daemon, and exits a moment later.
     let gen = c.ok(json!({"op": "spawn", "session": "o", "on_exit": "leave",
-        "argv": ["sh", "-c", "sh -c 'sleep 0.3 & echo $!'; exec sleep 1000"]}))["gen"]
+        "argv": ["sh", "-c", ORPHANING]}))["gen"]
         .as_u64()
         .unwrap();
-    let mut text = String::new();
-    c.events_until(|m| {
-        text.push_str(&String::from_utf8_lossy(&output_of(
-            std::slice::from_ref(m),
-            gen,
-        )));
-        text.ends_with('\n')
-    });
-    let orphan: u32 = text.trim().parse().unwrap();
-    // Adopted by the daemon once the middle shell is gone (it may still be exiting)…
+    let seen = c.output_until(gen, "\n");
+    let text = String::from_utf8_lossy(&output_of(&seen, gen)).to_string();
+    let reported: u32 = text
+        .trim()
+        .strip_prefix("orphan=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let orphan = to_ours(reported);
+    // Still its middle shell's child (which waits for input) and unable to end by itself,
+    // so this pid is the orphan's for as long as this handle is open.
+    let pidfd = pidfd_open(Pid::from_raw(orphan as i32).unwrap(), PidfdFlags::empty())
+        .expect("pidfd_open the orphan-to-be");
+
+    // The middle shell exits; the kernel reparents the orphan as part of that exit, before
+    // the session's shell can reap the middle one and go on to print `middle-gone`.
+    c.ok(json!({"op": "write", "session": "o", "data": "go\n"}));
+    c.output_until(gen, "middle-gone");
+    let stat = proc::stat(orphan).expect("the orphan runs");
+    assert_eq!(
+        stat.ppid, d.pid,
+        "orphan {orphan} not adopted by the daemon"
+    );
+
+    // It exits; the daemon reaps it. Reaping shows from outside only as the /proc entry
+    // going away, which has no event to wait on: bounded polling, after the exit itself
+    // was awaited on the pidfd.
+    pidfd_send_signal(&pidfd, Signal::KILL).unwrap();
+    assert!(
+        readable(pidfd.as_fd(), Instant::now() + PATIENCE),
+        "orphan {orphan} survived SIGKILL"
+    );
     let deadline = Instant::now() + PATIENCE;
-    loop {
-        let (_, parent) = state_and_parent(orphan).expect("orphan still running");
-        if parent == d.pid {
-            break;
-        }
+    while let Some(stat) = proc::stat(orphan) {
         assert!(
             Instant::now() < deadline,
-            "orphan {orphan} never reparented to the daemon"
+            "orphan {orphan} left as {}",
+            stat.state
         );
-        std::thread::sleep(Duration::from_millis(5)); // no observable event from outside
-    }
-    // …and reaped once it exits (no event is observable from outside: bounded polling).
-    let deadline = Instant::now() + PATIENCE;
-    while let Some((state, _)) = state_and_parent(orphan) {
-        assert!(Instant::now() < deadline, "orphan {orphan} left as {state}");
         std::thread::sleep(Duration::from_millis(10));
     }
+
     // The tracked child was never touched by the orphan reaper.
     let got = c.ok(json!({"op": "get", "session": "o"}));
     assert_eq!(got["session"]["state"], "running", "{got}");
@@ -64,28 +78,10 @@ fn a_subreaper_daemon_reaps_orphaned_grandchildren() {
     assert_eq!(seen.last().unwrap().json()["cause"], "stopped");
 }
 
-/// Processes (seen from our namespace) whose command line is exactly `argv`.
-fn processes_running(argv: &[&str]) -> Vec<(u32, String)> {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if std::fs::read(format!("/proc/{pid}/cmdline"))
-            .ok()
-            .as_deref()
-            == Some(&want[..])
-        {
-            if let Some((state, _)) = state_and_parent(pid) {
-                found.push((pid, state));
-            }
-        }
-    }
-    found
+#[test]
+fn a_subreaper_daemon_reaps_orphaned_grandchildren() {
+    let d = Daemon::start("orphans", &["--subreaper"]);
+    orphan_is_adopted_and_reaped(&d, |pid| pid);
 }
 
 #[test]
@@ -118,25 +114,9 @@ fn as_pid_1_of_a_namespace_the_daemon_reaps_orphans() {
         &[],
         None,
     );
-    let mut c = d.client();
-    c.ok(json!({"op": "subscribe", "all": true}));
-    // A uniquely named orphan: its middle shell exits at once.
-    let gen = c.ok(json!({"op": "spawn", "session": "o", "on_exit": "leave",
-        "argv": ["sh", "-c", "sh -c 'sleep 0.317 &'; echo spawned; exec sleep 1000"]}))["gen"]
-        .as_u64()
-        .unwrap();
-    c.events_until(|m| output_of(std::slice::from_ref(m), gen) == b"spawned\n");
-    let orphan = ["sleep", "0.317"];
-    // It runs, then exits; as PID 1 the daemon must reap it (no zombie may remain).
-    let deadline = Instant::now() + PATIENCE;
-    while !processes_running(&orphan).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "orphan left behind: {:?}",
-            processes_running(&orphan)
-        );
-        std::thread::sleep(Duration::from_millis(10)); // no observable event from outside
-    }
-    c.ok(json!({"op": "stop", "session": "o"}));
-    c.events_until(|m| m.is("exited", gen));
+    // The daemon reports pids of its own namespace.
+    let daemon = d.pid;
+    orphan_is_adopted_and_reaped(&d, |pid| {
+        proc::pid_in_namespace_of(daemon, pid).expect("the orphan in our namespace")
+    });
 }

@@ -6,6 +6,10 @@
 
 mod util;
 
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
 use serde_json::{json, Value};
 use util::daemon::{output_of, Daemon, Msg};
 
@@ -13,6 +17,16 @@ use util::daemon::{output_of, Daemon, Msg};
 const STUBBORN: &str =
     "trap 'for i in 1 2 3 4 5 6; do echo late-$i; sleep 0.05; done; exit 143' TERM; \
                         echo ready; while :; do sleep 0.01; done";
+
+/// [`STUBBORN`], except that after its first late line it waits for a line on the fifo
+/// `gate` before it goes on: it cannot end until the test lets it.
+fn gated_stubborn(gate: &Path) -> String {
+    format!(
+        "trap 'echo late-1; read _ < {}; for i in 2 3 4 5 6; do echo late-$i; sleep 0.05; done; \
+         exit 143' TERM; echo ready; while :; do sleep 0.01; done",
+        gate.display()
+    )
+}
 
 fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().expect("gen")
@@ -38,7 +52,7 @@ fn replaced_generation_never_touches_its_successor(reaper: &[&str]) {
     c.ok(json!({"op": "subscribe", "all": true}));
     let g1 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent",
         "argv": ["sh", "-c", STUBBORN], "grace": "10s"})));
-    c.events_until(|m| output_of(std::slice::from_ref(m), g1).starts_with(b"ready"));
+    c.output_until(g1, "ready");
     let g2 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent", "argv": ["cat"]})));
     assert!(g2 > g1);
     let mut seen = c.events_until(|m| m.is("spawned", g2));
@@ -54,7 +68,7 @@ fn replaced_generation_never_touches_its_successor(reaper: &[&str]) {
     );
     // The successor can be written to and answers, tagged with its own generation.
     c.ok(json!({"op": "write", "session": "agent", "if_gen": g2, "data": "ping\n"}));
-    seen.extend(c.events_until(|m| output_of(std::slice::from_ref(m), g2) == b"ping\n"));
+    seen.extend(c.output_until(g2, "ping\n"));
     // Input meant for the replaced generation is refused and reaches nobody.
     c.err(
         json!({"op": "write", "session": "agent", "if_gen": g1, "data": "stale\n"}),
@@ -81,9 +95,14 @@ fn overlap_successor_exits_before_predecessor_drained(reaper: &[&str]) {
     let d = Daemon::start("seed1-overlap", reaper);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
+    // The predecessor cannot end before the test opens its gate, whatever the timing.
+    let gate = d.dir.join("gate");
+    let path = std::ffi::CString::new(gate.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0, "mkfifo");
     let g1 = gen_of(&c.ok(json!({"op": "spawn", "session": "agent",
-        "argv": ["sh", "-c", STUBBORN], "grace": "10s"})));
-    c.events_until(|m| output_of(std::slice::from_ref(m), g1).starts_with(b"ready"));
+        "argv": ["sh", "-c", gated_stubborn(&gate)], "grace": "10m"})));
+    c.output_until(g1, "ready");
     let g2 = gen_of(&c.ok(
         json!({"op": "spawn", "session": "agent", "on_busy": "overlap",
         "argv": ["sh", "-c", "echo new; exit 0"]}),
@@ -92,15 +111,26 @@ fn overlap_successor_exits_before_predecessor_drained(reaper: &[&str]) {
     // The successor ended first, cleanly, with its own output only.
     assert!(
         !seen.iter().any(|m| m.is("exited", g1)),
-        "gen {g1} was still draining"
+        "gen {g1} ended before its gate opened"
     );
     let e2 = seen.last().unwrap().json().clone();
     assert_eq!(e2["code"], 0);
     assert_eq!(e2["cause"], "exited");
     assert_eq!(output_of(&seen, g2), b"new\n");
     // Now the predecessor's late output and exit arrive: tagged gen 1, changing nothing
-    // about gen 2 or the session's record of it.
+    // about gen 2 or the session's record of it. Opened read-write, the fifo does not
+    // wait for its reader, and keeps the line for it until the predecessor has ended.
+    c.seen_or_until(&mut seen, |m| {
+        String::from_utf8_lossy(&output_of(std::slice::from_ref(m), g1)).contains("late-1")
+    });
+    let mut gate = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&gate)
+        .unwrap();
+    gate.write_all(b"go\n").unwrap();
     seen.extend(c.events_until(|m| m.is("exited", g1)));
+    drop(gate);
     let e1 = seen.last().unwrap().json().clone();
     assert_eq!(e1["code"], 143);
     assert_eq!(e1["cause"], "superseded");
@@ -130,8 +160,7 @@ fn failed_entries_never_fail_a_listing(reaper: &[&str]) {
     let stuck = gen_of(&c.ok(json!({"op": "spawn", "session": "stuck",
         "argv": ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"],
         "grace": "60s"})));
-    let mut seen =
-        c.events_until(|m| output_of(std::slice::from_ref(m), stuck).starts_with(b"ready"));
+    let mut seen = c.output_until(stuck, "ready");
     c.ok(json!({"op": "stop", "session": "stuck"}));
     c.seen_or_until(&mut seen, |m| {
         m.json()["event"] == "state"

@@ -3,42 +3,9 @@
 
 mod util;
 
-use std::time::{Duration, Instant};
-
+use genward::testkit::proc::group_members;
 use serde_json::json;
-use util::daemon::{output_of, Daemon, PATIENCE};
-
-/// Every pid whose process group is `pgid`.
-fn group_members(pgid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = after.split(' ').collect();
-        // fields[0] is state (field 3), fields[2] is pgrp (field 5).
-        if fields[2].parse::<u32>().ok() == Some(pgid) && fields[0] != "Z" {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn wait_exit(d: &mut Daemon) -> Option<i32> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(status) = d.child.try_wait().unwrap() {
-            return status.code();
-        }
-        assert!(Instant::now() < deadline, "daemon did not exit");
-        // A child's exit has no readiness we can poll from std; bounded retry.
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use util::daemon::Daemon;
 
 #[test]
 fn sigterm_stops_and_reaps_every_session_and_their_groups() {
@@ -59,9 +26,7 @@ fn sigterm_stops_and_reaps_every_session_and_their_groups() {
             req["pty"] = json!(true);
         }
         let gen = c.ok(req)["gen"].as_u64().unwrap();
-        let seen = c.events_until(|m| {
-            String::from_utf8_lossy(&output_of(std::slice::from_ref(m), gen)).contains("ready")
-        });
+        let seen = c.output_until(gen, "ready");
         let pid = seen
             .iter()
             .find(|m| m.is("spawned", gen))
@@ -74,7 +39,7 @@ fn sigterm_stops_and_reaps_every_session_and_their_groups() {
     }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
-    assert_eq!(wait_exit(&mut d), Some(0));
+    assert_eq!(d.exit_code(), Some(0));
     for pgid in pgids {
         assert_eq!(
             group_members(pgid),
@@ -95,7 +60,7 @@ fn a_second_sigterm_kills_at_once() {
     )["gen"]
         .as_u64()
         .unwrap();
-    c.events_until(|m| output_of(std::slice::from_ref(m), gen).starts_with(b"ready"));
+    c.output_until(gen, "ready");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
     c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "stopping");
@@ -103,7 +68,7 @@ fn a_second_sigterm_kills_at_once() {
     unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
     let seen = c.events_until(|m| m.is("exited", gen));
     assert_eq!(seen.last().unwrap().json()["cause"], "killed");
-    assert_eq!(wait_exit(&mut d), Some(0));
+    assert_eq!(d.exit_code(), Some(0));
 }
 
 #[test]
@@ -126,5 +91,5 @@ fn subscribers_see_every_exit_of_a_shutdown() {
         left.retain(|g| !m.is("exited", *g));
         left.is_empty()
     });
-    assert_eq!(wait_exit(&mut d), Some(0));
+    assert_eq!(d.exit_code(), Some(0));
 }

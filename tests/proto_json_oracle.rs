@@ -7,31 +7,7 @@
 //! value must survive write → parse unchanged and be read identically by serde_json.
 
 use genward::proto::json::{parse_with, Limits, Number, ParseErrorKind, Value};
-
-/// splitmix64: tiny, seeded, good enough to drive generation.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-}
+use genward::testkit::rng::SplitMix64 as Rng;
 
 /// Limits for the comparison: generous, except depth, which stays below serde_json's own
 /// recursion limit of 128 so that the two never differ by that limit.
@@ -46,16 +22,16 @@ fn ws(rng: &mut Rng, out: &mut String) {
     if rng.chance(70) {
         return;
     }
-    for _ in 0..rng.below(3) {
+    for _ in 0..rng.below_usize(3) {
         out.push(rng.pick(&[' ', '\t', '\n', '\r']));
     }
 }
 
 fn gen_number(rng: &mut Rng, out: &mut String) {
-    match rng.below(8) {
-        0 => out.push_str(&rng.next().to_string()),
-        1 => out.push_str(&(rng.next() as i64).to_string()),
-        2 => out.push_str(&rng.below(1000).to_string()),
+    match rng.below_usize(8) {
+        0 => out.push_str(&rng.next_u64().to_string()),
+        1 => out.push_str(&(rng.next_u64() as i64).to_string()),
+        2 => out.push_str(&rng.below_usize(1000).to_string()),
         3 => out.push_str(rng.pick(&[
             "0",
             "-0",
@@ -76,7 +52,7 @@ fn gen_number(rng: &mut Rng, out: &mut String) {
             "1e007",
         ])),
         4 => out.push_str(
-            &format!("{:?}", f64::from_bits(rng.next()))
+            &format!("{:?}", f64::from_bits(rng.next_u64()))
                 .replace("inf", "1e999")
                 .replace("NaN", "0"),
         ),
@@ -84,17 +60,17 @@ fn gen_number(rng: &mut Rng, out: &mut String) {
             if rng.chance(30) {
                 out.push('-');
             }
-            out.push_str(&rng.below(100_000).to_string());
+            out.push_str(&rng.below_usize(100_000).to_string());
             if rng.chance(50) {
                 out.push('.');
-                out.push_str(&rng.below(1_000_000).to_string());
+                out.push_str(&rng.below_usize(1_000_000).to_string());
             }
             if rng.chance(40) {
                 out.push(rng.pick(&['e', 'E']));
                 if rng.chance(50) {
                     out.push(rng.pick(&['+', '-']));
                 }
-                out.push_str(&rng.below(400).to_string());
+                out.push_str(&rng.below_usize(400).to_string());
             }
         }
     }
@@ -102,17 +78,17 @@ fn gen_number(rng: &mut Rng, out: &mut String) {
 
 fn gen_string(rng: &mut Rng, out: &mut String) {
     out.push('"');
-    for _ in 0..rng.below(12) {
-        match rng.below(14) {
+    for _ in 0..rng.below_usize(12) {
+        match rng.below_usize(14) {
             0 => {
                 out.push_str(rng.pick(&["\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t"]))
             }
-            1 => out.push_str(&format!("\\u{:04x}", rng.below(0x10000))),
-            2 => out.push_str(&format!("\\u{:04X}", rng.below(0x800) + 0xd800)),
+            1 => out.push_str(&format!("\\u{:04x}", rng.below_usize(0x10000))),
+            2 => out.push_str(&format!("\\u{:04X}", rng.below_usize(0x800) + 0xd800)),
             3 => out.push_str("\\ud83d\\ude00"),
             4 => out.push(rng.pick(&['é', '€', '😀', '\u{7f}', '\u{2028}', '\u{fffd}'])),
             5 => out.push(rng.pick(&['k', 'e', 'y'])),
-            _ => out.push(char::from(b' ' + rng.below(95) as u8)),
+            _ => out.push(char::from(b' ' + rng.below_usize(95) as u8)),
         }
     }
     out.push('"');
@@ -123,7 +99,7 @@ fn gen_value(rng: &mut Rng, depth: usize, out: &mut String) {
     let container = depth < 6 && rng.chance(40);
     if container && rng.chance(50) {
         out.push('[');
-        let n = rng.below(5);
+        let n = rng.below_usize(5);
         for i in 0..n {
             if i > 0 {
                 out.push(',');
@@ -134,7 +110,7 @@ fn gen_value(rng: &mut Rng, depth: usize, out: &mut String) {
         out.push(']');
     } else if container {
         out.push('{');
-        let n = rng.below(5);
+        let n = rng.below_usize(5);
         for i in 0..n {
             if i > 0 {
                 out.push(',');
@@ -156,7 +132,7 @@ fn gen_value(rng: &mut Rng, depth: usize, out: &mut String) {
         ws(rng, out);
         out.push('}');
     } else {
-        match rng.below(6) {
+        match rng.below_usize(6) {
             0 => out.push_str(rng.pick(&["null", "true", "false"])),
             1 | 2 => gen_number(rng, out),
             _ => gen_string(rng, out),
@@ -169,7 +145,7 @@ fn gen_document(rng: &mut Rng) -> Vec<u8> {
     let mut out = String::new();
     if rng.chance(3) {
         // Deep nesting around the depth limit.
-        let n = 90 + rng.below(50);
+        let n = 90 + rng.below_usize(50);
         out.push_str(&"[".repeat(n));
         out.push_str(&"]".repeat(n));
     } else {
@@ -182,13 +158,13 @@ fn mutate(rng: &mut Rng, doc: &[u8]) -> Vec<u8> {
     const BYTES: &[u8] =
         b"{}[],:\"\\/-+.eE0123456789 \t\n\rabfnrtu\x00\x01\x1f\x7f\x80\xbf\xc3\xe2\xed\xf0\xff";
     let mut d = doc.to_vec();
-    for _ in 0..1 + rng.below(3) {
+    for _ in 0..1 + rng.below_usize(3) {
         let at = if d.is_empty() {
             0
         } else {
-            rng.below(d.len() + 1)
+            rng.below_usize(d.len() + 1)
         };
-        match rng.below(5) {
+        match rng.below_usize(5) {
             0 if at < d.len() => {
                 d.remove(at);
             }
@@ -196,7 +172,7 @@ fn mutate(rng: &mut Rng, doc: &[u8]) -> Vec<u8> {
             2 if at < d.len() => d[at] = rng.pick(BYTES),
             3 => d.truncate(at),
             _ => {
-                let end = (at + rng.below(8)).min(d.len());
+                let end = (at + rng.below_usize(8)).min(d.len());
                 let piece = d[at.min(end)..end].to_vec();
                 d.splice(at..at, piece);
             }
@@ -293,7 +269,7 @@ fn check(doc: &[u8], tally: &mut Tally) {
 
 #[test]
 fn parser_agrees_with_serde_json_on_generated_and_mutated_documents() {
-    let mut rng = Rng(0x67e7_a4d0_5eed_0001);
+    let mut rng = Rng::new(0x67e7_a4d0_5eed_0001);
     let mut tally = Tally::default();
     for _ in 0..12_000 {
         let doc = gen_document(&mut rng);
@@ -328,37 +304,37 @@ fn each_documented_strictness_is_one_serde_json_accepts() {
 }
 
 fn random_value(rng: &mut Rng, depth: usize) -> Value {
-    match rng.below(if depth < 5 { 9 } else { 7 }) {
+    match rng.below_usize(if depth < 5 { 9 } else { 7 }) {
         0 => Value::Null,
         1 => Value::Bool(rng.chance(50)),
-        2 => Value::Number(Number::U64(rng.next() >> rng.below(64))),
-        3 => Value::from(-((rng.next() >> 1) as i64) - 1),
+        2 => Value::Number(Number::U64(rng.next_u64() >> rng.below_usize(64))),
+        3 => Value::from(-((rng.next_u64() >> 1) as i64) - 1),
         4 => {
-            let f = f64::from_bits(rng.next());
+            let f = f64::from_bits(rng.next_u64());
             Value::Number(Number::F64(if f.is_finite() { f } else { 0.5 }))
         }
         5 | 6 => {
-            let s: String = (0..rng.below(10))
+            let s: String = (0..rng.below_usize(10))
                 .map(|_| {
                     // Any scalar value, biased towards the ones that need escaping.
                     if rng.chance(40) {
-                        char::from(rng.below(0x80) as u8)
+                        char::from(rng.below_usize(0x80) as u8)
                     } else {
-                        char::from_u32(rng.below(0x11_0000) as u32).unwrap_or('\u{fffd}')
+                        char::from_u32(rng.below_usize(0x11_0000) as u32).unwrap_or('\u{fffd}')
                     }
                 })
                 .collect();
             Value::Str(s)
         }
         7 => Value::Array(
-            (0..rng.below(4))
+            (0..rng.below_usize(4))
                 .map(|_| random_value(rng, depth + 1))
                 .collect(),
         ),
         _ => {
             let mut o = genward::proto::json::Object::new();
-            for _ in 0..rng.below(4) {
-                let key = format!("k{}", rng.below(6));
+            for _ in 0..rng.below_usize(4) {
+                let key = format!("k{}", rng.below_usize(6));
                 o.insert(key, random_value(rng, depth + 1));
             }
             Value::Object(o)
@@ -368,7 +344,7 @@ fn random_value(rng: &mut Rng, depth: usize) -> Value {
 
 #[test]
 fn written_values_parse_back_equal_in_both_parsers() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     for _ in 0..20_000 {
         let v = random_value(&mut rng, 0);
         let text = v.to_bytes();

@@ -30,13 +30,7 @@ fn stop_reaches_grandchildren_and_escalates_to_sigkill() {
 
     // Graceful stop: the leader and the polite grandchild go, the stubborn one stays.
     child.process.signal_group(Signal::TERM).unwrap();
-    assert_eq!(
-        wait_exit(&child.process),
-        Exit::Signal {
-            signal: libc::SIGTERM,
-            core_dumped: false
-        }
-    );
+    assert_eq!(wait_exit(&child.process), by_signal(libc::SIGTERM));
     assert!(
         readable(polite.as_fd(), deadline),
         "polite grandchild survived SIGTERM"
@@ -122,13 +116,7 @@ fn adopted_leader_group_is_signalled_member_by_member() {
     let deadline = Instant::now() + TIMEOUT;
     assert!(readable(one.as_fd(), deadline));
     assert!(readable(two.as_fd(), deadline));
-    assert_eq!(
-        wait_reap(&mut child.process),
-        Exit::Signal {
-            signal: libc::SIGTERM,
-            core_dumped: false
-        }
-    );
+    assert_eq!(wait_reap(&mut child.process), by_signal(libc::SIGTERM));
     // The leader is gone: nothing can vouch for its pgid any more.
     assert!(adopted.signal_group_members(Signal::TERM).is_err());
 }

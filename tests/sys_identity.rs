@@ -14,18 +14,11 @@ use genward::sys::spawn::{spawn, SpawnRequest};
 use rustix::process::Signal;
 use util::sys::*;
 
-fn req(args: &[&str], reaper: ReaperMode) -> SpawnRequest {
-    SpawnRequest {
-        reaper,
-        ..request(args)
-    }
-}
-
 #[test]
 fn linux_token_has_boot_id_inode_and_starttime() {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
     for mode in [ReaperMode::Auto, ReaperMode::Fallback] {
-        let mut child = spawn(&req(&["cat"], mode)).unwrap();
+        let mut child = spawn(&request_with(&["cat"], mode)).unwrap();
         let token = child.process.token().unwrap().to_owned();
         let Some(Token::Linux {
             boot_id,
@@ -226,7 +219,7 @@ fn boottime_ticks() -> u64 {
 
 /// Runs inside the fresh PID namespace (as its pid 1).
 fn pid_reuse_scenario(mode: ReaperMode) {
-    let mut first = spawn(&req(&["sleep", "1000"], mode)).unwrap();
+    let mut first = spawn(&request_with(&["sleep", "1000"], mode)).unwrap();
     let pid = first.process.pid();
     let token = first.process.token().unwrap().to_owned();
     // A handle on it as a restarted supervisor would hold one: adopted, not our child.
@@ -249,7 +242,7 @@ fn pid_reuse_scenario(mode: ReaperMode) {
 
     // Put a bystander on the recycled pid.
     std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
-    let mut bystander = spawn(&req(&["sleep", "1000"], mode)).unwrap();
+    let mut bystander = spawn(&request_with(&["sleep", "1000"], mode)).unwrap();
     assert_eq!(
         bystander.process.pid(),
         pid,
@@ -295,13 +288,7 @@ fn pid_reuse_scenario(mode: ReaperMode) {
     // The bystander was not touched: it dies of the SIGKILL we send now.
     assert_eq!(bystander.process.exit_status_nowait().unwrap(), None);
     bystander.process.signal(Signal::KILL).unwrap();
-    assert_eq!(
-        wait_reap(&mut bystander.process),
-        Exit::Signal {
-            signal: libc::SIGKILL,
-            core_dumped: false
-        }
-    );
+    assert_eq!(wait_reap(&mut bystander.process), by_signal(libc::SIGKILL));
     println!("PID-REUSE-REFUSED {mode:?}");
 }
 
@@ -350,9 +337,7 @@ fn pid_reuse_is_refused_as_mismatch() {
 #[test]
 fn odd_command_names_do_not_hide_a_process() {
     use std::os::unix::ffi::OsStrExt;
-    let dir = std::env::temp_dir().join(format!("genward-test-{}-comm", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = genward::testkit::scratch::ScratchDir::new("comm");
     // Not UTF-8, with a ')' and spaces: the fields must still be found after the last ')'.
     let link = dir.join(std::ffi::OsStr::from_bytes(b"\xff) (x y"));
     std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
@@ -372,5 +357,4 @@ fn odd_command_names_do_not_hide_a_process() {
     assert_eq!(members, vec![pid]);
     child.process.signal(Signal::KILL).unwrap();
     wait_reap(&mut child.process);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,11 +5,11 @@
 use std::os::unix::fs::PermissionsExt;
 
 use genward::sys::identity::{compare, ps_token, Observed, Verdict};
+use genward::testkit::scratch::ScratchDir;
 
 #[test]
 fn a_ps_that_rejects_lstart_is_unreadable_not_gone() {
-    let dir = std::env::temp_dir().join(format!("gw-fake-ps-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("fake-ps");
     let ps = dir.join("ps");
     std::fs::write(
         &ps,
@@ -18,7 +18,7 @@ fn a_ps_that_rejects_lstart_is_unreadable_not_gone() {
     .unwrap();
     std::fs::set_permissions(&ps, std::fs::Permissions::from_mode(0o755)).unwrap();
     // This binary has no other test, so nothing else reads PATH meanwhile.
-    std::env::set_var("PATH", &dir);
+    std::env::set_var("PATH", dir.path());
     let me = std::process::id() as i32;
     let observed = ps_token(me);
     assert!(matches!(observed, Observed::Unreadable(_)), "{observed:?}");
@@ -26,5 +26,4 @@ fn a_ps_that_rejects_lstart_is_unreadable_not_gone() {
         compare(Some("ps1:Mon Nov 30 06:30:07 2026"), &observed),
         Verdict::Unverifiable
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -8,6 +8,8 @@ use std::time::Instant;
 use genward::sys::fd::{read_nonblocking, write_nonblocking, ReadOutcome, WriteOutcome};
 use genward::sys::process::Exit;
 use genward::sys::spawn::{spawn, IoMode, StderrMode};
+use genward::testkit::rng::SplitMix64;
+use genward::testkit::scratch::ScratchDir;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use util::sys::*;
 
@@ -21,17 +23,10 @@ fn fnv(hash: &mut u64, data: &[u8]) {
 
 const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
 
-/// Deterministic pseudo-random bytes (xorshift64*).
+/// Deterministic pseudo-random bytes.
 fn pattern(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    SplitMix64::new(len as u64).fill(&mut out);
     out
 }
 
@@ -41,7 +36,8 @@ fn sixty_four_mib_of_output_arrive_byte_exact() {
     let data = pattern(LEN);
     let mut expected = FNV_START;
     fnv(&mut expected, &data);
-    let path = std::env::temp_dir().join(format!("genward-test-{}-64mib", std::process::id()));
+    let dir = ScratchDir::new("64mib");
+    let path = dir.join("data");
     std::fs::write(&path, &data).unwrap();
     drop(data);
 
@@ -63,7 +59,6 @@ fn sixty_four_mib_of_output_arrive_byte_exact() {
             ReadOutcome::Eof => break,
         }
     }
-    std::fs::remove_file(&path).unwrap();
     assert_eq!(total, LEN);
     assert_eq!(hash, expected);
     assert_eq!(wait_reap(&mut child.process), Exit::Code(0));

@@ -77,13 +77,7 @@ fn ctrl_c_byte_becomes_sigint() {
     read_until(master.as_fd(), &mut out, "ping\r\nping");
     write_all(master.as_fd(), b"\x03");
     let exit = wait_reap(&mut child.process);
-    assert_eq!(
-        exit,
-        Exit::Signal {
-            signal: libc::SIGINT,
-            core_dumped: false
-        }
-    );
+    assert_eq!(exit, by_signal(libc::SIGINT));
 }
 
 #[test]

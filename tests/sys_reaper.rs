@@ -9,26 +9,12 @@ use std::time::Instant;
 use genward::sys::identity::{adopt, Adoption};
 use genward::sys::process::{Exit, ReaperMode, SignalError};
 use genward::sys::sigchld::SigchldPipe;
-use genward::sys::spawn::{spawn, SpawnRequest};
+use genward::sys::spawn::spawn;
+use genward::testkit::proc;
 use rustix::process::Signal;
 use util::sys::*;
 
-fn req(args: &[&str], reaper: ReaperMode) -> SpawnRequest {
-    SpawnRequest {
-        reaper,
-        ..request(args)
-    }
-}
-
-fn proc_state(pid: i32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    Some(stat[stat.rfind(')')? + 2..].split(' ').next()?.to_owned())
-}
-
-const TERMINATED: Exit = Exit::Signal {
-    signal: libc::SIGTERM,
-    core_dumped: false,
-};
+const TERMINATED: Exit = by_signal(libc::SIGTERM);
 
 #[test]
 fn pidfd_mode_is_used_where_available() {
@@ -41,7 +27,7 @@ fn pidfd_mode_is_used_where_available() {
 #[test]
 fn exit_is_observed_without_reaping_and_reaped_exactly_once() {
     for mode in [ReaperMode::Auto, ReaperMode::Fallback] {
-        let mut child = spawn(&req(&["sh", "-c", "exit 5"], mode)).unwrap();
+        let mut child = spawn(&request_with(&["sh", "-c", "exit 5"], mode)).unwrap();
         let pid = child.process.pid();
         assert_eq!(wait_exit(&child.process), Exit::Code(5));
         // WNOWAIT: still a zombie, still pinning its pid and pgid.
@@ -49,7 +35,7 @@ fn exit_is_observed_without_reaping_and_reaped_exactly_once() {
             child.process.exit_status_nowait().unwrap(),
             Some(Exit::Code(5))
         );
-        assert_eq!(proc_state(pid).as_deref(), Some("Z"), "{mode:?}");
+        assert!(proc::stat(pid as u32).unwrap().is_zombie(), "{mode:?}");
         assert!(!child.process.is_reaped());
         assert_eq!(child.process.reap().unwrap(), Some(Exit::Code(5)));
         assert!(child.process.is_reaped());
@@ -65,7 +51,7 @@ fn exit_is_observed_without_reaping_and_reaped_exactly_once() {
 #[test]
 fn running_process_reports_no_exit() {
     for mode in [ReaperMode::Auto, ReaperMode::Fallback] {
-        let mut child = spawn(&req(&["cat"], mode)).unwrap();
+        let mut child = spawn(&request_with(&["cat"], mode)).unwrap();
         assert_eq!(child.process.exit_status_nowait().unwrap(), None);
         assert_eq!(child.process.reap().unwrap(), None);
         drop(child.stdin.take());
@@ -76,7 +62,7 @@ fn running_process_reports_no_exit() {
 #[test]
 fn signals_reach_the_child_in_both_modes() {
     for mode in [ReaperMode::Auto, ReaperMode::Fallback] {
-        let mut child = spawn(&req(&["sleep", "1000"], mode)).unwrap();
+        let mut child = spawn(&request_with(&["sleep", "1000"], mode)).unwrap();
         assert_eq!(child.process.pidfd().is_some(), mode == ReaperMode::Auto);
         child.process.signal(Signal::TERM).unwrap();
         assert_eq!(wait_reap(&mut child.process), TERMINATED, "{mode:?}");
@@ -90,7 +76,11 @@ fn signals_reach_the_child_in_both_modes() {
 #[test]
 fn fallback_wakes_on_sigchld() {
     let sigchld = SigchldPipe::new().unwrap();
-    let mut child = spawn(&req(&["sh", "-c", "read x; exit 4"], ReaperMode::Fallback)).unwrap();
+    let mut child = spawn(&request_with(
+        &["sh", "-c", "read x; exit 4"],
+        ReaperMode::Fallback,
+    ))
+    .unwrap();
     assert!(child.process.pidfd().is_none());
     sigchld.drain().unwrap();
     write_all(child.stdin.as_ref().unwrap().as_fd(), b"go\n");
@@ -110,7 +100,7 @@ fn fallback_wakes_on_sigchld() {
 #[test]
 fn adopting_a_live_process_by_its_token() {
     for mode in [ReaperMode::Auto, ReaperMode::Fallback] {
-        let mut child = spawn(&req(&["sleep", "1000"], mode)).unwrap();
+        let mut child = spawn(&request_with(&["sleep", "1000"], mode)).unwrap();
         let token = child.process.token().unwrap().to_owned();
         let Adoption::Adopted(adopted) = adopt(child.process.pid(), &token, mode) else {
             panic!("{mode:?}: own child not adopted");
@@ -148,13 +138,7 @@ fn unverifiable_identity_is_never_signalled() {
     // Untouched: it dies of the SIGKILL we send now, not of anything sent before.
     assert_eq!(child.process.exit_status_nowait().unwrap(), None);
     child.process.signal(Signal::KILL).unwrap();
-    assert_eq!(
-        wait_reap(&mut child.process),
-        Exit::Signal {
-            signal: libc::SIGKILL,
-            core_dumped: false
-        }
-    );
+    assert_eq!(wait_reap(&mut child.process), by_signal(libc::SIGKILL));
 }
 
 #[test]

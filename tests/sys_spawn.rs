@@ -9,6 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 
 use genward::sys::process::Exit;
 use genward::sys::spawn::{spawn, Env, SpawnError, SpawnRequest, Step};
+use genward::testkit::proc;
+use genward::testkit::scratch::ScratchDir;
 use util::sys::*;
 
 fn output_of(req: &SpawnRequest) -> (String, Exit) {
@@ -17,13 +19,6 @@ fn output_of(req: &SpawnRequest) -> (String, Exit) {
     let out = read_to_eof(child.stdout.as_ref().unwrap().as_fd());
     let exit = wait_reap(&mut child.process);
     (lossy(&out), exit)
-}
-
-fn scratch_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("genward-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 #[test]
@@ -44,7 +39,7 @@ fn missing_program_is_not_found_not_exit_127() {
 
 #[test]
 fn non_executable_file_is_permission_denied() {
-    let dir = scratch_dir("noexec");
+    let dir = ScratchDir::new("noexec");
     let file = dir.join("script");
     std::fs::write(&file, "#!/bin/sh\necho hi\n").unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -54,7 +49,6 @@ fn non_executable_file_is_permission_denied() {
         matches!(err, SpawnError::PermissionDenied { step: Step::Exec }),
         "{err:?}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -102,12 +96,11 @@ fn exit_code_is_reported() {
 
 #[test]
 fn cwd_is_applied() {
-    let dir = scratch_dir("cwd");
+    let dir = ScratchDir::new("cwd");
     let mut req = request(&["pwd"]);
-    req.cwd = Some(dir.clone());
+    req.cwd = Some(dir.to_path_buf());
     let (out, _) = output_of(&req);
     assert_eq!(out.trim(), dir.canonicalize().unwrap().to_str().unwrap());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -135,7 +128,7 @@ fn environment_inherit_set_unset_and_clean() {
 
 #[test]
 fn path_search_uses_the_child_environment() {
-    let dir = scratch_dir("path");
+    let dir = ScratchDir::new("path");
     let prog = dir.join("genward-test-prog");
     std::fs::write(&prog, "#!/bin/sh\necho found-in-path\n").unwrap();
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -144,18 +137,15 @@ fn path_search_uses_the_child_environment() {
     req.env.set.push(("PATH".into(), path.into()));
     let (out, _) = output_of(&req);
     assert_eq!(out, "found-in-path\n");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn child_leads_its_own_session_and_group() {
     let child = spawn(&request(&["cat"])).unwrap();
     let pid = child.process.pid();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    // fields[2] = pgrp (field 5), fields[3] = session (field 6)
-    assert_eq!(fields[2], pid.to_string());
-    assert_eq!(fields[3], pid.to_string());
+    let stat = proc::stat(pid as u32).unwrap();
+    assert_eq!(stat.pgrp, pid as u32);
+    assert_eq!(stat.session, pid as u32);
     let mut child = child;
     drop(child.stdin.take());
     assert_eq!(wait_reap(&mut child.process), Exit::Code(0));

@@ -8,12 +8,11 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use genward::core::check::Checker;
 use genward::core::{
-    Command, Config, Core, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, SpawnError,
-    SpawnErrorKind, Spec, Stderr, Stream, Time,
+    Command, Core, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
 };
+use genward::testkit::rng::Bytes;
+use genward::testkit::walk::{live_generations, random_spec, small_limits, NAMES};
 use libfuzzer_sys::fuzz_target;
-
-const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 
 /// Which generation an operation is about, resolved against the core at that step.
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -25,24 +24,12 @@ enum GenRef {
 }
 
 #[derive(Arbitrary, Debug)]
-struct SpecChoice {
-    io: u8,
-    leave: bool,
-    restart: u8,
-    grace: u8,
-    kill_grace: u8,
-    drain: u8,
-    initial: u8,
-    max_restarts: u8,
-    bad: bool,
-}
-
-#[derive(Arbitrary, Debug)]
 enum Operation {
     Spawn {
         session: u8,
         on_busy: u8,
-        spec: SpecChoice,
+        /// The spec's choices, one byte each (more than it takes).
+        spec: [u8; 16],
     },
     Write {
         session: u8,
@@ -139,12 +126,7 @@ impl World {
             GenRef::None => None,
             GenRef::Current(s) => self.core.get(name(s)).and_then(|s| s.current),
             GenRef::Live(i) => {
-                let live: Vec<u64> = self
-                    .core
-                    .list()
-                    .iter()
-                    .flat_map(|s| s.generations.iter().map(|g| g.gen))
-                    .collect();
+                let live = live_generations(&self.core);
                 (!live.is_empty()).then(|| live[i as usize % live.len()])
             }
             GenRef::Raw(g) => Some(u64::from(g)),
@@ -179,7 +161,7 @@ impl World {
                     [OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject][on_busy as usize % 3];
                 self.command(Command::Spawn {
                     session: s(session),
-                    spec: Box::new(make_spec(&spec)),
+                    spec: Box::new(random_spec(&mut Bytes::new(&spec))),
                     on_busy,
                 });
             }
@@ -342,49 +324,8 @@ fn stream_of(i: u8) -> Stream {
     [Stream::Stdout, Stream::Stderr, Stream::Pty][i as usize % 3]
 }
 
-fn make_spec(c: &SpecChoice) -> Spec {
-    let mut spec = Spec::new(if c.bad {
-        vec![]
-    } else {
-        vec![b"prog".to_vec()]
-    });
-    spec.io = match c.io % 4 {
-        0 => IoMode::Pipes {
-            stderr: Stderr::Pipe,
-        },
-        1 => IoMode::Pipes {
-            stderr: Stderr::Merge,
-        },
-        2 => IoMode::Pipes {
-            stderr: Stderr::Null,
-        },
-        _ => IoMode::Pty { rows: 24, cols: 80 },
-    };
-    spec.on_exit = if c.leave {
-        OnExit::Leave
-    } else {
-        OnExit::KillGroup
-    };
-    spec.grace = Duration::from_millis(u64::from(c.grace) * 10);
-    spec.kill_grace = Duration::from_millis(u64::from(c.kill_grace) * 10);
-    spec.drain = Duration::from_millis(u64::from(c.drain) * 10);
-    spec.restart.mode =
-        [Restart::Never, Restart::OnFailure, Restart::Always][c.restart as usize % 3];
-    spec.restart.initial = Duration::from_millis(u64::from(c.initial) * 10);
-    spec.restart.max = Duration::from_millis(5000);
-    spec.restart.reset_after = Duration::from_millis(1000);
-    spec.restart.max_restarts = (c.max_restarts < 200).then_some(u32::from(c.max_restarts % 4));
-    spec
-}
-
 fuzz_target!(|ops: Vec<Operation>| {
-    let config = Config {
-        max_sessions: 3,
-        max_generations: 8,
-        max_pending_input: 256,
-        ..Config::default()
-    };
-    let core = Core::new(config, 1);
+    let core = Core::new(small_limits(), 1);
     let check = Checker::new(&core);
     let mut world = World {
         core,

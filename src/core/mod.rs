@@ -6,6 +6,7 @@
 //! executes against the operating system.
 
 mod action;
+#[cfg(any(test, feature = "testkit"))]
 pub mod check;
 mod commands;
 mod config;

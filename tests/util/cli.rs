@@ -29,11 +29,17 @@ impl Out {
     }
 }
 
+/// `genward ARGS...` as a command, not yet started, with no socket from the environment.
+pub fn genward(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_genward"));
+    cmd.args(args).env_remove("GENWARD_SOCKET");
+    cmd
+}
+
 /// `genward --socket S ARGS...` as a command, not yet started.
 pub fn command(d: &Daemon, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_genward"));
-    cmd.arg("--socket").arg(&d.socket).args(args);
-    cmd.env_remove("GENWARD_SOCKET");
+    let mut cmd = genward(&["--socket"]);
+    cmd.arg(&d.socket).args(args);
     cmd
 }
 
@@ -84,6 +90,23 @@ pub fn wait_bounded(child: Child) -> std::process::Output {
 /// `genward ARGS...` against `d`, with empty standard input.
 pub fn gw(d: &Daemon, args: &[&str]) -> Out {
     run_cmd(command(d, args), b"")
+}
+
+/// `genward ARGS...` against `d`, which must succeed; its standard output, trimmed (for
+/// `run`, the new generation's number).
+#[track_caller]
+pub fn gw_ok(d: &Daemon, args: &[&str]) -> String {
+    gw(d, args).ok().trim().to_string()
+}
+
+/// Waits until generation `gen` of `session` has printed the line `line`: how a test
+/// waits for a child to say it is ready (after setting a trap, say) before acting on it.
+/// `logs -f` replays what came before it started, so a line printed earlier counts.
+#[track_caller]
+pub fn await_line(d: &Daemon, session: &str, gen: impl std::fmt::Display, line: &str) {
+    let gen = gen.to_string();
+    let mut follow = Streaming::start(d, &["logs", session, "-f", "--gen", &gen]);
+    follow.until(|l| l == line);
 }
 
 /// `genward ARGS...` against `d`, feeding `input`.

@@ -6,13 +6,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use genward::testkit::scratch::ScratchDir;
+use genward::testkit::{proc, wait};
 use serde_json::{json, Value};
 
 /// How long any single awaited event may take before the test fails (a bound, not a sleep).
@@ -21,20 +22,12 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 /// A daemon under test.
 pub struct Daemon {
     pub child: Child,
-    pub dir: PathBuf,
+    /// A private directory for this daemon (its state directory is `state` in it) and
+    /// anything else the test needs; removed after the daemon is gone.
+    pub dir: ScratchDir,
     pub socket: PathBuf,
     /// The daemon's own pid: `child`'s, or, behind a wrapper, the wrapper's child's.
     pub pid: u32,
-}
-
-fn scratch_dir(tag: &str) -> PathBuf {
-    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("gw-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
 }
 
 impl Daemon {
@@ -56,7 +49,7 @@ impl Daemon {
         extra: &[&str],
         nofile: Option<u64>,
     ) -> Daemon {
-        let dir = scratch_dir(tag);
+        let dir = ScratchDir::new(tag);
         let state = dir.join("state");
         let socket = state.join("genward.sock");
         let (ready_r, ready_w) = pipe();
@@ -107,10 +100,8 @@ impl Daemon {
             child.id()
         } else {
             // The wrapper (e.g. unshare --fork) has exactly one child: the daemon.
-            let id = child.id();
-            std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            *proc::children(child.id())
+                .first()
                 .expect("the wrapper's child")
         };
         Daemon {
@@ -126,11 +117,19 @@ impl Daemon {
         Client::connect(&self.socket)
     }
 
+    /// Waits (at most [`PATIENCE`]) for the daemon to exit; returns its exit code.
+    #[track_caller]
+    pub fn exit_code(&mut self) -> Option<i32> {
+        wait::child_exit(&mut self.child, PATIENCE)
+            .unwrap_or_else(|| panic!("the daemon did not exit within {PATIENCE:?}"))
+            .code()
+    }
+
     /// Sends SIGTERM and waits for the daemon to exit; returns its exit code.
     pub fn terminate(&mut self) -> Option<i32> {
         // SAFETY: kill with a valid pid of our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap().code()
+        self.exit_code()
     }
 }
 
@@ -143,29 +142,18 @@ impl Drop for Daemon {
             let pid = self.pid as i32;
             // SAFETY: kill with a valid pid of our own, unreaped child.
             unsafe { libc::kill(pid, libc::SIGTERM) };
-            let start = Instant::now();
-            let mut escalated = false;
-            while start.elapsed() < PATIENCE {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    break;
-                }
-                // Standard signals coalesce, so the second SIGTERM (kill at once) is sent
-                // only once the first had time to be taken.
-                if !escalated && start.elapsed() > Duration::from_millis(500) {
-                    // SAFETY: as above.
-                    unsafe { libc::kill(pid, libc::SIGTERM) };
-                    escalated = true;
-                }
-                // A child's exit has no readiness std lets us wait on with a timeout.
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if let Ok(None) = self.child.try_wait() {
+            // Standard signals coalesce, so the second SIGTERM (kill at once) is sent only
+            // when the first has not ended the daemon after a while.
+            if wait::child_exit(&mut self.child, Duration::from_millis(500)).is_none() {
                 // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                let _ = self.child.wait();
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                if wait::child_exit(&mut self.child, PATIENCE).is_none() {
+                    // SAFETY: as above.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    let _ = self.child.wait();
+                }
             }
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -300,6 +288,18 @@ impl Client {
 }
 
 impl Client {
+    /// Reads events until the output of generation `gen` read by this call, put together,
+    /// contains `needle` (output may arrive in pieces of any size); returns every event
+    /// read. This is how a test waits for a child to say it is ready before acting on it.
+    #[track_caller]
+    pub fn output_until(&mut self, gen: u64, needle: &str) -> Vec<Msg> {
+        let mut text = Vec::new();
+        self.events_until(|m| {
+            text.extend_from_slice(&output_of(std::slice::from_ref(m), gen));
+            String::from_utf8_lossy(&text).contains(needle)
+        })
+    }
+
     /// Like [`Client::events_until`], but first looks in `seen` (events already read) and
     /// appends what it reads to `seen`.
     pub fn seen_or_until(&mut self, seen: &mut Vec<Msg>, pred: impl FnMut(&Msg) -> bool) {

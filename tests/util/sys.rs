@@ -6,10 +6,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use genward::sys::fd::{read_nonblocking, write_nonblocking, ReadOutcome, WriteOutcome};
-use genward::sys::process::{Exit, Process};
+use genward::sys::process::{Exit, Process, ReaperMode};
 use genward::sys::sigchld::SigchldPipe;
 use genward::sys::spawn::{IoMode, SpawnRequest};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+pub use genward::testkit::wait::{readable, wait_for};
+use rustix::event::PollFlags;
 
 /// Generous upper bound for anything a test waits for; hitting it is a failure, not a
 /// timing assertion.
@@ -23,6 +24,22 @@ pub fn request(args: &[&str]) -> SpawnRequest {
     SpawnRequest {
         argv: argv(args),
         ..SpawnRequest::default()
+    }
+}
+
+/// [`request`] with the given reaper mode.
+pub fn request_with(args: &[&str], reaper: ReaperMode) -> SpawnRequest {
+    SpawnRequest {
+        reaper,
+        ..request(args)
+    }
+}
+
+/// How a process killed by `signal` (without a core dump) ended.
+pub const fn by_signal(signal: i32) -> Exit {
+    Exit::Signal {
+        signal,
+        core_dumped: false,
     }
 }
 
@@ -47,31 +64,6 @@ pub fn skip(test: &str, reason: &str) {
 
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
-}
-
-/// Polls `fd` for `flags` until ready or `deadline`; returns whether it became ready.
-pub fn wait_for(fd: BorrowedFd<'_>, flags: PollFlags, deadline: Instant) -> bool {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        let ts = Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: left.subsec_nanos() as i64,
-        };
-        let mut fds = [PollFd::new(&fd, flags)];
-        match poll(&mut fds, Some(&ts)) {
-            Ok(0) => continue,
-            Ok(_) => return true,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => panic!("poll: {e}"),
-        }
-    }
-}
-
-pub fn readable(fd: BorrowedFd<'_>, deadline: Instant) -> bool {
-    wait_for(fd, PollFlags::IN, deadline)
 }
 
 /// Reads until EOF (pipe) or EIO (PTY), within [`TIMEOUT`].

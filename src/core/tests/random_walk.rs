@@ -6,84 +6,14 @@ use std::time::Duration;
 
 use super::harness::Harness;
 use crate::core::{
-    Action, Command, Config, Event, ExitStatus, Input, IoMode, OnBusy, OnExit, Restart, SpawnError,
-    SpawnErrorKind, Spec, Stderr, Stream, Time,
+    Action, Command, Event, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
 };
-
-/// SplitMix64: tiny, seedable, good enough to pick test inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
-
-const NAMES: [&str; 4] = ["a", "b", "c", "d"];
-const MILLIS: [u64; 7] = [0, 1, 50, 100, 200, 1000, 5000];
-
-fn small_limits() -> Config {
-    Config {
-        max_sessions: 3,
-        max_generations: 6,
-        max_pending_input: 64,
-        ..Config::default()
-    }
-}
-
-fn random_spec(r: &mut Rng) -> Spec {
-    let mut spec = Spec::new(vec![b"prog".to_vec()]);
-    spec.io = match r.below(4) {
-        0 => IoMode::Pipes {
-            stderr: Stderr::Pipe,
-        },
-        1 => IoMode::Pipes {
-            stderr: Stderr::Merge,
-        },
-        2 => IoMode::Pipes {
-            stderr: Stderr::Null,
-        },
-        _ => IoMode::Pty { rows: 24, cols: 80 },
-    };
-    spec.grace = Duration::from_millis(r.pick(&MILLIS[..5]));
-    spec.kill_grace = Duration::from_millis(r.pick(&MILLIS[..5]));
-    spec.drain = Duration::from_millis(r.pick(&MILLIS[..5]));
-    spec.on_exit = if r.below(2) == 0 {
-        OnExit::KillGroup
-    } else {
-        OnExit::Leave
-    };
-    spec.restart.mode = r.pick(&[Restart::Never, Restart::OnFailure, Restart::Always]);
-    spec.restart.initial = Duration::from_millis(r.pick(&[0, 10, 100]));
-    spec.restart.max = Duration::from_millis(400);
-    spec.restart.reset_after = Duration::from_millis(r.pick(&[0, 300, 10_000]));
-    spec.restart.max_restarts = r.pick(&[None, Some(0), Some(2)]);
-    if r.below(20) == 0 {
-        spec.argv.clear(); // a bad spec, refused whole
-    }
-    spec
-}
+use crate::testkit::rng::SplitMix64 as Rng;
+use crate::testkit::walk::{live_generations, random_spec, small_limits, MILLIS, NAMES};
 
 /// A generation number: usually a live one, sometimes a gone or never-allocated one.
 fn some_gen(r: &mut Rng, h: &Harness) -> u64 {
-    let live: Vec<u64> = h
-        .core
-        .list()
-        .iter()
-        .flat_map(|s| s.generations.iter().map(|g| g.gen))
-        .collect();
+    let live = live_generations(&h.core);
     if !live.is_empty() && r.below(5) != 0 {
         r.pick(&live)
     } else {
@@ -215,7 +145,7 @@ fn random_walks_keep_every_invariant() {
     let mut total = 0;
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for seed in 0..SEQUENCES {
-        let mut r = Rng(seed);
+        let mut r = Rng::new(seed);
         let mut h = Harness::with(small_limits(), 1 + r.below(3));
         for request in 0..STEPS {
             random_step(&mut r, &mut h, request);
