@@ -28,11 +28,11 @@ use super::detach_key::{describe_detach_key, parse_detach_key, DEFAULT_DETACH_KE
 use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
-use super::signal_name::signal_name;
 use super::wait::{end_of_wait, End};
 use crate::proto::base64;
 use crate::proto::framing::Message;
 use crate::proto::json::Value;
+use crate::proto::signal_name::signal_name;
 use crate::sys::signal_pipe::SignalPipe;
 use crate::sys::terminal::{restore_settings, window_size, RawMode};
 

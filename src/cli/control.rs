@@ -10,12 +10,12 @@ use std::process::ExitCode;
 use super::args::Matches;
 use super::client::{args, event_of, response_for, str_of, u64_of, ClientError, Connection};
 use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
-use super::duration::parse_duration;
 use super::run::millis;
-use super::signal_name::parse_signal;
 use super::wait::end_of_wait;
 use crate::proto::base64;
+use crate::proto::duration::parse_duration;
 use crate::proto::json::Object;
+use crate::proto::signal_name::parse_signal;
 
 /// Raw bytes per `write` request from `send --stdin`: base64 makes them 4/3 larger, well
 /// inside the 1 MiB request line.

@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::args::Matches;
 use super::client::{str_of, u64_of, ClientError};
 use super::dispatch::{write_stdout, CommandResult, Context};
-use super::duration::format_compact;
 use super::table::{render, Column};
 use super::wait::End;
+use crate::proto::duration::format_compact;
 use crate::proto::json::{Object, Value};
 
 const COLUMNS: [Column<'static>; 6] = [

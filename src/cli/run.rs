@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use super::args::Matches;
 use super::client::{u64_of, ClientError};
 use super::dispatch::{session_arg, CommandError, CommandResult, Context};
-use super::duration::parse_duration;
+use crate::proto::duration::parse_duration;
 use crate::proto::json::{Object, Value};
 use crate::sys::terminal::window_size;
 

@@ -7,9 +7,9 @@ use mio::net::UnixStream;
 
 use super::fanout::{pump, Cursor};
 use super::outbox::Outbox;
-use super::request::Replay;
 use super::ring::Ring;
 use crate::proto::framing::{LineSplitter, LineTooLong};
+use crate::proto::request::Replay;
 
 /// A `wait` answer waiting for the subscriber's cursor to pass the exit record.
 #[derive(Debug)]

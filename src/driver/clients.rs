@@ -10,11 +10,11 @@ use super::client::{Client, Deferred};
 use super::daemon::{Daemon, Shutdown, Source};
 use super::encode;
 use super::fanout::start_cursor;
-use super::request::{self, Op, Target};
 use crate::core::{Command, Input, LastEnd, Lifecycle};
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
+use crate::proto::request::{self, Op, Target};
 
 /// Bytes read from one client per turn, so one chatty client cannot starve the rest.
 const CLIENT_READ_PER_TURN: usize = 256 * 1024;

@@ -3,7 +3,6 @@
 //! Times in the core are milliseconds since the daemon started; on the wire they become
 //! Unix milliseconds (`*_unix_ms`) so clients can show them without knowing our epoch.
 
-use crate::cli::signal_name::signal_name;
 use crate::core::{
     Error as CoreError, ErrorCode as CoreCode, Event, GenerationSnapshot, LastEnd, Response,
     SessionSnapshot, SpawnError, Time,
@@ -11,6 +10,7 @@ use crate::core::{
 use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
 use crate::proto::json::ObjWriter;
+use crate::proto::signal_name::signal_name;
 
 /// Converts core times to Unix milliseconds.
 #[derive(Debug, Clone, Copy)]

@@ -13,7 +13,6 @@ pub mod fanout;
 pub mod listener;
 pub mod outbox;
 pub mod ready;
-pub mod request;
 pub mod ring;
 pub mod signals;
 

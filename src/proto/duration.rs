@@ -1,4 +1,7 @@
-//! Human durations on the command line: `5s`, `500ms`, `1m30s`, `1.5s`, `2h`, plain `5`.
+//! Durations as people write them: `5s`, `500ms`, `1m30s`, `1.5s`, `2h`, plain `5`.
+//!
+//! Part of the wire format (a request's `grace`, `drain`, ... may be such a string) and
+//! of the command line (`--grace 1.5s`), so both read a duration the same way.
 //!
 //! Parsing is exact integer arithmetic on nanoseconds (no floating point), so `0.1s` is
 //! exactly 100ms and a huge value is reported as too large instead of silently wrapping
@@ -85,7 +88,7 @@ impl std::error::Error for DurationError {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use genward::cli::duration::parse_duration;
+/// use genward::proto::duration::parse_duration;
 /// assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
 /// ```
