@@ -8,9 +8,9 @@ use mio::{Interest, Token};
 
 use super::client::{Client, Deferred};
 use super::daemon::{Daemon, Shutdown, Source};
-use super::encode;
 use super::fanout::start_cursor;
 use crate::core::{Command, Input, LastEnd, Lifecycle};
+use crate::proto::encode;
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;

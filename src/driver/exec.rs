@@ -8,9 +8,9 @@ use mio::Interest;
 
 use super::children::{spawn_request, Child, OutputFd};
 use super::daemon::{unwatch, Daemon, Source};
-use super::encode;
 use super::fanout::cursor_at;
 use crate::core::{Action, Event, Input, Scope, SpawnError, SpawnErrorKind, Spec, Stream};
+use crate::proto::encode;
 use crate::sys::spawn::{spawn, SpawnError as SysSpawnError};
 
 /// Kernel buffer asked for each output pipe (see [`crate::sys::fd::grow_pipe`]).

@@ -11,9 +11,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::encode;
 use super::outbox::Outbox;
 use super::ring::{Lookup, Ring};
+use crate::proto::encode;
 use crate::proto::request::Replay;
 
 /// A subscriber's position in one session's log.

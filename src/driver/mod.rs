@@ -7,7 +7,6 @@ pub mod client;
 mod clients;
 pub mod config;
 mod daemon;
-pub mod encode;
 mod exec;
 pub mod fanout;
 pub mod listener;

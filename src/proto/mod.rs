@@ -3,6 +3,7 @@
 //! - [`json`]: the strict, bounded JSON codec (no serde at run time).
 //! - [`envelope`]: request `{"id", "op", ...}` and the success response line.
 //! - [`error`]: stable error codes and the error response line.
+//! - [`encode`]: what the daemon sends: replies, snapshots, events and output frames.
 //! - [`request`]: the typed operations, decoded by the daemon and encoded by clients.
 //! - [`framing`]: the bounded line splitter for requests and the output frames that carry
 //!   a child's raw bytes to clients, with the client-side decoder.
@@ -14,6 +15,7 @@
 
 pub mod base64;
 pub mod duration;
+pub mod encode;
 pub mod envelope;
 pub mod error;
 pub mod framing;

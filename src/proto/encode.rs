@@ -1,4 +1,4 @@
-//! Core responses, events and snapshots → wire JSON.
+//! What the daemon sends: core responses, events and snapshots → wire JSON.
 //!
 //! Times in the core are milliseconds since the daemon started; on the wire they become
 //! Unix milliseconds (`*_unix_ms`) so clients can show them without knowing our epoch.
