@@ -9,8 +9,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use genward::core::Stream;
 use genward::proto::envelope::Request;
-use genward::proto::framing::{write_output_header, OutputFrame, OutputStream};
+use genward::proto::framing::OutputFrame;
 use genward::proto::json::{parse, Limits};
 
 const REQUEST: &[u8] = br#"{"id":42,"op":"spawn","session":"agent-7","argv":["node","server.js","--port","8080"],"cwd":"/srv/app","env":{"NODE_ENV":"production","PORT":"8080"},"pty":{"rows":24,"cols":80},"on_busy":"replace","grace":5000}"#;
@@ -50,15 +51,18 @@ fn main() {
     });
 
     let mut out = Vec::with_capacity(256);
+    let payload = vec![0u8; 65536];
     measure("write output frame header", iterations, || {
         out.clear();
         let frame = OutputFrame {
-            session: black_box("agent-7"),
+            session: black_box("agent-7").into(),
             gen: black_box(1234),
-            stream: OutputStream::Stdout,
+            stream: Stream::Stdout,
             offset: black_box(1 << 30),
+            pos: black_box(3 << 30),
+            data: black_box(&payload[..]).into(),
         };
-        write_output_header(&frame, black_box(65536), &mut out);
+        frame.write_header(&mut out);
         black_box(&out);
     });
 

@@ -1,9 +1,8 @@
 //! Framing under arbitrary chunking: the output-frame decoder must give the same result
 //! however the byte stream is cut (the line splitter's own tests do the same for it).
 
-use genward::proto::framing::{
-    write_output_frame, FrameDecoder, Message, OutputFrame, OutputStream,
-};
+use genward::core::Stream;
+use genward::proto::framing::{FrameDecoder, Message, OutputFrame};
 use genward::proto::json::{parse, Value};
 
 fn sample_stream() -> (Vec<u8>, Vec<Message>) {
@@ -21,21 +20,15 @@ fn sample_stream() -> (Vec<u8>, Vec<Message>) {
         (4, b"\n"),
     ] {
         let frame = OutputFrame {
-            session: "web",
+            session: "web".into(),
             gen,
-            stream: OutputStream::Stdout,
+            stream: Stream::Stdout,
             offset: 10 * gen,
+            pos: 100 * gen,
+            data: data.into(),
         };
-        write_output_frame(&frame, data, &mut bytes);
-        expected.push(Message::Output {
-            header: genward::proto::framing::OutputHeader {
-                session: "web".into(),
-                gen,
-                stream: OutputStream::Stdout,
-                offset: 10 * gen,
-            },
-            data: data.to_vec(),
-        });
+        frame.write(&mut bytes);
+        expected.push(Message::Output(frame.into_owned()));
     }
     let event = br#"{"event":"exited","session":"web","gen":3,"code":143}"#;
     bytes.extend_from_slice(event);
@@ -75,17 +68,20 @@ fn frame_decoder_reassembles_at_every_split_point() {
 fn frame_header_fields_are_what_the_writer_wrote() {
     let mut bytes = Vec::new();
     let frame = OutputFrame {
-        session: "a.b-c_1",
+        session: "a.b-c_1".into(),
         gen: u64::MAX,
-        stream: OutputStream::Pty,
+        stream: Stream::Pty,
         offset: u64::MAX - 1,
+        pos: u64::MAX - 2,
+        data: (&b"x"[..]).into(),
     };
-    write_output_frame(&frame, b"x", &mut bytes);
+    frame.write(&mut bytes);
     let header_line = &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap()];
     let v = parse(header_line).unwrap();
     let o = v.as_object().unwrap();
     assert_eq!(o.get("event"), Some(&Value::from("output")));
     assert_eq!(o.req_u64("gen").unwrap(), u64::MAX);
+    assert_eq!(o.req_u64("pos").unwrap(), u64::MAX - 2);
     assert_eq!(o.req_u64("len").unwrap(), 1);
     assert_eq!(o.req_str("stream").unwrap(), "pty");
 }

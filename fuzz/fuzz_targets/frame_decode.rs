@@ -3,10 +3,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use genward::proto::framing::{
-    write_output_frame, FrameDecoder, LineSplitter, Message, OutputFrame, OutputHeader,
-    OutputStream,
-};
+use genward::core::Stream;
+use genward::proto::framing::{FrameDecoder, LineSplitter, Message, OutputFrame};
 use genward::proto::json::ObjWriter;
 use libfuzzer_sys::fuzz_target;
 
@@ -21,6 +19,7 @@ enum Item {
         gen: u64,
         stream: u8,
         offset: u64,
+        pos: u64,
         data: Vec<u8>,
     },
 }
@@ -32,11 +31,11 @@ struct Input {
     raw: Vec<u8>,
 }
 
-fn stream_of(i: u8) -> OutputStream {
+fn stream_of(i: u8) -> Stream {
     match i % 3 {
-        0 => OutputStream::Stdout,
-        1 => OutputStream::Stderr,
-        _ => OutputStream::Pty,
+        0 => Stream::Stdout,
+        1 => Stream::Stderr,
+        _ => Stream::Pty,
     }
 }
 
@@ -60,25 +59,19 @@ fuzz_target!(|input: Input| {
                 gen,
                 stream,
                 offset,
+                pos,
                 data,
             } => {
                 let frame = OutputFrame {
-                    session,
+                    session: session.as_str().into(),
                     gen: *gen,
                     stream: stream_of(*stream),
                     offset: *offset,
+                    pos: *pos,
+                    data: data.as_slice().into(),
                 };
-                write_output_frame(&frame, data, &mut bytes);
-                let header = OutputHeader {
-                    session: session.clone(),
-                    gen: *gen,
-                    stream: stream_of(*stream),
-                    offset: *offset,
-                };
-                expected.push(Message::Output {
-                    header,
-                    data: data.clone(),
-                });
+                frame.write(&mut bytes);
+                expected.push(Message::Output(frame.into_owned()));
             }
         }
     }

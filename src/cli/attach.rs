@@ -365,12 +365,12 @@ impl Attached {
     /// Acts on one message from the daemon.
     fn handle(&mut self, msg: Message) -> Result<Option<Outcome>, CommandError> {
         match &msg {
-            Message::Output { header, data } => {
-                if header.gen > self.gen {
-                    self.follow(header.gen)?;
+            Message::Output(frame) => {
+                if frame.gen > self.gen {
+                    self.follow(frame.gen)?;
                 }
-                if header.gen == self.gen {
-                    write_stdout(data)?;
+                if frame.gen == self.gen {
+                    write_stdout(&frame.data)?;
                 }
                 return Ok(None);
             }

@@ -9,18 +9,18 @@ use super::client::{args, event_of, str_of, u64_of};
 use super::dispatch::{write_stdout, CommandResult, Context};
 use super::wait::End;
 use crate::proto::base64;
-use crate::proto::framing::{Message, OutputHeader};
+use crate::proto::framing::{Message, OutputFrame};
 use crate::proto::json::{Object, Value};
 
 /// One line for people describing `msg`, without its newline.
 pub fn describe(msg: &Message) -> String {
     match msg {
-        Message::Output { header, data } => format!(
+        Message::Output(frame) => format!(
             "{} gen {}: {} bytes on {}",
-            header.session,
-            header.gen,
-            data.len(),
-            header.stream.as_str()
+            frame.session,
+            frame.gen,
+            frame.data.len(),
+            frame.stream.as_str()
         ),
         Message::Json(v) => {
             let Some((name, ev)) = event_of(msg) else {
@@ -59,19 +59,19 @@ pub fn describe(msg: &Message) -> String {
 pub fn to_json(msg: &Message) -> Vec<u8> {
     match msg {
         Message::Json(v) => v.to_bytes(),
-        Message::Output { header, data } => output_json(header, data).to_bytes(),
+        Message::Output(frame) => output_json(frame).to_bytes(),
     }
 }
 
-fn output_json(header: &OutputHeader, data: &[u8]) -> Value {
+fn output_json(frame: &OutputFrame<'_>) -> Value {
     let mut o = Object::new();
     o.insert("event", "output");
-    o.insert("session", header.session.as_str());
-    o.insert("gen", header.gen);
-    o.insert("stream", header.stream.as_str());
-    o.insert("offset", header.offset);
-    o.insert("len", data.len() as u64);
-    o.insert("data_b64", base64::encode(data));
+    o.insert("session", &*frame.session);
+    o.insert("gen", frame.gen);
+    o.insert("stream", frame.stream.as_str());
+    o.insert("offset", frame.offset);
+    o.insert("len", frame.data.len() as u64);
+    o.insert("data_b64", base64::encode(&frame.data));
     Value::Object(o)
 }
 

@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use super::args::Matches;
 use super::client::{args, event_of, response_for, u64_of};
 use super::dispatch::{gen_arg, session_arg, write_stderr, write_stdout, CommandResult, Context};
-use crate::proto::framing::{Message, OutputStream};
+use crate::core::Stream;
+use crate::proto::framing::Message;
 
 /// `genward logs`.
 pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
@@ -40,13 +41,13 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             }
         }
         match &msg {
-            Message::Output { header, data } => {
-                if only.is_some_and(|g| g != header.gen) {
+            Message::Output(frame) => {
+                if only.is_some_and(|g| g != frame.gen) {
                     continue;
                 }
-                match header.stream {
-                    OutputStream::Stderr => write_stderr(data)?,
-                    OutputStream::Stdout | OutputStream::Pty => write_stdout(data)?,
+                match frame.stream {
+                    Stream::Stderr => write_stderr(&frame.data)?,
+                    Stream::Stdout | Stream::Pty => write_stdout(&frame.data)?,
                 }
             }
             Message::Json(_) => match event_of(&msg) {

@@ -295,15 +295,7 @@ impl Daemon {
                 }
                 let ring = self.logs.ring(session);
                 let pos = ring.end_pos();
-                encode::output_frame(
-                    session,
-                    *gen,
-                    stream.as_str(),
-                    *offset,
-                    pos,
-                    data,
-                    &mut frame,
-                );
+                encode::output_frame(session, *gen, *stream, *offset, pos, data, &mut frame);
                 let seq = ring.push_output(*gen, *len as u64, frame);
                 self.deliver(session.clone(), seq);
                 return;

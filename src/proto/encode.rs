@@ -5,10 +5,11 @@
 
 use crate::core::{
     Error as CoreError, ErrorCode as CoreCode, Event, GenerationSnapshot, LastEnd, Response,
-    SessionSnapshot, SpawnError, Time,
+    SessionSnapshot, SpawnError, Stream, Time,
 };
 use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
+use crate::proto::framing::OutputFrame;
 use crate::proto::json::ObjWriter;
 use crate::proto::signal_name::signal_name;
 
@@ -263,25 +264,21 @@ pub fn event(ev: &Event, out: &mut Vec<u8>) {
 pub fn output_frame(
     session: &str,
     gen: u64,
-    stream: &str,
+    stream: Stream,
     offset: u64,
     pos: u64,
     data: &[u8],
     out: &mut Vec<u8>,
 ) {
-    out.reserve(data.len() + 128);
-    let mut w = ObjWriter::new(out);
-    w.str("event", "output")
-        .str("session", session)
-        .u64("gen", gen)
-        .str("stream", stream)
-        .u64("offset", offset)
-        .u64("pos", pos)
-        .u64("len", data.len() as u64);
-    w.finish();
-    out.push(b'\n');
-    out.extend_from_slice(data);
-    out.push(b'\n');
+    let frame = OutputFrame {
+        session: session.into(),
+        gen,
+        stream,
+        offset,
+        pos,
+        data: data.into(),
+    };
+    frame.write(out);
 }
 
 /// Appends a `dropped` event: the subscriber missed session output `[from, to)`.

@@ -111,7 +111,7 @@ pub fn begin_ok_response<'a>(id: &RequestId, out: &'a mut Vec<u8>) -> ObjWriter<
 
 /// Starts an event line `{"event":..,"session":..,"gen":..` and returns the writer for
 /// the event's own members; finish it with [`ObjWriter::finish`] and a `b'\n'`. Output
-/// events are written with [`write_output_frame`](super::framing::write_output_frame).
+/// events are written with [`OutputFrame`](super::framing::OutputFrame).
 pub fn begin_event<'a>(
     event: &str,
     session: &str,

@@ -8,6 +8,7 @@
 //! - [`framing`]: the bounded line splitter for requests and the output frames that carry
 //!   a child's raw bytes to clients, with the client-side decoder.
 //! - [`base64`]: strict base64 for binary request arguments.
+//! - [`names`]: the wire names of the core's enums, read back.
 //! - [`duration`], [`signal_name`]: how durations and signals are spelled, on the wire and
 //!   on the command line alike.
 //!
@@ -20,5 +21,6 @@ pub mod envelope;
 pub mod error;
 pub mod framing;
 pub mod json;
+pub mod names;
 pub mod request;
 pub mod signal_name;

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::super::json::{parse_with, FieldError, Limits, ParseError, Value};
-use super::output::{OutputHeader, MAX_OUTPUT_PAYLOAD};
+use super::output::{OutputFrame, MAX_OUTPUT_PAYLOAD};
 use super::MAX_LINE;
 
 /// One message from the daemon.
@@ -11,13 +11,8 @@ use super::MAX_LINE;
 pub enum Message {
     /// A response or an event other than output.
     Json(Value),
-    /// An output frame: its header and its payload, byte-exact.
-    Output {
-        /// The decoded header.
-        header: OutputHeader,
-        /// The raw bytes.
-        data: Vec<u8>,
-    },
+    /// An output frame, its payload byte-exact.
+    Output(OutputFrame<'static>),
 }
 
 /// Why decoding failed. Only [`FrameError::BadJson`] leaves the decoder usable: every
@@ -64,7 +59,10 @@ impl std::error::Error for FrameError {}
 #[derive(Debug)]
 enum State {
     Line,
-    Payload { header: OutputHeader, len: usize },
+    Payload {
+        frame: OutputFrame<'static>,
+        len: usize,
+    },
     Failed,
 }
 
@@ -78,9 +76,9 @@ enum State {
 /// let mut d = FrameDecoder::new();
 /// d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"pty\",");
 /// assert!(d.next_message().is_none());
-/// d.feed(b"\"offset\":0,\"len\":2}\n\xff\xfe\n");
-/// let Some(Ok(Message::Output { data, .. })) = d.next_message() else { panic!() };
-/// assert_eq!(data, b"\xff\xfe");
+/// d.feed(b"\"offset\":0,\"pos\":0,\"len\":2}\n\xff\xfe\n");
+/// let Some(Ok(Message::Output(frame))) = d.next_message() else { panic!() };
+/// assert_eq!(&frame.data[..], b"\xff\xfe");
 /// ```
 #[derive(Debug)]
 pub struct FrameDecoder {
@@ -148,17 +146,17 @@ impl FrameDecoder {
                     self.state = State::Failed;
                     return None;
                 }
-                State::Payload { header, len } => {
+                State::Payload { mut frame, len } => {
                     if self.buffered() <= len {
-                        self.state = State::Payload { header, len };
+                        self.state = State::Payload { frame, len };
                         return None;
                     }
-                    let data = self.buf[self.start..self.start + len].to_vec();
                     if self.buf[self.start + len] != b'\n' {
                         return Some(Err(self.fail(FrameError::MissingTrailer)));
                     }
+                    frame.data = self.buf[self.start..self.start + len].to_vec().into();
                     self.start += len + 1;
-                    return Some(Ok(Message::Output { header, data }));
+                    return Some(Ok(Message::Output(frame)));
                 }
                 State::Line => {
                     let pending = &self.buf[self.start..];
@@ -183,17 +181,17 @@ impl FrameDecoder {
                         Value::Object(o)
                             if o.get("event").and_then(Value::as_str) == Some("output") =>
                         {
-                            OutputHeader::from_object(o)
+                            OutputFrame::read_header(o)
                         }
                         _ => return Some(Ok(Message::Json(value))),
                     };
-                    let (header, len) = match header {
+                    let (frame, len) = match header {
                         Ok(h) => h,
                         Err(e) => return Some(Err(self.fail(FrameError::BadHeader(e)))),
                     };
                     match usize::try_from(len) {
                         Ok(len) if len <= self.max_payload => {
-                            self.state = State::Payload { header, len };
+                            self.state = State::Payload { frame, len };
                         }
                         _ => {
                             let limit = self.max_payload;
@@ -216,17 +214,19 @@ impl FrameDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::framing::{write_output_frame, OutputFrame, OutputStream};
+    use crate::core::Stream;
 
     fn frame(data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         let f = OutputFrame {
-            session: "a",
+            session: "a".into(),
             gen: 2,
-            stream: OutputStream::Stderr,
+            stream: Stream::Stderr,
             offset: 7,
+            pos: 70,
+            data: data.into(),
         };
-        write_output_frame(&f, data, &mut out);
+        f.write(&mut out);
         out
     }
 
@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn header_errors_and_limits_are_fatal() {
         let mut d = FrameDecoder::new();
-        d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"stdout\",\"offset\":0}\n");
+        d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"stdout\",\"offset\":0,\"pos\":0}\n");
         let Some(Err(FrameError::BadHeader(e))) = d.next_message() else {
             panic!()
         };
@@ -290,13 +290,13 @@ mod tests {
     fn an_empty_payload_is_a_frame() {
         let mut d = FrameDecoder::new();
         d.feed(&frame(b""));
-        let Some(Ok(Message::Output { header, data })) = d.next_message() else {
+        let Some(Ok(Message::Output(frame))) = d.next_message() else {
             panic!()
         };
-        assert!(data.is_empty());
+        assert!(frame.data.is_empty());
         assert_eq!(
-            (header.gen, header.offset, header.stream),
-            (2, 7, OutputStream::Stderr)
+            (frame.gen, frame.offset, frame.pos, frame.stream),
+            (2, 7, 70, Stream::Stderr)
         );
     }
 }
