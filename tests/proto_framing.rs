@@ -1,7 +1,8 @@
 //! Framing under arbitrary chunking: the output-frame decoder must give the same result
 //! however the byte stream is cut (the line splitter's own tests do the same for it).
 
-use genward::core::Stream;
+use genward::core::{ExitCause, Stream};
+use genward::proto::event::WireEvent;
 use genward::proto::framing::{FrameDecoder, Message, OutputFrame};
 use genward::proto::json::{parse, Value};
 
@@ -11,7 +12,8 @@ fn sample_stream() -> (Vec<u8>, Vec<Message>) {
     let response = br#"{"id":1,"ok":true,"gen":3}"#;
     bytes.extend_from_slice(response);
     bytes.push(b'\n');
-    expected.push(Message::Json(parse(response).unwrap()));
+    let response = parse(response).unwrap().as_object().unwrap().clone();
+    expected.push(Message::Response(response));
     // Payloads that look like frame syntax, are not UTF-8, or are empty.
     for (gen, data) in [
         (3u64, &b"\n{\"event\":\"output\"}\n"[..]),
@@ -28,12 +30,19 @@ fn sample_stream() -> (Vec<u8>, Vec<Message>) {
             data: data.into(),
         };
         frame.write(&mut bytes);
-        expected.push(Message::Output(frame.into_owned()));
+        expected.push(Message::Event(WireEvent::Output(frame.into_owned())));
     }
-    let event = br#"{"event":"exited","session":"web","gen":3,"code":143}"#;
-    bytes.extend_from_slice(event);
-    bytes.push(b'\n');
-    expected.push(Message::Json(parse(event).unwrap()));
+    let event = WireEvent::Exited {
+        session: "web".into(),
+        gen: 3,
+        code: Some(143),
+        signal: Some(libc::SIGTERM),
+        cause: ExitCause::Stopped,
+        discarded: 0,
+        truncated: false,
+    };
+    event.write(&mut bytes);
+    expected.push(Message::Event(event));
     (bytes, expected)
 }
 

@@ -23,15 +23,16 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::termios::{isatty, Termios};
 
 use super::args::Matches;
-use super::client::{args, event_of, str_of, u64_of, ClientError, Connection, Response};
+use super::client::{args, str_of, u64_of, ClientError, Connection, Response};
 use super::detach_key::{describe_detach_key, parse_detach_key, DEFAULT_DETACH_KEY};
 use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
-use super::wait::{end_of_wait, End};
+use super::wait::{describe, end_of_wait, status};
 use crate::proto::base64;
+use crate::proto::event::{End, SessionState, WireEvent};
 use crate::proto::framing::Message;
-use crate::proto::json::Value;
+use crate::proto::json::{Object, Value};
 use crate::proto::signal_name::signal_name;
 use crate::sys::signal_pipe::SignalPipe;
 use crate::sys::terminal::{restore_settings, window_size, RawMode};
@@ -165,11 +166,11 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
                 format!(
                     "[genward: {session} gen {}: {}]\n",
                     end.gen(),
-                    end.describe()
+                    describe(&end)
                 )
                 .as_bytes(),
             )?;
-            Ok(ExitCode::from(end.status()))
+            Ok(ExitCode::from(status(&end)))
         }
         Ok(Outcome::Signal(sig)) => {
             let name = signal_name(sig).unwrap_or_else(|| sig.to_string());
@@ -364,8 +365,8 @@ impl Attached {
 
     /// Acts on one message from the daemon.
     fn handle(&mut self, msg: Message) -> Result<Option<Outcome>, CommandError> {
-        match &msg {
-            Message::Output(frame) => {
+        let obj = match &msg {
+            Message::Event(WireEvent::Output(frame)) => {
                 if frame.gen > self.gen {
                     self.follow(frame.gen)?;
                 }
@@ -374,32 +375,27 @@ impl Attached {
                 }
                 return Ok(None);
             }
-            Message::Json(Value::Object(obj)) if obj.get("event").is_some() => {
-                match event_of(&msg) {
-                    Some(("spawned", ev)) => match u64_of(ev, "gen") {
-                        // Followed while still pending: now it has a terminal to size.
-                        Some(g) if g == self.gen => self.send_size()?,
-                        Some(g) => self.follow(g)?,
-                        None => {}
-                    },
-                    // Ended, and a restart we were waiting for will not come.
-                    Some(("state", ev))
-                        if self.ended.is_some()
-                            && !matches!(
-                                str_of(ev, "state"),
-                                Some("backoff" | "starting" | "running")
-                            ) =>
-                    {
-                        return Ok(self.ended.take().map(Outcome::Ended));
-                    }
-                    _ => {}
-                }
+            // Followed while still pending: now it has a terminal to size.
+            Message::Event(WireEvent::Spawned { gen, .. }) if *gen == self.gen => {
+                self.send_size()?;
                 return Ok(None);
             }
-            Message::Json(_) => {}
-        }
-        let Message::Json(Value::Object(obj)) = &msg else {
-            return Ok(None);
+            Message::Event(WireEvent::Spawned { gen, .. }) => {
+                self.follow(*gen)?;
+                return Ok(None);
+            }
+            // Ended, and a restart we were waiting for will not come.
+            Message::Event(WireEvent::State { state, .. })
+                if self.ended.is_some()
+                    && !matches!(
+                        state,
+                        SessionState::Backoff | SessionState::Starting | SessionState::Running
+                    ) =>
+            {
+                return Ok(self.ended.take().map(Outcome::Ended));
+            }
+            Message::Event(_) => return Ok(None),
+            Message::Response(obj) => obj,
         };
         let Some(kind) = u64_of(obj, "id").and_then(|id| self.pending.remove(&id)) else {
             return Ok(None);
@@ -444,11 +440,7 @@ impl Attached {
     }
 
     /// The followed generation ended: follow what comes next, or finish.
-    fn after_end(
-        &mut self,
-        resp: &crate::proto::json::Object,
-        ok: bool,
-    ) -> Result<Option<Outcome>, CommandError> {
+    fn after_end(&mut self, resp: &Object, ok: bool) -> Result<Option<Outcome>, CommandError> {
         let snap = resp.get("session").and_then(Value::as_object);
         let next = snap.and_then(|s| u64_of(s, "current"));
         if let Some(next) = next.filter(|&n| n > self.gen) {

@@ -16,6 +16,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+use crate::proto::event::EventError;
 use crate::proto::framing::{FrameDecoder, FrameError, Message};
 use crate::proto::json::{write_value, Object, Value};
 use crate::store::state_dir::{self, StateDirError};
@@ -279,9 +280,14 @@ impl Connection {
                     }
                     return Ok(Some(m));
                 }
-                // A bad line is skipped; the stream is still in step.
-                Some(Err(FrameError::BadJson(e))) => {
-                    log::debug!("skipped a bad line from the daemon: {e}");
+                // A line we cannot use is skipped; the stream is still in step. An event
+                // this build does not know may come from a newer daemon.
+                Some(Err(
+                    e @ (FrameError::BadJson(_)
+                    | FrameError::NotAMessage(_)
+                    | FrameError::BadEvent(EventError::Unknown(_))),
+                )) => {
+                    log::debug!("skipped a line from the daemon: {e}");
                 }
                 Some(Err(e)) => return Err(ClientError::Protocol(e.to_string())),
             }
@@ -303,12 +309,9 @@ impl Connection {
 /// `Some(result)` when `msg` is the response to request `id` (or an id-less error, which
 /// answers whatever was asked).
 pub fn response_for(msg: &Message, id: u64) -> Option<Result<Response, ClientError>> {
-    let Message::Json(Value::Object(obj)) = msg else {
+    let Message::Response(obj) = msg else {
         return None;
     };
-    if obj.get("event").is_some() {
-        return None;
-    }
     let ok = obj.get("ok")?;
     match obj.get("id") {
         Some(v) if v.as_u64() == Some(id) => {}
@@ -351,27 +354,22 @@ pub fn str_of<'a>(obj: &'a Object, key: &str) -> Option<&'a str> {
     obj.get(key).and_then(Value::as_str)
 }
 
-/// The object of an event line, with its `event` name.
-pub fn event_of(msg: &Message) -> Option<(&str, &Object)> {
-    match msg {
-        Message::Json(Value::Object(o)) => Some((str_of(o, "event")?, o)),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::json::parse;
 
     fn msg(json: &str) -> Message {
-        Message::Json(parse(json.as_bytes()).unwrap())
+        let mut d = FrameDecoder::new();
+        d.feed(json.as_bytes());
+        d.feed(b"\n");
+        d.next_message().unwrap().unwrap()
     }
 
     #[test]
     fn responses_match_by_id_and_errors_carry_code_and_message() {
         assert!(response_for(&msg(r#"{"id":2,"ok":true}"#), 1).is_none());
-        assert!(response_for(&msg(r#"{"event":"spawned","id":1}"#), 1).is_none());
+        let event = r#"{"event":"spawned","session":"a","gen":1,"pid":9,"id":1,"ok":true}"#;
+        assert!(response_for(&msg(event), 1).is_none());
         let ok = response_for(&msg(r#"{"id":1,"ok":true,"gen":4}"#), 1).unwrap();
         assert_eq!(u64_of(&ok.unwrap(), "gen"), Some(4));
         let e = response_for(

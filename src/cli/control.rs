@@ -8,12 +8,14 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{args, event_of, response_for, str_of, u64_of, ClientError, Connection};
+use super::client::{args, response_for, u64_of, ClientError, Connection};
 use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
 use super::run::millis;
-use super::wait::end_of_wait;
+use super::wait::{describe, end_of_wait};
 use crate::proto::base64;
 use crate::proto::duration::parse_duration;
+use crate::proto::event::{SessionState, WireEvent};
+use crate::proto::framing::Message;
 use crate::proto::json::Object;
 use crate::proto::signal_name::parse_signal;
 
@@ -90,8 +92,8 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     )?;
     loop {
         let msg = conn.next_message()?;
-        if let Some(("unkillable", ev)) = event_of(&msg) {
-            if u64_of(ev, "gen") == Some(gen) {
+        if let Message::Event(WireEvent::Unkillable { gen: g, .. }) = &msg {
+            if *g == gen {
                 return Err(CommandError::Failed(format!(
                     "{session} gen {gen} survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
                 )));
@@ -99,7 +101,7 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         }
         if let Some(resp) = response_for(&msg, wait_id) {
             let end = end_of_wait(&resp?)?;
-            println!("{session} gen {gen}: {}", end.describe());
+            println!("{session} gen {gen}: {}", describe(&end));
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -137,17 +139,20 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     conn.request("remove", args([("session", session.as_str().into())]))?;
     loop {
         let msg = conn.next_message()?;
-        match event_of(&msg) {
-            Some(("state", ev))
-                if str_of(ev, "session") == Some(&session)
-                    && str_of(ev, "state") == Some("removed") =>
-            {
-                return Ok(ExitCode::SUCCESS);
-            }
-            Some(("unkillable", ev)) if str_of(ev, "session") == Some(&session) => {
+        let Message::Event(ev) = &msg else {
+            continue;
+        };
+        if ev.session() != session {
+            continue;
+        }
+        match ev {
+            WireEvent::State {
+                state: SessionState::Removed,
+                ..
+            } => return Ok(ExitCode::SUCCESS),
+            WireEvent::Unkillable { gen, .. } => {
                 return Err(CommandError::Failed(format!(
-                    "{session} gen {} survived SIGKILL (stuck in the kernel?); the session stays until it ends",
-                    u64_of(ev, "gen").unwrap_or(0)
+                    "{session} gen {gen} survived SIGKILL (stuck in the kernel?); the session stays until it ends"
                 )));
             }
             _ => {}

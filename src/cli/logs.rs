@@ -11,9 +11,9 @@
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{args, event_of, response_for, u64_of};
+use super::client::{args, response_for};
 use super::dispatch::{gen_arg, session_arg, write_stderr, write_stdout, CommandResult, Context};
-use crate::core::Stream;
+use crate::proto::event::{Stream, WireEvent};
 use crate::proto::framing::Message;
 
 /// `genward logs`.
@@ -41,7 +41,7 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             }
         }
         match &msg {
-            Message::Output(frame) => {
+            Message::Event(WireEvent::Output(frame)) => {
                 if only.is_some_and(|g| g != frame.gen) {
                     continue;
                 }
@@ -50,22 +50,19 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
                     Stream::Stdout | Stream::Pty => write_stdout(&frame.data)?,
                 }
             }
-            Message::Json(_) => match event_of(&msg) {
-                Some(("dropped", ev)) => {
-                    let (from, to) = (u64_of(ev, "from"), u64_of(ev, "to"));
-                    let n = to.unwrap_or(0).saturating_sub(from.unwrap_or(0));
-                    write_stderr(
-                        format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
-                    )?;
-                }
-                Some(("exited" | "spawn_failed", ev))
-                    if follow && only.is_some() && u64_of(ev, "gen") == only =>
-                {
-                    // Nothing follows a generation's end.
-                    return Ok(ExitCode::SUCCESS);
-                }
-                _ => {}
-            },
+            Message::Event(WireEvent::Dropped { from, to, .. }) => {
+                let n = to.saturating_sub(*from);
+                write_stderr(
+                    format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
+                )?;
+            }
+            Message::Event(ev @ (WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. }))
+                if follow && only.is_some() && ev.gen() == only =>
+            {
+                // Nothing follows a generation's end.
+                return Ok(ExitCode::SUCCESS);
+            }
+            _ => {}
         }
     }
 }

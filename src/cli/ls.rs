@@ -12,8 +12,9 @@ use super::args::Matches;
 use super::client::{str_of, u64_of, ClientError};
 use super::dispatch::{write_stdout, CommandResult, Context};
 use super::table::{render, Column};
-use super::wait::End;
+use super::wait::describe;
 use crate::proto::duration::format_compact;
+use crate::proto::event::End;
 use crate::proto::json::{Object, Value};
 
 const COLUMNS: [Column<'static>; 6] = [
@@ -101,9 +102,9 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
 /// `gen 3: exit 143 (SIGTERM, stopped)`.
 fn last_end(end: &Object) -> String {
     let gen = u64_of(end, "gen").map_or_else(|| "?".into(), |g| g.to_string());
-    match End::from_last_end(end) {
-        Some(e) => format!("gen {gen}: {}", e.describe()),
-        None => format!("gen {gen}: ?"),
+    match End::decode(end) {
+        Ok(e) => format!("gen {gen}: {}", describe(&e)),
+        Err(_) => format!("gen {gen}: ?"),
     }
 }
 

@@ -1,30 +1,16 @@
-//! What the daemon sends: core responses, events and snapshots → wire JSON.
+//! What the daemon sends: replies to core commands, error lines, events, output frames.
 //!
-//! Times in the core are milliseconds since the daemon started; on the wire they become
-//! Unix milliseconds (`*_unix_ms`) so clients can show them without knowing our epoch.
+//! The driver's entry points into the wire format, under the names it has always used;
+//! each delegates to the one encoder of its kind ([`WireEvent`], [`OutputFrame`],
+//! [`snapshot`](super::snapshot)).
 
-use crate::core::{
-    Error as CoreError, ErrorCode as CoreCode, Event, GenerationSnapshot, LastEnd, Response,
-    SessionSnapshot, SpawnError, Stream, Time,
-};
+use crate::core::{Error as CoreError, ErrorCode as CoreCode, Event, Response, Stream};
 use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
+use crate::proto::event::WireEvent;
 use crate::proto::framing::OutputFrame;
-use crate::proto::json::ObjWriter;
-use crate::proto::signal_name::signal_name;
-
-/// Converts core times to Unix milliseconds.
-#[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    /// Unix milliseconds at core time zero.
-    pub epoch_unix_ms: u64,
-}
-
-impl Clock {
-    fn unix_ms(self, t: Time) -> u64 {
-        self.epoch_unix_ms.saturating_add(t.as_millis())
-    }
-}
+use crate::proto::snapshot::session;
+pub use crate::proto::snapshot::Clock;
 
 /// The wire error for a core error.
 pub fn core_error(e: &CoreError) -> ProtoError {
@@ -83,180 +69,13 @@ pub fn error(id: &RequestId, e: &ProtoError, out: &mut Vec<u8>) {
     write_error_response(id, e, out);
 }
 
-fn spawn_error(e: &SpawnError, out: &mut Vec<u8>) {
-    let mut w = ObjWriter::new(out);
-    w.str("kind", e.kind.as_str()).i64("errno", e.errno.into());
-    if e.errno != 0 {
-        w.str(
-            "message",
-            &std::io::Error::from_raw_os_error(e.errno).to_string(),
-        );
-    }
-    w.finish();
-}
-
-fn signal_field(w: &mut ObjWriter<'_>, key: &str, signal: Option<i32>) {
-    match signal {
-        None => {
-            w.null(key);
-        }
-        Some(s) => {
-            let name = signal_name(s).unwrap_or_else(|| s.to_string());
-            w.str(key, &name);
-        }
-    }
-}
-
-/// An exit code, `null` when unknown (a generation lost across a restart).
-fn code_field(w: &mut ObjWriter<'_>, code: Option<i32>) {
-    match code {
-        Some(c) => w.i64("code", c.into()),
-        None => w.null("code"),
-    };
-}
-
-fn last_end(end: &LastEnd, out: &mut Vec<u8>) {
-    let mut w = ObjWriter::new(out);
-    match end {
-        LastEnd::Exited {
-            gen,
-            code,
-            signal,
-            cause,
-        } => {
-            w.u64("gen", *gen);
-            code_field(&mut w, *code);
-            signal_field(&mut w, "signal", *signal);
-            w.str("cause", cause.as_str());
-        }
-        LastEnd::SpawnFailed { gen, error } => {
-            w.u64("gen", *gen)
-                .str("cause", "spawn_failed")
-                .with("error", |out| spawn_error(error, out));
-        }
-    }
-    w.finish();
-}
-
-fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
-    let mut w = ObjWriter::new(out);
-    w.u64("gen", g.gen);
-    match g.pid {
-        Some(pid) => w.u64("pid", pid.into()),
-        None => w.null("pid"),
-    };
-    w.str("lifecycle", g.lifecycle.as_str())
-        .u64("since_unix_ms", clock.unix_ms(g.since))
-        .bool("superseded", g.superseded);
-    if let Some(cause) = g.cause {
-        w.str("cause", cause.as_str());
-    }
-    w.with("offsets", |out| {
-        let mut o = ObjWriter::new(out);
-        for (stream, n) in &g.offsets {
-            o.u64(stream.as_str(), *n);
-        }
-        o.finish();
-    })
-    .u64("discarded", g.discarded)
-    .u64("pending_input", g.pending_input as u64);
-    w.finish();
-}
-
-fn session(s: &SessionSnapshot, clock: Clock, out: &mut Vec<u8>) {
-    let mut w = ObjWriter::new(out);
-    w.str("name", &s.name).str("state", s.state.as_str());
-    match s.current {
-        Some(g) => w.u64("current", g),
-        None => w.null("current"),
-    };
-    w.u64("restarts", s.restarts.into());
-    if let Some(t) = s.restart_at {
-        w.u64("restart_at_unix_ms", clock.unix_ms(t));
-    }
-    match &s.last_end {
-        Some(end) => w.with("last_end", |out| last_end(end, out)),
-        None => w.null("last_end"),
-    };
-    w.with("generations", |out| {
-        out.push(b'[');
-        for (i, g) in s.generations.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            generation(g, clock, out);
-        }
-        out.push(b']');
-    });
-    w.finish();
-}
-
-/// Appends an event line (not for output events: see [`output_header`]).
+/// Appends an event line. Output is not an event line: it is framed from the bytes read,
+/// with [`output_frame`].
 pub fn event(ev: &Event, out: &mut Vec<u8>) {
-    let mut w = ObjWriter::new(out);
-    match ev {
-        Event::Spawned { session, gen, pid } => {
-            w.str("event", "spawned")
-                .str("session", session)
-                .u64("gen", *gen)
-                .u64("pid", (*pid).into());
-        }
-        Event::SpawnFailed {
-            session,
-            gen,
-            error,
-        } => {
-            w.str("event", "spawn_failed")
-                .str("session", session)
-                .u64("gen", *gen)
-                .with("error", |out| spawn_error(error, out));
-        }
-        Event::Exited {
-            session,
-            gen,
-            code,
-            signal,
-            cause,
-            discarded,
-            truncated,
-        } => {
-            w.str("event", "exited")
-                .str("session", session)
-                .u64("gen", *gen);
-            code_field(&mut w, *code);
-            signal_field(&mut w, "signal", *signal);
-            w.str("cause", cause.as_str())
-                .u64("discarded", *discarded)
-                .bool("truncated", *truncated);
-        }
-        Event::State {
-            session,
-            gen,
-            state,
-        } => {
-            w.str("event", "state").str("session", session);
-            match gen {
-                Some(g) => w.u64("gen", *g),
-                None => w.null("gen"),
-            };
-            w.str("state", state.as_str());
-        }
-        Event::Unkillable { session, gen } => {
-            w.str("event", "unkillable")
-                .str("session", session)
-                .u64("gen", *gen);
-        }
-        Event::InputClosed { session, gen } => {
-            w.str("event", "input_closed")
-                .str("session", session)
-                .u64("gen", *gen);
-        }
-        Event::Output { .. } => {
-            debug_assert!(false, "output events are framed by output_header");
-        }
+    match WireEvent::from_core(ev) {
+        Some(wire) => wire.write(out),
+        None => debug_assert!(false, "output events are framed by output_frame"),
     }
-    w.finish();
-    out.push(b'\n');
 }
 
 /// Appends an output frame: the header line announcing `data.len()` raw bytes, the bytes,
@@ -283,11 +102,10 @@ pub fn output_frame(
 
 /// Appends a `dropped` event: the subscriber missed session output `[from, to)`.
 pub fn dropped(session: &str, from: u64, to: u64, out: &mut Vec<u8>) {
-    let mut w = ObjWriter::new(out);
-    w.str("event", "dropped")
-        .str("session", session)
-        .u64("from", from)
-        .u64("to", to);
-    w.finish();
-    out.push(b'\n');
+    let event = WireEvent::Dropped {
+        session: session.into(),
+        from,
+        to,
+    };
+    event.write(out);
 }
