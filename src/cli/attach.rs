@@ -23,16 +23,17 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::termios::{isatty, Termios};
 
 use super::args::Matches;
-use super::client::{args, str_of, u64_of, ClientError, Connection, Response};
+use super::client::{str_of, u64_of, ClientError, Connection, Response};
 use super::detach_key::{describe_detach_key, parse_detach_key, DEFAULT_DETACH_KEY};
 use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
 use super::wait::{describe, end_of_wait, status};
-use crate::proto::base64;
+use crate::core::Command;
 use crate::proto::event::{End, SessionState, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
+use crate::proto::request::{Op, Replay, Target};
 use crate::proto::signal_name::signal_name;
 use crate::sys::signal_pipe::SignalPipe;
 use crate::sys::terminal::{restore_settings, window_size, RawMode};
@@ -110,15 +111,14 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .value_with("detach-key", parse_detach_key)?
         .unwrap_or(Some(DEFAULT_DETACH_KEY));
     let mut conn = ctx.connect()?;
-    let snap = conn.request("get", args([("session", session.as_str().into())]))?;
+    let snap = conn.request(&Op::Core(Command::Get {
+        session: session.clone(),
+    }))?;
     let gen = current_gen(&snap).ok_or_else(|| not_running(&session, &snap))?;
-    conn.request(
-        "subscribe",
-        args([
-            ("session", session.as_str().into()),
-            ("tail", REPLAY_BYTES.into()),
-        ]),
-    )?;
+    conn.request(&Op::Subscribe {
+        target: Target::Session(session.clone()),
+        replay: Replay::Tail(REPLAY_BYTES),
+    })?;
 
     let stdin = io::stdin();
     let tty = isatty(stdin.as_fd());
@@ -217,11 +217,10 @@ impl Attached {
     /// Sizes the followed generation's terminal and asks to be told when it ends.
     fn start_following(&mut self) -> Result<(), CommandError> {
         self.send_size()?;
-        let wait = args([
-            ("session", self.session.as_str().into()),
-            ("gen", self.gen.into()),
-        ]);
-        let id = self.conn.send("wait", wait)?;
+        let id = self.conn.send(&Op::Wait {
+            session: self.session.clone(),
+            gen: Some(self.gen),
+        })?;
         self.pending.insert(id, Pending::Wait(self.gen));
         Ok(())
     }
@@ -236,13 +235,12 @@ impl Attached {
         if ws.rows == 0 || ws.cols == 0 {
             return Ok(());
         }
-        let req = args([
-            ("session", self.session.as_str().into()),
-            ("if_gen", self.gen.into()),
-            ("rows", u64::from(ws.rows).into()),
-            ("cols", u64::from(ws.cols).into()),
-        ]);
-        let id = self.conn.send("resize", req)?;
+        let id = self.conn.send(&Op::Core(Command::Resize {
+            session: self.session.clone(),
+            if_gen: Some(self.gen),
+            rows: ws.rows,
+            cols: ws.cols,
+        }))?;
         self.pending.insert(id, Pending::Resize);
         Ok(())
     }
@@ -272,12 +270,11 @@ impl Attached {
         if bytes.is_empty() {
             return Ok(());
         }
-        let req = args([
-            ("session", self.session.as_str().into()),
-            ("if_gen", self.gen.into()),
-            ("data_b64", base64::encode(bytes).into()),
-        ]);
-        let id = self.conn.send("write", req)?;
+        let id = self.conn.send(&Op::Core(Command::Write {
+            session: self.session.clone(),
+            if_gen: Some(self.gen),
+            bytes: bytes.to_vec(),
+        }))?;
         self.pending.insert(id, Pending::Write(self.gen));
         Ok(())
     }
@@ -427,9 +424,9 @@ impl Attached {
                 if ok {
                     self.ended = Some(end_of_wait(obj)?);
                 }
-                let id = self
-                    .conn
-                    .send("get", args([("session", self.session.as_str().into())]))?;
+                let id = self.conn.send(&Op::Core(Command::Get {
+                    session: self.session.clone(),
+                }))?;
                 self.pending.insert(id, Pending::Successor(g));
                 Ok(None)
             }

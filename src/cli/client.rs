@@ -8,6 +8,9 @@
 //! requests are then queued and written as the socket accepts them
 //! ([`Connection::flush`]), and it polls [`Connection::fd`] for reading (and for writing
 //! while [`Connection::queued`] is not zero) next to its other descriptors.
+//!
+//! Requests are typed [`Op`]s written by the protocol's own encoder, and everything read
+//! goes through its [`FrameDecoder`], so the CLI holds no copy of the wire format.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -16,9 +19,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+use crate::proto::envelope::RequestId;
 use crate::proto::event::EventError;
 use crate::proto::framing::{FrameDecoder, FrameError, Message};
-use crate::proto::json::{write_value, Object, Value};
+use crate::proto::json::{FieldError, Object, Value};
+use crate::proto::request::{encode, Op};
 use crate::store::state_dir::{self, StateDirError};
 
 /// Why a command could not talk to the daemon, or what the daemon refused.
@@ -34,6 +39,14 @@ pub enum ClientError {
     Lost(String),
     /// The daemon sent something we cannot follow.
     Protocol(String),
+    /// A request the protocol cannot carry (bytes that are not UTF-8 where it wants
+    /// text, say); nothing was sent.
+    Unsendable {
+        /// The operation.
+        op: &'static str,
+        /// The field at fault.
+        error: FieldError,
+    },
     /// The daemon answered with an error.
     Remote {
         /// The stable error code, e.g. `no_such_session`.
@@ -73,6 +86,9 @@ impl fmt::Display for ClientError {
             ClientError::Connect(p, e) => write!(f, "cannot connect to {}: {e}", p.display()),
             ClientError::Lost(why) => write!(f, "lost the daemon: {why}"),
             ClientError::Protocol(why) => write!(f, "unexpected data from the daemon: {why}"),
+            ClientError::Unsendable { op, error } => {
+                write!(f, "cannot send `{op}`: {error}")
+            }
             ClientError::Remote { code, message } => {
                 f.write_str(message)?;
                 match code.as_str() {
@@ -182,19 +198,16 @@ impl Connection {
         self.eof && self.backlog.is_empty() && self.decoder.buffered() == 0
     }
 
-    /// Sends request `op` with `args`; returns its id without waiting for the answer.
-    pub fn send(&mut self, op: &str, args: Object) -> Result<u64, ClientError> {
+    /// Sends request `op`; returns its id without waiting for the answer.
+    pub fn send(&mut self, op: &Op) -> Result<u64, ClientError> {
         let id = self.next_id;
-        self.next_id += 1;
-        let mut req = Object::new();
-        req.insert("id", id);
-        req.insert("op", op);
-        for (k, v) in args.iter() {
-            req.insert(k, v.clone());
-        }
         let mut line = Vec::new();
-        write_value(&Value::Object(req), &mut line);
-        line.push(b'\n');
+        encode(&RequestId::U64(id), op, &mut line).map_err(|error| ClientError::Unsendable {
+            op: op.name(),
+            error,
+        })?;
+        self.next_id += 1;
+        let op = op.name();
         if let Some(out) = self.out.as_mut() {
             out.extend_from_slice(&line);
             self.flush()?;
@@ -220,8 +233,8 @@ impl Connection {
 
     /// Sends request `op` and waits for its response; events read meanwhile are kept for
     /// [`Connection::next_message`]. A refusal becomes [`ClientError::Remote`].
-    pub fn request(&mut self, op: &str, args: Object) -> Result<Response, ClientError> {
-        let id = self.send(op, args)?;
+    pub fn request(&mut self, op: &Op) -> Result<Response, ClientError> {
+        let id = self.send(op)?;
         loop {
             let msg = self.read_message()?;
             if let Some(result) = response_for(&msg, id) {
@@ -333,15 +346,6 @@ pub fn response_for(msg: &Message, id: u64) -> Option<Result<Response, ClientErr
         code: field("code"),
         message: field("message"),
     }))
-}
-
-/// Builds request arguments: `args(&[("session", name.into())])`.
-pub fn args<const N: usize>(members: [(&str, Value); N]) -> Object {
-    let mut obj = Object::new();
-    for (k, v) in members {
-        obj.insert(k, v);
-    }
-    obj
 }
 
 /// A JSON object member as `u64`.

@@ -5,13 +5,13 @@
 //! its bytes as `data_b64`.
 
 use super::args::Matches;
-use super::client::args;
 use super::dispatch::{write_stdout, CommandResult, Context};
 use super::wait::describe as describe_end;
 use crate::proto::base64;
 use crate::proto::event::{OutputFrame, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
+use crate::proto::request::{Op, Replay, Target};
 
 /// One line for people describing `msg`, without its newline.
 pub fn describe(msg: &Message) -> String {
@@ -75,7 +75,10 @@ fn output_json(frame: &OutputFrame<'_>) -> Value {
 pub fn events(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let json = m.flag("json");
     let mut conn = ctx.connect()?;
-    conn.request("subscribe", args([("all", true.into())]))?;
+    conn.request(&Op::Subscribe {
+        target: Target::All,
+        replay: Replay::Now,
+    })?;
     loop {
         let msg = conn.next_message()?;
         let mut line = if json {

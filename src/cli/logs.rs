@@ -11,10 +11,12 @@
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{args, response_for};
+use super::client::response_for;
 use super::dispatch::{gen_arg, session_arg, write_stderr, write_stdout, CommandResult, Context};
+use crate::core::Command;
 use crate::proto::event::{Stream, WireEvent};
 use crate::proto::framing::Message;
+use crate::proto::request::{Op, Replay, Target};
 
 /// `genward logs`.
 pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
@@ -22,16 +24,14 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let only = gen_arg(m, "gen")?;
     let follow = m.flag("follow");
     let mut conn = ctx.connect()?;
-    let mut sub = args([("session", session.as_str().into())]);
-    match only {
-        Some(gen) => sub.insert("from_gen", gen),
-        None => sub.insert("from_start", true),
-    }
-    conn.request("subscribe", sub)?;
+    conn.request(&Op::Subscribe {
+        target: Target::Session(session.clone()),
+        replay: only.map_or(Replay::Start, Replay::Gen),
+    })?;
     let marker = if follow {
         None
     } else {
-        Some(conn.send("get", args([("session", session.as_str().into())]))?)
+        Some(conn.send(&Op::Core(Command::Get { session }))?)
     };
     loop {
         let msg = conn.next_message()?;

@@ -13,9 +13,11 @@ use super::client::{str_of, u64_of, ClientError};
 use super::dispatch::{write_stdout, CommandResult, Context};
 use super::table::{render, Column};
 use super::wait::describe;
+use crate::core::Command;
 use crate::proto::duration::format_compact;
 use crate::proto::event::End;
 use crate::proto::json::{Object, Value};
+use crate::proto::request::Op;
 
 const COLUMNS: [Column<'static>; 6] = [
     Column::left("SESSION"),
@@ -111,7 +113,7 @@ fn last_end(end: &Object) -> String {
 /// `genward ls`.
 pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let mut conn = ctx.connect()?;
-    let resp = conn.request("list", Object::new())?;
+    let resp = conn.request(&Op::Core(Command::List))?;
     let sessions = resp
         .get("sessions")
         .and_then(Value::as_array)

@@ -10,11 +10,13 @@
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{args, ClientError};
+use super::client::ClientError;
 use super::dispatch::{gen_arg, session_arg, CommandResult, Context};
 use super::exit_status::{shell_status, ChildEnd};
+use crate::core::Command;
 use crate::proto::event::{End, ExitCause, SpawnErrorKind, WireEvent};
 use crate::proto::json::{Object, Value};
+use crate::proto::request::Op;
 use crate::proto::signal_name::signal_name;
 
 /// The status a shell would give this end.
@@ -94,16 +96,19 @@ pub fn last_end(snap: &Object) -> Result<Option<End>, ClientError> {
 pub fn wait(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let session = session_arg(m)?;
     let gen = gen_arg(m, "gen")?;
-    let mut req = args([("session", session.as_str().into())]);
-    if let Some(gen) = gen {
-        req.insert("gen", gen);
-    }
     let mut conn = ctx.connect()?;
-    let end = match conn.request("wait", req) {
+    let wait = Op::Wait {
+        session: session.clone(),
+        gen,
+    };
+    let end = match conn.request(&wait) {
         Ok(resp) => end_of_wait(&resp)?,
         // Nothing running: the answer is how the last generation ended, if known.
         Err(e) if gen.is_none() && e.code() == Some("not_running") => {
-            let snap = conn.request("get", args([("session", session.as_str().into())]))?;
+            let get = Op::Core(Command::Get {
+                session: session.clone(),
+            });
+            let snap = conn.request(&get)?;
             last_end(&snap)?.ok_or(e)?
         }
         Err(e) => return Err(e.into()),

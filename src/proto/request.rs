@@ -1,16 +1,26 @@
-//! Requests: the typed operations a client asks for, decoded from a request's arguments.
+//! Requests: the typed operations a client asks for, decoded strictly from a request's
+//! arguments and encoded back into request lines.
+//!
+//! The daemon decodes with [`decode`]; clients (the CLI, tests, benchmarks) build an
+//! [`Op`] and write it with [`encode`], so both sides agree on every field by
+//! construction instead of by two hand-written copies of the format. A test round-trips
+//! every operation, a spawn with every option included.
 //!
 //! Decoding is strict: unknown fields, wrong types and out-of-range values are rejected
 //! with a message naming the field, and nothing is executed.
 
 mod decode;
+mod encode;
 mod fields;
 mod spec;
 
 #[cfg(test)]
+mod round_trip;
+#[cfg(test)]
 mod tests;
 
 pub use decode::decode;
+pub use encode::encode;
 
 use crate::core::Command;
 

@@ -1,8 +1,10 @@
-//! The `spawn` request's spec: what to run and how, on the wire.
+//! The `spawn` request's spec, both ways: decoded by the daemon, written by clients. The
+//! two directions sit together so a new option is added to both at once.
 
 use super::fields::{bad, bytes_of, opt_duration, signal, u16_field, Result};
 use crate::core::{Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr};
-use crate::proto::json::{FieldError, Object, Value};
+use crate::proto::duration::write_wire;
+use crate::proto::json::{write_str, FieldError, ObjWriter, Object, Value};
 
 /// The arguments `spawn` accepts.
 pub(super) const SPAWN_FIELDS: &[&str] = &[
@@ -180,4 +182,176 @@ pub(super) fn on_busy(args: &Object) -> Result<OnBusy> {
             format!("`{other}` is not one of replace, overlap, reject"),
         ))),
     }
+}
+
+/// What encoding returns: the wire cannot carry every spec (see [`write_spec`]).
+type Encoded<T> = std::result::Result<T, FieldError>;
+
+/// Appends a `spawn` request's spec members (after `session`). Only what differs from
+/// [`Spec::new`]'s defaults is written: the decoder starts from the same defaults, so the
+/// request decodes to this spec exactly, and a request reads like what a person would
+/// write. Fails, naming the field, for what the wire cannot carry: bytes that are not
+/// UTF-8, an env key set twice, unlimited restarts.
+pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> Encoded<()> {
+    let default = Spec::new(Vec::new());
+    let argv = texts(&spec.argv, "argv")?;
+    w.with("argv", |out| write_strs(&argv, out));
+    if let Some(cwd) = &spec.cwd {
+        w.str("cwd", text(cwd, "cwd")?);
+    }
+    if !spec.env.set.is_empty() {
+        let mut set: Vec<(&str, &str)> = Vec::with_capacity(spec.env.set.len());
+        for (k, v) in &spec.env.set {
+            let k = text(k, "env")?;
+            let field = format!("env.{k}");
+            if set.iter().any(|(seen, _)| *seen == k) {
+                return Err(FieldError::invalid(field, "set twice"));
+            }
+            set.push((k, text(v, &field)?));
+        }
+        w.with("env", |out| {
+            let mut o = ObjWriter::new(out);
+            for (k, v) in set {
+                o.str(k, v);
+            }
+            o.finish();
+        });
+    }
+    if !spec.env.inherit {
+        w.bool("clear_env", true);
+    }
+    if !spec.env.unset.is_empty() {
+        let unset = texts(&spec.env.unset, "unset_env")?;
+        w.with("unset_env", |out| write_strs(&unset, out));
+    }
+    match spec.io {
+        // The protocol's shorthand for the default size.
+        IoMode::Pty { rows: 24, cols: 80 } => {
+            w.bool("pty", true);
+        }
+        IoMode::Pty { rows, cols } => {
+            w.with("pty", |out| {
+                let mut o = ObjWriter::new(out);
+                o.u64("rows", rows.into()).u64("cols", cols.into());
+                o.finish();
+            });
+        }
+        IoMode::Pipes { stderr } => match stderr {
+            Stderr::Pipe => {}
+            Stderr::Merge => {
+                w.str("stderr", "merge");
+            }
+            Stderr::Null => {
+                w.str("stderr", "null");
+            }
+        },
+    }
+    match busy {
+        OnBusy::Replace => {}
+        OnBusy::Overlap => {
+            w.str("on_busy", "overlap");
+        }
+        OnBusy::Reject => {
+            w.str("on_busy", "reject");
+        }
+    }
+    if spec.restart != default.restart {
+        let policy = restart_members(&spec.restart, &default.restart)?;
+        w.with("restart", |out| write_policy(&spec.restart, &policy, out));
+    }
+    if spec.stop_signal != default.stop_signal {
+        w.i64("stop_signal", spec.stop_signal.into());
+    }
+    for (key, d, default) in [
+        ("grace", spec.grace, default.grace),
+        ("kill_grace", spec.kill_grace, default.kill_grace),
+        ("drain", spec.drain, default.drain),
+    ] {
+        if d != default {
+            w.with(key, |out| write_wire(d, out));
+        }
+    }
+    if spec.on_exit == OnExit::Leave {
+        w.str("on_exit", "leave");
+    }
+    if spec.buffer_bytes != default.buffer_bytes {
+        w.u64("buffer", spec.buffer_bytes as u64);
+    }
+    Ok(())
+}
+
+/// Which optional members a restart policy needs, checked before anything is written.
+struct PolicyMembers {
+    initial: bool,
+    max: bool,
+    reset_after: bool,
+    max_restarts: Option<u32>,
+}
+
+fn restart_members(p: &RestartPolicy, default: &RestartPolicy) -> Encoded<PolicyMembers> {
+    let max_restarts = match p.max_restarts {
+        None => {
+            return Err(FieldError::invalid(
+                "restart.max_restarts",
+                "unlimited restarts cannot be requested; give a number",
+            ))
+        }
+        Some(n) => (p.max_restarts != default.max_restarts).then_some(n),
+    };
+    Ok(PolicyMembers {
+        initial: p.initial != default.initial,
+        max: p.max != default.max,
+        reset_after: p.reset_after != default.reset_after,
+        max_restarts,
+    })
+}
+
+fn write_policy(p: &RestartPolicy, members: &PolicyMembers, out: &mut Vec<u8>) {
+    let mut o = ObjWriter::new(out);
+    o.str(
+        "mode",
+        match p.mode {
+            Restart::Never => "never",
+            Restart::OnFailure => "on-failure",
+            Restart::Always => "always",
+        },
+    );
+    for (key, given, d) in [
+        ("initial", members.initial, p.initial),
+        ("max", members.max, p.max),
+        ("reset_after", members.reset_after, p.reset_after),
+    ] {
+        if given {
+            o.with(key, |out| write_wire(d, out));
+        }
+    }
+    if let Some(n) = members.max_restarts {
+        o.u64("max_restarts", n.into());
+    }
+    o.finish();
+}
+
+/// Bytes the spec holds as text on the wire.
+fn text<'a>(bytes: &'a [u8], field: &str) -> Encoded<&'a str> {
+    std::str::from_utf8(bytes)
+        .map_err(|_| FieldError::invalid(field, "not valid UTF-8, which a request cannot carry"))
+}
+
+fn texts<'a>(items: &'a [Vec<u8>], field: &str) -> Encoded<Vec<&'a str>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, b)| text(b, &format!("{field}[{i}]")))
+        .collect()
+}
+
+fn write_strs(items: &[&str], out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(s, out);
+    }
+    out.push(b']');
 }
