@@ -7,7 +7,8 @@
 //!   exactly `len` raw bytes, then `\n`. Raw bytes cost nothing to encode and need no
 //!   UTF-8, so output reaches clients byte-exact at pipe speed.
 //! - [`FrameDecoder`] is the client side: it reassembles lines and output frames from
-//!   arbitrary chunks.
+//!   arbitrary chunks and reads each as a response or a typed
+//!   [`WireEvent`](super::event::WireEvent).
 
 mod decode;
 mod lines;

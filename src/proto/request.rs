@@ -48,10 +48,11 @@ pub enum Replay {
     Start,
 }
 
-/// A decoded operation.
+/// What a request asks for: decoded by the daemon, built and encoded by clients.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
-    /// Handled by the core.
+    /// Handled by the core. ([`Command::StopAll`] is the daemon's own and never travels:
+    /// clients send [`Op::Shutdown`].)
     Core(Command),
     /// Protocol version, capabilities, daemon identity.
     Hello,
