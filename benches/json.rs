@@ -1,5 +1,7 @@
-//! Micro benchmark of the protocol's hot paths: decoding a typical request, writing an
-//! output frame header, and parsing it back on the client side. Reports ns per operation.
+//! Micro benchmark of the protocol's hot paths, through the same encoders and decoders the
+//! daemon and the CLI use: decoding a typical request (envelope, then the typed
+//! operation) and encoding it back, writing an output frame header, and decoding the
+//! frame on the client side. Reports ns per operation.
 //!
 //! serde_json parsing the same bytes into its `Value` is measured alongside as a reference.
 //!
@@ -9,9 +11,11 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use genward::proto::envelope::Request;
-use genward::proto::framing::{write_output_header, OutputFrame, OutputStream};
+use genward::core::Stream;
+use genward::proto::envelope::{Request, RequestId};
+use genward::proto::framing::{FrameDecoder, OutputFrame};
 use genward::proto::json::{parse, Limits};
+use genward::proto::request;
 
 const REQUEST: &[u8] = br#"{"id":42,"op":"spawn","session":"agent-7","argv":["node","server.js","--port","8080"],"cwd":"/srv/app","env":{"NODE_ENV":"production","PORT":"8080"},"pty":{"rows":24,"cols":80},"on_busy":"replace","grace":5000}"#;
 
@@ -49,16 +53,33 @@ fn main() {
         black_box(v.is_ok());
     });
 
+    let req = Request::decode(REQUEST, &Limits::DEFAULT).expect("the sample decodes");
+    measure("  then its typed operation", iterations, || {
+        let op = request::decode(black_box(&req.op), black_box(&req.args));
+        black_box(op.is_ok());
+    });
+
+    let op = request::decode(&req.op, &req.args).expect("the sample is a valid spawn");
+    let mut line = Vec::with_capacity(256);
+    measure("encode the same spawn request", iterations, || {
+        line.clear();
+        request::encode(&RequestId::U64(42), black_box(&op), &mut line).expect("encodes");
+        black_box(&line);
+    });
+
     let mut out = Vec::with_capacity(256);
+    let payload = vec![0u8; 65536];
     measure("write output frame header", iterations, || {
         out.clear();
         let frame = OutputFrame {
-            session: black_box("agent-7"),
+            session: black_box("agent-7").into(),
             gen: black_box(1234),
-            stream: OutputStream::Stdout,
+            stream: Stream::Stdout,
             offset: black_box(1 << 30),
+            pos: black_box(3 << 30),
+            data: black_box(&payload[..]).into(),
         };
-        write_output_header(&frame, black_box(65536), &mut out);
+        frame.write_header(&mut out);
         black_box(&out);
     });
 
@@ -70,6 +91,19 @@ fn main() {
         let v = serde_json::from_slice::<serde_json::Value>(black_box(&header[..header.len() - 1]));
         black_box(v.is_ok());
     });
+
+    let mut frame = header.clone();
+    frame.extend_from_slice(&payload);
+    frame.push(b'\n');
+    let mut decoder = FrameDecoder::new();
+    measure(
+        "decode a 64 KiB output frame",
+        iterations.min(100_000),
+        || {
+            decoder.feed(black_box(&frame));
+            black_box(decoder.next_message().expect("a whole frame").is_ok());
+        },
+    );
 
     // Worst cases a client can send in one line: what a 1 MiB line costs the daemon.
     let heavy = if iterations > 1 { 20 } else { 1 };

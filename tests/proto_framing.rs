@@ -1,9 +1,9 @@
 //! Framing under arbitrary chunking: the output-frame decoder must give the same result
 //! however the byte stream is cut (the line splitter's own tests do the same for it).
 
-use genward::proto::framing::{
-    write_output_frame, FrameDecoder, Message, OutputFrame, OutputStream,
-};
+use genward::core::{ExitCause, Stream};
+use genward::proto::event::WireEvent;
+use genward::proto::framing::{FrameDecoder, Message, OutputFrame};
 use genward::proto::json::{parse, Value};
 
 fn sample_stream() -> (Vec<u8>, Vec<Message>) {
@@ -12,7 +12,8 @@ fn sample_stream() -> (Vec<u8>, Vec<Message>) {
     let response = br#"{"id":1,"ok":true,"gen":3}"#;
     bytes.extend_from_slice(response);
     bytes.push(b'\n');
-    expected.push(Message::Json(parse(response).unwrap()));
+    let response = parse(response).unwrap().as_object().unwrap().clone();
+    expected.push(Message::Response(response));
     // Payloads that look like frame syntax, are not UTF-8, or are empty.
     for (gen, data) in [
         (3u64, &b"\n{\"event\":\"output\"}\n"[..]),
@@ -21,26 +22,27 @@ fn sample_stream() -> (Vec<u8>, Vec<Message>) {
         (4, b"\n"),
     ] {
         let frame = OutputFrame {
-            session: "web",
+            session: "web".into(),
             gen,
-            stream: OutputStream::Stdout,
+            stream: Stream::Stdout,
             offset: 10 * gen,
+            pos: 100 * gen,
+            data: data.into(),
         };
-        write_output_frame(&frame, data, &mut bytes);
-        expected.push(Message::Output {
-            header: genward::proto::framing::OutputHeader {
-                session: "web".into(),
-                gen,
-                stream: OutputStream::Stdout,
-                offset: 10 * gen,
-            },
-            data: data.to_vec(),
-        });
+        frame.write(&mut bytes);
+        expected.push(Message::Event(WireEvent::Output(frame.into_owned())));
     }
-    let event = br#"{"event":"exited","session":"web","gen":3,"code":143}"#;
-    bytes.extend_from_slice(event);
-    bytes.push(b'\n');
-    expected.push(Message::Json(parse(event).unwrap()));
+    let event = WireEvent::Exited {
+        session: "web".into(),
+        gen: 3,
+        code: Some(143),
+        signal: Some(libc::SIGTERM),
+        cause: ExitCause::Stopped,
+        discarded: 0,
+        truncated: false,
+    };
+    event.write(&mut bytes);
+    expected.push(Message::Event(event));
     (bytes, expected)
 }
 
@@ -75,17 +77,20 @@ fn frame_decoder_reassembles_at_every_split_point() {
 fn frame_header_fields_are_what_the_writer_wrote() {
     let mut bytes = Vec::new();
     let frame = OutputFrame {
-        session: "a.b-c_1",
+        session: "a.b-c_1".into(),
         gen: u64::MAX,
-        stream: OutputStream::Pty,
+        stream: Stream::Pty,
         offset: u64::MAX - 1,
+        pos: u64::MAX - 2,
+        data: (&b"x"[..]).into(),
     };
-    write_output_frame(&frame, b"x", &mut bytes);
+    frame.write(&mut bytes);
     let header_line = &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap()];
     let v = parse(header_line).unwrap();
     let o = v.as_object().unwrap();
     assert_eq!(o.get("event"), Some(&Value::from("output")));
     assert_eq!(o.req_u64("gen").unwrap(), u64::MAX);
+    assert_eq!(o.req_u64("pos").unwrap(), u64::MAX - 2);
     assert_eq!(o.req_u64("len").unwrap(), 1);
     assert_eq!(o.req_str("stream").unwrap(), "pty");
 }

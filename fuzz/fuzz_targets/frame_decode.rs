@@ -1,13 +1,14 @@
-//! Framed output cut into arbitrary chunks must reassemble exactly; arbitrary bytes fed to
+//! Responses, events and output frames, written by the protocol's own encoders and cut
+//! into arbitrary chunks, must decode to exactly what was written; arbitrary bytes fed to
 //! the decoder and the line splitter must never panic or exceed their bounds.
 #![no_main]
 
 use arbitrary::Arbitrary;
-use genward::proto::framing::{
-    write_output_frame, FrameDecoder, LineSplitter, Message, OutputFrame, OutputHeader,
-    OutputStream,
-};
-use genward::proto::json::ObjWriter;
+use genward::core::{ExitCause, SessionState, Stream};
+use genward::proto::event::WireEvent;
+use genward::proto::framing::{FrameDecoder, LineSplitter, Message, OutputFrame};
+use genward::proto::json::{ObjWriter, Value};
+use genward::proto::names::WireName;
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -21,7 +22,16 @@ enum Item {
         gen: u64,
         stream: u8,
         offset: u64,
+        pos: u64,
         data: Vec<u8>,
+    },
+    Event {
+        kind: u8,
+        session: String,
+        gen: u64,
+        n: u64,
+        code: Option<i32>,
+        flag: bool,
     },
 }
 
@@ -32,11 +42,51 @@ struct Input {
     raw: Vec<u8>,
 }
 
-fn stream_of(i: u8) -> OutputStream {
+fn stream_of(i: u8) -> Stream {
     match i % 3 {
-        0 => OutputStream::Stdout,
-        1 => OutputStream::Stderr,
-        _ => OutputStream::Pty,
+        0 => Stream::Stdout,
+        1 => Stream::Stderr,
+        _ => Stream::Pty,
+    }
+}
+
+/// One of the daemon's JSON events, its fields drawn from the input.
+fn event(
+    kind: u8,
+    session: &str,
+    gen: u64,
+    n: u64,
+    code: Option<i32>,
+    flag: bool,
+) -> WireEvent<'static> {
+    let session = session.to_owned().into();
+    let pick = |len: usize| n as usize % len;
+    match kind % 5 {
+        0 => WireEvent::Spawned {
+            session,
+            gen,
+            pid: n as u32,
+        },
+        1 => WireEvent::Exited {
+            session,
+            gen,
+            code,
+            signal: flag.then_some(genward::core::signal::SIGKILL),
+            cause: ExitCause::ALL[pick(ExitCause::ALL.len())],
+            discarded: n,
+            truncated: flag,
+        },
+        2 => WireEvent::State {
+            session,
+            gen: flag.then_some(gen),
+            state: SessionState::ALL[pick(SessionState::ALL.len())],
+        },
+        3 => WireEvent::Unkillable { session, gen },
+        _ => WireEvent::Dropped {
+            session,
+            from: gen,
+            to: n,
+        },
     }
 }
 
@@ -53,32 +103,41 @@ fuzz_target!(|input: Input| {
                 let line = bytes[start..].to_vec();
                 bytes.push(b'\n');
                 let value = genward::proto::json::parse(&line).expect("writer output parses");
-                expected.push(Message::Json(value));
+                let Value::Object(response) = value else {
+                    panic!("a response is an object")
+                };
+                expected.push(Message::Response(response));
             }
             Item::Output {
                 session,
                 gen,
                 stream,
                 offset,
+                pos,
                 data,
             } => {
                 let frame = OutputFrame {
-                    session,
+                    session: session.as_str().into(),
                     gen: *gen,
                     stream: stream_of(*stream),
                     offset: *offset,
+                    pos: *pos,
+                    data: data.as_slice().into(),
                 };
-                write_output_frame(&frame, data, &mut bytes);
-                let header = OutputHeader {
-                    session: session.clone(),
-                    gen: *gen,
-                    stream: stream_of(*stream),
-                    offset: *offset,
-                };
-                expected.push(Message::Output {
-                    header,
-                    data: data.clone(),
-                });
+                frame.write(&mut bytes);
+                expected.push(Message::Event(WireEvent::Output(frame.into_owned())));
+            }
+            Item::Event {
+                kind,
+                session,
+                gen,
+                n,
+                code,
+                flag,
+            } => {
+                let ev = event(*kind, session, *gen, *n, *code, *flag);
+                ev.write(&mut bytes);
+                expected.push(Message::Event(ev));
             }
         }
     }

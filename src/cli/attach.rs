@@ -23,16 +23,18 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::termios::{isatty, Termios};
 
 use super::args::Matches;
-use super::client::{args, event_of, str_of, u64_of, ClientError, Connection, Response};
+use super::client::{str_of, u64_of, ClientError, Connection, Response};
 use super::detach_key::{describe_detach_key, parse_detach_key, DEFAULT_DETACH_KEY};
 use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
-use super::signal_name::signal_name;
-use super::wait::{end_of_wait, End};
-use crate::proto::base64;
+use super::wait::{describe, end_of_wait, status};
+use crate::core::Command;
+use crate::proto::event::{End, SessionState, WireEvent};
 use crate::proto::framing::Message;
-use crate::proto::json::Value;
+use crate::proto::json::{Object, Value};
+use crate::proto::request::{Op, Replay, Target};
+use crate::proto::signal_name::signal_name;
 use crate::sys::signal_pipe::SignalPipe;
 use crate::sys::terminal::{restore_settings, window_size, RawMode};
 
@@ -109,15 +111,14 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .value_with("detach-key", parse_detach_key)?
         .unwrap_or(Some(DEFAULT_DETACH_KEY));
     let mut conn = ctx.connect()?;
-    let snap = conn.request("get", args([("session", session.as_str().into())]))?;
+    let snap = conn.request(&Op::Core(Command::Get {
+        session: session.clone(),
+    }))?;
     let gen = current_gen(&snap).ok_or_else(|| not_running(&session, &snap))?;
-    conn.request(
-        "subscribe",
-        args([
-            ("session", session.as_str().into()),
-            ("tail", REPLAY_BYTES.into()),
-        ]),
-    )?;
+    conn.request(&Op::Subscribe {
+        target: Target::Session(session.clone()),
+        replay: Replay::Tail(REPLAY_BYTES),
+    })?;
 
     let stdin = io::stdin();
     let tty = isatty(stdin.as_fd());
@@ -165,11 +166,11 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
                 format!(
                     "[genward: {session} gen {}: {}]\n",
                     end.gen(),
-                    end.describe()
+                    describe(&end)
                 )
                 .as_bytes(),
             )?;
-            Ok(ExitCode::from(end.status()))
+            Ok(ExitCode::from(status(&end)))
         }
         Ok(Outcome::Signal(sig)) => {
             let name = signal_name(sig).unwrap_or_else(|| sig.to_string());
@@ -216,11 +217,10 @@ impl Attached {
     /// Sizes the followed generation's terminal and asks to be told when it ends.
     fn start_following(&mut self) -> Result<(), CommandError> {
         self.send_size()?;
-        let wait = args([
-            ("session", self.session.as_str().into()),
-            ("gen", self.gen.into()),
-        ]);
-        let id = self.conn.send("wait", wait)?;
+        let id = self.conn.send(&Op::Wait {
+            session: self.session.clone(),
+            gen: Some(self.gen),
+        })?;
         self.pending.insert(id, Pending::Wait(self.gen));
         Ok(())
     }
@@ -235,13 +235,12 @@ impl Attached {
         if ws.rows == 0 || ws.cols == 0 {
             return Ok(());
         }
-        let req = args([
-            ("session", self.session.as_str().into()),
-            ("if_gen", self.gen.into()),
-            ("rows", u64::from(ws.rows).into()),
-            ("cols", u64::from(ws.cols).into()),
-        ]);
-        let id = self.conn.send("resize", req)?;
+        let id = self.conn.send(&Op::Core(Command::Resize {
+            session: self.session.clone(),
+            if_gen: Some(self.gen),
+            rows: ws.rows,
+            cols: ws.cols,
+        }))?;
         self.pending.insert(id, Pending::Resize);
         Ok(())
     }
@@ -271,12 +270,11 @@ impl Attached {
         if bytes.is_empty() {
             return Ok(());
         }
-        let req = args([
-            ("session", self.session.as_str().into()),
-            ("if_gen", self.gen.into()),
-            ("data_b64", base64::encode(bytes).into()),
-        ]);
-        let id = self.conn.send("write", req)?;
+        let id = self.conn.send(&Op::Core(Command::Write {
+            session: self.session.clone(),
+            if_gen: Some(self.gen),
+            bytes: bytes.to_vec(),
+        }))?;
         self.pending.insert(id, Pending::Write(self.gen));
         Ok(())
     }
@@ -364,42 +362,37 @@ impl Attached {
 
     /// Acts on one message from the daemon.
     fn handle(&mut self, msg: Message) -> Result<Option<Outcome>, CommandError> {
-        match &msg {
-            Message::Output { header, data } => {
-                if header.gen > self.gen {
-                    self.follow(header.gen)?;
+        let obj = match &msg {
+            Message::Event(WireEvent::Output(frame)) => {
+                if frame.gen > self.gen {
+                    self.follow(frame.gen)?;
                 }
-                if header.gen == self.gen {
-                    write_stdout(data)?;
-                }
-                return Ok(None);
-            }
-            Message::Json(Value::Object(obj)) if obj.get("event").is_some() => {
-                match event_of(&msg) {
-                    Some(("spawned", ev)) => match u64_of(ev, "gen") {
-                        // Followed while still pending: now it has a terminal to size.
-                        Some(g) if g == self.gen => self.send_size()?,
-                        Some(g) => self.follow(g)?,
-                        None => {}
-                    },
-                    // Ended, and a restart we were waiting for will not come.
-                    Some(("state", ev))
-                        if self.ended.is_some()
-                            && !matches!(
-                                str_of(ev, "state"),
-                                Some("backoff" | "starting" | "running")
-                            ) =>
-                    {
-                        return Ok(self.ended.take().map(Outcome::Ended));
-                    }
-                    _ => {}
+                if frame.gen == self.gen {
+                    write_stdout(&frame.data)?;
                 }
                 return Ok(None);
             }
-            Message::Json(_) => {}
-        }
-        let Message::Json(Value::Object(obj)) = &msg else {
-            return Ok(None);
+            // Followed while still pending: now it has a terminal to size.
+            Message::Event(WireEvent::Spawned { gen, .. }) if *gen == self.gen => {
+                self.send_size()?;
+                return Ok(None);
+            }
+            Message::Event(WireEvent::Spawned { gen, .. }) => {
+                self.follow(*gen)?;
+                return Ok(None);
+            }
+            // Ended, and a restart we were waiting for will not come.
+            Message::Event(WireEvent::State { state, .. })
+                if self.ended.is_some()
+                    && !matches!(
+                        state,
+                        SessionState::Backoff | SessionState::Starting | SessionState::Running
+                    ) =>
+            {
+                return Ok(self.ended.take().map(Outcome::Ended));
+            }
+            Message::Event(_) => return Ok(None),
+            Message::Response(obj) => obj,
         };
         let Some(kind) = u64_of(obj, "id").and_then(|id| self.pending.remove(&id)) else {
             return Ok(None);
@@ -431,9 +424,9 @@ impl Attached {
                 if ok {
                     self.ended = Some(end_of_wait(obj)?);
                 }
-                let id = self
-                    .conn
-                    .send("get", args([("session", self.session.as_str().into())]))?;
+                let id = self.conn.send(&Op::Core(Command::Get {
+                    session: self.session.clone(),
+                }))?;
                 self.pending.insert(id, Pending::Successor(g));
                 Ok(None)
             }
@@ -444,11 +437,7 @@ impl Attached {
     }
 
     /// The followed generation ended: follow what comes next, or finish.
-    fn after_end(
-        &mut self,
-        resp: &crate::proto::json::Object,
-        ok: bool,
-    ) -> Result<Option<Outcome>, CommandError> {
+    fn after_end(&mut self, resp: &Object, ok: bool) -> Result<Option<Outcome>, CommandError> {
         let snap = resp.get("session").and_then(Value::as_object);
         let next = snap.and_then(|s| u64_of(s, "current"));
         if let Some(next) = next.filter(|&n| n > self.gen) {

@@ -8,6 +8,9 @@
 //! requests are then queued and written as the socket accepts them
 //! ([`Connection::flush`]), and it polls [`Connection::fd`] for reading (and for writing
 //! while [`Connection::queued`] is not zero) next to its other descriptors.
+//!
+//! Requests are typed [`Op`]s written by the protocol's own encoder, and everything read
+//! goes through its [`FrameDecoder`], so the CLI holds no copy of the wire format.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -16,8 +19,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+use crate::proto::envelope::RequestId;
+use crate::proto::event::EventError;
 use crate::proto::framing::{FrameDecoder, FrameError, Message};
-use crate::proto::json::{write_value, Object, Value};
+use crate::proto::json::{FieldError, Object, Value};
+use crate::proto::request::{encode, Op};
 use crate::store::state_dir::{self, StateDirError};
 
 /// Why a command could not talk to the daemon, or what the daemon refused.
@@ -33,6 +39,14 @@ pub enum ClientError {
     Lost(String),
     /// The daemon sent something we cannot follow.
     Protocol(String),
+    /// A request the protocol cannot carry (bytes that are not UTF-8 where it wants
+    /// text, say); nothing was sent.
+    Unsendable {
+        /// The operation.
+        op: &'static str,
+        /// The field at fault.
+        error: FieldError,
+    },
     /// The daemon answered with an error.
     Remote {
         /// The stable error code, e.g. `no_such_session`.
@@ -72,6 +86,9 @@ impl fmt::Display for ClientError {
             ClientError::Connect(p, e) => write!(f, "cannot connect to {}: {e}", p.display()),
             ClientError::Lost(why) => write!(f, "lost the daemon: {why}"),
             ClientError::Protocol(why) => write!(f, "unexpected data from the daemon: {why}"),
+            ClientError::Unsendable { op, error } => {
+                write!(f, "cannot send `{op}`: {error}")
+            }
             ClientError::Remote { code, message } => {
                 f.write_str(message)?;
                 match code.as_str() {
@@ -181,19 +198,16 @@ impl Connection {
         self.eof && self.backlog.is_empty() && self.decoder.buffered() == 0
     }
 
-    /// Sends request `op` with `args`; returns its id without waiting for the answer.
-    pub fn send(&mut self, op: &str, args: Object) -> Result<u64, ClientError> {
+    /// Sends request `op`; returns its id without waiting for the answer.
+    pub fn send(&mut self, op: &Op) -> Result<u64, ClientError> {
         let id = self.next_id;
-        self.next_id += 1;
-        let mut req = Object::new();
-        req.insert("id", id);
-        req.insert("op", op);
-        for (k, v) in args.iter() {
-            req.insert(k, v.clone());
-        }
         let mut line = Vec::new();
-        write_value(&Value::Object(req), &mut line);
-        line.push(b'\n');
+        encode(&RequestId::U64(id), op, &mut line).map_err(|error| ClientError::Unsendable {
+            op: op.name(),
+            error,
+        })?;
+        self.next_id += 1;
+        let op = op.name();
         if let Some(out) = self.out.as_mut() {
             out.extend_from_slice(&line);
             self.flush()?;
@@ -219,8 +233,8 @@ impl Connection {
 
     /// Sends request `op` and waits for its response; events read meanwhile are kept for
     /// [`Connection::next_message`]. A refusal becomes [`ClientError::Remote`].
-    pub fn request(&mut self, op: &str, args: Object) -> Result<Response, ClientError> {
-        let id = self.send(op, args)?;
+    pub fn request(&mut self, op: &Op) -> Result<Response, ClientError> {
+        let id = self.send(op)?;
         loop {
             let msg = self.read_message()?;
             if let Some(result) = response_for(&msg, id) {
@@ -279,9 +293,14 @@ impl Connection {
                     }
                     return Ok(Some(m));
                 }
-                // A bad line is skipped; the stream is still in step.
-                Some(Err(FrameError::BadJson(e))) => {
-                    log::debug!("skipped a bad line from the daemon: {e}");
+                // A line we cannot use is skipped; the stream is still in step. An event
+                // this build does not know may come from a newer daemon.
+                Some(Err(
+                    e @ (FrameError::BadJson(_)
+                    | FrameError::NotAMessage(_)
+                    | FrameError::BadEvent(EventError::Unknown(_))),
+                )) => {
+                    log::debug!("skipped a line from the daemon: {e}");
                 }
                 Some(Err(e)) => return Err(ClientError::Protocol(e.to_string())),
             }
@@ -303,12 +322,9 @@ impl Connection {
 /// `Some(result)` when `msg` is the response to request `id` (or an id-less error, which
 /// answers whatever was asked).
 pub fn response_for(msg: &Message, id: u64) -> Option<Result<Response, ClientError>> {
-    let Message::Json(Value::Object(obj)) = msg else {
+    let Message::Response(obj) = msg else {
         return None;
     };
-    if obj.get("event").is_some() {
-        return None;
-    }
     let ok = obj.get("ok")?;
     match obj.get("id") {
         Some(v) if v.as_u64() == Some(id) => {}
@@ -332,15 +348,6 @@ pub fn response_for(msg: &Message, id: u64) -> Option<Result<Response, ClientErr
     }))
 }
 
-/// Builds request arguments: `args(&[("session", name.into())])`.
-pub fn args<const N: usize>(members: [(&str, Value); N]) -> Object {
-    let mut obj = Object::new();
-    for (k, v) in members {
-        obj.insert(k, v);
-    }
-    obj
-}
-
 /// A JSON object member as `u64`.
 pub fn u64_of(obj: &Object, key: &str) -> Option<u64> {
     obj.get(key).and_then(Value::as_u64)
@@ -351,27 +358,22 @@ pub fn str_of<'a>(obj: &'a Object, key: &str) -> Option<&'a str> {
     obj.get(key).and_then(Value::as_str)
 }
 
-/// The object of an event line, with its `event` name.
-pub fn event_of(msg: &Message) -> Option<(&str, &Object)> {
-    match msg {
-        Message::Json(Value::Object(o)) => Some((str_of(o, "event")?, o)),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::json::parse;
 
     fn msg(json: &str) -> Message {
-        Message::Json(parse(json.as_bytes()).unwrap())
+        let mut d = FrameDecoder::new();
+        d.feed(json.as_bytes());
+        d.feed(b"\n");
+        d.next_message().unwrap().unwrap()
     }
 
     #[test]
     fn responses_match_by_id_and_errors_carry_code_and_message() {
         assert!(response_for(&msg(r#"{"id":2,"ok":true}"#), 1).is_none());
-        assert!(response_for(&msg(r#"{"event":"spawned","id":1}"#), 1).is_none());
+        let event = r#"{"event":"spawned","session":"a","gen":1,"pid":9,"id":1,"ok":true}"#;
+        assert!(response_for(&msg(event), 1).is_none());
         let ok = response_for(&msg(r#"{"id":1,"ok":true,"gen":4}"#), 1).unwrap();
         assert_eq!(u64_of(&ok.unwrap(), "gen"), Some(4));
         let e = response_for(

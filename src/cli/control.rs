@@ -8,38 +8,48 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{args, event_of, response_for, str_of, u64_of, ClientError, Connection};
+use super::client::{response_for, u64_of, ClientError, Connection};
 use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
-use super::duration::parse_duration;
-use super::run::millis;
-use super::signal_name::parse_signal;
-use super::wait::end_of_wait;
-use crate::proto::base64;
-use crate::proto::json::Object;
+use super::run::whole_millis;
+use super::wait::{describe, end_of_wait};
+use crate::core::Command;
+use crate::proto::duration::parse_duration;
+use crate::proto::event::{SessionState, WireEvent};
+use crate::proto::framing::Message;
+use crate::proto::request::{Op, Replay, Target};
+use crate::proto::signal_name::parse_signal;
 
-/// Raw bytes per `write` request from `send --stdin`: base64 makes them 4/3 larger, well
-/// inside the 1 MiB request line.
+/// Raw bytes per `write` request from `send --stdin`: the request carries them as base64
+/// at worst (4/3 larger), well inside the 1 MiB request line.
 const SEND_CHUNK: usize = 256 * 1024;
 
-fn target(m: &Matches<'_>) -> Result<(String, Object), CommandError> {
-    let session = session_arg(m)?;
-    let mut req = args([("session", session.as_str().into())]);
-    if let Some(gen) = gen_arg(m, "if-gen")? {
-        req.insert("if_gen", gen);
+/// The session and the `--if-gen` precondition.
+fn target(m: &Matches<'_>) -> Result<(String, Option<u64>), CommandError> {
+    Ok((session_arg(m)?, gen_arg(m, "if-gen")?))
+}
+
+fn subscribe(target: Target) -> Op {
+    Op::Subscribe {
+        target,
+        replay: Replay::Now,
     }
-    Ok((session, req))
 }
 
 /// `genward send NAME TEXT|--stdin|--eof`.
 pub fn send(m: &Matches<'_>, ctx: &Context) -> CommandResult {
-    let (_, mut req) = target(m)?;
+    let (session, mut if_gen) = target(m)?;
     if m.flag("eof") {
-        ctx.connect()?.request("close_input", req)?;
+        ctx.connect()?
+            .request(&Op::Core(Command::CloseInput { session, if_gen }))?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(text) = m.positional("TEXT") {
-        req.insert("data", text);
-        ctx.connect()?.request("write", req)?;
+        let bytes = text.as_bytes().to_vec();
+        ctx.connect()?.request(&Op::Core(Command::Write {
+            session,
+            if_gen,
+            bytes,
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
     if !m.flag("stdin") {
@@ -60,11 +70,13 @@ pub fn send(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(CommandError::Failed(format!("reading standard input: {e}"))),
         };
-        let mut chunk = req.clone();
-        chunk.insert("data_b64", base64::encode(&buf[..n]));
-        let resp = conn.request("write", chunk)?;
+        let resp = conn.request(&Op::Core(Command::Write {
+            session: session.clone(),
+            if_gen,
+            bytes: buf[..n].to_vec(),
+        }))?;
         if let Some(gen) = u64_of(&resp, "gen") {
-            req.insert("if_gen", gen);
+            if_gen = Some(gen);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -73,25 +85,28 @@ pub fn send(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 /// `genward stop NAME [--grace D]`: asks for the stop sequence and waits until the
 /// generation has ended; prints how it ended.
 pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
-    let (session, mut req) = target(m)?;
-    if let Some(grace) = m.value_with("grace", parse_duration)? {
-        req.insert("grace", millis(grace));
-    }
+    let (session, if_gen) = target(m)?;
+    let grace = m.value_with("grace", parse_duration)?.map(whole_millis);
     let mut conn = ctx.connect()?;
     // Subscribed first, so an `unkillable` report cannot slip past.
-    conn.request("subscribe", args([("session", session.as_str().into())]))?;
-    let Some(gen) = u64_of(&conn.request("stop", req)?, "gen") else {
+    conn.request(&subscribe(Target::Session(session.clone())))?;
+    let stop = Op::Core(Command::Stop {
+        session: session.clone(),
+        if_gen,
+        grace,
+    });
+    let Some(gen) = u64_of(&conn.request(&stop)?, "gen") else {
         eprintln!("genward: `{session}` was not running");
         return Ok(ExitCode::SUCCESS);
     };
-    let wait_id = conn.send(
-        "wait",
-        args([("session", session.as_str().into()), ("gen", gen.into())]),
-    )?;
+    let wait_id = conn.send(&Op::Wait {
+        session: session.clone(),
+        gen: Some(gen),
+    })?;
     loop {
         let msg = conn.next_message()?;
-        if let Some(("unkillable", ev)) = event_of(&msg) {
-            if u64_of(ev, "gen") == Some(gen) {
+        if let Message::Event(WireEvent::Unkillable { gen: g, .. }) = &msg {
+            if *g == gen {
                 return Err(CommandError::Failed(format!(
                     "{session} gen {gen} survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
                 )));
@@ -99,7 +114,7 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         }
         if let Some(resp) = response_for(&msg, wait_id) {
             let end = end_of_wait(&resp?)?;
-            println!("{session} gen {gen}: {}", end.describe());
+            println!("{session} gen {gen}: {}", describe(&end));
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -107,19 +122,24 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 
 /// `genward kill NAME [-s SIG]`.
 pub fn kill(m: &Matches<'_>, ctx: &Context) -> CommandResult {
-    let (_, mut req) = target(m)?;
-    let number = m
+    let (session, if_gen) = target(m)?;
+    let signal = m
         .value_with("signal", parse_signal)?
         .unwrap_or(libc::SIGTERM);
-    req.insert("signal", u64::try_from(number).unwrap_or(0));
-    ctx.connect()?.request("signal", req)?;
+    ctx.connect()?.request(&Op::Core(Command::Signal {
+        session,
+        if_gen,
+        signal,
+    }))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `genward restart NAME`: prints the new generation.
 pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
-    let (_, req) = target(m)?;
-    let resp = ctx.connect()?.request("restart", req)?;
+    let (session, if_gen) = target(m)?;
+    let resp = ctx
+        .connect()?
+        .request(&Op::Core(Command::Restart { session, if_gen }))?;
     match u64_of(&resp, "gen") {
         Some(gen) => println!("{gen}"),
         None => return Err(ClientError::Protocol("restart answered without `gen`".into()).into()),
@@ -133,21 +153,26 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let session = session_arg(m)?;
     let mut conn = ctx.connect()?;
     // Every session's events, because the session's own log goes away with it.
-    conn.request("subscribe", args([("all", true.into())]))?;
-    conn.request("remove", args([("session", session.as_str().into())]))?;
+    conn.request(&subscribe(Target::All))?;
+    conn.request(&Op::Core(Command::Remove {
+        session: session.clone(),
+    }))?;
     loop {
         let msg = conn.next_message()?;
-        match event_of(&msg) {
-            Some(("state", ev))
-                if str_of(ev, "session") == Some(&session)
-                    && str_of(ev, "state") == Some("removed") =>
-            {
-                return Ok(ExitCode::SUCCESS);
-            }
-            Some(("unkillable", ev)) if str_of(ev, "session") == Some(&session) => {
+        let Message::Event(ev) = &msg else {
+            continue;
+        };
+        if ev.session() != session {
+            continue;
+        }
+        match ev {
+            WireEvent::State {
+                state: SessionState::Removed,
+                ..
+            } => return Ok(ExitCode::SUCCESS),
+            WireEvent::Unkillable { gen, .. } => {
                 return Err(CommandError::Failed(format!(
-                    "{session} gen {} survived SIGKILL (stuck in the kernel?); the session stays until it ends",
-                    u64_of(ev, "gen").unwrap_or(0)
+                    "{session} gen {gen} survived SIGKILL (stuck in the kernel?); the session stays until it ends"
                 )));
             }
             _ => {}
@@ -159,7 +184,7 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 /// end of the connection closed).
 pub fn shutdown(_m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let mut conn: Connection = ctx.connect()?;
-    conn.request("shutdown", Object::new())?;
+    conn.request(&Op::Core(Command::Shutdown))?;
     loop {
         match conn.next_message() {
             Ok(_) => continue,

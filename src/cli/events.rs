@@ -5,73 +5,69 @@
 //! its bytes as `data_b64`.
 
 use super::args::Matches;
-use super::client::{args, event_of, str_of, u64_of};
 use super::dispatch::{write_stdout, CommandResult, Context};
-use super::wait::End;
+use super::wait::describe as describe_end;
 use crate::proto::base64;
-use crate::proto::framing::{Message, OutputHeader};
+use crate::proto::event::{OutputFrame, WireEvent};
+use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
+use crate::proto::request::{Op, Replay, Target};
 
 /// One line for people describing `msg`, without its newline.
 pub fn describe(msg: &Message) -> String {
-    match msg {
-        Message::Output { header, data } => format!(
-            "{} gen {}: {} bytes on {}",
-            header.session,
-            header.gen,
-            data.len(),
-            header.stream.as_str()
+    let ev = match msg {
+        Message::Event(ev) => ev,
+        Message::Response(_) => return String::from_utf8_lossy(&to_json(msg)).into_owned(),
+    };
+    let session = ev.session();
+    let gen = ev.gen().map_or_else(|| "-".into(), |g| g.to_string());
+    match ev {
+        WireEvent::Output(frame) => format!(
+            "{session} gen {gen}: {} bytes on {}",
+            frame.data.len(),
+            frame.stream.as_str()
         ),
-        Message::Json(v) => {
-            let Some((name, ev)) = event_of(msg) else {
-                return String::from_utf8_lossy(&v.to_bytes()).into_owned();
-            };
-            let session = str_of(ev, "session").unwrap_or("?");
-            let gen = u64_of(ev, "gen").map_or_else(|| "-".into(), |g| g.to_string());
-            match name {
-                "spawned" => format!(
-                    "{session} gen {gen}: spawned, pid {}",
-                    u64_of(ev, "pid").map_or_else(|| "?".into(), |p| p.to_string())
-                ),
-                "exited" | "spawn_failed" => match End::from_event(ev) {
-                    Some(end) => format!("{session} gen {gen}: {}", end.describe()),
-                    None => format!("{session} gen {gen}: {name}"),
-                },
-                "state" => format!(
-                    "{session}: {} (gen {gen})",
-                    str_of(ev, "state").unwrap_or("?")
-                ),
-                "unkillable" => {
-                    format!("{session} gen {gen}: unkillable (alive after SIGKILL; still tracked)")
-                }
-                "dropped" => format!(
-                    "{session}: output bytes {}..{} dropped (this reader fell behind)",
-                    u64_of(ev, "from").unwrap_or(0),
-                    u64_of(ev, "to").unwrap_or(0)
-                ),
-                _ => String::from_utf8_lossy(&v.to_bytes()).into_owned(),
-            }
+        WireEvent::Spawned { pid, .. } => format!("{session} gen {gen}: spawned, pid {pid}"),
+        WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. } => match ev.end() {
+            Some(end) => format!("{session} gen {gen}: {}", describe_end(&end)),
+            None => format!("{session} gen {gen}: {}", ev.name()),
+        },
+        WireEvent::State { state, .. } => format!("{session}: {} (gen {gen})", state.as_str()),
+        WireEvent::Unkillable { .. } => {
+            format!("{session} gen {gen}: unkillable (alive after SIGKILL; still tracked)")
+        }
+        WireEvent::InputClosed { .. } => format!("{session} gen {gen}: input closed"),
+        WireEvent::Dropped { from, to, .. } => {
+            format!("{session}: output bytes {from}..{to} dropped (this reader fell behind)")
         }
     }
 }
 
-/// `msg` as one JSON line, without its newline.
+/// `msg` as one JSON line, without its newline: an event as the daemon wrote it (an
+/// output frame with its payload as `data_b64`), a response as received.
 pub fn to_json(msg: &Message) -> Vec<u8> {
     match msg {
-        Message::Json(v) => v.to_bytes(),
-        Message::Output { header, data } => output_json(header, data).to_bytes(),
+        Message::Event(WireEvent::Output(frame)) => output_json(frame).to_bytes(),
+        Message::Event(ev) => {
+            let mut line = Vec::new();
+            ev.write(&mut line);
+            line.pop();
+            line
+        }
+        Message::Response(obj) => Value::Object(obj.clone()).to_bytes(),
     }
 }
 
-fn output_json(header: &OutputHeader, data: &[u8]) -> Value {
+fn output_json(frame: &OutputFrame<'_>) -> Value {
     let mut o = Object::new();
     o.insert("event", "output");
-    o.insert("session", header.session.as_str());
-    o.insert("gen", header.gen);
-    o.insert("stream", header.stream.as_str());
-    o.insert("offset", header.offset);
-    o.insert("len", data.len() as u64);
-    o.insert("data_b64", base64::encode(data));
+    o.insert("session", &*frame.session);
+    o.insert("gen", frame.gen);
+    o.insert("stream", frame.stream.as_str());
+    o.insert("offset", frame.offset);
+    o.insert("pos", frame.pos);
+    o.insert("len", frame.data.len() as u64);
+    o.insert("data_b64", base64::encode(&frame.data));
     Value::Object(o)
 }
 
@@ -79,7 +75,10 @@ fn output_json(header: &OutputHeader, data: &[u8]) -> Value {
 pub fn events(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let json = m.flag("json");
     let mut conn = ctx.connect()?;
-    conn.request("subscribe", args([("all", true.into())]))?;
+    conn.request(&Op::Subscribe {
+        target: Target::All,
+        replay: Replay::Now,
+    })?;
     loop {
         let msg = conn.next_message()?;
         let mut line = if json {
@@ -109,7 +108,8 @@ mod tests {
             b"{\"event\":\"spawned\",\"session\":\"web\",\"gen\":3,\"pid\":77}\n\
               {\"event\":\"output\",\"session\":\"web\",\"gen\":3,\"stream\":\"stdout\",\"offset\":0,\"pos\":0,\"len\":3}\nhi\xff\n\
               {\"event\":\"exited\",\"session\":\"web\",\"gen\":3,\"code\":143,\"signal\":\"SIGTERM\",\"cause\":\"superseded\",\"discarded\":0,\"truncated\":false}\n\
-              {\"event\":\"state\",\"session\":\"web\",\"gen\":null,\"state\":\"stopped\"}\n",
+              {\"event\":\"state\",\"session\":\"web\",\"gen\":null,\"state\":\"stopped\"}\n\
+              {\"event\":\"exited\",\"session\":\"web\",\"gen\":4,\"code\":null,\"signal\":null,\"cause\":\"lost\",\"discarded\":0,\"truncated\":false}\n",
         );
         let lines: Vec<String> = msgs.iter().map(describe).collect();
         assert_eq!(
@@ -119,11 +119,16 @@ mod tests {
                 "web gen 3: 3 bytes on stdout",
                 "web gen 3: exit 143 (SIGTERM, superseded)",
                 "web: stopped (gen -)",
+                "web gen 4: lost (exit status unknown)",
             ]
         );
         assert_eq!(
+            String::from_utf8(to_json(&msgs[2])).unwrap(),
+            r#"{"event":"exited","session":"web","gen":3,"code":143,"signal":"SIGTERM","cause":"superseded","discarded":0,"truncated":false}"#
+        );
+        assert_eq!(
             String::from_utf8(to_json(&msgs[1])).unwrap(),
-            r#"{"event":"output","session":"web","gen":3,"stream":"stdout","offset":0,"len":3,"data_b64":"aGn/"}"#
+            r#"{"event":"output","session":"web","gen":3,"stream":"stdout","offset":0,"pos":0,"len":3,"data_b64":"aGn/"}"#
         );
     }
 }

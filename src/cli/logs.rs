@@ -11,9 +11,12 @@
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{args, event_of, response_for, u64_of};
+use super::client::response_for;
 use super::dispatch::{gen_arg, session_arg, write_stderr, write_stdout, CommandResult, Context};
-use crate::proto::framing::{Message, OutputStream};
+use crate::core::Command;
+use crate::proto::event::{Stream, WireEvent};
+use crate::proto::framing::Message;
+use crate::proto::request::{Op, Replay, Target};
 
 /// `genward logs`.
 pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
@@ -21,16 +24,14 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let only = gen_arg(m, "gen")?;
     let follow = m.flag("follow");
     let mut conn = ctx.connect()?;
-    let mut sub = args([("session", session.as_str().into())]);
-    match only {
-        Some(gen) => sub.insert("from_gen", gen),
-        None => sub.insert("from_start", true),
-    }
-    conn.request("subscribe", sub)?;
+    conn.request(&Op::Subscribe {
+        target: Target::Session(session.clone()),
+        replay: only.map_or(Replay::Start, Replay::Gen),
+    })?;
     let marker = if follow {
         None
     } else {
-        Some(conn.send("get", args([("session", session.as_str().into())]))?)
+        Some(conn.send(&Op::Core(Command::Get { session }))?)
     };
     loop {
         let msg = conn.next_message()?;
@@ -40,31 +41,28 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             }
         }
         match &msg {
-            Message::Output { header, data } => {
-                if only.is_some_and(|g| g != header.gen) {
+            Message::Event(WireEvent::Output(frame)) => {
+                if only.is_some_and(|g| g != frame.gen) {
                     continue;
                 }
-                match header.stream {
-                    OutputStream::Stderr => write_stderr(data)?,
-                    OutputStream::Stdout | OutputStream::Pty => write_stdout(data)?,
+                match frame.stream {
+                    Stream::Stderr => write_stderr(&frame.data)?,
+                    Stream::Stdout | Stream::Pty => write_stdout(&frame.data)?,
                 }
             }
-            Message::Json(_) => match event_of(&msg) {
-                Some(("dropped", ev)) => {
-                    let (from, to) = (u64_of(ev, "from"), u64_of(ev, "to"));
-                    let n = to.unwrap_or(0).saturating_sub(from.unwrap_or(0));
-                    write_stderr(
-                        format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
-                    )?;
-                }
-                Some(("exited" | "spawn_failed", ev))
-                    if follow && only.is_some() && u64_of(ev, "gen") == only =>
-                {
-                    // Nothing follows a generation's end.
-                    return Ok(ExitCode::SUCCESS);
-                }
-                _ => {}
-            },
+            Message::Event(WireEvent::Dropped { from, to, .. }) => {
+                let n = to.saturating_sub(*from);
+                write_stderr(
+                    format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
+                )?;
+            }
+            Message::Event(ev @ (WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. }))
+                if follow && only.is_some() && ev.gen() == only =>
+            {
+                // Nothing follows a generation's end.
+                return Ok(ExitCode::SUCCESS);
+            }
+            _ => {}
         }
     }
 }

@@ -11,10 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::args::Matches;
 use super::client::{str_of, u64_of, ClientError};
 use super::dispatch::{write_stdout, CommandResult, Context};
-use super::duration::format_compact;
 use super::table::{render, Column};
-use super::wait::End;
+use super::wait::describe;
+use crate::core::Command;
+use crate::proto::duration::format_compact;
+use crate::proto::event::End;
 use crate::proto::json::{Object, Value};
+use crate::proto::request::Op;
 
 const COLUMNS: [Column<'static>; 6] = [
     Column::left("SESSION"),
@@ -101,16 +104,16 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
 /// `gen 3: exit 143 (SIGTERM, stopped)`.
 fn last_end(end: &Object) -> String {
     let gen = u64_of(end, "gen").map_or_else(|| "?".into(), |g| g.to_string());
-    match End::from_last_end(end) {
-        Some(e) => format!("gen {gen}: {}", e.describe()),
-        None => format!("gen {gen}: ?"),
+    match End::decode(end) {
+        Ok(e) => format!("gen {gen}: {}", describe(&e)),
+        Err(_) => format!("gen {gen}: ?"),
     }
 }
 
 /// `genward ls`.
 pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let mut conn = ctx.connect()?;
-    let resp = conn.request("list", Object::new())?;
+    let resp = conn.request(&Op::Core(Command::List))?;
     let sessions = resp
         .get("sessions")
         .and_then(Value::as_array)

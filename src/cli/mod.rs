@@ -1,7 +1,8 @@
 //! The client side of genward: argument parsing and the pure pieces the commands share.
 //!
-//! The pure pieces (argument parsing, durations, signal names, tables, detach keys, exit
-//! statuses) are independent of the daemon and tested on their own. The commands build on
+//! The pure pieces (argument parsing, tables, detach keys, exit statuses) are independent
+//! of the daemon and tested on their own; durations and signal names are part of the wire
+//! format and live in [`crate::proto`], so the command line and the daemon read them alike. The commands build on
 //! them: [`client`] is the connection to the daemon, [`dispatch`] runs a parsed command,
 //! and each command (or small group) has its own module.
 
@@ -12,12 +13,10 @@ pub mod commands;
 pub mod control;
 pub mod detach_key;
 pub mod dispatch;
-pub mod duration;
 pub mod events;
 pub mod exit_status;
 pub mod logs;
 pub mod ls;
 pub mod run;
-pub mod signal_name;
 pub mod table;
 pub mod wait;

@@ -7,96 +7,113 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use super::args::Matches;
 use super::client::{u64_of, ClientError};
 use super::dispatch::{session_arg, CommandError, CommandResult, Context};
-use super::duration::parse_duration;
-use crate::proto::json::{Object, Value};
+use crate::core::{Command, IoMode, OnBusy, Restart, RestartPolicy, Spec};
+use crate::proto::duration::parse_duration;
+use crate::proto::request::Op;
 use crate::sys::terminal::window_size;
 
-/// Builds the `spawn` request's arguments from the command line.
-pub fn spawn_args(m: &Matches<'_>, cwd_now: &Path) -> Result<Object, CommandError> {
+/// Builds the `spawn` request from the command line.
+pub fn spawn_op(m: &Matches<'_>, cwd_now: &Path) -> Result<Op, CommandError> {
     let session = session_arg(m)?;
-    let mut args = Object::new();
-    args.insert("session", session);
     let argv = m.trailing().unwrap_or_default();
-    args.insert(
-        "argv",
-        Value::Array(argv.iter().map(|a| Value::from(a.as_str())).collect()),
-    );
+    let mut spec = Spec::new(argv.iter().map(|a| a.as_bytes().to_vec()).collect());
     let cwd = match m.value("cwd") {
         Some(dir) => cwd_now.join(dir),
         None => cwd_now.to_path_buf(),
     };
     let cwd = cwd
         .to_str()
-        .ok_or_else(|| m.invalid("--cwd", &cwd.to_string_lossy(), "not valid UTF-8"))?
-        .to_string();
-    args.insert("cwd", cwd);
+        .ok_or_else(|| m.invalid("--cwd", &cwd.to_string_lossy(), "not valid UTF-8"))?;
+    spec.cwd = Some(cwd.as_bytes().to_vec());
 
-    let mut env = Object::new();
     for kv in m.values("env") {
         let Some((k, v)) = kv.split_once('=').filter(|(k, _)| !k.is_empty()) else {
             return Err(m
                 .invalid("--env", kv, "expected NAME=VALUE, e.g. --env PORT=8080")
                 .into());
         };
-        env.insert(k, v);
+        set_env(&mut spec, k, v);
     }
     let pty = m.flag("pty");
-    if pty && env.get("TERM").is_none() {
+    if pty && !spec.env.set.iter().any(|(k, _)| k == b"TERM") {
         if let Some(term) = std::env::var("TERM").ok().filter(|t| !t.is_empty()) {
-            env.insert("TERM", term);
+            set_env(&mut spec, "TERM", &term);
         }
-    }
-    if !env.is_empty() {
-        args.insert("env", env);
     }
     if pty {
-        match window_size(std::io::stdin()) {
-            Ok(ws) if ws.rows > 0 && ws.cols > 0 => {
-                let mut size = Object::new();
-                size.insert("rows", u64::from(ws.rows));
-                size.insert("cols", u64::from(ws.cols));
-                args.insert("pty", size);
-            }
-            _ => args.insert("pty", true),
-        }
+        spec.io = match window_size(std::io::stdin()) {
+            Ok(ws) if ws.rows > 0 && ws.cols > 0 => IoMode::Pty {
+                rows: ws.rows,
+                cols: ws.cols,
+            },
+            // The protocol's default size.
+            _ => IoMode::Pty { rows: 24, cols: 80 },
+        };
     }
-    for mode in ["replace", "overlap", "reject"] {
-        if m.flag(mode) {
-            args.insert("on_busy", mode);
+    let mut on_busy = OnBusy::default();
+    for (flag, mode) in [
+        ("replace", OnBusy::Replace),
+        ("overlap", OnBusy::Overlap),
+        ("reject", OnBusy::Reject),
+    ] {
+        if m.flag(flag) {
+            on_busy = mode;
         }
     }
     if let Some(policy) = m.value("restart") {
-        if !["never", "on-failure", "always"].contains(&policy) {
-            return Err(m
-                .invalid("--restart", policy, "expected never, on-failure or always")
-                .into());
-        }
-        let mut restart = Object::new();
-        restart.insert("mode", policy);
-        args.insert("restart", restart);
+        let mode = match policy {
+            "never" => Restart::Never,
+            "on-failure" => Restart::OnFailure,
+            "always" => Restart::Always,
+            _ => {
+                return Err(m
+                    .invalid("--restart", policy, "expected never, on-failure or always")
+                    .into())
+            }
+        };
+        spec.restart = RestartPolicy {
+            mode,
+            ..RestartPolicy::default()
+        };
     }
     if let Some(grace) = m.value_with("grace", parse_duration)? {
-        args.insert("grace", millis(grace));
+        spec.grace = whole_millis(grace);
     }
-    Ok(args)
+    Ok(Op::Core(Command::Spawn {
+        session,
+        spec: Box::new(spec),
+        on_busy,
+    }))
 }
 
-/// A duration as the protocol's integer milliseconds (rounded up, so `1us` is not zero).
-pub fn millis(d: std::time::Duration) -> u64 {
+/// Sets `key` to `value`, replacing an earlier `--env` of the same key in place (a request
+/// cannot carry a key twice; the last one given wins, as in a shell).
+fn set_env(spec: &mut Spec, key: &str, value: &str) {
+    let value = value.as_bytes().to_vec();
+    match spec.env.set.iter_mut().find(|(k, _)| k == key.as_bytes()) {
+        Some((_, v)) => *v = value,
+        None => spec.env.set.push((key.as_bytes().to_vec(), value)),
+    }
+}
+
+/// A duration rounded up to whole milliseconds (so `1us` is not zero): the protocol's
+/// plainest unit, and what `--grace` has always sent.
+pub fn whole_millis(d: Duration) -> Duration {
     let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
-    u64::try_from(ms).unwrap_or(u64::MAX)
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
 /// `genward run`.
 pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let args = spawn_args(m, &here)?;
+    let op = spawn_op(m, &here)?;
     let mut conn = ctx.connect()?;
-    let resp = conn.request("spawn", args)?;
+    let resp = conn.request(&op)?;
     let gen = u64_of(&resp, "gen")
         .ok_or_else(|| ClientError::Protocol("spawn answered without `gen`".into()))?;
     println!("{gen}");
@@ -108,15 +125,25 @@ mod tests {
     use super::*;
     use crate::cli::args::{parse, Outcome};
     use crate::cli::commands::RUN;
+    use crate::proto::envelope::RequestId;
+    use crate::proto::json::{parse as parse_json, Value};
+    use crate::proto::request::encode;
 
     fn spawn(words: &[&str]) -> Result<String, String> {
         let words: Vec<String> = words.iter().map(|s| s.to_string()).collect();
         let Ok(Outcome::Args(m)) = parse(&RUN, &words) else {
             panic!("{words:?} does not parse")
         };
-        spawn_args(&m, Path::new("/home/u"))
-            .map(|o| String::from_utf8(Value::Object(o).to_bytes()).unwrap())
-            .map_err(|e| e.to_string())
+        // The request's arguments, as the daemon sees them after `id` and `op`.
+        let op = spawn_op(&m, Path::new("/home/u")).map_err(|e| e.to_string())?;
+        let mut line = Vec::new();
+        encode(&RequestId::Null, &op, &mut line).unwrap();
+        let Value::Object(mut args) = parse_json(&line[..line.len() - 1]).unwrap() else {
+            panic!("a request is an object")
+        };
+        args.remove("id");
+        args.remove("op");
+        Ok(String::from_utf8(Value::Object(args).to_bytes()).unwrap())
     }
 
     #[test]

@@ -14,16 +14,16 @@ use mio::net::UnixListener;
 use mio::{Interest, Poll, Registry};
 
 use super::client::{Client, Deferred, Line, Received};
-use super::encode::{self, Clock};
 use super::listener::{refuse, PeerPolicy};
 use super::logs::Logs;
-use super::request::{self, Op, Replay, Target};
 use super::subscriptions::{start_cursor, Subscriptions};
 use super::token::Source;
 use crate::core::{Error as CoreError, Response, WaitFor};
+use crate::proto::encode::{self, Clock};
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
+use crate::proto::request::{self, Op, Replay, Target};
 
 /// How long an exiting daemon keeps writing to clients that are still reading.
 const EXIT_FLUSH: Duration = Duration::from_secs(1);

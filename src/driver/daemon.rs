@@ -16,19 +16,19 @@ use mio::{Events, Interest, Poll, Token};
 use super::children::{Children, LeaderState, Read};
 use super::clients::{ClientLimits, Clients, Hello, Next};
 use super::config::DaemonConfig;
-use super::encode;
 use super::groups::GroupWatch;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
 use super::ready::notify_ready;
-use super::request::{Op, Target};
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
 use crate::core::{
     Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Stream, Time,
 };
+use crate::proto::encode;
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
+use crate::proto::request::{Op, Target};
 use crate::store::lease::Lease;
 use crate::store::state_dir::ensure_private_dir;
 use crate::sys::process::ReaperMode;
@@ -439,10 +439,6 @@ impl Daemon {
             Op::Wait { session, gen } => {
                 let target = self.core.wait_for(&session, gen);
                 self.clients.wait(id, rid, target);
-            }
-            Op::Shutdown => {
-                self.clients.send_ok(id, &rid);
-                self.shutdown();
             }
         }
     }

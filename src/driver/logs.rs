@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::encode;
 use super::ring::Ring;
 use crate::core::{Event, Stream};
+use crate::proto::encode;
 
 /// Default per-session log capacity until a spawn says otherwise.
 pub const DEFAULT_LOG_BYTES: usize = 1 << 20;
@@ -56,7 +56,7 @@ impl Logs {
         encode::output_frame(
             session,
             gen,
-            stream.as_str(),
+            stream,
             offset,
             ring.end_pos(),
             data,

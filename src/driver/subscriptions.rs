@@ -13,10 +13,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::encode;
 use super::outbox::Outbox;
-use super::request::Replay;
 use super::ring::{Lookup, Ring};
+use crate::proto::encode;
+use crate::proto::request::Replay;
 
 /// A subscriber's position in one session's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

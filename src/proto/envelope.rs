@@ -1,5 +1,4 @@
-//! The request envelope (`id`, `op`, arguments), the success response line and the start
-//! of an event line.
+//! The request envelope (`id`, `op`, arguments) and the success response line.
 //!
 //! A request is one JSON object per line: `{"id": 1, "op": "get", "session": "web"}`.
 //! `id` is optional, a non-negative integer or a string of at most
@@ -109,22 +108,6 @@ pub fn begin_ok_response<'a>(id: &RequestId, out: &'a mut Vec<u8>) -> ObjWriter<
     w
 }
 
-/// Starts an event line `{"event":..,"session":..,"gen":..` and returns the writer for
-/// the event's own members; finish it with [`ObjWriter::finish`] and a `b'\n'`. Output
-/// events are written with [`write_output_frame`](super::framing::write_output_frame).
-pub fn begin_event<'a>(
-    event: &str,
-    session: &str,
-    gen: u64,
-    out: &'a mut Vec<u8>,
-) -> ObjWriter<'a> {
-    let mut w = ObjWriter::new(out);
-    w.str("event", event)
-        .str("session", session)
-        .u64("gen", gen);
-    w
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,18 +133,6 @@ mod tests {
         let mut out = Vec::new();
         begin_ok_response(&r.id, &mut out).finish();
         assert_eq!(out, br#"{"id":null,"ok":true}"#);
-    }
-
-    #[test]
-    fn event_lines_lead_with_event_session_and_gen() {
-        let mut out = Vec::new();
-        let mut w = begin_event("exited", "web", 3, &mut out);
-        w.i64("code", 143).str("cause", "superseded");
-        w.finish();
-        assert_eq!(
-            out,
-            br#"{"event":"exited","session":"web","gen":3,"code":143,"cause":"superseded"}"#
-        );
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //!
 //! - [`LineSplitter`] cuts a client's incoming byte stream into lines with bounded memory;
 //!   an over-long line is reported once and skipped, and the connection goes on.
-//! - [`write_output_frame`] writes an output event: a JSON header line announcing `len`,
-//!   then exactly `len` raw bytes, then `\n`. Raw bytes cost nothing to encode and need no
+//! - [`OutputFrame`] writes an output event: a JSON header line announcing `len`, then
+//!   exactly `len` raw bytes, then `\n`. Raw bytes cost nothing to encode and need no
 //!   UTF-8, so output reaches clients byte-exact at pipe speed.
 //! - [`FrameDecoder`] is the client side: it reassembles lines and output frames from
-//!   arbitrary chunks.
+//!   arbitrary chunks and reads each as a response or a typed
+//!   [`WireEvent`](super::event::WireEvent).
 
 mod decode;
 mod lines;
@@ -15,10 +16,7 @@ mod output;
 
 pub use decode::{FrameDecoder, FrameError, Message};
 pub use lines::{LineSplitter, LineTooLong};
-pub use output::{
-    write_output_frame, write_output_header, OutputFrame, OutputHeader, OutputStream,
-    MAX_OUTPUT_PAYLOAD, OUTPUT_TRAILER,
-};
+pub use output::{OutputFrame, MAX_OUTPUT_PAYLOAD, OUTPUT_TRAILER};
 
 /// The default longest line, in bytes without its newline: 1 MiB.
 pub const MAX_LINE: usize = 1 << 20;

@@ -252,7 +252,7 @@ fn parse_short_cluster<'a>(
 fn whole_word_suggestion(spec: &CommandSpec, word: &str) -> Option<String> {
     let signal_option = spec.options.iter().find(|o| o.meta() == Some("SIGNAL"));
     if let Some(short) = signal_option.and_then(|o| o.short) {
-        if crate::cli::signal_name::parse_signal(word).is_ok() {
+        if crate::proto::signal_name::parse_signal(word).is_ok() {
             return Some(format!("-{short} {word}"));
         }
     }

@@ -402,7 +402,7 @@ fn help_wins_before_dashdash_only() {
 fn value_with_names_option_and_value() {
     let m = ok(&RUN, &["web", "--grace", "5x", "--", "x"]);
     let e = m
-        .value_with("grace", crate::cli::duration::parse_duration)
+        .value_with("grace", crate::proto::duration::parse_duration)
         .unwrap_err();
     assert_eq!(e.command, "genward run");
     assert!(
@@ -412,7 +412,7 @@ fn value_with_names_option_and_value() {
     );
     let m = ok(&RUN, &["web", "--grace", "1m", "--", "x"]);
     assert_eq!(
-        m.value_with("grace", crate::cli::duration::parse_duration),
+        m.value_with("grace", crate::proto::duration::parse_duration),
         Ok(Some(std::time::Duration::from_secs(60)))
     );
     assert_eq!(m.value_with("cwd", |s| s.parse::<u8>()), Ok(None));

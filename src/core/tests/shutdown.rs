@@ -45,7 +45,7 @@ fn a_shorter_second_grace_brings_the_kill_forward_and_a_longer_one_never_delays_
 }
 
 #[test]
-fn stop_all_reaches_superseded_generations_and_cancels_restarts() {
+fn shutdown_reaches_superseded_generations_and_cancels_restarts() {
     let mut h = Harness::new();
     let mut stubborn = spec();
     stubborn.grace = Duration::from_secs(60);

@@ -1,32 +1,34 @@
-//! The client-side decoder: JSON lines and output frames from arbitrary chunks.
+//! The client-side decoder: responses, events and output frames from arbitrary chunks.
 
 use std::fmt;
 
-use super::super::json::{parse_with, FieldError, Limits, ParseError, Value};
-use super::output::{OutputHeader, MAX_OUTPUT_PAYLOAD};
+use super::output::{OutputFrame, MAX_OUTPUT_PAYLOAD};
 use super::MAX_LINE;
+use crate::proto::event::{EventError, WireEvent};
+use crate::proto::json::{parse_with, FieldError, Limits, Object, ParseError, Value};
 
 /// One message from the daemon.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    /// A response or an event other than output.
-    Json(Value),
-    /// An output frame: its header and its payload, byte-exact.
-    Output {
-        /// The decoded header.
-        header: OutputHeader,
-        /// The raw bytes.
-        data: Vec<u8>,
-    },
+    /// A response (an object with `ok`), matched to its request by `id`.
+    Response(Object),
+    /// An event; output arrives as [`WireEvent::Output`], its payload byte-exact.
+    Event(WireEvent<'static>),
 }
 
-/// Why decoding failed. Only [`FrameError::BadJson`] leaves the decoder usable: every
-/// other error means the stream can no longer be followed, and the decoder yields
-/// nothing more.
+/// Why decoding failed. [`FrameError::BadJson`], [`FrameError::BadEvent`] and
+/// [`FrameError::NotAMessage`] concern one line, which was skipped, and leave the decoder
+/// usable; every other error means the stream can no longer be followed, and the decoder
+/// yields nothing more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameError {
     /// A line did not parse; it was skipped.
     BadJson(ParseError),
+    /// An event line could not be decoded; it was skipped.
+    BadEvent(EventError),
+    /// A line that is neither a response nor an event (the text says what it is); it was
+    /// skipped.
+    NotAMessage(&'static str),
     /// No newline within the line limit.
     LineTooLong {
         /// The limit in force.
@@ -49,6 +51,10 @@ impl fmt::Display for FrameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FrameError::BadJson(e) => write!(f, "invalid JSON line: {e}"),
+            FrameError::BadEvent(e) => write!(f, "bad event: {e}"),
+            FrameError::NotAMessage(what) => {
+                write!(f, "a line that is neither a response nor an event: {what}")
+            }
             FrameError::LineTooLong { limit } => write!(f, "line longer than {limit} bytes"),
             FrameError::BadHeader(e) => write!(f, "bad output header: {e}"),
             FrameError::PayloadTooLong { len, limit } => {
@@ -64,7 +70,10 @@ impl std::error::Error for FrameError {}
 #[derive(Debug)]
 enum State {
     Line,
-    Payload { header: OutputHeader, len: usize },
+    Payload {
+        frame: OutputFrame<'static>,
+        len: usize,
+    },
     Failed,
 }
 
@@ -73,14 +82,15 @@ enum State {
 /// # Examples
 ///
 /// ```
+/// use genward::proto::event::WireEvent;
 /// use genward::proto::framing::{FrameDecoder, Message};
 ///
 /// let mut d = FrameDecoder::new();
 /// d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"pty\",");
 /// assert!(d.next_message().is_none());
-/// d.feed(b"\"offset\":0,\"len\":2}\n\xff\xfe\n");
-/// let Some(Ok(Message::Output { data, .. })) = d.next_message() else { panic!() };
-/// assert_eq!(data, b"\xff\xfe");
+/// d.feed(b"\"offset\":0,\"pos\":0,\"len\":2}\n\xff\xfe\n");
+/// let Some(Ok(Message::Event(WireEvent::Output(frame)))) = d.next_message() else { panic!() };
+/// assert_eq!(&frame.data[..], b"\xff\xfe");
 /// ```
 #[derive(Debug)]
 pub struct FrameDecoder {
@@ -148,17 +158,17 @@ impl FrameDecoder {
                     self.state = State::Failed;
                     return None;
                 }
-                State::Payload { header, len } => {
+                State::Payload { mut frame, len } => {
                     if self.buffered() <= len {
-                        self.state = State::Payload { header, len };
+                        self.state = State::Payload { frame, len };
                         return None;
                     }
-                    let data = self.buf[self.start..self.start + len].to_vec();
                     if self.buf[self.start + len] != b'\n' {
                         return Some(Err(self.fail(FrameError::MissingTrailer)));
                     }
+                    frame.data = self.buf[self.start..self.start + len].to_vec().into();
                     self.start += len + 1;
-                    return Some(Ok(Message::Output { header, data }));
+                    return Some(Ok(Message::Event(WireEvent::Output(frame))));
                 }
                 State::Line => {
                     let pending = &self.buf[self.start..];
@@ -179,21 +189,32 @@ impl FrameDecoder {
                         Ok(v) => v,
                         Err(e) => return Some(Err(FrameError::BadJson(e))),
                     };
-                    let header = match &value {
-                        Value::Object(o)
-                            if o.get("event").and_then(Value::as_str) == Some("output") =>
-                        {
-                            OutputHeader::from_object(o)
-                        }
-                        _ => return Some(Ok(Message::Json(value))),
+                    let obj = match value {
+                        Value::Object(o) => o,
+                        _ => return Some(Err(FrameError::NotAMessage("not an object"))),
                     };
-                    let (header, len) = match header {
+                    let header = match obj.get("event") {
+                        Some(Value::Str(name)) if name == "output" => {
+                            OutputFrame::read_header(&obj)
+                        }
+                        Some(_) => {
+                            let event = WireEvent::decode(&obj);
+                            return Some(event.map(Message::Event).map_err(FrameError::BadEvent));
+                        }
+                        None if obj.get("ok").is_some() => return Some(Ok(Message::Response(obj))),
+                        None => {
+                            return Some(Err(FrameError::NotAMessage(
+                                "an object without `event` or `ok`",
+                            )))
+                        }
+                    };
+                    let (frame, len) = match header {
                         Ok(h) => h,
                         Err(e) => return Some(Err(self.fail(FrameError::BadHeader(e)))),
                     };
                     match usize::try_from(len) {
                         Ok(len) if len <= self.max_payload => {
-                            self.state = State::Payload { header, len };
+                            self.state = State::Payload { frame, len };
                         }
                         _ => {
                             let limit = self.max_payload;
@@ -216,35 +237,54 @@ impl FrameDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::framing::{write_output_frame, OutputFrame, OutputStream};
+    use crate::core::Stream;
 
     fn frame(data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         let f = OutputFrame {
-            session: "a",
+            session: "a".into(),
             gen: 2,
-            stream: OutputStream::Stderr,
+            stream: Stream::Stderr,
             offset: 7,
+            pos: 70,
+            data: data.into(),
         };
-        write_output_frame(&f, data, &mut out);
+        f.write(&mut out);
         out
     }
 
     #[test]
-    fn a_bad_json_line_is_skipped_and_decoding_goes_on() {
+    fn a_bad_line_is_skipped_and_decoding_goes_on() {
         let mut d = FrameDecoder::new();
-        d.feed(b"{oops}\n{\"id\":1,\"ok\":true}\n");
+        d.feed(b"{oops}\n[1]\n{\"id\":2}\n{\"event\":\"spawned\",\"session\":\"a\"}\n");
+        d.feed(b"{\"event\":\"later\"}\n{\"id\":1,\"ok\":true}\n");
         assert!(matches!(
             d.next_message(),
             Some(Err(FrameError::BadJson(_)))
         ));
-        let Some(Ok(Message::Json(v))) = d.next_message() else {
-            panic!("no message")
+        assert_eq!(
+            d.next_message(),
+            Some(Err(FrameError::NotAMessage("not an object")))
+        );
+        assert!(matches!(
+            d.next_message(),
+            Some(Err(FrameError::NotAMessage(_)))
+        ));
+        let Some(Err(e)) = d.next_message() else {
+            panic!("a bad event decoded")
         };
         assert_eq!(
-            v.as_object().and_then(|o| o.get("id")),
-            Some(&Value::from(1u64))
+            e.to_string(),
+            "bad event: `spawned` event: field `gen`: missing"
         );
+        let Some(Err(FrameError::BadEvent(EventError::Unknown(name)))) = d.next_message() else {
+            panic!("an unknown event decoded")
+        };
+        assert_eq!(name, "later");
+        let Some(Ok(Message::Response(obj))) = d.next_message() else {
+            panic!("no message")
+        };
+        assert_eq!(obj.get("id"), Some(&Value::from(1u64)));
         assert!(d.next_message().is_none());
         assert!(!d.is_failed());
     }
@@ -264,7 +304,7 @@ mod tests {
     #[test]
     fn header_errors_and_limits_are_fatal() {
         let mut d = FrameDecoder::new();
-        d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"stdout\",\"offset\":0}\n");
+        d.feed(b"{\"event\":\"output\",\"session\":\"s\",\"gen\":1,\"stream\":\"stdout\",\"offset\":0,\"pos\":0}\n");
         let Some(Err(FrameError::BadHeader(e))) = d.next_message() else {
             panic!()
         };
@@ -290,13 +330,13 @@ mod tests {
     fn an_empty_payload_is_a_frame() {
         let mut d = FrameDecoder::new();
         d.feed(&frame(b""));
-        let Some(Ok(Message::Output { header, data })) = d.next_message() else {
+        let Some(Ok(Message::Event(WireEvent::Output(frame)))) = d.next_message() else {
             panic!()
         };
-        assert!(data.is_empty());
+        assert!(frame.data.is_empty());
         assert_eq!(
-            (header.gen, header.offset, header.stream),
-            (2, 7, OutputStream::Stderr)
+            (frame.gen, frame.offset, frame.pos, frame.stream),
+            (2, 7, 70, Stream::Stderr)
         );
     }
 }

@@ -1,4 +1,7 @@
-//! Human durations on the command line: `5s`, `500ms`, `1m30s`, `1.5s`, `2h`, plain `5`.
+//! Durations as people write them: `5s`, `500ms`, `1m30s`, `1.5s`, `2h`, plain `5`.
+//!
+//! Part of the wire format (a request's `grace`, `drain`, ... may be such a string) and
+//! of the command line (`--grace 1.5s`), so both read a duration the same way.
 //!
 //! Parsing is exact integer arithmetic on nanoseconds (no floating point), so `0.1s` is
 //! exactly 100ms and a huge value is reported as too large instead of silently wrapping
@@ -6,6 +9,8 @@
 
 use std::fmt;
 use std::time::Duration;
+
+use crate::proto::json::{write_str, write_u64};
 
 const NS_PER_SEC: u128 = 1_000_000_000;
 
@@ -85,7 +90,7 @@ impl std::error::Error for DurationError {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use genward::cli::duration::parse_duration;
+/// use genward::proto::duration::parse_duration;
 /// assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
 /// ```
@@ -175,6 +180,38 @@ fn scaled(int: &str, frac: &str, scale: u128) -> Option<u128> {
     whole
         .checked_mul(scale)?
         .checked_add(numerator * scale / denominator)
+}
+
+/// Appends `d` as a request writes a duration: integer milliseconds when that is exact
+/// (what people and other clients write, and what older clients sent), else a string
+/// exact to the nanosecond, so a decoded duration always encodes back to itself.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use genward::proto::duration::write_wire;
+/// let wire = |d| {
+///     let mut out = Vec::new();
+///     write_wire(d, &mut out);
+///     String::from_utf8(out).unwrap()
+/// };
+/// assert_eq!(wire(Duration::from_millis(1500)), "1500");
+/// assert_eq!(wire(Duration::from_nanos(1_500_000_001)), r#""1s500000001ns""#);
+/// ```
+pub fn write_wire(d: Duration, out: &mut Vec<u8>) {
+    if d.subsec_nanos() % 1_000_000 == 0 {
+        if let Ok(ms) = u64::try_from(d.as_millis()) {
+            write_u64(ms, out);
+            return;
+        }
+    }
+    let text = match (d.as_secs(), d.subsec_nanos()) {
+        (0, nanos) => format!("{nanos}ns"),
+        (secs, 0) => format!("{secs}s"),
+        (secs, nanos) => format!("{secs}s{nanos}ns"),
+    };
+    write_str(&text, out);
 }
 
 /// Formats a duration in at most two units, truncated, for table columns:
@@ -393,6 +430,28 @@ mod tests {
             }
         }
         assert!(accepted > 500, "only {accepted} accepted");
+    }
+
+    #[test]
+    fn wire_durations_parse_back_exactly() {
+        for d in [
+            Duration::ZERO,
+            Duration::from_millis(1),
+            Duration::from_nanos(1),
+            Duration::from_micros(1500),
+            Duration::new(5, 1),
+            Duration::new(u64::MAX / 1000 + 1, 0),
+            Duration::MAX,
+        ] {
+            let mut out = Vec::new();
+            write_wire(d, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            let back = match text.strip_prefix('"') {
+                Some(quoted) => parse_duration(quoted.trim_end_matches('"')).unwrap(),
+                None => Duration::from_millis(text.parse().unwrap()),
+            };
+            assert_eq!(back, d, "{text}");
+        }
     }
 
     #[test]

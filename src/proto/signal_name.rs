@@ -1,8 +1,9 @@
 //! Signal names ↔ numbers, as people write them: `TERM`, `SIGTERM`, `term`, `15`,
 //! `RTMIN+2`.
 //!
-//! Shared by the command line (`genward kill -s`) and anything that accepts a signal in a
-//! spec or request, so one spelling works everywhere. Numbers come from `libc` for the
+//! Part of the wire format (a request's `signal` or `stop_signal`, an `exited` event's
+//! `signal`) and shared with the command line (`genward kill -s`), so one spelling works
+//! everywhere. Numbers come from `libc` for the
 //! platform being built; nothing here sends a signal.
 
 use std::fmt;
@@ -82,7 +83,7 @@ impl std::error::Error for SignalError {}
 /// # Examples
 ///
 /// ```
-/// use genward::cli::signal_name::parse_signal;
+/// use genward::proto::signal_name::parse_signal;
 /// assert_eq!(parse_signal("term"), Ok(libc::SIGTERM));
 /// assert_eq!(parse_signal("SIGKILL"), Ok(libc::SIGKILL));
 /// assert_eq!(parse_signal("15"), Ok(15));

@@ -1,0 +1,388 @@
+//! Events: what subscribers are told, as one typed value with one encoder and one decoder.
+//!
+//! The daemon turns the core's events into [`WireEvent`]s and writes them
+//! ([`WireEvent::write`]); clients get them back from the
+//! [`FrameDecoder`](super::framing::FrameDecoder), which reads every line through
+//! [`WireEvent::decode`]. A test round-trips every event the daemon can emit, so neither
+//! side can drift from the other.
+//!
+//! Field types are the core's own enums where they fit ([`Stream`], [`ExitCause`],
+//! [`SessionState`], [`SpawnErrorKind`]), read back through
+//! [`WireName`](super::names::WireName).
+
+mod read;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::core::{Event, LastEnd, SpawnError};
+pub use crate::core::{ExitCause, SessionState, SpawnErrorKind, Stream};
+pub use crate::proto::framing::OutputFrame;
+use crate::proto::json::FieldError;
+
+/// One event line (or, for output, one frame) as it travels to a subscriber.
+///
+/// Borrowed when the daemon writes it, owned (`WireEvent<'static>`) when decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireEvent<'a> {
+    /// A generation started as `pid`.
+    Spawned {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+        /// Leader pid.
+        pid: u32,
+    },
+    /// A generation could not start: its terminal event.
+    SpawnFailed {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+        /// Why.
+        error: WireSpawnError,
+    },
+    /// Output bytes of a generation, framed.
+    Output(OutputFrame<'a>),
+    /// A generation ended, after all its output: its terminal event.
+    Exited {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+        /// Exit code, 128 + signal when signalled; `None` when lost (nobody saw it end).
+        code: Option<i32>,
+        /// The signal that ended it, if any.
+        signal: Option<i32>,
+        /// Why it ended.
+        cause: ExitCause,
+        /// Output bytes refused because they came for a closed stream.
+        discarded: u64,
+        /// Whether output was cut at the drain deadline.
+        truncated: bool,
+    },
+    /// The session changed state.
+    State {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Its current (or last) generation, if it ever had one.
+        gen: Option<u64>,
+        /// The new state.
+        state: SessionState,
+    },
+    /// A generation survived SIGKILL for `kill_grace`; still tracked.
+    Unkillable {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+    },
+    /// A generation stopped reading its input.
+    InputClosed {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+    },
+    /// This subscriber missed session output positions `[from, to)`.
+    Dropped {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// First position missed.
+        from: u64,
+        /// First position not missed.
+        to: u64,
+    },
+}
+
+/// Why a generation never ran, as the wire carries it: the core's [`SpawnError`] plus the
+/// system's explanation of its `errno`, which only the daemon's side can phrase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireSpawnError {
+    /// The class of failure.
+    pub kind: SpawnErrorKind,
+    /// The OS error number, 0 when there is none.
+    pub errno: i32,
+    /// The system's text for `errno`; present exactly when `errno` is not 0.
+    pub message: Option<String>,
+}
+
+impl From<SpawnError> for WireSpawnError {
+    fn from(e: SpawnError) -> Self {
+        WireSpawnError {
+            kind: e.kind,
+            errno: e.errno,
+            message: (e.errno != 0).then(|| std::io::Error::from_raw_os_error(e.errno).to_string()),
+        }
+    }
+}
+
+/// How a generation ended: what a terminal event says, and a snapshot's `last_end`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// It ran and ended.
+    Exited {
+        /// Generation.
+        gen: u64,
+        /// Exit code (128 + signal when signalled); `None` when lost.
+        code: Option<i32>,
+        /// The signal that ended it, if any.
+        signal: Option<i32>,
+        /// Why it ended.
+        cause: ExitCause,
+    },
+    /// It never ran.
+    SpawnFailed {
+        /// Generation.
+        gen: u64,
+        /// Why.
+        error: WireSpawnError,
+    },
+}
+
+impl End {
+    /// The generation that ended.
+    pub fn gen(&self) -> u64 {
+        match self {
+            End::Exited { gen, .. } | End::SpawnFailed { gen, .. } => *gen,
+        }
+    }
+}
+
+impl From<&LastEnd> for End {
+    fn from(end: &LastEnd) -> Self {
+        match *end {
+            LastEnd::Exited {
+                gen,
+                code,
+                signal,
+                cause,
+            } => End::Exited {
+                gen,
+                code,
+                signal,
+                cause,
+            },
+            LastEnd::SpawnFailed { gen, error } => End::SpawnFailed {
+                gen,
+                error: error.into(),
+            },
+        }
+    }
+}
+
+/// Why an event line could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventError {
+    /// The `event` member is missing or not a string.
+    Name(FieldError),
+    /// An event this build does not know (a newer daemon may send it).
+    Unknown(String),
+    /// A known event with a missing or ill-typed field.
+    Field {
+        /// The event's name.
+        event: &'static str,
+        /// What is wrong.
+        error: FieldError,
+    },
+}
+
+impl fmt::Display for EventError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventError::Name(e) => write!(f, "not an event: {e}"),
+            EventError::Unknown(name) => write!(f, "unknown event `{name}`"),
+            EventError::Field { event, error } => write!(f, "`{event}` event: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for EventError {}
+
+impl<'a> WireEvent<'a> {
+    /// The event's name on the wire (`"exited"`, `"output"`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            WireEvent::Spawned { .. } => "spawned",
+            WireEvent::SpawnFailed { .. } => "spawn_failed",
+            WireEvent::Output(_) => "output",
+            WireEvent::Exited { .. } => "exited",
+            WireEvent::State { .. } => "state",
+            WireEvent::Unkillable { .. } => "unkillable",
+            WireEvent::InputClosed { .. } => "input_closed",
+            WireEvent::Dropped { .. } => "dropped",
+        }
+    }
+
+    /// The session the event is about.
+    pub fn session(&self) -> &str {
+        match self {
+            WireEvent::Output(f) => &f.session,
+            WireEvent::Spawned { session, .. }
+            | WireEvent::SpawnFailed { session, .. }
+            | WireEvent::Exited { session, .. }
+            | WireEvent::State { session, .. }
+            | WireEvent::Unkillable { session, .. }
+            | WireEvent::InputClosed { session, .. }
+            | WireEvent::Dropped { session, .. } => session,
+        }
+    }
+
+    /// The generation the event is about, if it names one.
+    pub fn gen(&self) -> Option<u64> {
+        match self {
+            WireEvent::Output(f) => Some(f.gen),
+            WireEvent::Spawned { gen, .. }
+            | WireEvent::SpawnFailed { gen, .. }
+            | WireEvent::Exited { gen, .. }
+            | WireEvent::Unkillable { gen, .. }
+            | WireEvent::InputClosed { gen, .. } => Some(*gen),
+            WireEvent::State { gen, .. } => *gen,
+            WireEvent::Dropped { .. } => None,
+        }
+    }
+
+    /// How the generation ended, for a terminal event (`exited`, `spawn_failed`).
+    pub fn end(&self) -> Option<End> {
+        match self {
+            WireEvent::Exited {
+                gen,
+                code,
+                signal,
+                cause,
+                ..
+            } => Some(End::Exited {
+                gen: *gen,
+                code: *code,
+                signal: *signal,
+                cause: *cause,
+            }),
+            WireEvent::SpawnFailed { gen, error, .. } => Some(End::SpawnFailed {
+                gen: *gen,
+                error: error.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The wire form of a core event, borrowing its session name. (Output is not a core
+    /// event: it is framed from the bytes read, with [`OutputFrame`].)
+    pub fn from_core(ev: &'a Event) -> WireEvent<'a> {
+        match ev {
+            Event::Spawned { session, gen, pid } => WireEvent::Spawned {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                pid: *pid,
+            },
+            Event::SpawnFailed {
+                session,
+                gen,
+                error,
+            } => WireEvent::SpawnFailed {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                error: (*error).into(),
+            },
+            Event::Exited {
+                session,
+                gen,
+                code,
+                signal,
+                cause,
+                discarded,
+                truncated,
+            } => WireEvent::Exited {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                code: *code,
+                signal: *signal,
+                cause: *cause,
+                discarded: *discarded,
+                truncated: *truncated,
+            },
+            Event::State {
+                session,
+                gen,
+                state,
+            } => WireEvent::State {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                state: *state,
+            },
+            Event::Unkillable { session, gen } => WireEvent::Unkillable {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+            },
+            Event::InputClosed { session, gen } => WireEvent::InputClosed {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+            },
+        }
+    }
+
+    /// The same event, owning its strings and bytes.
+    pub fn into_owned(self) -> WireEvent<'static> {
+        let own = |s: Cow<'a, str>| Cow::Owned(s.into_owned());
+        match self {
+            WireEvent::Spawned { session, gen, pid } => WireEvent::Spawned {
+                session: own(session),
+                gen,
+                pid,
+            },
+            WireEvent::SpawnFailed {
+                session,
+                gen,
+                error,
+            } => WireEvent::SpawnFailed {
+                session: own(session),
+                gen,
+                error,
+            },
+            WireEvent::Output(frame) => WireEvent::Output(frame.into_owned()),
+            WireEvent::Exited {
+                session,
+                gen,
+                code,
+                signal,
+                cause,
+                discarded,
+                truncated,
+            } => WireEvent::Exited {
+                session: own(session),
+                gen,
+                code,
+                signal,
+                cause,
+                discarded,
+                truncated,
+            },
+            WireEvent::State {
+                session,
+                gen,
+                state,
+            } => WireEvent::State {
+                session: own(session),
+                gen,
+                state,
+            },
+            WireEvent::Unkillable { session, gen } => WireEvent::Unkillable {
+                session: own(session),
+                gen,
+            },
+            WireEvent::InputClosed { session, gen } => WireEvent::InputClosed {
+                session: own(session),
+                gen,
+            },
+            WireEvent::Dropped { session, from, to } => WireEvent::Dropped {
+                session: own(session),
+                from,
+                to,
+            },
+        }
+    }
+}

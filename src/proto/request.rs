@@ -1,0 +1,64 @@
+//! Requests: the typed operations a client asks for, decoded strictly from a request's
+//! arguments and encoded back into request lines.
+//!
+//! The daemon decodes with [`decode`]; clients (the CLI, tests, benchmarks) build an
+//! [`Op`] and write it with [`encode`], so both sides agree on every field by
+//! construction instead of by two hand-written copies of the format. A test round-trips
+//! every operation, a spawn with every option included.
+//!
+//! Decoding is strict: unknown fields, wrong types and out-of-range values are rejected
+//! with a message naming the field, and nothing is executed.
+
+mod decode;
+mod encode;
+mod fields;
+mod spec;
+
+#[cfg(test)]
+mod round_trip;
+#[cfg(test)]
+mod tests;
+
+pub use decode::decode;
+pub use encode::encode;
+
+use crate::core::Command;
+
+/// What a subscription covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One session.
+    Session(String),
+    /// Every session, present and future.
+    All,
+}
+
+/// Where a new subscription starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Only what happens from now on.
+    Now,
+    /// At least the last `n` retained output bytes (and the events among them).
+    Tail(u64),
+    /// From a session-wide output position seen earlier (`pos` of an output event).
+    Pos(u64),
+    /// From the first retained record about generation `gen` or a newer one.
+    Gen(u64),
+    /// Everything still retained.
+    Start,
+}
+
+/// What a request asks for: decoded by the daemon, built and encoded by clients.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Handled by the core (`shutdown` too: the core decides its stages).
+    Core(Command),
+    /// Protocol version, capabilities, daemon identity.
+    Hello,
+    /// Start receiving events.
+    Subscribe { target: Target, replay: Replay },
+    /// Stop receiving events.
+    Unsubscribe { target: Target },
+    /// Answer once generation `gen` (default: the current one) has ended.
+    Wait { session: String, gen: Option<u64> },
+}

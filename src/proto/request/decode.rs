@@ -1,0 +1,165 @@
+//! Request arguments → [`Op`]: the daemon's side of a request.
+
+use super::fields::{bad, input_bytes, opt_duration, session, signal, u16_field, Result};
+use super::spec::{on_busy, spec, SPAWN_FIELDS};
+use super::{Op, Replay, Target};
+use crate::core::Command;
+use crate::proto::error::{ErrorCode, ProtoError};
+use crate::proto::json::Object;
+
+/// Decodes the arguments of operation `op`.
+pub fn decode(op: &str, args: &Object) -> Result<Op> {
+    let fields = |allowed: &[&str]| args.check_fields(allowed).map_err(bad);
+    let if_gen = || args.opt_u64("if_gen").map_err(bad);
+    Ok(match op {
+        "hello" => {
+            fields(&["version"])?;
+            Op::Hello
+        }
+        "spawn" => {
+            fields(SPAWN_FIELDS)?;
+            Op::Core(Command::Spawn {
+                session: session(args)?,
+                spec: Box::new(spec(args)?),
+                on_busy: on_busy(args)?,
+            })
+        }
+        "write" => {
+            fields(&["session", "if_gen", "data", "data_b64"])?;
+            Op::Core(Command::Write {
+                session: session(args)?,
+                if_gen: if_gen()?,
+                bytes: input_bytes(args)?,
+            })
+        }
+        "close_input" => {
+            fields(&["session", "if_gen"])?;
+            Op::Core(Command::CloseInput {
+                session: session(args)?,
+                if_gen: if_gen()?,
+            })
+        }
+        "resize" => {
+            fields(&["session", "if_gen", "rows", "cols"])?;
+            let need = |k: &str| {
+                u16_field(args, k)?.ok_or_else(|| {
+                    ProtoError::new(ErrorCode::BadRequest, format!("missing field `{k}`"))
+                })
+            };
+            Op::Core(Command::Resize {
+                session: session(args)?,
+                if_gen: if_gen()?,
+                rows: need("rows")?,
+                cols: need("cols")?,
+            })
+        }
+        "signal" => {
+            fields(&["session", "if_gen", "signal"])?;
+            Op::Core(Command::Signal {
+                session: session(args)?,
+                if_gen: if_gen()?,
+                signal: signal(args, "signal")?.ok_or_else(|| {
+                    ProtoError::new(ErrorCode::BadRequest, "missing field `signal`")
+                })?,
+            })
+        }
+        "stop" => {
+            fields(&["session", "if_gen", "grace"])?;
+            Op::Core(Command::Stop {
+                session: session(args)?,
+                if_gen: if_gen()?,
+                grace: opt_duration(args, "grace")?,
+            })
+        }
+        "restart" => {
+            fields(&["session", "if_gen"])?;
+            Op::Core(Command::Restart {
+                session: session(args)?,
+                if_gen: if_gen()?,
+            })
+        }
+        "remove" => {
+            fields(&["session"])?;
+            Op::Core(Command::Remove {
+                session: session(args)?,
+            })
+        }
+        "list" => {
+            fields(&[])?;
+            Op::Core(Command::List)
+        }
+        "get" => {
+            fields(&["session"])?;
+            Op::Core(Command::Get {
+                session: session(args)?,
+            })
+        }
+        "subscribe" => {
+            fields(&["session", "all", "tail", "from_pos", "from_gen", "from_start"])?;
+            Op::Subscribe {
+                target: target(args)?,
+                replay: replay(args)?,
+            }
+        }
+        "unsubscribe" => {
+            fields(&["session", "all"])?;
+            Op::Unsubscribe {
+                target: target(args)?,
+            }
+        }
+        "wait" => {
+            fields(&["session", "gen"])?;
+            Op::Wait {
+                session: session(args)?,
+                gen: args.opt_u64("gen").map_err(bad)?,
+            }
+        }
+        "shutdown" => {
+            fields(&[])?;
+            Op::Core(Command::Shutdown)
+        }
+        other => {
+            return Err(ProtoError::new(
+                ErrorCode::UnknownOp,
+                format!(
+                    "unknown op `{}`; known: hello, spawn, write, close_input, resize, signal, stop, restart, remove, list, get, subscribe, unsubscribe, wait, shutdown",
+                    other.chars().take(64).collect::<String>()
+                ),
+            ))
+        }
+    })
+}
+
+fn target(args: &Object) -> Result<Target> {
+    match (args.get("session"), args.opt_bool("all").map_err(bad)?) {
+        (Some(_), Some(true)) => Err(ProtoError::new(
+            ErrorCode::BadRequest,
+            "give `session` or `all`, not both",
+        )),
+        (_, Some(true)) => Ok(Target::All),
+        _ => Ok(Target::Session(session(args)?)),
+    }
+}
+
+fn replay(args: &Object) -> Result<Replay> {
+    let given = [
+        ("tail", args.opt_u64("tail").map_err(bad)?),
+        ("from_pos", args.opt_u64("from_pos").map_err(bad)?),
+        ("from_gen", args.opt_u64("from_gen").map_err(bad)?),
+    ];
+    let start = args.opt_bool("from_start").map_err(bad)?.unwrap_or(false);
+    let n = given.iter().filter(|(_, v)| v.is_some()).count() + usize::from(start);
+    if n > 1 {
+        return Err(ProtoError::new(
+            ErrorCode::BadRequest,
+            "give at most one of `tail`, `from_pos`, `from_gen`, `from_start`",
+        ));
+    }
+    Ok(match given {
+        [(_, Some(n)), _, _] => Replay::Tail(n),
+        [_, (_, Some(p)), _] => Replay::Pos(p),
+        [_, _, (_, Some(g))] => Replay::Gen(g),
+        _ if start => Replay::Start,
+        _ => Replay::Now,
+    })
+}

@@ -1,0 +1,103 @@
+//! Readers for the argument types requests share: session names, durations, signals,
+//! input bytes, small integers. Each error names the field it is about.
+
+use std::time::Duration;
+
+use crate::core::check_session_name;
+use crate::proto::duration::parse_duration;
+use crate::proto::error::{ErrorCode, ProtoError};
+use crate::proto::json::{FieldError, Object, Value};
+use crate::proto::signal_name::parse_signal;
+
+pub(super) type Result<T> = std::result::Result<T, ProtoError>;
+
+pub(super) fn bad(e: FieldError) -> ProtoError {
+    e.into()
+}
+
+pub(super) fn session(args: &Object) -> Result<String> {
+    let name = args.req_str("session").map_err(bad)?;
+    check_session_name(name).map_err(|why| bad(FieldError::invalid("session", why)))?;
+    Ok(name.to_owned())
+}
+
+/// A duration: an integer number of milliseconds, or a string such as `"5s"`, `"250ms"`.
+pub(super) fn opt_duration(args: &Object, key: &str) -> Result<Option<Duration>> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Str(s)) => parse_duration(s)
+            .map(Some)
+            .map_err(|e| bad(FieldError::invalid(key, e.to_string()))),
+        Some(v) => match v.as_u64() {
+            Some(ms) => Ok(Some(Duration::from_millis(ms))),
+            None => Err(bad(FieldError::invalid(
+                key,
+                format!(
+                    "expected milliseconds or a duration string like \"5s\", got {}",
+                    v.type_name()
+                ),
+            ))),
+        },
+    }
+}
+
+/// A signal: a number or a name (`"TERM"`, `"SIGTERM"`, `"15"`).
+pub(super) fn signal(args: &Object, key: &str) -> Result<Option<i32>> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Str(s)) => parse_signal(s)
+            .map(Some)
+            .map_err(|e| bad(FieldError::invalid(key, e.to_string()))),
+        Some(v) => match v.as_u64().and_then(|n| i32::try_from(n).ok()) {
+            Some(n) => parse_signal(&n.to_string())
+                .map(Some)
+                .map_err(|e| bad(FieldError::invalid(key, e.to_string()))),
+            None => Err(bad(FieldError::invalid(
+                key,
+                format!("expected a signal name or number, got {}", v.type_name()),
+            ))),
+        },
+    }
+}
+
+pub(super) fn bytes_of(v: &Value, field: &str) -> Result<Vec<u8>> {
+    match v {
+        Value::Str(s) => Ok(s.as_bytes().to_vec()),
+        other => Err(bad(FieldError::invalid(
+            field,
+            format!("expected string, got {}", other.type_name()),
+        ))),
+    }
+}
+
+/// Input bytes: `data` (UTF-8 text) or `data_b64` (arbitrary bytes), exactly one.
+pub(super) fn input_bytes(args: &Object) -> Result<Vec<u8>> {
+    match (args.get("data"), args.get("data_b64")) {
+        (Some(v), None) => bytes_of(v, "data"),
+        (None, Some(Value::Str(s))) => crate::proto::base64::decode(s)
+            .map_err(|e| bad(FieldError::invalid("data_b64", e.to_string()))),
+        (None, Some(v)) => Err(bad(FieldError::invalid(
+            "data_b64",
+            format!("expected string, got {}", v.type_name()),
+        ))),
+        (Some(_), Some(_)) => Err(ProtoError::new(
+            ErrorCode::BadRequest,
+            "give `data` or `data_b64`, not both",
+        )),
+        (None, None) => Err(ProtoError::new(
+            ErrorCode::BadRequest,
+            "missing field `data` (text) or `data_b64` (bytes)",
+        )),
+    }
+}
+
+pub(super) fn u16_field(obj: &Object, key: &str) -> Result<Option<u16>> {
+    match obj.opt_u64(key).map_err(bad)? {
+        None => Ok(None),
+        Some(n) => u16::try_from(n)
+            .ok()
+            .filter(|&n| n > 0)
+            .map(Some)
+            .ok_or_else(|| bad(FieldError::invalid(key, format!("{n} is not in 1..=65535")))),
+    }
+}

@@ -1,0 +1,243 @@
+//! Encoding tests: every operation, written by [`encode`] and read back by the daemon's
+//! own path (envelope, then [`decode`]), is the operation that was written.
+
+use std::time::Duration;
+
+use super::{decode, encode, Op, Replay, Target};
+use crate::core::{Command, Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr};
+use crate::proto::envelope::{Request, RequestId};
+use crate::proto::json::Limits;
+
+fn line(id: &RequestId, op: &Op) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(id, op, &mut out).unwrap_or_else(|e| panic!("{op:?}: {e}"));
+    assert_eq!(out.pop(), Some(b'\n'));
+    assert!(!out.contains(&b'\n'));
+    out
+}
+
+/// Encodes `op`, decodes it as the daemon does, and checks nothing changed.
+fn round_trip(op: &Op) {
+    for id in [
+        RequestId::U64(u64::MAX),
+        RequestId::Str("a-1".into()),
+        RequestId::Null,
+    ] {
+        let line = line(&id, op);
+        let text = String::from_utf8_lossy(&line).into_owned();
+        let req =
+            Request::decode(&line, &Limits::DEFAULT).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        assert_eq!(req.id, id, "{text}");
+        assert_eq!(req.op, op.name(), "{text}");
+        let back = decode(&req.op, &req.args).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(&back, op, "{text}");
+    }
+}
+
+fn spawn(spec: Spec, on_busy: OnBusy) -> Op {
+    Op::Core(Command::Spawn {
+        session: "web".into(),
+        spec: Box::new(spec),
+        on_busy,
+    })
+}
+
+fn every_option() -> Spec {
+    Spec {
+        argv: vec![b"sh".to_vec(), b"-c".to_vec(), "echo \"\u{e9}\"\n\t".into()],
+        cwd: Some(b"/srv/app dir".to_vec()),
+        env: Env {
+            inherit: false,
+            set: vec![
+                (b"PORT".to_vec(), b"8080".to_vec()),
+                (b"EMPTY".to_vec(), Vec::new()),
+            ],
+            unset: vec![b"HOME".to_vec(), b"LANG".to_vec()],
+        },
+        io: IoMode::Pty {
+            rows: 50,
+            cols: 132,
+        },
+        stop_signal: libc::SIGINT,
+        grace: Duration::from_millis(1500),
+        kill_grace: Duration::new(2, 1),
+        drain: Duration::ZERO,
+        on_exit: OnExit::Leave,
+        restart: RestartPolicy {
+            mode: Restart::OnFailure,
+            initial: Duration::from_micros(250),
+            max: Duration::from_secs(30),
+            reset_after: Duration::from_secs(600),
+            max_restarts: Some(0),
+        },
+        buffer_bytes: 65536,
+    }
+}
+
+#[test]
+fn every_operation_round_trips() {
+    let session = || "web".to_string();
+    let mut ops = vec![
+        Op::Hello,
+        Op::Core(Command::Shutdown),
+        Op::Core(Command::List),
+        Op::Core(Command::Get { session: session() }),
+        Op::Core(Command::Remove { session: session() }),
+        Op::Core(Command::Restart {
+            session: session(),
+            if_gen: Some(3),
+        }),
+        Op::Core(Command::CloseInput {
+            session: session(),
+            if_gen: None,
+        }),
+        Op::Core(Command::Resize {
+            session: session(),
+            if_gen: Some(0),
+            rows: 1,
+            cols: u16::MAX,
+        }),
+        Op::Core(Command::Signal {
+            session: session(),
+            if_gen: None,
+            signal: libc::SIGRTMIN() + 2,
+        }),
+        Op::Core(Command::Stop {
+            session: session(),
+            if_gen: Some(9),
+            grace: Some(Duration::from_nanos(1)),
+        }),
+        Op::Core(Command::Stop {
+            session: session(),
+            if_gen: None,
+            grace: None,
+        }),
+        Op::Unsubscribe {
+            target: Target::All,
+        },
+        Op::Wait {
+            session: session(),
+            gen: Some(u64::MAX),
+        },
+        Op::Wait {
+            session: session(),
+            gen: None,
+        },
+    ];
+    for bytes in [
+        &b"hello\n"[..],
+        b"",
+        b"\x00\x01\x02\x1b",
+        b"\xff\xfe",
+        "\u{e9}t\u{e9}".as_bytes(),
+    ] {
+        ops.push(Op::Core(Command::Write {
+            session: session(),
+            if_gen: Some(4),
+            bytes: bytes.to_vec(),
+        }));
+    }
+    for replay in [
+        Replay::Now,
+        Replay::Tail(100),
+        Replay::Pos(1 << 40),
+        Replay::Gen(7),
+        Replay::Start,
+    ] {
+        for target in [Target::All, Target::Session(session())] {
+            ops.push(Op::Subscribe { target, replay });
+        }
+    }
+    ops.push(spawn(Spec::new(vec![b"true".to_vec()]), OnBusy::Replace));
+    ops.push(spawn(every_option(), OnBusy::Overlap));
+    for (io, on_busy) in [
+        (IoMode::Pty { rows: 24, cols: 80 }, OnBusy::Reject),
+        (
+            IoMode::Pipes {
+                stderr: Stderr::Merge,
+            },
+            OnBusy::Replace,
+        ),
+        (
+            IoMode::Pipes {
+                stderr: Stderr::Null,
+            },
+            OnBusy::Replace,
+        ),
+    ] {
+        let spec = Spec {
+            io,
+            restart: RestartPolicy {
+                mode: Restart::Always,
+                ..RestartPolicy::default()
+            },
+            ..Spec::new(vec![b"x".to_vec()])
+        };
+        ops.push(spawn(spec, on_busy));
+    }
+    for op in &ops {
+        round_trip(op);
+    }
+}
+
+#[test]
+fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
+    let text = |op: &Op| String::from_utf8(line(&RequestId::U64(1), op)).unwrap();
+    assert_eq!(
+        text(&spawn(Spec::new(vec![b"true".to_vec()]), OnBusy::Replace)),
+        r#"{"id":1,"op":"spawn","session":"web","argv":["true"]}"#
+    );
+    assert_eq!(
+        text(&spawn(every_option(), OnBusy::Overlap)),
+        concat!(
+            r#"{"id":1,"op":"spawn","session":"web","argv":["sh","-c","echo \"é\"\n\t"],"#,
+            r#""cwd":"/srv/app dir","env":{"PORT":"8080","EMPTY":""},"clear_env":true,"#,
+            r#""unset_env":["HOME","LANG"],"pty":{"rows":50,"cols":132},"on_busy":"overlap","#,
+            r#""restart":{"mode":"on-failure","initial":"250000ns","max":30000,"reset_after":600000,"max_restarts":0},"#,
+            r#""stop_signal":2,"grace":1500,"kill_grace":"2s1ns","drain":0,"on_exit":"leave","buffer":65536}"#
+        )
+    );
+    assert_eq!(
+        text(&Op::Core(Command::Write {
+            session: "a".into(),
+            if_gen: Some(2),
+            bytes: b"ls\r".to_vec(),
+        })),
+        r#"{"id":1,"op":"write","session":"a","if_gen":2,"data":"ls\r"}"#
+    );
+    assert_eq!(
+        text(&Op::Core(Command::Write {
+            session: "a".into(),
+            if_gen: None,
+            bytes: b"\x01\x02\x03".to_vec(),
+        })),
+        r#"{"id":1,"op":"write","session":"a","data_b64":"AQID"}"#
+    );
+}
+
+#[test]
+fn what_the_wire_cannot_carry_is_refused_naming_the_field() {
+    let err = |op: &Op| {
+        let mut out = b"kept".to_vec();
+        let e = encode(&RequestId::Null, op, &mut out).unwrap_err();
+        assert_eq!(out, b"kept", "nothing appended on error");
+        e.to_string()
+    };
+    let mut spec = Spec::new(vec![b"sh".to_vec(), b"\xff".to_vec()]);
+    assert_eq!(
+        err(&spawn(spec.clone(), OnBusy::Replace)),
+        "field `argv[1]`: not valid UTF-8, which a request cannot carry"
+    );
+    spec.argv.pop();
+    spec.env.set = vec![
+        (b"A".to_vec(), b"1".to_vec()),
+        (b"A".to_vec(), b"2".to_vec()),
+    ];
+    assert_eq!(
+        err(&spawn(spec.clone(), OnBusy::Replace)),
+        "field `env.A`: set twice"
+    );
+    spec.env.set.clear();
+    spec.restart.max_restarts = None;
+    assert!(err(&spawn(spec, OnBusy::Replace)).starts_with("field `restart.max_restarts`"));
+}

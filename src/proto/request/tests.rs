@@ -1,0 +1,132 @@
+//! Decoding tests: every option, precise refusals, subscriptions and waits.
+
+use std::time::Duration;
+
+use super::{decode, Op, Replay, Target};
+use crate::core::{Command, IoMode, OnBusy, OnExit, Restart};
+use crate::proto::error::ProtoError;
+use crate::proto::json::parse;
+
+type Result<T> = std::result::Result<T, ProtoError>;
+
+fn dec(json: &str) -> Result<Op> {
+    let v = parse(json.as_bytes()).unwrap();
+    let mut obj = v.as_object().unwrap().clone();
+    let op = obj.remove("op").unwrap();
+    decode(op.as_str().unwrap(), &obj)
+}
+
+fn err(json: &str) -> String {
+    let e = dec(json).unwrap_err();
+    format!("{}: {}", e.code.as_str(), e.message)
+}
+
+#[test]
+fn spawn_with_every_option() {
+    let op = dec(
+        r#"{"op":"spawn","session":"web","argv":["sh","-c","x"],"cwd":"/tmp",
+        "env":{"A":"1"},"unset_env":["B"],"clear_env":true,"pty":{"rows":30,"cols":100},
+        "stop_signal":"INT","grace":"2s","kill_grace":1500,"drain":"100ms",
+        "on_exit":"leave","on_busy":"overlap",
+        "restart":{"mode":"on-failure","initial":"1s","max":"30s","max_restarts":3},
+        "buffer":65536}"#,
+    )
+    .unwrap();
+    let Op::Core(Command::Spawn {
+        session,
+        spec,
+        on_busy,
+    }) = op
+    else {
+        panic!("{op:?}")
+    };
+    assert_eq!(session, "web");
+    assert_eq!(on_busy, OnBusy::Overlap);
+    assert_eq!(
+        spec.argv,
+        vec![b"sh".to_vec(), b"-c".to_vec(), b"x".to_vec()]
+    );
+    assert_eq!(
+        spec.io,
+        IoMode::Pty {
+            rows: 30,
+            cols: 100
+        }
+    );
+    assert_eq!(spec.stop_signal, libc::SIGINT);
+    assert_eq!(spec.grace, Duration::from_secs(2));
+    assert_eq!(spec.kill_grace, Duration::from_millis(1500));
+    assert_eq!(spec.on_exit, OnExit::Leave);
+    assert!(!spec.env.inherit);
+    assert_eq!(spec.restart.mode, Restart::OnFailure);
+    assert_eq!(spec.restart.max_restarts, Some(3));
+    assert_eq!(spec.buffer_bytes, 65536);
+}
+
+#[test]
+fn bad_session_names_are_refused_precisely() {
+    for (name, why) in [
+        ("../x", "start with `.`"),
+        ("a/b", "contains '/'"),
+        ("", "is empty"),
+        (&"a".repeat(65), "limit 64"),
+        ("a\u{0}b", "contains '\\0'"),
+        (".hidden", "start with `.`"),
+    ] {
+        let req = format!(
+            r#"{{"op":"get","session":{}}}"#,
+            serde_json::to_string(name).unwrap()
+        );
+        let e = err(&req);
+        assert!(e.starts_with("bad_request: field `session`"), "{e}");
+        assert!(e.contains(why), "{name:?}: {e}");
+    }
+}
+
+#[test]
+fn type_and_field_errors_name_the_field() {
+    assert!(err(r#"{"op":"write","session":"a","if_gen":"3","data":"x"}"#).contains("`if_gen`"));
+    assert!(err(r#"{"op":"stop","session":"a","gracee":"3s"}"#).contains("gracee"));
+    assert!(err(r#"{"op":"signal","session":"a","signal":"SIGNOPE"}"#).contains("signal"));
+    assert!(err(r#"{"op":"signal","session":"a","signal":999}"#).contains("signal"));
+    assert!(err(r#"{"op":"spawn","session":"a","argv":[1]}"#).contains("argv[0]"));
+    assert!(err(r#"{"op":"resize","session":"a","rows":0,"cols":80}"#).contains("rows"));
+    assert!(err(r#"{"op":"frobnicate"}"#).starts_with("unknown_op"));
+    assert!(
+        err(r#"{"op":"subscribe","session":"a","tail":5,"from_pos":1}"#).contains("at most one")
+    );
+    assert!(err(r#"{"op":"write","session":"a"}"#).contains("data"));
+}
+
+#[test]
+fn subscriptions_and_waits() {
+    assert_eq!(
+        dec(r#"{"op":"subscribe","all":true,"tail":100}"#).unwrap(),
+        Op::Subscribe {
+            target: Target::All,
+            replay: Replay::Tail(100)
+        }
+    );
+    assert_eq!(
+        dec(r#"{"op":"subscribe","session":"s"}"#).unwrap(),
+        Op::Subscribe {
+            target: Target::Session("s".into()),
+            replay: Replay::Now
+        }
+    );
+    assert_eq!(
+        dec(r#"{"op":"wait","session":"s","gen":4}"#).unwrap(),
+        Op::Wait {
+            session: "s".into(),
+            gen: Some(4)
+        }
+    );
+    assert_eq!(
+        dec(r#"{"op":"write","session":"s","data_b64":"AP8="}"#).unwrap(),
+        Op::Core(Command::Write {
+            session: "s".into(),
+            if_gen: None,
+            bytes: vec![0, 255]
+        })
+    );
+}

@@ -1,0 +1,77 @@
+//! Snapshots on the wire: the sessions of a `list` answer and the session of a `get`.
+//!
+//! Times in the core are milliseconds since the daemon started; on the wire they become
+//! Unix milliseconds (`*_unix_ms`) so clients can show them without knowing our epoch.
+//! A session's `last_end` is written (and read back) by [`End`], the same type a
+//! terminal event's end is, so the two can never disagree.
+
+use crate::core::{GenerationSnapshot, SessionSnapshot, Time};
+use crate::proto::event::End;
+use crate::proto::json::ObjWriter;
+
+/// Converts core times to Unix milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// Unix milliseconds at core time zero.
+    pub epoch_unix_ms: u64,
+}
+
+impl Clock {
+    fn unix_ms(self, t: Time) -> u64 {
+        self.epoch_unix_ms.saturating_add(t.as_millis())
+    }
+}
+
+/// Appends one session's snapshot object.
+pub fn session(s: &SessionSnapshot, clock: Clock, out: &mut Vec<u8>) {
+    let mut w = ObjWriter::new(out);
+    w.str("name", &s.name).str("state", s.state.as_str());
+    match s.current {
+        Some(g) => w.u64("current", g),
+        None => w.null("current"),
+    };
+    w.u64("restarts", s.restarts.into());
+    if let Some(t) = s.restart_at {
+        w.u64("restart_at_unix_ms", clock.unix_ms(t));
+    }
+    match &s.last_end {
+        Some(end) => w.with("last_end", |out| End::from(end).write(out)),
+        None => w.null("last_end"),
+    };
+    w.with("generations", |out| {
+        out.push(b'[');
+        for (i, g) in s.generations.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            generation(g, clock, out);
+        }
+        out.push(b']');
+    });
+    w.finish();
+}
+
+fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
+    let mut w = ObjWriter::new(out);
+    w.u64("gen", g.gen);
+    match g.pid {
+        Some(pid) => w.u64("pid", pid.into()),
+        None => w.null("pid"),
+    };
+    w.str("lifecycle", g.lifecycle.as_str())
+        .u64("since_unix_ms", clock.unix_ms(g.since))
+        .bool("superseded", g.superseded);
+    if let Some(cause) = g.cause {
+        w.str("cause", cause.as_str());
+    }
+    w.with("offsets", |out| {
+        let mut o = ObjWriter::new(out);
+        for (stream, n) in &g.offsets {
+            o.u64(stream.as_str(), *n);
+        }
+        o.finish();
+    })
+    .u64("discarded", g.discarded)
+    .u64("pending_input", g.pending_input as u64);
+    w.finish();
+}
