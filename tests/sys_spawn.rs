@@ -1,14 +1,19 @@
-//! Spawning: exec errors as errors, argv without a shell, cwd, environment, session
-//! leadership, signal reset, no leaked descriptors.
+//! Spawning: exec errors as errors naming the step and the path, a start that never waits
+//! for the child, argv without a shell, cwd, environment, session leadership, signal
+//! reset, no leaked descriptors.
 
 mod util;
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Instant;
 
 use genward::sys::process::Exit;
-use genward::sys::spawn::{spawn, Env, SpawnError, SpawnRequest, Step};
+use genward::sys::spawn::{
+    reap_abandoned, spawn, start, Env, SpawnError, SpawnRequest, Starting, Step,
+};
 use util::sys::*;
 
 fn output_of(req: &SpawnRequest) -> (String, Exit) {
@@ -26,46 +31,147 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Waits for the status pipe to report, then finishes.
+fn finish(mut starting: Starting) -> Result<genward::sys::spawn::Child, SpawnError> {
+    let deadline = Instant::now() + TIMEOUT;
+    while !starting.poll() {
+        assert!(
+            readable(starting.status_fd(), deadline),
+            "no outcome within {TIMEOUT:?}"
+        );
+    }
+    starting.finish()
+}
+
 #[test]
 fn missing_program_is_not_found_not_exit_127() {
     let err = spawn(&request(&["/nonexistent/genward-no-such-program"])).unwrap_err();
     assert!(
-        matches!(err, SpawnError::NotFound { step: Step::Exec }),
+        matches!(&err, SpawnError::NotFound { step: Step::Exec, path: Some(p) }
+            if p == Path::new("/nonexistent/genward-no-such-program")),
         "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "exec \"/nonexistent/genward-no-such-program\": no such file or directory"
     );
     let mut req = request(&["genward-no-such-program-in-path"]);
     req.env.set.push(("PATH".into(), "/usr/bin:/bin".into()));
     let err = spawn(&req).unwrap_err();
     assert!(
-        matches!(err, SpawnError::NotFound { step: Step::Exec }),
+        matches!(&err, SpawnError::NotFound { step: Step::Exec, path: Some(p) }
+            if p == Path::new("genward-no-such-program-in-path")),
         "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "exec \"genward-no-such-program-in-path\" (searched PATH): no such file or directory"
     );
 }
 
 #[test]
 fn non_executable_file_is_permission_denied() {
     let dir = scratch_dir("noexec");
-    let file = dir.join("script");
+    let file = dir.join("genward-test-noexec");
     std::fs::write(&file, "#!/bin/sh\necho hi\n").unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let err = spawn(&request(&[file.to_str().unwrap()])).unwrap_err();
     // root may read anything but still needs an execute bit to exec.
     assert!(
-        matches!(err, SpawnError::PermissionDenied { step: Step::Exec }),
+        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p) } if *p == file),
         "{err:?}"
     );
+    assert_eq!(err.errno(), Some(libc::EACCES));
+
+    // In a PATH search, a non-executable match is remembered and reported (like execvp and
+    // the shell's 126) even when later directories lack the program, naming the match.
+    let mut req = request(&["genward-test-noexec"]);
+    let path = format!("/nonexistent:{}:/usr/bin:/bin", dir.display());
+    req.env.set.push(("PATH".into(), path.into()));
+    let err = spawn(&req).unwrap_err();
+    assert!(
+        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p) } if *p == file),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), format!("exec {file:?}: permission denied"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
-fn missing_cwd_is_reported_as_chdir() {
+fn missing_cwd_is_reported_as_chdir_naming_the_directory() {
     let mut req = request(&["/bin/true"]);
     req.cwd = Some("/nonexistent/genward-dir".into());
     let err = spawn(&req).unwrap_err();
     assert!(
-        matches!(err, SpawnError::NotFound { step: Step::Chdir }),
+        matches!(&err, SpawnError::NotFound { step: Step::Chdir, path: Some(p) }
+            if p == Path::new("/nonexistent/genward-dir")),
         "{err:?}"
     );
+    assert_eq!(
+        err.to_string(),
+        "chdir to working directory \"/nonexistent/genward-dir\": no such file or directory"
+    );
+    // Both missing: the directory is entered first, so it is the one reported.
+    let mut req = request(&["/nonexistent/genward-no-such-program"]);
+    req.cwd = Some("/nonexistent/genward-dir".into());
+    let err = spawn(&req).unwrap_err();
+    assert_eq!(err.step(), Some(Step::Chdir), "{err:?}");
+}
+
+#[test]
+fn start_returns_at_once_and_the_exec_arrives_on_the_status_pipe() {
+    let starting = start(&request(&["cat"])).expect("start");
+    let pid = starting.pid();
+    assert!(pid > 0);
+    let mut child = finish(starting).expect("exec");
+    assert_eq!(child.process.pid(), pid);
+    assert!(child.process.token().is_some());
+    write_all(child.stdin.as_ref().unwrap().as_fd(), b"through cat\n");
+    drop(child.stdin.take());
+    let out = read_to_eof(child.stdout.as_ref().unwrap().as_fd());
+    assert_eq!(lossy(&out), "through cat\n");
+    assert_eq!(wait_reap(&mut child.process), Exit::Code(0));
+}
+
+#[test]
+fn start_does_not_look_for_the_program_a_failed_exec_arrives_on_the_status_pipe() {
+    // Not found is not an error of `start`: only the child looks at the filesystem.
+    let starting = start(&request(&["/nonexistent/genward-no-such-program"])).expect("start");
+    let pid = starting.pid();
+    let err = finish(starting).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SpawnError::NotFound {
+                step: Step::Exec,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // The failed child is reaped (now, or by a later sweep), never left a zombie.
+    let deadline = Instant::now() + TIMEOUT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "failed child {pid} never reaped");
+        reap_abandoned();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn dropping_a_starting_child_kills_and_reaps_it() {
+    let starting = start(&request(&["sleep", "1000"])).expect("start");
+    let pid = starting.pid();
+    drop(starting);
+    let deadline = Instant::now() + TIMEOUT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "abandoned child {pid} still there"
+        );
+        reap_abandoned();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 #[test]
