@@ -1,6 +1,6 @@
 //! Spawning: exec errors as errors naming the step and the path, a start that never waits
-//! for the child, argv without a shell, cwd, environment, session leadership, signal
-//! reset, no leaked descriptors.
+//! for the child (not even one hung on a dead mount), argv without a shell, cwd,
+//! environment, session leadership, signal reset, no leaked descriptors.
 
 mod util;
 
@@ -299,4 +299,188 @@ fn no_descriptors_leak_into_the_child() {
         "unexpected descriptors in the child: {fds:?}"
     );
     assert!(fds.starts_with(&["0", "1", "2"]), "{fds:?}");
+}
+
+/// A FUSE filesystem that never answers, like a dead NFS or sshfs server: `/dev/fuse` is
+/// opened and mounted by a helper process (`cat`, set up between its fork and exec) in a
+/// mount namespace of its own, so no one else on the machine can wander into it, and
+/// nothing ever reads the device. Every request on it (even the first, `INIT`) waits
+/// forever — in uninterruptible (killable) sleep — until the helper dies, which closes the
+/// device and aborts the connection: the waiting calls then fail with `ENOTCONN`.
+///
+/// It is reached from our namespace through `/proc/<helper>/root`, which resolves paths in
+/// the helper's mount tree.
+struct HungMount {
+    helper: std::process::Child,
+    dir: std::path::PathBuf,
+    /// The mount point, as a path that works from our namespace.
+    path: std::path::PathBuf,
+}
+
+impl HungMount {
+    fn new(name: &str) -> Result<HungMount, String> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+
+        if !is_root() {
+            return Err("mounting FUSE needs root".into());
+        }
+        if !Path::new("/dev/fuse").exists() {
+            return Err("no /dev/fuse".into());
+        }
+        let dir = scratch_dir(name);
+        let mnt = dir.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        // The device goes to a fixed descriptor so the options can be built before the fork.
+        const DEV_FD: libc::c_int = 100;
+        let target = CString::new(mnt.as_os_str().as_bytes()).unwrap();
+        let options =
+            CString::new(format!("fd={DEV_FD},rootmode=40000,user_id=0,group_id=0")).unwrap();
+        let mut cmd = Command::new("cat");
+        cmd.stdin(Stdio::piped()).stdout(Stdio::null());
+        // SAFETY: the closure runs in the forked child before exec and makes only
+        // async-signal-safe system calls on strings built before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let check = |r: libc::c_int| {
+                    if r < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(r)
+                    }
+                };
+                check(libc::unshare(libc::CLONE_NEWNS))?;
+                // Keep our mount out of the namespace we came from.
+                check(libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ))?;
+                let fd = check(libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR))?;
+                if fd != DEV_FD {
+                    check(libc::dup2(fd, DEV_FD))?;
+                    libc::close(fd);
+                }
+                check(libc::mount(
+                    c"genward-test".as_ptr(),
+                    target.as_ptr(),
+                    c"fuse".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                ))?;
+                Ok(())
+            });
+        }
+        let helper = match cmd.spawn() {
+            Ok(helper) => helper,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!("cannot mount a FUSE filesystem: {e}"));
+            }
+        };
+        let path =
+            Path::new(&format!("/proc/{}/root", helper.id())).join(mnt.strip_prefix("/").unwrap());
+        Ok(HungMount { helper, dir, path })
+    }
+
+    /// Aborts the connection: calls waiting on the mount fail with `ENOTCONN`.
+    fn abort(&mut self) {
+        let _ = self.helper.kill();
+        let _ = self.helper.wait();
+    }
+}
+
+impl Drop for HungMount {
+    fn drop(&mut self) {
+        self.abort();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `D`, `Z`, ...).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].chars().next()
+}
+
+#[test]
+fn start_never_waits_for_a_child_hung_on_a_dead_mount() {
+    let mut mount = match HungMount::new("hung") {
+        Ok(m) => m,
+        Err(why) => return skip("start_never_waits_for_a_child_hung_on_a_dead_mount", &why),
+    };
+    // Three ways onto the dead mount: the working directory, the program's path, and a
+    // directory of the PATH search.
+    let mut in_cwd = request(&["/bin/true"]);
+    in_cwd.cwd = Some(mount.path.clone());
+    let program = mount.path.join("genward-prog");
+    let as_program = request(&[program.to_str().unwrap()]);
+    let mut in_path = request(&["genward-prog"]);
+    let path = format!("{}:/usr/bin:/bin", mount.path.display());
+    in_path.env.set.push(("PATH".into(), path.into()));
+
+    // `start` runs in another thread, so that a start that does wait (the bug) fails this
+    // test instead of hanging it: the mount is aborted, which frees the thread.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let requests = [in_cwd, as_program, in_path];
+    let starter = std::thread::spawn(move || {
+        for req in &requests {
+            tx.send(start(req).expect("start")).unwrap();
+        }
+    });
+    let mut started = Vec::new();
+    for _ in 0..3 {
+        match rx.recv_timeout(TIMEOUT) {
+            Ok(s) => started.push(s),
+            Err(_) => {
+                mount.abort();
+                panic!("start waited for a child hung on a dead mount");
+            }
+        }
+    }
+    starter.join().unwrap();
+
+    for s in &mut started {
+        // The child is asleep in the kernel, on the mount...
+        let deadline = Instant::now() + TIMEOUT;
+        while proc_state(s.pid()) != Some('D') {
+            assert!(
+                Instant::now() < deadline,
+                "child {} never blocked on the mount (state {:?})",
+                s.pid(),
+                proc_state(s.pid())
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        // ...and has told us nothing: no outcome yet, nothing to read.
+        assert!(!s.poll());
+        assert!(!readable(s.status_fd(), Instant::now()));
+    }
+
+    // The server "recovers" by dying: every call on the mount fails, and each failure
+    // arrives on its status pipe naming the step and the path.
+    mount.abort();
+    let mut errors = started.into_iter().map(|s| finish(s).unwrap_err());
+    let err = errors.next().unwrap();
+    assert!(
+        matches!(&err, SpawnError::Os { step: Step::Chdir, errno: libc::ENOTCONN, path: Some(p) }
+            if *p == mount.path),
+        "{err:?}"
+    );
+    let err = errors.next().unwrap();
+    assert!(
+        matches!(&err, SpawnError::Os { step: Step::Exec, errno: libc::ENOTCONN, path: Some(p) }
+            if *p == program),
+        "{err:?}"
+    );
+    let err = errors.next().unwrap();
+    assert!(
+        matches!(&err, SpawnError::Os { step: Step::Exec, errno: libc::ENOTCONN, path: Some(p) }
+            if *p == program),
+        "{err:?}"
+    );
 }
