@@ -429,7 +429,8 @@ impl Starting {
     }
 
     /// The read end of the status pipe, non-blocking: register it for readability and call
-    /// [`Starting::poll`] whenever it is readable.
+    /// [`Starting::poll`] whenever it is readable. It is closed by [`Starting::finish`] (and
+    /// on drop), so deregister it first.
     pub fn status_fd(&self) -> BorrowedFd<'_> {
         self.status.as_fd()
     }
