@@ -1,14 +1,19 @@
-//! Spawning: exec errors as errors, argv without a shell, cwd, environment, session
-//! leadership, signal reset, no leaked descriptors.
+//! Spawning: exec errors as errors naming the step and the path, a start that never waits
+//! for the child (not even one hung on a dead mount), argv without a shell, cwd,
+//! environment, session leadership, signal reset, no leaked descriptors.
 
 mod util;
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Instant;
 
 use genward::sys::process::Exit;
-use genward::sys::spawn::{spawn, Env, SpawnError, SpawnRequest, Step};
+use genward::sys::spawn::{
+    reap_abandoned, spawn, start, Env, SpawnError, SpawnRequest, Starting, Step,
+};
 use genward::testkit::proc;
 use genward::testkit::scratch::ScratchDir;
 use util::sys::*;
@@ -21,45 +26,146 @@ fn output_of(req: &SpawnRequest) -> (String, Exit) {
     (lossy(&out), exit)
 }
 
+/// Waits for the status pipe to report, then finishes.
+fn finish(mut starting: Starting) -> Result<genward::sys::spawn::Child, SpawnError> {
+    let deadline = Instant::now() + TIMEOUT;
+    while !starting.poll() {
+        assert!(
+            readable(starting.status_fd(), deadline),
+            "no outcome within {TIMEOUT:?}"
+        );
+    }
+    starting.finish()
+}
+
 #[test]
 fn missing_program_is_not_found_not_exit_127() {
     let err = spawn(&request(&["/nonexistent/genward-no-such-program"])).unwrap_err();
     assert!(
-        matches!(err, SpawnError::NotFound { step: Step::Exec }),
+        matches!(&err, SpawnError::NotFound { step: Step::Exec, path: Some(p) }
+            if p == Path::new("/nonexistent/genward-no-such-program")),
         "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "exec \"/nonexistent/genward-no-such-program\": no such file or directory"
     );
     let mut req = request(&["genward-no-such-program-in-path"]);
     req.env.set.push(("PATH".into(), "/usr/bin:/bin".into()));
     let err = spawn(&req).unwrap_err();
     assert!(
-        matches!(err, SpawnError::NotFound { step: Step::Exec }),
+        matches!(&err, SpawnError::NotFound { step: Step::Exec, path: Some(p) }
+            if p == Path::new("genward-no-such-program-in-path")),
         "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "exec \"genward-no-such-program-in-path\" (searched PATH): no such file or directory"
     );
 }
 
 #[test]
 fn non_executable_file_is_permission_denied() {
     let dir = ScratchDir::new("noexec");
-    let file = dir.join("script");
+    let file = dir.join("genward-test-noexec");
     std::fs::write(&file, "#!/bin/sh\necho hi\n").unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let err = spawn(&request(&[file.to_str().unwrap()])).unwrap_err();
     // root may read anything but still needs an execute bit to exec.
     assert!(
-        matches!(err, SpawnError::PermissionDenied { step: Step::Exec }),
+        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p) } if *p == file),
         "{err:?}"
     );
+    assert_eq!(err.errno(), Some(libc::EACCES));
+
+    // In a PATH search, a non-executable match is remembered and reported (like execvp and
+    // the shell's 126) even when later directories lack the program, naming the match.
+    let mut req = request(&["genward-test-noexec"]);
+    let path = format!("/nonexistent:{}:/usr/bin:/bin", dir.display());
+    req.env.set.push(("PATH".into(), path.into()));
+    let err = spawn(&req).unwrap_err();
+    assert!(
+        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p) } if *p == file),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), format!("exec {file:?}: permission denied"));
 }
 
 #[test]
-fn missing_cwd_is_reported_as_chdir() {
+fn missing_cwd_is_reported_as_chdir_naming_the_directory() {
     let mut req = request(&["/bin/true"]);
     req.cwd = Some("/nonexistent/genward-dir".into());
     let err = spawn(&req).unwrap_err();
     assert!(
-        matches!(err, SpawnError::NotFound { step: Step::Chdir }),
+        matches!(&err, SpawnError::NotFound { step: Step::Chdir, path: Some(p) }
+            if p == Path::new("/nonexistent/genward-dir")),
         "{err:?}"
     );
+    assert_eq!(
+        err.to_string(),
+        "chdir to working directory \"/nonexistent/genward-dir\": no such file or directory"
+    );
+    // Both missing: the directory is entered first, so it is the one reported.
+    let mut req = request(&["/nonexistent/genward-no-such-program"]);
+    req.cwd = Some("/nonexistent/genward-dir".into());
+    let err = spawn(&req).unwrap_err();
+    assert_eq!(err.step(), Some(Step::Chdir), "{err:?}");
+}
+
+#[test]
+fn start_returns_at_once_and_the_exec_arrives_on_the_status_pipe() {
+    let starting = start(&request(&["cat"])).expect("start");
+    let pid = starting.pid();
+    assert!(pid > 0);
+    let mut child = finish(starting).expect("exec");
+    assert_eq!(child.process.pid(), pid);
+    assert!(child.process.token().is_some());
+    write_all(child.stdin.as_ref().unwrap().as_fd(), b"through cat\n");
+    drop(child.stdin.take());
+    let out = read_to_eof(child.stdout.as_ref().unwrap().as_fd());
+    assert_eq!(lossy(&out), "through cat\n");
+    assert_eq!(wait_reap(&mut child.process), Exit::Code(0));
+}
+
+#[test]
+fn start_does_not_look_for_the_program_a_failed_exec_arrives_on_the_status_pipe() {
+    // Not found is not an error of `start`: only the child looks at the filesystem.
+    let starting = start(&request(&["/nonexistent/genward-no-such-program"])).expect("start");
+    let pid = starting.pid();
+    let err = finish(starting).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SpawnError::NotFound {
+                step: Step::Exec,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // The failed child is reaped (now, or by a later sweep), never left a zombie.
+    let deadline = Instant::now() + TIMEOUT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "failed child {pid} never reaped");
+        reap_abandoned();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn dropping_a_starting_child_kills_and_reaps_it() {
+    let starting = start(&request(&["sleep", "1000"])).expect("start");
+    let pid = starting.pid();
+    drop(starting);
+    let deadline = Instant::now() + TIMEOUT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "abandoned child {pid} still there"
+        );
+        reap_abandoned();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 #[test]
@@ -183,4 +289,188 @@ fn no_descriptors_leak_into_the_child() {
         "unexpected descriptors in the child: {fds:?}"
     );
     assert!(fds.starts_with(&["0", "1", "2"]), "{fds:?}");
+}
+
+/// A FUSE filesystem that never answers, like a dead NFS or sshfs server: `/dev/fuse` is
+/// opened and mounted by a helper process (`cat`, set up between its fork and exec) in a
+/// mount namespace of its own, so no one else on the machine can wander into it, and
+/// nothing ever reads the device. Every request on it (even the first, `INIT`) waits
+/// forever — in uninterruptible (killable) sleep — until the helper dies, which closes the
+/// device and aborts the connection: the waiting calls then fail with `ENOTCONN`.
+///
+/// It is reached from our namespace through `/proc/<helper>/root`, which resolves paths in
+/// the helper's mount tree.
+struct HungMount {
+    helper: std::process::Child,
+    _dir: ScratchDir,
+    /// The mount point, as a path that works from our namespace.
+    path: std::path::PathBuf,
+}
+
+impl HungMount {
+    fn new(name: &str) -> Result<HungMount, String> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+
+        if !is_root() {
+            return Err("mounting FUSE needs root".into());
+        }
+        if !Path::new("/dev/fuse").exists() {
+            return Err("no /dev/fuse".into());
+        }
+        let dir = ScratchDir::new(name);
+        let mnt = dir.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        // The device goes to a fixed descriptor so the options can be built before the fork.
+        const DEV_FD: libc::c_int = 100;
+        let target = CString::new(mnt.as_os_str().as_bytes()).unwrap();
+        let options =
+            CString::new(format!("fd={DEV_FD},rootmode=40000,user_id=0,group_id=0")).unwrap();
+        let mut cmd = Command::new("cat");
+        cmd.stdin(Stdio::piped()).stdout(Stdio::null());
+        // SAFETY: the closure runs in the forked child before exec and makes only
+        // async-signal-safe system calls on strings built before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let check = |r: libc::c_int| {
+                    if r < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(r)
+                    }
+                };
+                check(libc::unshare(libc::CLONE_NEWNS))?;
+                // Keep our mount out of the namespace we came from.
+                check(libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ))?;
+                let fd = check(libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR))?;
+                if fd != DEV_FD {
+                    check(libc::dup2(fd, DEV_FD))?;
+                    libc::close(fd);
+                }
+                check(libc::mount(
+                    c"genward-test".as_ptr(),
+                    target.as_ptr(),
+                    c"fuse".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                ))?;
+                Ok(())
+            });
+        }
+        let helper = match cmd.spawn() {
+            Ok(helper) => helper,
+            Err(e) => return Err(format!("cannot mount a FUSE filesystem: {e}")),
+        };
+        let path =
+            Path::new(&format!("/proc/{}/root", helper.id())).join(mnt.strip_prefix("/").unwrap());
+        Ok(HungMount {
+            helper,
+            _dir: dir,
+            path,
+        })
+    }
+
+    /// Aborts the connection: calls waiting on the mount fail with `ENOTCONN`.
+    fn abort(&mut self) {
+        let _ = self.helper.kill();
+        let _ = self.helper.wait();
+    }
+}
+
+impl Drop for HungMount {
+    fn drop(&mut self) {
+        // Before the scratch directory goes: nothing may hang on it any more.
+        self.abort();
+    }
+}
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `D`, `Z`, ...).
+fn proc_state(pid: i32) -> Option<String> {
+    proc::stat(pid as u32).map(|s| s.state)
+}
+
+#[test]
+fn start_never_waits_for_a_child_hung_on_a_dead_mount() {
+    let mut mount = match HungMount::new("hung") {
+        Ok(m) => m,
+        Err(why) => return skip("start_never_waits_for_a_child_hung_on_a_dead_mount", &why),
+    };
+    // Three ways onto the dead mount: the working directory, the program's path, and a
+    // directory of the PATH search.
+    let mut in_cwd = request(&["/bin/true"]);
+    in_cwd.cwd = Some(mount.path.clone());
+    let program = mount.path.join("genward-prog");
+    let as_program = request(&[program.to_str().unwrap()]);
+    let mut in_path = request(&["genward-prog"]);
+    let path = format!("{}:/usr/bin:/bin", mount.path.display());
+    in_path.env.set.push(("PATH".into(), path.into()));
+
+    // `start` runs in another thread, so that a start that does wait (the bug) fails this
+    // test instead of hanging it: the mount is aborted, which frees the thread.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let requests = [in_cwd, as_program, in_path];
+    let starter = std::thread::spawn(move || {
+        for req in &requests {
+            tx.send(start(req).expect("start")).unwrap();
+        }
+    });
+    let mut started = Vec::new();
+    for _ in 0..3 {
+        match rx.recv_timeout(TIMEOUT) {
+            Ok(s) => started.push(s),
+            Err(_) => {
+                mount.abort();
+                panic!("start waited for a child hung on a dead mount");
+            }
+        }
+    }
+    starter.join().unwrap();
+
+    for s in &mut started {
+        // The child is asleep in the kernel, on the mount...
+        let deadline = Instant::now() + TIMEOUT;
+        while proc_state(s.pid()).as_deref() != Some("D") {
+            assert!(
+                Instant::now() < deadline,
+                "child {} never blocked on the mount (state {:?})",
+                s.pid(),
+                proc_state(s.pid())
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        // ...and has told us nothing: no outcome yet, nothing to read.
+        assert!(!s.poll());
+        assert!(!readable(s.status_fd(), Instant::now()));
+    }
+
+    // The server "recovers" by dying: every call on the mount fails, and each failure
+    // arrives on its status pipe naming the step and the path.
+    mount.abort();
+    let mut errors = started.into_iter().map(|s| finish(s).unwrap_err());
+    let err = errors.next().unwrap();
+    assert!(
+        matches!(&err, SpawnError::Os { step: Step::Chdir, errno: libc::ENOTCONN, path: Some(p) }
+            if *p == mount.path),
+        "{err:?}"
+    );
+    let err = errors.next().unwrap();
+    assert!(
+        matches!(&err, SpawnError::Os { step: Step::Exec, errno: libc::ENOTCONN, path: Some(p) }
+            if *p == program),
+        "{err:?}"
+    );
+    let err = errors.next().unwrap();
+    assert!(
+        matches!(&err, SpawnError::Os { step: Step::Exec, errno: libc::ENOTCONN, path: Some(p) }
+            if *p == program),
+        "{err:?}"
+    );
 }

@@ -1,172 +1,177 @@
 //! The code that runs in the child between its start and `execve`.
 //!
-//! Only async-signal-safe calls happen here (the parent may have other threads, whose locks
-//! the child inherits held, and on Linux the child shares the parent's memory): no
-//! allocation, no locks, no formatting, no writes but to the child's own stack. Every failure is
-//! written to the error pipe as `(step, errno)` and the child `_exit`s; the parent turns it
+//! On Linux the child shares our memory and runs *while we keep running* (see
+//! `launch.rs`), so it makes only raw system calls (`raw.rs`): no C library, no
+//! allocation, no locks, no formatting, no panics, no writes to any memory but its own
+//! stack; it only reads the [`Plan`] the parent built and keeps alive for it. Every failure
+//! is written to the status pipe as one [`Report`] and the child exits; the parent turns it
 //! into a [`super::SpawnError`].
 
 use std::os::fd::RawFd;
 
 use super::prepare::{Pointers, Prepared};
+use super::raw;
 use super::Step;
 
-/// What the child does, prepared by the parent.
-pub(crate) struct Plan<'a> {
+/// What the child does, prepared by the parent. Lives on the heap until the child has left
+/// our memory (see `launch::ChildMemory`).
+pub(crate) struct Plan {
     /// Descriptors to install as 0, 1, 2 (all >= 3, so no `dup2` clobbers another source).
     pub stdio: [RawFd; 3],
     /// Make `stdio[0]` (a PTY peer) the controlling terminal.
     pub controlling_tty: bool,
     /// The descriptor limit to give back (ours was raised; see `sys::rlimit`).
     pub nofile: Option<libc::rlimit>,
-    pub prepared: &'a Prepared,
-    pub pointers: &'a Pointers,
-    /// Write end of the close-on-exec error pipe.
-    pub error_pipe: RawFd,
+    pub prepared: Prepared,
+    /// Pointer arrays into `prepared` (its strings' heap buffers, which never move).
+    pub pointers: Pointers,
+    /// Write end of the close-on-exec status pipe.
+    pub status_pipe: RawFd,
 }
+
+/// The descriptor the status pipe is moved to in the child, right above stdio, so that
+/// every other descriptor can be closed with one `close_range`.
+const STATUS_FD: RawFd = 3;
 
 /// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>`.
-#[cfg(target_os = "linux")]
-const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
 
-/// Sets `sig` to `SIG_DFL`. On Linux through the raw `rt_sigaction`, because libc wrappers
-/// refuse the signals they reserve for themselves (32 and 33 in glibc), which can still
-/// arrive ignored from whoever started us. An all-zero kernel `struct sigaction` is
-/// `SIG_DFL` with no flags and an empty mask on every architecture's layout.
-///
-/// # Safety
-/// Async-signal-safe; changes process-wide signal state, so only for the new child.
-unsafe fn reset_disposition(sig: libc::c_int) {
-    #[cfg(target_os = "linux")]
-    {
-        let zeroed = [0u64; 8];
-        // SAFETY: `zeroed` is larger than the kernel's `struct sigaction` on every
-        // architecture; the old-action pointer is null; 8 is `sizeof(kernel sigset_t)`.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                sig,
-                zeroed.as_ptr(),
-                std::ptr::null_mut::<libc::c_void>(),
-                8usize,
-            );
-        }
+/// `Report::path` when no candidate path applies.
+pub(crate) const NO_PATH: u32 = u32::MAX;
+
+/// What a failing child writes to the status pipe: 12 bytes, below `PIPE_BUF`, so the one
+/// `write` is atomic and the parent reads all of it or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Report {
+    pub step: u32,
+    pub errno: i32,
+    /// Index into `Prepared::candidates` of the program the errno is about, or [`NO_PATH`].
+    pub path: u32,
+}
+
+impl Report {
+    pub const LEN: usize = 12;
+
+    pub fn to_bytes(self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        let (step, rest) = b.split_at_mut(4);
+        let (errno, path) = rest.split_at_mut(4);
+        step.copy_from_slice(&self.step.to_ne_bytes());
+        errno.copy_from_slice(&self.errno.to_ne_bytes());
+        path.copy_from_slice(&self.path.to_ne_bytes());
+        b
     }
-    #[cfg(not(target_os = "linux"))]
-    {
-        // SAFETY: a zeroed `sigaction` with `SIG_DFL` is a valid argument.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(sig, &action, std::ptr::null_mut());
+
+    pub fn from_bytes(b: &[u8; Self::LEN]) -> Report {
+        let word = |i: usize| [b[i], b[i + 1], b[i + 2], b[i + 3]];
+        Report {
+            step: u32::from_ne_bytes(word(0)),
+            errno: i32::from_ne_bytes(word(4)),
+            path: u32::from_ne_bytes(word(8)),
         }
     }
 }
 
-fn errno() -> i32 {
-    // SAFETY: these return this thread's errno slot; reading it is async-signal-safe.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    unsafe {
-        *libc::__errno_location()
+/// Reports the failure to the parent and exits without running any destructor or handler.
+fn fail(pipe: RawFd, step: Step, errno: raw::Errno, path: u32) -> ! {
+    let msg = Report {
+        step: step as u32,
+        errno,
+        path,
     }
-    #[cfg(any(
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd",
-        target_os = "dragonfly"
-    ))]
-    unsafe {
-        *libc::__error()
-    }
-    #[cfg(any(target_os = "netbsd", target_os = "openbsd"))]
-    unsafe {
-        *libc::__errno()
-    }
-}
-
-/// Reports `(step, errno)` to the parent and exits without running any destructor or
-/// `atexit` handler.
-fn fail(pipe: RawFd, step: Step, errno: i32) -> ! {
-    let mut msg = [0u8; 8];
-    msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
-    msg[4..].copy_from_slice(&errno.to_ne_bytes());
-    // SAFETY: `msg` is a valid 8-byte buffer; `write` and `_exit` are async-signal-safe.
-    // 8 bytes are below PIPE_BUF, so the write is atomic.
-    unsafe {
-        libc::write(pipe, msg.as_ptr().cast(), msg.len());
-        libc::_exit(127)
-    }
+    .to_bytes();
+    // Nothing to do if this fails: the parent then sees EOF and the child's exit (127).
+    let _ = raw::write(pipe, &msg);
+    raw::exit(127)
 }
 
 /// Runs in the child; execs or exits, never returns.
 ///
 /// # Safety
-/// Must be called only in a freshly started child (forked, or cloned with `CLONE_VFORK` so
-/// the parent sleeps meanwhile), with every pointer in `plan` valid.
-pub(crate) unsafe fn run(plan: &Plan<'_>) -> ! {
-    let pipe = plan.error_pipe;
-    // SAFETY (whole block): these are plain system calls on descriptors and C strings the
-    // parent prepared; each is async-signal-safe.
-    unsafe {
-        if libc::setsid() < 0 {
-            fail(pipe, Step::Setsid, errno());
+/// Must be called only in a freshly started child, whose signals are all blocked, with
+/// `plan` valid until the child has exec'd or exited.
+pub(crate) unsafe fn run(plan: &Plan) -> ! {
+    let mut pipe = plan.status_pipe;
+    if let Err(e) = raw::setsid() {
+        fail(pipe, Step::Setsid, e, NO_PATH);
+    }
+    if plan.controlling_tty {
+        if let Err(e) = raw::set_controlling_tty(plan.stdio[0]) {
+            fail(pipe, Step::ControllingTerminal, e, NO_PATH);
         }
-        if plan.controlling_tty && libc::ioctl(plan.stdio[0], libc::TIOCSCTTY, 0) < 0 {
-            fail(pipe, Step::ControllingTerminal, errno());
+    }
+    for (target, &source) in plan.stdio.iter().enumerate() {
+        // Sources are >= 3, so this always makes a new descriptor, without close-on-exec.
+        if let Err(e) = raw::dup3(source, target as RawFd, 0) {
+            fail(pipe, Step::Stdio, e, NO_PATH);
         }
-        for (target, &source) in plan.stdio.iter().enumerate() {
-            // Sources are >= 3, so `dup2` always makes a new descriptor, without
-            // close-on-exec.
-            if libc::dup2(source, target as RawFd) < 0 {
-                fail(pipe, Step::Stdio, errno());
-            }
+    }
+    // Keep nothing of ours but 0, 1, 2 and the status pipe: not even until exec, because
+    // this child may wait a long time in `chdir` or `execve` on a hung filesystem, and
+    // copies of our descriptors held meanwhile would keep other children's pipes and our
+    // clients' sockets from ever reporting end-of-file. Descriptors inherited without
+    // close-on-exec from whoever started us go too.
+    if pipe != STATUS_FD {
+        if let Err(e) = raw::dup3(pipe, STATUS_FD, libc::O_CLOEXEC) {
+            fail(pipe, Step::Stdio, e, NO_PATH);
         }
-        // Descriptors we inherited from whoever started us without close-on-exec would
-        // leak into every child: mark everything above 2 close-on-exec (the error pipe
-        // already is). `close_range` needs Linux 5.11; older kernels keep the leak.
-        #[cfg(target_os = "linux")]
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
-        // Default dispositions for every signal (a Rust parent ignores SIGPIPE; ignored
-        // signals survive exec), then an empty mask (the parent blocked everything around
-        // fork). Errors for SIGKILL and SIGSTOP are expected.
-        for sig in 1..65 {
-            reset_disposition(sig);
+        pipe = STATUS_FD;
+    }
+    if raw::close_from(STATUS_FD as u32 + 1, 0).is_err() {
+        // Before Linux 5.9: at least nothing leaks past exec (5.11 has the flag; older
+        // kernels have neither, and ours are all close-on-exec anyway).
+        let _ = raw::close_from(STATUS_FD as u32 + 1, CLOSE_RANGE_CLOEXEC);
+    }
+    // Default dispositions for every signal (a Rust parent ignores SIGPIPE; ignored signals
+    // survive exec), then an empty mask (the parent blocked everything around the start).
+    // Errors for SIGKILL and SIGSTOP are expected.
+    let mut sig = 1;
+    while sig <= raw::MAX_SIGNAL {
+        let _ = raw::default_disposition(sig);
+        sig += 1;
+    }
+    if let Err(e) = raw::unblock_all_signals() {
+        fail(pipe, Step::Signals, e, NO_PATH);
+    }
+    if let Some(limit) = &plan.nofile {
+        // Best effort: a child with our raised limit still works.
+        let _ = raw::set_nofile(limit);
+    }
+    if let Some(cwd) = &plan.prepared.cwd {
+        if let Err(e) = raw::chdir(cwd) {
+            fail(pipe, Step::Chdir, e, NO_PATH);
         }
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
-            fail(pipe, Step::Signals, libc::EINVAL);
-        }
-        if let Some(limit) = &plan.nofile {
-            // Best effort: a child with our raised limit still works.
-            libc::setrlimit(libc::RLIMIT_NOFILE, limit);
-        }
-        if let Some(cwd) = &plan.prepared.cwd {
-            if libc::chdir(cwd.as_ptr()) < 0 {
-                fail(pipe, Step::Chdir, errno());
-            }
-        }
-        // The PATH search, like execvp: skip entries that do not exist, remember that one
-        // was not executable, stop at any other error.
-        let mut saw_eacces = false;
-        let mut last = libc::ENOENT;
-        for path in &plan.prepared.candidates {
-            libc::execve(
-                path.as_ptr(),
+    }
+    // The PATH search, like execvp, here in the child after `chdir` so the parent never
+    // touches the child's filesystem: skip candidates that do not exist, remember the first
+    // one that was not executable, stop at any other error.
+    let mut eacces = NO_PATH;
+    let mut last = (libc::ENOENT, NO_PATH);
+    let mut index = 0u32;
+    for path in &plan.prepared.candidates {
+        // SAFETY: the pointer arrays are null-terminated and point into `plan.prepared`,
+        // which outlives this child's use of it.
+        let e = unsafe {
+            raw::execve(
+                path,
                 plan.pointers.argv.as_ptr(),
                 plan.pointers.env.as_ptr(),
-            );
-            last = errno();
-            match last {
-                libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG => {}
-                libc::EACCES => saw_eacces = true,
-                _ => fail(pipe, Step::Exec, last),
+            )
+        };
+        last = (e, index);
+        match e {
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG => {}
+            libc::EACCES => {
+                if eacces == NO_PATH {
+                    eacces = index;
+                }
             }
+            _ => fail(pipe, Step::Exec, e, index),
         }
-        fail(
-            pipe,
-            Step::Exec,
-            if saw_eacces { libc::EACCES } else { last },
-        )
+        index = index.wrapping_add(1);
     }
+    if eacces != NO_PATH {
+        fail(pipe, Step::Exec, libc::EACCES, eacces)
+    }
+    fail(pipe, Step::Exec, last.0, last.1)
 }

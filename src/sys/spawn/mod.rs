@@ -1,35 +1,50 @@
-//! Starting a child: our own `clone(CLONE_VM|CLONE_VFORK)` (Linux; `fork` elsewhere) +
-//! `execve`, over pipes or a PTY of our own.
+//! Starting a child without waiting for it: our own `clone(CLONE_VM)` (Linux; `fork`
+//! elsewhere) + `execve`, over pipes or a PTY of our own.
+//!
+//! [`start`] returns as soon as the child exists, before it has exec'd: with the pid (and
+//! pidfd), our ends of its stdio, and the read end of a close-on-exec *status pipe*. The
+//! caller waits for that pipe to become readable (an event loop registers
+//! [`Starting::status_fd`]) and then calls [`Starting::poll`] and [`Starting::finish`]:
+//! end-of-file means the exec succeeded; a report means a step failed, and says which step,
+//! which errno and which path. Nothing here ever waits for the child: a `chdir` or `execve`
+//! that hangs on a dead mount hangs only the child. [`spawn`] is the blocking form.
 //!
 //! Every child is a session and process-group leader (`setsid`), starts with default signal
-//! dispositions and an empty mask, and inherits none of our descriptors (all of ours are
-//! close-on-exec). A failed exec comes back as a [`SpawnError`] naming the step and the
-//! errno, through a close-on-exec pipe that the child writes to only if `execve` fails.
+//! dispositions and an empty mask, and inherits none of our descriptors. The parent never
+//! touches the filesystem on the child's behalf: the working directory and the `PATH`
+//! search are the child's own business, after `chdir`.
 //!
 //! Everything the child needs is prepared before the child starts; until `execve` it makes
-//! only async-signal-safe system calls and writes no memory but its own stack (see
-//! `child.rs`).
+//! only raw system calls and writes no memory but its own stack (see `child.rs`, `raw.rs`,
+//! and `launch.rs` for why the stack and the plan live until the status pipe reports).
 
 mod child;
+mod launch;
 mod prepare;
+mod raw;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fs::{open, Mode, OFlags};
 use rustix::io::{fcntl_dupfd_cloexec, Errno};
 use rustix::pipe::{pipe_with, PipeFlags};
-use rustix::process::{pidfd_open, Pid, PidfdFlags};
+use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 pub use prepare::{MAX_ARGS, MAX_ARG_BYTES};
 
-use crate::sys::fd::set_nonblocking;
+use crate::sys::fd::{read_nonblocking, set_nonblocking, ReadOutcome};
 use crate::sys::identity::{self, Observed};
 use crate::sys::process::{Process, ReaperMode};
 use crate::sys::pty::open_pty;
+use child::{Report, NO_PATH};
+use launch::ChildMemory;
 
 /// The `TERM` a PTY child gets unless the request sets one.
 pub const DEFAULT_TERM: &str = "xterm-256color";
@@ -114,15 +129,16 @@ pub enum StderrMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Step {
-    /// Creating pipes, the PTY, or `/dev/null` (in the parent).
+    /// Creating pipes, the PTY, or `/dev/null`, or reading the child's status (in the
+    /// parent).
     Setup = 1,
-    /// Starting the child: `clone` or `fork` (in the parent).
+    /// Starting the child: its stack, `clone` or `fork` (in the parent).
     Fork = 2,
     /// `setsid` (in the child).
     Setsid = 3,
     /// `TIOCSCTTY` (in the child).
     ControllingTerminal = 4,
-    /// `dup2` onto 0, 1, 2 (in the child).
+    /// `dup2` onto 0, 1, 2, and the status pipe onto 3 (in the child).
     Stdio = 5,
     /// Resetting signal mask and dispositions (in the child).
     Signals = 6,
@@ -147,7 +163,8 @@ impl Step {
         })
     }
 
-    fn name(self) -> &'static str {
+    /// A short name: `chdir`, `exec`, ...
+    pub fn name(self) -> &'static str {
         match self {
             Step::Setup => "setup",
             Step::Fork => "fork",
@@ -161,7 +178,8 @@ impl Step {
     }
 }
 
-/// Why a spawn failed. The child (if one was forked) has been reaped.
+/// Why a spawn failed. A child that was started is killed if need be and reaped (at once,
+/// or soon after: see [`reap_abandoned`]).
 #[derive(Debug)]
 pub enum SpawnError {
     /// The request itself is unusable (empty argv, NUL byte, bad variable name, too big).
@@ -170,11 +188,15 @@ pub enum SpawnError {
     NotFound {
         /// Which step.
         step: Step,
+        /// Which path (see [`SpawnError::path`]).
+        path: Option<PathBuf>,
     },
     /// `EACCES` or `EPERM`: not allowed to execute the program or enter the directory.
     PermissionDenied {
         /// Which step.
         step: Step,
+        /// Which path (see [`SpawnError::path`]).
+        path: Option<PathBuf>,
     },
     /// Any other errno.
     Os {
@@ -182,50 +204,81 @@ pub enum SpawnError {
         step: Step,
         /// The raw errno.
         errno: i32,
+        /// Which path (see [`SpawnError::path`]).
+        path: Option<PathBuf>,
     },
 }
 
 impl SpawnError {
-    fn from_errno(step: Step, errno: i32) -> SpawnError {
+    fn from_errno(step: Step, errno: i32, path: Option<PathBuf>) -> SpawnError {
         match errno {
-            libc::ENOENT | libc::ENOTDIR => SpawnError::NotFound { step },
-            libc::EACCES | libc::EPERM => SpawnError::PermissionDenied { step },
-            errno => SpawnError::Os { step, errno },
+            libc::ENOENT | libc::ENOTDIR => SpawnError::NotFound { step, path },
+            libc::EACCES | libc::EPERM => SpawnError::PermissionDenied { step, path },
+            errno => SpawnError::Os { step, errno, path },
         }
     }
 
     fn setup(e: impl Into<io::Error>) -> SpawnError {
         let e: io::Error = e.into();
-        SpawnError::from_errno(Step::Setup, e.raw_os_error().unwrap_or(libc::EIO))
+        SpawnError::from_errno(Step::Setup, e.raw_os_error().unwrap_or(libc::EIO), None)
     }
 
     /// The step that failed, if a step did.
     pub fn step(&self) -> Option<Step> {
         match self {
             SpawnError::Invalid(_) => None,
-            SpawnError::NotFound { step }
-            | SpawnError::PermissionDenied { step }
+            SpawnError::NotFound { step, .. }
+            | SpawnError::PermissionDenied { step, .. }
             | SpawnError::Os { step, .. } => Some(*step),
+        }
+    }
+
+    /// The path the failed step was about: the working directory for [`Step::Chdir`]; for
+    /// [`Step::Exec`] the program — the path tried, or `argv[0]` itself (which then has no
+    /// `/`) when no directory of the child's `PATH` held an executable of that name.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            SpawnError::Invalid(_) => None,
+            SpawnError::NotFound { path, .. }
+            | SpawnError::PermissionDenied { path, .. }
+            | SpawnError::Os { path, .. } => path.as_deref(),
+        }
+    }
+
+    /// The errno, where one applies (`ENOENT` and `EACCES` for the two named kinds).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            SpawnError::Invalid(_) => None,
+            SpawnError::NotFound { .. } => Some(libc::ENOENT),
+            SpawnError::PermissionDenied { .. } => Some(libc::EACCES),
+            SpawnError::Os { errno, .. } => Some(*errno),
         }
     }
 }
 
 impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (step, path) = match self {
+            SpawnError::Invalid(why) => return write!(f, "invalid spawn request: {why}"),
+            SpawnError::NotFound { step, path }
+            | SpawnError::PermissionDenied { step, path }
+            | SpawnError::Os { step, path, .. } => (*step, path.as_deref()),
+        };
+        match (step, path) {
+            (Step::Chdir, Some(p)) => write!(f, "chdir to working directory {p:?}")?,
+            (Step::Exec, Some(p)) if !p.as_os_str().as_bytes().contains(&b'/') => {
+                write!(f, "exec {p:?} (searched PATH)")?
+            }
+            (Step::Exec, Some(p)) => write!(f, "exec {p:?}")?,
+            (step, _) => f.write_str(step.name())?,
+        }
         match self {
-            SpawnError::Invalid(why) => write!(f, "invalid spawn request: {why}"),
-            SpawnError::NotFound { step } => {
-                write!(f, "{}: no such file or directory", step.name())
+            SpawnError::NotFound { .. } => f.write_str(": no such file or directory"),
+            SpawnError::PermissionDenied { .. } => f.write_str(": permission denied"),
+            SpawnError::Os { errno, .. } => {
+                write!(f, ": {}", io::Error::from_raw_os_error(*errno))
             }
-            SpawnError::PermissionDenied { step } => {
-                write!(f, "{}: permission denied", step.name())
-            }
-            SpawnError::Os { step, errno } => write!(
-                f,
-                "{}: {}",
-                step.name(),
-                io::Error::from_raw_os_error(*errno)
-            ),
+            SpawnError::Invalid(_) => Ok(()),
         }
     }
 }
@@ -321,122 +374,238 @@ fn make_stdio(io_mode: &IoMode) -> io::Result<Stdio> {
     }
 }
 
-/// Blocks every signal in this thread until dropped, so no handler runs in the child
-/// between `fork` and the child's own reset.
-struct SignalsBlocked(libc::sigset_t);
+/// A child that has been started but has not yet exec'd (or failed to), and our ends of its
+/// stdio. See the [module docs](self) and [`start`].
+///
+/// Dropping it before [`Starting::finish`] kills the child (it is our unreaped child, so its
+/// pid is still its own) and hands it to [`reap_abandoned`].
+pub struct Starting {
+    /// `Some` until `finish` takes it (or `drop` buries it).
+    child: Option<Started>,
+    status: OwnedFd,
+    report: [u8; Report::LEN],
+    got: usize,
+    outcome: Option<Outcome>,
+    stdin: Option<OwnedFd>,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
+    pty: Option<OwnedFd>,
+}
 
-impl SignalsBlocked {
-    fn new() -> SignalsBlocked {
-        // SAFETY: plain sigset manipulation on local, initialized values.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-            SignalsBlocked(old)
-        }
+/// The child of a [`Starting`], and what it may still be using of ours.
+struct Started {
+    pid: Pid,
+    pidfd: Option<OwnedFd>,
+    /// `None` once the child has left our memory.
+    memory: Option<ChildMemory>,
+}
+
+/// What the status pipe said.
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    /// End-of-file with nothing before it: the child exec'd (or died before it could
+    /// report; its exit then shows as usual).
+    Exec,
+    /// The child reported a failed step and is exiting.
+    Failed(Report),
+    /// The pipe broke its protocol (a short report) or could not be read.
+    Broken(i32),
+}
+
+impl fmt::Debug for Starting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Starting")
+            .field("pid", &self.child.as_ref().map(|c| c.pid.as_raw_pid()))
+            .field("status", &self.status)
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
     }
 }
 
-impl Drop for SignalsBlocked {
+impl Starting {
+    /// The child's pid (also its process group and session id).
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map_or(0, |c| c.pid.as_raw_pid())
+    }
+
+    /// The read end of the status pipe, non-blocking: register it for readability and call
+    /// [`Starting::poll`] whenever it is readable. It is closed by [`Starting::finish`] (and
+    /// on drop), so deregister it first.
+    pub fn status_fd(&self) -> BorrowedFd<'_> {
+        self.status.as_fd()
+    }
+
+    /// Reads what the status pipe holds, without blocking. Returns `true` once the outcome
+    /// is known (then stop watching [`Starting::status_fd`] and call
+    /// [`Starting::finish`]); `false` means wait for the next readiness.
+    pub fn poll(&mut self) -> bool {
+        if self.outcome.is_some() {
+            return true;
+        }
+        loop {
+            let outcome = match read_nonblocking(self.status.as_fd(), &mut self.report[self.got..])
+            {
+                Ok(ReadOutcome::Data(n)) => {
+                    self.got += n;
+                    if self.got < Report::LEN {
+                        continue;
+                    }
+                    Outcome::Failed(Report::from_bytes(&self.report))
+                }
+                Ok(ReadOutcome::WouldBlock) => return false,
+                Ok(ReadOutcome::Eof) if self.got == 0 => Outcome::Exec,
+                Ok(ReadOutcome::Eof) => Outcome::Broken(libc::EPROTO),
+                Err(e) => Outcome::Broken(e.raw_os_error().unwrap_or(libc::EIO)),
+            };
+            if let (Outcome::Exec, Some(child)) = (outcome, &mut self.child) {
+                // The kernel closes the child's descriptors only after it has switched to
+                // the new program's address space (exec) or released ours (exit).
+                child.memory = None;
+            }
+            self.outcome = Some(outcome);
+            return true;
+        }
+    }
+
+    /// The outcome: the running child, or the failed step with its errno and path.
+    ///
+    /// Meant for after [`Starting::poll`] returned `true`. Called before, it *blocks* until
+    /// the child has exec'd or failed — which is what [`spawn`] does; an event loop never
+    /// calls it early.
+    pub fn finish(mut self) -> Result<Child, SpawnError> {
+        while !self.poll() {
+            let mut fds = [PollFd::new(&self.status, PollFlags::IN)];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(e) => {
+                    self.outcome = Some(Outcome::Broken(e.raw_os_error()));
+                }
+            }
+        }
+        let started = self.child.take().expect("finish consumes the child once");
+        let outcome = self.outcome.expect("poll returned true");
+        reap_abandoned();
+        match outcome {
+            Outcome::Exec => {
+                let pid = started.pid.as_raw_pid();
+                let token =
+                    match identity::observe(pid, started.pidfd.as_ref().map(|fd| fd.as_fd())) {
+                        Observed::Token(token) => Some(token),
+                        Observed::Gone | Observed::Unreadable(_) => None,
+                    };
+                Ok(Child {
+                    process: Process::child(started.pid, started.pidfd, token),
+                    stdin: self.stdin.take(),
+                    stdout: self.stdout.take(),
+                    stderr: self.stderr.take(),
+                    pty: self.pty.take(),
+                })
+            }
+            Outcome::Failed(report) => {
+                let error = self.error_of(&started, report);
+                bury(started);
+                Err(error)
+            }
+            Outcome::Broken(errno) => {
+                bury(started);
+                Err(SpawnError::from_errno(Step::Setup, errno, None))
+            }
+        }
+    }
+
+    /// The error a child's report describes, with the path it was about.
+    fn error_of(&self, started: &Started, report: Report) -> SpawnError {
+        let Some(step) = Step::from_u32(report.step) else {
+            return SpawnError::from_errno(Step::Setup, libc::EPROTO, None);
+        };
+        let to_path = |bytes: &[u8]| Some(PathBuf::from(OsStr::from_bytes(bytes)));
+        // The child has not necessarily left our memory yet, but it only reads the plan, as
+        // we do here.
+        let path = started.memory.as_ref().and_then(|memory| {
+            let prepared = &memory.plan().prepared;
+            match step {
+                Step::Chdir => prepared.cwd.as_ref().and_then(|c| to_path(c.to_bytes())),
+                Step::Exec => {
+                    let program = prepared.argv.first()?.to_bytes();
+                    let searched = !program.contains(&b'/');
+                    let not_found = matches!(report.errno, libc::ENOENT | libc::ENOTDIR);
+                    if report.path == NO_PATH || (searched && not_found) {
+                        // Nothing in PATH had it: name the program as asked for.
+                        to_path(program)
+                    } else {
+                        let candidate = prepared.candidates.get(report.path as usize)?;
+                        to_path(candidate.to_bytes())
+                    }
+                }
+                _ => None,
+            }
+        });
+        SpawnError::from_errno(step, report.errno, path)
+    }
+}
+
+impl Drop for Starting {
     fn drop(&mut self) {
-        // SAFETY: restores the mask saved in `new`.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut());
+        if let Some(started) = self.child.take() {
+            bury(started);
         }
     }
 }
 
-/// Stack for the child between `clone` and `execve`: it runs only `child::run`, a shallow
-/// sequence of system calls.
-#[cfg(target_os = "linux")]
-const CHILD_STACK: usize = 64 * 1024;
+/// Children that failed or were abandoned and had not exited yet when we let go of them,
+/// with the memory they may still be using. Reaped (and freed) by [`reap_abandoned`].
+static ABANDONED: Mutex<Vec<(Process, Option<ChildMemory>)>> = Mutex::new(Vec::new());
 
-#[cfg(target_os = "linux")]
-extern "C" fn child_entry(plan: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `plan` is the `&Plan` passed to `clone` below; with CLONE_VFORK the parent
-    // thread, which owns it, is suspended until this child execs or exits.
-    unsafe { child::run(&*(plan as *const child::Plan<'_>)) }
+/// Lets go of a started child we will not run: reaps it if it has exited, else kills it
+/// (harmless if it is exiting anyway; it may be stopped) and parks it for
+/// [`reap_abandoned`]. Never waits.
+fn bury(started: Started) {
+    let Started { pid, pidfd, memory } = started;
+    let mut process = Process::child(pid, pidfd, None);
+    if let Ok(Some(_)) = process.reap() {
+        return; // exited: it no longer uses `memory`, which drops here
+    }
+    // `pid` is our unreaped child, so neither route can reach a stranger.
+    let _ = match process.pidfd() {
+        Some(fd) => pidfd_send_signal(fd, Signal::KILL),
+        None => rustix::process::kill_process(pid, Signal::KILL),
+    };
+    ABANDONED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((process, memory));
 }
 
-/// Starts the child running [`child::run`]; returns its pid, or -1 with errno set.
+/// Reaps the children that failed to exec or were abandoned (a [`Starting`] dropped before
+/// it finished) once they have exited, and frees the memory they were using; returns how
+/// many are still waiting to exit. Never blocks.
 ///
-/// Linux: `clone(CLONE_VM | CLONE_VFORK | SIGCHLD)` on a stack of its own, as glibc's
-/// `posix_spawn` does: no page tables are copied and the parent sleeps until the child has
-/// exec'd or exited, which makes a spawn markedly cheaper than `fork`. The child shares our
-/// memory but not our descriptor table or signal handlers, only reads what `plan` points
-/// to, and writes nothing but its own stack (and this thread's errno, while we sleep).
-/// Elsewhere: `fork`.
-fn start_child(plan: &child::Plan<'_>) -> libc::pid_t {
-    #[cfg(target_os = "linux")]
-    {
-        let mut stack = vec![0u8; CHILD_STACK];
-        // SAFETY: the top of `stack`, aligned down to 16 bytes as every ABI requires, is
-        // inside the allocation; `stack` and `plan` outlive the child's use of them because
-        // CLONE_VFORK suspends us until it execs or exits.
-        unsafe {
-            let top = stack.as_mut_ptr().add(CHILD_STACK);
-            let top = top.sub(top as usize % 16);
-            libc::clone(
-                child_entry,
-                top.cast(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                plan as *const child::Plan<'_> as *mut libc::c_void,
-            )
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        // SAFETY: `fork` has no preconditions; the child only calls `child::run`, which
-        // makes async-signal-safe calls on memory prepared before and never returns.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: we are the freshly forked child and `plan` points into live memory.
-            unsafe { child::run(plan) }
-        }
-        pid
-    }
+/// Each [`start`] and [`Starting::finish`] calls it, so a busy loop need not; call it now
+/// and then (or on `SIGCHLD`) to not keep a zombie until the next spawn. A child stays here
+/// only as long as it takes to exit after `SIGKILL` (a failed child is exiting already).
+pub fn reap_abandoned() -> usize {
+    let mut parked = ABANDONED.lock().unwrap_or_else(|e| e.into_inner());
+    // Reaped, or not ours any more (`ECHILD`: someone else reaped it): either way it has
+    // left our memory. Any other error keeps it, memory and all.
+    parked.retain_mut(|(process, _)| match process.reap() {
+        Ok(Some(_)) => false,
+        Ok(None) => true,
+        Err(e) => e.raw_os_error() != Some(libc::ECHILD),
+    });
+    parked.len()
 }
 
-/// Reads the child's `(step, errno)` report, retrying `EINTR`; `None` at EOF (the error
-/// pipe closed on a successful exec).
-fn read_report(fd: &OwnedFd) -> io::Result<Option<(u32, i32)>> {
-    let mut buf = [0u8; 8];
-    let mut got = 0;
-    while got < buf.len() {
-        match rustix::io::read(fd, &mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if got < buf.len() {
-        return Ok(None);
-    }
-    let step = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
-    let errno = i32::from_ne_bytes(buf[4..].try_into().expect("4 bytes"));
-    Ok(Some((step, errno)))
-}
-
-/// Waits (blocking) for a child that reported an exec failure and is exiting.
-fn reap_failed(pid: libc::pid_t) {
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child by pid; `status` is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
-        }
-    }
-}
-
-/// Starts `req`: start the child, set it up, exec. Returns once the exec has succeeded (the
-/// error pipe closed) or failed (reported and the child reaped).
+/// Starts `req` and returns as soon as the child exists, without waiting for it to exec.
 ///
-/// With [`ReaperMode::Auto`] the child's pidfd is opened as soon as it has exec'd, before anything
-/// could reap it, so it refers to this child for good. The identity token is read then too.
-pub fn spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
+/// Errors here are about the request or about us (pipes, PTY, `clone`); whether the
+/// child's `chdir` and `execve` succeed arrives later, through [`Starting::status_fd`]. The
+/// parent touches neither the working directory nor the program's path.
+///
+/// With [`ReaperMode::Auto`] the child's pidfd is opened right after it was started: it is
+/// our unreaped child, so the pid cannot have been reused and the pidfd refers to it for
+/// good.
+pub fn start(req: &SpawnRequest) -> Result<Starting, SpawnError> {
+    reap_abandoned();
     let term = match &req.io {
         IoMode::Pty { term, .. } => Some(term.clone().unwrap_or_else(|| DEFAULT_TERM.into())),
         IoMode::Pipes { .. } => None,
@@ -444,9 +613,10 @@ pub fn spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
     let prepared = prepare::prepare(req, term.as_deref())?;
     let pointers = prepared.pointers();
     let stdio = make_stdio(&req.io).map_err(SpawnError::setup)?;
-    let (report_r, report_w) = pipe_with(PipeFlags::CLOEXEC).map_err(SpawnError::setup)?;
-    let report_w = above_stdio(report_w).map_err(SpawnError::setup)?;
-    let plan = child::Plan {
+    let (status_r, status_w) =
+        pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).map_err(SpawnError::setup)?;
+    let status_w = above_stdio(status_w).map_err(SpawnError::setup)?;
+    let plan = Box::new(child::Plan {
         stdio: [
             stdio.child[0].as_raw_fd(),
             stdio.child[1].as_raw_fd(),
@@ -454,24 +624,14 @@ pub fn spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
         ],
         controlling_tty: stdio.controlling_tty,
         nofile: crate::sys::rlimit::child_nofile_limit(),
-        prepared: &prepared,
-        pointers: &pointers,
-        error_pipe: report_w.as_raw_fd(),
-    };
-
-    let blocked = SignalsBlocked::new();
-    let pid = start_child(&plan);
-    drop(blocked);
-    if pid < 0 {
-        return Err(SpawnError::from_errno(
-            Step::Fork,
-            io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EAGAIN),
-        ));
-    }
+        prepared,
+        pointers,
+        status_pipe: status_w.as_raw_fd(),
+    });
+    let (pid, memory) =
+        launch::launch(plan).map_err(|errno| SpawnError::from_errno(Step::Fork, errno, None))?;
     // The child's ends are the child's now; closing ours makes EOF reach the right side.
-    drop(report_w);
+    drop(status_w);
     let Stdio {
         parent_stdin,
         parent_stdout,
@@ -481,41 +641,32 @@ pub fn spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
         ..
     } = stdio;
     drop(child_ends);
-
-    let report = read_report(&report_r);
-    drop(report_r);
-    match report {
-        Ok(None) => {}
-        Ok(Some((step, errno))) => {
-            reap_failed(pid);
-            let step = Step::from_u32(step).unwrap_or(Step::Exec);
-            return Err(SpawnError::from_errno(step, errno));
-        }
-        Err(e) => {
-            // Cannot tell whether exec happened; make sure no half-started child remains.
-            // SAFETY: `pid` is our unreaped child, so it cannot be a recycled pid.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            reap_failed(pid);
-            return Err(SpawnError::setup(e));
-        }
-    }
-
-    let raw = Pid::from_raw(pid).expect("fork returned a positive pid");
+    let pid = Pid::from_raw(pid).expect("clone returned a positive pid");
     let pidfd = match req.reaper {
         ReaperMode::Fallback => None,
         // ENOSYS (before 5.3) or anything else: fall back to the pid, which stays ours
         // until we reap it.
-        ReaperMode::Auto => pidfd_open(raw, PidfdFlags::empty()).ok(),
+        ReaperMode::Auto => pidfd_open(pid, PidfdFlags::empty()).ok(),
     };
-    let token = match identity::observe(pid, pidfd.as_ref().map(|fd| fd.as_fd())) {
-        Observed::Token(token) => Some(token),
-        Observed::Gone | Observed::Unreadable(_) => None,
-    };
-    Ok(Child {
-        process: Process::child(raw, pidfd, token),
+    Ok(Starting {
+        child: Some(Started {
+            pid,
+            pidfd,
+            memory: Some(memory),
+        }),
+        status: status_r,
+        report: [0; Report::LEN],
+        got: 0,
+        outcome: None,
         stdin: parent_stdin,
         stdout: parent_stdout,
         stderr: parent_stderr,
         pty,
     })
+}
+
+/// Starts `req` and waits (blocking) until the child has exec'd or failed: [`start`] then
+/// [`Starting::finish`]. For callers that are not an event loop; the loop uses [`start`].
+pub fn spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
+    start(req)?.finish()
 }
