@@ -17,6 +17,10 @@ pub enum Action {
         session: Arc<str>,
         spec: Arc<Spec>,
     },
+    /// Give up starting `gen` (a stop arrived before its spawn was confirmed); answer with
+    /// `Input::SpawnResult`: the running process if it had already started (it is then
+    /// stopped like any other), else a `cancelled` error.
+    CancelSpawn { gen: u64 },
     /// Send `signal` to `gen`'s leader or to its process group. Only ever asked while the
     /// leader is unreaped, so neither the pid nor the group id can have been reused.
     Signal { gen: u64, signal: i32, scope: Scope },

@@ -378,10 +378,23 @@ impl Checker {
                 t.spawn_asked += 1;
                 t.spec = Some(spec.clone());
             }
-            Action::Signal { gen, .. }
-            | Action::WriteInput { gen, .. }
+            Action::CancelSpawn { gen } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.spawn_asked == 1 && !t.spawned && t.terminal == 0,
+                    "spawn of generation {gen} cancelled when it was not starting"
+                );
+            }
+            Action::WriteInput { gen, .. }
             | Action::CloseInput { gen }
             | Action::Resize { gen, .. } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.spawn_asked == 1 && t.reaped == 0 && !t.lost,
+                    "input for a generation never started, reaped or lost: {action:?}"
+                );
+            }
+            Action::Signal { gen, .. } => {
                 let t = self.track(*gen);
                 assert!(
                     t.spawned && t.reaped == 0,
@@ -554,6 +567,7 @@ impl Checker {
                 Action::Emit(Event::State { session: s, .. }) => Some(s) == session.as_ref(),
                 Action::Emit(e) => e.gen() == Some(gen),
                 Action::Signal { gen: h, .. }
+                | Action::CancelSpawn { gen: h }
                 | Action::Reap { gen: h }
                 | Action::WriteInput { gen: h, .. }
                 | Action::CloseInput { gen: h }
@@ -582,6 +596,7 @@ impl Checker {
                 }
                 Action::Emit(e) => e.gen(),
                 Action::Signal { gen, .. }
+                | Action::CancelSpawn { gen }
                 | Action::Reap { gen }
                 | Action::WriteInput { gen, .. }
                 | Action::CloseInput { gen }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::action::{Action, Response};
 use super::error::{Error, ErrorCode};
-use super::generation::GenInput;
+use super::generation::{GenInput, Generation};
 use super::input::Command;
 use super::session::Session;
 use super::snapshot::StopReason;
@@ -78,8 +78,23 @@ impl Core {
         }
     }
 
-    /// The current generation if its leader is alive (so input and signals make sense).
+    /// The current generation if its leader is alive (so a signal makes sense).
     fn running(&self, name: &str, if_gen: Option<u64>) -> Result<u64, Error> {
+        self.current_where(name, if_gen, Generation::is_live_leader)
+    }
+
+    /// The current generation if it takes input and a terminal size: alive, or starting
+    /// (the driver holds them until it runs), so a client need not wait for `spawned`.
+    fn taking_input(&self, name: &str, if_gen: Option<u64>) -> Result<u64, Error> {
+        self.current_where(name, if_gen, Generation::takes_input)
+    }
+
+    fn current_where(
+        &self,
+        name: &str,
+        if_gen: Option<u64>,
+        ok: impl Fn(&Generation) -> bool,
+    ) -> Result<u64, Error> {
         let not_running = || {
             Error::new(
                 ErrorCode::NotRunning,
@@ -88,7 +103,7 @@ impl Core {
         };
         let gen = self.current(name, if_gen)?.ok_or_else(not_running)?;
         match self.gens.get(&gen) {
-            Some(g) if g.is_live_leader() => Ok(gen),
+            Some(g) if ok(g) => Ok(gen),
             _ => Err(not_running()),
         }
     }
@@ -151,7 +166,7 @@ impl Core {
         if_gen: Option<u64>,
         bytes: Vec<u8>,
     ) -> Result<Response, Error> {
-        let gen = self.running(name, if_gen)?;
+        let gen = self.taking_input(name, if_gen)?;
         let max = self.config.max_pending_input;
         let g = self.gens.get_mut(&gen).expect("running() checked");
         if g.input.closed {
@@ -175,7 +190,7 @@ impl Core {
     }
 
     fn close_input(&mut self, name: &str, if_gen: Option<u64>) -> Result<Response, Error> {
-        let gen = self.running(name, if_gen)?;
+        let gen = self.taking_input(name, if_gen)?;
         let g = self.gens.get_mut(&gen).expect("running() checked");
         if !g.input.closed {
             g.input.closed = true;
@@ -194,7 +209,7 @@ impl Core {
         if rows == 0 || cols == 0 {
             return Err(Error::bad(format!("size {rows}x{cols} has a zero side")));
         }
-        let gen = self.running(name, if_gen)?;
+        let gen = self.taking_input(name, if_gen)?;
         if !matches!(self.gens[&gen].spec.io, IoMode::Pty { .. }) {
             return Err(Error::bad(format!(
                 "generation {gen} has no terminal to resize"

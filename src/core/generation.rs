@@ -153,7 +153,12 @@ impl Generation {
             (Phase::Pending, GenInput::Stop(..)) => self.cancel(now, out, &mut o),
             (Phase::Starting, GenInput::SpawnOk(pid)) => self.spawned(now, pid, out),
             (Phase::Starting, GenInput::SpawnErr(e)) => self.spawn_failed(now, e, out, &mut o),
-            (Phase::Starting, GenInput::Stop(reason, grace)) => self.note_stop(reason, grace),
+            (Phase::Starting, GenInput::Stop(reason, grace)) => {
+                if self.stop.is_none() {
+                    out.push_back(Action::CancelSpawn { gen: self.gen });
+                }
+                self.note_stop(reason, grace);
+            }
             (Phase::Running { pid }, GenInput::Stop(reason, grace)) => {
                 self.note_stop(reason, grace);
                 self.begin_stop(now, pid, out);
@@ -254,6 +259,15 @@ impl Generation {
             }
             _ => None,
         }
+    }
+
+    /// Whether input and a terminal size may be sent: the driver holds them for a process
+    /// still starting.
+    pub fn takes_input(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Starting | Phase::Running { .. } | Phase::Stopping { .. }
+        )
     }
 
     /// Whether the leader is alive (signals and input make sense).

@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use mio::Registry;
 
 use super::child::{spawn_request, Child, InputProgress};
+use super::launch::Launch;
 use crate::core::{ExitStatus, Scope, SpawnError, SpawnErrorKind, Spec, Stream};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
 use crate::sys::process::{Exit, ReaperMode};
-use crate::sys::spawn::{spawn, SpawnError as SysSpawnError};
+use crate::sys::spawn::{start, SpawnError as SysSpawnError};
 
 /// The result of one read from a child's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,13 +40,26 @@ pub enum LeaderState {
     Lost,
 }
 
-/// Every spawned, unreleased generation.
+/// Every spawned, unreleased generation, and those still starting.
 #[derive(Debug)]
 pub struct Children {
     table: HashMap<u64, Child>,
+    launching: HashMap<u64, Launch>,
     reaper: ReaperMode,
     /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
     adopts_orphans: bool,
+}
+
+/// The core's view of a failed start: the class and errno clients act on. The step and
+/// path are logged here.
+fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
+    log::warn!("gen {gen}: spawn failed: {e}");
+    let (kind, errno) = match e {
+        SysSpawnError::NotFound { .. } => (SpawnErrorKind::NotFound, libc::ENOENT),
+        SysSpawnError::PermissionDenied { .. } => (SpawnErrorKind::PermissionDenied, libc::EACCES),
+        other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
+    };
+    SpawnError { kind, errno }
 }
 
 /// `Signal::from_named_raw` covers the named signals; real-time ones are valid too.
@@ -66,28 +80,70 @@ impl Children {
     pub fn new(reaper: ReaperMode, adopts_orphans: bool) -> Children {
         Children {
             table: HashMap::new(),
+            launching: HashMap::new(),
             reaper,
             adopts_orphans,
         }
     }
 
-    /// Starts generation `gen` and registers its descriptors; returns the leader's pid.
-    pub fn spawn(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<u32, SpawnError> {
-        let spawned = spawn(&spawn_request(spec, self.reaper)).map_err(|e| {
-            log::warn!("gen {gen}: spawn failed: {e}");
-            let (kind, errno) = match &e {
-                SysSpawnError::NotFound { .. } => (SpawnErrorKind::NotFound, libc::ENOENT),
-                SysSpawnError::PermissionDenied { .. } => {
-                    (SpawnErrorKind::PermissionDenied, libc::EACCES)
-                }
-                SysSpawnError::Os { errno, .. } => (SpawnErrorKind::Other, *errno),
-                SysSpawnError::Invalid(_) => (SpawnErrorKind::Other, libc::EINVAL),
-            };
-            SpawnError { kind, errno }
+    /// Starts generation `gen` without waiting for it to exec: its result comes through
+    /// [`launched`](Self::launched) when the status pipe is readable.
+    pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
+        let starting =
+            start(&spawn_request(spec, self.reaper)).map_err(|e| spawn_error(gen, &e))?;
+        let launch = Launch::new(gen, starting, registry).map_err(|e| {
+            log::error!("gen {gen}: watch spawn status: {e}");
+            SpawnError {
+                kind: SpawnErrorKind::Other,
+                errno: e.raw_os_error().unwrap_or(libc::EIO),
+            }
         })?;
+        self.launching.insert(gen, launch);
+        Ok(())
+    }
+
+    /// The exec result of `gen`, if it is known now: the leader's pid, its descriptors
+    /// registered, what was held for it handed over.
+    pub fn launched(&mut self, registry: &Registry, gen: u64) -> Option<Result<u32, SpawnError>> {
+        let ready = self.launching.get_mut(&gen)?.ready();
+        ready.then(|| self.finish_launch(registry, gen))?
+    }
+
+    /// Gives up starting `gen`: the process if it already runs our program (it is then
+    /// stopped like any other), else `cancelled`. `None` if `gen` is not starting.
+    pub fn cancel_launch(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+    ) -> Option<Result<u32, SpawnError>> {
+        if self.launching.get_mut(&gen)?.ready() {
+            return self.finish_launch(registry, gen);
+        }
+        self.launching.remove(&gen)?.abandon(registry);
+        log::info!("gen {gen}: start cancelled before exec");
+        Some(Err(SpawnError {
+            kind: SpawnErrorKind::Cancelled,
+            errno: 0,
+        }))
+    }
+
+    fn finish_launch(&mut self, registry: &Registry, gen: u64) -> Option<Result<u32, SpawnError>> {
+        let (result, held) = self.launching.remove(&gen)?.finish(registry);
+        let spawned = match result {
+            Ok(spawned) => spawned,
+            Err(e) => return Some(Err(spawn_error(gen, &e))),
+        };
         let pid = spawned.process.pid();
-        self.table.insert(gen, Child::new(gen, spawned, registry));
-        Ok(pid as u32)
+        let mut child = Child::new(gen, spawned, registry);
+        child.queue_input(&held.input);
+        if held.close_input {
+            child.close_input_when_written();
+        }
+        self.table.insert(gen, child);
+        if let Some((rows, cols)) = held.size {
+            self.resize(gen, rows, cols);
+        }
+        Some(Ok(pid as u32))
     }
 
     /// Reads once from `gen`'s `stream` into `buf`. End of file (or a read error) closes
@@ -117,10 +173,13 @@ impl Children {
         }
     }
 
-    /// Queues input for `gen`, to be written by [`flush_input`](Self::flush_input).
+    /// Queues input for `gen`, to be written by [`flush_input`](Self::flush_input) (or
+    /// held until it runs).
     pub fn queue_input(&mut self, gen: u64, bytes: &[u8]) {
         if let Some(c) = self.table.get_mut(&gen) {
             c.queue_input(bytes);
+        } else if let Some(l) = self.launching.get_mut(&gen) {
+            l.input.extend_from_slice(bytes);
         }
     }
 
@@ -128,6 +187,8 @@ impl Children {
     pub fn close_input_when_written(&mut self, gen: u64) {
         if let Some(c) = self.table.get_mut(&gen) {
             c.close_input_when_written();
+        } else if let Some(l) = self.launching.get_mut(&gen) {
+            l.close_input = true;
         }
     }
 
@@ -198,7 +259,10 @@ impl Children {
         if !self.adopts_orphans {
             return;
         }
-        let tracked = |pid: i32| self.table.values().any(|c| c.process().pid() == pid);
+        let tracked = |pid: i32| {
+            self.table.values().any(|c| c.process().pid() == pid)
+                || self.launching.values().any(|l| l.pid() == pid)
+        };
         match crate::sys::orphans::reap_orphans(tracked) {
             Ok(0) => {}
             Ok(n) => log::debug!("reaped {n} orphaned process(es)"),
@@ -219,8 +283,12 @@ impl Children {
         child.unwatch_pidfd(registry);
     }
 
-    /// Sets `gen`'s terminal size.
-    pub fn resize(&self, gen: u64, rows: u16, cols: u16) {
+    /// Sets `gen`'s terminal size (or holds it until it runs).
+    pub fn resize(&mut self, gen: u64, rows: u16, cols: u16) {
+        if let Some(l) = self.launching.get_mut(&gen) {
+            l.size = Some((rows, cols));
+            return;
+        }
         let Some(fd) = self.table.get(&gen).and_then(|c| c.output(Stream::Pty)) else {
             return;
         };
@@ -238,6 +306,9 @@ impl Children {
 
     /// Forgets `gen`, closing everything it held.
     pub fn release(&mut self, registry: &Registry, gen: u64) {
+        if let Some(launch) = self.launching.remove(&gen) {
+            launch.abandon(registry);
+        }
         if let Some(child) = self.table.remove(&gen) {
             child.release(registry);
             log::debug!("gen {gen}: released");

@@ -245,6 +245,11 @@ impl Daemon {
             }
             Source::Stdin { gen } => self.flush_input(gen),
             Source::Pidfd { gen } => self.check_exit(gen),
+            Source::SpawnStatus { gen } => {
+                if let Some(result) = self.children.launched(self.poll.registry(), gen) {
+                    self.spawn_result(gen, result);
+                }
+            }
             // Sporadic events for a source already gone.
             Source::Unknown => {}
         }
@@ -272,6 +277,11 @@ impl Daemon {
             let registry = self.poll.registry();
             match action {
                 Action::Spawn { gen, session, spec } => self.spawn(gen, &session, &spec),
+                Action::CancelSpawn { gen } => {
+                    if let Some(result) = self.children.cancel_launch(registry, gen) {
+                        self.spawn_result(gen, result);
+                    }
+                }
                 Action::Signal { gen, signal, scope } => self.children.signal(gen, signal, scope),
                 Action::Reap { gen } => self.children.reap(registry, gen),
                 Action::WriteInput { gen, bytes } => {
@@ -296,12 +306,21 @@ impl Daemon {
         }
     }
 
+    /// Starts a generation; its exec result arrives later as a readiness event.
     fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Spec) {
         self.logs.set_capacity(session, spec.buffer_bytes);
-        let result = self.children.spawn(self.poll.registry(), gen, spec);
+        if let Err(e) = self.children.start(self.poll.registry(), gen, spec) {
+            self.tell(Input::SpawnResult {
+                gen,
+                result: Err(e),
+            });
+        }
+    }
+
+    fn spawn_result(&mut self, gen: u64, result: Result<u32, crate::core::SpawnError>) {
         let spawned = result.is_ok();
         if let Ok(pid) = result {
-            log::info!("{session} gen {gen}: spawned pid {pid}");
+            log::info!("gen {gen}: spawned pid {pid}");
         }
         self.tell(Input::SpawnResult { gen, result });
         if spawned {
@@ -468,6 +487,7 @@ impl Daemon {
             self.check_exit(gen);
         }
         self.children.reap_orphans();
+        crate::sys::spawn::reap_abandoned();
     }
 
     /// Stops every session (first request) or kills everything at once (any later one):

@@ -15,6 +15,7 @@ mod clients;
 pub mod config;
 mod daemon;
 mod groups;
+mod launch;
 mod listener;
 mod logs;
 mod outbox;

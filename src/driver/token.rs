@@ -27,6 +27,8 @@ pub enum Source {
     Stdin { gen: u64 },
     /// The pidfd of generation `gen`.
     Pidfd { gen: u64 },
+    /// The exec-status pipe of generation `gen` while it starts.
+    SpawnStatus { gen: u64 },
     /// Nothing we know.
     Unknown,
 }
@@ -45,6 +47,7 @@ const STDERR: u64 = 1;
 const PTY: u64 = 2;
 const STDIN: u64 = 3;
 const PIDFD: u64 = 4;
+const SPAWN_STATUS: u64 = 5;
 
 // Tokens hold 64 bits of source identity.
 const _: () = assert!(usize::BITS == 64, "genward needs a 64-bit usize");
@@ -71,6 +74,7 @@ impl Source {
             ),
             Source::Stdin { gen } => child(gen, STDIN),
             Source::Pidfd { gen } => child(gen, PIDFD),
+            Source::SpawnStatus { gen } => child(gen, SPAWN_STATUS),
             Source::Unknown => None,
         }
     }
@@ -105,6 +109,7 @@ impl Source {
             },
             STDIN => Source::Stdin { gen },
             PIDFD => Source::Pidfd { gen },
+            SPAWN_STATUS => Source::SpawnStatus { gen },
             _ => Source::Unknown,
         }
     }
@@ -136,6 +141,7 @@ mod tests {
             },
             Source::Stdin { gen: 1 },
             Source::Pidfd { gen: 123_456 },
+            Source::SpawnStatus { gen: 99 },
         ];
         for source in sources {
             let token = source.token().expect("encodable");

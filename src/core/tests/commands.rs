@@ -207,7 +207,7 @@ fn limits() {
 }
 
 #[test]
-fn not_running_and_input_closed() {
+fn input_while_starting_not_running_and_input_closed() {
     let mut h = Harness::new();
     let g = h.spawn("s");
     let w = || Command::Write {
@@ -215,8 +215,16 @@ fn not_running_and_input_closed() {
         if_gen: None,
         bytes: b"x".to_vec(),
     };
-    refused(&mut h, w(), ErrorCode::NotRunning);
+    // Starting: input is held for it, but there is no process to signal yet.
+    assert_eq!(h.cmd(w()), Ok(crate::core::Response::Gen(g)));
+    let term = || Command::Signal {
+        session: "s".into(),
+        if_gen: None,
+        signal: 15,
+    };
+    refused(&mut h, term(), ErrorCode::NotRunning);
     h.started(g);
+    h.input(crate::core::Input::InputWritten { gen: g, len: 1 });
     h.input(crate::core::Input::InputError { gen: g });
     refused(&mut h, w(), ErrorCode::InputClosed);
     refused(

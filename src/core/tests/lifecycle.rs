@@ -430,3 +430,44 @@ fn lost_generations_are_reported_once_and_never_signalled_again() {
     assert!(!has(&a, |a| matches!(a, Action::Reap { .. })));
     h.settle();
 }
+
+/// A stop that arrives while a spawn's exec result is outstanding asks the driver to give
+/// the start up; its answer decides: cancelled before exec, or a running process that is
+/// then stopped like any other.
+#[test]
+fn a_stop_while_starting_cancels_the_start_or_stops_what_started() {
+    for exec_already_done in [false, true] {
+        let mut h = Harness::new();
+        let g = h.spawn("s");
+        let a = h.stop("s", None).unwrap();
+        assert_eq!(a, crate::core::Response::Gen(g));
+        assert!(has(&h.log, |a| *a == Action::CancelSpawn { gen: g }));
+        if exec_already_done {
+            let a = h.started(g);
+            assert!(has(&a, |a| matches!(
+                a,
+                Action::Signal { gen, signal: 15, .. } if *gen == g
+            )));
+        } else {
+            let a = h.input(Input::SpawnResult {
+                gen: g,
+                result: Err(SpawnError {
+                    kind: SpawnErrorKind::Cancelled,
+                    errno: 0,
+                }),
+            });
+            assert!(has(&a, |a| matches!(
+                a,
+                Action::Emit(Event::SpawnFailed { error, .. }) if error.kind == SpawnErrorKind::Cancelled
+            )));
+            assert_eq!(h.get("s").state, SessionState::Stopped);
+        }
+        // A second stop asks nothing more of the driver.
+        let before = h.log.len();
+        h.stop("s", None).unwrap();
+        assert!(!h.log[before..]
+            .iter()
+            .any(|a| matches!(a, Action::CancelSpawn { .. })));
+        h.settle();
+    }
+}
