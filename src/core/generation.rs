@@ -112,6 +112,8 @@ pub(crate) struct Generation {
     pub stop: Option<StopReason>,
     grace: Option<Duration>,
     sent_kill: bool,
+    /// Stopped while starting: when to give the start up (a hung `chdir` or `execve`).
+    cancel_at: Option<Time>,
     offsets: [u64; 3],
     eof: [bool; 3],
     pub discarded: u64,
@@ -133,6 +135,7 @@ impl Generation {
             stop: None,
             grace: None,
             sent_kill: false,
+            cancel_at: None,
             offsets: [0; 3],
             eof: [false; 3],
             discarded: 0,
@@ -154,10 +157,14 @@ impl Generation {
             (Phase::Starting, GenInput::SpawnOk(pid)) => self.spawned(now, pid, out),
             (Phase::Starting, GenInput::SpawnErr(e)) => self.spawn_failed(now, e, out, &mut o),
             (Phase::Starting, GenInput::Stop(reason, grace)) => {
-                if self.stop.is_none() {
-                    out.push_back(Action::CancelSpawn { gen: self.gen });
-                }
                 self.note_stop(reason, grace);
+                // If it has not started by the end of its grace, give the start up.
+                let until = now.saturating_add(self.grace.unwrap_or(self.spec.grace));
+                self.cancel_at = Some(self.cancel_at.map_or(until, |t| t.min(until)));
+            }
+            (Phase::Starting, GenInput::Timeout) if self.cancel_at.is_some_and(|t| t <= now) => {
+                self.cancel_at = None;
+                out.push_back(Action::CancelSpawn { gen: self.gen });
             }
             (Phase::Running { pid }, GenInput::Stop(reason, grace)) => {
                 self.note_stop(reason, grace);
@@ -240,6 +247,7 @@ impl Generation {
             Group::Alive | Group::Done => None,
         };
         let phase = match self.phase {
+            Phase::Starting => self.cancel_at,
             Phase::Stopping { until, .. } => until,
             Phase::Draining { until, .. } => until,
             _ => None,

@@ -3,5 +3,6 @@
 
 pub mod cli;
 pub mod daemon;
+pub mod fuse;
 pub mod sys;
 pub mod tmux;

@@ -431,9 +431,9 @@ fn lost_generations_are_reported_once_and_never_signalled_again() {
     h.settle();
 }
 
-/// A stop that arrives while a spawn's exec result is outstanding asks the driver to give
-/// the start up; its answer decides: cancelled before exec, or a running process that is
-/// then stopped like any other.
+/// A stop that arrives while a spawn's exec result is outstanding waits for it as long as
+/// the stop's grace, then asks the driver to give the start up; its answer decides:
+/// cancelled before exec, or a running process that is then stopped like any other.
 #[test]
 fn a_stop_while_starting_cancels_the_start_or_stops_what_started() {
     for exec_already_done in [false, true] {
@@ -441,7 +441,11 @@ fn a_stop_while_starting_cancels_the_start_or_stops_what_started() {
         let g = h.spawn("s");
         let a = h.stop("s", None).unwrap();
         assert_eq!(a, crate::core::Response::Gen(g));
-        assert!(has(&h.log, |a| *a == Action::CancelSpawn { gen: g }));
+        assert!(!has(&h.log, |a| *a == Action::CancelSpawn { gen: g }));
+        h.advance(99);
+        assert!(!has(&h.log, |a| *a == Action::CancelSpawn { gen: g }));
+        let a = h.advance(1);
+        assert!(has(&a, |a| *a == Action::CancelSpawn { gen: g }), "{a:?}");
         if exec_already_done {
             let a = h.started(g);
             assert!(has(&a, |a| matches!(
@@ -462,9 +466,10 @@ fn a_stop_while_starting_cancels_the_start_or_stops_what_started() {
             )));
             assert_eq!(h.get("s").state, SessionState::Stopped);
         }
-        // A second stop asks nothing more of the driver.
+        // Nothing more is asked of the driver.
         let before = h.log.len();
         h.stop("s", None).unwrap();
+        h.advance(1000);
         assert!(!h.log[before..]
             .iter()
             .any(|a| matches!(a, Action::CancelSpawn { .. })));

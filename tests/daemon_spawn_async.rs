@@ -1,0 +1,80 @@
+//! Spawning never stops the loop: the exec result arrives later, a start that hangs on a
+//! dead filesystem leaves every other client and session served, and a stop cancels it.
+
+mod util;
+
+use serde_json::json;
+use util::daemon::{output_of, Daemon, Msg};
+use util::fuse::HungMount;
+
+#[test]
+fn a_spawn_hung_on_a_dead_mount_freezes_nothing_and_a_stop_cancels_it() {
+    let mount = match HungMount::new("daemon-hung") {
+        Ok(m) => m,
+        Err(why) => {
+            println!(
+                "SKIP a_spawn_hung_on_a_dead_mount_freezes_nothing_and_a_stop_cancels_it: {why}"
+            );
+            return;
+        }
+    };
+    let mut d = Daemon::start("hung-spawn", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let cwd = mount.path.to_str().unwrap();
+    let hung = c.ok(json!({"op": "spawn", "session": "hung", "argv": ["true"], "cwd": cwd}))["gen"]
+        .as_u64()
+        .unwrap();
+    // Everything else goes on: requests are answered, other sessions run and end.
+    c.ok(json!({"op": "hello"}));
+    let other = c.ok(json!({"op": "spawn", "session": "other", "argv": ["echo", "hi"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| m.is("exited", other));
+    assert_eq!(output_of(&seen, other), b"hi\n");
+    let listed = c.ok(json!({"op": "get", "session": "hung"}));
+    assert_eq!(listed["session"]["state"], "starting", "{listed}");
+    // A stop waits for the start as long as its grace, then gives it up.
+    c.ok(json!({"op": "stop", "session": "hung", "grace": "100ms"}));
+    let seen = c.events_until(|m| m.is("spawn_failed", hung));
+    let failed = seen
+        .iter()
+        .find_map(|m| match m {
+            Msg::Json(v) if v["event"] == "spawn_failed" && v["gen"] == json!(hung) => {
+                Some(v.clone())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(failed["error"]["kind"], "cancelled", "{failed}");
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0));
+}
+
+#[test]
+fn input_sent_right_after_spawn_is_held_until_the_process_runs() {
+    let d = Daemon::start("early-input", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    for pty in [false, true] {
+        let session = if pty { "tty" } else { "pipe" };
+        let gen = c.ok(
+            json!({"op": "spawn", "session": session, "argv": ["head", "-c", "6"],
+            "pty": pty}),
+        )["gen"]
+            .as_u64()
+            .unwrap();
+        // No waiting for `spawned`: the write and a resize are accepted and held.
+        c.ok(json!({"op": "write", "session": session, "if_gen": gen, "data": "hello\n"}));
+        if pty {
+            c.ok(json!({"op": "resize", "session": session, "rows": 30, "cols": 100}));
+        }
+        let seen = c.events_until(|m| m.is("exited", gen));
+        let out = output_of(&seen, gen);
+        assert!(
+            out.windows(5).any(|w| w == b"hello"),
+            "{session}: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+}
