@@ -39,6 +39,10 @@ pub struct Child {
     /// where input goes and what a resize addresses.
     outputs: [Option<OwnedFd>; 3],
     stdin: Option<OwnedFd>,
+    /// A PTY master whose every slave descriptor closed (EIO): no longer read, but kept
+    /// open until the generation is released — closing it would hang up the terminal and
+    /// send SIGHUP to a process that merely closed its stdio.
+    hung_up_pty: Option<OwnedFd>,
     pidfd_watched: bool,
     input: Vec<u8>,
     close_input_when_written: bool,
@@ -48,15 +52,37 @@ fn os(bytes: &[u8]) -> OsString {
     OsString::from_vec(bytes.to_vec())
 }
 
+/// Variables a service manager gives the daemon itself (readiness, socket activation,
+/// watchdog): a child inheriting them would talk to the daemon's manager as if it were
+/// the daemon. Removed from an inherited environment unless the spec sets them.
+const DAEMON_ONLY_VARS: &[&str] = &[
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+];
+
 /// The operating system's spawn request for a core spec.
 pub fn spawn_request(spec: &Spec, reaper: ReaperMode) -> SpawnRequest {
+    let mut unset: Vec<OsString> = spec.env.unset.iter().map(|k| os(k)).collect();
+    if spec.env.inherit {
+        let set_by_spec = |v: &str| spec.env.set.iter().any(|(k, _)| k == v.as_bytes());
+        unset.extend(
+            DAEMON_ONLY_VARS
+                .iter()
+                .filter(|v| !set_by_spec(v))
+                .map(OsString::from),
+        );
+    }
     SpawnRequest {
         argv: spec.argv.iter().map(|a| os(a)).collect(),
         cwd: spec.cwd.as_ref().map(|c| PathBuf::from(os(c))),
         env: Env {
             inherit: spec.env.inherit,
             set: spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect(),
-            unset: spec.env.unset.iter().map(|k| os(k)).collect(),
+            unset,
         },
         io: match spec.io {
             core::IoMode::Pipes { stderr } => IoMode::Pipes {
@@ -105,6 +131,7 @@ impl Child {
             process: spawned.process,
             outputs: [spawned.stdout, spawned.stderr, spawned.pty],
             stdin: spawned.stdin,
+            hung_up_pty: None,
             pidfd_watched: false,
             input: Vec::new(),
             close_input_when_written: false,
@@ -161,12 +188,23 @@ impl Child {
         self.outputs[stream.index()].as_ref().map(AsFd::as_fd)
     }
 
-    /// Closes one output stream (it reached end of file). A PTY master is also where input
-    /// goes: input still queued for it has nowhere to go.
+    /// Stops reading one output stream (it reached end of file). A PTY master stays open
+    /// (see `hung_up_pty`); input still queued for it has nowhere to go.
     pub fn close_output(&mut self, registry: &Registry, stream: Stream) {
         if let Some(fd) = self.outputs[stream.index()].take() {
             deregister(registry, &fd);
+            if stream == Stream::Pty {
+                self.hung_up_pty = Some(fd);
+            }
         }
+    }
+
+    /// The terminal, for a resize: read or hung up.
+    pub fn pty(&self) -> Option<BorrowedFd<'_>> {
+        self.outputs[Stream::Pty.index()]
+            .as_ref()
+            .or(self.hung_up_pty.as_ref())
+            .map(AsFd::as_fd)
     }
 
     /// Closes every output stream, returning how many bytes they still held unread.
@@ -191,6 +229,7 @@ impl Child {
     /// Closes and deregisters everything it holds.
     pub fn release(mut self, registry: &Registry) {
         self.close_outputs(registry);
+        self.hung_up_pty = None;
         self.close_stdin(registry);
         self.unwatch_pidfd(registry);
     }

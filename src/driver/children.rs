@@ -289,7 +289,7 @@ impl Children {
             l.size = Some((rows, cols));
             return;
         }
-        let Some(fd) = self.table.get(&gen).and_then(|c| c.output(Stream::Pty)) else {
+        let Some(fd) = self.table.get(&gen).and_then(Child::pty) else {
             return;
         };
         if let Err(e) = crate::sys::pty::resize(fd, rows, cols) {
