@@ -78,3 +78,38 @@ fn input_sent_right_after_spawn_is_held_until_the_process_runs() {
         );
     }
 }
+
+#[test]
+fn a_failed_start_names_the_step_and_the_path() {
+    let d = Daemon::start("spawn-why", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let cases = [
+        (
+            json!({"op": "spawn", "session": "a", "argv": ["true"], "cwd": "/nonexistent-genward-dir"}),
+            "chdir to working directory \"/nonexistent-genward-dir\": ",
+        ),
+        (
+            json!({"op": "spawn", "session": "b", "argv": ["/nonexistent-genward-prog"]}),
+            "exec \"/nonexistent-genward-prog\": ",
+        ),
+        (
+            json!({"op": "spawn", "session": "c", "argv": ["genward-no-such-program"]}),
+            "exec \"genward-no-such-program\" (searched PATH): ",
+        ),
+    ];
+    for (request, expected) in cases {
+        let gen = c.ok(request)["gen"].as_u64().unwrap();
+        let seen = c.events_until(|m| m.is("spawn_failed", gen));
+        let error = seen
+            .iter()
+            .find_map(|m| match m {
+                Msg::Json(v) if v["event"] == "spawn_failed" => Some(v["error"].clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(error["kind"], "not_found", "{error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.starts_with(expected), "{message}");
+    }
+}

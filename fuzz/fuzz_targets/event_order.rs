@@ -255,7 +255,7 @@ impl World {
                 let gen = self.gen(gen);
                 self.input(Input::SpawnResult {
                     gen,
-                    result: Err(SpawnError { kind, errno: 2 }),
+                    result: Err(SpawnError::new(kind, 2)),
                 });
             }
             Operation::Output { gen, stream, len } => {

@@ -51,7 +51,7 @@ enum Group {
 }
 
 /// What happened to a generation, for the session to decide on restarts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ended {
     /// It ran; `uptime` is spawn to leader exit.
     Exited {
@@ -76,7 +76,7 @@ pub(crate) struct Outcome {
 }
 
 /// Inputs a generation understands; everything else is translated by the core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum GenInput {
     Start,
     SpawnOk(u32),
@@ -153,7 +153,7 @@ impl Generation {
         let mut o = Outcome::default();
         match (self.phase, input) {
             (Phase::Pending, GenInput::Start) => self.start(now, out),
-            (Phase::Pending, GenInput::Stop(..)) => self.cancel(now, out, &mut o),
+            (Phase::Pending, GenInput::Stop(reason, _)) => self.cancel(now, reason, out, &mut o),
             (Phase::Starting, GenInput::SpawnOk(pid)) => self.spawned(now, pid, out),
             (Phase::Starting, GenInput::SpawnErr(e)) => self.spawn_failed(now, e, out, &mut o),
             (Phase::Starting, GenInput::Stop(reason, grace)) => {
@@ -347,11 +347,18 @@ impl Generation {
 
     /// Stopped, replaced or removed before it was ever spawned: it still gets its one
     /// terminal event, so every allocated number is accounted for.
-    fn cancel(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
-        let error = SpawnError {
-            kind: SpawnErrorKind::Cancelled,
-            errno: 0,
+    fn cancel(
+        &mut self,
+        now: Time,
+        reason: StopReason,
+        out: &mut VecDeque<Action>,
+        o: &mut Outcome,
+    ) {
+        let why = match reason {
+            StopReason::Superseded => "replaced before it started",
+            StopReason::Requested => "stopped before it started",
         };
+        let error = SpawnError::new(SpawnErrorKind::Cancelled, 0).with_message(why);
         self.never_ran(now, error, out, o);
     }
 
@@ -366,7 +373,7 @@ impl Generation {
         let event = Event::SpawnFailed {
             session: self.session.clone(),
             gen: self.gen,
-            error,
+            error: error.clone(),
         };
         self.emit(out, event.clone());
         self.phase = Phase::Gone;

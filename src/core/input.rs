@@ -1,5 +1,6 @@
 //! What the caller feeds the core: client commands and what happened to processes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::spec::{OnBusy, Spec, Stream};
@@ -152,12 +153,32 @@ impl ExitStatus {
 }
 
 /// Why a generation never ran.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpawnError {
     /// The class of failure.
     pub kind: SpawnErrorKind,
     /// The OS error number, 0 when there is none.
     pub errno: i32,
+    /// What failed, for people: the step and the path (`chdir to working directory
+    /// "/srv/x": no such file or directory`), or why a start was cancelled.
+    pub message: Option<Arc<str>>,
+}
+
+impl SpawnError {
+    /// A failure of `kind` with `errno` and no more to say.
+    pub fn new(kind: SpawnErrorKind, errno: i32) -> SpawnError {
+        SpawnError {
+            kind,
+            errno,
+            message: None,
+        }
+    }
+
+    /// The same failure, explained.
+    pub fn with_message(mut self, message: impl Into<Arc<str>>) -> SpawnError {
+        self.message = Some(message.into());
+        self
+    }
 }
 
 /// Classes of spawn failure clients act on.

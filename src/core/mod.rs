@@ -242,7 +242,7 @@ impl Core {
     /// of a generation still live.
     pub fn wait_for(&self, session: &str, gen: Option<u64>) -> Result<WaitFor, Error> {
         let s = self.session(session)?;
-        let last = s.last_end.map(|end| end.gen());
+        let last = s.last_end.as_ref().map(LastEnd::gen);
         let Some(g) = gen.or(s.current).or(last) else {
             let what = format!("session {session:?} has no generation to wait for");
             return Err(Error::new(ErrorCode::NotRunning, what));
@@ -306,7 +306,7 @@ impl Core {
             current: s.current,
             restarts: s.restarts,
             restart_at: s.restart_at,
-            last_end: s.last_end,
+            last_end: s.last_end.clone(),
             generations,
         }
     }
@@ -396,7 +396,10 @@ impl Core {
                 signal: status.signal(),
                 cause,
             },
-            Ended::SpawnFailed(error) => LastEnd::SpawnFailed { gen, error },
+            Ended::SpawnFailed(ref error) => LastEnd::SpawnFailed {
+                gen,
+                error: error.clone(),
+            },
             Ended::Lost => LastEnd::Exited {
                 gen,
                 code: None,

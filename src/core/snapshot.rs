@@ -26,7 +26,7 @@ pub struct SessionSnapshot {
 }
 
 /// How a session's last current generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LastEnd {
     /// It ran and exited.
     Exited {

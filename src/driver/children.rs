@@ -59,7 +59,7 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
         SysSpawnError::PermissionDenied { .. } => (SpawnErrorKind::PermissionDenied, libc::EACCES),
         other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
     };
-    SpawnError { kind, errno }
+    SpawnError::new(kind, errno).with_message(e.to_string())
 }
 
 /// `Signal::from_named_raw` covers the named signals; real-time ones are valid too.
@@ -93,10 +93,8 @@ impl Children {
             start(&spawn_request(spec, self.reaper)).map_err(|e| spawn_error(gen, &e))?;
         let launch = Launch::new(gen, starting, registry).map_err(|e| {
             log::error!("gen {gen}: watch spawn status: {e}");
-            SpawnError {
-                kind: SpawnErrorKind::Other,
-                errno: e.raw_os_error().unwrap_or(libc::EIO),
-            }
+            SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
+                .with_message(format!("watching the start: {e}"))
         })?;
         self.launching.insert(gen, launch);
         Ok(())
@@ -121,10 +119,10 @@ impl Children {
         }
         self.launching.remove(&gen)?.abandon(registry);
         log::info!("gen {gen}: start cancelled before exec");
-        Some(Err(SpawnError {
-            kind: SpawnErrorKind::Cancelled,
-            errno: 0,
-        }))
+        let why = "stopped before it started (its start did not finish within the stop's grace)";
+        Some(Err(
+            SpawnError::new(SpawnErrorKind::Cancelled, 0).with_message(why)
+        ))
     }
 
     fn finish_launch(&mut self, registry: &Registry, gen: u64) -> Option<Result<u32, SpawnError>> {

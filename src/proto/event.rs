@@ -108,7 +108,8 @@ pub struct WireSpawnError {
     pub kind: SpawnErrorKind,
     /// The OS error number, 0 when there is none.
     pub errno: i32,
-    /// The system's text for `errno`; present exactly when `errno` is not 0.
+    /// What failed, for people: the step and the path (`exec "/x/prog": no such file or
+    /// directory`), or why a start was cancelled; else the system's text for `errno`.
     pub message: Option<String>,
 }
 
@@ -117,7 +118,9 @@ impl From<SpawnError> for WireSpawnError {
         WireSpawnError {
             kind: e.kind,
             errno: e.errno,
-            message: (e.errno != 0).then(|| std::io::Error::from_raw_os_error(e.errno).to_string()),
+            message: e.message.map(|m| m.to_string()).or_else(|| {
+                (e.errno != 0).then(|| std::io::Error::from_raw_os_error(e.errno).to_string())
+            }),
         }
     }
 }
@@ -156,7 +159,7 @@ impl End {
 
 impl From<&LastEnd> for End {
     fn from(end: &LastEnd) -> Self {
-        match *end {
+        match end.clone() {
             LastEnd::Exited {
                 gen,
                 code,
@@ -286,7 +289,7 @@ impl<'a> WireEvent<'a> {
             } => WireEvent::SpawnFailed {
                 session: Cow::Borrowed(session),
                 gen: *gen,
-                error: (*error).into(),
+                error: error.clone().into(),
             },
             Event::Exited {
                 session,

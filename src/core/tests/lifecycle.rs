@@ -270,13 +270,10 @@ fn causes_and_codes() {
 fn spawn_failure_is_terminal_and_never_reaped() {
     let mut h = Harness::new();
     let g = h.spawn("s");
-    let err = SpawnError {
-        kind: SpawnErrorKind::NotFound,
-        errno: 2,
-    };
+    let err = SpawnError::new(SpawnErrorKind::NotFound, 2);
     let a = h.input(Input::SpawnResult {
         gen: g,
-        result: Err(err),
+        result: Err(err.clone()),
     });
     assert!(a.contains(&Action::Emit(Event::SpawnFailed {
         session: "s".into(),
@@ -321,10 +318,8 @@ fn replace_of_pending_cancels_it() {
     h.started(g1);
     let g2 = h.spawn("s");
     let g3 = h.spawn("s");
-    let cancelled = SpawnError {
-        kind: SpawnErrorKind::Cancelled,
-        errno: 0,
-    };
+    let cancelled =
+        SpawnError::new(SpawnErrorKind::Cancelled, 0).with_message("replaced before it started");
     assert!(h.events_of(g2).contains(&Event::SpawnFailed {
         session: "s".into(),
         gen: g2,
@@ -455,10 +450,7 @@ fn a_stop_while_starting_cancels_the_start_or_stops_what_started() {
         } else {
             let a = h.input(Input::SpawnResult {
                 gen: g,
-                result: Err(SpawnError {
-                    kind: SpawnErrorKind::Cancelled,
-                    errno: 0,
-                }),
+                result: Err(SpawnError::new(SpawnErrorKind::Cancelled, 0)),
             });
             assert!(has(&a, |a| matches!(
                 a,

@@ -82,10 +82,10 @@ fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
             command: random_command(r, h),
         },
         3 => {
-            let err = SpawnError {
-                kind: r.pick(&[SpawnErrorKind::NotFound, SpawnErrorKind::Other]),
-                errno: 2,
-            };
+            let err = SpawnError::new(
+                r.pick(&[SpawnErrorKind::NotFound, SpawnErrorKind::Other]),
+                2,
+            );
             let result = if r.below(4) == 0 {
                 Err(err)
             } else {

@@ -196,10 +196,7 @@ fn seed_004_failed_and_unkillable_never_fail_list() {
     flaky.restart.mode = Restart::OnFailure;
     flaky.restart.max_restarts = Some(1);
     let b1 = h.spawn_with("flaky", flaky, OnBusy::Replace).unwrap();
-    let err = SpawnError {
-        kind: SpawnErrorKind::NotFound,
-        errno: 2,
-    };
+    let err = SpawnError::new(SpawnErrorKind::NotFound, 2);
     h.input(crate::core::Input::SpawnResult {
         gen: b1,
         result: Err(err),

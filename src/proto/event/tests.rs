@@ -35,20 +35,12 @@ fn every_event() -> Vec<WireEvent<'static>> {
         WireEvent::SpawnFailed {
             session: s("web"),
             gen: 2,
-            error: SpawnError {
-                kind: SpawnErrorKind::NotFound,
-                errno: libc::ENOENT,
-            }
-            .into(),
+            error: SpawnError::new(SpawnErrorKind::NotFound, libc::ENOENT).into(),
         },
         WireEvent::SpawnFailed {
             session: s("web"),
             gen: 3,
-            error: SpawnError {
-                kind: SpawnErrorKind::Cancelled,
-                errno: 0,
-            }
-            .into(),
+            error: SpawnError::new(SpawnErrorKind::Cancelled, 0).into(),
         },
         frame(4, Stream::Stdout, b"\xff\xfe\0\n{\"event\":\"output\"}\n"),
         frame(4, Stream::Stderr, b""),
@@ -158,10 +150,7 @@ fn core_events_become_the_documented_lines() {
             Event::SpawnFailed {
                 session: session.clone(),
                 gen: 4,
-                error: SpawnError {
-                    kind: SpawnErrorKind::PermissionDenied,
-                    errno: libc::EACCES,
-                },
+                error: SpawnError::new(SpawnErrorKind::PermissionDenied, libc::EACCES),
             },
             r#"{"event":"spawn_failed","session":"web","gen":4,"error":{"kind":"permission_denied","errno":13,"message":"Permission denied (os error 13)"}}"#,
         ),
