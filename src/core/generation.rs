@@ -269,6 +269,17 @@ impl Generation {
         }
     }
 
+    /// Whether it survived SIGKILL for `kill_grace`.
+    pub fn is_unkillable(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Stopping {
+                stage: StopStage::Unkillable,
+                ..
+            }
+        )
+    }
+
     /// Whether input and a terminal size may be sent: the driver holds them for a process
     /// still starting.
     pub fn takes_input(&self) -> bool {

@@ -259,9 +259,11 @@ impl Core {
         Err(Error::new(ErrorCode::NotRunning, what))
     }
 
-    /// Whether a shutdown was asked for and every generation is gone: the daemon may exit.
+    /// Whether a shutdown was asked for and nothing more can be done: every generation is
+    /// gone, or survived SIGKILL for its `kill_grace` (`unkillable`: a process stuck in the
+    /// kernel outlives any supervisor; the daemon says so and exits rather than hang).
     pub fn is_shut_down(&self) -> bool {
-        self.shutdown != Shutdown::Running && self.gens.is_empty()
+        self.shutdown != Shutdown::Running && self.gens.values().all(Generation::is_unkillable)
     }
 
     /// The next action for the driver, in order.

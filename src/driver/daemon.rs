@@ -174,7 +174,12 @@ impl Daemon {
         loop {
             if self.core.is_shut_down() {
                 self.clients.flush_before_exit(&mut self.poll, &self.logs);
-                log::info!("all sessions stopped; exiting");
+                match self.core.generation_count() {
+                    0 => log::info!("all sessions stopped; exiting"),
+                    n => {
+                        log::warn!("exiting; {n} process(es) survived SIGKILL and are left behind")
+                    }
+                }
                 let _ = std::fs::remove_file(&self.cfg.socket);
                 return Ok(());
             }

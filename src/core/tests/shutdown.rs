@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::harness::{has, spec, Harness};
-use crate::core::{Action, Command, OnBusy, Response, Scope, SessionState};
+use crate::core::{Action, Command, Event, OnBusy, Response, Scope, SessionState};
 
 const SIGKILL: i32 = 9;
 
@@ -145,5 +145,38 @@ fn a_second_shutdown_kills_the_rest_of_a_group_at_once() {
         a,
         Action::Signal { gen: g, scope: Scope::Group, signal: SIGKILL } if *g == gen
     )));
+    h.settle();
+}
+
+/// A process that survives SIGKILL cannot hold the daemon's shutdown forever: once every
+/// generation left is `unkillable`, the shutdown is complete.
+#[test]
+fn a_shutdown_completes_when_only_unkillable_processes_are_left() {
+    let mut h = Harness::new();
+    let stuck = h.spawn("stuck");
+    h.started(stuck);
+    let fine = h.spawn("fine");
+    h.started(fine);
+    h.cmd(Command::Shutdown).unwrap();
+    assert!(!h.core.is_shut_down());
+    h.exit(fine, crate::core::ExitStatus::Signal(15));
+    h.eof(fine);
+    h.group_empty(fine);
+    assert!(!h.core.is_shut_down(), "stuck is still being stopped");
+    // A second shutdown: SIGKILL now; it survives kill_grace.
+    h.cmd(Command::Shutdown).unwrap();
+    h.advance(0);
+    assert!(!h.core.is_shut_down());
+    let a = h.advance(200);
+    assert!(has(
+        &a,
+        |a| matches!(a, Action::Emit(Event::Unkillable { gen, .. }) if *gen == stuck)
+    ));
+    assert!(h.core.is_shut_down());
+    assert_eq!(
+        h.core.generation_count(),
+        1,
+        "still tracked, just not waited for"
+    );
     h.settle();
 }
