@@ -71,3 +71,39 @@ fn service_manager_variables_do_not_leak_into_children() {
     let out = String::from_utf8_lossy(&output_of(&seen, gen)).into_owned();
     assert!(out.contains("LISTEN_FDS=3"), "{out}");
 }
+
+#[test]
+fn a_process_that_survives_sigkill_does_not_keep_the_daemon_from_exiting() {
+    let mut mount = match util::fuse::HungMount::holding("unkillable") {
+        Ok(m) => m,
+        Err(why) => {
+            println!(
+                "SKIP a_process_that_survives_sigkill_does_not_keep_the_daemon_from_exiting: {why}"
+            );
+            return;
+        }
+    };
+    let mut d = Daemon::start("unkillable", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let target = mount.path.join("anything");
+    let spawned = c.ok(json!({"op": "spawn", "session": "stuck", "grace": "100ms",
+        "kill_grace": "300ms", "argv": ["stat", target.to_str().unwrap()]}));
+    let gen = spawned["gen"].as_u64().unwrap();
+    // Its request was taken: from now on it waits for an answer that never comes, and
+    // a fatal signal leaves it waiting uninterruptibly.
+    mount.await_request();
+    // SIGTERM twice: stop everything, then kill everything; SIGKILL does not take.
+    for _ in 0..2 {
+        // SAFETY: kill with the pid of our own running child.
+        unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
+    }
+    let seen = c.events_until(|m| m.is("unkillable", gen));
+    assert!(seen.iter().any(|m| m.is("unkillable", gen)));
+    assert_eq!(
+        d.exit_code(),
+        Some(0),
+        "the daemon exits, leaving the stuck process"
+    );
+    drop(mount); // the answer never comes: the connection is aborted and it dies
+}
