@@ -13,17 +13,29 @@ const STRANGER: &str = "65534";
 /// `genward --socket S ls` run as uid 65534 (keeping only CAP_DAC_OVERRIDE), or `None`
 /// when this machine cannot do that (not root, no setpriv).
 fn ls_as_stranger(d: &Daemon) -> Option<std::process::Output> {
+    ls_as(
+        d,
+        &[
+            "--inh-caps",
+            "+dac_override",
+            "--ambient-caps",
+            "+dac_override",
+        ],
+    )
+}
+
+/// The same as a plain uid 65534: no capability at all, file permissions apply.
+fn ls_as_plain_stranger(d: &Daemon) -> Option<std::process::Output> {
+    ls_as(d, &["--inh-caps", "-all", "--bounding-set", "-all"])
+}
+
+fn ls_as(d: &Daemon, caps: &[&str]) -> Option<std::process::Output> {
     if !rustix::process::geteuid().is_root() {
         return None;
     }
     let out = Command::new("setpriv")
         .args(["--reuid", STRANGER, "--regid", STRANGER, "--clear-groups"])
-        .args([
-            "--inh-caps",
-            "+dac_override",
-            "--ambient-caps",
-            "+dac_override",
-        ])
+        .args(caps)
         .arg(env!("CARGO_BIN_EXE_genward"))
         .arg("--socket")
         .arg(&d.socket)
@@ -61,4 +73,33 @@ fn a_stranger_uid_is_refused_and_an_allowed_one_admitted() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("SESSION"));
+}
+
+/// `--allow-uid` works for a uid with no privilege at all: the socket's directory lets it
+/// pass and the socket lets it connect; the daemon's peer check admits it.
+#[test]
+fn an_allowed_uid_without_privileges_can_connect() {
+    use std::os::unix::fs::PermissionsExt;
+    let allowed = Daemon::start("peers-plain", &["--allow-uid", STRANGER]);
+    // Where the state directory lives must be passable, as /run is (the scratch space
+    // around it is private otherwise).
+    let around = allowed.socket.parent().unwrap().parent().unwrap();
+    std::fs::set_permissions(around, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let Some(out) = ls_as_plain_stranger(&allowed) else {
+        println!("SKIP an_allowed_uid_without_privileges_can_connect: needs root and setpriv");
+        eprintln!("SKIP an_allowed_uid_without_privileges_can_connect: needs root and setpriv");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("SESSION"));
+    // A daemon started again on the same directory accepts what the first one made of it.
+    let mode = std::fs::metadata(allowed.socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o711);
 }

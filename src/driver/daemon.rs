@@ -30,7 +30,7 @@ use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::{Op, Target};
 use crate::store::lease::Lease;
-use crate::store::state_dir::ensure_private_dir;
+use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
 use crate::sys::process::ReaperMode;
 
 /// One read from a child or a client: large enough to empty a grown pipe buffer in a few
@@ -94,13 +94,25 @@ fn start_err(what: &str) -> impl Fn(io::Error) -> StartError + '_ {
 impl Daemon {
     /// Prepares the state directory, lease, socket and signal handling.
     pub fn new(cfg: DaemonConfig) -> Result<Daemon, StartError> {
-        ensure_private_dir(&cfg.state_dir).map_err(|e| StartError(e.to_string()))?;
+        // Other allowed uids must be able to reach the socket: its directory lets them
+        // pass (never list or write), the socket lets them connect, SO_PEERCRED decides.
+        let shared = !cfg.allow_uids.is_empty();
+        let socket_dir = cfg.socket.parent().unwrap_or(&cfg.state_dir);
+        let ensure_state_dir = if shared && socket_dir == cfg.state_dir {
+            ensure_searchable_dir
+        } else {
+            ensure_private_dir
+        };
+        ensure_state_dir(&cfg.state_dir).map_err(|e| StartError(e.to_string()))?;
         let lease = Lease::acquire(&cfg.state_dir)
             .map_err(|e| StartError(format!("{}: {e}", cfg.state_dir.display())))?;
-        if let Some(parent) = cfg.socket.parent() {
-            if parent != cfg.state_dir {
-                ensure_private_dir(parent).map_err(|e| StartError(format!("socket {e}")))?;
-            }
+        if socket_dir != cfg.state_dir {
+            let ensure = if shared {
+                ensure_searchable_dir
+            } else {
+                ensure_private_dir
+            };
+            ensure(socket_dir).map_err(|e| StartError(format!("socket {e}")))?;
         }
         if let Some(old) = crate::sys::rlimit::raise_nofile_limit() {
             log::debug!(
@@ -109,7 +121,7 @@ impl Daemon {
             );
         }
         let poll = Poll::new().map_err(start_err("epoll"))?;
-        let mut listener = listener::bind(&cfg.socket)
+        let mut listener = listener::bind(&cfg.socket, shared)
             .map_err(|e| StartError(format!("socket {}: {e}", cfg.socket.display())))?;
         let listener_token = Source::Listener.token().expect("fixed sources have tokens");
         poll.registry()

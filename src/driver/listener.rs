@@ -11,12 +11,13 @@ use mio::net::{UnixListener, UnixStream};
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
 
-/// Binds the control socket at `path`.
+/// Binds the control socket at `path`: mode 0600, or 0666 when `shared` (other uids are
+/// allowed: their peer credentials are checked on every connection).
 ///
 /// A socket file left by a crashed daemon is replaced; one that still answers belongs to a
 /// live daemon and is refused (the lease normally catches this first, but a `--socket`
 /// outside the state directory is not covered by it).
-pub fn bind(path: &Path) -> io::Result<UnixListener> {
+pub fn bind(path: &Path, shared: bool) -> io::Result<UnixListener> {
     if path.exists() {
         if StdUnixStream::connect(path).is_ok() {
             return Err(io::Error::new(
@@ -27,7 +28,8 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
         std::fs::remove_file(path)?;
     }
     let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let mode = if shared { 0o666 } else { 0o600 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(listener)
 }
 
@@ -115,14 +117,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("genward-listen-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.sock");
-        let first = bind(&path).unwrap();
+        let first = bind(&path, false).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        let err = bind(&path).unwrap_err();
+        let err = bind(&path, false).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         drop(first);
         // A stale socket file (no listener) is replaced.
-        bind(&path).unwrap();
+        bind(&path, false).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

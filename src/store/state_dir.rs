@@ -97,6 +97,28 @@ pub fn resolve(
 /// Creates `path` with mode 0700 if missing, then verifies it is a real directory owned by
 /// us and closed to everyone else.
 pub fn ensure_private_dir(path: &Path) -> Result<(), StateDirError> {
+    ensure_dir(path, Others::Nothing)
+}
+
+/// Like [`ensure_private_dir`], but others may pass through it (mode 0711: search, never
+/// read or write) and it is made so: the socket's directory when other uids are allowed
+/// to connect (`--allow-uid`). What admits them is the daemon's `SO_PEERCRED` check.
+pub fn ensure_searchable_dir(path: &Path) -> Result<(), StateDirError> {
+    ensure_dir(path, Others::Search)?;
+    fs::chmod(path, Mode::from_raw_mode(0o711)).map_err(|err| StateDirError::Io {
+        path: path.to_owned(),
+        err: err.into(),
+    })
+}
+
+/// What group and others may do in a state directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Others {
+    Nothing,
+    Search,
+}
+
+fn ensure_dir(path: &Path, others: Others) -> Result<(), StateDirError> {
     let io_err = |err: rustix::io::Errno| StateDirError::Io {
         path: path.to_owned(),
         err: err.into(),
@@ -125,7 +147,11 @@ pub fn ensure_private_dir(path: &Path) -> Result<(), StateDirError> {
         });
     }
     let mode = st.st_mode & 0o7777;
-    if mode & 0o077 != 0 {
+    let allowed = match others {
+        Others::Nothing => 0,
+        Others::Search => 0o011,
+    };
+    if mode & 0o077 & !allowed != 0 {
         return Err(StateDirError::OpenToOthers {
             path: path.to_owned(),
             mode,
@@ -187,5 +213,23 @@ mod tests {
             StateDirError::NotADirectory(_)
         ));
         std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_searchable_directory_lets_others_pass_and_nothing_more() {
+        let dir = scratch("searchable");
+        ensure_searchable_dir(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o711);
+        ensure_searchable_dir(&dir).expect("accepted again on the next start");
+        assert!(matches!(
+            ensure_private_dir(&dir),
+            Err(StateDirError::OpenToOthers { .. })
+        ));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(matches!(
+            ensure_searchable_dir(&dir),
+            Err(StateDirError::OpenToOthers { .. })
+        ));
     }
 }
