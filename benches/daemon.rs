@@ -1,6 +1,7 @@
 //! Daemon figures, each side by side with its baseline in one run:
 //! - bytes/s from a child to one subscriber (pipes) vs `head | cat` on a plain pipe,
 //! - bytes/s in PTY mode vs `script`,
+//! - bytes/s from a child to one subscriber while 500 others have stopped reading, vs none,
 //! - RSS idle and with 1,000 sleeping sessions,
 //! - wake-ups per second while idle.
 //!
@@ -23,6 +24,7 @@ struct Sizes {
     pty_bytes: u64,
     sessions: usize,
     idle: Duration,
+    stalled: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -30,6 +32,7 @@ const FULL: Sizes = Sizes {
     pty_bytes: 256 << 20,
     sessions: 1000,
     idle: Duration::from_secs(3),
+    stalled: 500,
 };
 
 const SMOKE: Sizes = Sizes {
@@ -37,6 +40,7 @@ const SMOKE: Sizes = Sizes {
     pty_bytes: 64 << 10,
     sessions: 10,
     idle: Duration::from_millis(50),
+    stalled: 5,
 };
 
 fn status_field(pid: u32, key: &str) -> u64 {
@@ -199,6 +203,36 @@ fn main() {
         format!("{:.0} MiB/s (`head | cat | cat`)", mib(z.pipe_bytes, relay)),
         format!("{:.2}", relay / ours),
     ));
+
+    // The same flood with subscribers that stopped reading: a blocked client must cost
+    // nothing until it is writable again.
+    let stalled: Vec<std::os::unix::net::UnixStream> = (0..z.stalled)
+        .map(|_| {
+            use std::io::{BufRead, Write};
+            let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+            s.write_all(b"{\"id\":1,\"op\":\"subscribe\",\"all\":true}\n")
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(&s).read_line(&mut line).unwrap();
+            assert!(line.contains("\"ok\":true"), "{line}");
+            s
+        })
+        .collect();
+    let n = z.pipe_bytes.to_string();
+    let with_stalled = through_daemon(
+        &d,
+        "pipe-stalled",
+        false,
+        &["head", "-c", &n, "/dev/zero"],
+        z.pipe_bytes,
+    );
+    rows.push((
+        format!("pipes with {} stalled subscribers", stalled.len()),
+        format!("{:.0} MiB/s", mib(z.pipe_bytes, with_stalled)),
+        format!("{:.0} MiB/s (none stalled)", mib(z.pipe_bytes, ours)),
+        format!("{:.2}", ours / with_stalled),
+    ));
+    drop(stalled);
 
     // Throughput, PTY.
     let n = z.pty_bytes.to_string();
