@@ -2,6 +2,7 @@
 //! - bytes/s from a child to one subscriber (pipes) vs `head | cat` on a plain pipe,
 //! - bytes/s in PTY mode vs `script`,
 //! - bytes/s from a child to one subscriber while 500 others have stopped reading, vs none,
+//! - spawns per second through the daemon (spawn, see it exit, again) vs a shell loop,
 //! - RSS idle and with 1,000 sleeping sessions,
 //! - wake-ups per second while idle.
 //!
@@ -25,6 +26,7 @@ struct Sizes {
     sessions: usize,
     idle: Duration,
     stalled: usize,
+    spawns: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -33,6 +35,7 @@ const FULL: Sizes = Sizes {
     sessions: 1000,
     idle: Duration::from_secs(3),
     stalled: 500,
+    spawns: 2000,
 };
 
 const SMOKE: Sizes = Sizes {
@@ -41,6 +44,7 @@ const SMOKE: Sizes = Sizes {
     sessions: 10,
     idle: Duration::from_millis(50),
     stalled: 5,
+    spawns: 10,
 };
 
 fn status_field(pid: u32, key: &str) -> u64 {
@@ -250,6 +254,29 @@ fn main() {
         "pty: child → subscriber".into(),
         format!("{:.0} MiB/s", mib(z.pty_bytes, ours)),
         format!("{:.0} MiB/s (`script`)", mib(z.pty_bytes, base)),
+        format!("{:.2}", base / ours),
+    ));
+
+    // Spawn rate through the daemon: start `true`, see it exit, again — against a shell
+    // doing the same fork/exec/wait loop.
+    let t = Instant::now();
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "session": "pipe"}));
+    for _ in 0..z.spawns {
+        let gen = c.ok(json!({"op": "spawn", "session": "pipe", "argv": ["true"]}))["gen"]
+            .as_u64()
+            .unwrap();
+        c.events_until(|m| m.is("exited", gen));
+    }
+    let ours = t.elapsed().as_secs_f64();
+    let base = shell_secs(&format!(
+        "i=0; while [ $i -lt {} ]; do /bin/true; i=$((i+1)); done",
+        z.spawns
+    ));
+    rows.push((
+        "spawn → exit, one at a time".into(),
+        format!("{:.0} /s", z.spawns as f64 / ours),
+        format!("{:.0} /s (shell loop)", z.spawns as f64 / base),
         format!("{:.2}", base / ours),
     ));
 
