@@ -55,8 +55,9 @@ pub struct Client {
     deferred: Vec<Deferred>,
     /// Queued for a flush at the end of this step.
     pub dirty: bool,
-    /// The socket refused more bytes: no write is tried until it says it is writable
-    /// again, so a stalled reader costs no system call per record.
+    /// The socket took nothing at the last try: no write is tried until it says it is
+    /// writable again, so a reader that stopped costs no system call per record. (A
+    /// reader that took something is still live and is written to as records come.)
     pub blocked: bool,
 }
 
@@ -155,8 +156,9 @@ impl Client {
         if self.blocked {
             return Ok(());
         }
+        let before = self.outbox.len();
         self.outbox.flush_to(&mut self.stream)?;
-        self.blocked = !self.outbox.is_empty();
+        self.blocked = before > 0 && self.outbox.len() == before;
         Ok(())
     }
 

@@ -363,6 +363,9 @@ impl Daemon {
                             .logs
                             .push_output(&at.session, gen, stream, at.offset, data);
                         self.clients.deliver(&at.session, seq, &self.logs);
+                        // Live readers get each record as it comes (a fast one keeps up
+                        // with the child); ones that stopped reading cost nothing here.
+                        self.flush_clients();
                     }
                 }
                 Read::Eof => return self.tell(Input::Eof { gen, stream }),

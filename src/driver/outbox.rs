@@ -58,8 +58,7 @@ impl Outbox {
     }
 
     /// Bytes waiting to be written.
-    #[cfg(test)]
-    pub fn pending(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.pending
     }
 
@@ -184,7 +183,7 @@ mod tests {
         ob.flush_to(&mut sink).unwrap();
         // The default `write_vectored` writes the first slice only.
         assert_eq!(sink.got, b"hello ");
-        assert_eq!(ob.pending(), 10);
+        assert_eq!(ob.len(), 10);
         sink.block_after = usize::MAX;
         ob.flush_to(&mut sink).unwrap();
         assert_eq!(sink.got, b"hello big world!");
