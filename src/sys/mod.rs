@@ -5,6 +5,8 @@
 //!
 //! - [`spawn`]: our own fork + exec over pipes or a PTY, with exec failures reported as
 //!   errors rather than as a child exiting 127.
+//! - [`cgroup`]: cgroup-v2 containment: a cgroup per generation, entered before the
+//!   program runs, `cgroup.kill`, emptiness from `cgroup.events`, limits.
 //! - [`process`]: the handle for a started or adopted process: exit observation without
 //!   reaping, reaping exactly once, and signals that never reach a stranger.
 //! - [`identity`]: versioned identity tokens, the tri-state comparison and adoption.
@@ -12,6 +14,7 @@
 //! - [`sigchld`]: the SIGCHLD self-pipe for the fallback (no pidfd) path.
 //! - [`procscan`]: `/proc` scans for group members and for who still holds a pipe.
 
+pub mod cgroup;
 pub mod fd;
 pub mod identity;
 pub mod orphans;

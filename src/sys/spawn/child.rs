@@ -27,6 +27,9 @@ pub(crate) struct Plan {
     pub pointers: Pointers,
     /// Write end of the close-on-exec status pipe.
     pub status_pipe: RawFd,
+    /// A close-on-exec descriptor of a cgroup's `cgroup.procs`, opened for writing, when
+    /// the child must enter that cgroup itself (no `clone3(CLONE_INTO_CGROUP)`).
+    pub cgroup_procs: Option<RawFd>,
 }
 
 /// The descriptor the status pipe is moved to in the child, right above stdio, so that
@@ -92,6 +95,13 @@ fn fail(pipe: RawFd, step: Step, errno: raw::Errno, path: u32) -> ! {
 /// `plan` valid until the child has exec'd or exited.
 pub(crate) unsafe fn run(plan: &Plan) -> ! {
     let mut pipe = plan.status_pipe;
+    if let Some(procs) = plan.cgroup_procs {
+        // First of all, so that nothing this child does, let alone the program, happens
+        // outside its cgroup. "0" is the writer itself.
+        if let Err(e) = raw::write(procs, b"0") {
+            fail(pipe, Step::Cgroup, e, NO_PATH);
+        }
+    }
     if let Err(e) = raw::setsid() {
         fail(pipe, Step::Setsid, e, NO_PATH);
     }

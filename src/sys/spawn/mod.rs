@@ -17,6 +17,12 @@
 //! Everything the child needs is prepared before the child starts; until `execve` it makes
 //! only raw system calls and writes no memory but its own stack (see `child.rs`, `raw.rs`,
 //! and `launch.rs` for why the stack and the plan live until the status pipe reports).
+//!
+//! [`start_in`] starts the child inside a cgroup-v2 cgroup ([`crate::sys::cgroup`]), so
+//! that the program never runs outside it: with `clone3(CLONE_INTO_CGROUP)` where the
+//! kernel has it ([`CgroupEntry::CloneIntoCgroup`]), else by the child writing itself into
+//! the cgroup's `cgroup.procs` before anything else ([`CgroupEntry::ChildWritesProcs`],
+//! failures reported as [`Step::Cgroup`]). [`cgroup_entry`] tells which.
 
 mod child;
 mod launch;
@@ -29,22 +35,24 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use rustix::event::{poll, PollFd, PollFlags};
-use rustix::fs::{open, Mode, OFlags};
+use rustix::fs::{open, openat, Mode, OFlags};
 use rustix::io::{fcntl_dupfd_cloexec, Errno};
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 pub use prepare::{MAX_ARGS, MAX_ARG_BYTES};
 
+use crate::sys::cgroup::CgroupDir;
 use crate::sys::fd::{read_nonblocking, set_nonblocking, ReadOutcome};
 use crate::sys::identity::{self, Observed};
 use crate::sys::process::{Process, ReaperMode};
 use crate::sys::pty::open_pty;
 use child::{Report, NO_PATH};
-use launch::ChildMemory;
+use launch::{ChildMemory, How, Launched};
 
 /// The `TERM` a PTY child gets unless the request sets one.
 pub const DEFAULT_TERM: &str = "xterm-256color";
@@ -146,6 +154,9 @@ pub enum Step {
     Chdir = 7,
     /// `execve` (in the child).
     Exec = 8,
+    /// Entering the cgroup: the child writing itself into `cgroup.procs`, or opening that
+    /// file for it (in the parent). A refused `clone3(CLONE_INTO_CGROUP)` is [`Step::Fork`].
+    Cgroup = 9,
 }
 
 impl Step {
@@ -159,6 +170,7 @@ impl Step {
             6 => Step::Signals,
             7 => Step::Chdir,
             8 => Step::Exec,
+            9 => Step::Cgroup,
             _ => return None,
         })
     }
@@ -174,6 +186,7 @@ impl Step {
             Step::Signals => "signals",
             Step::Chdir => "chdir",
             Step::Exec => "exec",
+            Step::Cgroup => "cgroup",
         }
     }
 }
@@ -595,6 +608,52 @@ pub fn reap_abandoned() -> usize {
     parked.len()
 }
 
+/// How a child spawned into a cgroup gets there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupEntry {
+    /// `clone3(CLONE_INTO_CGROUP)`: the kernel starts the child inside (Linux 5.7+, on
+    /// x86-64; with `CLONE_PIDFD` too).
+    CloneIntoCgroup,
+    /// The child writes itself into the cgroup's `cgroup.procs` as its first step, before
+    /// anything else it does and long before the program runs.
+    ChildWritesProcs,
+}
+
+impl CgroupEntry {
+    /// `clone3` or `cgroup.procs`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CgroupEntry::CloneIntoCgroup => "clone3",
+            CgroupEntry::ChildWritesProcs => "cgroup.procs",
+        }
+    }
+}
+
+/// 0: not probed yet; 1: [`CgroupEntry::CloneIntoCgroup`]; 2: [`CgroupEntry::ChildWritesProcs`].
+static ENTRY: AtomicU8 = AtomicU8::new(0);
+
+/// How [`start_in`] enters cgroups on this kernel and target, probed once (one failing
+/// `clone3`, nothing started).
+pub fn cgroup_entry() -> CgroupEntry {
+    match ENTRY.load(Ordering::Relaxed) {
+        1 => CgroupEntry::CloneIntoCgroup,
+        2 => CgroupEntry::ChildWritesProcs,
+        _ => {
+            let entry = if launch::probe_clone_into_cgroup() {
+                CgroupEntry::CloneIntoCgroup
+            } else {
+                CgroupEntry::ChildWritesProcs
+            };
+            let code = match entry {
+                CgroupEntry::CloneIntoCgroup => 1,
+                CgroupEntry::ChildWritesProcs => 2,
+            };
+            ENTRY.store(code, Ordering::Relaxed);
+            entry
+        }
+    }
+}
+
 /// Starts `req` and returns as soon as the child exists, without waiting for it to exec.
 ///
 /// Errors here are about the request or about us (pipes, PTY, `clone`); whether the
@@ -605,6 +664,45 @@ pub fn reap_abandoned() -> usize {
 /// our unreaped child, so the pid cannot have been reused and the pidfd refers to it for
 /// good.
 pub fn start(req: &SpawnRequest) -> Result<Starting, SpawnError> {
+    start_with(req, None)
+}
+
+/// [`start`], the child inside the cgroup `cgroup` (when `Some`) from before its first
+/// instruction ([`CgroupEntry::CloneIntoCgroup`]) or from its first step
+/// ([`CgroupEntry::ChildWritesProcs`]), whichever [`cgroup_entry`] says this kernel does;
+/// either way before the program runs.
+///
+/// `clone3` refusing the cgroup (`ENOENT`: removed; `EOPNOTSUPP`: an invalid domain;
+/// `EBUSY`: not a leaf and has controllers; `EAGAIN`: `pids.max` reached, among other
+/// reasons) is an error of this call, at [`Step::Fork`]. With the fallback, a removed
+/// cgroup fails this call at [`Step::Cgroup`] (opening its `cgroup.procs`), and the
+/// child's refused write arrives on the status pipe, also as [`Step::Cgroup`]. Either way
+/// no program runs outside its cgroup.
+pub fn start_in(req: &SpawnRequest, cgroup: Option<&CgroupDir>) -> Result<Starting, SpawnError> {
+    start_with(req, cgroup.map(|dir| (dir, cgroup_entry())))
+}
+
+/// [`start_in`] with the way into the cgroup chosen by the caller, for tests and benches
+/// (the fallback can be exercised on a kernel that has `clone3`).
+/// [`CgroupEntry::CloneIntoCgroup`] where this target cannot do it fails with `ENOSYS` at
+/// [`Step::Fork`].
+pub fn start_in_via(
+    req: &SpawnRequest,
+    cgroup: &CgroupDir,
+    entry: CgroupEntry,
+) -> Result<Starting, SpawnError> {
+    start_with(req, Some((cgroup, entry)))
+}
+
+/// [`spawn`] into a cgroup: [`start_in`] then [`Starting::finish`].
+pub fn spawn_in(req: &SpawnRequest, cgroup: Option<&CgroupDir>) -> Result<Child, SpawnError> {
+    start_in(req, cgroup)?.finish()
+}
+
+fn start_with(
+    req: &SpawnRequest,
+    cgroup: Option<(&CgroupDir, CgroupEntry)>,
+) -> Result<Starting, SpawnError> {
     reap_abandoned();
     let term = match &req.io {
         IoMode::Pty { term, .. } => Some(term.clone().unwrap_or_else(|| DEFAULT_TERM.into())),
@@ -616,6 +714,31 @@ pub fn start(req: &SpawnRequest) -> Result<Starting, SpawnError> {
     let (status_r, status_w) =
         pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).map_err(SpawnError::setup)?;
     let status_w = above_stdio(status_w).map_err(SpawnError::setup)?;
+    // For the fallback: the child's way into its cgroup, opened here (the child opens
+    // nothing), closed on our side once the child has its copy.
+    let cgroup_procs = match cgroup {
+        Some((dir, CgroupEntry::ChildWritesProcs)) => Some(
+            openat(
+                dir,
+                "cgroup.procs",
+                OFlags::WRONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(io::Error::from)
+            .and_then(above_stdio)
+            .map_err(|e| {
+                SpawnError::from_errno(Step::Cgroup, e.raw_os_error().unwrap_or(libc::EIO), None)
+            })?,
+        ),
+        _ => None,
+    };
+    let how = match cgroup {
+        Some((dir, CgroupEntry::CloneIntoCgroup)) => How::IntoCgroup {
+            cgroup: dir.as_fd().as_raw_fd(),
+            pidfd: req.reaper == ReaperMode::Auto,
+        },
+        _ => How::Plain,
+    };
     let plan = Box::new(child::Plan {
         stdio: [
             stdio.child[0].as_raw_fd(),
@@ -627,11 +750,17 @@ pub fn start(req: &SpawnRequest) -> Result<Starting, SpawnError> {
         prepared,
         pointers,
         status_pipe: status_w.as_raw_fd(),
+        cgroup_procs: cgroup_procs.as_ref().map(|fd| fd.as_raw_fd()),
     });
-    let (pid, memory) =
-        launch::launch(plan).map_err(|errno| SpawnError::from_errno(Step::Fork, errno, None))?;
+    let Launched {
+        pid,
+        pidfd: clone_pidfd,
+        memory,
+    } = launch::launch(plan, how)
+        .map_err(|errno| SpawnError::from_errno(Step::Fork, errno, None))?;
     // The child's ends are the child's now; closing ours makes EOF reach the right side.
     drop(status_w);
+    drop(cgroup_procs);
     let Stdio {
         parent_stdin,
         parent_stdout,
@@ -644,9 +773,9 @@ pub fn start(req: &SpawnRequest) -> Result<Starting, SpawnError> {
     let pid = Pid::from_raw(pid).expect("clone returned a positive pid");
     let pidfd = match req.reaper {
         ReaperMode::Fallback => None,
-        // ENOSYS (before 5.3) or anything else: fall back to the pid, which stays ours
-        // until we reap it.
-        ReaperMode::Auto => pidfd_open(pid, PidfdFlags::empty()).ok(),
+        // From clone3, or opened now. ENOSYS (before 5.3) or anything else: fall back to
+        // the pid, which stays ours until we reap it.
+        ReaperMode::Auto => clone_pidfd.or_else(|| pidfd_open(pid, PidfdFlags::empty()).ok()),
     };
     Ok(Starting {
         child: Some(Started {
