@@ -8,7 +8,7 @@ use genward::cli::args::{
 };
 use genward::cli::commands::COMMANDS;
 use genward::cli::dispatch::{run_client_command, CommandError, Context};
-use genward::driver::{Daemon, DaemonConfig};
+use genward::driver::{ContainmentMode, Daemon, DaemonConfig};
 use genward::store::state_dir;
 use genward::sys::process::ReaperMode;
 
@@ -99,6 +99,16 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
         Some(other) => return Err(format!("--reaper {other}: expected auto or fallback")),
     };
     cfg.subreaper = m.flag("subreaper");
+    cfg.containment = match m.value("containment") {
+        None | Some("auto") => ContainmentMode::Auto,
+        Some("cgroup") => ContainmentMode::Cgroup,
+        Some("session") => ContainmentMode::Session,
+        Some(other) => {
+            return Err(format!(
+                "--containment {other}: expected auto, cgroup or session"
+            ))
+        }
+    };
     let daemon = Daemon::new(cfg).map_err(|e| e.to_string())?;
     daemon.run().map_err(|e| format!("event loop: {e}"))?;
     Ok(ExitCode::SUCCESS)

@@ -243,7 +243,7 @@ impl World {
                 let gen = self.gen(gen);
                 self.input(Input::SpawnResult {
                     gen,
-                    result: Ok(gen as u32 + 100),
+                    result: Ok(genward::core::Started::in_session(gen as u32 + 100)),
                 });
             }
             Operation::SpawnErr { gen, kind } => {

@@ -32,6 +32,11 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "MODE",
             "auto (pidfds where available) or fallback (SIGCHLD + identity checks)",
         ),
+        OptSpec::value(
+            "containment",
+            "MODE",
+            "auto (a cgroup per generation where the daemon may create them, else its session), cgroup (refuse to start without), or session",
+        ),
         OptSpec::flag(
             "subreaper",
             "adopt and reap orphaned descendants (automatic as PID 1)",

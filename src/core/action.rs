@@ -53,9 +53,10 @@ pub enum Action {
 pub enum Scope {
     /// The leader only (through its pidfd).
     Leader,
-    /// The leader's whole process group (`kill(-pgid)`), only while the leader is a zombie
-    /// or alive.
-    Group,
+    /// Every process of the generation's tree: its cgroup where it has one, else every
+    /// process of its session (job-control groups included). Only asked while the leader
+    /// is alive or a zombie, which pins the session id.
+    Tree,
 }
 
 /// A successful command's answer.

@@ -270,7 +270,7 @@ impl Checker {
                     Lifecycle::Pending | Lifecycle::Gone => vec![],
                     Lifecycle::Starting => vec![Input::SpawnResult {
                         gen,
-                        result: Ok(gen as u32),
+                        result: Ok(super::Started::in_session(gen as u32)),
                     }],
                     Lifecycle::Running | Lifecycle::Stopping(_) => {
                         vec![Input::LeaderExited {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::action::{Action, Event, ExitCause, Scope};
-use super::input::{ExitStatus, SpawnError, SpawnErrorKind};
+use super::input::{Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{GenerationSnapshot, Lifecycle, StopReason, StopStage};
 use super::spec::{OnExit, Spec, Stream};
@@ -79,7 +79,7 @@ pub(crate) struct Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum GenInput {
     Start,
-    SpawnOk(u32),
+    SpawnOk(Started),
     SpawnErr(SpawnError),
     Stop(StopReason, Option<Duration>),
     Eof(Stream),
@@ -114,6 +114,8 @@ pub(crate) struct Generation {
     sent_kill: bool,
     /// Stopped while starting: when to give the start up (a hung `chdir` or `execve`).
     cancel_at: Option<Time>,
+    /// What holds its process tree, once it runs.
+    containment: Option<Containment>,
     offsets: [u64; 3],
     eof: [bool; 3],
     pub discarded: u64,
@@ -136,6 +138,7 @@ impl Generation {
             grace: None,
             sent_kill: false,
             cancel_at: None,
+            containment: None,
             offsets: [0; 3],
             eof: [false; 3],
             discarded: 0,
@@ -154,7 +157,7 @@ impl Generation {
         match (self.phase, input) {
             (Phase::Pending, GenInput::Start) => self.start(now, out),
             (Phase::Pending, GenInput::Stop(reason, _)) => self.cancel(now, reason, out, &mut o),
-            (Phase::Starting, GenInput::SpawnOk(pid)) => self.spawned(now, pid, out),
+            (Phase::Starting, GenInput::SpawnOk(started)) => self.spawned(now, started, out),
             (Phase::Starting, GenInput::SpawnErr(e)) => self.spawn_failed(now, e, out, &mut o),
             (Phase::Starting, GenInput::Stop(reason, grace)) => {
                 self.note_stop(reason, grace);
@@ -334,6 +337,7 @@ impl Generation {
             discarded: self.discarded,
             pending_input: self.input.pending,
             deadline: self.deadline(),
+            containment: self.containment,
         }
     }
 
@@ -393,8 +397,10 @@ impl Generation {
         o.gone = true;
     }
 
-    fn spawned(&mut self, now: Time, pid: u32, out: &mut VecDeque<Action>) {
+    fn spawned(&mut self, now: Time, started: Started, out: &mut VecDeque<Action>) {
+        let pid = started.pid;
         self.started = Some(now);
+        self.containment = Some(started.containment);
         self.emit(
             out,
             Event::Spawned {
@@ -573,7 +579,7 @@ impl Generation {
                 out.push_back(Action::Signal {
                     gen: self.gen,
                     signal: SIGTERM,
-                    scope: Scope::Group,
+                    scope: Scope::Tree,
                 });
                 self.group = Group::Term {
                     until: now.saturating_add(self.spec.kill_grace),
@@ -610,7 +616,7 @@ impl Generation {
                 out.push_back(Action::Signal {
                     gen: self.gen,
                     signal: SIGKILL,
-                    scope: Scope::Group,
+                    scope: Scope::Tree,
                 });
                 self.group = Group::Done;
             }

@@ -21,8 +21,8 @@ pub enum Input {
     /// Outcome of an [`Action::Spawn`](super::Action::Spawn).
     SpawnResult {
         gen: u64,
-        /// The leader's pid, or why the spawn failed.
-        result: Result<u32, SpawnError>,
+        /// The running leader, or why the spawn failed.
+        result: Result<Started, SpawnError>,
     },
     /// A stream of `gen` reached end of file (or EIO on a PTY master).
     Eof { gen: u64, stream: Stream },
@@ -148,6 +148,46 @@ impl ExitStatus {
         match self {
             ExitStatus::Code(_) => None,
             ExitStatus::Signal(s) => Some(s),
+        }
+    }
+}
+
+/// A generation's process once it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Started {
+    /// The leader's pid (also its process group and session id).
+    pub pid: u32,
+    /// What holds its whole process tree.
+    pub containment: Containment,
+}
+
+impl Started {
+    /// A leader whose tree is its session.
+    pub fn in_session(pid: u32) -> Started {
+        Started {
+            pid,
+            containment: Containment::Session,
+        }
+    }
+}
+
+/// What holds a generation's process tree, so that a stop reaches all of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Containment {
+    /// Its own cgroup: every descendant, however it detached (`setsid`, double fork), is
+    /// in it until it exits; emptiness is announced by the kernel.
+    Cgroup,
+    /// Its session (the leader calls `setsid`): every process whose session id is the
+    /// leader's; a process that calls `setsid` again leaves it.
+    Session,
+}
+
+impl Containment {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Containment::Cgroup => "cgroup",
+            Containment::Session => "session",
         }
     }
 }

@@ -30,11 +30,14 @@ use std::sync::Arc;
 pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
 pub use config::Config;
 pub use error::{Error, ErrorCode};
-pub use input::{Command, ExitStatus, Input, SpawnError, SpawnErrorKind};
+pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started};
 pub use snapshot::{
     GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
 };
-pub use spec::{Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr, Stream};
+pub use spec::{
+    CpuQuota, Env, IoMode, OnBusy, OnExit, ResourceLimits, Restart, RestartPolicy, Spec, Stderr,
+    Stream,
+};
 pub use time::Time;
 
 use generation::{Ended, GenInput, Generation, Outcome, Phase};
@@ -74,7 +77,7 @@ pub fn check_session_name(name: &str) -> Result<(), String> {
 /// # Examples
 ///
 /// ```
-/// use genward::core::{Action, Command, Config, Core, Input, OnBusy, Response, Spec, Time};
+/// use genward::core::{Action, Command, Config, Core, Input, OnBusy, Response, Spec, Started, Time};
 ///
 /// let mut core = Core::new(Config::default(), 1);
 /// let spec = Box::new(Spec::new(vec![b"make".to_vec()]));
@@ -90,7 +93,8 @@ pub fn check_session_name(name: &str) -> Result<(), String> {
 ///     }
 /// }
 /// assert_eq!(spawned, Some(1));
-/// core.handle(Time::from_millis(3), Input::SpawnResult { gen: 1, result: Ok(4242) });
+/// let started = Ok(Started::in_session(4242));
+/// core.handle(Time::from_millis(3), Input::SpawnResult { gen: 1, result: started });
 /// assert!(core.poll_action().is_some()); // the `spawned` event, then more
 /// ```
 #[derive(Debug)]
@@ -162,8 +166,8 @@ impl Core {
             }
             Input::SpawnResult {
                 gen,
-                result: Ok(pid),
-            } => (gen, GenInput::SpawnOk(pid)),
+                result: Ok(started),
+            } => (gen, GenInput::SpawnOk(started)),
             Input::SpawnResult {
                 gen,
                 result: Err(e),

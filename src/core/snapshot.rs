@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::action::{ExitCause, SessionState};
-use super::input::SpawnError;
+use super::input::{Containment, SpawnError};
 use super::spec::Stream;
 use super::time::Time;
 
@@ -73,6 +73,8 @@ pub struct GenerationSnapshot {
     pub pending_input: usize,
     /// The earliest instant this generation wants a timeout call, if any.
     pub deadline: Option<Time>,
+    /// What holds its process tree, once it runs.
+    pub containment: Option<Containment>,
 }
 
 /// The lifecycle of a generation (see the design's diagram).

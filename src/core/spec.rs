@@ -34,6 +34,52 @@ pub struct Spec {
     pub restart: RestartPolicy,
     /// Output bytes the driver keeps per session for late readers.
     pub buffer_bytes: usize,
+    /// Limits on the generation's cgroup (cgroup containment only).
+    pub limits: ResourceLimits,
+}
+
+/// Limits a generation's whole tree shares, enforced by its cgroup.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// `memory.max`, bytes.
+    pub memory_max: Option<u64>,
+    /// `pids.max`: processes and threads at once.
+    pub pids_max: Option<u64>,
+    /// `cpu.max`: at most this much CPU time (µs) in every period (µs).
+    pub cpu_max: Option<CpuQuota>,
+}
+
+/// CPU time per period, both in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuQuota {
+    /// Time allowed per period, at least 1 ms.
+    pub quota_us: u64,
+    /// The period, 1 ms to 1 s.
+    pub period_us: u64,
+}
+
+impl ResourceLimits {
+    /// Whether no limit is asked for.
+    pub fn is_empty(&self) -> bool {
+        *self == ResourceLimits::default()
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        if self.memory_max == Some(0) || self.pids_max == Some(0) {
+            return Err(Error::bad(
+                "limits: a memory_max or pids_max of 0 would never run",
+            ));
+        }
+        if let Some(c) = self.cpu_max {
+            if !(1000..=1_000_000).contains(&c.period_us) || c.quota_us < 1000 {
+                return Err(Error::bad(format!(
+                    "limits.cpu_max: period {} µs must be 1000..=1000000 and quota {} µs at least 1000",
+                    c.period_us, c.quota_us
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Spec {
@@ -51,6 +97,7 @@ impl Spec {
             on_exit: OnExit::KillGroup,
             restart: RestartPolicy::default(),
             buffer_bytes: 1 << 20,
+            limits: ResourceLimits::default(),
         }
     }
 
@@ -80,6 +127,7 @@ impl Spec {
             return Err(Error::bad(format!("argv[{i}] contains a NUL byte")));
         }
         self.env.validate()?;
+        self.limits.validate()?;
         if self
             .cwd
             .as_ref()

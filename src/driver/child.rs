@@ -14,6 +14,7 @@ use mio::{Interest, Registry};
 
 use super::token::Source;
 use crate::core::{self, Spec, Stream};
+use crate::sys::cgroup::GenCgroup;
 use crate::sys::fd::{write_nonblocking, WriteOutcome};
 use crate::sys::process::{Process, ReaperMode};
 use crate::sys::spawn::{self, Env, IoMode, SpawnRequest, StderrMode};
@@ -46,6 +47,8 @@ pub struct Child {
     pidfd_watched: bool,
     input: Vec<u8>,
     close_input_when_written: bool,
+    /// Its own cgroup (cgroup containment), watched for emptiness.
+    cgroup: Option<GenCgroup>,
 }
 
 fn os(bytes: &[u8]) -> OsString {
@@ -125,7 +128,12 @@ fn deregister(registry: &Registry, fd: &OwnedFd) {
 
 impl Child {
     /// Takes over a freshly spawned process and registers its descriptors.
-    pub fn new(gen: u64, spawned: spawn::Child, registry: &Registry) -> Child {
+    pub fn new(
+        gen: u64,
+        spawned: spawn::Child,
+        cgroup: Option<GenCgroup>,
+        registry: &Registry,
+    ) -> Child {
         let mut child = Child {
             gen,
             process: spawned.process,
@@ -135,7 +143,13 @@ impl Child {
             pidfd_watched: false,
             input: Vec::new(),
             close_input_when_written: false,
+            cgroup,
         };
+        if let Some(cg) = &child.cgroup {
+            // The kernel flags a change of `populated` as priority data on this file.
+            let source = Source::CgroupEvents { gen };
+            register(registry, cg.events_fd(), source, Interest::PRIORITY);
+        }
         for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
             let Some(fd) = &child.outputs[stream.index()] else {
                 continue;
@@ -226,8 +240,19 @@ impl Child {
         }
     }
 
-    /// Closes and deregisters everything it holds.
+    /// Its cgroup, if it has one.
+    pub fn cgroup(&self) -> Option<&GenCgroup> {
+        self.cgroup.as_ref()
+    }
+
+    /// Closes and deregisters everything it holds; its cgroup goes once empty.
     pub fn release(mut self, registry: &Registry) {
+        if let Some(mut cg) = self.cgroup.take() {
+            let _ = registry.deregister(&mut SourceFd(&cg.events_fd().as_raw_fd()));
+            if let Err(e) = cg.remove() {
+                log::info!("gen {}: cgroup not removed yet: {e}", self.gen);
+            }
+        }
         self.close_outputs(registry);
         self.hung_up_pty = None;
         self.close_stdin(registry);

@@ -11,10 +11,14 @@ use mio::Registry;
 
 use super::child::{spawn_request, Child, InputProgress};
 use super::launch::Launch;
-use crate::core::{ExitStatus, Scope, SpawnError, SpawnErrorKind, Spec, Stream};
+use crate::core::{
+    Containment, ExitStatus, ResourceLimits, Scope, SpawnError, SpawnErrorKind, Spec, Started,
+    Stream,
+};
+use crate::sys::cgroup::{self, CgroupRoot, GenCgroup};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
-use crate::sys::process::{Exit, ReaperMode};
-use crate::sys::spawn::{start, SpawnError as SysSpawnError};
+use crate::sys::process::{Exit, ReaperMode, SignalError};
+use crate::sys::spawn::{start_in, SpawnError as SysSpawnError};
 
 /// The result of one read from a child's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +52,20 @@ pub struct Children {
     reaper: ReaperMode,
     /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
     adopts_orphans: bool,
+    /// Where generations get cgroups of their own, when the daemon may create them.
+    cgroups: Option<CgroupRoot>,
+}
+
+/// A spec's limits in the cgroup layer's terms.
+fn cgroup_limits(l: &ResourceLimits) -> cgroup::Limits {
+    cgroup::Limits {
+        memory_max: l.memory_max,
+        pids_max: l.pids_max,
+        cpu_max: l.cpu_max.map(|c| cgroup::CpuMax {
+            quota_us: c.quota_us,
+            period_us: c.period_us,
+        }),
+    }
 }
 
 /// The core's view of a failed start: the class and errno clients act on. The step and
@@ -76,22 +94,79 @@ fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
 }
 
 impl Children {
-    /// No children; they will be watched per `reaper`.
-    pub fn new(reaper: ReaperMode, adopts_orphans: bool) -> Children {
+    /// No children; they will be watched per `reaper`, each in a cgroup of its own under
+    /// `cgroups` when given.
+    pub fn new(reaper: ReaperMode, adopts_orphans: bool, cgroups: Option<CgroupRoot>) -> Children {
         Children {
             table: HashMap::new(),
             launching: HashMap::new(),
             reaper,
             adopts_orphans,
+            cgroups,
+        }
+    }
+
+    /// What holds each generation's tree.
+    pub fn containment(&self) -> Containment {
+        match self.cgroups {
+            Some(_) => Containment::Cgroup,
+            None => Containment::Session,
+        }
+    }
+
+    /// A cgroup of its own for `gen`, with `limits` set; none under session containment,
+    /// where limits cannot be enforced and are refused.
+    fn cgroup_for(
+        &self,
+        gen: u64,
+        limits: &ResourceLimits,
+    ) -> Result<Option<GenCgroup>, SpawnError> {
+        let fail = |message: String| {
+            log::warn!("gen {gen}: {message}");
+            SpawnError::new(SpawnErrorKind::Other, 0).with_message(message)
+        };
+        let Some(root) = &self.cgroups else {
+            if limits.is_empty() {
+                return Ok(None);
+            }
+            return Err(fail(
+                "limits need cgroup containment, which this daemon does not have (see `hello`)"
+                    .into(),
+            ));
+        };
+        let limits = cgroup_limits(limits);
+        root.check_limits(&limits)
+            .map_err(|e| fail(e.to_string()))?;
+        let cg = root
+            .create_generation(gen)
+            .map_err(|e| fail(format!("creating its cgroup: {e}")))?;
+        if !limits.is_empty() {
+            cg.set_limits(&limits).map_err(|e| fail(e.to_string()))?;
+        }
+        Ok(Some(cg))
+    }
+
+    /// Whether `gen`'s cgroup still holds a process; `None` without a cgroup. Reading it
+    /// also re-arms the kernel's notification.
+    pub fn cgroup_populated(&self, gen: u64) -> Option<bool> {
+        let cg = self.table.get(&gen)?.cgroup()?;
+        match cg.is_populated() {
+            Ok(populated) => Some(populated),
+            Err(e) => {
+                log::warn!("gen {gen}: reading cgroup.events: {e}");
+                Some(true)
+            }
         }
     }
 
     /// Starts generation `gen` without waiting for it to exec: its result comes through
     /// [`launched`](Self::launched) when the status pipe is readable.
     pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
-        let starting =
-            start(&spawn_request(spec, self.reaper)).map_err(|e| spawn_error(gen, &e))?;
-        let launch = Launch::new(gen, starting, registry).map_err(|e| {
+        let cgroup = self.cgroup_for(gen, &spec.limits)?;
+        let request = spawn_request(spec, self.reaper);
+        let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
+            .map_err(|e| spawn_error(gen, &e))?;
+        let launch = Launch::new(gen, starting, cgroup, registry).map_err(|e| {
             log::error!("gen {gen}: watch spawn status: {e}");
             SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
                 .with_message(format!("watching the start: {e}"))
@@ -102,7 +177,11 @@ impl Children {
 
     /// The exec result of `gen`, if it is known now: the leader's pid, its descriptors
     /// registered, what was held for it handed over.
-    pub fn launched(&mut self, registry: &Registry, gen: u64) -> Option<Result<u32, SpawnError>> {
+    pub fn launched(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+    ) -> Option<Result<Started, SpawnError>> {
         let ready = self.launching.get_mut(&gen)?.ready();
         ready.then(|| self.finish_launch(registry, gen))?
     }
@@ -113,7 +192,7 @@ impl Children {
         &mut self,
         registry: &Registry,
         gen: u64,
-    ) -> Option<Result<u32, SpawnError>> {
+    ) -> Option<Result<Started, SpawnError>> {
         if self.launching.get_mut(&gen)?.ready() {
             return self.finish_launch(registry, gen);
         }
@@ -125,14 +204,22 @@ impl Children {
         ))
     }
 
-    fn finish_launch(&mut self, registry: &Registry, gen: u64) -> Option<Result<u32, SpawnError>> {
+    fn finish_launch(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+    ) -> Option<Result<Started, SpawnError>> {
         let (result, held) = self.launching.remove(&gen)?.finish(registry);
         let spawned = match result {
             Ok(spawned) => spawned,
             Err(e) => return Some(Err(spawn_error(gen, &e))),
         };
         let pid = spawned.process.pid();
-        let mut child = Child::new(gen, spawned, registry);
+        let containment = match held.cgroup {
+            Some(_) => Containment::Cgroup,
+            None => Containment::Session,
+        };
+        let mut child = Child::new(gen, spawned, held.cgroup, registry);
         child.queue_input(&held.input);
         if held.close_input {
             child.close_input_when_written();
@@ -141,7 +228,10 @@ impl Children {
         if let Some((rows, cols)) = held.size {
             self.resize(gen, rows, cols);
         }
-        Some(Ok(pid as u32))
+        Some(Ok(Started {
+            pid: pid as u32,
+            containment,
+        }))
     }
 
     /// Reads once from `gen`'s `stream` into `buf`. End of file (or a read error) closes
@@ -206,9 +296,15 @@ impl Children {
             log::warn!("gen {gen}: signal {signal} is not deliverable");
             return;
         };
-        let result = match scope {
-            Scope::Leader => child.process().signal(sig),
-            Scope::Group => child.process().signal_group(sig),
+        let result = match (scope, child.cgroup()) {
+            (Scope::Leader, _) => child.process().signal(sig),
+            // The whole cgroup, escaped processes included: SIGKILL at once through
+            // `cgroup.kill`, any other signal to each member through a verified pidfd.
+            (Scope::Tree, Some(cg)) if signal == libc::SIGKILL => {
+                cg.kill().map_err(SignalError::Os)
+            }
+            (Scope::Tree, Some(cg)) => cg.signal(sig).map(|_| ()).map_err(SignalError::Os),
+            (Scope::Tree, None) => child.process().signal_group(sig),
         };
         match result {
             Ok(()) => log::debug!("gen {gen}: sent signal {signal} to {scope:?}"),

@@ -55,6 +55,8 @@ pub struct Hello {
     pub identity: String,
     /// How children are watched: `pidfd` or `sigchld`.
     pub reaper: &'static str,
+    /// What holds each generation's tree: `cgroup` or `session`.
+    pub containment: &'static str,
 }
 
 /// The next thing a connection asks, as far as it can be read this turn.
@@ -276,6 +278,7 @@ impl Clients {
             .u64("pid", u64::from(std::process::id()))
             .str("identity", &self.hello.identity)
             .str("reaper", self.hello.reaper)
+            .str("containment", self.hello.containment)
             .with("capabilities", |out| {
                 out.extend_from_slice(
                     br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#,

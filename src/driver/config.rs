@@ -26,6 +26,20 @@ pub struct DaemonConfig {
     pub client_outbox_bytes: usize,
     /// Longest request line, bytes.
     pub max_line: usize,
+    /// What holds each generation's process tree.
+    pub containment: ContainmentMode,
+}
+
+/// How generations are contained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContainmentMode {
+    /// A cgroup per generation where the daemon may create cgroups, else the session.
+    #[default]
+    Auto,
+    /// A cgroup per generation, or the daemon refuses to start.
+    Cgroup,
+    /// The session only.
+    Session,
 }
 
 impl DaemonConfig {
@@ -41,6 +55,7 @@ impl DaemonConfig {
             max_clients: 4096,
             client_outbox_bytes: 4 << 20,
             max_line: 1 << 20,
+            containment: ContainmentMode::Auto,
         }
     }
 }

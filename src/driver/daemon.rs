@@ -15,7 +15,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::children::{Children, LeaderState, Read};
 use super::clients::{ClientLimits, Clients, Hello, Next};
-use super::config::DaemonConfig;
+use super::config::{ContainmentMode, DaemonConfig};
 use super::groups::GroupWatch;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
@@ -23,7 +23,8 @@ use super::ready::notify_ready;
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
 use crate::core::{
-    Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Stream, Time,
+    Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Started, Stream,
+    Time,
 };
 use crate::proto::encode;
 use crate::proto::envelope::RequestId;
@@ -31,6 +32,7 @@ use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::{Op, Target};
 use crate::store::lease::Lease;
 use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
+use crate::sys::cgroup::{CgroupRoot, Placement};
 use crate::sys::process::ReaperMode;
 
 /// One read from a child or a client: large enough to empty a grown pipe buffer in a few
@@ -140,9 +142,34 @@ impl Daemon {
             crate::sys::identity::Observed::Token(t) => t,
             _ => String::new(),
         };
+        let cgroups = match cfg.containment {
+            ContainmentMode::Session => None,
+            mode => {
+                let name = format!("genward-{}", std::process::id());
+                match CgroupRoot::setup(&name, Placement::StayPut) {
+                    Ok(root) => {
+                        log::info!(
+                            "containment: a cgroup per generation under {} (controllers for limits: {})",
+                            root.path().display(),
+                            root.controllers()
+                        );
+                        Some(root)
+                    }
+                    Err(why) if mode == ContainmentMode::Cgroup => {
+                        return Err(StartError(format!("--containment cgroup: {why}")))
+                    }
+                    Err(why) => {
+                        log::info!("containment: each generation's session ({why})");
+                        None
+                    }
+                }
+            }
+        };
+        let children = Children::new(cfg.reaper, crate::sys::orphans::adopts_orphans(), cgroups);
         let hello = Hello {
             identity,
             reaper: if fallback { "sigchld" } else { "pidfd" },
+            containment: children.containment().as_str(),
         };
         let limits = ClientLimits {
             max_clients: cfg.max_clients,
@@ -156,7 +183,7 @@ impl Daemon {
             ..CoreConfig::default()
         };
         Ok(Daemon {
-            children: Children::new(cfg.reaper, crate::sys::orphans::adopts_orphans()),
+            children,
             cfg,
             poll,
             core: Core::new(core_config, 1),
@@ -214,7 +241,7 @@ impl Daemon {
             }
             let now = self.clock.now();
             self.core.handle_timeout(now);
-            for gen in self.groups.emptied(&self.core) {
+            for gen in self.groups.emptied(&self.core, &self.children) {
                 self.tell(Input::GroupEmpty { gen });
             }
             self.run_actions();
@@ -228,7 +255,7 @@ impl Daemon {
         }
         let now = self.clock.now();
         let core = self.core.next_deadline().map(|d| d.since(now));
-        let timeout = match (core, self.groups.timeout(&self.core)) {
+        let timeout = match (core, self.groups.timeout(&self.core, &self.children)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -262,6 +289,11 @@ impl Daemon {
             }
             Source::Stdin { gen } => self.flush_input(gen),
             Source::Pidfd { gen } => self.check_exit(gen),
+            Source::CgroupEvents { gen } => {
+                if self.children.cgroup_populated(gen) == Some(false) {
+                    self.tell(Input::GroupEmpty { gen });
+                }
+            }
             Source::SpawnStatus { gen } => {
                 if let Some(result) = self.children.launched(self.poll.registry(), gen) {
                     self.spawn_result(gen, result);
@@ -334,10 +366,10 @@ impl Daemon {
         }
     }
 
-    fn spawn_result(&mut self, gen: u64, result: Result<u32, crate::core::SpawnError>) {
+    fn spawn_result(&mut self, gen: u64, result: Result<Started, crate::core::SpawnError>) {
         let spawned = result.is_ok();
-        if let Ok(pid) = result {
-            log::info!("gen {gen}: spawned pid {pid}");
+        if let Ok(started) = result {
+            log::info!("gen {gen}: spawned pid {}", started.pid);
         }
         self.tell(Input::SpawnResult { gen, result });
         if spawned {

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::children::Children;
 use crate::core::Core;
 
 /// How often awaited groups are looked at (only while some are; an idle daemon never
@@ -36,31 +37,44 @@ impl GroupWatch {
         self.soon = true;
     }
 
-    /// How long the loop may sleep before the next look, if any group is awaited.
-    pub fn timeout(&self, core: &Core) -> Option<Duration> {
-        core.groups_awaited().next().map(|_| GROUP_CHECK)
+    /// How long the loop may sleep before the next look, if any group is awaited that
+    /// only a look can tell about (a cgroup says when it empties).
+    pub fn timeout(&self, core: &Core, children: &Children) -> Option<Duration> {
+        core.groups_awaited()
+            .any(|(gen, _)| children.cgroup_populated(gen).is_none())
+            .then_some(GROUP_CHECK)
     }
 
     /// The awaited generations whose group emptied, if a look is due now.
-    pub fn emptied(&mut self, core: &Core) -> Vec<u64> {
+    pub fn emptied(&mut self, core: &Core, children: &Children) -> Vec<u64> {
         if !self.soon && self.last.elapsed() < GROUP_CHECK {
             return Vec::new();
         }
         self.soon = false;
         self.last = Instant::now();
-        let awaited: Vec<(u64, u32)> = core.groups_awaited().collect();
+        let mut emptied = Vec::new();
+        let mut awaited: Vec<(u64, u32)> = Vec::new();
+        for (gen, pgid) in core.groups_awaited() {
+            match children.cgroup_populated(gen) {
+                Some(false) => emptied.push(gen),
+                Some(true) => {} // its cgroup will say when
+                None => awaited.push((gen, pgid)),
+            }
+        }
         if awaited.is_empty() {
-            return Vec::new();
+            return emptied;
         }
         let pgids: Vec<i32> = awaited.iter().map(|(_, pgid)| *pgid as i32).collect();
         match crate::sys::procscan::empty_groups(&pgids) {
             Ok(empty) => {
                 self.scan_failed = false;
-                awaited
-                    .into_iter()
-                    .filter(|(_, pgid)| empty.contains(&(*pgid as i32)))
-                    .map(|(gen, _)| gen)
-                    .collect()
+                emptied.extend(
+                    awaited
+                        .into_iter()
+                        .filter(|(_, pgid)| empty.contains(&(*pgid as i32)))
+                        .map(|(gen, _)| gen),
+                );
+                emptied
             }
             Err(e) => {
                 // The kill deadlines still end every generation; say so once.
@@ -69,7 +83,7 @@ impl GroupWatch {
                         "scanning /proc for process groups: {e}; waiting for kill deadlines"
                     );
                 }
-                Vec::new()
+                emptied
             }
         }
     }

@@ -10,12 +10,15 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
 use super::token::Source;
+use crate::sys::cgroup::GenCgroup;
 use crate::sys::spawn::{self, Starting};
 
 /// A started child waiting for its exec result.
 #[derive(Debug)]
 pub struct Launch {
     starting: Starting,
+    /// Its cgroup, which it entered before its first instruction.
+    cgroup: Option<GenCgroup>,
     /// Input accepted meanwhile.
     pub input: Vec<u8>,
     /// Close the child's input once that is written.
@@ -26,7 +29,12 @@ pub struct Launch {
 
 impl Launch {
     /// Watches `starting`'s status pipe for generation `gen`.
-    pub fn new(gen: u64, starting: Starting, registry: &Registry) -> std::io::Result<Launch> {
+    pub fn new(
+        gen: u64,
+        starting: Starting,
+        cgroup: Option<GenCgroup>,
+        registry: &Registry,
+    ) -> std::io::Result<Launch> {
         let token = Source::SpawnStatus { gen }
             .token()
             .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EOVERFLOW))?;
@@ -34,6 +42,7 @@ impl Launch {
         registry.register(&mut SourceFd(&fd), token, Interest::READABLE)?;
         Ok(Launch {
             starting,
+            cgroup,
             input: Vec::new(),
             close_input: false,
             size: None,
@@ -58,6 +67,7 @@ impl Launch {
             input: self.input,
             close_input: self.close_input,
             size: self.size,
+            cgroup: self.cgroup,
         };
         (self.starting.finish(), held)
     }
@@ -79,4 +89,6 @@ pub struct Held {
     pub close_input: bool,
     /// Terminal size to set.
     pub size: Option<(u16, u16)>,
+    /// Its cgroup.
+    pub cgroup: Option<GenCgroup>,
 }

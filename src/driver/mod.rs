@@ -25,5 +25,5 @@ mod signals;
 mod subscriptions;
 mod token;
 
-pub use config::DaemonConfig;
+pub use config::{ContainmentMode, DaemonConfig};
 pub use daemon::{Daemon, StartError};

@@ -29,6 +29,8 @@ pub enum Source {
     Pidfd { gen: u64 },
     /// The exec-status pipe of generation `gen` while it starts.
     SpawnStatus { gen: u64 },
+    /// The `cgroup.events` file of generation `gen`'s cgroup: its population changed.
+    CgroupEvents { gen: u64 },
     /// Nothing we know.
     Unknown,
 }
@@ -48,6 +50,7 @@ const PTY: u64 = 2;
 const STDIN: u64 = 3;
 const PIDFD: u64 = 4;
 const SPAWN_STATUS: u64 = 5;
+const CGROUP_EVENTS: u64 = 6;
 
 // Tokens hold 64 bits of source identity.
 const _: () = assert!(usize::BITS == 64, "genward needs a 64-bit usize");
@@ -75,6 +78,7 @@ impl Source {
             Source::Stdin { gen } => child(gen, STDIN),
             Source::Pidfd { gen } => child(gen, PIDFD),
             Source::SpawnStatus { gen } => child(gen, SPAWN_STATUS),
+            Source::CgroupEvents { gen } => child(gen, CGROUP_EVENTS),
             Source::Unknown => None,
         }
     }
@@ -110,6 +114,7 @@ impl Source {
             STDIN => Source::Stdin { gen },
             PIDFD => Source::Pidfd { gen },
             SPAWN_STATUS => Source::SpawnStatus { gen },
+            CGROUP_EVENTS => Source::CgroupEvents { gen },
             _ => Source::Unknown,
         }
     }
@@ -142,6 +147,7 @@ mod tests {
             Source::Stdin { gen: 1 },
             Source::Pidfd { gen: 123_456 },
             Source::SpawnStatus { gen: 99 },
+            Source::CgroupEvents { gen: 100 },
         ];
         for source in sources {
             let token = source.token().expect("encodable");

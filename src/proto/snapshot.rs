@@ -73,5 +73,8 @@ fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
     })
     .u64("discarded", g.discarded)
     .u64("pending_input", g.pending_input as u64);
+    if let Some(c) = g.containment {
+        w.str("containment", c.as_str());
+    }
     w.finish();
 }

@@ -98,7 +98,7 @@ impl Harness {
     pub fn started(&mut self, gen: u64) -> Vec<Action> {
         self.input(Input::SpawnResult {
             gen,
-            result: Ok(1000 + gen as u32),
+            result: Ok(crate::core::Started::in_session(1000 + gen as u32)),
         })
     }
 

@@ -77,7 +77,7 @@ fn leader_exit_terms_the_group_then_kills_then_reaps() {
     assert!(a.contains(&Action::Signal {
         gen: g,
         signal: 15,
-        scope: Scope::Group
+        scope: Scope::Tree
     }));
     let a = h.eof(g);
     assert!(has(&a, |a| matches!(
@@ -99,7 +99,7 @@ fn leader_exit_terms_the_group_then_kills_then_reaps() {
             *x == Action::Signal {
                 gen: g,
                 signal: 9,
-                scope: Scope::Group,
+                scope: Scope::Tree,
             }
         })
         .unwrap();
@@ -290,7 +290,7 @@ fn spawn_failure_is_terminal_and_never_reaped() {
     assert!(h
         .input(Input::SpawnResult {
             gen: g,
-            result: Ok(5)
+            result: Ok(crate::core::Started::in_session(5))
         })
         .is_empty());
     h.settle();

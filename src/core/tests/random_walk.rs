@@ -89,7 +89,13 @@ fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
             let result = if r.below(4) == 0 {
                 Err(err)
             } else {
-                Ok(gen as u32 + 100)
+                Ok(crate::core::Started {
+                    pid: gen as u32 + 100,
+                    containment: r.pick(&[
+                        crate::core::Containment::Cgroup,
+                        crate::core::Containment::Session,
+                    ]),
+                })
             };
             Input::SpawnResult { gen, result }
         }

@@ -133,7 +133,7 @@ fn a_second_shutdown_kills_the_rest_of_a_group_at_once() {
     assert!(!has(&h.advance(1_000), |a| matches!(
         a,
         Action::Signal {
-            scope: Scope::Group,
+            scope: Scope::Tree,
             signal: SIGKILL,
             ..
         }
@@ -143,7 +143,7 @@ fn a_second_shutdown_kills_the_rest_of_a_group_at_once() {
     let actions = h.advance(0);
     assert!(has(&actions, |a| matches!(
         a,
-        Action::Signal { gen: g, scope: Scope::Group, signal: SIGKILL } if *g == gen
+        Action::Signal { gen: g, scope: Scope::Tree, signal: SIGKILL } if *g == gen
     )));
     h.settle();
 }

@@ -71,6 +71,14 @@ fn every_option() -> Spec {
             max_restarts: Some(0),
         },
         buffer_bytes: 65536,
+        limits: crate::core::ResourceLimits {
+            memory_max: Some(1 << 30),
+            pids_max: Some(64),
+            cpu_max: Some(crate::core::CpuQuota {
+                quota_us: 50_000,
+                period_us: 100_000,
+            }),
+        },
     }
 }
 
@@ -194,7 +202,8 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             r#""cwd":"/srv/app dir","env":{"PORT":"8080","EMPTY":""},"clear_env":true,"#,
             r#""unset_env":["HOME","LANG"],"pty":{"rows":50,"cols":132},"on_busy":"overlap","#,
             r#""restart":{"mode":"on-failure","initial":"250000ns","max":30000,"reset_after":600000,"max_restarts":0},"#,
-            r#""stop_signal":2,"grace":1500,"kill_grace":"2s1ns","drain":0,"on_exit":"leave","buffer":65536}"#
+            r#""stop_signal":2,"grace":1500,"kill_grace":"2s1ns","drain":0,"on_exit":"leave","buffer":65536,"#,
+            r#""limits":{"memory_max":1073741824,"pids_max":64,"cpu_max":{"quota_us":50000,"period_us":100000}}}"#
         )
     );
     assert_eq!(

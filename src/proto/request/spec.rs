@@ -2,7 +2,9 @@
 //! two directions sit together so a new option is added to both at once.
 
 use super::fields::{bad, bytes_of, opt_duration, signal, u16_field, Result};
-use crate::core::{Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr};
+use crate::core::{
+    CpuQuota, Env, IoMode, OnBusy, OnExit, ResourceLimits, Restart, RestartPolicy, Spec, Stderr,
+};
 use crate::proto::duration::write_wire;
 use crate::proto::json::{write_str, FieldError, ObjWriter, Object, Value};
 
@@ -24,6 +26,7 @@ pub(super) const SPAWN_FIELDS: &[&str] = &[
     "on_busy",
     "restart",
     "buffer",
+    "limits",
 ];
 
 /// Decodes the spec of a `spawn` request.
@@ -69,7 +72,55 @@ pub(super) fn spec(args: &Object) -> Result<Spec> {
     if let Some(n) = args.opt_u64("buffer").map_err(bad)? {
         spec.buffer_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
+    if let Some(l) = args.opt_object("limits").map_err(bad)? {
+        spec.limits = limits(l)?;
+    }
     Ok(spec)
+}
+
+fn limits(o: &Object) -> Result<ResourceLimits> {
+    let unknown = |e: FieldError| {
+        bad(FieldError::invalid(
+            format!("limits.{}", e.field),
+            "unknown field",
+        ))
+    };
+    o.check_fields(&["memory_max", "pids_max", "cpu_max"])
+        .map_err(unknown)?;
+    let named = |e: FieldError| {
+        bad(FieldError::invalid(
+            format!("limits.{}", e.field),
+            e.to_string(),
+        ))
+    };
+    let cpu_max = match o.opt_object("cpu_max").map_err(named)? {
+        None => None,
+        Some(c) => {
+            c.check_fields(&["quota_us", "period_us"]).map_err(|e| {
+                bad(FieldError::invalid(
+                    format!("limits.cpu_max.{}", e.field),
+                    "unknown field",
+                ))
+            })?;
+            let need = |k: &str| {
+                c.opt_u64(k).map_err(named)?.ok_or_else(|| {
+                    bad(FieldError::invalid(
+                        format!("limits.cpu_max.{k}"),
+                        "missing",
+                    ))
+                })
+            };
+            Some(CpuQuota {
+                quota_us: need("quota_us")?,
+                period_us: need("period_us")?,
+            })
+        }
+    };
+    Ok(ResourceLimits {
+        memory_max: o.opt_u64("memory_max").map_err(named)?,
+        pids_max: o.opt_u64("pids_max").map_err(named)?,
+        cpu_max,
+    })
 }
 
 fn env(args: &Object) -> Result<Env> {
@@ -277,6 +328,9 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     if spec.buffer_bytes != default.buffer_bytes {
         w.u64("buffer", spec.buffer_bytes as u64);
     }
+    if !spec.limits.is_empty() {
+        w.with("limits", |out| write_limits(&spec.limits, out));
+    }
     Ok(())
 }
 
@@ -354,4 +408,23 @@ fn write_strs(items: &[&str], out: &mut Vec<u8>) {
         write_str(s, out);
     }
     out.push(b']');
+}
+
+fn write_limits(l: &ResourceLimits, out: &mut Vec<u8>) {
+    let mut o = ObjWriter::new(out);
+    if let Some(n) = l.memory_max {
+        o.u64("memory_max", n);
+    }
+    if let Some(n) = l.pids_max {
+        o.u64("pids_max", n);
+    }
+    if let Some(c) = l.cpu_max {
+        o.with("cpu_max", |out| {
+            let mut c_w = ObjWriter::new(out);
+            c_w.u64("quota_us", c.quota_us)
+                .u64("period_us", c.period_us);
+            c_w.finish();
+        });
+    }
+    o.finish();
 }
