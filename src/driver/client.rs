@@ -10,6 +10,11 @@ use mio::net::UnixStream;
 use super::outbox::Outbox;
 use crate::proto::framing::{LineSplitter, LineTooLong};
 
+/// Writes in a row that a socket refused before its client counts as stopped (see
+/// `Client::blocked`): enough that a live reader whose socket was full for a moment is
+/// not mistaken for one, few enough that a stopped one costs nearly nothing.
+const STALLED_AFTER: u32 = 16;
+
 /// A request line as split from the stream: complete, or cut off at the length limit.
 pub type Line = Result<Vec<u8>, LineTooLong>;
 
@@ -55,10 +60,13 @@ pub struct Client {
     deferred: Vec<Deferred>,
     /// Queued for a flush at the end of this step.
     pub dirty: bool,
-    /// The socket took nothing at the last try: no write is tried until it says it is
-    /// writable again, so a reader that stopped costs no system call per record. (A
-    /// reader that took something is still live and is written to as records come.)
+    /// The socket took nothing at the last [`STALLED_AFTER`] tries: no write is tried
+    /// until it says it is writable again, so a reader that stopped costs no system call
+    /// per record. A live reader whose socket is only momentarily full keeps being
+    /// written to as records come, which is what lets it keep up with a flood.
     pub blocked: bool,
+    /// Tries in a row that wrote nothing.
+    fruitless: u32,
 }
 
 impl Client {
@@ -75,6 +83,7 @@ impl Client {
             deferred: Vec::new(),
             dirty: false,
             blocked: false,
+            fruitless: 0,
         }
     }
 
@@ -158,8 +167,19 @@ impl Client {
         }
         let before = self.outbox.len();
         self.outbox.flush_to(&mut self.stream)?;
-        self.blocked = before > 0 && self.outbox.len() == before;
+        if before > 0 && self.outbox.len() == before {
+            self.fruitless += 1;
+            self.blocked = self.fruitless >= STALLED_AFTER;
+        } else {
+            self.fruitless = 0;
+        }
         Ok(())
+    }
+
+    /// The socket said it takes bytes again.
+    pub fn unblock(&mut self) {
+        self.blocked = false;
+        self.fruitless = 0;
     }
 
     /// Whether the connection has nothing left to do once its subscriptions are gone.

@@ -430,7 +430,7 @@ impl Clients {
     /// Returns whether its reading may resume (see [`flush`](Self::flush)).
     pub fn writable(&mut self, registry: &Registry, id: u64, logs: &Logs) -> bool {
         if let Some(c) = self.table.get_mut(&id) {
-            c.blocked = false;
+            c.unblock();
         }
         self.flush(registry, id, logs)
     }
