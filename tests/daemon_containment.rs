@@ -264,3 +264,79 @@ fn a_job_control_shells_background_jobs_end_with_its_generation() {
         }
     }
 }
+
+#[test]
+fn a_signal_reaches_the_leader_the_terminals_foreground_job_or_the_whole_tree() {
+    for mode in ["auto", "session"] {
+        let d = Daemon::start("scopes", &["--containment", mode]);
+        let mut c = d.client();
+        c.ok(json!({"op": "subscribe", "all": true}));
+        let gen = c.ok(json!({"op": "spawn", "session": "sh", "pty": true,
+            "argv": ["bash", "--norc", "--noprofile", "-i"]}))["gen"]
+            .as_u64()
+            .unwrap();
+        // A foreground job; the quotes keep the terminal's echo from matching.
+        c.ok(
+            json!({"op": "write", "session": "sh", "data": "echo \"fg\"\"-start\"; sleep 1000\n"}),
+        );
+        let seen = c.output_until(gen, "fg-start");
+        let leader = seen
+            .iter()
+            .find_map(|m| match m {
+                Msg::Json(v) if v["event"] == "spawned" => v["pid"].as_u64(),
+                _ => None,
+            })
+            .or_else(|| {
+                c.ok(json!({"op": "get", "session": "sh"}))["session"]["generations"][0]["pid"]
+                    .as_u64()
+            })
+            .unwrap();
+        // The job runs in the foreground once the terminal's foreground group (field 8 of
+        // /proc/PID/stat, `tpgid`) is `sleep`'s — exec'd, so with SIGINT's default action.
+        let sleeping = || -> Option<bool> {
+            let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).ok()?;
+            let tpgid: u32 = stat[stat.rfind(')')? + 2..]
+                .split(' ')
+                .nth(5)?
+                .parse()
+                .ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{tpgid}/comm")).ok()?;
+            Some(tpgid as u64 != leader && comm.trim() == "sleep")
+        };
+        let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
+        while sleeping() != Some(true) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode}: the job never ran"
+            );
+            std::thread::yield_now();
+        }
+        c.err(
+            json!({"op": "signal", "session": "sh", "signal": "INT", "scope": "everyone"}),
+            "bad_request",
+        );
+        // Ctrl-C's effect: the foreground job ends and the shell, alive, prompts again
+        // (it sets the terminal up anew first, discarding input typed ahead).
+        c.ok(json!({"op": "signal", "session": "sh", "signal": "INT", "scope": "foreground"}));
+        c.output_until(gen, "# ");
+        c.ok(json!({"op": "write", "session": "sh", "data": "echo \"still\"\"-here\"\n"}));
+        c.output_until(gen, "still-here");
+        // The whole tree: the shell and everything it started.
+        c.ok(json!({"op": "signal", "session": "sh", "signal": "KILL", "scope": "tree"}));
+        let seen = c.events_until(|m| m.is("exited", gen));
+        let end = exited(&seen, gen);
+        assert_eq!(end["code"], 137, "{mode}: {end}");
+    }
+    // A generation without a terminal has no foreground group.
+    let d = Daemon::start("scopes-pipes", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "p", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", gen));
+    c.err(
+        json!({"op": "signal", "session": "p", "signal": "INT", "scope": "foreground"}),
+        "bad_request",
+    );
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use genward::core::check::Checker;
 use genward::core::{
+    Scope,
     Command, Core, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
 };
 use genward::testkit::rng::Bytes;
@@ -209,6 +210,8 @@ impl World {
                     session: s(session),
                     if_gen,
                     signal: i32::from(signal),
+                    scope: [Scope::Leader, Scope::Tree, Scope::Foreground]
+                        [signal.unsigned_abs() as usize % 3],
                 });
             }
             Operation::Stop {

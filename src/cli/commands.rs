@@ -147,9 +147,14 @@ pub const KILL: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
         OptSpec::value("signal", "SIGNAL", "signal to send (default TERM)").short('s'),
+        OptSpec::value(
+            "scope",
+            "WHO",
+            "leader (default), foreground (the terminal's foreground job, as Ctrl-C would), or tree (every process of the generation)",
+        ),
         IF_GEN,
     ],
-    examples: &["kill web -s HUP"],
+    examples: &["kill web -s HUP", "kill sh -s INT --scope foreground"],
     ..CommandSpec::new("kill", "send a signal to a session's process")
 };
 

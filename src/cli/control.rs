@@ -12,7 +12,7 @@ use super::client::{response_for, u64_of, ClientError, Connection};
 use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
 use super::run::whole_millis;
 use super::wait::{describe, end_of_wait};
-use crate::core::Command;
+use crate::core::{Command, Scope};
 use crate::proto::duration::parse_duration;
 use crate::proto::event::{SessionState, WireEvent};
 use crate::proto::framing::Message;
@@ -126,10 +126,19 @@ pub fn kill(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let signal = m
         .value_with("signal", parse_signal)?
         .unwrap_or(libc::SIGTERM);
+    let scope = m
+        .value_with("scope", |v| match v {
+            "leader" => Ok(Scope::Leader),
+            "foreground" => Ok(Scope::Foreground),
+            "tree" => Ok(Scope::Tree),
+            _ => Err("expected leader, foreground or tree"),
+        })?
+        .unwrap_or(Scope::Leader);
     ctx.connect()?.request(&Op::Core(Command::Signal {
         session,
         if_gen,
         signal,
+        scope,
     }))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -57,6 +57,20 @@ pub enum Scope {
     /// process of its session (job-control groups included). Only asked while the leader
     /// is alive or a zombie, which pins the session id.
     Tree,
+    /// The terminal's foreground process group (what Ctrl-C at the terminal reaches),
+    /// within the generation's tree. PTY generations only.
+    Foreground,
+}
+
+impl Scope {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::Leader => "leader",
+            Scope::Tree => "tree",
+            Scope::Foreground => "foreground",
+        }
+    }
 }
 
 /// A successful command's answer.

@@ -37,7 +37,8 @@ impl Core {
                 session,
                 if_gen,
                 signal,
-            } => self.signal(&session, if_gen, signal),
+                scope,
+            } => self.signal(&session, if_gen, signal, scope),
             Command::Stop {
                 session,
                 if_gen,
@@ -219,16 +220,26 @@ impl Core {
         Ok(Response::Gen(gen))
     }
 
-    fn signal(&mut self, name: &str, if_gen: Option<u64>, signal: i32) -> Result<Response, Error> {
+    fn signal(
+        &mut self,
+        name: &str,
+        if_gen: Option<u64>,
+        signal: i32,
+        scope: super::Scope,
+    ) -> Result<Response, Error> {
         if !signal::is_valid(signal) {
             return Err(Error::bad(format!("{signal} is not a signal number")));
         }
         let gen = self.running(name, if_gen)?;
-        self.actions.push_back(Action::Signal {
-            gen,
-            signal,
-            scope: super::Scope::Leader,
-        });
+        if scope == super::Scope::Foreground
+            && !matches!(self.gens[&gen].spec.io, IoMode::Pty { .. })
+        {
+            return Err(Error::bad(format!(
+                "generation {gen} has no terminal, so no foreground process group"
+            )));
+        }
+        self.actions
+            .push_back(Action::Signal { gen, signal, scope });
         Ok(Response::Gen(gen))
     }
 

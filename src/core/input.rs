@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::action::Scope;
 use super::spec::{OnBusy, Spec, Stream};
 
 /// One input. Process-side inputs name the generation they are about; the core applies
@@ -96,6 +97,8 @@ pub enum Command {
         if_gen: Option<u64>,
         /// Signal number, 1..=64.
         signal: i32,
+        /// Who receives it.
+        scope: Scope,
     },
     /// Stop the session: cancel any pending restart and walk the stop sequence.
     Stop {

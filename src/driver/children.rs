@@ -6,6 +6,7 @@
 //! late readiness event or action can never reach another process.
 
 use std::collections::HashMap;
+use std::io;
 
 use mio::Registry;
 
@@ -17,6 +18,7 @@ use crate::core::{
 };
 use crate::sys::cgroup::{self, CgroupRoot, GenCgroup};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
+use crate::sys::members;
 use crate::sys::process::{Exit, ReaperMode, SignalError};
 use crate::sys::spawn::{start_in, SpawnError as SysSpawnError};
 
@@ -54,6 +56,36 @@ pub struct Children {
     adopts_orphans: bool,
     /// Where generations get cgroups of their own, when the daemon may create them.
     cgroups: Option<CgroupRoot>,
+}
+
+/// Sends `sig` to the terminal's foreground process group, as Ctrl-C would, but only to
+/// its members in the generation's own session (the leader is alive, which pins the
+/// session id): found in its cgroup, or by a scan of the group.
+fn foreground(
+    child: &Child,
+    cg: Option<&GenCgroup>,
+    sig: rustix::process::Signal,
+) -> Result<(), SignalError> {
+    let io = |e: io::Error| SignalError::Os(e);
+    let Some(tty) = child.pty() else {
+        return Err(io(io::Error::from_raw_os_error(libc::ENOTTY)));
+    };
+    let fg = rustix::termios::tcgetpgrp(tty)
+        .map_err(|e| io(e.into()))?
+        .as_raw_nonzero()
+        .get();
+    let sid = child.process().pid() as u64;
+    let candidates = match cg {
+        Some(cg) => cg.pids().map_err(io)?,
+        None => crate::sys::procscan::group_members(fg).map_err(io)?,
+    };
+    let keep = |m: members::Membership| m.pgid == fg as u64 && m.sid == sid;
+    let sent = members::signal_verified(&candidates, sig, keep).map_err(io)?;
+    log::debug!(
+        "foreground group {fg}: {sent} of {} candidate(s) signalled",
+        candidates.len()
+    );
+    Ok(())
 }
 
 /// A spec's limits in the cgroup layer's terms.
@@ -287,7 +319,8 @@ impl Children {
             .map_or_else(InputProgress::default, |c| c.flush_input(registry))
     }
 
-    /// Sends `signal` to `gen`'s leader or group, through its verified identity.
+    /// Sends `signal` to `gen`'s leader, tree or terminal's foreground group, never to a
+    /// process whose identity was not verified.
     pub fn signal(&self, gen: u64, signal: i32, scope: Scope) {
         let Some(child) = self.table.get(&gen) else {
             return;
@@ -305,6 +338,7 @@ impl Children {
             }
             (Scope::Tree, Some(cg)) => cg.signal(sig).map(|_| ()).map_err(SignalError::Os),
             (Scope::Tree, None) => child.process().signal_group(sig),
+            (Scope::Foreground, cg) => foreground(child, cg, sig),
         };
         match result {
             Ok(()) => log::debug!("gen {gen}: sent signal {signal} to {scope:?}"),

@@ -17,6 +17,7 @@
 pub mod cgroup;
 pub mod fd;
 pub mod identity;
+pub mod members;
 pub mod orphans;
 pub mod peer;
 pub mod pidfd_probe;

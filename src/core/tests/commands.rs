@@ -119,6 +119,7 @@ fn if_gen_mismatch_is_stale_and_changes_nothing() {
             session: s(),
             if_gen: old,
             signal: 2,
+            scope: crate::core::Scope::Leader,
         },
         ErrorCode::StaleGeneration,
     );
@@ -221,6 +222,7 @@ fn input_while_starting_not_running_and_input_closed() {
         session: "s".into(),
         if_gen: None,
         signal: 15,
+        scope: crate::core::Scope::Leader,
     };
     refused(&mut h, term(), ErrorCode::NotRunning);
     h.started(g);
@@ -233,6 +235,7 @@ fn input_while_starting_not_running_and_input_closed() {
             session: "s".into(),
             if_gen: None,
             signal: 0,
+            scope: crate::core::Scope::Leader,
         },
         ErrorCode::BadRequest,
     );

@@ -54,6 +54,11 @@ fn random_command(r: &mut Rng, h: &Harness) -> Command {
             session,
             if_gen,
             signal: r.pick(&[0, 2, 9, 15, 99]),
+            scope: r.pick(&[
+                crate::core::Scope::Leader,
+                crate::core::Scope::Tree,
+                crate::core::Scope::Foreground,
+            ]),
         },
         6 => Command::Stop {
             session,

@@ -3,9 +3,9 @@
 use super::fields::{bad, input_bytes, opt_duration, session, signal, u16_field, Result};
 use super::spec::{on_busy, spec, SPAWN_FIELDS};
 use super::{Op, Replay, Target};
-use crate::core::Command;
+use crate::core::{Command, Scope};
 use crate::proto::error::{ErrorCode, ProtoError};
-use crate::proto::json::Object;
+use crate::proto::json::{FieldError, Object};
 
 /// Decodes the arguments of operation `op`.
 pub fn decode(op: &str, args: &Object) -> Result<Op> {
@@ -54,13 +54,24 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             })
         }
         "signal" => {
-            fields(&["session", "if_gen", "signal"])?;
+            fields(&["session", "if_gen", "signal", "scope"])?;
             Op::Core(Command::Signal {
                 session: session(args)?,
                 if_gen: if_gen()?,
                 signal: signal(args, "signal")?.ok_or_else(|| {
                     ProtoError::new(ErrorCode::BadRequest, "missing field `signal`")
                 })?,
+                scope: match args.opt_str("scope").map_err(bad)? {
+                    None | Some("leader") => Scope::Leader,
+                    Some("foreground") => Scope::Foreground,
+                    Some("tree") => Scope::Tree,
+                    Some(other) => {
+                        return Err(bad(FieldError::invalid(
+                            "scope",
+                            format!("`{other}` is not one of leader, foreground, tree"),
+                        )))
+                    }
+                },
             })
         }
         "stop" => {

@@ -6,7 +6,7 @@
 
 use super::spec::write_spec;
 use super::{Op, Replay, Target};
-use crate::core::Command;
+use crate::core::{Command, Scope};
 use crate::proto::base64;
 use crate::proto::duration::write_wire;
 use crate::proto::envelope::RequestId;
@@ -112,9 +112,13 @@ fn command(w: &mut ObjWriter<'_>, cmd: &Command) -> Result<(), FieldError> {
             session,
             if_gen,
             signal,
+            scope,
         } => {
             addressed(w, session, *if_gen);
             w.i64("signal", (*signal).into());
+            if *scope != Scope::Leader {
+                w.str("scope", scope.as_str());
+            }
         }
         Command::Stop {
             session,

@@ -109,6 +109,19 @@ fn every_operation_round_trips() {
             session: session(),
             if_gen: None,
             signal: libc::SIGRTMIN() + 2,
+            scope: crate::core::Scope::Leader,
+        }),
+        Op::Core(Command::Signal {
+            session: session(),
+            if_gen: Some(4),
+            signal: libc::SIGINT,
+            scope: crate::core::Scope::Foreground,
+        }),
+        Op::Core(Command::Signal {
+            session: session(),
+            if_gen: None,
+            signal: libc::SIGKILL,
+            scope: crate::core::Scope::Tree,
         }),
         Op::Core(Command::Stop {
             session: session(),
