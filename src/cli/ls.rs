@@ -19,10 +19,11 @@ use crate::proto::event::End;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::Op;
 
-const COLUMNS: [Column<'static>; 6] = [
+const COLUMNS: [Column<'static>; 7] = [
     Column::left("SESSION"),
     Column::right("GEN"),
     Column::right("PID"),
+    Column::left("TREE"),
     Column::left("STATE"),
     Column::right("UPTIME"),
     Column::left("LAST EXIT"),
@@ -36,6 +37,7 @@ pub fn render_sessions(sessions: &[Value], now_unix_ms: u64) -> String {
             Some(s) => session_rows(s, now_unix_ms, &mut rows),
             None => rows.push(vec![
                 format!("(entry {i})"),
+                "-".into(),
                 "-".into(),
                 "-".into(),
                 format!("unreadable: {}", entry.type_name()),
@@ -67,7 +69,15 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
             let wait = Duration::from_millis(at.saturating_sub(now));
             state = format!("{state} (restart in {})", format_compact(wait));
         }
-        rows.push(vec![name, "-".into(), "-".into(), state, "-".into(), last]);
+        rows.push(vec![
+            name,
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            state,
+            "-".into(),
+            last,
+        ]);
         return;
     }
     for (i, g) in gens.iter().enumerate() {
@@ -94,6 +104,8 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
             name.clone(),
             gen.map_or_else(|| "?".into(), |g| g.to_string()),
             u64_of(g, "pid").map_or_else(|| "-".into(), |p| p.to_string()),
+            // What holds its process tree: `cgroup` or `session` (see `hello`).
+            str_of(g, "containment").unwrap_or("-").to_string(),
             state,
             uptime,
             if i == 0 { last.clone() } else { String::new() },
@@ -148,8 +160,8 @@ mod tests {
             {"name":"web","state":"running","current":5,"restarts":0,
              "last_end":{"gen":3,"code":0,"signal":null,"cause":"exited"},
              "generations":[
-               {"gen":4,"pid":100,"lifecycle":"stopping","since_unix_ms":1000,"superseded":true},
-               {"gen":5,"pid":101,"lifecycle":"running","since_unix_ms":61000,"superseded":false}]},
+               {"gen":4,"pid":100,"lifecycle":"stopping","since_unix_ms":1000,"superseded":true,"containment":"cgroup"},
+               {"gen":5,"pid":101,"lifecycle":"running","since_unix_ms":61000,"superseded":false,"containment":"cgroup"}]},
             {"name":"bad","state":"failed","current":null,"restarts":3,
              "last_end":{"gen":9,"cause":"spawn_failed","error":{"kind":"not_found","errno":2}},
              "generations":[]},
@@ -161,11 +173,11 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "SESSION    GEN  PID  STATE                  UPTIME  LAST EXIT",
-                "web          4  100  superseded (stopping)       -  gen 3: exit 0",
-                "web          5  101  running                 1m05s",
-                "bad          -    -  failed                      -  gen 9: spawn failed (not_found)",
-                "(entry 2)    -    -  unreadable: integer",
+                "SESSION    GEN  PID  TREE    STATE                  UPTIME  LAST EXIT",
+                "web          4  100  cgroup  superseded (stopping)       -  gen 3: exit 0",
+                "web          5  101  cgroup  running                 1m05s",
+                "bad          -    -  -       failed                      -  gen 9: spawn failed (not_found)",
+                "(entry 2)    -    -  -       unreadable: integer",
             ]
         );
     }
