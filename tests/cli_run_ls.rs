@@ -62,11 +62,12 @@ fn run_prints_increasing_generations_and_ls_lists_them() {
 
     let table = gw(&d, &["ls"]).ok();
     assert!(table.starts_with("SESSION"), "{table}");
-    for title in ["GEN", "PID", "STATE", "UPTIME", "LAST EXIT"] {
+    for title in ["GEN", "PID", "TREE", "STATE", "UPTIME", "LAST EXIT"] {
         assert!(table.lines().next().unwrap().contains(title), "{table}");
     }
     let web = row(&table, "web", &g1.to_string());
-    assert_eq!(web[3], "running", "{table}");
+    assert!(["cgroup", "session"].contains(&web[3]), "{table}");
+    assert_eq!(web[4], "running", "{table}");
     let job = row(&table, "job", "-");
     assert!(
         job.join(" ").contains(&format!("gen {g2}: exit 3")),
@@ -115,7 +116,7 @@ fn a_superseded_generation_is_listed_next_to_its_successor() {
     let old_row = row(&table, "svc", &old.to_string()).join(" ");
     assert!(old_row.contains("superseded (stopping)"), "{table}");
     assert_eq!(
-        row(&table, "svc", &new.to_string())[3],
+        row(&table, "svc", &new.to_string())[4],
         "running",
         "{table}"
     );
