@@ -74,7 +74,7 @@ fn run_prints_increasing_generations_and_ls_lists_them() {
         "{table}"
     );
     let failed = row(&table, "bad", "-");
-    assert_eq!(failed[3], "failed", "{table}");
+    assert_eq!(failed[4], "failed", "{table}");
     assert!(
         failed.join(" ").contains("spawn failed (not_found)"),
         "{table}"
@@ -109,9 +109,22 @@ fn a_superseded_generation_is_listed_next_to_its_successor() {
     .parse()
     .unwrap();
     await_line(&d, "svc", old, "ready");
-    let new: u64 = gw_ok(&d, &["run", "svc", "--overlap", "--", "sleep", "600"])
-        .parse()
-        .unwrap();
+    let new: u64 = gw_ok(
+        &d,
+        &[
+            "run",
+            "svc",
+            "--overlap",
+            "--",
+            "sh",
+            "-c",
+            "echo up; exec sleep 600",
+        ],
+    )
+    .parse()
+    .unwrap();
+    // A spawn is answered before the process runs: wait until it says it does.
+    await_line(&d, "svc", new, "up");
     let table = gw(&d, &["ls"]).ok();
     let old_row = row(&table, "svc", &old.to_string()).join(" ");
     assert!(old_row.contains("superseded (stopping)"), "{table}");

@@ -113,3 +113,27 @@ fn a_failed_start_names_the_step_and_the_path() {
         assert!(message.starts_with(expected), "{message}");
     }
 }
+
+#[test]
+fn a_signal_sent_right_after_spawn_reaches_the_process_once_it_runs() {
+    let d = Daemon::start("early-signal", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.ok(json!({"op": "signal", "session": "s", "if_gen": gen, "signal": "HUP"}));
+    let seen = c.events_until(|m| m.is("exited", gen));
+    let end = seen
+        .iter()
+        .find_map(|m| match m {
+            Msg::Json(v) if v["event"] == "exited" => Some(v.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        (&end["code"], &end["cause"]),
+        (&json!(129), &json!("signaled")),
+        "{end}"
+    );
+}

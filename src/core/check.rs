@@ -394,11 +394,19 @@ impl Checker {
                     "input for a generation never started, reaped or lost: {action:?}"
                 );
             }
+            Action::Signal { gen, .. } if !self.track(*gen).spawned => {
+                // Asked while it starts: the driver delivers it once the process runs.
+                let t = self.track(*gen);
+                assert!(
+                    t.spawn_asked == 1 && t.terminal == 0,
+                    "signal for a generation never started or ended: {action:?}"
+                );
+            }
             Action::Signal { gen, .. } => {
                 let t = self.track(*gen);
                 assert!(
-                    t.spawned && t.reaped == 0,
-                    "process action for unspawned or reaped generation {gen}: {action:?}"
+                    t.reaped == 0,
+                    "process action for a reaped generation {gen}: {action:?}"
                 );
                 // A lost generation's pid may belong to a stranger now (invariant 4).
                 assert!(

@@ -79,13 +79,9 @@ impl Core {
         }
     }
 
-    /// The current generation if its leader is alive (so a signal makes sense).
-    fn running(&self, name: &str, if_gen: Option<u64>) -> Result<u64, Error> {
-        self.current_where(name, if_gen, Generation::is_live_leader)
-    }
-
-    /// The current generation if it takes input and a terminal size: alive, or starting
-    /// (the driver holds them until it runs), so a client need not wait for `spawned`.
+    /// The current generation if it takes input, a terminal size or a signal: alive, or
+    /// starting (the driver holds them until it runs), so a client need not wait for
+    /// `spawned`.
     fn taking_input(&self, name: &str, if_gen: Option<u64>) -> Result<u64, Error> {
         self.current_where(name, if_gen, Generation::takes_input)
     }
@@ -230,7 +226,7 @@ impl Core {
         if !signal::is_valid(signal) {
             return Err(Error::bad(format!("{signal} is not a signal number")));
         }
-        let gen = self.running(name, if_gen)?;
+        let gen = self.taking_input(name, if_gen)?;
         if scope == super::Scope::Foreground
             && !matches!(self.gens[&gen].spec.io, IoMode::Pty { .. })
         {

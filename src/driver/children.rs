@@ -260,6 +260,9 @@ impl Children {
         if let Some((rows, cols)) = held.size {
             self.resize(gen, rows, cols);
         }
+        for (signal, scope) in held.signals {
+            self.signal(gen, signal, scope);
+        }
         Some(Ok(Started {
             pid: pid as u32,
             containment,
@@ -321,7 +324,11 @@ impl Children {
 
     /// Sends `signal` to `gen`'s leader, tree or terminal's foreground group, never to a
     /// process whose identity was not verified.
-    pub fn signal(&self, gen: u64, signal: i32, scope: Scope) {
+    pub fn signal(&mut self, gen: u64, signal: i32, scope: Scope) {
+        if let Some(launch) = self.launching.get_mut(&gen) {
+            launch.hold_signal(signal, scope);
+            return;
+        }
         let Some(child) = self.table.get(&gen) else {
             return;
         };

@@ -10,6 +10,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
 use super::token::Source;
+use crate::core::Scope;
 use crate::sys::cgroup::GenCgroup;
 use crate::sys::spawn::{self, Starting};
 
@@ -25,7 +26,12 @@ pub struct Launch {
     pub close_input: bool,
     /// The latest terminal size asked for.
     pub size: Option<(u16, u16)>,
+    /// Signals asked for meanwhile, delivered in order once it runs.
+    signals: Vec<(i32, Scope)>,
 }
+
+/// Signals held for one starting child; more are refused (logged) rather than grow.
+const MAX_HELD_SIGNALS: usize = 32;
 
 impl Launch {
     /// Watches `starting`'s status pipe for generation `gen`.
@@ -46,7 +52,19 @@ impl Launch {
             input: Vec::new(),
             close_input: false,
             size: None,
+            signals: Vec::new(),
         })
+    }
+
+    /// Holds a signal until the process runs.
+    pub fn hold_signal(&mut self, signal: i32, scope: Scope) {
+        if self.signals.len() < MAX_HELD_SIGNALS {
+            self.signals.push((signal, scope));
+        } else {
+            log::warn!(
+                "signal {signal} for a starting process dropped: {MAX_HELD_SIGNALS} already held"
+            );
+        }
     }
 
     /// The child's pid (pinned: it is our unreaped child).
@@ -68,6 +86,7 @@ impl Launch {
             close_input: self.close_input,
             size: self.size,
             cgroup: self.cgroup,
+            signals: self.signals,
         };
         (self.starting.finish(), held)
     }
@@ -91,4 +110,6 @@ pub struct Held {
     pub size: Option<(u16, u16)>,
     /// Its cgroup.
     pub cgroup: Option<GenCgroup>,
+    /// Signals to send, in order.
+    pub signals: Vec<(i32, Scope)>,
 }
