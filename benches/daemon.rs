@@ -63,8 +63,11 @@ fn shell_secs(script: &str) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-/// Seconds from spawn to exit of `argv`, with one subscriber reading every byte.
-fn through_daemon(d: &Daemon, session: &str, pty: bool, argv: &[&str], expect: u64) -> f64 {
+/// Seconds from spawn to exit of `argv`, with one subscriber reading, and the bytes it got.
+/// A subscription is lossy by design: a reader slower than the child (on a loaded machine)
+/// is told what it missed rather than slowing the child, so a full run reports what was
+/// dropped; the smoke run, far below the buffer, must get every byte.
+fn through_daemon(d: &Daemon, session: &str, pty: bool, argv: &[&str], expect: u64) -> (f64, u64) {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let mut req = json!({"op": "spawn", "session": session, "argv": argv, "buffer": 64 << 20});
@@ -80,8 +83,20 @@ fn through_daemon(d: &Daemon, session: &str, pty: bool, argv: &[&str], expect: u
         "{session}: {secs:.2}s, got {got} of {expect}; daemon utime {} stime {} ticks",
         stat.utime, stat.stime
     );
-    assert_eq!(got, expect, "{session}: bytes delivered");
-    secs
+    if expect < 64 << 20 {
+        assert_eq!(got, expect, "{session}: bytes delivered");
+    }
+    (secs, got)
+}
+
+/// `N MiB/s`, with what the reader missed if it fell behind.
+fn rate(got: u64, expect: u64, secs: f64) -> String {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mut text = format!("{:.0} MiB/s", mib(got) / secs);
+    if got < expect {
+        text.push_str(&format!(" ({:.0} MiB dropped)", mib(expect - got)));
+    }
+    text
 }
 
 /// Reads frames as a tuned client would: large reads, headers scanned for `len` without a
@@ -188,7 +203,7 @@ fn main() {
     let n = z.pipe_bytes.to_string();
     let base = shell_secs(&format!("head -c {n} /dev/zero | cat > /dev/null"));
     let relay = shell_secs(&format!("head -c {n} /dev/zero | cat | cat > /dev/null"));
-    let ours = through_daemon(
+    let (ours, got) = through_daemon(
         &d,
         "pipe",
         false,
@@ -197,13 +212,13 @@ fn main() {
     );
     rows.push((
         "pipes: child → subscriber".into(),
-        format!("{:.0} MiB/s", mib(z.pipe_bytes, ours)),
+        rate(got, z.pipe_bytes, ours),
         format!("{:.0} MiB/s (`head | cat`)", mib(z.pipe_bytes, base)),
         format!("{:.2}", base / ours),
     ));
     rows.push((
         "pipes: the same, against a two-hop relay".into(),
-        format!("{:.0} MiB/s", mib(z.pipe_bytes, ours)),
+        rate(got, z.pipe_bytes, ours),
         format!("{:.0} MiB/s (`head | cat | cat`)", mib(z.pipe_bytes, relay)),
         format!("{:.2}", relay / ours),
     ));
@@ -223,7 +238,7 @@ fn main() {
         })
         .collect();
     let n = z.pipe_bytes.to_string();
-    let with_stalled = through_daemon(
+    let (with_stalled, got_stalled) = through_daemon(
         &d,
         "pipe-stalled",
         false,
@@ -232,8 +247,8 @@ fn main() {
     );
     rows.push((
         format!("pipes with {} stalled subscribers", stalled.len()),
-        format!("{:.0} MiB/s", mib(z.pipe_bytes, with_stalled)),
-        format!("{:.0} MiB/s (none stalled)", mib(z.pipe_bytes, ours)),
+        rate(got_stalled, z.pipe_bytes, with_stalled),
+        format!("{} (none stalled)", rate(got, z.pipe_bytes, ours)),
         format!("{:.2}", ours / with_stalled),
     ));
     drop(stalled);
@@ -243,7 +258,7 @@ fn main() {
     let base = shell_secs(&format!(
         "script -qfec 'head -c {n} /dev/zero' /dev/null > /dev/null"
     ));
-    let ours = through_daemon(
+    let (ours, got) = through_daemon(
         &d,
         "pty",
         true,
@@ -252,7 +267,7 @@ fn main() {
     );
     rows.push((
         "pty: child → subscriber".into(),
-        format!("{:.0} MiB/s", mib(z.pty_bytes, ours)),
+        rate(got, z.pty_bytes, ours),
         format!("{:.0} MiB/s (`script`)", mib(z.pty_bytes, base)),
         format!("{:.2}", base / ours),
     ));
