@@ -98,13 +98,12 @@ impl fmt::Display for LeaseError {
                 verified: false,
             } => write!(
                 f,
-                "the lease is held, by pid {} according to its record (which could not be verified); \
-                 another genward daemon owns this state directory",
+                "the lease is held, by pid {} according to its record, which could not be verified; not taking it over",
                 h.pid
             ),
             LeaseError::Held { holder: None, .. } => write!(
                 f,
-                "another genward daemon owns this state directory (its lease names no holder)"
+                "the lease is held by a process that left no readable record; not taking it over"
             ),
             LeaseError::Busy => write!(
                 f,

@@ -73,7 +73,7 @@ pub(crate) fn load_file<T>(
     Ok(Outcome::Bad)
 }
 
-/// What [`load_dir`] found.
+/// What loading a directory of records found.
 #[derive(Debug)]
 pub struct Batch<T> {
     /// The records read, in directory order.
