@@ -37,8 +37,8 @@ pub fn move_aside(from: &Dir, label: &str, name: &str, bad: &Dir, why: &str) -> 
         Ok(()) => {
             log::warn!(
                 "state file {} moved aside to {}: {why}",
-                from.display(name).display(),
-                bad.display(&dest).display()
+                from.path_of(name).display(),
+                bad.path_of(&dest).display()
             );
             prune(bad);
             Some(dest)
@@ -46,7 +46,7 @@ pub fn move_aside(from: &Dir, label: &str, name: &str, bad: &Dir, why: &str) -> 
         Err(e) => {
             log::warn!(
                 "state file {} is bad ({why}) and could not be moved aside ({e}); ignoring it",
-                from.display(name).display()
+                from.path_of(name).display()
             );
             None
         }
@@ -75,7 +75,7 @@ fn prune(bad: &Dir) {
     let excess = names.len() - KEEP;
     for (_, name) in names.into_iter().take(excess) {
         if let Err(e) = bad.unlink(&name) {
-            log::debug!("could not prune {}: {e}", bad.display(&name).display());
+            log::debug!("could not prune {}: {e}", bad.path_of(&name).display());
         }
     }
 }

@@ -116,7 +116,7 @@ impl Dir {
     }
 
     /// The path of `name` inside it, for messages.
-    pub fn display(&self, name: &str) -> PathBuf {
+    pub fn path_of(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 

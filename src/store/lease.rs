@@ -148,7 +148,7 @@ impl Lease {
             Err(why) => {
                 log::warn!(
                     "{}: {why}; replacing it",
-                    root.display(LEASE_FILE).display()
+                    root.path_of(LEASE_FILE).display()
                 );
                 return take_over(&root);
             }

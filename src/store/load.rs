@@ -59,7 +59,7 @@ pub(crate) fn load_file<T>(
             Ok(value) => return Ok(Outcome::Read(value)),
             Err(FormatError::Newer { version }) if newer == Newer::Refuse => {
                 return Err(StoreError::Newer {
-                    path: at.dir.display(name),
+                    path: at.dir.path_of(name),
                     version,
                 })
             }
@@ -117,7 +117,7 @@ pub(crate) fn load_dir<K, T>(
         if kind == FileType::Directory {
             log::warn!(
                 "{}: ignoring a directory nothing of ours creates",
-                at.dir.display(name).display()
+                at.dir.path_of(name).display()
             );
             return true;
         }

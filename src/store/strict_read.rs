@@ -33,14 +33,6 @@ pub enum ReadError {
     Io(io::Error),
 }
 
-impl ReadError {
-    /// Whether the file itself is at fault (and should be moved aside), rather than its
-    /// absence or the system.
-    pub fn is_bad_file(&self) -> bool {
-        !matches!(self, ReadError::Missing | ReadError::Io(_))
-    }
-}
-
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -79,7 +71,7 @@ impl Dir {
         .map_err(|e| match e {
             Errno::NOENT => ReadError::Missing,
             Errno::LOOP => ReadError::NotRegular("symlink"),
-            // `O_NOFOLLOW` on a symlink fails with EMLINK on FreeBSD and EFTYPE on NetBSD.
+            // `O_NOFOLLOW` on a symlink fails with ELOOP on Linux and macOS, EMLINK on FreeBSD.
             #[cfg(not(target_os = "linux"))]
             Errno::MLINK => ReadError::NotRegular("symlink"),
             e => ReadError::Io(self.io(e)),
@@ -87,7 +79,7 @@ impl Dir {
         let named = |e: ReadError| match e {
             ReadError::Io(e) => ReadError::Io(io::Error::new(
                 e.kind(),
-                format!("{}: {e}", self.display(name).display()),
+                format!("{}: {e}", self.path_of(name).display()),
             )),
             e => e,
         };
