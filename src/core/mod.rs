@@ -13,6 +13,7 @@ mod config;
 mod error;
 mod generation;
 mod input;
+mod persist;
 mod restart;
 mod session;
 pub mod signal;
@@ -31,6 +32,8 @@ pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionSta
 pub use config::Config;
 pub use error::{Error, ErrorCode};
 pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started};
+pub use persist::{Desired, RestState, SessionRecord};
+pub use session::RECENT_ENDS;
 pub use snapshot::{
     GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
 };

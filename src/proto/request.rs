@@ -22,7 +22,9 @@ mod tests;
 pub use decode::decode;
 pub use encode::encode;
 
-use crate::core::Command;
+use crate::core::{Command, OnBusy, Spec};
+use crate::proto::error::ProtoError;
+use crate::proto::json::{FieldError, ObjWriter, Object};
 
 /// What a subscription covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,4 +63,29 @@ pub enum Op {
     Unsubscribe { target: Target },
     /// Answer once generation `gen` (default: the current one) has ended.
     Wait { session: String, gen: Option<u64> },
+}
+
+/// Appends `spec` as a JSON object of its own, spelled exactly as a `spawn` request's
+/// members (without `session` and `on_busy`). The state directory keeps each session's
+/// spec this way, so the spec's format has one home. Fails, naming the field, for what
+/// the wire cannot carry (see [`encode`]); `out` is unchanged then.
+pub fn write_spec_object(spec: &Spec, out: &mut Vec<u8>) -> Result<(), FieldError> {
+    let mut own = Vec::new();
+    let mut w = ObjWriter::new(&mut own);
+    spec::write_spec(&mut w, spec, OnBusy::Replace)?;
+    w.finish();
+    out.extend_from_slice(&own);
+    Ok(())
+}
+
+/// Decodes an object written by [`write_spec_object`] as strictly as a `spawn` request:
+/// an unknown member, a wrong type or a bad value is an error naming the field.
+pub fn decode_spec_object(obj: &Object) -> Result<Spec, ProtoError> {
+    let allowed: Vec<&str> = spec::SPAWN_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| !matches!(*f, "session" | "on_busy"))
+        .collect();
+    obj.check_fields(&allowed)?;
+    spec::spec(obj)
 }

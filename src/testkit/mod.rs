@@ -11,6 +11,7 @@
 //!   limits, random specs, the live generations);
 //! - [`proc`]: reading `/proc` (process state, parent, group, children, descriptors);
 //! - [`scratch`]: private temporary directories;
+//! - [`state`]: state-directory fixtures (a full session record, files placed as is);
 //! - [`wait`]: waiting for a descriptor or a child's exit with a deadline, not a sleep.
 //!
 //! What only the integration tests need (a daemon under test, a protocol client, the CLI,
@@ -19,5 +20,6 @@
 pub mod proc;
 pub mod rng;
 pub mod scratch;
+pub mod state;
 pub mod wait;
 pub mod walk;

@@ -263,3 +263,29 @@ fn what_the_wire_cannot_carry_is_refused_naming_the_field() {
     spec.restart.max_restarts = None;
     assert!(err(&spawn(spec, OnBusy::Replace)).starts_with("field `restart.max_restarts`"));
 }
+
+#[test]
+fn a_spec_object_round_trips_and_refuses_request_members() {
+    use super::{decode_spec_object, write_spec_object};
+    use crate::proto::json::parse;
+    for spec in [Spec::new(vec![b"true".to_vec()]), every_option()] {
+        let mut out = b"x".to_vec();
+        write_spec_object(&spec, &mut out).unwrap();
+        let value = parse(&out[1..]).unwrap();
+        let back = decode_spec_object(value.as_object().unwrap()).unwrap();
+        assert_eq!(back, spec);
+    }
+    let value = parse(br#"{"argv":["true"],"session":"web"}"#).unwrap();
+    let e = decode_spec_object(value.as_object().unwrap()).unwrap_err();
+    assert!(e.message.contains("session"), "{e}");
+    let mut spec = Spec::new(vec![b"\xff".to_vec()]);
+    let mut out = b"x".to_vec();
+    assert!(write_spec_object(&spec, &mut out).is_err());
+    spec.argv = vec![b"ok".to_vec()];
+    spec.restart.max_restarts = None;
+    assert!(write_spec_object(&spec, &mut out).is_err());
+    assert_eq!(
+        out, b"x",
+        "nothing is written for a spec the wire cannot carry"
+    );
+}

@@ -1,0 +1,96 @@
+//! Writes that are never seen half done: a file is written whole under a temporary name,
+//! flushed, renamed over its real name, and the directory flushed.
+//!
+//! A daemon that dies at any point leaves either the old file or the new one under the
+//! real name, never a mix; at worst a temporary file remains, which the next daemon
+//! removes ([`Dir::remove_temporaries`]). The `fsync`s make the same true of a machine
+//! that loses power, where the state directory is on a disk (on the default RAM-backed
+//! directory they cost next to nothing).
+
+use std::io;
+
+use rustix::fs::{self as rfs, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::dir::Dir;
+
+/// Temporary files are `.<name>.tmp`: a leading dot no session name, generation number or
+/// fixed file name has, so a temporary file can never be taken for a real one.
+pub(crate) fn temporary_name(name: &str) -> String {
+    format!(".{name}.tmp")
+}
+
+/// Whether an entry is one of our temporary files.
+pub(crate) fn is_temporary(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+impl Dir {
+    /// Replaces file `name` with `bytes` atomically and durably: write a fresh temporary
+    /// file (mode 0600, created exclusively, so nothing already there is followed or
+    /// reused), `fsync` it, rename it over `name`, `fsync` the directory.
+    pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.write_and_rename(name, bytes)?;
+        self.sync()
+    }
+
+    /// [`write_atomic`](Dir::write_atomic) without the directory's `fsync`: the new
+    /// contents are whole under `name` for any later reader, but the rename may be lost
+    /// with power. For a batch of writes followed by one [`sync`](Dir::sync).
+    pub fn write_and_rename(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = temporary_name(name);
+        // A temporary file left by a daemon that died mid-write.
+        self.unlink(&tmp)?;
+        let fd = rfs::openat(
+            self,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR,
+        )
+        .map_err(|e| self.io(e))?;
+        let written = write_all(&fd, bytes)
+            .and_then(|()| rfs::fsync(&fd))
+            .and_then(|()| rfs::renameat(self, tmp.as_str(), self, name));
+        drop(fd);
+        if let Err(e) = written {
+            let _ = self.unlink(&tmp);
+            return Err(self.io(e));
+        }
+        Ok(())
+    }
+
+    /// Removes file `name` durably (a missing one is not an error): a removal lost with
+    /// power would bring back what a client removed.
+    pub fn remove_durably(&self, name: &str) -> io::Result<()> {
+        self.unlink(name)?;
+        self.sync()
+    }
+
+    /// Removes the temporary files of writes a dead daemon did not finish. Returns how
+    /// many there were.
+    pub fn remove_temporaries(&self) -> io::Result<usize> {
+        let mut names = Vec::new();
+        self.each_entry(|name, _, _| {
+            if let Some(name) = name.filter(|n| is_temporary(n)) {
+                names.push(name.to_owned());
+            }
+            true
+        })?;
+        for name in &names {
+            self.unlink(name)?;
+        }
+        Ok(names.len())
+    }
+}
+
+fn write_all(fd: &std::os::fd::OwnedFd, mut bytes: &[u8]) -> Result<(), Errno> {
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => bytes = &bytes[n..],
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

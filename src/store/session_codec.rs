@@ -1,0 +1,381 @@
+//! A session's file, both ways: [`SessionRecord`] ↔ bytes.
+//!
+//! Everything that has a wire spelling keeps it, through the protocol's own encoders and
+//! decoders: the spec is a `spawn` request's members, the last end a snapshot's
+//! `last_end`, the recent ends `exited` / `spawn_failed` event objects. So the spec's
+//! format has one home, and a new spawn option is saved the day it can be requested.
+//!
+//! ```text
+//! {"genward_state":1,"kind":"session"}
+//! {"name":"web","desired":"up","rest":"stopped","restarts":0,"restart_at_unix_ms":null,
+//!  "current":12,"last_gen":11,"last_end":{...},"recent_ends":[{...}],"spec":{"argv":[...]}}
+//! ```
+//! (one line in the file).
+
+use std::sync::Arc;
+
+use super::format::{self, FormatError, Kind};
+use crate::core::{
+    check_session_name, Desired, Event, LastEnd, RestState, SessionRecord, SpawnError, RECENT_ENDS,
+};
+use crate::proto::event::{End, WireEvent};
+use crate::proto::json::{FieldError, Limits, Object, Value};
+use crate::proto::request::{decode_spec_object, write_spec_object};
+
+/// Largest session file read: a spec as large as a request may carry (1 MiB), written
+/// with durations and signals spelled out, plus its recent ends.
+pub const MAX_SESSION_FILE: usize = 2 << 20;
+
+/// As strict as a request line, with room for the spec's spelled-out durations.
+pub const SESSION_LIMITS: Limits = Limits {
+    max_len: MAX_SESSION_FILE,
+    max_depth: 8,
+    max_string_len: 1 << 20,
+    max_elements: 1 << 16,
+};
+
+const FIELDS: &[&str] = &[
+    "name",
+    "desired",
+    "rest",
+    "restarts",
+    "restart_at_unix_ms",
+    "current",
+    "last_gen",
+    "last_end",
+    "recent_ends",
+    "spec",
+];
+
+/// The session file for `record`. Fails, naming the field, for a spec the format cannot
+/// carry (the wire's limits: text that is not UTF-8, unlimited restarts), or for recent
+/// ends that are not terminal events of this session.
+pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
+    let mut spec = Vec::new();
+    write_spec_object(&record.spec, &mut spec).map_err(|e| FieldError {
+        field: format!("spec.{}", e.field),
+        ..e
+    })?;
+    let mut ends = Vec::new();
+    for (i, event) in record.recent_ends.iter().enumerate() {
+        if !event.is_terminal() || **event.session() != *record.name {
+            return Err(FieldError::invalid(
+                format!("recent_ends[{i}]"),
+                "not a terminal event of this session",
+            ));
+        }
+        ends.push(if i == 0 { b'[' } else { b',' });
+        WireEvent::from_core(event).write(&mut ends);
+        // The event encoder ends its line.
+        ends.pop();
+    }
+    if ends.is_empty() {
+        ends.push(b'[');
+    }
+    ends.push(b']');
+    Ok(format::encode(Kind::Session, |w| {
+        w.str("name", &record.name)
+            .str("desired", desired_name(record.desired))
+            .str("rest", rest_name(record.rest))
+            .u64("restarts", record.restarts.into());
+        opt_u64(w, "restart_at_unix_ms", record.restart_at_unix_ms);
+        opt_u64(w, "current", record.current);
+        opt_u64(w, "last_gen", record.last_gen);
+        match &record.last_end {
+            Some(end) => w.with("last_end", |out| End::from(end).write(out)),
+            None => w.null("last_end"),
+        };
+        w.with("recent_ends", |out| out.extend_from_slice(&ends))
+            .with("spec", |out| out.extend_from_slice(&spec));
+    }))
+}
+
+fn opt_u64(w: &mut crate::proto::json::ObjWriter<'_>, key: &str, v: Option<u64>) {
+    match v {
+        Some(v) => w.u64(key, v),
+        None => w.null(key),
+    };
+}
+
+/// Decodes a session file. Every member is required (`null` where it may be absent),
+/// none may be unknown, the spec is decoded as strictly as a request's.
+pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, FormatError> {
+    let o = format::decode(bytes, Kind::Session, &SESSION_LIMITS)?;
+    o.check_fields(FIELDS)?;
+    for key in FIELDS {
+        if o.get(key).is_none() {
+            return Err(FieldError::invalid(*key, "missing").into());
+        }
+    }
+    let name = o.req_str("name")?;
+    check_session_name(name).map_err(|why| FieldError::invalid("name", why))?;
+    let name: Arc<str> = Arc::from(name);
+    let restarts = o.req_u64("restarts")?;
+    let spec = decode_spec_object(o.req_object("spec")?)
+        .map_err(|e| FieldError::invalid("spec", e.message))?;
+    Ok(SessionRecord {
+        desired: desired(o.req_str("desired")?)?,
+        rest: rest(o.req_str("rest")?)?,
+        restarts: u32::try_from(restarts)
+            .map_err(|_| FieldError::invalid("restarts", "above 4294967295"))?,
+        restart_at_unix_ms: o.opt_u64("restart_at_unix_ms")?,
+        current: o.opt_u64("current")?,
+        last_gen: o.opt_u64("last_gen")?,
+        last_end: match o.opt_object("last_end")? {
+            None => None,
+            Some(end) => Some(last_end(end)?),
+        },
+        recent_ends: recent_ends(o.req_array("recent_ends")?, &name)?,
+        spec,
+        name,
+    })
+}
+
+fn desired_name(d: Desired) -> &'static str {
+    match d {
+        Desired::Up => "up",
+        Desired::Down => "down",
+        Desired::Removing => "removing",
+    }
+}
+
+fn desired(text: &str) -> Result<Desired, FieldError> {
+    match text {
+        "up" => Ok(Desired::Up),
+        "down" => Ok(Desired::Down),
+        "removing" => Ok(Desired::Removing),
+        other => Err(FieldError::invalid(
+            "desired",
+            format!(
+                "`{}` is not one of up, down, removing",
+                other.escape_debug()
+            ),
+        )),
+    }
+}
+
+fn rest_name(r: RestState) -> &'static str {
+    match r {
+        RestState::Stopped => "stopped",
+        RestState::Exited => "exited",
+        RestState::Failed => "failed",
+    }
+}
+
+fn rest(text: &str) -> Result<RestState, FieldError> {
+    match text {
+        "stopped" => Ok(RestState::Stopped),
+        "exited" => Ok(RestState::Exited),
+        "failed" => Ok(RestState::Failed),
+        other => Err(FieldError::invalid(
+            "rest",
+            format!(
+                "`{}` is not one of stopped, exited, failed",
+                other.escape_debug()
+            ),
+        )),
+    }
+}
+
+fn last_end(o: &Object) -> Result<LastEnd, FieldError> {
+    let nested = |e: FieldError| FieldError {
+        field: format!("last_end.{}", e.field),
+        ..e
+    };
+    o.check_fields(&["gen", "code", "signal", "cause", "error"])
+        .map_err(nested)?;
+    Ok(match End::decode(o).map_err(nested)? {
+        End::Exited {
+            gen,
+            code,
+            signal,
+            cause,
+        } => LastEnd::Exited {
+            gen,
+            code,
+            signal,
+            cause,
+        },
+        End::SpawnFailed { gen, error } => LastEnd::SpawnFailed {
+            gen,
+            error: core_spawn_error(error),
+        },
+    })
+}
+
+/// The core's form of a decoded spawn error. The wire gives the system's text for the
+/// errno when there was no message of our own: that is not kept, so a record reads back
+/// exactly as it was written.
+fn core_spawn_error(error: crate::proto::event::WireSpawnError) -> SpawnError {
+    let system =
+        (error.errno != 0).then(|| std::io::Error::from_raw_os_error(error.errno).to_string());
+    let own = error.message.filter(|m| Some(m) != system.as_ref());
+    let e = SpawnError::new(error.kind, error.errno);
+    match own {
+        Some(m) => e.with_message(m),
+        None => e,
+    }
+}
+
+fn recent_ends(items: &[Value], session: &Arc<str>) -> Result<Vec<Event>, FieldError> {
+    if items.len() > RECENT_ENDS {
+        return Err(FieldError::invalid(
+            "recent_ends",
+            format!("{} entries, at most {RECENT_ENDS}", items.len()),
+        ));
+    }
+    let mut ends: Vec<Event> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("recent_ends[{i}]");
+        let invalid = |why: String| FieldError::invalid(field.clone(), why);
+        let o = item
+            .as_object()
+            .ok_or_else(|| invalid("not an object".into()))?;
+        let event = WireEvent::decode(o).map_err(|e| invalid(e.to_string()))?;
+        if event.session() != &**session {
+            return Err(invalid("about another session".into()));
+        }
+        let event = match event {
+            WireEvent::Exited {
+                gen,
+                code,
+                signal,
+                cause,
+                discarded,
+                truncated,
+                ..
+            } => Event::Exited {
+                session: session.clone(),
+                gen,
+                code,
+                signal,
+                cause,
+                discarded,
+                truncated,
+            },
+            WireEvent::SpawnFailed { gen, error, .. } => Event::SpawnFailed {
+                session: session.clone(),
+                gen,
+                error: core_spawn_error(error),
+            },
+            other => return Err(invalid(format!("a `{}` event is not an end", other.name()))),
+        };
+        if ends.iter().any(|e| e.gen() == event.gen()) {
+            return Err(invalid("a second end of one generation".into()));
+        }
+        ends.push(event);
+    }
+    Ok(ends)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{ExitCause, Restart, SpawnErrorKind, Spec};
+
+    fn record() -> SessionRecord {
+        let name: Arc<str> = Arc::from("web");
+        let mut spec = Spec::new(vec![b"sh".to_vec(), b"-c".to_vec(), b"exit 3".to_vec()]);
+        spec.restart.mode = Restart::OnFailure;
+        SessionRecord {
+            name: name.clone(),
+            spec,
+            desired: Desired::Up,
+            rest: RestState::Failed,
+            restarts: 3,
+            restart_at_unix_ms: Some(1_700_000_000_000),
+            current: None,
+            last_gen: Some(9),
+            last_end: Some(LastEnd::Exited {
+                gen: 9,
+                code: Some(143),
+                signal: Some(15),
+                cause: ExitCause::Signaled,
+            }),
+            recent_ends: vec![
+                Event::SpawnFailed {
+                    session: name.clone(),
+                    gen: 8,
+                    error: SpawnError::new(SpawnErrorKind::NotFound, 2),
+                },
+                Event::Exited {
+                    session: name,
+                    gen: 9,
+                    code: Some(143),
+                    signal: Some(15),
+                    cause: ExitCause::Signaled,
+                    discarded: 12,
+                    truncated: true,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn a_session_round_trips() {
+        let r = record();
+        let bytes = encode_session(&r).unwrap();
+        assert_eq!(bytes.iter().filter(|&&b| b == b'\n').count(), 2);
+        assert_eq!(decode_session(&bytes).unwrap(), r);
+        let bare = SessionRecord {
+            current: Some(10),
+            last_end: Some(LastEnd::SpawnFailed {
+                gen: 8,
+                error: SpawnError::new(SpawnErrorKind::Cancelled, 0),
+            }),
+            recent_ends: Vec::new(),
+            restart_at_unix_ms: None,
+            ..r
+        };
+        assert_eq!(
+            decode_session(&encode_session(&bare).unwrap()).unwrap(),
+            bare
+        );
+    }
+
+    #[test]
+    fn what_the_format_cannot_carry_is_refused() {
+        let mut r = record();
+        r.spec.argv.push(b"\xff".to_vec());
+        let e = encode_session(&r).unwrap_err();
+        assert_eq!(e.field, "spec.argv[3]");
+        let mut r = record();
+        r.recent_ends[0] = Event::Spawned {
+            session: r.name.clone(),
+            gen: 1,
+            pid: 1,
+        };
+        assert_eq!(encode_session(&r).unwrap_err().field, "recent_ends[0]");
+    }
+
+    #[test]
+    fn inconsistent_files_are_refused() {
+        let good = String::from_utf8(encode_session(&record()).unwrap()).unwrap();
+        let cases = [
+            good.replace(r#""name":"web""#, r#""name":".web""#),
+            good.replace(r#""desired":"up""#, r#""desired":"sideways""#),
+            good.replace(r#""restarts":3"#, r#""restarts":4294967296"#),
+            good.replace(r#""restarts":3,"#, ""),
+            good.replace(r#""restarts":3"#, r#""restarts":3,"extra":1"#),
+            good.replace(r#""session":"web","gen":8"#, r#""session":"api","gen":8"#),
+            good.replace(r#""gen":8"#, r#""gen":9"#),
+            good.replace(r#""argv":["#, r#""session":"web","argv":["#),
+            good.replace(r#""event":"spawn_failed""#, r#""event":"spawned""#),
+        ];
+        for (i, bad) in cases.iter().enumerate() {
+            assert_ne!(bad, &good, "case {i} changed nothing");
+            let e = decode_session(bad.as_bytes());
+            assert!(e.is_err(), "case {i} accepted: {bad}");
+        }
+        let mut many = record();
+        many.recent_ends = (0..RECENT_ENDS as u64 + 1)
+            .map(|gen| Event::SpawnFailed {
+                session: many.name.clone(),
+                gen,
+                error: SpawnError::new(SpawnErrorKind::Other, 0),
+            })
+            .collect();
+        let bytes = encode_session(&many).unwrap();
+        assert!(decode_session(&bytes).is_err());
+    }
+}
