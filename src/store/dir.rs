@@ -76,7 +76,7 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 
 impl Dir {
     /// Opens an existing directory, refusing a symlink, one owned by someone else, or one
-    /// open to group or others.
+    /// group or others may read or write.
     pub fn open(path: &Path) -> Result<Dir, DirError> {
         let fd = rfs::open(path, DIR_FLAGS, Mode::empty()).map_err(|e| open_error(path, e))?;
         Dir::verified(fd, path.to_owned())
@@ -104,7 +104,9 @@ impl Dir {
             });
         }
         let mode = st.st_mode & 0o7777;
-        if mode & 0o077 != 0 {
+        // Search permission alone (0711) lets others reach the socket with `--allow-uid`;
+        // they can neither list nor change anything here.
+        if mode & 0o066 != 0 {
             return Err(DirError::OpenToOthers { path, mode });
         }
         Ok(Dir { fd, path })
