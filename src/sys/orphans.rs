@@ -1,14 +1,15 @@
 //! Orphans: processes that are not ours but were reparented to us — because we are PID 1
 //! of a container, or a child subreaper — and must be reaped or they stay zombies.
 //!
-//! They are reaped one by one, by pid, after a `/proc` scan; never with `waitpid(-1)`,
+//! They are reaped one by one, by pid, after a look at our own children (our `children`
+//! files in `/proc`, not a scan of every process on the host); never with `waitpid(-1)`,
 //! which would also take the exit statuses of the children we track (djinn#2700).
 
 use std::io;
 
 use rustix::process::{getpid, waitpid, Pid, WaitOptions};
 
-use crate::sys::procscan::zombie_children;
+use crate::sys::tree::zombie_children;
 
 /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`—Makes orphaned descendants reparent to us instead of
 /// to init, so a grandchild that daemonizes stays ours to reap and account.
