@@ -222,6 +222,10 @@ fn the_walk_finds_every_member_of_the_session_and_nothing_else() {
     let (members, walk) = session_members(s.sid, &[stranger.process.pid()]).unwrap();
     assert!(walk.is_complete() && !walk.by_scan);
     assert_eq!(pids(&members), s.members());
+    assert!(
+        walk.members.iter().all(|m| m.pid != stranger.process.pid()),
+        "another session's leader, named in `others`, is not even read"
+    );
 
     // Job control: groups of their own inside the one session.
     let by_pid = |pid| *members.iter().find(|m| m.pid == pid).unwrap();

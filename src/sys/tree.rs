@@ -324,7 +324,7 @@ pub fn zombie_children(parent: i32) -> io::Result<Vec<i32>> {
 #[derive(Debug, Clone, Default)]
 pub struct Walk {
     /// Every process visited, the root excluded, zombies included, parents before their
-    /// children (for a walk that [`session_members`] pruned, only those it visited).
+    /// children (for a [`session_walk`], not the other sessions it was told to skip).
     pub members: Vec<Member>,
     /// The walk stopped at [`MAX_WALK`] processes: others may have been missed.
     pub truncated: bool,
@@ -441,14 +441,14 @@ pub fn descendants(root: i32) -> io::Result<Walk> {
 
 /// [`descendants`] that stops after `cap` processes, with [`Walk::truncated`] set.
 pub fn descendants_capped(root: i32, cap: usize) -> io::Result<Walk> {
-    walk(root, cap, &|_| false)
+    walk(root, cap, &HashSet::new())
 }
 
-/// Walks below `root`, not descending into processes for which `prune` is true (they are
-/// still listed).
-fn walk(root: i32, cap: usize, prune: &dyn Fn(&Member) -> bool) -> io::Result<Walk> {
+/// Walks below `root`, skipping the processes in `skip` (not read, not listed, not
+/// descended into).
+fn walk(root: i32, cap: usize, skip: &HashSet<i32>) -> io::Result<Walk> {
     if !children_files_supported() {
-        return walk_by_scan(root, cap, prune);
+        return walk_by_scan(root, cap, skip);
     }
     let mut w = Walk::default();
     let mut scratch = Scratch::default();
@@ -477,7 +477,7 @@ fn walk(root: i32, cap: usize, prune: &dyn Fn(&Member) -> bool) -> io::Result<Wa
             break;
         }
         while let Some(pid) = queue.pop_front() {
-            if !seen.insert(pid) || pid == root {
+            if !seen.insert(pid) || pid == root || skip.contains(&pid) {
                 continue;
             }
             if w.members.len() >= cap {
@@ -494,7 +494,7 @@ fn walk(root: i32, cap: usize, prune: &dyn Fn(&Member) -> bool) -> io::Result<Wa
                 }
             };
             w.members.push(m);
-            if m.is_exited() || prune(&m) {
+            if m.is_exited() {
                 continue;
             }
             found.clear();
@@ -538,7 +538,7 @@ fn scan_all(cap: usize) -> io::Result<Walk> {
 }
 
 /// [`walk`] without `children` files: one scan of all of `/proc`, linked by parent pid.
-fn walk_by_scan(root: i32, cap: usize, prune: &dyn Fn(&Member) -> bool) -> io::Result<Walk> {
+fn walk_by_scan(root: i32, cap: usize, skip: &HashSet<i32>) -> io::Result<Walk> {
     let all = scan_all(crate::sys::procscan::MAX_SCAN)?;
     let mut kids: HashMap<i32, Vec<&Member>> = HashMap::new();
     for m in &all.members {
@@ -554,7 +554,7 @@ fn walk_by_scan(root: i32, cap: usize, prune: &dyn Fn(&Member) -> bool) -> io::R
     let mut seen = HashSet::from([root]);
     while let Some(pid) = queue.pop_front() {
         for m in kids.get(&pid).into_iter().flatten() {
-            if !seen.insert(m.pid) {
+            if !seen.insert(m.pid) || skip.contains(&m.pid) {
                 continue;
             }
             if w.members.len() >= cap {
@@ -562,7 +562,7 @@ fn walk_by_scan(root: i32, cap: usize, prune: &dyn Fn(&Member) -> bool) -> io::R
                 return Ok(w);
             }
             w.members.push(**m);
-            if !m.is_exited() && !prune(m) {
+            if !m.is_exited() {
                 queue.push_back(m.pid);
             }
         }
@@ -601,13 +601,13 @@ pub fn session_walk(reach: Reach, sid: i32, others: &[i32]) -> io::Result<Walk> 
     match reach {
         Reach::Host => scan_all(crate::sys::procscan::MAX_SCAN),
         Reach::Subtree => {
-            let others: HashSet<i32> = others.iter().copied().filter(|&p| p != sid).collect();
             // Another generation's leader: none of its descendants can be in `sid`'s
             // session. Every one of them was forked inside its session (the leader called
             // `setsid` before it could fork) or left it with `setsid`; neither joins
-            // another session. Checked to be a session leader, in case `others` is stale.
-            let prune = move |m: &Member| m.is_session_leader() && others.contains(&m.pid);
-            walk(getpid().as_raw_pid(), MAX_WALK, &prune)
+            // another session. Skipped without even reading it: with hundreds of sessions,
+            // reading each leader's `stat` at every walk would cost more than the rest.
+            let skip: HashSet<i32> = others.iter().copied().filter(|&p| p != sid).collect();
+            walk(getpid().as_raw_pid(), MAX_WALK, &skip)
         }
     }
 }
@@ -616,9 +616,12 @@ pub fn session_walk(reach: Reach, sid: i32, others: &[i32]) -> io::Result<Walk> 
 /// the [module docs](self): complete only when orphans are reparented to us).
 ///
 /// `others` are the pids of the other session leaders we spawned and have not reaped: the
-/// walk does not descend into them, so its cost is that of `sid`'s own processes, the
-/// daemon's direct children and the orphans reparented to it. An empty `others` is always
-/// correct, only slower; a pid in it that is not a session leader is walked anyway.
+/// walk skips them and their subtrees, so its cost is that of `sid`'s own processes, the
+/// orphans reparented to us, and one read of our own `children` list. Only pids of
+/// *unreaped* leaders may be passed (an unreaped child's pid cannot name another process;
+/// a reaped one's can, and that process and its descendants would be hidden from the
+/// walk). An empty `others` is always correct, only slower: every other session is then
+/// walked too.
 pub fn session_members(sid: i32, others: &[i32]) -> io::Result<(Vec<Member>, Walk)> {
     let walk = session_walk(Reach::Subtree, sid, others)?;
     Ok((walk.session(sid).copied().collect(), walk))
