@@ -7,9 +7,10 @@
 
 use std::io;
 
+use rustix::io::Errno;
 use rustix::process::{getpid, waitpid, Pid, WaitOptions};
 
-use crate::sys::tree::zombie_children;
+use crate::sys::tree::children;
 
 /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`—Makes orphaned descendants reparent to us instead of
 /// to init, so a grandchild that daemonizes stays ours to reap and account.
@@ -30,20 +31,28 @@ pub fn adopts_orphans() -> bool {
 }
 
 /// Reaps every zombie child of ours whose pid `is_tracked` does not claim. Returns how many.
+///
+/// Our children are read from our own `children` files (see [`crate::sys::tree::children`]),
+/// and each one not tracked is asked with `waitpid(pid, WNOHANG)`: a child that still runs
+/// answers "not yet", a zombie is reaped. The cost grows with our children, never with the
+/// host's processes.
 pub fn reap_orphans(is_tracked: impl Fn(i32) -> bool) -> io::Result<usize> {
     let me = getpid().as_raw_nonzero().get();
     let mut reaped = 0;
-    for pid in zombie_children(me)? {
+    for pid in children(me)? {
         if is_tracked(pid) {
             continue;
         }
         let Some(pid) = Pid::from_raw(pid) else {
             continue;
         };
-        // A zombie that is our child stays until we reap it, so its pid cannot have been
-        // reused between the scan and this call.
-        if let Ok(Some(_)) = waitpid(Some(pid), WaitOptions::NOHANG) {
-            reaped += 1;
+        // Our child, which only we can reap, so its pid cannot have been reused between
+        // the look and this call.
+        match waitpid(Some(pid), WaitOptions::NOHANG) {
+            Ok(Some(_)) => reaped += 1,
+            Ok(None) | Err(Errno::CHILD) => {}
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(reaped)

@@ -304,22 +304,6 @@ pub fn children(pid: i32) -> io::Result<Vec<i32>> {
     }
 }
 
-/// Zombie children of `parent` (orphans reparented to us that exited), found through its
-/// `children` files: the cost grows with its number of children, not with the host's
-/// processes.
-pub fn zombie_children(parent: i32) -> io::Result<Vec<i32>> {
-    let mut scratch = Scratch::default();
-    let mut out = Vec::new();
-    for pid in children(parent)? {
-        match scratch.member(pid) {
-            Ok(m) if m.is_exited() && m.ppid == parent => out.push(pid),
-            Ok(_) | Err(Fail::Gone) => {}
-            Err(Fail::Other(e)) => return Err(e),
-        }
-    }
-    Ok(out)
-}
-
 /// What a walk found.
 #[derive(Debug, Clone, Default)]
 pub struct Walk {
@@ -698,8 +682,9 @@ fn check_still_pinned(leader: &Process) -> Result<(), SignalError> {
 
 /// How re-reading a member before signalling it went.
 enum Check {
-    /// Still the member, still in scope: the pidfd (if any) to signal it through.
-    Verified(Option<OwnedFd>),
+    /// Still the member, still in scope: the pidfd (if any) to signal it through, and
+    /// whether it is stopped (job control).
+    Verified(Option<OwnedFd>, bool),
     Gone,
     Refused,
 }
@@ -721,7 +706,7 @@ fn verify(m: &Member, sid: i32, within: Within) -> Check {
     };
     match read_member(m.pid) {
         Ok(Some(now)) if now.starttime != m.starttime || now.is_exited() => Check::Gone,
-        Ok(Some(now)) if within.admits(sid, &now) => Check::Verified(pidfd),
+        Ok(Some(now)) if within.admits(sid, &now) => Check::Verified(pidfd, now.state == b'T'),
         Ok(Some(_)) => Check::Refused, // left the session or group
         Ok(None) => Check::Gone,
         Err(_) => Check::Refused,
@@ -743,16 +728,20 @@ pub fn signal_members(
     sig: Signal,
 ) -> Result<SignalCounts, SignalError> {
     let mut counts = SignalCounts::default();
-    signal_each(leader, members, within, sig, &mut counts, |_, _| {})?;
+    signal_each(leader, members, within, sig, false, &mut counts, |_, _| {})?;
     Ok(counts)
 }
 
 /// [`signal_members`], handing each verified member's pidfd to `keep` after the signal.
+/// With `wake`, a member stopped by job control is sent SIGCONT after `sig` so that it can
+/// act on it (as systemd does after its stop signal), unless `sig` itself kills, stops or
+/// continues.
 fn signal_each(
     leader: &Process,
     members: &[Member],
     within: Within,
     sig: Signal,
+    wake: bool,
     counts: &mut SignalCounts,
     mut keep: impl FnMut(&Member, OwnedFd),
 ) -> Result<(), SignalError> {
@@ -768,21 +757,30 @@ fn signal_each(
             continue;
         }
         match verify(m, sid, within) {
-            Check::Verified(fd) => verified.push((m, fd)),
+            Check::Verified(fd, stopped) => verified.push((m, fd, stopped)),
             Check::Gone => counts.gone += 1,
             Check::Refused => counts.refused += 1,
         }
     }
     check_still_pinned(leader)?;
-    for (m, fd) in verified {
-        let sent = match &fd {
+    let wake = wake
+        && !matches!(
+            sig,
+            Signal::KILL | Signal::CONT | Signal::STOP | Signal::TSTP | Signal::TTIN | Signal::TTOU
+        );
+    for (m, fd, stopped) in verified {
+        let send = |sig| match &fd {
             Some(fd) => pidfd_send_signal(fd, sig),
             None => match Pid::from_raw(m.pid) {
                 Some(pid) => kill_process(pid, sig),
                 None => Err(Errno::SRCH),
             },
         };
-        match sent {
+        match send(sig) {
+            Ok(()) if wake && stopped => {
+                counts.signalled += 1;
+                let _ = send(Signal::CONT);
+            }
             Ok(()) => counts.signalled += 1,
             Err(Errno::SRCH) => counts.gone += 1,
             Err(_) => counts.refused += 1,
@@ -888,7 +886,9 @@ pub enum WatchState {
 ///   [`MAX_RESCAN`] (to find members forked since, and any it could not watch).
 ///
 /// Members found by a later walk get the last signal sent (a process forked while the
-/// session was being killed is killed too), and are watched. "Empty" needs two
+/// session was being killed is killed too), and are watched. A member stopped by job
+/// control (a shell's Ctrl-Z) is sent SIGCONT right after the signal, as systemd does, so
+/// that a SIGTERM does not wait in it until the SIGKILL. "Empty" needs two
 /// consecutive complete walks with no live member; it is final once the leader has exited
 /// (no live member is left to fork into the session), and while the leader runs it means
 /// "empty now" (the watch then stops looking until the next [`SessionWatch::signal`]).
@@ -1123,6 +1123,7 @@ impl SessionWatch {
                 &members,
                 Within::Session,
                 sig,
+                true,
                 &mut counts,
                 |m, fd| keep.push((*m, fd)),
             ),
@@ -1135,7 +1136,7 @@ impl SessionWatch {
                 // Nothing to send, or the leader no longer pins the session: watch only
                 // (nothing was sent: the checks come before any signal).
                 for m in &members {
-                    if let Check::Verified(Some(fd)) = verify(m, self.sid, Within::Session) {
+                    if let Check::Verified(Some(fd), _) = verify(m, self.sid, Within::Session) {
                         keep.push((*m, fd));
                     }
                 }
@@ -1254,6 +1255,42 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(descendants(i32::MAX).unwrap().members.is_empty());
+    }
+
+    #[test]
+    fn the_fallback_scan_finds_the_same_subtree_as_the_children_files() {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 1000 & sleep 1000 & echo up; exec sleep 1000"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid = child.id() as i32;
+        let pids = |w: Walk| {
+            let mut v: Vec<(i32, i32)> = w.members.iter().map(|m| (m.pid, m.ppid)).collect();
+            v.sort_unstable();
+            v
+        };
+        let by_files = descendants(pid).unwrap();
+        let by_scan = walk_by_scan(pid, MAX_WALK, &HashSet::new()).unwrap();
+        assert!(!by_files.by_scan && by_scan.by_scan);
+        assert_eq!(by_files.members.len(), 2);
+        assert_eq!(pids(by_files), pids(by_scan));
+        let skipped = walk_by_scan(getpid().as_raw_pid(), MAX_WALK, &HashSet::from([pid]));
+        assert!(skipped
+            .unwrap()
+            .members
+            .iter()
+            .all(|m| m.ppid != pid && m.pid != pid));
+        for m in descendants(pid).unwrap().members {
+            let _ = kill_process(Pid::from_raw(m.pid).unwrap(), Signal::KILL);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]
