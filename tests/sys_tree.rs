@@ -569,3 +569,45 @@ fn an_interactive_shells_background_job_is_found_and_killed_after_the_shell_exit
     assert!(exited(&cleanup.0[0]));
     wait_reap(&mut child.process);
 }
+
+#[test]
+fn a_stopped_member_is_continued_after_the_stop_signal_so_its_handler_runs() {
+    subreaper();
+    let script = r#"
+        sh -c 'trap "exit 0" TERM; echo HANDLER=$$; sleep 1000 & wait' &
+        read line
+    "#;
+    let mut child = spawn(&request(&["bash", "--norc", "--noprofile", "-c", script])).unwrap();
+    let mut cleanup = Cleanup::default();
+    cleanup.session(child.process.pid());
+    let stdout = child.stdout.take().unwrap();
+    let handler = cleanup.track(read_number(stdout.as_fd(), &mut Vec::new(), "HANDLER="));
+    write_all(child.stdin.as_ref().unwrap().as_fd(), b"\n");
+    wait_exit(&child.process);
+
+    // Reparented to us: we can wait for it to stop (job control's Ctrl-Z, in effect).
+    let fd = &cleanup.0[0];
+    pidfd_send_signal(fd, Signal::STOP).unwrap();
+    waitid(
+        WaitId::PidFd(fd.as_fd()),
+        WaitIdOptions::STOPPED | WaitIdOptions::NOWAIT,
+    )
+    .unwrap()
+    .expect("stopped");
+    let stat = genward::testkit::proc::stat(handler as u32).unwrap();
+    assert_eq!(stat.state, "T");
+
+    // SIGTERM alone would wait in the stopped shell; SIGCONT after it lets the trap run.
+    let now = Instant::now();
+    let mut watch = SessionWatch::new(&child.process, now).unwrap();
+    watch
+        .signal(&child.process, &[], Signal::TERM, now)
+        .unwrap();
+    wait_empty(&mut watch, &child.process);
+    assert!(exited(fd));
+    let status = waitid(WaitId::PidFd(fd.as_fd()), WaitIdOptions::EXITED)
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.exit_status(), Some(0), "the TERM trap ran");
+    wait_reap(&mut child.process);
+}
