@@ -50,6 +50,24 @@
 //! (and is not the daemon's own). Where it came from is known from its ancestors while they
 //! live ([`Escapee::from_sid`]) and from the [`GEN_MARKER`] variable in its environment
 //! ([`Escapee::marker`]), which survives the double fork.
+//!
+//! # Use
+//! `others`, wherever asked for, is the pids of the *other* session leaders we spawned and
+//! have not reaped: walks skip them and their subtrees (see [`session_members`]).
+//! - **Spawn**: set [`GEN_MARKER`]`=<gen>` in the child's environment.
+//! - **Signal scopes**: `leader` is [`Process::signal`]; `foreground` is
+//!   [`signal_foreground`] (with the PTY master); `tree` is [`signal_tree`].
+//! - **Stop, and a leader's exit**: one [`SessionWatch`] per generation
+//!   ([`SessionWatch::new`]), its [`SessionWatch::fd`] registered for readable interest.
+//!   Each signal of the sequence goes to the leader through [`Process::signal`] (while it
+//!   runs) and to the rest through [`SessionWatch::signal`].
+//! - **Waiting for the session to empty**: [`SessionWatch::poll`] when the descriptor is
+//!   readable or [`SessionWatch::deadline`] has passed (the loop's timeout includes it);
+//!   [`WatchState::Empty`] after the leader exited means the generation's processes are
+//!   gone: deregister, drop the watch, reap the leader.
+//! - **Escapees**: [`SessionWatch::take_escapees`] after each signal or poll; an escapee
+//!   came from this generation if its [`Escapee::from_sid`] is the leader's pid or its
+//!   [`Escapee::marker`] is this generation; from another one if its marker says so.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
@@ -69,8 +87,8 @@ use crate::sys::process::{pidfd_exited, Process, SignalError};
 /// Most processes one walk visits (and keeps); a walk that reaches it stops and says so.
 pub const MAX_WALK: usize = 1 << 16;
 
-/// The environment variable the driver sets in every child to its generation number; it
-/// is inherited by everything the child starts, including a double-forked daemon, and is
+/// The environment variable the driver is to set in every child to its generation number;
+/// it is inherited by everything the child starts, including a double-forked daemon, and is
 /// how an [`Escapee`] whose ancestors are gone is traced back ([`read_marker`]).
 pub const GEN_MARKER: &str = "GENWARD_GEN";
 
@@ -1030,20 +1048,21 @@ impl SessionWatch {
             Some(sig) => Send::Newcomers(sig),
             None => Send::Nothing,
         };
-        match self.look(leader, others, how) {
-            Ok(_) => {}
-            Err(SignalError::Os(e)) => return Err(e),
-            Err(e) => return Err(io::Error::other(e.to_string())),
-        }
+        let looked = self.look(leader, others, how);
         if self.empty {
             self.next_walk = None;
             return Ok(WatchState::Empty);
         }
+        // Backed off whatever happened, a failed walk included: never a walk per turn.
         if due {
             self.delay = (self.delay * 2).min(MAX_RESCAN);
         }
         self.next_walk = Some(now + self.delay);
-        Ok(WatchState::Waiting)
+        match looked {
+            Ok(_) => Ok(WatchState::Waiting),
+            Err(SignalError::Os(e)) => Err(e),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        }
     }
 
     /// Removes the pidfds of members that exited; returns how many.
@@ -1080,7 +1099,10 @@ impl SessionWatch {
             return;
         }
         let data = epoll::EventData::new_u64(m.pid as u32 as u64);
-        if epoll::add(&self.epoll, &fd, data, epoll::EventFlags::IN).is_ok() {
+        // Edge-triggered: a pidfd becomes readable once, when its process exits (already
+        // exited: reported at once), and is removed as soon as that is seen.
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::ET;
+        if epoll::add(&self.epoll, &fd, data, flags).is_ok() {
             self.watched.insert(m.pid, fd);
         }
     }
