@@ -13,6 +13,8 @@
 //! - [`pty`], [`fd`]: PTY pairs and the non-blocking read/write helpers.
 //! - [`sigchld`]: the SIGCHLD self-pipe for the fallback (no pidfd) path.
 //! - [`procscan`]: `/proc` scans for group members and for who still holds a pipe.
+//! - [`tree`]: a session's processes found by walking our own subtree (not the host),
+//!   signalled one verified pidfd at a time, and watched until empty; escapees reported.
 
 pub mod cgroup;
 pub mod fd;
@@ -29,3 +31,4 @@ pub mod sigchld;
 pub mod signal_pipe;
 pub mod spawn;
 pub mod terminal;
+pub mod tree;

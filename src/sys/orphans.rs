@@ -1,14 +1,16 @@
 //! Orphans: processes that are not ours but were reparented to us — because we are PID 1
 //! of a container, or a child subreaper — and must be reaped or they stay zombies.
 //!
-//! They are reaped one by one, by pid, after a `/proc` scan; never with `waitpid(-1)`,
+//! They are reaped one by one, by pid, after a look at our own children (our `children`
+//! files in `/proc`, not a scan of every process on the host); never with `waitpid(-1)`,
 //! which would also take the exit statuses of the children we track (djinn#2700).
 
 use std::io;
 
+use rustix::io::Errno;
 use rustix::process::{getpid, waitpid, Pid, WaitOptions};
 
-use crate::sys::procscan::zombie_children;
+use crate::sys::tree::children;
 
 /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`—Makes orphaned descendants reparent to us instead of
 /// to init, so a grandchild that daemonizes stays ours to reap and account.
@@ -29,20 +31,28 @@ pub fn adopts_orphans() -> bool {
 }
 
 /// Reaps every zombie child of ours whose pid `is_tracked` does not claim. Returns how many.
+///
+/// Our children are read from our own `children` files (see [`crate::sys::tree::children`]),
+/// and each one not tracked is asked with `waitpid(pid, WNOHANG)`: a child that still runs
+/// answers "not yet", a zombie is reaped. The cost grows with our children, never with the
+/// host's processes.
 pub fn reap_orphans(is_tracked: impl Fn(i32) -> bool) -> io::Result<usize> {
     let me = getpid().as_raw_nonzero().get();
     let mut reaped = 0;
-    for pid in zombie_children(me)? {
+    for pid in children(me)? {
         if is_tracked(pid) {
             continue;
         }
         let Some(pid) = Pid::from_raw(pid) else {
             continue;
         };
-        // A zombie that is our child stays until we reap it, so its pid cannot have been
-        // reused between the scan and this call.
-        if let Ok(Some(_)) = waitpid(Some(pid), WaitOptions::NOHANG) {
-            reaped += 1;
+        // Our child, which only we can reap, so its pid cannot have been reused between
+        // the look and this call.
+        match waitpid(Some(pid), WaitOptions::NOHANG) {
+            Ok(Some(_)) => reaped += 1,
+            Ok(None) | Err(Errno::CHILD) => {}
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(reaped)
