@@ -98,7 +98,7 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
         Some("fallback") => ReaperMode::Fallback,
         Some(other) => return Err(format!("--reaper {other}: expected auto or fallback")),
     };
-    cfg.subreaper = m.flag("subreaper");
+    cfg.subreaper = !m.flag("no-subreaper");
     cfg.containment = match m.value("containment") {
         None | Some("auto") => ContainmentMode::Auto,
         Some("cgroup") => ContainmentMode::Cgroup,

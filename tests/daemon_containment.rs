@@ -62,6 +62,8 @@ fn service_manager_variables_do_not_leak_into_children() {
     for v in vars {
         assert!(!out.contains(&format!("{v}=")), "{v} leaked: {out}");
     }
+    // Every child knows its generation (and so does whatever it starts).
+    assert!(out.contains(&format!("GENWARD_GEN={gen}\n")), "{out}");
     // What a client asks for explicitly is still set.
     let gen = c.ok(json!({"op": "spawn", "session": "env", "argv": ["env"],
         "env": {"LISTEN_FDS": "3"}}))["gen"]
@@ -211,7 +213,13 @@ fn limits_are_applied_or_refused_with_the_reason() {
 
 #[test]
 fn a_job_control_shells_background_jobs_end_with_its_generation() {
-    let d = Daemon::start("jobs", &[]);
+    for containment in ["auto", "session"] {
+        jobs_end_with_the_shell(containment);
+    }
+}
+
+fn jobs_end_with_the_shell(containment: &str) {
+    let d = Daemon::start("jobs", &["--containment", containment]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     for how in ["stop", "replace", "remove", "leader-killed"] {
@@ -258,7 +266,7 @@ fn a_job_control_shells_background_jobs_end_with_its_generation() {
         while genward::testkit::proc::stat(pid).is_some_and(|s| !s.is_zombie()) {
             assert!(
                 std::time::Instant::now() < deadline,
-                "{how}: the background job {pid} outlived its shell"
+                "{containment}, {how}: the background job {pid} outlived its shell"
             );
             std::thread::yield_now();
         }

@@ -82,8 +82,10 @@ fn daemonizing_grandchild_is_reported_through_the_pipe_it_holds() {
         read_nonblocking(stdout.as_fd(), &mut buf).unwrap(),
         ReadOutcome::WouldBlock
     );
+    // (A child another test is starting meanwhile may hold a copy for an instant, between
+    // its clone and its closing of what it inherited: the daemon must be among them.)
     let holders = holders_of(stdout.as_fd()).unwrap();
-    assert_eq!(holders, vec![daemon_pid]);
+    assert!(holders.contains(&daemon_pid), "{holders:?}");
 
     rustix::process::pidfd_send_signal(&daemon, Signal::KILL).unwrap();
     assert!(readable(daemon.as_fd(), Instant::now() + TIMEOUT));

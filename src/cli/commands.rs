@@ -39,7 +39,11 @@ pub const DAEMON: CommandSpec = CommandSpec {
         ),
         OptSpec::flag(
             "subreaper",
-            "adopt and reap orphaned descendants (automatic as PID 1)",
+            "adopt and reap orphaned descendants (the default; kept for compatibility)",
+        ),
+        OptSpec::flag(
+            "no-subreaper",
+            "leave orphaned descendants to init (a session's escaped processes are then found by scanning /proc)",
         ),
     ],
     examples: &[

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Registry};
@@ -16,8 +17,9 @@ use super::token::Source;
 use crate::core::{self, Spec, Stream};
 use crate::sys::cgroup::GenCgroup;
 use crate::sys::fd::{write_nonblocking, WriteOutcome};
-use crate::sys::process::{Process, ReaperMode};
+use crate::sys::process::{Process, ReaperMode, SignalError};
 use crate::sys::spawn::{self, Env, IoMode, SpawnRequest, StderrMode};
+use crate::sys::tree::{self, SessionWatch, WatchState};
 
 /// The byte a PTY's line discipline turns into end-of-file (VEOF, Ctrl-D).
 const PTY_EOF: u8 = 0x04;
@@ -49,6 +51,9 @@ pub struct Child {
     close_input_when_written: bool,
     /// Its own cgroup (cgroup containment), watched for emptiness.
     cgroup: Option<GenCgroup>,
+    /// Session containment: the members its tree signals reached, watched until the
+    /// session is empty.
+    watch: Option<SessionWatch>,
 }
 
 fn os(bytes: &[u8]) -> OsString {
@@ -67,8 +72,12 @@ const DAEMON_ONLY_VARS: &[&str] = &[
     "WATCHDOG_PID",
 ];
 
-/// The operating system's spawn request for a core spec.
-pub fn spawn_request(spec: &Spec, reaper: ReaperMode) -> SpawnRequest {
+/// The operating system's spawn request for generation `gen` of a core spec.
+///
+/// Every child carries `GENWARD_GEN=<gen>` in its environment, inherited by whatever it
+/// starts: a process knows its generation, and one that left its session can still be
+/// told apart (and, after a crash, found).
+pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode) -> SpawnRequest {
     let mut unset: Vec<OsString> = spec.env.unset.iter().map(|k| os(k)).collect();
     if spec.env.inherit {
         let set_by_spec = |v: &str| spec.env.set.iter().any(|(k, _)| k == v.as_bytes());
@@ -79,12 +88,16 @@ pub fn spawn_request(spec: &Spec, reaper: ReaperMode) -> SpawnRequest {
                 .map(OsString::from),
         );
     }
+    let mut set: Vec<(OsString, OsString)> =
+        spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect();
+    set.retain(|(k, _)| k != tree::GEN_MARKER);
+    set.push((tree::GEN_MARKER.into(), gen.to_string().into()));
     SpawnRequest {
         argv: spec.argv.iter().map(|a| os(a)).collect(),
         cwd: spec.cwd.as_ref().map(|c| PathBuf::from(os(c))),
         env: Env {
             inherit: spec.env.inherit,
-            set: spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect(),
+            set,
             unset,
         },
         io: match spec.io {
@@ -144,6 +157,7 @@ impl Child {
             input: Vec::new(),
             close_input_when_written: false,
             cgroup,
+            watch: None,
         };
         if let Some(cg) = &child.cgroup {
             // The kernel flags a change of `populated` as priority data on this file.
@@ -245,8 +259,85 @@ impl Child {
         self.cgroup.as_ref()
     }
 
+    /// Signals every member of its session (not the leader) and watches them: found by
+    /// walking our own subtree, each verified before it is signalled.
+    pub fn signal_session(
+        &mut self,
+        registry: &Registry,
+        others: &[i32],
+        sig: rustix::process::Signal,
+    ) -> Result<(), SignalError> {
+        let now = Instant::now();
+        let watch = match &mut self.watch {
+            Some(w) => w,
+            None => {
+                let w = SessionWatch::new(&self.process, now).map_err(SignalError::Os)?;
+                let source = Source::TreeWatch { gen: self.gen };
+                register(registry, w.fd(), source, Interest::READABLE);
+                self.watch.insert(w)
+            }
+        };
+        let counts = watch.signal(&self.process, others, sig, now)?;
+        log::debug!("gen {}: session members signalled: {counts:?}", self.gen);
+        self.report_escapees();
+        Ok(())
+    }
+
+    /// Whether its session is proven empty (leader aside); starts watching if nothing did.
+    pub fn session_empty(&mut self, registry: &Registry, others: &[i32]) -> bool {
+        let now = Instant::now();
+        if self.watch.is_none() {
+            match SessionWatch::new(&self.process, now) {
+                Ok(w) => {
+                    let source = Source::TreeWatch { gen: self.gen };
+                    register(registry, w.fd(), source, Interest::READABLE);
+                    self.watch = Some(w);
+                }
+                Err(e) => {
+                    log::warn!("gen {}: watching its session: {e}", self.gen);
+                    return false;
+                }
+            }
+        }
+        let Some(watch) = &mut self.watch else {
+            return false;
+        };
+        let state = watch.poll(&self.process, others, now);
+        self.report_escapees();
+        match state {
+            Ok(WatchState::Empty) => true,
+            Ok(WatchState::Waiting) => false,
+            Err(e) => {
+                log::warn!("gen {}: walking its session: {e}", self.gen);
+                false
+            }
+        }
+    }
+
+    /// When its session watch wants to look again.
+    pub fn watch_deadline(&self) -> Option<Instant> {
+        self.watch.as_ref().and_then(SessionWatch::deadline)
+    }
+
+    /// Processes that left the session (`setsid`, a double fork) cannot be reached by a
+    /// session's signals: they are reported, once each.
+    fn report_escapees(&mut self) {
+        let Some(watch) = &mut self.watch else { return };
+        for e in watch.take_escapees() {
+            log::warn!(
+                "gen {}: pid {} left its session (now session {}); it is out of reach of the generation's stop",
+                self.gen,
+                e.member.pid,
+                e.member.sid
+            );
+        }
+    }
+
     /// Closes and deregisters everything it holds; its cgroup goes once empty.
     pub fn release(mut self, registry: &Registry) {
+        if let Some(w) = self.watch.take() {
+            let _ = registry.deregister(&mut SourceFd(&w.fd().as_raw_fd()));
+        }
         if let Some(mut cg) = self.cgroup.take() {
             let _ = registry.deregister(&mut SourceFd(&cg.events_fd().as_raw_fd()));
             if let Err(e) = cg.remove() {

@@ -18,9 +18,9 @@ use crate::core::{
 };
 use crate::sys::cgroup::{self, CgroupRoot, GenCgroup};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
-use crate::sys::members;
 use crate::sys::process::{Exit, ReaperMode, SignalError};
 use crate::sys::spawn::{start_in, SpawnError as SysSpawnError};
+use crate::sys::tree;
 
 /// The result of one read from a child's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,36 +56,6 @@ pub struct Children {
     adopts_orphans: bool,
     /// Where generations get cgroups of their own, when the daemon may create them.
     cgroups: Option<CgroupRoot>,
-}
-
-/// Sends `sig` to the terminal's foreground process group, as Ctrl-C would, but only to
-/// its members in the generation's own session (the leader is alive, which pins the
-/// session id): found in its cgroup, or by a scan of the group.
-fn foreground(
-    child: &Child,
-    cg: Option<&GenCgroup>,
-    sig: rustix::process::Signal,
-) -> Result<(), SignalError> {
-    let io = |e: io::Error| SignalError::Os(e);
-    let Some(tty) = child.pty() else {
-        return Err(io(io::Error::from_raw_os_error(libc::ENOTTY)));
-    };
-    let fg = rustix::termios::tcgetpgrp(tty)
-        .map_err(|e| io(e.into()))?
-        .as_raw_nonzero()
-        .get();
-    let sid = child.process().pid() as u64;
-    let candidates = match cg {
-        Some(cg) => cg.pids().map_err(io)?,
-        None => crate::sys::procscan::group_members(fg).map_err(io)?,
-    };
-    let keep = |m: members::Membership| m.pgid == fg as u64 && m.sid == sid;
-    let sent = members::signal_verified(&candidates, sig, keep).map_err(io)?;
-    log::debug!(
-        "foreground group {fg}: {sent} of {} candidate(s) signalled",
-        candidates.len()
-    );
-    Ok(())
 }
 
 /// A spec's limits in the cgroup layer's terms.
@@ -178,6 +148,21 @@ impl Children {
         Ok(Some(cg))
     }
 
+    /// Under session containment: whether `gen`'s session is proven empty (its leader
+    /// aside); `None` for a generation with a cgroup, or gone.
+    pub fn session_empty(&mut self, registry: &Registry, gen: u64) -> Option<bool> {
+        if self.table.get(&gen)?.cgroup().is_some() {
+            return None;
+        }
+        let others = self.others(gen);
+        Some(self.table.get_mut(&gen)?.session_empty(registry, &others))
+    }
+
+    /// The soonest a session watch wants to look again.
+    pub fn watch_deadline(&self) -> Option<std::time::Instant> {
+        self.table.values().filter_map(Child::watch_deadline).min()
+    }
+
     /// Whether `gen`'s cgroup still holds a process; `None` without a cgroup. Reading it
     /// also re-arms the kernel's notification.
     pub fn cgroup_populated(&self, gen: u64) -> Option<bool> {
@@ -195,7 +180,7 @@ impl Children {
     /// [`launched`](Self::launched) when the status pipe is readable.
     pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
         let cgroup = self.cgroup_for(gen, &spec.limits)?;
-        let request = spawn_request(spec, self.reaper);
+        let request = spawn_request(gen, spec, self.reaper);
         let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
             .map_err(|e| spawn_error(gen, &e))?;
         let launch = Launch::new(gen, starting, cgroup, registry).map_err(|e| {
@@ -261,7 +246,7 @@ impl Children {
             self.resize(gen, rows, cols);
         }
         for (signal, scope) in held.signals {
-            self.signal(gen, signal, scope);
+            self.signal(registry, gen, signal, scope);
         }
         Some(Ok(Started {
             pid: pid as u32,
@@ -322,18 +307,35 @@ impl Children {
             .map_or_else(InputProgress::default, |c| c.flush_input(registry))
     }
 
+    /// The leaders of every other generation not reaped yet (and of those starting):
+    /// a walk of one generation's session need not enter theirs.
+    fn others(&self, gen: u64) -> Vec<i32> {
+        let running = self
+            .table
+            .iter()
+            .filter(|(g, c)| **g != gen && !c.process().is_reaped())
+            .map(|(_, c)| c.process().pid());
+        running
+            .chain(self.launching.values().map(Launch::pid))
+            .collect()
+    }
+
     /// Sends `signal` to `gen`'s leader, tree or terminal's foreground group, never to a
     /// process whose identity was not verified.
-    pub fn signal(&mut self, gen: u64, signal: i32, scope: Scope) {
+    pub fn signal(&mut self, registry: &Registry, gen: u64, signal: i32, scope: Scope) {
         if let Some(launch) = self.launching.get_mut(&gen) {
             launch.hold_signal(signal, scope);
             return;
         }
-        let Some(child) = self.table.get(&gen) else {
-            return;
-        };
         let Some(sig) = to_signal(signal) else {
             log::warn!("gen {gen}: signal {signal} is not deliverable");
+            return;
+        };
+        let others = match scope {
+            Scope::Leader => Vec::new(),
+            Scope::Tree | Scope::Foreground => self.others(gen),
+        };
+        let Some(child) = self.table.get_mut(&gen) else {
             return;
         };
         let result = match (scope, child.cgroup()) {
@@ -344,8 +346,18 @@ impl Children {
                 cg.kill().map_err(SignalError::Os)
             }
             (Scope::Tree, Some(cg)) => cg.signal(sig).map(|_| ()).map_err(SignalError::Os),
-            (Scope::Tree, None) => child.process().signal_group(sig),
-            (Scope::Foreground, cg) => foreground(child, cg, sig),
+            // The session: its members, watched until it is empty, and the leader.
+            (Scope::Tree, None) => child.signal_session(registry, &others, sig).and_then(|()| {
+                match child.process().signal(sig) {
+                    // Already exited (the usual case at its exit): its members matter.
+                    Err(SignalError::Exited) => Ok(()),
+                    other => other,
+                }
+            }),
+            (Scope::Foreground, _) => match child.pty() {
+                Some(tty) => tree::signal_foreground(child.process(), tty, &others, sig).map(drop),
+                None => Err(SignalError::Os(io::Error::from_raw_os_error(libc::ENOTTY))),
+            },
         };
         match result {
             Ok(()) => log::debug!("gen {gen}: sent signal {signal} to {scope:?}"),

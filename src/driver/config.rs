@@ -17,8 +17,9 @@ pub struct DaemonConfig {
     pub ready_fd: Option<i32>,
     /// pidfds (default) or the SIGCHLD fallback.
     pub reaper: ReaperMode,
-    /// Become a child subreaper, so orphaned descendants are reparented to (and reaped by)
-    /// the daemon instead of init.
+    /// Be a child subreaper (the default), so orphaned descendants are reparented to (and
+    /// reaped by) the daemon, and a generation's session is found by walking the daemon's
+    /// own subtree rather than the host.
     pub subreaper: bool,
     /// Most simultaneous client connections; more are accepted and closed with an error.
     pub max_clients: usize,
@@ -51,7 +52,7 @@ impl DaemonConfig {
             allow_uids: Vec::new(),
             ready_fd: None,
             reaper: ReaperMode::Auto,
-            subreaper: false,
+            subreaper: true,
             max_clients: 4096,
             client_outbox_bytes: 4 << 20,
             max_line: 1 << 20,

@@ -241,7 +241,11 @@ impl Daemon {
             }
             let now = self.clock.now();
             self.core.handle_timeout(now);
-            for gen in self.groups.emptied(&self.core, &self.children) {
+            let registry = self.poll.registry();
+            for gen in self
+                .groups
+                .emptied(&self.core, &mut self.children, registry)
+            {
                 self.tell(Input::GroupEmpty { gen });
             }
             self.run_actions();
@@ -255,7 +259,7 @@ impl Daemon {
         }
         let now = self.clock.now();
         let core = self.core.next_deadline().map(|d| d.since(now));
-        let timeout = match (core, self.groups.timeout(&self.core, &self.children)) {
+        let timeout = match (core, self.groups.timeout(&self.children)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -289,6 +293,11 @@ impl Daemon {
             }
             Source::Stdin { gen } => self.flush_input(gen),
             Source::Pidfd { gen } => self.check_exit(gen),
+            Source::TreeWatch { gen } => {
+                if self.children.session_empty(self.poll.registry(), gen) == Some(true) {
+                    self.tell(Input::GroupEmpty { gen });
+                }
+            }
             Source::CgroupEvents { gen } => {
                 if self.children.cgroup_populated(gen) == Some(false) {
                     self.tell(Input::GroupEmpty { gen });
@@ -331,7 +340,9 @@ impl Daemon {
                         self.spawn_result(gen, result);
                     }
                 }
-                Action::Signal { gen, signal, scope } => self.children.signal(gen, signal, scope),
+                Action::Signal { gen, signal, scope } => {
+                    self.children.signal(registry, gen, signal, scope)
+                }
                 Action::Reap { gen } => self.children.reap(registry, gen),
                 Action::WriteInput { gen, bytes } => {
                     self.children.queue_input(gen, &bytes);

@@ -31,6 +31,8 @@ pub enum Source {
     SpawnStatus { gen: u64 },
     /// The `cgroup.events` file of generation `gen`'s cgroup: its population changed.
     CgroupEvents { gen: u64 },
+    /// Generation `gen`'s session watch: a member it watches exited.
+    TreeWatch { gen: u64 },
     /// Nothing we know.
     Unknown,
 }
@@ -51,6 +53,7 @@ const STDIN: u64 = 3;
 const PIDFD: u64 = 4;
 const SPAWN_STATUS: u64 = 5;
 const CGROUP_EVENTS: u64 = 6;
+const TREE_WATCH: u64 = 7;
 
 // Tokens hold 64 bits of source identity.
 const _: () = assert!(usize::BITS == 64, "genward needs a 64-bit usize");
@@ -79,6 +82,7 @@ impl Source {
             Source::Pidfd { gen } => child(gen, PIDFD),
             Source::SpawnStatus { gen } => child(gen, SPAWN_STATUS),
             Source::CgroupEvents { gen } => child(gen, CGROUP_EVENTS),
+            Source::TreeWatch { gen } => child(gen, TREE_WATCH),
             Source::Unknown => None,
         }
     }
@@ -115,6 +119,7 @@ impl Source {
             PIDFD => Source::Pidfd { gen },
             SPAWN_STATUS => Source::SpawnStatus { gen },
             CGROUP_EVENTS => Source::CgroupEvents { gen },
+            TREE_WATCH => Source::TreeWatch { gen },
             _ => Source::Unknown,
         }
     }
@@ -148,6 +153,7 @@ mod tests {
             Source::Pidfd { gen: 123_456 },
             Source::SpawnStatus { gen: 99 },
             Source::CgroupEvents { gen: 100 },
+            Source::TreeWatch { gen: 101 },
         ];
         for source in sources {
             let token = source.token().expect("encodable");

@@ -19,7 +19,6 @@
 pub mod cgroup;
 pub mod fd;
 pub mod identity;
-pub mod members;
 pub mod orphans;
 pub mod peer;
 pub mod pidfd_probe;
