@@ -6,7 +6,6 @@
 //! [`Clients::flush_dirty`] at the end of the step writes it.
 
 use std::collections::HashMap;
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use mio::net::UnixListener;
 use mio::{Interest, Poll, Registry};
 
 use super::client::{Client, Deferred, Line, Received};
-use super::listener::{refuse, PeerPolicy};
+use super::listener::{Listener, PeerPolicy};
 use super::logs::Logs;
 use super::subscriptions::{start_cursor, Subscriptions};
 use super::token::Source;
@@ -30,9 +29,6 @@ const EXIT_FLUSH: Duration = Duration::from_secs(1);
 
 /// Most unanswered `wait` requests one connection may have.
 const MAX_WAITS: usize = 1024;
-
-/// Socket send buffer asked for each client.
-const CLIENT_SNDBUF: usize = 1 << 20;
 
 /// The protocol version `hello` reports.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -73,9 +69,7 @@ pub enum Next {
 /// Every connection.
 #[derive(Debug)]
 pub struct Clients {
-    listener: UnixListener,
-    spare: SpareFd,
-    policy: PeerPolicy,
+    listener: Listener,
     limits: ClientLimits,
     hello: Hello,
     table: HashMap<u64, Client>,
@@ -99,9 +93,7 @@ impl Clients {
         hello: Hello,
     ) -> Clients {
         Clients {
-            listener,
-            spare: SpareFd::new(),
-            policy,
+            listener: Listener::new(listener, policy),
             limits,
             hello,
             table: HashMap::new(),
@@ -114,49 +106,12 @@ impl Clients {
         }
     }
 
-    /// Accepts every waiting connection, refusing strangers and connections over the limit
-    /// with a reason.
+    /// Accepts every waiting connection the listener admits.
     pub fn accept(&mut self, registry: &Registry) {
-        loop {
-            let (mut stream, _) = match self.listener.accept() {
-                Ok(s) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_out_of_descriptors(&e) => {
-                    // The listener is edge-triggered: a connection left queued now would
-                    // wait for the next one to arrive. Spend the spare descriptor to tell
-                    // it why, and go on until the queue is empty.
-                    match self.spare.refuse_one(&self.listener) {
-                        Spent::Refused => continue,
-                        Spent::QueueEmpty => return,
-                        Spent::NoSpare => {
-                            log::error!("accept: {e}; no spare descriptor left");
-                            return;
-                        }
-                    }
-                }
-                Err(e) => {
-                    log::error!("accept: {e}");
-                    return;
-                }
-            };
-            if let Err(refused) = self.policy.check(&stream) {
-                log::warn!("refused a connection: {}", refused.reason);
-                refuse(&mut stream, ErrorCode::PermissionDenied, refused.reason);
-                continue;
-            }
-            if self.table.len() >= self.limits.max_clients {
-                log::warn!(
-                    "refused a connection: {} clients connected",
-                    self.table.len()
-                );
-                let why = format!("too many connections (limit {})", self.limits.max_clients);
-                refuse(&mut stream, ErrorCode::Limit, why);
-                continue;
-            }
-            // A deeper socket buffer moves output in fewer, larger writes and wake-ups
-            // (best effort: the kernel caps it at net.core.wmem_max).
-            let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, CLIENT_SNDBUF);
+        while let Some(mut stream) = self
+            .listener
+            .admit(self.table.len(), self.limits.max_clients)
+        {
             let id = self.next_id;
             self.next_id += 1;
             let Some(token) = Source::Client(id).token() else {
@@ -537,50 +492,6 @@ impl Clients {
             }
         }
     }
-}
-
-/// Whether accepting failed for want of descriptors (ours or the system's).
-fn is_out_of_descriptors(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-}
-
-/// One descriptor held in reserve, so that a connection arriving while descriptors are
-/// exhausted is accepted, told `limit`, and closed instead of left hanging.
-#[derive(Debug)]
-struct SpareFd(Option<std::fs::File>);
-
-impl SpareFd {
-    fn new() -> SpareFd {
-        SpareFd(std::fs::File::open("/dev/null").ok())
-    }
-
-    /// Frees the spare, accepts one queued connection and refuses it, then takes the
-    /// spare back.
-    fn refuse_one(&mut self, listener: &UnixListener) -> Spent {
-        if self.0.take().is_none() {
-            *self = SpareFd::new();
-            return Spent::NoSpare;
-        }
-        let spent = match listener.accept() {
-            Ok((mut stream, _)) => {
-                let why = "the daemon is out of file descriptors; try again later".to_string();
-                refuse(&mut stream, ErrorCode::Limit, why);
-                Spent::Refused
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Spent::QueueEmpty,
-            Err(_) => Spent::NoSpare,
-        };
-        *self = SpareFd::new();
-        spent
-    }
-}
-
-/// What spending the spare descriptor achieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Spent {
-    Refused,
-    QueueEmpty,
-    NoSpare,
 }
 
 /// The answer to a `wait`: `{"id":..,"ok":true,"end":<terminal event>}`.

@@ -60,3 +60,19 @@ impl DaemonConfig {
         }
     }
 }
+
+/// Why the daemon could not start.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+pub(super) fn start_err(what: &str) -> impl Fn(std::io::Error) -> StartError + '_ {
+    move |e| StartError(format!("{what}: {e}"))
+}

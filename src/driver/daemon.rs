@@ -15,7 +15,8 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::children::{Children, LeaderState, Read};
 use super::clients::{ClientLimits, Clients, Hello, Next};
-use super::config::{ContainmentMode, DaemonConfig};
+use super::config::{start_err, DaemonConfig, StartError};
+use super::containment::cgroup_root;
 use super::groups::GroupWatch;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
@@ -32,7 +33,6 @@ use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::{Op, Target};
 use crate::store::lease::Lease;
 use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
-use crate::sys::cgroup::{CgroupRoot, Placement};
 use crate::sys::process::ReaperMode;
 
 /// One read from a child or a client: large enough to empty a grown pipe buffer in a few
@@ -75,22 +75,6 @@ pub struct Daemon {
     again: Vec<Token>,
     read_buf: Vec<u8>,
     _lease: Lease,
-}
-
-/// Why the daemon could not start.
-#[derive(Debug)]
-pub struct StartError(pub String);
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StartError {}
-
-fn start_err(what: &str) -> impl Fn(io::Error) -> StartError + '_ {
-    move |e| StartError(format!("{what}: {e}"))
 }
 
 impl Daemon {
@@ -142,29 +126,7 @@ impl Daemon {
             crate::sys::identity::Observed::Token(t) => t,
             _ => String::new(),
         };
-        let cgroups = match cfg.containment {
-            ContainmentMode::Session => None,
-            mode => {
-                let name = format!("genward-{}", std::process::id());
-                match CgroupRoot::setup(&name, Placement::StayPut) {
-                    Ok(root) => {
-                        log::info!(
-                            "containment: a cgroup per generation under {} (controllers for limits: {})",
-                            root.path().display(),
-                            root.controllers()
-                        );
-                        Some(root)
-                    }
-                    Err(why) if mode == ContainmentMode::Cgroup => {
-                        return Err(StartError(format!("--containment cgroup: {why}")))
-                    }
-                    Err(why) => {
-                        log::info!("containment: each generation's session ({why})");
-                        None
-                    }
-                }
-            }
-        };
+        let cgroups = cgroup_root(cfg.containment).map_err(StartError)?;
         let children = Children::new(cfg.reaper, crate::sys::orphans::adopts_orphans(), cgroups);
         let hello = Hello {
             identity,
@@ -450,7 +412,7 @@ impl Daemon {
     /// Appends an event to its session's log, answers `wait`s for a generation's end, and
     /// delivers it to subscribers.
     fn emit(&mut self, event: Event) {
-        log_event(&event);
+        super::logs::log_event(&event);
         let session = event.session().clone();
         let mut line = Vec::new();
         encode::event(&event, &mut line);
@@ -562,28 +524,5 @@ impl Daemon {
             request,
             command: Command::Shutdown,
         });
-    }
-}
-
-fn log_event(event: &Event) {
-    match event {
-        Event::Exited {
-            session,
-            gen,
-            code,
-            cause,
-            ..
-        } => {
-            let code = code.map_or_else(|| "unknown".to_string(), |c| c.to_string());
-            log::info!(
-                "{session} gen {gen}: exited, code {code} ({})",
-                cause.as_str()
-            )
-        }
-        Event::SpawnFailed { session, gen, .. } => log::info!("{session} gen {gen}: spawn failed"),
-        Event::Unkillable { session, gen } => {
-            log::warn!("{session} gen {gen}: survived SIGKILL; still tracked")
-        }
-        Event::Spawned { .. } | Event::State { .. } | Event::InputClosed { .. } => {}
     }
 }

@@ -50,6 +50,120 @@ pub fn refuse(stream: &mut UnixStream, code: ErrorCode, why: String) {
     }
 }
 
+/// Socket send buffer asked for each client.
+const CLIENT_SNDBUF: usize = 1 << 20;
+
+/// The control socket's listening side: who gets in, and a clear answer for who does not.
+#[derive(Debug)]
+pub struct Listener {
+    socket: UnixListener,
+    policy: PeerPolicy,
+    spare: SpareFd,
+}
+
+impl Listener {
+    /// Admits connections on `socket` per `policy`.
+    pub fn new(socket: UnixListener, policy: PeerPolicy) -> Listener {
+        Listener {
+            socket,
+            policy,
+            spare: SpareFd::new(),
+        }
+    }
+
+    /// The next waiting connection that may stay, with `connected` of at most `max`
+    /// already in; the others are answered with why and closed. `None` once the queue is
+    /// empty (or accepting fails).
+    pub fn admit(&mut self, connected: usize, max: usize) -> Option<UnixStream> {
+        loop {
+            let (mut stream, _) = match self.socket.accept() {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_out_of_descriptors(&e) => {
+                    // The listener is edge-triggered: a connection left queued now would
+                    // wait for the next one to arrive. Spend the spare descriptor to tell
+                    // it why, and go on until the queue is empty.
+                    match self.spare.refuse_one(&self.socket) {
+                        Spent::Refused => continue,
+                        Spent::QueueEmpty => return None,
+                        Spent::NoSpare => {
+                            log::error!("accept: {e}; no spare descriptor left");
+                            return None;
+                        }
+                    }
+                }
+                Err(e) => {
+                    log::error!("accept: {e}");
+                    return None;
+                }
+            };
+            if let Err(refused) = self.policy.check(&stream) {
+                log::warn!("refused a connection: {}", refused.reason);
+                refuse(&mut stream, ErrorCode::PermissionDenied, refused.reason);
+                continue;
+            }
+            if connected >= max {
+                log::warn!("refused a connection: {connected} clients connected");
+                refuse(
+                    &mut stream,
+                    ErrorCode::Limit,
+                    format!("too many connections (limit {max})"),
+                );
+                continue;
+            }
+            // A deeper socket buffer moves output in fewer, larger writes and wake-ups
+            // (best effort: the kernel caps it at net.core.wmem_max).
+            let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, CLIENT_SNDBUF);
+            return Some(stream);
+        }
+    }
+}
+
+/// Whether accepting failed for want of descriptors (ours or the system's).
+fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// One descriptor held in reserve, so that a connection arriving while descriptors are
+/// exhausted is accepted, told `limit`, and closed instead of left hanging.
+#[derive(Debug)]
+struct SpareFd(Option<std::fs::File>);
+
+impl SpareFd {
+    fn new() -> SpareFd {
+        SpareFd(std::fs::File::open("/dev/null").ok())
+    }
+
+    /// Frees the spare, accepts one queued connection and refuses it, then takes the
+    /// spare back.
+    fn refuse_one(&mut self, listener: &UnixListener) -> Spent {
+        if self.0.take().is_none() {
+            *self = SpareFd::new();
+            return Spent::NoSpare;
+        }
+        let spent = match listener.accept() {
+            Ok((mut stream, _)) => {
+                let why = "the daemon is out of file descriptors; try again later".to_string();
+                refuse(&mut stream, ErrorCode::Limit, why);
+                Spent::Refused
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Spent::QueueEmpty,
+            Err(_) => Spent::NoSpare,
+        };
+        *self = SpareFd::new();
+        spent
+    }
+}
+
+/// What spending the spare descriptor achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spent {
+    Refused,
+    QueueEmpty,
+    NoSpare,
+}
+
 /// Who may talk to the daemon: its own uid, root, and any uid explicitly allowed.
 #[derive(Debug, Clone)]
 pub struct PeerPolicy {

@@ -82,3 +82,27 @@ impl Logs {
         self.rings.keys()
     }
 }
+
+/// The daemon's own log line for an event worth one (ends and surprises).
+pub fn log_event(event: &Event) {
+    match event {
+        Event::Exited {
+            session,
+            gen,
+            code,
+            cause,
+            ..
+        } => {
+            let code = code.map_or_else(|| "unknown".to_string(), |c| c.to_string());
+            log::info!(
+                "{session} gen {gen}: exited, code {code} ({})",
+                cause.as_str()
+            )
+        }
+        Event::SpawnFailed { session, gen, .. } => log::info!("{session} gen {gen}: spawn failed"),
+        Event::Unkillable { session, gen } => {
+            log::warn!("{session} gen {gen}: survived SIGKILL; still tracked")
+        }
+        Event::Spawned { .. } | Event::State { .. } | Event::InputClosed { .. } => {}
+    }
+}

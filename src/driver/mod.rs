@@ -13,6 +13,7 @@ mod children;
 mod client;
 mod clients;
 pub mod config;
+mod containment;
 mod daemon;
 mod groups;
 mod launch;
@@ -25,5 +26,6 @@ mod signals;
 mod subscriptions;
 mod token;
 
+pub use config::StartError;
 pub use config::{ContainmentMode, DaemonConfig};
-pub use daemon::{Daemon, StartError};
+pub use daemon::Daemon;
