@@ -10,10 +10,9 @@ use mio::net::UnixStream;
 use super::outbox::Outbox;
 use crate::proto::framing::{LineSplitter, LineTooLong};
 
-/// Writes in a row that a socket refused before its client counts as stopped (see
-/// `Client::blocked`): enough that a live reader whose socket was full for a moment is
-/// not mistaken for one, few enough that a stopped one costs nearly nothing.
-const STALLED_AFTER: u32 = 16;
+/// Most write tries skipped in a row for a socket that takes nothing (see
+/// `Client::fruitless`); its readiness event ends the skipping at once.
+const MAX_SKIP: u32 = 1024;
 
 /// A request line as split from the stream: complete, or cut off at the length limit.
 pub type Line = Result<Vec<u8>, LineTooLong>;
@@ -60,13 +59,14 @@ pub struct Client {
     deferred: Vec<Deferred>,
     /// Queued for a flush at the end of this step.
     pub dirty: bool,
-    /// The socket took nothing at the last [`STALLED_AFTER`] tries: no write is tried
-    /// until it says it is writable again, so a reader that stopped costs no system call
-    /// per record. A live reader whose socket is only momentarily full keeps being
-    /// written to as records come, which is what lets it keep up with a flood.
-    pub blocked: bool,
-    /// Tries in a row that wrote nothing.
+    /// Tries in a row that wrote nothing: after each, the next tries are skipped, twice as
+    /// many each time (at most [`MAX_SKIP`]), until the socket takes something again or
+    /// says it is writable. A reader that stopped thus costs next to no system call per
+    /// record, while a live reader whose socket is only momentarily full is written to as
+    /// records come — which is what lets it keep up with a flood.
     fruitless: u32,
+    /// Tries still to skip.
+    skip: u32,
 }
 
 impl Client {
@@ -82,8 +82,8 @@ impl Client {
             waiting: 0,
             deferred: Vec::new(),
             dirty: false,
-            blocked: false,
             fruitless: 0,
+            skip: 0,
         }
     }
 
@@ -162,23 +162,29 @@ impl Client {
 
     /// Writes what the socket accepts; notes when it accepts no more.
     pub fn write_out(&mut self) -> io::Result<()> {
-        if self.blocked {
+        if self.skip > 0 {
+            self.skip -= 1;
             return Ok(());
         }
         let before = self.outbox.len();
         self.outbox.flush_to(&mut self.stream)?;
         if before > 0 && self.outbox.len() == before {
-            self.fruitless += 1;
-            self.blocked = self.fruitless >= STALLED_AFTER;
+            self.fruitless = self.fruitless.saturating_add(1);
+            self.skip = (1u32 << self.fruitless.min(31)).min(MAX_SKIP) - 1;
         } else {
             self.fruitless = 0;
         }
         Ok(())
     }
 
+    /// Whether its socket took nothing lately (writes are being skipped).
+    pub fn stalled(&self) -> bool {
+        self.skip > 0
+    }
+
     /// The socket said it takes bytes again.
     pub fn unblock(&mut self) {
-        self.blocked = false;
+        self.skip = 0;
         self.fruitless = 0;
     }
 

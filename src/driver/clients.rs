@@ -335,7 +335,7 @@ impl Clients {
         };
         for id in self.subs.followers(session, ring, seq) {
             if let Some(client) = self.table.get_mut(&id) {
-                if client.blocked && !client.outbox.has_room() {
+                if client.stalled() && !client.outbox.has_room() {
                     // Nothing can move until its socket drains: just remember the session.
                     self.subs.fall_behind(id, session);
                     continue;
