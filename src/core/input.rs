@@ -50,6 +50,22 @@ pub enum Input {
     /// reported `lost` if it was not reported yet, and forgotten without a reap or any
     /// further signal: its pid and group may already belong to a stranger.
     Lost { gen: u64 },
+    /// A process a previous daemon started as generation `gen` of `session` was found at
+    /// start-up (its descriptor), and its identity checked: it becomes `gen`, Running,
+    /// without a spawn, an event or a signal. Its output and stdin stayed with the old
+    /// daemon. Its end is reported once, from a later `LeaderExited` or `Lost` (the latter
+    /// at once when the identity check said `mismatch`). Ignored for a session that was not
+    /// restored, a number at or above [`Core::next_generation`](super::Core::next_generation),
+    /// a generation tracked or already ended, or a full table: see
+    /// [`Core::restore`](super::Core::restore) for the whole start-up.
+    Adopt {
+        gen: u64,
+        session: Arc<str>,
+        /// The leader's pid (its process group and session id too).
+        pid: u32,
+        /// What holds its process tree, as described.
+        containment: Containment,
+    },
     /// Writing to `gen`'s stdin failed (EPIPE): the process stopped reading. Pending input
     /// is dropped and further writes fail with `input_closed`.
     InputError { gen: u64 },
