@@ -182,6 +182,9 @@ impl Core {
         for end in r.recent_ends.into_iter().skip(skip) {
             s.remember_end(end);
         }
+        // Its state was announced by the daemon that saved it; only changes from here on
+        // are news (and an `Adopt` about one session announces nothing about another).
+        s.announced = Some(self.state_of(&s));
         self.sessions.insert(r.name, s);
         Ok(())
     }
