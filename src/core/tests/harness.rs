@@ -47,6 +47,17 @@ impl Harness {
         }
     }
 
+    /// A harness around a core and its checker already in use (e.g. a reborn daemon's).
+    pub fn from_parts(core: Core, check: Checker) -> Harness {
+        Harness {
+            core,
+            check,
+            now: Time::ZERO,
+            next_request: 1,
+            log: Vec::new(),
+        }
+    }
+
     pub fn input(&mut self, input: Input) -> Vec<Action> {
         let actions = self.check.handle(&mut self.core, self.now, input);
         self.answer_close_output(actions)
