@@ -2,33 +2,8 @@
 //! [`SessionRecord`], saying which sessions changed since the driver last asked, and
 //! rebuilding the table in a new daemon.
 //!
-//! # Start-up, in this order
-//!
-//! 1. `Core::new(config, first_gen)` with `first_gen` at or above every generation number
-//!    on disk (the store's high-water mark, raised to its `generation_floor`), so no
-//!    restored or adopted number is ever allocated again.
-//! 2. [`Core::restore`] with every session record loaded. Sessions come back with their
-//!    spec, desired state, restart count, rest state, last end and recent ends (so a `wait`
-//!    for a generation that ended before the restart is answered), and a pending backoff
-//!    re-armed for the time it had left. A record's current generation is provisionally
-//!    current, with no process: what became of it is said by the next two steps.
-//! 3. For each generation descriptor, after its identity check, one
-//!    [`Input::Adopt`](super::Input::Adopt): the process becomes a Running generation of
-//!    its session again, without a `Spawn` and without any signal. Then, by verdict:
-//!    `match` — nothing more; `mismatch` — [`Input::Lost`](super::Input::Lost) for it at
-//!    once, which reports it `exited` with cause `lost` and no code (its one terminal
-//!    event) and releases it without a signal; `unverifiable` — nothing more, and the
-//!    driver signals it only once a later check says `match` (it never signals an
-//!    unverified pid, whatever the core asks). [`Core::awaits_exit`] tells whether an
-//!    `Adopt` was taken (it is refused for an unknown session, a number the core may
-//!    still allocate, one already ended, or a full table).
-//! 4. [`Core::resume`] once: a recorded current generation that no descriptor adopted
-//!    (its process was never described, or its end was not saved before the crash) is
-//!    reported `lost`, and its session's restart policy decides as for any end that was not
-//!    a success; adopted generations that were being superseded are stopped (cause
-//!    `superseded`), adopted current ones of a stopped or removed session are stopped
-//!    (cause `stopped`); a removed session with nothing left goes. Only then are clients
-//!    served.
+//! The start-up protocol is on [`Core::restore`]; the export on
+//! [`Core::take_dirty_sessions`].
 //!
 //! # While running
 //!
@@ -97,8 +72,8 @@ impl Core {
     }
 
     /// Rebuilds sessions from the records of a previous daemon, at `clock.now`. Call once,
-    /// on a new core, before anything else is fed to it (see the module docs for the
-    /// whole start-up). Returns what was refused, per record; the others are restored.
+    /// on a new core, before anything else is fed to it (the whole start-up is below).
+    /// Returns what was refused, per record; the others are restored.
     ///
     /// A record is refused when its name or spec is invalid ([`Spec::validate`] against
     /// this daemon's limits: they may be stricter than the last one's), its name is a
@@ -109,6 +84,41 @@ impl Core {
     /// fires at the first [`handle_timeout`](Core::handle_timeout). A session whose
     /// process was running is not restarted here: [`resume`](Core::resume) decides, once
     /// adoption said whether the process is still there.
+    ///
+    /// # Start-up, in this order (the whole protocol)
+    ///
+    /// 1. `Core::new(config, first_gen)` with `first_gen` at or above every generation number
+    ///    on disk (the store's high-water mark, raised to its `generation_floor`), so no
+    ///    restored or adopted number is ever allocated again.
+    /// 2. This, with every session record loaded. Sessions come back with their
+    ///    spec, desired state, restart count, rest state, last end and recent ends (so a `wait`
+    ///    for a generation that ended before the restart is answered), and a pending backoff
+    ///    re-armed for the time it had left. A record's current generation is provisionally
+    ///    current, with no process: what became of it is said by the next two steps.
+    /// 3. For each generation descriptor, after its identity check, one
+    ///    [`Input::Adopt`](super::Input::Adopt): the process becomes a Running generation of
+    ///    its session again, without a `Spawn` and without any signal. Then, by verdict:
+    ///    `match` — nothing more; `mismatch` — [`Input::Lost`](super::Input::Lost) for it at
+    ///    once, which reports it `exited` with cause `lost` and no code (its one terminal
+    ///    event) and releases it without a signal; `unverifiable` — nothing more, and the
+    ///    driver signals it only once a later check says `match` (it never signals an
+    ///    unverified pid, whatever the core asks). [`Core::awaits_exit`] tells whether an
+    ///    `Adopt` was taken (it is refused for an unknown session, a number the core may
+    ///    still allocate, one already ended, or a full table).
+    /// 4. [`Core::resume`] once: a recorded current generation that no descriptor adopted
+    ///    (its process was never described, or its end was not saved before the crash) is
+    ///    reported `lost`, and its session's restart policy decides as for any end that was not
+    ///    a success; adopted generations that were being superseded are stopped (cause
+    ///    `superseded`), adopted current ones of a stopped or removed session are stopped
+    ///    (cause `stopped`); a removed session with nothing left goes. Only then are clients
+    ///    served.
+    ///
+    /// Deliberate choices: a recorded current generation that comes back neither adopted nor
+    /// described counts as ended `lost` — not success — so `on_failure` and `always` start it
+    /// again after the backoff its restart count calls for, and `never` leaves it `failed`;
+    /// the backoff rather than an immediate start keeps a daemon that crashes at start-up from
+    /// turning into a spawn loop. An adopted generation's uptime counts from its adoption.
+    ///
     ///
     /// [`Spec::validate`]: super::Spec::validate
     pub fn restore(
@@ -218,7 +228,7 @@ impl Core {
         self.dirty.insert(name);
     }
 
-    /// Finishes a start-up (see the module docs): settles what adoption left open. Call
+    /// Finishes a start-up (see [`restore`](Core::restore)): settles what adoption left open. Call
     /// once, after [`restore`](Core::restore) and every `Adopt` (and `Lost` for the
     /// mismatched ones), then drain [`poll_action`](Core::poll_action) as usual.
     pub fn resume(&mut self, now: Time) {

@@ -53,11 +53,17 @@ pub enum Input {
     /// A process a previous daemon started as generation `gen` of `session` was found at
     /// start-up (its descriptor), and its identity checked: it becomes `gen`, Running,
     /// without a spawn, an event or a signal. Its output and stdin stayed with the old
-    /// daemon. Its end is reported once, from a later `LeaderExited` or `Lost` (the latter
-    /// at once when the identity check said `mismatch`). Ignored for a session that was not
-    /// restored, a number at or above [`Core::next_generation`](super::Core::next_generation),
-    /// a generation tracked or already ended, or a full table: see
-    /// [`Core::restore`](super::Core::restore) for the whole start-up.
+    /// daemon. Its end is reported once, from a later `LeaderExited` (when the driver can
+    /// learn the status, e.g. `PIDFD_INFO_EXIT`) or `Lost` (when it cannot, and at once
+    /// when the identity check said `mismatch`). It is not the driver's child: the `Reap`
+    /// the core asks for after its exit has nothing to reap, and after its leader exits
+    /// only a cgroup is signalled (a session's group id is no longer pinned for us).
+    ///
+    /// Ignored for a session that was not restored, a number at or above
+    /// [`Core::next_generation`](super::Core::next_generation) (it could be allocated
+    /// again), a generation tracked or already ended, or a full table;
+    /// [`Core::awaits_exit`](super::Core::awaits_exit) says whether it was taken. The
+    /// whole start-up is on [`Core::restore`](super::Core::restore).
     Adopt {
         gen: u64,
         session: Arc<str>,

@@ -31,7 +31,8 @@ pub struct SessionRecord {
     pub rest: RestState,
     /// Consecutive automatic restarts so far.
     pub restarts: u32,
-    /// When a pending restart fires (the end of a backoff), Unix milliseconds.
+    /// When a pending restart fires (the end of a backoff), Unix milliseconds: converted
+    /// from and to the core's clock with a [`WallClock`] read at export and at restore.
     pub restart_at_unix_ms: Option<u64>,
     /// The generation commands addressed when this was written.
     pub current: Option<u64>,
