@@ -8,6 +8,7 @@ use crate::core::{
     Action, Command, Event, ExitCause, ExitStatus, Input, LastEnd, Lifecycle, OnBusy, Restart,
     RestartPolicy, SessionSnapshot, SessionState, Spec, WaitFor,
 };
+use crate::store::session_codec::{decode_session, encode_session};
 
 fn on_failure() -> Spec {
     let mut s = spec();
@@ -58,7 +59,14 @@ fn a_round_trip_keeps_what_list_get_and_wait_answer() {
     end(&mut h, held, ExitStatus::Signal(15));
     let before: Vec<_> = h.core.list().iter().map(seen).collect();
 
-    let (mut n, problems) = h.reborn(h.records(), 5);
+    // Through the session file's bytes, as the next daemon reads them.
+    let records: Vec<_> = h
+        .records()
+        .iter()
+        .map(|r| decode_session(&encode_session(r).unwrap()).unwrap())
+        .collect();
+    assert_eq!(records, h.records());
+    let (mut n, problems) = h.reborn(records, 5);
     assert_eq!(problems, vec![]);
     assert!(n.adopt(run, "run"));
     let actions = n.resume();
