@@ -51,7 +51,9 @@ pub enum Input {
     /// further signal: its pid and group may already belong to a stranger.
     Lost { gen: u64 },
     /// A process a previous daemon started as generation `gen` of `session` was found at
-    /// start-up (its descriptor), and its identity checked: it becomes `gen`, Running,
+    /// start-up (its descriptor, or a sweep for its `GENWARD_GEN` marker), and its identity
+    /// checked; fed between `Core::restore` and `Core::resume`, which decides whether it
+    /// keeps running. It becomes `gen`, Running,
     /// without a spawn, an event or a signal. Its output and stdin stayed with the old
     /// daemon. Its end is reported once, from a later `LeaderExited` (when the driver can
     /// learn the status, e.g. `PIDFD_INFO_EXIT`) or `Lost` (when it cannot, and at once

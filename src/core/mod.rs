@@ -77,6 +77,10 @@ pub fn check_session_name(name: &str) -> Result<(), String> {
 /// - Inputs about a generation may arrive late, twice, or for one already gone: they are
 ///   applied to that generation only, or ignored. Nothing about one generation ever
 ///   changes another.
+/// - State that outlives the daemon: after every call, write the records of the sessions
+///   [`take_dirty_sessions`](Core::take_dirty_sessions) names; a new daemon rebuilds the
+///   table with [`restore`](Core::restore) (whose docs give the whole start-up), `Adopt`
+///   and [`resume`](Core::resume).
 ///
 /// # Examples
 ///
