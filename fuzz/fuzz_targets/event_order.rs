@@ -1,6 +1,6 @@
 //! Arbitrary orderings of client commands, process events and clock jumps against the
-//! core, with the invariant checker watching every step and a settle at the end that
-//! checks every generation ended, and was reaped, exactly once.
+//! core, daemon restarts among them, with the invariant checker watching every step and a
+//! settle at the end that checks every generation ended, and was reaped, exactly once.
 #![no_main]
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use genward::core::{
     Command, Core, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
 };
 use genward::testkit::rng::Bytes;
-use genward::testkit::walk::{live_generations, random_spec, small_limits, NAMES};
+use genward::testkit::walk::{live_generations, random_spec, reborn, small_limits, NAMES};
 use libfuzzer_sys::fuzz_target;
 
 /// Which generation an operation is about, resolved against the core at that step.
@@ -112,6 +112,12 @@ enum Operation {
         ms: u16,
     },
     SpareTimeout,
+    /// The daemon restarts: every record exported and restored into a fresh core, the
+    /// described generations adopted (some found mismatched), then resumed.
+    Reborn {
+        /// The choices of the restart (how long it took, which identities mismatch).
+        choices: [u8; 16],
+    },
 }
 
 struct World {
@@ -314,6 +320,12 @@ impl World {
             }
             Operation::SpareTimeout => {
                 self.check.timeout(&mut self.core, self.now);
+            }
+            Operation::Reborn { choices } => {
+                let (core, check) = reborn(&self.core, self.now, &mut Bytes::new(&choices));
+                self.core = core;
+                self.check = check;
+                self.now = Time::ZERO;
             }
         }
     }

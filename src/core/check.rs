@@ -16,16 +16,31 @@
 //! 8. sessions, generations, queued input and actions per step stay within their limits;
 //!
 //! plus: signals only for spawned, unreaped generations; reap, release and forget at most
-//! once each; one reply per command. [`Checker::quiescent`] checks the "exactly once"
-//! halves when nothing is left running.
+//! once each; one reply per command; every session whose record changed is among the
+//! core's dirty sessions. [`Checker::quiescent`] checks the "exactly once" halves when
+//! nothing is left running.
+//!
+//! Across a restart ([`Checker::restore`], `Input::Adopt`, [`Checker::resume`]): every
+//! generation a restored record names or that is adopted lies below the core's first
+//! number (invariant 7: none is allocated again); an adopted generation ends exactly once
+//! like a spawned one, a recorded one that was not adopted ends once, `lost`; one that
+//! ended before the restart never ends again (invariant 2).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{
     Action, Command, Core, Event, ExitCause, GenerationSnapshot, Input, Lifecycle, OutputAt,
-    Response, Spec, StopReason, Stream, Time,
+    Response, RestoreProblem, SessionRecord, Spec, StopReason, Stream, Time, WallClock,
 };
+
+/// The clock records are compared with: any fixed one maps distinct instants apart.
+const RECORD_CLOCK: WallClock = WallClock {
+    now: Time::ZERO,
+    unix_ms: 0,
+};
+
+type Records = BTreeMap<Arc<str>, SessionRecord>;
 
 /// What the checker knows about one generation, from the inputs and actions it observed.
 #[derive(Debug, Default)]
@@ -49,6 +64,10 @@ struct Track {
     closed_output: bool,
     /// The next offset expected per stream (stdout, stderr, pty).
     offsets: [u64; 3],
+    /// Started by a previous daemon and adopted.
+    adopted: bool,
+    /// Named by a restored record (or adopted): a previous daemon allocated it.
+    inherited: bool,
 }
 
 /// Observes a core and panics when an invariant breaks.
@@ -88,12 +107,23 @@ impl Checker {
             _ => None,
         };
         let about = process_gen(&input);
+        let records = records(core);
+        let adopting = match &input {
+            Input::Adopt { gen, session, .. } if !before.contains_key(gen) => {
+                Some((*gen, session.clone()))
+            }
+            _ => None,
+        };
         let command_session = match &input {
             Input::Command { command, .. } => command_session(command).map(str::to_owned),
             _ => None,
         };
         let stop_effect = match &input {
             Input::Command { command, .. } => StopEffect::of(command),
+            _ => None,
+        };
+        let input_session = match &input {
+            Input::Adopt { session, .. } => Some(session.clone()),
             _ => None,
         };
         let now = core_now(core, now);
@@ -114,10 +144,16 @@ impl Checker {
                 self.note_stop_asked(&effect, response, &before);
             }
         }
-        if let Some(gen) = about {
-            self.check_isolation(core, gen, &before, &actions);
-            check_other_sessions(core, before.get(&gen).map(|(s, _)| s), &sessions_before);
+        if let Some((gen, session)) = adopting {
+            self.note_adopted(core, gen, &session);
         }
+        if let Some(gen) = about {
+            let own = before.get(&gen).map(|(s, _)| s.clone());
+            let own = own.or_else(|| input_session.clone());
+            self.check_isolation(core, gen, own.as_ref(), &before, &actions);
+            check_other_sessions(core, own.as_ref(), &sessions_before);
+        }
+        check_dirty(core, &records);
         if let Some(name) = command_session {
             self.check_command_scope(&name, &before, &actions);
         }
@@ -136,7 +172,8 @@ impl Checker {
         let before = gens_by_number(core);
         let at = core.output(gen, stream, len);
         assert_eq!(core.queued_actions(), 0, "output queued an action");
-        self.check_isolation(core, gen, &before, &[]);
+        let own = before.get(&gen).map(|(s, _)| s.clone());
+        self.check_isolation(core, gen, own.as_ref(), &before, &[]);
         let Some(at) = &at else { return None };
         let t = self.track(gen);
         assert!(
@@ -162,10 +199,12 @@ impl Checker {
     pub fn timeout(&mut self, core: &mut Core, now: Time) -> Vec<Action> {
         let before = gens_by_number(core);
         let sessions_before = core.list();
+        let records = records(core);
         let now = core_now(core, now);
         core.handle_timeout(now);
         let actions = self.drain(core, now, &before);
         check_timeout_isolation(core, now, &before, &sessions_before);
+        check_dirty(core, &records);
         for action in &actions {
             if let Action::Signal {
                 gen,
@@ -177,6 +216,96 @@ impl Checker {
             }
         }
         actions
+    }
+
+    /// Calls [`Core::restore`] (on a core fed nothing yet) and checks that every
+    /// generation a restored session names lies below the core's first number, so none
+    /// can be allocated again (invariant 7), and that restoring queued nothing. The
+    /// restored recent ends count as those generations' terminal events (invariant 2).
+    pub fn restore(
+        &mut self,
+        core: &mut Core,
+        clock: WallClock,
+        records: Vec<SessionRecord>,
+    ) -> Vec<RestoreProblem> {
+        let before = self::records(core);
+        let problems = core.restore(clock, records);
+        assert_eq!(core.queued_actions(), 0, "restore queued an action");
+        assert_eq!(
+            core.next_generation(),
+            self.first_gen,
+            "invariant 7: restore moved the generation counter"
+        );
+        for r in core.session_records(RECORD_CLOCK) {
+            let ends = r.recent_ends.iter().filter_map(Event::gen);
+            let named = [r.current, r.last_gen, r.last_end.as_ref().map(|e| e.gen())];
+            for gen in named.into_iter().flatten().chain(ends) {
+                assert!(
+                    gen < self.first_gen,
+                    "invariant 7: restored session {} names generation {gen}, not below {}",
+                    r.name,
+                    self.first_gen
+                );
+                self.track(gen).inherited = true;
+            }
+            for gen in r.recent_ends.iter().filter_map(Event::gen) {
+                self.track(gen).terminal = 1;
+            }
+        }
+        check_dirty(core, &before);
+        self.check_list(core);
+        problems
+    }
+
+    /// Calls [`Core::resume`], checks everything and returns the actions produced. The
+    /// stops it asks for (of adopted generations superseded, stopped or removed) fix
+    /// those generations' causes.
+    pub fn resume(&mut self, core: &mut Core, now: Time) -> Vec<Action> {
+        let before = gens_by_number(core);
+        let records = records(core);
+        let now = core_now(core, now);
+        core.resume(now);
+        let actions = self.drain(core, now, &before);
+        for (gen, (_, g)) in gens_by_number(core) {
+            let t = self.track(gen);
+            if t.asked.is_none() && t.exit.is_none() {
+                t.asked = g.stop;
+            }
+        }
+        check_dirty(core, &records);
+        actions
+    }
+
+    /// An `Adopt` was fed: if the core took it, the generation was a previous daemon's
+    /// (below this core's first number, never seen here) and now runs without a spawn.
+    fn note_adopted(&mut self, core: &Core, gen: u64, session: &Arc<str>) {
+        let Some(g) = core.gens.get(&gen) else {
+            return;
+        };
+        assert!(
+            gen < self.first_gen,
+            "invariant 7: adopted generation {gen} is not below the first number {}",
+            self.first_gen
+        );
+        assert_eq!(
+            &g.session, session,
+            "invariant 1: adopted into another session"
+        );
+        let spec = g.spec.clone();
+        let t = self.track(gen);
+        assert!(
+            t.terminal == 0 && !t.adopted && t.spawn_asked == 0,
+            "invariant 2: adopted generation {gen} already ended or ran here"
+        );
+        *t = Track {
+            spec: Some(spec),
+            spawn_asked: 1,
+            spawned: true,
+            eof: vec![Stream::Stdout, Stream::Stderr, Stream::Pty],
+            adopted: true,
+            inherited: true,
+            ..Track::default()
+        };
     }
 
     /// Records which generations a successful stop-like command asked to stop, and why,
@@ -215,7 +344,12 @@ impl Checker {
             0,
             "quiescent() needs every generation gone"
         );
-        for gen in self.first_gen..core.next_generation() {
+        let inherited = self
+            .gens
+            .iter()
+            .filter(|(_, t)| t.adopted)
+            .map(|(gen, _)| *gen);
+        for gen in inherited.chain(self.first_gen..core.next_generation()) {
             let t = self.gens.get(&gen);
             let terminal = t.map_or(0, |t| t.terminal);
             assert_eq!(
@@ -477,6 +611,15 @@ impl Checker {
                 t.spawned = true;
             }
             Event::SpawnFailed { .. } => t.terminal += 1,
+            // A previous daemon's generation that was never adopted: nobody saw it end.
+            Event::Exited { code, cause, .. } if t.inherited && !t.adopted => {
+                assert_eq!(
+                    (*code, *cause),
+                    (None, ExitCause::Lost),
+                    "generation {gen} of a previous daemon misreported"
+                );
+                t.terminal += 1;
+            }
             Event::Exited {
                 code,
                 truncated,
@@ -541,9 +684,16 @@ impl Checker {
     }
 
     /// Invariant 1: an input about `gen` touches `gen` only.
-    fn check_isolation(&self, core: &Core, gen: u64, before: &Before, actions: &[Action]) {
+    fn check_isolation(
+        &self,
+        core: &Core,
+        gen: u64,
+        session: Option<&Arc<str>>,
+        before: &Before,
+        actions: &[Action],
+    ) {
         let after = gens_by_number(core);
-        let session = before.get(&gen).map(|(s, _)| s.clone());
+        let session = session.cloned();
         for (h, (s, b)) in before.iter().filter(|(h, _)| **h != gen) {
             let Some((_, a)) = after.get(h) else {
                 panic!("invariant 1: input about generation {gen} removed generation {h}");
@@ -702,7 +852,8 @@ fn process_gen(input: &Input) -> Option<u64> {
         | Input::GroupEmpty { gen }
         | Input::Lost { gen }
         | Input::InputWritten { gen, .. }
-        | Input::InputError { gen } => Some(*gen),
+        | Input::InputError { gen }
+        | Input::Adopt { gen, .. } => Some(*gen),
     }
 }
 
@@ -789,5 +940,30 @@ fn check_timeout_isolation(
             now_is == was || started_successor,
             "invariant 1: generation {gen} (not due) changed at a timeout: {was:?} -> {now_is:?}"
         );
+    }
+}
+
+/// Every session's record, by name.
+fn records(core: &Core) -> Records {
+    core.session_records(RECORD_CLOCK)
+        .into_iter()
+        .map(|r| (r.name.clone(), r))
+        .collect()
+}
+
+/// Every session whose record changed (or that appeared or went) since `before` is among
+/// the core's dirty sessions: the driver rewrites exactly those.
+fn check_dirty(core: &Core, before: &Records) {
+    let after = records(core);
+    let names = before.keys().chain(after.keys());
+    for name in names {
+        if before.get(name) != after.get(name) {
+            assert!(
+                core.dirty.contains(name),
+                "the record of session {name} changed but it is not marked dirty: {:?} -> {:?}",
+                before.get(name),
+                after.get(name)
+            );
+        }
     }
 }

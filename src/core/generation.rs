@@ -123,6 +123,9 @@ pub(crate) struct Generation {
     pub input: InputState,
     exit: Option<(ExitStatus, ExitCause)>,
     exited_at: Time,
+    /// Started by a previous daemon: not our child, so once its leader exits the zombie
+    /// does not pin the group id for us (init reaps it), and only a cgroup may be killed.
+    adopted: bool,
 }
 
 impl Generation {
@@ -146,7 +149,31 @@ impl Generation {
             input: InputState::default(),
             exit: None,
             exited_at: now,
+            adopted: false,
         }
+    }
+
+    /// A generation a previous daemon started, found alive at start-up: Running from
+    /// `now` (its uptime before is unknown, so a long run before the restart does not
+    /// reset its session's restart count). Its streams and stdin stayed with the old
+    /// daemon: they count as at EOF and closed, so its exit is reported as soon as it is
+    /// seen.
+    pub fn adopted(
+        gen: u64,
+        session: Arc<str>,
+        spec: Arc<Spec>,
+        pid: u32,
+        containment: Containment,
+        now: Time,
+    ) -> Generation {
+        let mut g = Generation::new(gen, session, spec, now);
+        g.phase = Phase::Running { pid };
+        g.started = Some(now);
+        g.containment = Some(containment);
+        g.eof = [true; 3];
+        g.input.closed = true;
+        g.adopted = true;
+        g
     }
 
     /// Applies one input. Inputs that make no sense in the current phase (a late or
@@ -573,9 +600,12 @@ impl Generation {
     ) {
         self.exit = Some((status, self.cause_of(status)));
         self.exited_at = now;
+        // An adopted leader is not our child: once it exits, its group id may be reused,
+        // so only a cgroup (which cannot be reused while we hold it) is signalled.
+        let pinned = !self.adopted || self.containment == Some(Containment::Cgroup);
         match self.spec.on_exit {
             // The zombie leader pins the group id: this cannot reach a stranger.
-            OnExit::KillGroup => {
+            OnExit::KillGroup if pinned => {
                 out.push_back(Action::Signal {
                     gen: self.gen,
                     signal: SIGTERM,
@@ -585,7 +615,7 @@ impl Generation {
                     until: now.saturating_add(self.spec.kill_grace),
                 };
             }
-            OnExit::Leave => self.group = Group::Done,
+            OnExit::KillGroup | OnExit::Leave => self.group = Group::Done,
         }
         let until = now.saturating_add(self.spec.drain);
         self.enter(

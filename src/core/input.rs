@@ -50,6 +50,30 @@ pub enum Input {
     /// reported `lost` if it was not reported yet, and forgotten without a reap or any
     /// further signal: its pid and group may already belong to a stranger.
     Lost { gen: u64 },
+    /// A process a previous daemon started as generation `gen` of `session` was found at
+    /// start-up (its descriptor, or a sweep for its `GENWARD_GEN` marker), and its identity
+    /// checked; fed between `Core::restore` and `Core::resume`, which decides whether it
+    /// keeps running. It becomes `gen`, Running,
+    /// without a spawn, an event or a signal. Its output and stdin stayed with the old
+    /// daemon. Its end is reported once, from a later `LeaderExited` (when the driver can
+    /// learn the status, e.g. `PIDFD_INFO_EXIT`) or `Lost` (when it cannot, and at once
+    /// when the identity check said `mismatch`). It is not the driver's child: the `Reap`
+    /// the core asks for after its exit has nothing to reap, and after its leader exits
+    /// only a cgroup is signalled (a session's group id is no longer pinned for us).
+    ///
+    /// Ignored for a session that was not restored, a number at or above
+    /// [`Core::next_generation`](super::Core::next_generation) (it could be allocated
+    /// again), a generation tracked or already ended, or a full table;
+    /// [`Core::awaits_exit`](super::Core::awaits_exit) says whether it was taken. The
+    /// whole start-up is on [`Core::restore`](super::Core::restore).
+    Adopt {
+        gen: u64,
+        session: Arc<str>,
+        /// The leader's pid (its process group and session id too).
+        pid: u32,
+        /// What holds its process tree, as described.
+        containment: Containment,
+    },
     /// Writing to `gen`'s stdin failed (EPIPE): the process stopped reading. Pending input
     /// is dropped and further writes fail with `input_closed`.
     InputError { gen: u64 },

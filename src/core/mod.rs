@@ -10,6 +10,7 @@ mod action;
 pub mod check;
 mod commands;
 mod config;
+mod durable;
 mod error;
 mod generation;
 mod input;
@@ -25,14 +26,14 @@ mod timers;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
 pub use config::Config;
 pub use error::{Error, ErrorCode};
 pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started};
-pub use persist::{Desired, RestState, SessionRecord};
+pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
     GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
@@ -76,6 +77,10 @@ pub fn check_session_name(name: &str) -> Result<(), String> {
 /// - Inputs about a generation may arrive late, twice, or for one already gone: they are
 ///   applied to that generation only, or ignored. Nothing about one generation ever
 ///   changes another.
+/// - State that outlives the daemon: after every call, write the records of the sessions
+///   [`take_dirty_sessions`](Core::take_dirty_sessions) names; a new daemon rebuilds the
+///   table with [`restore`](Core::restore) (whose docs give the whole start-up), `Adopt`
+///   and [`resume`](Core::resume).
 ///
 /// # Examples
 ///
@@ -109,6 +114,8 @@ pub struct Core {
     gens: BTreeMap<u64, Generation>,
     actions: VecDeque<Action>,
     shutdown: Shutdown,
+    /// Sessions whose record changed since [`take_dirty_sessions`](Core::take_dirty_sessions).
+    dirty: BTreeSet<Arc<str>>,
 }
 
 /// How far the daemon's shutdown got.
@@ -143,6 +150,7 @@ impl Core {
             gens: BTreeMap::new(),
             actions: VecDeque::new(),
             shutdown: Shutdown::Running,
+            dirty: BTreeSet::new(),
         }
     }
 
@@ -162,6 +170,7 @@ impl Core {
         self.advance_clock(now);
         let (gen, gen_input) = match input {
             Input::Command { request, command } => {
+                self.mark_commanded(&command);
                 let result = self.command(command);
                 self.actions.push_back(Action::Reply { request, result });
                 self.announce_states();
@@ -180,6 +189,16 @@ impl Core {
             Input::LeaderExited { gen, status } => (gen, GenInput::LeaderExited(status)),
             Input::GroupEmpty { gen } => (gen, GenInput::GroupEmpty),
             Input::Lost { gen } => (gen, GenInput::Lost),
+            Input::Adopt {
+                gen,
+                session,
+                pid,
+                containment,
+            } => {
+                self.adopt(gen, &session, pid, containment);
+                self.announce_states();
+                return;
+            }
             Input::InputWritten { gen, len } => {
                 if let Some(g) = self.gens.get_mut(&gen) {
                     g.input.pending = g.input.pending.saturating_sub(len);
@@ -298,6 +317,34 @@ impl Core {
         self.gens.len()
     }
 
+    /// Marks what a command may change in the records, before it runs: the session it
+    /// names, or every session for a shutdown (a refused command marks a record that did
+    /// not change: a spare write, never a missed one). Commands that only address a process (`write`, `signal`,
+    /// ...) or only read change no record.
+    fn mark_commanded(&mut self, command: &Command) {
+        let name = match command {
+            Command::Spawn { session, .. }
+            | Command::Stop { session, .. }
+            | Command::Restart { session, .. }
+            | Command::Remove { session } => session,
+            Command::Shutdown => {
+                self.dirty.extend(self.sessions.keys().cloned());
+                return;
+            }
+            Command::Write { .. }
+            | Command::CloseInput { .. }
+            | Command::Resize { .. }
+            | Command::Signal { .. }
+            | Command::List
+            | Command::Get { .. } => return,
+        };
+        // Only an existing session (or one the command creates, marked by `spawn`): a
+        // refused command naming nothing must not grow the set.
+        if let Some((key, _)) = self.sessions.get_key_value(name.as_str()) {
+            self.dirty.insert(key.clone());
+        }
+    }
+
     fn advance_clock(&mut self, now: Time) {
         self.now = self.now.max(now);
     }
@@ -377,6 +424,7 @@ impl Core {
         if let Some((ended, event)) = outcome.ended {
             if let Some(s) = self.sessions.get_mut(name) {
                 s.remember_end(event);
+                self.dirty.insert(name.clone());
             }
             self.on_end(name, gen, ended);
         }
@@ -453,6 +501,7 @@ impl Core {
         if s.removing {
             if !live_other(None) {
                 self.sessions.remove(name);
+                self.dirty.insert(name.clone());
                 let event = Event::State {
                     session: name.clone(),
                     gen: None,

@@ -2,16 +2,21 @@
 //! [`SessionRecord`] for every session and a restarted daemon rebuilds its table from them.
 //!
 //! Only data lives here (the core stays free of I/O): the store encodes and decodes these
-//! types, the driver converts between them and the table. Time is wall-clock Unix
-//! milliseconds here, never [`Time`](super::Time): the core's clock starts with each
-//! daemon, so a monotonic instant would mean nothing to the next one.
+//! types; the core exports them ([`Core::session_record`](super::Core::session_record),
+//! with [`Core::take_dirty_sessions`](super::Core::take_dirty_sessions) saying which
+//! changed) and rebuilds its table from them ([`Core::restore`](super::Core::restore)).
+//! Time is wall-clock Unix milliseconds here, never [`Time`]: the core's clock starts with
+//! each daemon, so a monotonic instant would mean nothing to the next one. [`WallClock`]
+//! converts.
 
 use std::sync::Arc;
 
 use super::action::Event;
+use super::error::Error;
 use super::restart::Rest;
 use super::snapshot::LastEnd;
 use super::spec::Spec;
+use super::time::Time;
 
 /// One session as it is kept on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +31,8 @@ pub struct SessionRecord {
     pub rest: RestState,
     /// Consecutive automatic restarts so far.
     pub restarts: u32,
-    /// When a pending restart fires (the end of a backoff), Unix milliseconds.
+    /// When a pending restart fires (the end of a backoff), Unix milliseconds: converted
+    /// from and to the core's clock with a [`WallClock`] read at export and at restore.
     pub restart_at_unix_ms: Option<u64>,
     /// The generation commands addressed when this was written.
     pub current: Option<u64>,
@@ -80,4 +86,53 @@ impl From<RestState> for Rest {
             RestState::Failed => Rest::Failed,
         }
     }
+}
+
+/// The core's clock paired with the wall clock read at the same moment: how an instant of
+/// the core ([`Time`], milliseconds since this daemon started) becomes the Unix
+/// milliseconds a record holds, and back.
+///
+/// The driver reads both clocks together (`CLOCK_MONOTONIC` as it feeds the core, and
+/// `CLOCK_REALTIME`) whenever it exports or restores records. A pending restart is saved
+/// as `unix_ms + (restart_at - now)`, and restored as `now + (restart_at_unix_ms -
+/// unix_ms)`: only the remaining backoff crosses the restart, and a wall-clock step while
+/// no daemon ran moves it by the step, never by more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WallClock {
+    /// The core's instant.
+    pub now: Time,
+    /// Unix milliseconds at that instant.
+    pub unix_ms: u64,
+}
+
+impl WallClock {
+    /// The Unix milliseconds of the core's instant `t`.
+    pub fn unix_ms_of(self, t: Time) -> u64 {
+        let (t, now) = (t.as_millis(), self.now.as_millis());
+        if t >= now {
+            self.unix_ms.saturating_add(t - now)
+        } else {
+            self.unix_ms.saturating_sub(now - t)
+        }
+    }
+
+    /// The core's instant at Unix milliseconds `unix_ms`; one already past is `now`'s or
+    /// earlier (so it is due at once).
+    pub fn time_of(self, unix_ms: u64) -> Time {
+        let now = self.now.as_millis();
+        if unix_ms >= self.unix_ms {
+            Time::from_millis(now.saturating_add(unix_ms - self.unix_ms))
+        } else {
+            Time::from_millis(now.saturating_sub(self.unix_ms - unix_ms))
+        }
+    }
+}
+
+/// Why one record was not restored (the others were).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreProblem {
+    /// The record's session.
+    pub session: Arc<str>,
+    /// What is wrong with it, for the log.
+    pub error: Error,
 }

@@ -65,6 +65,11 @@ impl Session {
         self.recent_ends.push_back(event);
     }
 
+    /// The remembered terminal events, oldest first.
+    pub fn recent_ends(&self) -> impl Iterator<Item = &Event> {
+        self.recent_ends.iter()
+    }
+
     /// The terminal event of `gen`, if it is among the remembered ones.
     pub fn recent_end(&self, gen: u64) -> Option<&Event> {
         self.recent_ends.iter().rev().find(|e| e.gen() == Some(gen))

@@ -55,6 +55,7 @@ impl Core {
             return;
         };
         s.restart_at = None;
+        self.dirty.insert(name.clone());
         if !s.want_up || s.removing || s.current.is_some() {
             return;
         }

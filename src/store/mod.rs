@@ -22,11 +22,15 @@
 //!    not validated against the daemon's limits: validate it before use.
 //! 4. [`GenAllocator::open`](highwater::GenAllocator::open) with the
 //!    [`generation_floor`] of what was loaded, then
-//!    `Core::new(config, first_gen)` and the sessions restored into it.
-//! 5. Each descriptor: `sys::identity::adopt(pid, identity, mode)`. Adopted: the process
-//!    is ours again. Mismatch: it is gone, report it `lost` and
+//!    `Core::new(config, first_gen)` and
+//!    [`Core::restore`](crate::core::Core::restore) with the records (a refused record is
+//!    logged; its file stays until the session is written or removed).
+//! 5. Each descriptor: `sys::identity::adopt(pid, identity, mode)`, then
+//!    `Input::Adopt` for it whatever the verdict. Adopted (`match`): the process is ours
+//!    again. Mismatch: feed `Input::Lost` at once (its one `lost` end) and
 //!    [`remove_descriptor`](Store::remove_descriptor). Unverifiable: keep the file, never
-//!    signal the pid.
+//!    signal the pid until a later check says `match`.
+//! 6. [`Core::resume`](crate::core::Core::resume), then serve clients.
 //!
 //! While running, after each `Core::handle` / `handle_timeout`:
 //! 1. [`GenAllocator::reserve`](highwater::GenAllocator::reserve) with
@@ -36,10 +40,12 @@
 //!    before the spawn's success is fed back to the core (which emits `spawned`). Remove
 //!    the descriptor when the generation is released after a verified end (reaped, or a
 //!    verified identity mismatch), never on an unverifiable one.
-//! 3. Every session whose persisted state changed (spawned, stopped, restarted, removing,
-//!    a terminal event, a backoff armed or fired: any session named by an emitted event or
-//!    a reply): [`write_session`](Store::write_session), once per session per turn. On its
-//!    `removed` state event: [`remove_session`](Store::remove_session).
+//! 3. Every session [`Core::take_dirty_sessions`](crate::core::Core::take_dirty_sessions)
+//!    names (after restore, adoption and resume too): its
+//!    [`Core::session_record`](crate::core::Core::session_record), with a
+//!    [`WallClock`](crate::core::WallClock) read now, to
+//!    [`write_session`](Store::write_session); `None` (the session is gone):
+//!    [`remove_session`](Store::remove_session). Once per session per turn.
 //!
 //! The store never calls back and holds no state but open directories: the driver decides
 //! when, the store how.

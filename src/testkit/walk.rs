@@ -1,12 +1,16 @@
 //! What the core's seeded random walk (`core::tests::random_walk`) and its fuzz target
 //! (`fuzz/fuzz_targets/event_order.rs`) share: the session names they address, the small
-//! limits that make the limits reachable, random specs, and the live generations an input
-//! may be about.
+//! limits that make the limits reachable, random specs, the live generations an input
+//! may be about, and a daemon restart in the middle of a walk.
 
 use std::time::Duration;
 
 use super::rng::Choose;
-use crate::core::{Config, Core, IoMode, OnExit, Restart, Spec, Stderr};
+use crate::core::check::Checker;
+use crate::core::{
+    Config, Containment, Core, Input, IoMode, Lifecycle, OnExit, Restart, Spec, Stderr, Time,
+    WallClock,
+};
 
 /// The sessions a walk addresses: few, so that commands collide.
 pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
@@ -62,4 +66,57 @@ pub fn live_generations(core: &Core) -> Vec<u64> {
         .iter()
         .flat_map(|s| s.generations.iter().map(|g| g.gen))
         .collect()
+}
+
+/// A daemon restart in the middle of a walk, with what the next daemon would find: every
+/// session's record, and a descriptor for every generation whose leader was seen running.
+/// A fresh core numbering from the old one's counter (what the high-water mark
+/// guarantees) restores the records; each described generation is adopted, and reported
+/// lost at once when its identity check says `mismatch` (always for a leader that had
+/// exited: init reaped it; sometimes, per `c`, for a live one); then it resumes. Returns
+/// the new core and its checker, whose clock starts again at zero.
+///
+/// Generations the old daemon had not spawned yet, or had reported already, have no
+/// descriptor worth adopting: the new checker holds the new core to account from its own
+/// first number and for what it adopted.
+pub fn reborn(old: &Core, now: Time, c: &mut impl Choose) -> (Core, Checker) {
+    const BOOT_UNIX_MS: u64 = 1_700_000_000_000;
+    let saved_at = BOOT_UNIX_MS + now.as_millis();
+    let records = old.session_records(WallClock {
+        now,
+        unix_ms: saved_at,
+    });
+    let mut core = Core::new(old.config().clone(), old.next_generation());
+    let mut check = Checker::new(&core);
+    let clock = WallClock {
+        now: Time::ZERO,
+        unix_ms: saved_at + c.pick(&MILLIS),
+    };
+    let problems = check.restore(&mut core, clock, records);
+    assert!(
+        problems.is_empty(),
+        "a saved session was refused: {problems:?}"
+    );
+    for s in old.list() {
+        for g in &s.generations {
+            let Some(pid) = g.pid else { continue };
+            let exited = match g.lifecycle {
+                Lifecycle::Running | Lifecycle::Stopping(_) => false,
+                Lifecycle::Draining => true,
+                _ => continue,
+            };
+            let adopt = Input::Adopt {
+                gen: g.gen,
+                session: s.name.clone(),
+                pid,
+                containment: g.containment.unwrap_or(Containment::Session),
+            };
+            check.handle(&mut core, Time::ZERO, adopt);
+            if exited || c.chance(20) {
+                check.handle(&mut core, Time::ZERO, Input::Lost { gen: g.gen });
+            }
+        }
+    }
+    check.resume(&mut core, Time::ZERO);
+    (core, check)
 }

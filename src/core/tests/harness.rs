@@ -4,9 +4,13 @@ use std::time::Duration;
 
 use crate::core::check::Checker;
 use crate::core::{
-    Action, Command, Config, Core, Error, Event, ExitStatus, Input, OnBusy, OutputAt, Response,
-    SessionSnapshot, Spec, Stream, Time,
+    Action, Command, Config, Containment, Core, Error, Event, ExitStatus, Input, OnBusy, OutputAt,
+    Response, RestoreProblem, SessionRecord, SessionSnapshot, Spec, Stream, Time, WallClock,
 };
+
+/// Unix milliseconds at a harness's `Time::ZERO`: each simulated daemon starts its own
+/// clock at zero, the wall clock goes on.
+pub const BOOT_UNIX_MS: u64 = 1_700_000_000_000;
 
 /// A spec with short, distinct deadlines so tests can step through them.
 pub fn spec() -> Spec {
@@ -34,6 +38,17 @@ impl Harness {
     pub fn with(config: Config, first_gen: u64) -> Harness {
         let core = Core::new(config, first_gen);
         let check = Checker::new(&core);
+        Harness {
+            core,
+            check,
+            now: Time::ZERO,
+            next_request: 1,
+            log: Vec::new(),
+        }
+    }
+
+    /// A harness around a core and its checker already in use (e.g. a reborn daemon's).
+    pub fn from_parts(core: Core, check: Checker) -> Harness {
         Harness {
             core,
             check,
@@ -167,6 +182,52 @@ impl Harness {
             .into_iter()
             .filter(|e| e.gen() == Some(gen))
             .collect()
+    }
+
+    /// The wall clock now, for a daemon that started at `boot_unix_ms`.
+    pub fn wall(&self, boot_unix_ms: u64) -> WallClock {
+        WallClock {
+            now: self.now,
+            unix_ms: boot_unix_ms + self.now.as_millis(),
+        }
+    }
+
+    /// Every session's record, for a daemon that started at [`BOOT_UNIX_MS`].
+    pub fn records(&self) -> Vec<SessionRecord> {
+        self.core.session_records(self.wall(BOOT_UNIX_MS))
+    }
+
+    /// A new daemon started `later_ms` after this one's `now`, with numbering from this
+    /// one's counter (what the high-water mark guarantees), restored from `records`.
+    pub fn reborn(
+        &self,
+        records: Vec<SessionRecord>,
+        later_ms: u64,
+    ) -> (Harness, Vec<RestoreProblem>) {
+        let mut h = Harness::with(self.core.config().clone(), self.core.next_generation());
+        let clock = WallClock {
+            now: Time::ZERO,
+            unix_ms: BOOT_UNIX_MS + self.now.as_millis() + later_ms,
+        };
+        let problems = h.check.restore(&mut h.core, clock, records);
+        (h, problems)
+    }
+
+    /// Feeds `Adopt` for `gen` of `session` with pid `1000 + gen`; whether it was taken.
+    pub fn adopt(&mut self, gen: u64, session: &str) -> bool {
+        self.input(Input::Adopt {
+            gen,
+            session: session.into(),
+            pid: 1000 + gen as u32,
+            containment: Containment::Session,
+        });
+        self.core.awaits_exit(gen)
+    }
+
+    /// Finishes a start-up.
+    pub fn resume(&mut self) -> Vec<Action> {
+        let actions = self.check.resume(&mut self.core, self.now);
+        self.answer_close_output(actions)
     }
 
     /// Finishes everything and checks the once-per-generation invariants.

@@ -4,6 +4,7 @@ mod commands;
 mod harness;
 mod interleavings;
 mod lifecycle;
+mod persist;
 mod random_walk;
 mod restart;
 mod scenarios;

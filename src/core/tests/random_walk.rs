@@ -9,7 +9,7 @@ use crate::core::{
     Action, Command, Event, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
 };
 use crate::testkit::rng::SplitMix64 as Rng;
-use crate::testkit::walk::{live_generations, random_spec, small_limits, MILLIS, NAMES};
+use crate::testkit::walk::{live_generations, random_spec, reborn, small_limits, MILLIS, NAMES};
 
 /// A generation number: usually a live one, sometimes a gone or never-allocated one.
 fn some_gen(r: &mut Rng, h: &Harness) -> u64 {
@@ -145,8 +145,9 @@ fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
     h.input(input);
 }
 
-/// 3000 seeded sequences of 60 random steps each, then settled: every step is checked by
-/// the invariant checker and every run ends with every generation accounted for. The walk
+/// 3000 seeded sequences of 60 random steps each (a daemon restart among them now and
+/// then), then settled: every step is checked by the invariant checker and every run ends
+/// with every generation accounted for. The walk
 /// must also reach every exit cause, cancellation, `unkillable` and each refusal code, so
 /// the invariants were checked where they matter.
 #[test]
@@ -155,10 +156,20 @@ fn random_walks_keep_every_invariant() {
     const STEPS: u64 = 60;
     let mut total = 0;
     let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut adopted_alive = 0;
     for seed in 0..SEQUENCES {
         let mut r = Rng::new(seed);
         let mut h = Harness::with(small_limits(), 1 + r.below(3));
         for request in 0..STEPS {
+            // Now and then the daemon restarts: records out, a fresh core, records in.
+            if r.below(40) == 0 {
+                total += h.check.steps();
+                seen.extend(h.log.iter().filter_map(reached));
+                let (core, check) = reborn(&h.core, h.now, &mut r);
+                h = Harness::from_parts(core, check);
+                adopted_alive += u64::from(h.core.generation_count() > 0);
+                continue;
+            }
             random_step(&mut r, &mut h, request);
         }
         h.settle();
@@ -166,6 +177,10 @@ fn random_walks_keep_every_invariant() {
         seen.extend(h.log.iter().filter_map(reached));
     }
     assert!(total >= SEQUENCES * STEPS, "checked {total} steps");
+    assert!(
+        adopted_alive >= 100,
+        "only {adopted_alive} restarts adopted a live generation"
+    );
     let want = [
         "exited",
         "signaled",

@@ -1,0 +1,288 @@
+//! The core's side of state that outlives the daemon: exporting each session as a
+//! [`SessionRecord`], saying which sessions changed since the driver last asked, and
+//! rebuilding the table in a new daemon.
+//!
+//! The start-up protocol is on [`Core::restore`]; the export on
+//! [`Core::take_dirty_sessions`].
+//!
+//! # While running
+//!
+//! After each `handle` / `handle_timeout` (and after `restore`, each `Adopt` and `resume`),
+//! [`Core::take_dirty_sessions`] names every session whose record changed since the last
+//! call; for each, [`Core::session_record`] gives the record to write, or `None` for a
+//! session that is gone, whose file is removed.
+
+use std::sync::Arc;
+
+use super::action::{Action, Event, ExitCause};
+use super::error::{Error, ErrorCode};
+use super::generation::{Ended, GenInput, Generation};
+use super::input::Containment;
+use super::persist::{Desired, RestoreProblem, SessionRecord, WallClock};
+use super::session::{Session, RECENT_ENDS};
+use super::snapshot::StopReason;
+use super::time::Time;
+use super::Core;
+
+impl Core {
+    /// The record of session `name` as it stands, with a pending restart's instant in Unix
+    /// milliseconds per `clock`; `None` if there is no such session (any more).
+    pub fn session_record(&self, name: &str, clock: WallClock) -> Option<SessionRecord> {
+        let s = self.sessions.get(name)?;
+        let desired = if s.removing {
+            Desired::Removing
+        } else if s.want_up {
+            Desired::Up
+        } else {
+            Desired::Down
+        };
+        Some(SessionRecord {
+            name: s.name.clone(),
+            spec: (*s.spec).clone(),
+            desired,
+            rest: s.rest.into(),
+            restarts: s.restarts,
+            restart_at_unix_ms: s.restart_at.map(|t| clock.unix_ms_of(t)),
+            current: s.current,
+            last_gen: s.last_gen,
+            last_end: s.last_end.clone(),
+            recent_ends: s.recent_ends().cloned().collect(),
+        })
+    }
+
+    /// The records of every session, by name.
+    pub fn session_records(&self, clock: WallClock) -> Vec<SessionRecord> {
+        self.sessions
+            .keys()
+            .filter_map(|name| self.session_record(name, clock))
+            .collect()
+    }
+
+    /// The sessions whose record changed since the last call (or since the core was made),
+    /// by name, each once: write each one's [`session_record`](Core::session_record), or
+    /// remove its file when that is `None`.
+    ///
+    /// Marked by every command that changes a session (`spawn`, `stop`, `restart`,
+    /// `remove`, `shutdown`), every terminal event, every backoff armed or fired, every
+    /// session restored, adopted into or resumed, and every session removed. Bounded by
+    /// the sessions in the table plus those removed since the last call: call it after
+    /// every turn.
+    pub fn take_dirty_sessions(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.dirty).into_iter().collect()
+    }
+
+    /// Rebuilds sessions from the records of a previous daemon, at `clock.now`. Call once,
+    /// on a new core, before anything else is fed to it (the whole start-up is below).
+    /// Returns what was refused, per record; the others are restored.
+    ///
+    /// A record is refused when its name or spec is invalid ([`Spec::validate`] against
+    /// this daemon's limits: they may be stricter than the last one's), its name is a
+    /// duplicate, the session table is full, or it names a generation at or above
+    /// [`next_generation`](Core::next_generation) (that number could be allocated again).
+    ///
+    /// A pending backoff keeps the time it had left: a restart due while no daemon ran
+    /// fires at the first [`handle_timeout`](Core::handle_timeout). A session whose
+    /// process was running is not restarted here: [`resume`](Core::resume) decides, once
+    /// adoption said whether the process is still there.
+    ///
+    /// # Start-up, in this order (the whole protocol)
+    ///
+    /// 1. `Core::new(config, first_gen)` with `first_gen` at or above every generation number
+    ///    on disk (the store's high-water mark, raised to its `generation_floor`), so no
+    ///    restored or adopted number is ever allocated again.
+    /// 2. This, with every session record loaded. Sessions come back with their
+    ///    spec, desired state, restart count, rest state, last end and recent ends (so a `wait`
+    ///    for a generation that ended before the restart is answered), and a pending backoff
+    ///    re-armed for the time it had left. A record's current generation is provisionally
+    ///    current, with no process: what became of it is said by the next two steps.
+    /// 3. For each generation descriptor, after its identity check, one
+    ///    [`Input::Adopt`](super::Input::Adopt): the process becomes a Running generation of
+    ///    its session again, without a `Spawn` and without any signal. Then, by verdict:
+    ///    `match` — nothing more; `mismatch` — [`Input::Lost`](super::Input::Lost) for it at
+    ///    once, which reports it `exited` with cause `lost` and no code (its one terminal
+    ///    event) and releases it without a signal; `unverifiable` — nothing more, and the
+    ///    driver signals it only once a later check says `match` (it never signals an
+    ///    unverified pid, whatever the core asks). [`Core::awaits_exit`] tells whether an
+    ///    `Adopt` was taken (it is refused for an unknown session, a number the core may
+    ///    still allocate, one already ended, or a full table).
+    /// 4. [`Core::resume`] once: a recorded current generation that no descriptor adopted
+    ///    (its process was never described, or its end was not saved before the crash) is
+    ///    reported `lost`, and its session's restart policy decides as for any end that was not
+    ///    a success; adopted generations that were being superseded are stopped (cause
+    ///    `superseded`), adopted current ones of a stopped or removed session are stopped
+    ///    (cause `stopped`); a removed session with nothing left goes. Only then are clients
+    ///    served.
+    ///
+    /// Deliberate choices: a recorded current generation that comes back neither adopted nor
+    /// described counts as ended `lost` — not success — so `on_failure` and `always` start it
+    /// again after the backoff its restart count calls for, and `never` leaves it `failed`;
+    /// the backoff rather than an immediate start keeps a daemon that crashes at start-up from
+    /// turning into a spawn loop. An adopted generation's uptime counts from its adoption.
+    ///
+    ///
+    /// [`Spec::validate`]: super::Spec::validate
+    pub fn restore(
+        &mut self,
+        clock: WallClock,
+        records: Vec<SessionRecord>,
+    ) -> Vec<RestoreProblem> {
+        self.advance_clock(clock.now);
+        let mut problems = Vec::new();
+        for record in records {
+            let name = record.name.clone();
+            match self.restore_one(clock, record) {
+                Ok(()) => {
+                    self.dirty.insert(name);
+                }
+                Err(error) => problems.push(RestoreProblem {
+                    session: name,
+                    error,
+                }),
+            }
+        }
+        problems
+    }
+
+    fn restore_one(&mut self, clock: WallClock, r: SessionRecord) -> Result<(), Error> {
+        if let Some(why) = Session::name_problem(&r.name) {
+            return Err(Error::bad(why));
+        }
+        r.spec.validate(&self.config)?;
+        if self.sessions.contains_key(&r.name) {
+            return Err(Error::bad("a second record of the same session"));
+        }
+        if self.sessions.len() >= self.config.max_sessions {
+            let msg = format!("{} sessions, the limit", self.config.max_sessions);
+            return Err(Error::new(ErrorCode::Limit, msg));
+        }
+        let named = [r.current, r.last_gen, r.last_end.as_ref().map(|e| e.gen())];
+        let ends = r.recent_ends.iter().filter_map(Event::gen);
+        if let Some(gen) = named.into_iter().flatten().chain(ends).max() {
+            if gen >= self.next_gen {
+                let msg = format!(
+                    "generation {gen} is not below the first number this daemon allocates ({})",
+                    self.next_gen
+                );
+                return Err(Error::bad(msg));
+            }
+        }
+        if r.recent_ends
+            .iter()
+            .any(|e| !e.is_terminal() || *e.session() != r.name)
+        {
+            return Err(Error::bad("a recent end that is not this session's end"));
+        }
+        let mut s = Session::new(r.name.clone(), Arc::new(r.spec));
+        s.want_up = r.desired == Desired::Up;
+        s.removing = r.desired == Desired::Removing;
+        s.rest = r.rest.into();
+        s.restarts = r.restarts;
+        // Only a session that still wants to run has a backoff to finish; one already due
+        // fires at the first timeout.
+        s.restart_at = r
+            .restart_at_unix_ms
+            .filter(|_| s.want_up && r.current.is_none())
+            .map(|ms| clock.time_of(ms).max(self.now));
+        s.current = r
+            .current
+            .filter(|g| !r.recent_ends.iter().any(|e| e.gen() == Some(*g)));
+        s.last_gen = r.last_gen;
+        s.last_end = r.last_end;
+        let skip = r.recent_ends.len().saturating_sub(RECENT_ENDS);
+        for end in r.recent_ends.into_iter().skip(skip) {
+            s.remember_end(end);
+        }
+        // Its state was announced by the daemon that saved it; only changes from here on
+        // are news (and an `Adopt` about one session announces nothing about another).
+        s.announced = Some(self.state_of(&s));
+        self.sessions.insert(r.name, s);
+        Ok(())
+    }
+
+    /// Registers a process of a previous daemon as generation `gen` of `session`, Running,
+    /// with no `Spawn`, no `spawned` event and no signal (see [`Input::Adopt`]). Its I/O
+    /// was lost with the old daemon: it has no output streams and no stdin.
+    ///
+    /// [`Input::Adopt`]: super::Input::Adopt
+    pub(super) fn adopt(&mut self, gen: u64, session: &str, pid: u32, containment: Containment) {
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let taken = gen >= self.next_gen
+            || self.gens.contains_key(&gen)
+            || s.recent_end(gen).is_some()
+            || self.gens.len() >= self.config.max_generations;
+        if taken {
+            return;
+        }
+        let g = Generation::adopted(
+            gen,
+            s.name.clone(),
+            s.spec.clone(),
+            pid,
+            containment,
+            self.now,
+        );
+        let name = s.name.clone();
+        self.gens.insert(gen, g);
+        self.dirty.insert(name);
+    }
+
+    /// Finishes a start-up (see [`restore`](Core::restore)): settles what adoption left open. Call
+    /// once, after [`restore`](Core::restore) and every `Adopt` (and `Lost` for the
+    /// mismatched ones), then drain [`poll_action`](Core::poll_action) as usual.
+    pub fn resume(&mut self, now: Time) {
+        self.advance_clock(now);
+        let names: Vec<Arc<str>> = self.sessions.keys().cloned().collect();
+        for name in names {
+            self.dirty.insert(name.clone());
+            self.resume_session(&name);
+        }
+        self.announce_states();
+    }
+
+    fn resume_session(&mut self, name: &Arc<str>) {
+        let Some(s) = self.sessions.get(name) else {
+            return;
+        };
+        let (current, stop_current) = (s.current, !s.want_up || s.removing);
+        // The recorded current with no process: nobody will ever see it end.
+        if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
+            self.lost_unseen(name, gen);
+        }
+        let adopted: Vec<(u64, StopReason)> = self
+            .gens
+            .values()
+            .filter(|g| g.session == *name)
+            .filter_map(|g| match (Some(g.gen) == current, stop_current) {
+                (false, _) => Some((g.gen, StopReason::Superseded)),
+                (true, true) => Some((g.gen, StopReason::Requested)),
+                (true, false) => None,
+            })
+            .collect();
+        for (gen, reason) in adopted {
+            self.dispatch(gen, GenInput::Stop(reason, None));
+        }
+        self.advance_session(name);
+    }
+
+    /// The one terminal event of a generation the previous daemon ran and this one never
+    /// saw: `exited`, cause `lost`, no code; then the session reacts as to any lost end.
+    fn lost_unseen(&mut self, name: &Arc<str>, gen: u64) {
+        let event = Event::Exited {
+            session: name.clone(),
+            gen,
+            code: None,
+            signal: None,
+            cause: ExitCause::Lost,
+            discarded: 0,
+            truncated: false,
+        };
+        self.actions.push_back(Action::Emit(event.clone()));
+        if let Some(s) = self.sessions.get_mut(name) {
+            s.remember_end(event);
+        }
+        self.dirty.insert(name.clone());
+        self.on_end(name, gen, Ended::Lost);
+    }
+}

@@ -1,0 +1,378 @@
+//! State that outlives the daemon: records exported and restored into a new core, live
+//! generations adopted, what no descriptor vouched for reported lost, numbers never reused.
+
+use std::time::Duration;
+
+use super::harness::{has, spec, Harness};
+use crate::core::{
+    Action, Command, Event, ExitCause, ExitStatus, Input, LastEnd, Lifecycle, OnBusy, Restart,
+    RestartPolicy, SessionSnapshot, SessionState, Spec, WaitFor,
+};
+use crate::store::session_codec::{decode_session, encode_session};
+
+fn on_failure() -> Spec {
+    let mut s = spec();
+    s.restart = RestartPolicy {
+        mode: Restart::OnFailure,
+        initial: Duration::from_millis(100),
+        max: Duration::from_millis(1000),
+        reset_after: Duration::from_secs(10),
+        max_restarts: Some(3),
+    };
+    s
+}
+
+/// Runs `gen` to an exit with `status`, through its report and reap.
+fn end(h: &mut Harness, gen: u64, status: ExitStatus) {
+    h.exit(gen, status);
+    h.eof(gen);
+    h.group_empty(gen);
+}
+
+/// What a client sees of a session that a restart must keep (times are the new daemon's).
+fn seen(s: &SessionSnapshot) -> (SessionState, Option<u64>, u32, Option<LastEnd>, Vec<u64>) {
+    let gens = s.generations.iter().map(|g| g.gen).collect();
+    (s.state, s.current, s.restarts, s.last_end.clone(), gens)
+}
+
+fn exits_of(h: &Harness, gen: u64) -> Vec<Event> {
+    h.events_of(gen)
+        .into_iter()
+        .filter(Event::is_terminal)
+        .collect()
+}
+
+#[test]
+fn a_round_trip_keeps_what_list_get_and_wait_answer() {
+    let mut h = Harness::new();
+    let run = h.spawn("run");
+    h.started(run);
+    let done = h.spawn("done");
+    h.started(done);
+    end(&mut h, done, ExitStatus::Code(0));
+    let bad = h.spawn("bad");
+    h.started(bad);
+    end(&mut h, bad, ExitStatus::Code(3));
+    let held = h.spawn("held");
+    h.started(held);
+    h.stop("held", None).unwrap();
+    end(&mut h, held, ExitStatus::Signal(15));
+    let before: Vec<_> = h.core.list().iter().map(seen).collect();
+
+    // Through the session file's bytes, as the next daemon reads them.
+    let records: Vec<_> = h
+        .records()
+        .iter()
+        .map(|r| decode_session(&encode_session(r).unwrap()).unwrap())
+        .collect();
+    assert_eq!(records, h.records());
+    let (mut n, problems) = h.reborn(records, 5);
+    assert_eq!(problems, vec![]);
+    assert!(n.adopt(run, "run"));
+    let actions = n.resume();
+    assert!(!has(&actions, |a| matches!(
+        a,
+        Action::Spawn { .. } | Action::Signal { .. }
+    )));
+    let after: Vec<_> = n.core.list().iter().map(seen).collect();
+    assert_eq!(after, before);
+    assert_eq!(n.get("run").generations[0].lifecycle, Lifecycle::Running);
+    for (name, gen) in [("done", done), ("bad", bad), ("held", held)] {
+        let old = h.core.wait_for(name, None).unwrap();
+        assert!(matches!(old, WaitFor::Ended(_)));
+        assert_eq!(n.core.wait_for(name, None), Ok(old.clone()));
+        assert_eq!(n.core.wait_for(name, Some(gen)), Ok(old));
+    }
+    assert_eq!(n.core.wait_for("run", None), Ok(WaitFor::Live(run)));
+    // The adopted generation ends once, with its own code, and is then forgotten.
+    end(&mut n, run, ExitStatus::Code(7));
+    let ends = exits_of(&n, run);
+    assert!(
+        matches!(
+            ends[..],
+            [Event::Exited {
+                code: Some(7),
+                cause: ExitCause::Exited,
+                ..
+            }]
+        ),
+        "{ends:?}"
+    );
+    n.settle();
+}
+
+#[test]
+fn a_failed_session_stays_failed() {
+    let mut h = Harness::new();
+    let g = h.spawn_with("s", on_failure(), OnBusy::Replace).unwrap();
+    h.started(g);
+    for _ in 0..4 {
+        let g = h.get("s").current.unwrap_or_else(|| {
+            h.advance(1000);
+            h.get("s").current.expect("restarted")
+        });
+        if h.core.gens[&g].pid().is_none() {
+            h.started(g);
+        }
+        end(&mut h, g, ExitStatus::Code(1));
+    }
+    assert_eq!(h.get("s").state, SessionState::Failed);
+    let (mut n, _) = h.reborn(h.records(), 60_000);
+    n.resume();
+    assert_eq!(n.get("s").state, SessionState::Failed);
+    let next = n.core.next_generation();
+    n.advance(60_000);
+    assert_eq!(
+        n.core.next_generation(),
+        next,
+        "a failed session never restarts by itself"
+    );
+    n.settle();
+}
+
+#[test]
+fn a_pending_backoff_keeps_the_time_it_had_left() {
+    let mut h = Harness::new();
+    let g = h.spawn_with("s", on_failure(), OnBusy::Replace).unwrap();
+    h.started(g);
+    end(&mut h, g, ExitStatus::Code(1));
+    assert_eq!(h.get("s").state, SessionState::Backoff);
+    h.advance(10); // 90 ms of the 100 ms backoff left
+    let (mut n, _) = h.reborn(h.records(), 30); // the new daemon starts 30 ms later
+    n.resume();
+    let s = n.get("s");
+    assert_eq!((s.state, s.restarts), (SessionState::Backoff, 1));
+    assert_eq!(s.restart_at.map(|t| t.as_millis()), Some(60));
+    n.advance(59);
+    assert_eq!(n.get("s").current, None);
+    let actions = n.advance(1);
+    let first = h.core.next_generation();
+    assert!(has(
+        &actions,
+        |a| matches!(a, Action::Spawn { gen, .. } if *gen == first)
+    ));
+    n.settle();
+}
+
+#[test]
+fn a_running_session_nobody_adopted_is_lost_then_restarted_per_its_policy() {
+    for mode in [Restart::OnFailure, Restart::Never] {
+        let mut h = Harness::new();
+        let mut spec = on_failure();
+        spec.restart.mode = mode;
+        let g = h.spawn_with("s", spec, OnBusy::Replace).unwrap();
+        h.started(g);
+        let (mut n, _) = h.reborn(h.records(), 5);
+        let actions = n.resume();
+        let lost = Event::Exited {
+            session: "s".into(),
+            gen: g,
+            code: None,
+            signal: None,
+            cause: ExitCause::Lost,
+            discarded: 0,
+            truncated: false,
+        };
+        assert!(has(&actions, |a| *a == Action::Emit(lost.clone())));
+        assert_eq!(n.core.wait_for("s", Some(g)), Ok(WaitFor::Ended(lost)));
+        let s = n.get("s");
+        match mode {
+            Restart::Never => assert_eq!(s.state, SessionState::Failed),
+            _ => {
+                assert_eq!((s.state, s.restarts), (SessionState::Backoff, 1));
+                n.advance(100);
+                assert!(n.get("s").current.is_some_and(|c| c > g));
+            }
+        }
+        n.settle();
+        assert_eq!(exits_of(&n, g).len(), 1);
+    }
+}
+
+#[test]
+fn an_adopted_generation_ends_once_with_the_right_cause() {
+    // stop, lost after adoption, mismatch (adopt then lost at once), signalled exit.
+    for case in 0..4 {
+        let mut h = Harness::new();
+        let g = h.spawn("s");
+        h.started(g);
+        let (mut n, _) = h.reborn(h.records(), 5);
+        assert!(n.adopt(g, "s"));
+        if case == 2 {
+            let actions = n.input(Input::Lost { gen: g });
+            assert!(!has(&actions, |a| matches!(a, Action::Signal { .. })));
+        }
+        n.resume();
+        let expected = match case {
+            0 => {
+                let stop = n.stop("s", Some(g)).unwrap();
+                assert_eq!(stop, crate::core::Response::Gen(g));
+                assert!(has(
+                    &n.log,
+                    |a| matches!(a, Action::Signal { gen, .. } if *gen == g)
+                ));
+                end(&mut n, g, ExitStatus::Signal(15));
+                (Some(143), ExitCause::Stopped)
+            }
+            1 | 2 => {
+                n.input(Input::Lost { gen: g });
+                (None, ExitCause::Lost)
+            }
+            _ => {
+                end(&mut n, g, ExitStatus::Signal(9));
+                (Some(137), ExitCause::Signaled)
+            }
+        };
+        let ends = exits_of(&n, g);
+        match &ends[..] {
+            [Event::Exited { code, cause, .. }] => assert_eq!((*code, *cause), expected),
+            other => panic!("case {case}: {other:?}"),
+        }
+        // Not our child: its group id is not pinned, so no group signal after its exit.
+        assert!(!has(&n.log, |a| matches!(
+            a,
+            Action::Signal {
+                scope: crate::core::Scope::Tree,
+                ..
+            }
+        )));
+        n.settle();
+        assert_eq!(exits_of(&n, g).len(), 1, "case {case}");
+    }
+}
+
+#[test]
+fn a_superseded_generation_still_alive_is_stopped_as_superseded() {
+    let mut h = Harness::new();
+    let old = h.spawn("s");
+    h.started(old);
+    let new = h.spawn_with("s", spec(), OnBusy::Overlap).unwrap();
+    h.started(new);
+    let (mut n, _) = h.reborn(h.records(), 5);
+    assert!(n.adopt(old, "s"));
+    assert!(n.adopt(new, "s"));
+    let actions = n.resume();
+    assert!(has(
+        &actions,
+        |a| matches!(a, Action::Signal { gen, .. } if *gen == old)
+    ));
+    assert!(!has(
+        &actions,
+        |a| matches!(a, Action::Signal { gen, .. } if *gen == new)
+    ));
+    end(&mut n, old, ExitStatus::Signal(15));
+    assert!(matches!(
+        exits_of(&n, old)[..],
+        [Event::Exited {
+            cause: ExitCause::Superseded,
+            ..
+        }]
+    ));
+    assert_eq!(n.get("s").current, Some(new));
+    n.settle();
+}
+
+#[test]
+fn generation_numbers_never_repeat_across_restarts() {
+    let mut h = Harness::new();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let g = h.spawn("s");
+        h.started(g);
+        seen.push(g);
+        // A number this daemon may still allocate is never adopted.
+        let next = h.core.next_generation();
+        let (mut n, problems) = h.reborn(h.records(), 1);
+        assert_eq!(problems, vec![]);
+        assert!(
+            !n.adopt(next, "s"),
+            "adopted a number the core will allocate"
+        );
+        assert!(n.adopt(g, "s"));
+        n.resume();
+        let g2 = n.spawn("s");
+        assert!(g2 >= next && !seen.contains(&g2));
+        seen.push(g2);
+        n.started(g2);
+        h = n;
+    }
+    h.settle();
+}
+
+#[test]
+fn bad_records_are_refused_one_by_one() {
+    let mut h = Harness::new();
+    let a = h.spawn("a");
+    h.started(a);
+    h.spawn("b");
+    let mut records = h.records();
+    records[1].spec.argv.clear();
+    let mut future = records[0].clone();
+    future.name = "c".into();
+    future.current = Some(h.core.next_generation() + 5);
+    records.push(future);
+    let (mut n, problems) = h.reborn(records, 1);
+    let refused: Vec<_> = problems.iter().map(|p| &*p.session).collect();
+    assert_eq!(refused, ["b", "c"]);
+    assert!(n.adopt(a, "a"));
+    assert!(!n.adopt(a + 1, "b"), "no session b to adopt into");
+    n.resume();
+    assert_eq!(n.core.list().len(), 1);
+    n.settle();
+}
+
+#[test]
+fn dirty_sessions_name_what_changed_and_what_went() {
+    let mut h = Harness::new();
+    assert_eq!(
+        h.core.take_dirty_sessions(),
+        Vec::<std::sync::Arc<str>>::new()
+    );
+    let g = h.spawn("s");
+    h.spawn("t");
+    assert_eq!(h.core.take_dirty_sessions(), ["s".into(), "t".into()]);
+    h.started(g);
+    h.output(g, 10);
+    assert!(
+        h.core.take_dirty_sessions().is_empty(),
+        "running and output change no record"
+    );
+    h.cmd(Command::Remove {
+        session: "s".into(),
+    })
+    .unwrap();
+    end(&mut h, g, ExitStatus::Signal(15));
+    assert_eq!(h.core.take_dirty_sessions(), ["s".into()]);
+    assert!(h.core.get("s").is_none());
+    assert_eq!(
+        h.core.session_record("s", h.wall(0)),
+        None,
+        "gone: remove its file"
+    );
+    h.settle();
+}
+
+#[test]
+fn a_session_being_removed_goes_once_its_adopted_generation_ends() {
+    let mut h = Harness::new();
+    let g = h.spawn("s");
+    h.started(g);
+    h.cmd(Command::Remove {
+        session: "s".into(),
+    })
+    .unwrap();
+    let (mut n, _) = h.reborn(h.records(), 1);
+    assert!(n.adopt(g, "s"));
+    n.resume();
+    assert_eq!(n.get("s").state, SessionState::Removing);
+    end(&mut n, g, ExitStatus::Signal(15));
+    assert!(n.core.get("s").is_none());
+    assert!(matches!(
+        exits_of(&n, g)[..],
+        [Event::Exited {
+            cause: ExitCause::Stopped,
+            ..
+        }]
+    ));
+    n.settle();
+}
