@@ -123,17 +123,6 @@ fn entries(test: &str) -> Vec<CgroupEntry> {
     entries
 }
 
-fn finish(mut starting: Starting) -> Result<genward::sys::spawn::Child, SpawnError> {
-    let deadline = Instant::now() + TIMEOUT;
-    while !starting.poll() {
-        assert!(
-            readable(starting.status_fd(), deadline),
-            "no outcome within {TIMEOUT:?}"
-        );
-    }
-    starting.finish()
-}
-
 #[test]
 fn the_cgroup_v2_mount_is_found_or_the_reason_given() {
     match Location::find() {

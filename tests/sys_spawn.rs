@@ -27,18 +27,6 @@ fn output_of(req: &SpawnRequest) -> (String, Exit) {
     (lossy(&out), exit)
 }
 
-/// Waits for the status pipe to report, then finishes.
-fn finish(mut starting: Starting) -> Result<genward::sys::spawn::Child, SpawnError> {
-    let deadline = Instant::now() + TIMEOUT;
-    while !starting.poll() {
-        assert!(
-            readable(starting.status_fd(), deadline),
-            "no outcome within {TIMEOUT:?}"
-        );
-    }
-    starting.finish()
-}
-
 #[test]
 fn missing_program_is_not_found_not_exit_127() {
     let err = spawn(&request(&["/nonexistent/genward-no-such-program"])).unwrap_err();

@@ -68,6 +68,12 @@ impl Daemon {
             .arg("--ready-fd")
             .arg("3")
             .args(extra)
+            // Benchmarks compare builds and settings side by side (e.g. a containment).
+            .args(
+                std::env::var("GENWARD_DAEMON_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),

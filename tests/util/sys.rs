@@ -195,3 +195,18 @@ pub fn read_number(fd: BorrowedFd<'_>, out: &mut Vec<u8>, prefix: &str) -> i32 {
         }
     }
 }
+
+/// Waits (at most [`TIMEOUT`]) for a started child's status pipe to report, then
+/// finishes it: what the daemon's loop does on readiness, in one call.
+pub fn finish(
+    mut starting: genward::sys::spawn::Starting,
+) -> Result<genward::sys::spawn::Child, genward::sys::spawn::SpawnError> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !starting.poll() {
+        assert!(
+            readable(starting.status_fd(), deadline),
+            "no outcome within {TIMEOUT:?}"
+        );
+    }
+    starting.finish()
+}
