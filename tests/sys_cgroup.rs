@@ -22,7 +22,7 @@ use genward::sys::cgroup::{
 };
 use genward::sys::process::{Exit, ReaperMode};
 use genward::sys::spawn::{
-    cgroup_entry, start_in, start_in_via, CgroupEntry, IoMode, SpawnError, SpawnRequest, Starting,
+    cgroup_entry, start_in, start_in_via, CgroupEntry, IoMode, SpawnError, SpawnRequest,
     StderrMode, Step,
 };
 use genward::testkit::proc;

@@ -11,9 +11,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use genward::sys::process::Exit;
-use genward::sys::spawn::{
-    reap_abandoned, spawn, start, Env, SpawnError, SpawnRequest, Starting, Step,
-};
+use genward::sys::spawn::{reap_abandoned, spawn, start, Env, SpawnError, SpawnRequest, Step};
 use genward::testkit::proc;
 use genward::testkit::scratch::ScratchDir;
 use util::fuse::HungMount;
