@@ -52,8 +52,9 @@ pub struct Child {
     /// Its own cgroup (cgroup containment), watched for emptiness.
     cgroup: Option<GenCgroup>,
     /// Session containment: the members its tree signals reached, watched until the
-    /// session is empty.
-    watch: Option<SessionWatch>,
+    /// session is empty. Boxed: only a generation being stopped has one, and every
+    /// child's record is as large as its largest field.
+    watch: Option<Box<SessionWatch>>,
 }
 
 fn os(bytes: &[u8]) -> OsString {
@@ -271,7 +272,7 @@ impl Child {
         let watch = match &mut self.watch {
             Some(w) => w,
             None => {
-                let w = SessionWatch::new(&self.process, now).map_err(SignalError::Os)?;
+                let w = Box::new(SessionWatch::new(&self.process, now).map_err(SignalError::Os)?);
                 let source = Source::TreeWatch { gen: self.gen };
                 register(registry, w.fd(), source, Interest::READABLE);
                 self.watch.insert(w)
@@ -291,7 +292,7 @@ impl Child {
                 Ok(w) => {
                     let source = Source::TreeWatch { gen: self.gen };
                     register(registry, w.fd(), source, Interest::READABLE);
-                    self.watch = Some(w);
+                    self.watch = Some(Box::new(w));
                 }
                 Err(e) => {
                     log::warn!("gen {}: watching its session: {e}", self.gen);
@@ -316,7 +317,7 @@ impl Child {
 
     /// When its session watch wants to look again.
     pub fn watch_deadline(&self) -> Option<Instant> {
-        self.watch.as_ref().and_then(SessionWatch::deadline)
+        self.watch.as_ref().and_then(|w| w.deadline())
     }
 
     /// Processes that left the session (`setsid`, a double fork) cannot be reached by a
