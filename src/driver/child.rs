@@ -197,6 +197,28 @@ impl Child {
         child
     }
 
+    /// A process a previous daemon started, taken back: watched through its pidfd, with
+    /// no streams of ours.
+    pub fn adopted(gen: u64, process: Process, registry: &Registry) -> Child {
+        let mut child = Child {
+            gen,
+            process,
+            outputs: [None, None, None],
+            stdin: None,
+            hung_up_pty: None,
+            pidfd_watched: false,
+            input: Vec::new(),
+            close_input_when_written: false,
+            cgroup: None,
+            watch: None,
+        };
+        if let Some(pidfd) = child.process.pidfd() {
+            child.pidfd_watched =
+                register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
+        }
+        child
+    }
+
     /// The process handle.
     pub fn process(&self) -> &Process {
         &self.process

@@ -18,7 +18,7 @@ use crate::core::{
 };
 use crate::sys::cgroup::{self, CgroupRoot, GenCgroup};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
-use crate::sys::process::{Exit, ReaperMode, SignalError};
+use crate::sys::process::{Exit, Process, ReaperMode, SignalError};
 use crate::sys::spawn::{start_in, SpawnError as SysSpawnError};
 use crate::sys::tree;
 
@@ -56,6 +56,8 @@ pub struct Children {
     adopts_orphans: bool,
     /// Where generations get cgroups of their own, when the daemon may create them.
     cgroups: Option<CgroupRoot>,
+    /// A leader exited this turn: look at the trees before sleeping.
+    look_soon: bool,
 }
 
 /// A spec's limits in the cgroup layer's terms.
@@ -105,7 +107,37 @@ impl Children {
             reaper,
             adopts_orphans,
             cgroups,
+            look_soon: false,
         }
+    }
+
+    /// A leader exited: its tree is looked at the end of this turn.
+    pub fn look_soon(&mut self) {
+        self.look_soon = true;
+    }
+
+    /// Whether a look is asked for this turn.
+    pub fn look_due_now(&self) -> bool {
+        self.look_soon
+    }
+
+    /// Takes the request for a look.
+    pub fn take_look_soon(&mut self) -> bool {
+        std::mem::take(&mut self.look_soon)
+    }
+
+    /// Takes back a process a previous daemon started (verified: see
+    /// `sys::identity::adopt`): it is watched through its pidfd, has no streams, and is
+    /// signalled only through its handle.
+    pub fn adopt(&mut self, registry: &Registry, gen: u64, process: Process) {
+        self.table
+            .insert(gen, Child::adopted(gen, process, registry));
+    }
+
+    /// What a descriptor of `gen` records: its process, and whether it has a terminal.
+    pub fn describe(&self, gen: u64) -> Option<(&Process, bool)> {
+        let child = self.table.get(&gen)?;
+        Some((child.process(), child.pty().is_some()))
     }
 
     /// What holds each generation's tree.

@@ -17,9 +17,10 @@ use super::children::{Children, LeaderState, Read};
 use super::clients::{ClientLimits, Clients, Hello, Next};
 use super::config::{start_err, DaemonConfig, StartError};
 use super::containment::cgroup_root;
-use super::groups::GroupWatch;
+use super::groups;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
+use super::persist::{unix_ms, Persist};
 use super::ready::notify_ready;
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
@@ -70,7 +71,7 @@ pub struct Daemon {
     children: Children,
     clients: Clients,
     logs: Logs,
-    groups: GroupWatch,
+    persist: Persist,
     /// Sources with work left after their bounded turn: serviced again before sleeping.
     again: Vec<Token>,
     read_buf: Vec<u8>,
@@ -127,7 +128,8 @@ impl Daemon {
             _ => String::new(),
         };
         let cgroups = cgroup_root(cfg.containment).map_err(StartError)?;
-        let children = Children::new(cfg.reaper, crate::sys::orphans::adopts_orphans(), cgroups);
+        let mut children =
+            Children::new(cfg.reaper, crate::sys::orphans::adopts_orphans(), cgroups);
         let hello = Hello {
             identity,
             reaper: if fallback { "sigchld" } else { "pidfd" },
@@ -144,19 +146,31 @@ impl Daemon {
             max_generations: 8192,
             ..CoreConfig::default()
         };
+        let clock = Clock {
+            start: Instant::now(),
+            wire: encode::Clock { epoch_unix_ms },
+        };
+        let (mut persist, left) = Persist::open(&cfg.state_dir).map_err(StartError)?;
+        let mut core = Core::new(core_config, left.first_gen);
+        take_back(
+            &mut core,
+            &mut children,
+            &mut persist,
+            left,
+            &poll,
+            clock,
+            cfg.reaper,
+        );
         Ok(Daemon {
             children,
             cfg,
             poll,
-            core: Core::new(core_config, 1),
-            clock: Clock {
-                start: Instant::now(),
-                wire: encode::Clock { epoch_unix_ms },
-            },
+            core,
+            clock,
             signals,
             clients: Clients::new(listener, policy, limits, hello),
             logs: Logs::default(),
-            groups: GroupWatch::new(),
+            persist,
             again: Vec::new(),
             read_buf: vec![0; READ_BUF_BYTES],
             _lease: lease,
@@ -171,6 +185,9 @@ impl Daemon {
             env!("CARGO_PKG_VERSION"),
             self.cfg.socket.display(),
         );
+        // What taking back the previous daemon's state asked for (stops, lost ends,
+        // restarts) runs before anyone is told the daemon is ready.
+        self.run_actions();
         notify_ready(self.cfg.ready_fd.take());
         loop {
             if self.core.is_shut_down() {
@@ -204,10 +221,7 @@ impl Daemon {
             let now = self.clock.now();
             self.core.handle_timeout(now);
             let registry = self.poll.registry();
-            for gen in self
-                .groups
-                .emptied(&self.core, &mut self.children, registry)
-            {
+            for gen in groups::emptied(&self.core, &mut self.children, registry) {
                 self.tell(Input::GroupEmpty { gen });
             }
             self.run_actions();
@@ -221,7 +235,7 @@ impl Daemon {
         }
         let now = self.clock.now();
         let core = self.core.next_deadline().map(|d| d.since(now));
-        let timeout = match (core, self.groups.timeout(&self.children)) {
+        let timeout = match (core, groups::timeout(&self.children)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -293,6 +307,8 @@ impl Daemon {
 
     /// Executes the core's actions in order, each by the owner of what it concerns.
     fn run_actions(&mut self) {
+        // No number the core just handed out may be seen before it is durable.
+        self.persist.reserve(&self.core);
         while let Some(action) = self.core.poll_action() {
             let registry = self.poll.registry();
             match action {
@@ -319,13 +335,18 @@ impl Daemon {
                     let unread = self.children.close_outputs(registry, gen);
                     self.tell(Input::OutputClosed { gen, unread });
                 }
-                Action::Release { gen } => self.children.release(registry, gen),
+                Action::Release { gen } => {
+                    self.children.release(registry, gen);
+                    self.persist.forget(gen);
+                }
                 Action::Emit(event) => self.emit(event),
                 Action::Reply { request, result } => {
                     self.clients.reply(request, &result, self.clock.wire)
                 }
             }
         }
+        let now = self.clock.now();
+        self.persist.sync_sessions(&mut self.core, now);
     }
 
     /// Starts a generation; its exec result arrives later as a readiness event.
@@ -403,7 +424,7 @@ impl Daemon {
             LeaderState::Running => {}
             LeaderState::Exited(status) => {
                 self.tell(Input::LeaderExited { gen, status });
-                self.groups.look_soon();
+                self.children.look_soon();
             }
             LeaderState::Lost => self.tell(Input::Lost { gen }),
         }
@@ -413,6 +434,12 @@ impl Daemon {
     /// delivers it to subscribers.
     fn emit(&mut self, event: Event) {
         super::logs::log_event(&event);
+        if let Event::Spawned { session, gen, .. } = &event {
+            // Described before anyone hears of it: a successor can find it.
+            if let Some((process, pty)) = self.children.describe(*gen) {
+                self.persist.describe(session, *gen, process, pty);
+            }
+        }
         let session = event.session().clone();
         let mut line = Vec::new();
         encode::event(&event, &mut line);
@@ -524,5 +551,76 @@ impl Daemon {
             request,
             command: Command::Shutdown,
         });
+    }
+}
+
+/// Takes back what the previous daemon left: its sessions, then each generation it
+/// described — adopted if its process is verifiably the same, reported lost if another
+/// process has its pid, kept unsignalled if that cannot be told.
+fn take_back(
+    core: &mut Core,
+    children: &mut Children,
+    persist: &mut Persist,
+    left: super::persist::Left,
+    poll: &Poll,
+    clock: Clock,
+    reaper: crate::sys::process::ReaperMode,
+) {
+    use crate::core::{Containment, WallClock};
+    use crate::sys::identity::{adopt, Adoption};
+    let now = clock.now();
+    let wall = WallClock {
+        now,
+        unix_ms: unix_ms(),
+    };
+    let sessions = left.sessions.len();
+    for problem in core.restore(wall, left.sessions) {
+        log::warn!(
+            "session {}: not restored: {}",
+            problem.session,
+            problem.error.message
+        );
+    }
+    let mut adopted = 0;
+    for d in left.descriptors {
+        let token = d.identity.as_deref().unwrap_or("");
+        let verdict = adopt(d.pid as i32, token, reaper);
+        let input = Input::Adopt {
+            gen: d.gen,
+            session: d.session.clone(),
+            pid: d.pid,
+            containment: Containment::Session,
+        };
+        match verdict {
+            Adoption::Adopted(process) => {
+                children.adopt(poll.registry(), d.gen, process);
+                core.handle(now, input);
+                adopted += 1;
+            }
+            Adoption::Mismatch => {
+                log::info!(
+                    "{} gen {}: pid {} is another process now: lost",
+                    d.session,
+                    d.gen,
+                    d.pid
+                );
+                core.handle(now, input);
+                core.handle(now, Input::Lost { gen: d.gen });
+            }
+            Adoption::Unverifiable(why) => {
+                log::warn!(
+                    "{} gen {}: pid {} cannot be verified ({why}): kept, never signalled",
+                    d.session,
+                    d.gen,
+                    d.pid
+                );
+                persist.keep_unverified(d.gen);
+                core.handle(now, input);
+            }
+        }
+    }
+    core.resume(now);
+    if sessions > 0 {
+        log::info!("took back {sessions} session(s), {adopted} running process(es)");
     }
 }

@@ -20,6 +20,7 @@ mod launch;
 mod listener;
 mod logs;
 mod outbox;
+mod persist;
 mod ready;
 mod ring;
 mod signals;

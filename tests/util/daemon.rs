@@ -50,72 +50,25 @@ impl Daemon {
         nofile: Option<u64>,
     ) -> Daemon {
         let dir = ScratchDir::new(tag);
-        let state = dir.join("state");
-        let socket = state.join("genward.sock");
-        let (ready_r, ready_w) = pipe();
-        let ready_w_raw = ready_w.as_raw_fd();
-        let mut cmd = match wrapper.split_first() {
-            Some((program, args)) => {
-                let mut c = Command::new(program);
-                c.args(args).arg(daemon_binary());
-                c
-            }
-            None => Command::new(daemon_binary()),
-        };
-        cmd.arg("daemon")
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("--ready-fd")
-            .arg("3")
-            .args(extra)
-            // Benchmarks compare builds and settings side by side (e.g. a containment).
-            .args(
-                std::env::var("GENWARD_DAEMON_ARGS")
-                    .unwrap_or_default()
-                    .split_whitespace(),
-            )
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdin(Stdio::null());
-        // SAFETY: dup2 is async-signal-safe; the fd numbers are valid in the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(ready_w_raw, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(soft) = nofile {
-                    let mut lim: libc::rlimit = std::mem::zeroed();
-                    libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-                    lim.rlim_cur = soft;
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("spawn genward daemon");
-        drop(ready_w);
-        let mut ready = std::fs::File::from(ready_r);
-        let mut line = [0u8; 1];
-        let n = ready.read(&mut line).expect("read readiness");
-        assert_eq!(n, 1, "daemon exited before becoming ready");
-        let pid = if wrapper.is_empty() {
-            child.id()
-        } else {
-            // The wrapper (e.g. unshare --fork) has exactly one child: the daemon.
-            *proc::children(child.id())
-                .first()
-                .expect("the wrapper's child")
-        };
+        let socket = dir.join("state").join("genward.sock");
+        let (child, pid) = launch(&dir, wrapper, extra, nofile);
         Daemon {
             child,
             dir,
             socket,
             pid,
         }
+    }
+
+    /// Kills the daemon outright (SIGKILL: no cleanup, as in a crash) and starts a new one
+    /// on the same state directory with `extra` arguments.
+    pub fn crash_and_restart(&mut self, extra: &[&str]) {
+        // SAFETY: kill with the pid of our own, unreaped child.
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+        let (child, pid) = launch(&self.dir, &[], extra, None);
+        self.child = child;
+        self.pid = pid;
     }
 
     /// A connected client.
@@ -161,6 +114,71 @@ impl Drop for Daemon {
             }
         }
     }
+}
+
+/// Starts a daemon on `dir/state` and waits for its readiness notification; returns the
+/// process started and the daemon's own pid.
+fn launch(dir: &ScratchDir, wrapper: &[&str], extra: &[&str], nofile: Option<u64>) -> (Child, u32) {
+    let state = dir.join("state");
+    let (ready_r, ready_w) = pipe();
+    let ready_w_raw = ready_w.as_raw_fd();
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(daemon_binary());
+            c
+        }
+        None => Command::new(daemon_binary()),
+    };
+    cmd.arg("daemon")
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--ready-fd")
+        .arg("3")
+        .args(extra)
+        // Benchmarks compare builds and settings side by side (e.g. a containment).
+        .args(
+            std::env::var("GENWARD_DAEMON_ARGS")
+                .unwrap_or_default()
+                .split_whitespace(),
+        )
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdin(Stdio::null());
+    // SAFETY: dup2 is async-signal-safe; the fd numbers are valid in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(ready_w_raw, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(soft) = nofile {
+                let mut lim: libc::rlimit = std::mem::zeroed();
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+                lim.rlim_cur = soft;
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("spawn genward daemon");
+    drop(ready_w);
+    let mut ready = std::fs::File::from(ready_r);
+    let mut line = [0u8; 1];
+    let n = ready.read(&mut line).expect("read readiness");
+    assert_eq!(n, 1, "daemon exited before becoming ready");
+    let pid = if wrapper.is_empty() {
+        child.id()
+    } else {
+        // The wrapper (e.g. unshare --fork) has exactly one child: the daemon.
+        *proc::children(child.id())
+            .first()
+            .expect("the wrapper's child")
+    };
+    (child, pid)
 }
 
 fn pipe() -> (OwnedFd, OwnedFd) {

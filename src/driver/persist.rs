@@ -1,0 +1,136 @@
+//! What the daemon keeps on disk so that its successor can carry on: the generation
+//! high-water mark, each session's record, each live generation's descriptor — and, at
+//! start, taking those back (see `store`'s module docs for the protocol this follows).
+//!
+//! The core decides what a session is; this only writes what the core says changed, and
+//! reads it back once.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::core::{Core, SessionRecord, Time, WallClock};
+use crate::store::{generation_floor, Descriptor, GenAllocator, IoKind, Store};
+use crate::sys::process::Process;
+
+/// Most session records and descriptors read at start.
+const MAX_RECORDS: usize = 1 << 20;
+
+/// The state directory's contents, owned for the daemon's lifetime.
+#[derive(Debug)]
+pub struct Persist {
+    store: Store,
+    alloc: GenAllocator,
+    /// Generations whose process could not be verified at start: their descriptors stay
+    /// on disk (a later daemon may verify them), whatever becomes of them here.
+    unverified: HashSet<u64>,
+}
+
+/// What the previous daemon left.
+#[derive(Debug)]
+pub struct Left {
+    /// Every session's record.
+    pub sessions: Vec<SessionRecord>,
+    /// Every generation that was live.
+    pub descriptors: Vec<Descriptor>,
+    /// The first generation number this daemon may hand out.
+    pub first_gen: u64,
+}
+
+/// Unix milliseconds now.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Persist {
+    /// Opens the state in `dir` (already leased) and reads what was left.
+    pub fn open(dir: &std::path::Path) -> Result<(Persist, Left), String> {
+        let store = Store::open(dir).map_err(|e| e.to_string())?;
+        let sessions = store
+            .load_sessions(MAX_RECORDS)
+            .map_err(|e| format!("reading sessions: {e}"))?;
+        let descriptors = store
+            .load_descriptors(MAX_RECORDS)
+            .map_err(|e| format!("reading descriptors: {e}"))?;
+        for (what, bad) in [("session", sessions.bad), ("descriptor", descriptors.bad)] {
+            if bad > 0 {
+                log::warn!("{bad} bad {what} file(s) moved aside");
+            }
+        }
+        let floor = generation_floor(&sessions.records, descriptors.records.iter().map(|d| d.gen));
+        let (alloc, first_gen) =
+            GenAllocator::open(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
+        let persist = Persist {
+            store,
+            alloc,
+            unverified: HashSet::new(),
+        };
+        let left = Left {
+            sessions: sessions.records,
+            descriptors: descriptors.records,
+            first_gen,
+        };
+        Ok((persist, left))
+    }
+
+    /// Keeps the durable high-water mark above every number the core may hand out next:
+    /// called before any action of the core is executed.
+    pub fn reserve(&mut self, core: &Core) {
+        if let Err(e) = self.alloc.reserve(&self.store, core.next_generation()) {
+            log::error!("writing the generation high-water mark: {}", e.err);
+        }
+    }
+
+    /// Writes the records of every session the core says changed (removes those gone).
+    pub fn sync_sessions(&mut self, core: &mut Core, now: Time) {
+        let clock = WallClock {
+            now,
+            unix_ms: unix_ms(),
+        };
+        for name in core.take_dirty_sessions() {
+            let result = match core.session_record(&name, clock) {
+                Some(record) => self.store.write_session(&record),
+                None => self.store.remove_session(&name),
+            };
+            if let Err(e) = result {
+                log::error!("session {name}: saving its state: {e}");
+            }
+        }
+    }
+
+    /// Describes a generation that just started, so that a successor can find it.
+    pub fn describe(&self, session: &Arc<str>, gen: u64, process: &Process, pty: bool) {
+        let pid = process.pid() as u32;
+        let descriptor = Descriptor {
+            session: session.clone(),
+            gen,
+            pid,
+            pgid: pid,
+            sid: pid,
+            identity: process.token().map(str::to_owned),
+            started_unix_ms: unix_ms(),
+            io: if pty { IoKind::Pty } else { IoKind::Pipes },
+            dir_id: self.store.id().clone(),
+        };
+        if let Err(e) = self.store.write_descriptor(&descriptor) {
+            log::error!("gen {gen}: writing its descriptor: {e}");
+        }
+    }
+
+    /// A generation whose process could not be verified: its descriptor is kept.
+    pub fn keep_unverified(&mut self, gen: u64) {
+        self.unverified.insert(gen);
+    }
+
+    /// Forgets a generation that is gone (reaped, or its record proved wrong).
+    pub fn forget(&mut self, gen: u64) {
+        if self.unverified.contains(&gen) {
+            return;
+        }
+        if let Err(e) = self.store.remove_descriptor(gen) {
+            log::error!("gen {gen}: removing its descriptor: {e}");
+        }
+    }
+}
