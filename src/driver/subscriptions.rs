@@ -27,11 +27,56 @@ pub struct Cursor {
     pub pos: u64,
 }
 
+/// One session's followers and their cursors. A session rarely has more than a few, so
+/// a short vector beats a map, in memory above all (one per session).
+#[derive(Debug, Default)]
+struct Followers(Vec<(u64, Cursor)>);
+
+impl Followers {
+    fn get(&self, client: u64) -> Option<&Cursor> {
+        self.0
+            .iter()
+            .find(|(c, _)| *c == client)
+            .map(|(_, cur)| cur)
+    }
+
+    fn get_mut(&mut self, client: u64) -> Option<&mut Cursor> {
+        self.0
+            .iter_mut()
+            .find(|(c, _)| *c == client)
+            .map(|(_, cur)| cur)
+    }
+
+    /// Adds `client` unless it is there; whether it was added.
+    fn add(&mut self, client: u64, cursor: Cursor) -> bool {
+        if self.get(client).is_some() {
+            return false;
+        }
+        self.0.push((client, cursor));
+        true
+    }
+
+    /// Removes `client`; whether it was there.
+    fn remove(&mut self, client: u64) -> bool {
+        let before = self.0.len();
+        self.0.retain(|(c, _)| *c != client);
+        self.0.len() != before
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn clients(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(|(c, _)| *c)
+    }
+}
+
 /// Every subscription of every client.
 #[derive(Debug, Default)]
 pub struct Subscriptions {
     /// Session → subscriber → its cursor.
-    cursors: HashMap<Arc<str>, HashMap<u64, Cursor>>,
+    cursors: HashMap<Arc<str>, Followers>,
     /// Subscribers to every session, present and future, with how they start on the
     /// sessions that existed when they subscribed.
     all: HashMap<u64, Replay>,
@@ -47,9 +92,12 @@ pub struct Subscriptions {
 impl Subscriptions {
     /// Starts `client` on `session` at `cursor`, unless it already follows it.
     pub fn add(&mut self, client: u64, session: &Arc<str>, cursor: Cursor) {
-        let subs = self.cursors.entry(session.clone()).or_default();
-        if let std::collections::hash_map::Entry::Vacant(e) = subs.entry(client) {
-            e.insert(cursor);
+        if self
+            .cursors
+            .entry(session.clone())
+            .or_default()
+            .add(client, cursor)
+        {
             *self.count.entry(client).or_default() += 1;
         }
     }
@@ -69,7 +117,7 @@ impl Subscriptions {
         let Some(subs) = self.cursors.get_mut(session) else {
             return;
         };
-        if subs.remove(&client).is_some() {
+        if subs.remove(client) {
             if let Some(n) = self.count.get_mut(&client) {
                 *n -= 1;
                 if *n == 0 {
@@ -91,7 +139,7 @@ impl Subscriptions {
         self.behind.remove(&client);
         if self.count.remove(&client).is_some() {
             self.cursors.retain(|_, subs| {
-                subs.remove(&client);
+                subs.remove(client);
                 !subs.is_empty()
             });
         }
@@ -109,14 +157,14 @@ impl Subscriptions {
     pub fn passed(&self, client: u64, session: &str, seq: u64) -> bool {
         self.cursors
             .get(session)
-            .and_then(|subs| subs.get(&client))
+            .and_then(|subs| subs.get(client))
             .is_none_or(|c| c.seq > seq)
     }
 
     /// Whether `client` has records of any followed session still to receive.
     pub fn lagging(&self, client: u64, logs: &super::logs::Logs) -> bool {
         self.cursors.iter().any(|(session, subs)| {
-            subs.get(&client)
+            subs.get(client)
                 .is_some_and(|c| logs.get(session).is_some_and(|r| c.seq < r.end_seq()))
         })
     }
@@ -132,27 +180,27 @@ impl Subscriptions {
         }
         self.cursors
             .get(session)
-            .map_or_else(Vec::new, |subs| subs.keys().copied().collect())
+            .map_or_else(Vec::new, |subs| subs.clients().collect())
     }
 
     /// The clients following `session`, with how far behind the end of its log each is.
     pub fn cursors_of(&self, session: &str) -> Vec<(u64, Cursor)> {
-        self.cursors.get(session).map_or_else(Vec::new, |subs| {
-            subs.iter().map(|(c, cur)| (*c, *cur)).collect()
-        })
+        self.cursors
+            .get(session)
+            .map_or_else(Vec::new, |subs| subs.0.clone())
     }
 
     /// Forgets a removed session: nobody follows it any more.
     pub fn remove_session(&mut self, session: &str) {
         if let Some(subs) = self.cursors.remove(session) {
-            for client in subs.keys() {
-                if let Some(n) = self.count.get_mut(client) {
+            for client in subs.clients() {
+                if let Some(n) = self.count.get_mut(&client) {
                     *n -= 1;
                     if *n == 0 {
-                        self.count.remove(client);
+                        self.count.remove(&client);
                     }
                 }
-                if let Some(b) = self.behind.get_mut(client) {
+                if let Some(b) = self.behind.get_mut(&client) {
                     b.remove(session);
                 }
             }
@@ -174,7 +222,7 @@ impl Subscriptions {
         let Some(cursor) = self
             .cursors
             .get_mut(session)
-            .and_then(|subs| subs.get_mut(&client))
+            .and_then(|subs| subs.get_mut(client))
         else {
             return;
         };
