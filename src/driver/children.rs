@@ -245,7 +245,7 @@ impl Children {
         if self.launching.get_mut(&gen)?.ready() {
             return self.finish_launch(registry, gen);
         }
-        self.launching.remove(&gen)?.abandon(registry);
+        self.take_launch(gen)?.abandon(registry);
         log::info!("gen {gen}: start cancelled before exec");
         let why = "stopped before it started (its start did not finish within the stop's grace)";
         Some(Err(
@@ -253,12 +253,22 @@ impl Children {
         ))
     }
 
+    /// Takes a start out of the table, which gives its memory back once no start is left
+    /// (a burst of spawns would otherwise keep its peak for good).
+    fn take_launch(&mut self, gen: u64) -> Option<Launch> {
+        let launch = self.launching.remove(&gen);
+        if self.launching.is_empty() {
+            self.launching.shrink_to_fit();
+        }
+        launch
+    }
+
     fn finish_launch(
         &mut self,
         registry: &Registry,
         gen: u64,
     ) -> Option<Result<Started, SpawnError>> {
-        let (result, held) = self.launching.remove(&gen)?.finish(registry);
+        let (result, held) = self.take_launch(gen)?.finish(registry);
         let spawned = match result {
             Ok(spawned) => spawned,
             Err(e) => return Some(Err(spawn_error(gen, &e))),
@@ -485,7 +495,7 @@ impl Children {
 
     /// Forgets `gen`, closing everything it held.
     pub fn release(&mut self, registry: &Registry, gen: u64) {
-        if let Some(launch) = self.launching.remove(&gen) {
+        if let Some(launch) = self.take_launch(gen) {
             launch.abandon(registry);
         }
         if let Some(child) = self.table.remove(&gen) {
