@@ -98,3 +98,42 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
         "the adopted process was stopped"
     );
 }
+
+/// A process the previous daemon started but did not describe (it died in between) is
+/// found by its `GENWARD_GEN` marker and stopped: nothing is left running unsupervised.
+#[test]
+fn a_marked_process_nobody_accounts_for_is_stopped_at_start() {
+    let mut d = Daemon::start("sweep", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let ghost = gen_of(&c.ok(json!({"op": "spawn", "session": "ghost",
+        "argv": ["sh", "-c", "sleep 1000 & exec sleep 1000"]})));
+    let ghost_pid = pid_of(&mut c, ghost);
+    drop(c);
+    // SIGKILL, then the descriptor is lost as if the daemon had died before writing it.
+    // SAFETY: kill with the pid of our own, unreaped child.
+    unsafe { libc::kill(d.pid as i32, libc::SIGKILL) };
+    let _ = d.child.wait();
+    let descriptor = d
+        .dir
+        .join("state")
+        .join("gens")
+        .join(format!("{ghost}.json"));
+    std::fs::remove_file(&descriptor).unwrap();
+    d.crash_and_restart(&[]);
+    let mut c = d.client();
+    let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
+    while genward::testkit::proc::stat(ghost_pid).is_some_and(|s| !s.is_zombie()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the unaccounted process runs on"
+        );
+        std::thread::yield_now();
+    }
+    let list = c.ok(json!({"op": "list"}));
+    assert_eq!(
+        session(&list, "ghost")["last_end"]["cause"],
+        "lost",
+        "{list}"
+    );
+}

@@ -75,10 +75,11 @@ const DAEMON_ONLY_VARS: &[&str] = &[
 
 /// The operating system's spawn request for generation `gen` of a core spec.
 ///
-/// Every child carries `GENWARD_GEN=<gen>` in its environment, inherited by whatever it
-/// starts: a process knows its generation, and one that left its session can still be
-/// told apart (and, after a crash, found).
-pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode) -> SpawnRequest {
+/// Every child carries `GENWARD_GEN=<state dir id>:<gen>` in its environment, inherited by
+/// whatever it starts: a process knows its generation, one that left its session can
+/// still be told apart, and after a crash one that was started but not yet described is
+/// found (and told from another directory's).
+pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode, dir_id: &str) -> SpawnRequest {
     let mut unset: Vec<OsString> = spec.env.unset.iter().map(|k| os(k)).collect();
     if spec.env.inherit {
         let set_by_spec = |v: &str| spec.env.set.iter().any(|(k, _)| k == v.as_bytes());
@@ -92,7 +93,7 @@ pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode) -> SpawnRequest 
     let mut set: Vec<(OsString, OsString)> =
         spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect();
     set.retain(|(k, _)| k != tree::GEN_MARKER);
-    set.push((tree::GEN_MARKER.into(), gen.to_string().into()));
+    set.push((tree::GEN_MARKER.into(), format!("{dir_id}:{gen}").into()));
     SpawnRequest {
         argv: spec.argv.iter().map(|a| os(a)).collect(),
         cwd: spec.cwd.as_ref().map(|c| PathBuf::from(os(c))),

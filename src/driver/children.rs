@@ -58,6 +58,8 @@ pub struct Children {
     cgroups: Option<CgroupRoot>,
     /// A leader exited this turn: look at the trees before sleeping.
     look_soon: bool,
+    /// The state directory's id, in every child's `GENWARD_GEN`.
+    dir_id: String,
 }
 
 /// A spec's limits in the cgroup layer's terms.
@@ -100,7 +102,12 @@ fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
 impl Children {
     /// No children; they will be watched per `reaper`, each in a cgroup of its own under
     /// `cgroups` when given.
-    pub fn new(reaper: ReaperMode, adopts_orphans: bool, cgroups: Option<CgroupRoot>) -> Children {
+    pub fn new(
+        reaper: ReaperMode,
+        adopts_orphans: bool,
+        cgroups: Option<CgroupRoot>,
+        dir_id: String,
+    ) -> Children {
         Children {
             table: HashMap::new(),
             launching: HashMap::new(),
@@ -108,6 +115,7 @@ impl Children {
             adopts_orphans,
             cgroups,
             look_soon: false,
+            dir_id,
         }
     }
 
@@ -212,7 +220,7 @@ impl Children {
     /// [`launched`](Self::launched) when the status pipe is readable.
     pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
         let cgroup = self.cgroup_for(gen, &spec.limits)?;
-        let request = spawn_request(gen, spec, self.reaper);
+        let request = spawn_request(gen, spec, self.reaper, &self.dir_id);
         let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
             .map_err(|e| spawn_error(gen, &e))?;
         let launch = Launch::new(gen, starting, cgroup, registry).map_err(|e| {

@@ -128,8 +128,13 @@ impl Daemon {
             _ => String::new(),
         };
         let cgroups = cgroup_root(cfg.containment).map_err(StartError)?;
-        let mut children =
-            Children::new(cfg.reaper, crate::sys::orphans::adopts_orphans(), cgroups);
+        let (mut persist, left) = Persist::open(&cfg.state_dir).map_err(StartError)?;
+        let mut children = Children::new(
+            cfg.reaper,
+            crate::sys::orphans::adopts_orphans(),
+            cgroups,
+            persist.dir_id().to_owned(),
+        );
         let hello = Hello {
             identity,
             reaper: if fallback { "sigchld" } else { "pidfd" },
@@ -150,7 +155,6 @@ impl Daemon {
             start: Instant::now(),
             wire: encode::Clock { epoch_unix_ms },
         };
-        let (mut persist, left) = Persist::open(&cfg.state_dir).map_err(StartError)?;
         let mut core = Core::new(core_config, left.first_gen);
         take_back(
             &mut core,
@@ -582,6 +586,7 @@ fn take_back(
         );
     }
     let mut adopted = 0;
+    let mut accounted = std::collections::HashSet::new();
     for d in left.descriptors {
         let token = d.identity.as_deref().unwrap_or("");
         let verdict = adopt(d.pid as i32, token, reaper);
@@ -593,6 +598,7 @@ fn take_back(
         };
         match verdict {
             Adoption::Adopted(process) => {
+                accounted.insert(d.gen);
                 children.adopt(poll.registry(), d.gen, process);
                 core.handle(now, input);
                 adopted += 1;
@@ -615,12 +621,51 @@ fn take_back(
                     d.pid
                 );
                 persist.keep_unverified(d.gen);
+                accounted.insert(d.gen);
                 core.handle(now, input);
             }
         }
     }
+    sweep(persist.dir_id(), &accounted);
     core.resume(now);
     if sessions > 0 {
         log::info!("took back {sessions} session(s), {adopted} running process(es)");
+    }
+}
+
+/// Stops every process marked as one of this directory's generations that nothing
+/// accounts for: started but not yet described when the previous daemon died, or left
+/// behind by a generation that is gone. Each is opened as a pidfd first, and killed only
+/// if it still carries the marker then.
+fn sweep(dir_id: &str, accounted: &std::collections::HashSet<u64>) {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let marked = match crate::sys::procscan::marked() {
+        Ok(m) => m,
+        Err(e) => {
+            log::warn!("looking for unaccounted processes: {e}");
+            return;
+        }
+    };
+    let ours = |value: &str| -> Option<u64> {
+        let (id, gen) = value.split_once(':')?;
+        (id == dir_id).then(|| gen.parse().ok())?
+    };
+    for (pid, value) in marked {
+        let Some(gen) = ours(&value) else { continue };
+        if accounted.contains(&gen) || pid == std::process::id() as i32 {
+            continue;
+        }
+        let Some(raw) = Pid::from_raw(pid) else {
+            continue;
+        };
+        let Ok(pidfd) = pidfd_open(raw, PidfdFlags::empty()) else {
+            continue;
+        };
+        // The pidfd pins the process: if it still carries the marker, it is the one read.
+        if crate::sys::tree::read_marker_value(pid).as_deref() != Some(value.as_str()) {
+            continue;
+        }
+        log::warn!("pid {pid} of generation {gen} was never accounted for: killed");
+        let _ = pidfd_send_signal(&pidfd, Signal::KILL);
     }
 }

@@ -119,6 +119,11 @@ impl Persist {
         }
     }
 
+    /// The state directory's id (in every child's `GENWARD_GEN`).
+    pub fn dir_id(&self) -> &str {
+        self.store.id().as_str()
+    }
+
     /// A generation whose process could not be verified: its descriptor is kept.
     pub fn keep_unverified(&mut self, gen: u64) {
         self.unverified.insert(gen);

@@ -46,6 +46,15 @@ fn stats() -> io::Result<impl Iterator<Item = Stat>> {
     }))
 }
 
+/// Every process whose environment marks it (`GENWARD_GEN`, see `sys::tree`), with the
+/// marker's value. Reads every process's environment once: for start-up only, never per
+/// loop turn.
+pub fn marked() -> io::Result<Vec<(i32, String)>> {
+    Ok(pids()?
+        .filter_map(|pid| Some((pid, crate::sys::tree::read_marker_value(pid)?)))
+        .collect())
+}
+
 /// Live (non-zombie) processes whose process group is `pgid`, the leader included.
 pub fn group_members(pgid: i32) -> io::Result<Vec<i32>> {
     Ok(stats()?

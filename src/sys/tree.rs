@@ -421,18 +421,24 @@ pub struct Escapee {
     pub marker: Option<u64>,
 }
 
-/// The number in `GENWARD_GEN=<n>` in `/proc/<pid>/environ` ([`GEN_MARKER`]): the
-/// environment the process was executed with (a later `setenv` is not seen), inherited
-/// from the generation that started it unless someone cleared it. `None` if absent, not a
-/// number, or unreadable (reading another user's environment needs the same rights as
-/// tracing it).
+/// The generation in `GENWARD_GEN=[<dir id>:]<gen>` in `/proc/<pid>/environ`
+/// ([`GEN_MARKER`]): the environment the process was executed with (a later `setenv` is
+/// not seen), inherited from the generation that started it unless someone cleared it.
+/// `None` if absent, not a number, or unreadable (reading another user's environment
+/// needs the same rights as tracing it).
 pub fn read_marker(pid: i32) -> Option<u64> {
+    let value = read_marker_value(pid)?;
+    value.rsplit(':').next()?.parse().ok()
+}
+
+/// The whole value of [`GEN_MARKER`] in `/proc/<pid>/environ`, if present and text.
+pub fn read_marker_value(pid: i32) -> Option<String> {
     let mut buf = Vec::new();
     read_into(&format!("/proc/{pid}/environ"), &mut buf, ENVIRON_MAX).ok()?;
     let prefix = format!("{GEN_MARKER}=");
     buf.split(|&b| b == 0)
         .find_map(|var| var.strip_prefix(prefix.as_bytes()))
-        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+        .and_then(|v| Some(std::str::from_utf8(v).ok()?.to_owned()))
 }
 
 /// Every process below `root`, found through the `children` files (or, without them, one
