@@ -62,8 +62,15 @@ fn service_manager_variables_do_not_leak_into_children() {
     for v in vars {
         assert!(!out.contains(&format!("{v}=")), "{v} leaked: {out}");
     }
-    // Every child knows its generation (and so does whatever it starts).
-    assert!(out.contains(&format!("GENWARD_GEN={gen}\n")), "{out}");
+    // Every child knows its state directory's id and its generation (and so does
+    // whatever it starts).
+    let marker = out
+        .lines()
+        .find_map(|l| l.strip_prefix("GENWARD_GEN="))
+        .unwrap_or_else(|| panic!("no GENWARD_GEN: {out}"));
+    let (id, marked_gen) = marker.split_once(':').unwrap();
+    assert_eq!(id.len(), 32, "{marker}");
+    assert_eq!(marked_gen, gen.to_string(), "{marker}");
     // What a client asks for explicitly is still set.
     let gen = c.ok(json!({"op": "spawn", "session": "env", "argv": ["env"],
         "env": {"LISTEN_FDS": "3"}}))["gen"]
