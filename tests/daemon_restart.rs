@@ -36,8 +36,13 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let keep = gen_of(&c.ok(json!({"op": "spawn", "session": "keep",
-        "argv": ["sleep", "1000"]})));
+        "on_recover": "keep", "argv": ["sleep", "1000"]})));
     let keep_pid = pid_of(&mut c, keep);
+    // By default a process found running by the next daemon is stopped, then its restart
+    // policy applies (it gets a process whose I/O the daemon holds again).
+    let auto = gen_of(&c.ok(json!({"op": "spawn", "session": "auto",
+        "restart": {"mode": "always", "initial": "10ms"}, "argv": ["sleep", "1000"]})));
+    let auto_pid = pid_of(&mut c, auto);
     let gone = gen_of(&c.ok(json!({"op": "spawn", "session": "gone",
         "argv": ["sleep", "1000"]})));
     let gone_pid = pid_of(&mut c, gone);
@@ -80,6 +85,26 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     let end = c.ok(json!({"op": "wait", "session": "gone", "gen": gone}));
     assert_eq!(end["end"]["cause"], "lost", "{end}");
     assert_eq!(end["end"]["code"], Value::Null, "{end}");
+
+    // `auto` was stopped and started again.
+    let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
+    while genward::testkit::proc::stat(auto_pid).is_some_and(|s| !s.is_zombie()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recovered process was not stopped"
+        );
+        std::thread::yield_now();
+    }
+    let auto_now = loop {
+        let got = c.ok(json!({"op": "get", "session": "auto"}));
+        let current = got["session"]["current"].as_u64();
+        if current.is_some_and(|g| g > auto) && got["session"]["state"] == "running" {
+            break current.unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "not restarted: {got}");
+        std::thread::yield_now();
+    };
+    assert!(auto_now > auto);
 
     // Numbers never repeat: a new generation is above every earlier one.
     let new = gen_of(&c.ok(json!({"op": "spawn", "session": "new", "argv": ["true"]})));

@@ -245,7 +245,9 @@ impl Core {
         let Some(s) = self.sessions.get(name) else {
             return;
         };
-        let (current, stop_current) = (s.current, !s.want_up || s.removing);
+        // A session that should not run, or whose process should not be kept.
+        let stop_current = !s.want_up || s.removing || s.spec.on_recover == super::OnRecover::Stop;
+        let current = s.current;
         // The recorded current with no process: nobody will ever see it end.
         if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
             self.lost_unseen(name, gen);

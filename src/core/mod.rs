@@ -39,8 +39,8 @@ pub use snapshot::{
     GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
 };
 pub use spec::{
-    CpuQuota, Env, IoMode, OnBusy, OnExit, ResourceLimits, Restart, RestartPolicy, Spec, Stderr,
-    Stream,
+    CpuQuota, Env, IoMode, OnBusy, OnExit, OnRecover, ResourceLimits, Restart, RestartPolicy, Spec,
+    Stderr, Stream,
 };
 pub use time::Time;
 

@@ -36,6 +36,8 @@ pub struct Spec {
     pub buffer_bytes: usize,
     /// Limits on the generation's cgroup (cgroup containment only).
     pub limits: ResourceLimits,
+    /// What a restarted daemon does with a process of this spec still running.
+    pub on_recover: OnRecover,
 }
 
 /// Limits a generation's whole tree shares, enforced by its cgroup.
@@ -98,6 +100,7 @@ impl Spec {
             restart: RestartPolicy::default(),
             buffer_bytes: 1 << 20,
             limits: ResourceLimits::default(),
+            on_recover: OnRecover::Stop,
         }
     }
 
@@ -295,6 +298,18 @@ pub enum OnExit {
     KillGroup,
     /// Leave the rest of the group alone and reap at once.
     Leave,
+}
+
+/// What a restarted daemon does with this session's process if it is still running
+/// (verified, and adopted: its input and output are not recovered).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnRecover {
+    /// Stop it (and what it started), then follow the restart policy: the session gets a
+    /// process whose input and output the daemon holds again.
+    #[default]
+    Stop,
+    /// Leave it running; `stop` and `signal` still work on it.
+    Keep,
 }
 
 /// What `spawn` does when the session already has a live current generation.

@@ -18,6 +18,8 @@ pub fn spec() -> Spec {
     spec.grace = Duration::from_millis(100);
     spec.kill_grace = Duration::from_millis(200);
     spec.drain = Duration::from_millis(50);
+    // A restarted core keeps adopted processes running unless a test asks otherwise.
+    spec.on_recover = crate::core::OnRecover::Keep;
     spec
 }
 

@@ -376,3 +376,26 @@ fn a_session_being_removed_goes_once_its_adopted_generation_ends() {
     ));
     n.settle();
 }
+
+/// By default a process found still running after a restart is stopped (its input and
+/// output are not recovered), then the restart policy applies.
+#[test]
+fn by_default_a_process_still_running_is_stopped_after_a_restart() {
+    let mut h = Harness::new();
+    let mut default = spec();
+    default.on_recover = crate::core::OnRecover::Stop;
+    let g = h
+        .spawn_with("s", default, crate::core::OnBusy::Replace)
+        .unwrap();
+    h.started(g);
+    let (mut n, _) = h.reborn(h.records(), 5);
+    assert!(n.adopt(g, "s"));
+    let actions = n.resume();
+    assert!(
+        has(
+            &actions,
+            |a| matches!(a, Action::Signal { gen, signal: 15, .. } if *gen == g)
+        ),
+        "{actions:?}"
+    );
+}

@@ -79,6 +79,7 @@ fn every_option() -> Spec {
                 period_us: 100_000,
             }),
         },
+        on_recover: crate::core::OnRecover::Keep,
     }
 }
 
@@ -216,7 +217,8 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             r#""unset_env":["HOME","LANG"],"pty":{"rows":50,"cols":132},"on_busy":"overlap","#,
             r#""restart":{"mode":"on-failure","initial":"250000ns","max":30000,"reset_after":600000,"max_restarts":0},"#,
             r#""stop_signal":2,"grace":1500,"kill_grace":"2s1ns","drain":0,"on_exit":"leave","buffer":65536,"#,
-            r#""limits":{"memory_max":1073741824,"pids_max":64,"cpu_max":{"quota_us":50000,"period_us":100000}}}"#
+            r#""limits":{"memory_max":1073741824,"pids_max":64,"cpu_max":{"quota_us":50000,"period_us":100000}},"#,
+            r#""on_recover":"keep"}"#
         )
     );
     assert_eq!(

@@ -3,7 +3,8 @@
 
 use super::fields::{bad, bytes_of, opt_duration, signal, u16_field, Result};
 use crate::core::{
-    CpuQuota, Env, IoMode, OnBusy, OnExit, ResourceLimits, Restart, RestartPolicy, Spec, Stderr,
+    CpuQuota, Env, IoMode, OnBusy, OnExit, OnRecover, ResourceLimits, Restart, RestartPolicy, Spec,
+    Stderr,
 };
 use crate::proto::duration::write_wire;
 use crate::proto::json::{write_str, FieldError, ObjWriter, Object, Value};
@@ -27,6 +28,7 @@ pub(super) const SPAWN_FIELDS: &[&str] = &[
     "restart",
     "buffer",
     "limits",
+    "on_recover",
 ];
 
 /// Decodes the spec of a `spawn` request.
@@ -75,6 +77,16 @@ pub(super) fn spec(args: &Object) -> Result<Spec> {
     if let Some(l) = args.opt_object("limits").map_err(bad)? {
         spec.limits = limits(l)?;
     }
+    spec.on_recover = match args.opt_str("on_recover").map_err(bad)? {
+        None | Some("stop") => OnRecover::Stop,
+        Some("keep") => OnRecover::Keep,
+        Some(other) => {
+            return Err(bad(FieldError::invalid(
+                "on_recover",
+                format!("`{other}` is not one of stop, keep"),
+            )))
+        }
+    };
     Ok(spec)
 }
 
@@ -330,6 +342,9 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     }
     if !spec.limits.is_empty() {
         w.with("limits", |out| write_limits(&spec.limits, out));
+    }
+    if spec.on_recover == OnRecover::Keep {
+        w.str("on_recover", "keep");
     }
     Ok(())
 }
