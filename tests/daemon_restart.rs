@@ -41,8 +41,21 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     // By default a process found running by the next daemon is stopped, then its restart
     // policy applies (it gets a process whose I/O the daemon holds again).
     let auto = gen_of(&c.ok(json!({"op": "spawn", "session": "auto",
-        "restart": {"mode": "always", "initial": "10ms"}, "argv": ["sleep", "1000"]})));
+        "restart": {"mode": "always", "initial": "10ms"},
+        "argv": ["sh", "-c", "sleep 1000 & echo child=$!.; exec sleep 1000"]})));
     let auto_pid = pid_of(&mut c, auto);
+    let mut text = String::new();
+    let child_of = |text: &str| -> Option<u32> {
+        text.split("child=").nth(1)?.split('.').next()?.parse().ok()
+    };
+    c.events_until(|m| {
+        text.push_str(&String::from_utf8_lossy(&util::daemon::output_of(
+            std::slice::from_ref(m),
+            auto,
+        )));
+        child_of(&text).is_some()
+    });
+    let auto_child = child_of(&text).unwrap();
     let gone = gen_of(&c.ok(json!({"op": "spawn", "session": "gone",
         "argv": ["sleep", "1000"]})));
     let gone_pid = pid_of(&mut c, gone);

@@ -142,6 +142,13 @@ impl Children {
             .insert(gen, Child::adopted(gen, process, registry));
     }
 
+    /// Whether `gen` is a process taken back after a restart (not our child).
+    pub fn is_adopted(&self, gen: u64) -> bool {
+        self.table
+            .get(&gen)
+            .is_some_and(|c| !c.process().is_child())
+    }
+
     /// What a descriptor of `gen` records: its process, and whether it has a terminal.
     pub fn describe(&self, gen: u64) -> Option<(&Process, bool)> {
         let child = self.table.get(&gen)?;

@@ -430,7 +430,14 @@ impl Daemon {
                 self.tell(Input::LeaderExited { gen, status });
                 self.children.look_soon();
             }
-            LeaderState::Lost => self.tell(Input::Lost { gen }),
+            LeaderState::Lost => {
+                // A process not our child (taken back after a restart) gives us no status,
+                // and nothing pins its group: what it started is found by its marker.
+                if self.children.is_adopted(gen) {
+                    sweep(self.persist.dir_id(), |g| g != gen);
+                }
+                self.tell(Input::Lost { gen });
+            }
         }
     }
 
@@ -626,18 +633,19 @@ fn take_back(
             }
         }
     }
-    sweep(persist.dir_id(), &accounted);
+    sweep(persist.dir_id(), |gen| accounted.contains(&gen));
     core.resume(now);
     if sessions > 0 {
         log::info!("took back {sessions} session(s), {adopted} running process(es)");
     }
 }
 
-/// Stops every process marked as one of this directory's generations that nothing
-/// accounts for: started but not yet described when the previous daemon died, or left
-/// behind by a generation that is gone. Each is opened as a pidfd first, and killed only
-/// if it still carries the marker then.
-fn sweep(dir_id: &str, accounted: &std::collections::HashSet<u64>) {
+/// Kills every process marked as one of this directory's generations that nothing
+/// accounts for (`accounted` says which generations are): at start, those started but not
+/// yet described when the previous daemon died, or left behind by a generation that is
+/// gone; later, what a taken-back process had started when it ends. Each is opened as a
+/// pidfd first, and killed only if it still carries the marker then.
+fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
     use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
     let marked = match crate::sys::procscan::marked() {
         Ok(m) => m,
@@ -652,7 +660,7 @@ fn sweep(dir_id: &str, accounted: &std::collections::HashSet<u64>) {
     };
     for (pid, value) in marked {
         let Some(gen) = ours(&value) else { continue };
-        if accounted.contains(&gen) || pid == std::process::id() as i32 {
+        if accounted(gen) || pid == std::process::id() as i32 {
             continue;
         }
         let Some(raw) = Pid::from_raw(pid) else {
