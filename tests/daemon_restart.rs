@@ -99,14 +99,16 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     assert_eq!(end["end"]["cause"], "lost", "{end}");
     assert_eq!(end["end"]["code"], Value::Null, "{end}");
 
-    // `auto` was stopped and started again.
+    // `auto` was stopped — what it started too — and started again.
     let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
-    while genward::testkit::proc::stat(auto_pid).is_some_and(|s| !s.is_zombie()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the recovered process was not stopped"
-        );
-        std::thread::yield_now();
+    for pid in [auto_pid, auto_child] {
+        while genward::testkit::proc::stat(pid).is_some_and(|s| !s.is_zombie()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pid} was not stopped"
+            );
+            std::thread::yield_now();
+        }
     }
     let auto_now = loop {
         let got = c.ok(json!({"op": "get", "session": "auto"}));
