@@ -20,8 +20,9 @@ use super::containment::cgroup_root;
 use super::groups;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
-use super::persist::{unix_ms, Persist};
+use super::persist::Persist;
 use super::ready::notify_ready;
+use super::recover::{sweep, take_back};
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
 use crate::core::{
@@ -162,7 +163,7 @@ impl Daemon {
             &mut persist,
             left,
             &poll,
-            clock,
+            clock.now(),
             cfg.reaper,
         );
         Ok(Daemon {
@@ -562,118 +563,5 @@ impl Daemon {
             request,
             command: Command::Shutdown,
         });
-    }
-}
-
-/// Takes back what the previous daemon left: its sessions, then each generation it
-/// described — adopted if its process is verifiably the same, reported lost if another
-/// process has its pid, kept unsignalled if that cannot be told.
-fn take_back(
-    core: &mut Core,
-    children: &mut Children,
-    persist: &mut Persist,
-    left: super::persist::Left,
-    poll: &Poll,
-    clock: Clock,
-    reaper: crate::sys::process::ReaperMode,
-) {
-    use crate::core::{Containment, WallClock};
-    use crate::sys::identity::{adopt, Adoption};
-    let now = clock.now();
-    let wall = WallClock {
-        now,
-        unix_ms: unix_ms(),
-    };
-    let sessions = left.sessions.len();
-    for problem in core.restore(wall, left.sessions) {
-        log::warn!(
-            "session {}: not restored: {}",
-            problem.session,
-            problem.error.message
-        );
-    }
-    let mut adopted = 0;
-    let mut accounted = std::collections::HashSet::new();
-    for d in left.descriptors {
-        let token = d.identity.as_deref().unwrap_or("");
-        let verdict = adopt(d.pid as i32, token, reaper);
-        let input = Input::Adopt {
-            gen: d.gen,
-            session: d.session.clone(),
-            pid: d.pid,
-            containment: Containment::Session,
-        };
-        match verdict {
-            Adoption::Adopted(process) => {
-                accounted.insert(d.gen);
-                children.adopt(poll.registry(), d.gen, process);
-                core.handle(now, input);
-                adopted += 1;
-            }
-            Adoption::Mismatch => {
-                log::info!(
-                    "{} gen {}: pid {} is another process now: lost",
-                    d.session,
-                    d.gen,
-                    d.pid
-                );
-                core.handle(now, input);
-                core.handle(now, Input::Lost { gen: d.gen });
-            }
-            Adoption::Unverifiable(why) => {
-                log::warn!(
-                    "{} gen {}: pid {} cannot be verified ({why}): kept, never signalled",
-                    d.session,
-                    d.gen,
-                    d.pid
-                );
-                persist.keep_unverified(d.gen);
-                accounted.insert(d.gen);
-                core.handle(now, input);
-            }
-        }
-    }
-    sweep(persist.dir_id(), |gen| accounted.contains(&gen));
-    core.resume(now);
-    if sessions > 0 {
-        log::info!("took back {sessions} session(s), {adopted} running process(es)");
-    }
-}
-
-/// Kills every process marked as one of this directory's generations that nothing
-/// accounts for (`accounted` says which generations are): at start, those started but not
-/// yet described when the previous daemon died, or left behind by a generation that is
-/// gone; later, what a taken-back process had started when it ends. Each is opened as a
-/// pidfd first, and killed only if it still carries the marker then.
-fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
-    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
-    let marked = match crate::sys::procscan::marked() {
-        Ok(m) => m,
-        Err(e) => {
-            log::warn!("looking for unaccounted processes: {e}");
-            return;
-        }
-    };
-    let ours = |value: &str| -> Option<u64> {
-        let (id, gen) = value.split_once(':')?;
-        (id == dir_id).then(|| gen.parse().ok())?
-    };
-    for (pid, value) in marked {
-        let Some(gen) = ours(&value) else { continue };
-        if accounted(gen) || pid == std::process::id() as i32 {
-            continue;
-        }
-        let Some(raw) = Pid::from_raw(pid) else {
-            continue;
-        };
-        let Ok(pidfd) = pidfd_open(raw, PidfdFlags::empty()) else {
-            continue;
-        };
-        // The pidfd pins the process: if it still carries the marker, it is the one read.
-        if crate::sys::tree::read_marker_value(pid).as_deref() != Some(value.as_str()) {
-            continue;
-        }
-        log::warn!("pid {pid} of generation {gen} was never accounted for: killed");
-        let _ = pidfd_send_signal(&pidfd, Signal::KILL);
     }
 }

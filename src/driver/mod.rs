@@ -22,6 +22,7 @@ mod logs;
 mod outbox;
 mod persist;
 mod ready;
+mod recover;
 mod ring;
 mod signals;
 mod subscriptions;
