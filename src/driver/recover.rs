@@ -15,7 +15,8 @@ use crate::sys::process::ReaperMode;
 
 /// Takes back what the previous daemon left: its sessions, then each generation it
 /// described — adopted if its process is verifiably the same, reported lost if another
-/// process has its pid, kept unsignalled if that cannot be told.
+/// process has its pid, kept unsignalled if that cannot be told — and stops marked
+/// processes of generations nothing accounts for (started but never described).
 pub fn take_back(
     core: &mut Core,
     children: &mut Children,
@@ -30,6 +31,16 @@ pub fn take_back(
         unix_ms: unix_ms(),
     };
     let sessions = left.sessions.len();
+    // Generations known to have ended: whatever they left running was left knowingly
+    // (`on_exit: leave`) or out of reach already, and stays as it would have.
+    let mut accounted: HashSet<u64> = left
+        .sessions
+        .iter()
+        .flat_map(|r| {
+            let last = r.last_end.as_ref().map(|e| e.gen());
+            r.recent_ends.iter().filter_map(|e| e.gen()).chain(last)
+        })
+        .collect();
     for problem in core.restore(wall, left.sessions) {
         log::warn!(
             "session {}: not restored: {}",
@@ -38,7 +49,6 @@ pub fn take_back(
         );
     }
     let mut adopted = 0;
-    let mut accounted = HashSet::new();
     for d in left.descriptors {
         let token = d.identity.as_deref().unwrap_or("");
         let verdict = adopt(d.pid as i32, token, reaper);
