@@ -9,9 +9,9 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Poll, Token};
 
 use super::children::{Children, LeaderState, Read};
 use super::clients::{ClientLimits, Clients, Hello, Next};
@@ -20,7 +20,7 @@ use super::containment::cgroup_root;
 use super::groups;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
-use super::persist::Persist;
+use super::persist::{claim_directories, unix_ms, Persist};
 use super::ready::notify_ready;
 use super::recover::{sweep, take_back};
 use super::signals::{ControlSignal, Signals};
@@ -34,7 +34,6 @@ use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::{Op, Target};
 use crate::store::lease::Lease;
-use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
 use crate::sys::process::ReaperMode;
 
 /// One read from a child or a client: large enough to empty a grown pipe buffer in a few
@@ -82,26 +81,8 @@ pub struct Daemon {
 impl Daemon {
     /// Prepares the state directory, lease, socket and signal handling.
     pub fn new(cfg: DaemonConfig) -> Result<Daemon, StartError> {
-        // Other allowed uids must be able to reach the socket: its directory lets them
-        // pass (never list or write), the socket lets them connect, SO_PEERCRED decides.
         let shared = !cfg.allow_uids.is_empty();
-        let socket_dir = cfg.socket.parent().unwrap_or(&cfg.state_dir);
-        let ensure_state_dir = if shared && socket_dir == cfg.state_dir {
-            ensure_searchable_dir
-        } else {
-            ensure_private_dir
-        };
-        ensure_state_dir(&cfg.state_dir).map_err(|e| StartError(e.to_string()))?;
-        let lease = Lease::acquire(&cfg.state_dir)
-            .map_err(|e| StartError(format!("{}: {e}", cfg.state_dir.display())))?;
-        if socket_dir != cfg.state_dir {
-            let ensure = if shared {
-                ensure_searchable_dir
-            } else {
-                ensure_private_dir
-            };
-            ensure(socket_dir).map_err(|e| StartError(format!("socket {e}")))?;
-        }
+        let lease = claim_directories(&cfg.state_dir, &cfg.socket, shared)?;
         if let Some(old) = crate::sys::rlimit::raise_nofile_limit() {
             log::debug!(
                 "descriptor limit raised from {old} to {:?}",
@@ -109,21 +90,14 @@ impl Daemon {
             );
         }
         let poll = Poll::new().map_err(start_err("epoll"))?;
-        let mut listener = listener::bind(&cfg.socket, shared)
-            .map_err(|e| StartError(format!("socket {}: {e}", cfg.socket.display())))?;
-        let listener_token = Source::Listener.token().expect("fixed sources have tokens");
-        poll.registry()
-            .register(&mut listener, listener_token, Interest::READABLE)
-            .map_err(start_err("register socket"))?;
+        let listener = listener::open(&cfg.socket, shared, poll.registry())?;
         let signals = Signals::new(poll.registry()).map_err(start_err("signal handlers"))?;
         if cfg.subreaper {
             crate::sys::orphans::become_subreaper().map_err(start_err("PR_SET_CHILD_SUBREAPER"))?;
         }
         let fallback =
             cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
-        let epoch_unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let epoch_unix_ms = unix_ms();
         let identity = match crate::sys::identity::observe(std::process::id() as i32, None) {
             crate::sys::identity::Observed::Token(t) => t,
             _ => String::new(),

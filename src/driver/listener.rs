@@ -33,6 +33,23 @@ pub fn bind(path: &Path, shared: bool) -> io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// Binds the control socket and registers it with the loop.
+pub fn open(
+    path: &Path,
+    shared: bool,
+    registry: &mio::Registry,
+) -> Result<UnixListener, super::config::StartError> {
+    let mut listener = bind(path, shared)
+        .map_err(|e| super::config::StartError(format!("socket {}: {e}", path.display())))?;
+    let token = super::token::Source::Listener
+        .token()
+        .expect("fixed sources have tokens");
+    registry
+        .register(&mut listener, token, mio::Interest::READABLE)
+        .map_err(|e| super::config::StartError(format!("register socket: {e}")))?;
+    Ok(listener)
+}
+
 /// Tells a connection why it is refused, then lets it go.
 ///
 /// Closing a Unix socket with unread input resets it, and the peer would lose the reason:

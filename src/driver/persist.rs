@@ -9,7 +9,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::config::StartError;
 use crate::core::{Core, SessionRecord, Time, WallClock};
+use crate::store::lease::Lease;
+use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
 use crate::store::{generation_floor, Descriptor, GenAllocator, IoKind, Store};
 use crate::sys::process::Process;
 
@@ -42,6 +45,32 @@ pub fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Makes the state directory (and the socket's, if elsewhere) ours and private — others
+/// may only pass through when other uids are allowed to connect (`shared`) — and takes
+/// the lease, held for the daemon's lifetime: nothing is read before the directory is
+/// ours alone.
+pub fn claim_directories(
+    state_dir: &std::path::Path,
+    socket: &std::path::Path,
+    shared: bool,
+) -> Result<Lease, StartError> {
+    let socket_dir = socket.parent().unwrap_or(state_dir);
+    let ensure = |searchable: bool| {
+        if searchable {
+            ensure_searchable_dir
+        } else {
+            ensure_private_dir
+        }
+    };
+    ensure(shared && socket_dir == state_dir)(state_dir).map_err(|e| StartError(e.to_string()))?;
+    let lease = Lease::acquire(state_dir)
+        .map_err(|e| StartError(format!("{}: {e}", state_dir.display())))?;
+    if socket_dir != state_dir {
+        ensure(shared)(socket_dir).map_err(|e| StartError(format!("socket {e}")))?;
+    }
+    Ok(lease)
 }
 
 impl Persist {
