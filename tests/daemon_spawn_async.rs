@@ -64,11 +64,12 @@ fn input_sent_right_after_spawn_is_held_until_the_process_runs() {
         )["gen"]
             .as_u64()
             .unwrap();
-        // No waiting for `spawned`: the write and a resize are accepted and held.
-        c.ok(json!({"op": "write", "session": session, "if_gen": gen, "data": "hello\n"}));
+        // No waiting for `spawned`: a resize and the input are accepted (and held while
+        // it starts). The resize goes first: once it has its input, the process exits.
         if pty {
             c.ok(json!({"op": "resize", "session": session, "rows": 30, "cols": 100}));
         }
+        c.ok(json!({"op": "write", "session": session, "if_gen": gen, "data": "hello\n"}));
         let seen = c.events_until(|m| m.is("exited", gen));
         let out = output_of(&seen, gen);
         assert!(
