@@ -5,7 +5,7 @@
 //! generation that is not here (never spawned, or already released) is ignored, so a
 //! late readiness event or action can never reach another process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 
 use mio::Registry;
@@ -58,6 +58,9 @@ pub struct Children {
     cgroups: Option<CgroupRoot>,
     /// A leader exited this turn: look at the trees before sleeping.
     look_soon: bool,
+    /// The generations whose session is watched: the loop asks for the soonest look on
+    /// every turn, and only these can want one.
+    watched: HashSet<u64>,
     /// The state directory's id, in every child's `GENWARD_GEN`.
     dir_id: String,
 }
@@ -115,6 +118,7 @@ impl Children {
             adopts_orphans,
             cgroups,
             look_soon: false,
+            watched: HashSet::new(),
             dir_id,
         }
     }
@@ -202,12 +206,17 @@ impl Children {
             return None;
         }
         let others = self.others(gen);
-        Some(self.table.get_mut(&gen)?.session_empty(registry, &others))
+        let empty = self.table.get_mut(&gen)?.session_empty(registry, &others);
+        self.watched.insert(gen);
+        Some(empty)
     }
 
     /// The soonest a session watch wants to look again.
     pub fn watch_deadline(&self) -> Option<std::time::Instant> {
-        self.table.values().filter_map(Child::watch_deadline).min()
+        self.watched
+            .iter()
+            .filter_map(|gen| self.table.get(gen)?.watch_deadline())
+            .min()
     }
 
     /// Whether `gen`'s cgroup still holds a process; `None` without a cgroup. Reading it
@@ -404,13 +413,16 @@ impl Children {
             }
             (Scope::Tree, Some(cg)) => cg.signal(sig).map(|_| ()).map_err(SignalError::Os),
             // The session: its members, watched until it is empty, and the leader.
-            (Scope::Tree, None) => child.signal_session(registry, &others, sig).and_then(|()| {
-                match child.process().signal(sig) {
-                    // Already exited (the usual case at its exit): its members matter.
-                    Err(SignalError::Exited) => Ok(()),
-                    other => other,
-                }
-            }),
+            (Scope::Tree, None) => {
+                self.watched.insert(gen);
+                child.signal_session(registry, &others, sig).and_then(|()| {
+                    match child.process().signal(sig) {
+                        // Already exited (the usual case at its exit): its members matter.
+                        Err(SignalError::Exited) => Ok(()),
+                        other => other,
+                    }
+                })
+            }
             (Scope::Foreground, _) => match child.pty() {
                 Some(tty) => tree::signal_foreground(child.process(), tty, &others, sig).map(drop),
                 None => Err(SignalError::Os(io::Error::from_raw_os_error(libc::ENOTTY))),
@@ -513,6 +525,7 @@ impl Children {
         if let Some(launch) = self.take_launch(gen) {
             launch.abandon(registry);
         }
+        self.watched.remove(&gen);
         if let Some(child) = self.table.remove(&gen) {
             child.release(registry);
             log::debug!("gen {gen}: released");

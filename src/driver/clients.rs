@@ -395,13 +395,18 @@ impl Clients {
     /// fast client could otherwise nest read → answer → flush → read without bound).
     pub fn flush_dirty(&mut self, registry: &Registry, logs: &Logs) -> Vec<u64> {
         let mut resume = Vec::new();
-        for id in std::mem::take(&mut self.dirty) {
+        // Runs after every record read: the list's buffer is kept, not reallocated.
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for id in dirty.drain(..) {
             if let Some(c) = self.table.get_mut(&id) {
                 c.dirty = false;
             }
             if self.flush(registry, id, logs) {
                 resume.push(id);
             }
+        }
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
         }
         resume
     }

@@ -114,11 +114,16 @@ impl Persist {
 
     /// Writes the records of every session the core says changed (removes those gone).
     pub fn sync_sessions(&mut self, core: &mut Core, now: Time) {
+        // Called after every step: nothing to do (the usual case) costs nothing.
+        let dirty = core.take_dirty_sessions();
+        if dirty.is_empty() {
+            return;
+        }
         let clock = WallClock {
             now,
             unix_ms: unix_ms(),
         };
-        for name in core.take_dirty_sessions() {
+        for name in dirty {
             let result = match core.session_record(&name, clock) {
                 Some(record) => self.store.write_session(&record),
                 None => self.store.remove_session(&name),

@@ -173,9 +173,14 @@ impl Subscriptions {
     /// given a cursor at record `seq` if it had none: it meets the session there).
     pub fn followers(&mut self, session: &Arc<str>, ring: &Ring, seq: u64) -> Vec<u64> {
         if !self.all.is_empty() {
-            let all: Vec<u64> = self.all.keys().copied().collect();
-            for client in all {
-                self.add(client, session, cursor_at(ring, seq));
+            // Called for every record: the session's entry is looked up once, and a
+            // subscriber to everything already following it costs one comparison.
+            let subs = self.cursors.entry(session.clone()).or_default();
+            let meet = cursor_at(ring, seq);
+            for &client in self.all.keys() {
+                if subs.add(client, meet) {
+                    *self.count.entry(client).or_default() += 1;
+                }
             }
         }
         self.cursors

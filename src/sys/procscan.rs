@@ -26,7 +26,6 @@ struct Stat {
     pid: i32,
     /// Zombie or dead: holds nothing and cannot be signalled.
     gone: bool,
-    ppid: u64,
     pgid: u64,
 }
 
@@ -39,8 +38,7 @@ fn stats() -> io::Result<impl Iterator<Item = Stat>> {
         Some(Stat {
             pid,
             gone: state == "Z" || state == "X",
-            // Fields 4 and 5: parent and process group.
-            ppid: stat_field(&stat, 4)?,
+            // Field 5: the process group.
             pgid: stat_field(&stat, 5)?,
         })
     }))
@@ -103,13 +101,4 @@ pub fn holders_of(fd: BorrowedFd<'_>) -> io::Result<Vec<i32>> {
         }
     }
     Ok(holders)
-}
-
-/// Zombie processes whose parent is `parent`: orphans reparented to us (as PID 1 or as a
-/// child subreaper) that have exited and wait to be reaped.
-pub fn zombie_children(parent: i32) -> io::Result<Vec<i32>> {
-    Ok(stats()?
-        .filter(|s| s.gone && s.ppid == parent as u64)
-        .map(|s| s.pid)
-        .collect())
 }
