@@ -18,6 +18,7 @@ mod tests;
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::core::{Event, LastEnd, SpawnError};
 pub use crate::core::{ExitCause, SessionState, SpawnErrorKind, Stream};
@@ -125,6 +126,22 @@ impl From<SpawnError> for WireSpawnError {
     }
 }
 
+/// Back to the core's form, as a stored record keeps it: the system's text for `errno`,
+/// which the wire adds when there was no message of the daemon's own, is dropped again,
+/// so a record reads back exactly as it was written.
+impl From<WireSpawnError> for SpawnError {
+    fn from(error: WireSpawnError) -> Self {
+        let system =
+            (error.errno != 0).then(|| std::io::Error::from_raw_os_error(error.errno).to_string());
+        let own = error.message.filter(|m| Some(m) != system.as_ref());
+        let e = SpawnError::new(error.kind, error.errno);
+        match own {
+            Some(m) => e.with_message(m),
+            None => e,
+        }
+    }
+}
+
 /// How a generation ended: what a terminal event says, and a snapshot's `last_end`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum End {
@@ -172,6 +189,28 @@ impl From<&LastEnd> for End {
                 cause,
             },
             LastEnd::SpawnFailed { gen, error } => End::SpawnFailed {
+                gen,
+                error: error.into(),
+            },
+        }
+    }
+}
+
+impl From<End> for LastEnd {
+    fn from(end: End) -> Self {
+        match end {
+            End::Exited {
+                gen,
+                code,
+                signal,
+                cause,
+            } => LastEnd::Exited {
+                gen,
+                code,
+                signal,
+                cause,
+            },
+            End::SpawnFailed { gen, error } => LastEnd::SpawnFailed {
                 gen,
                 error: error.into(),
             },
@@ -234,6 +273,36 @@ impl<'a> WireEvent<'a> {
             | WireEvent::InputClosed { session, .. }
             | WireEvent::Dropped { session, .. } => session,
         }
+    }
+
+    /// The core's end event this is, about `session` (which the caller has checked it
+    /// names); `None` for an event that is not an end.
+    pub fn into_end(self, session: &Arc<str>) -> Option<Event> {
+        Some(match self {
+            WireEvent::Exited {
+                gen,
+                code,
+                signal,
+                cause,
+                discarded,
+                truncated,
+                ..
+            } => Event::Exited {
+                session: session.clone(),
+                gen,
+                code,
+                signal,
+                cause,
+                discarded,
+                truncated,
+            },
+            WireEvent::SpawnFailed { gen, error, .. } => Event::SpawnFailed {
+                session: session.clone(),
+                gen,
+                error: error.into(),
+            },
+            _ => return None,
+        })
     }
 
     /// The generation the event is about, if it names one.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::format::{self, FormatError, Kind};
 use crate::core::{
-    check_session_name, Desired, Event, LastEnd, RestState, SessionRecord, SpawnError, RECENT_ENDS,
+    check_session_name, Desired, Event, LastEnd, RestState, SessionRecord, RECENT_ENDS,
 };
 use crate::proto::event::{End, WireEvent};
 use crate::proto::json::{FieldError, Limits, Object, Value};
@@ -184,37 +184,7 @@ fn last_end(o: &Object) -> Result<LastEnd, FieldError> {
     };
     o.check_fields(&["gen", "code", "signal", "cause", "error"])
         .map_err(nested)?;
-    Ok(match End::decode(o).map_err(nested)? {
-        End::Exited {
-            gen,
-            code,
-            signal,
-            cause,
-        } => LastEnd::Exited {
-            gen,
-            code,
-            signal,
-            cause,
-        },
-        End::SpawnFailed { gen, error } => LastEnd::SpawnFailed {
-            gen,
-            error: core_spawn_error(error),
-        },
-    })
-}
-
-/// The core's form of a decoded spawn error. The wire gives the system's text for the
-/// errno when there was no message of our own: that is not kept, so a record reads back
-/// exactly as it was written.
-fn core_spawn_error(error: crate::proto::event::WireSpawnError) -> SpawnError {
-    let system =
-        (error.errno != 0).then(|| std::io::Error::from_raw_os_error(error.errno).to_string());
-    let own = error.message.filter(|m| Some(m) != system.as_ref());
-    let e = SpawnError::new(error.kind, error.errno);
-    match own {
-        Some(m) => e.with_message(m),
-        None => e,
-    }
+    Ok(End::decode(o).map_err(nested)?.into())
 }
 
 fn recent_ends(items: &[Value], session: &Arc<str>) -> Result<Vec<Event>, FieldError> {
@@ -235,31 +205,10 @@ fn recent_ends(items: &[Value], session: &Arc<str>) -> Result<Vec<Event>, FieldE
         if event.session() != &**session {
             return Err(invalid("about another session".into()));
         }
-        let event = match event {
-            WireEvent::Exited {
-                gen,
-                code,
-                signal,
-                cause,
-                discarded,
-                truncated,
-                ..
-            } => Event::Exited {
-                session: session.clone(),
-                gen,
-                code,
-                signal,
-                cause,
-                discarded,
-                truncated,
-            },
-            WireEvent::SpawnFailed { gen, error, .. } => Event::SpawnFailed {
-                session: session.clone(),
-                gen,
-                error: core_spawn_error(error),
-            },
-            other => return Err(invalid(format!("a `{}` event is not an end", other.name()))),
-        };
+        let name = event.name();
+        let event = event
+            .into_end(session)
+            .ok_or_else(|| invalid(format!("a `{name}` event is not an end")))?;
         if ends.iter().any(|e| e.gen() == event.gen()) {
             return Err(invalid("a second end of one generation".into()));
         }
@@ -271,7 +220,7 @@ fn recent_ends(items: &[Value], session: &Arc<str>) -> Result<Vec<Event>, FieldE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{ExitCause, Restart, SpawnErrorKind, Spec};
+    use crate::core::{ExitCause, Restart, SpawnError, SpawnErrorKind, Spec};
 
     fn record() -> SessionRecord {
         let name: Arc<str> = Arc::from("web");

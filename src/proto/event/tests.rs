@@ -288,3 +288,41 @@ fn members_a_newer_daemon_adds_are_ignored() {
         })
     );
 }
+
+/// The wire adds the system's text for an errno when the daemon had no message of its
+/// own; reading it back drops exactly that, and keeps a message of the daemon's own.
+#[test]
+fn spawn_errors_read_back_as_the_core_wrote_them() {
+    let plain = SpawnError::new(SpawnErrorKind::NotFound, libc::ENOENT);
+    let wire = WireSpawnError::from(plain.clone());
+    assert!(wire.message.is_some(), "the system's text is on the wire");
+    assert_eq!(SpawnError::from(wire), plain);
+
+    let own = SpawnError::new(SpawnErrorKind::NotFound, libc::ENOENT)
+        .with_message("exec \"/x/prog\": no such file or directory");
+    assert_eq!(SpawnError::from(WireSpawnError::from(own.clone())), own);
+
+    let none = SpawnError::new(SpawnErrorKind::Other, 0).with_message("cancelled");
+    assert_eq!(SpawnError::from(WireSpawnError::from(none.clone())), none);
+}
+
+/// Only the two end events turn back into the core's ends, about the given session.
+#[test]
+fn only_ends_convert_to_core_ends() {
+    let session: Arc<str> = Arc::from("web");
+    for event in every_event() {
+        let name = event.name();
+        let end = event.into_end(&session);
+        match name {
+            "exited" | "spawn_failed" => {
+                let end = end.expect("an end");
+                assert!(matches!(
+                    end,
+                    Event::Exited { .. } | Event::SpawnFailed { .. }
+                ));
+                assert_eq!(&**end.session(), "web");
+            }
+            _ => assert!(end.is_none(), "{name} is not an end"),
+        }
+    }
+}
