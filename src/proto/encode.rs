@@ -9,6 +9,7 @@ use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
 use crate::proto::event::WireEvent;
 use crate::proto::framing::OutputFrame;
+use crate::proto::json::write_array;
 use crate::proto::snapshot::session;
 pub use crate::proto::snapshot::Clock;
 
@@ -44,14 +45,7 @@ pub fn reply(
                 }
                 Response::List(sessions) => {
                     w.with("sessions", |out| {
-                        out.push(b'[');
-                        for (i, s) in sessions.iter().enumerate() {
-                            if i > 0 {
-                                out.push(b',');
-                            }
-                            session(s, clock, out);
-                        }
-                        out.push(b']');
+                        write_array(sessions, out, |s, out| session(s, clock, out));
                     });
                 }
                 Response::Session(s) => {

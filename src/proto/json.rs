@@ -25,7 +25,7 @@ mod write;
 pub use access::{FieldError, FieldProblem};
 pub use parse::{parse, parse_with, ParseError, ParseErrorKind};
 pub(crate) use write::write_u64;
-pub use write::{write_str, write_value, ObjWriter};
+pub use write::{write_array, write_str, write_value, ObjWriter};
 
 /// Bounds applied by the parser. Every field is a hard limit whose excess is an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 
 use crate::core::{GenerationSnapshot, SessionSnapshot, Time};
 use crate::proto::event::End;
-use crate::proto::json::ObjWriter;
+use crate::proto::json::{write_array, ObjWriter};
 
 /// Converts core times to Unix milliseconds.
 #[derive(Debug, Clone, Copy)]
@@ -39,14 +39,7 @@ pub fn session(s: &SessionSnapshot, clock: Clock, out: &mut Vec<u8>) {
         None => w.null("last_end"),
     };
     w.with("generations", |out| {
-        out.push(b'[');
-        for (i, g) in s.generations.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            generation(g, clock, out);
-        }
-        out.push(b']');
+        write_array(&s.generations, out, |g, out| generation(g, clock, out));
     });
     w.finish();
 }

@@ -19,7 +19,7 @@ use crate::core::{
     check_session_name, Desired, Event, LastEnd, RestState, SessionRecord, RECENT_ENDS,
 };
 use crate::proto::event::{End, WireEvent};
-use crate::proto::json::{FieldError, Limits, Object, Value};
+use crate::proto::json::{write_array, FieldError, Limits, Object, Value};
 use crate::proto::request::{decode_spec_object, write_spec_object};
 
 /// Largest session file read: a spec as large as a request may carry (1 MiB), written
@@ -56,7 +56,6 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
         field: format!("spec.{}", e.field),
         ..e
     })?;
-    let mut ends = Vec::new();
     for (i, event) in record.recent_ends.iter().enumerate() {
         if !event.is_terminal() || **event.session() != *record.name {
             return Err(FieldError::invalid(
@@ -64,15 +63,13 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
                 "not a terminal event of this session",
             ));
         }
-        ends.push(if i == 0 { b'[' } else { b',' });
-        WireEvent::from_core(event).write(&mut ends);
+    }
+    let mut ends = Vec::new();
+    write_array(&record.recent_ends, &mut ends, |event, out| {
+        WireEvent::from_core(event).write(out);
         // The event encoder ends its line.
-        ends.pop();
-    }
-    if ends.is_empty() {
-        ends.push(b'[');
-    }
-    ends.push(b']');
+        out.pop();
+    });
     Ok(format::encode(Kind::Session, |w| {
         w.str("name", &record.name)
             .str("desired", desired_name(record.desired))

@@ -7,6 +7,22 @@ use std::io::Write as _;
 
 use super::{Number, Value};
 
+/// A JSON array of `items`, each written by `each`.
+pub fn write_array<T>(
+    items: impl IntoIterator<Item = T>,
+    out: &mut Vec<u8>,
+    mut each: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(item, out);
+    }
+    out.push(b']');
+}
+
 /// Appends `value` compactly (no insignificant whitespace).
 ///
 /// Output always parses back to an equal value: floats are written in their shortest
@@ -19,16 +35,7 @@ pub fn write_value(value: &Value, out: &mut Vec<u8>) {
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => write_number(*n, out),
         Value::Str(s) => write_str(s, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(item, out);
-            }
-            out.push(b']');
-        }
+        Value::Array(items) => write_array(items, out, write_value),
         Value::Object(obj) => {
             out.push(b'{');
             for (i, (k, v)) in obj.iter().enumerate() {

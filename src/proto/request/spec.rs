@@ -7,7 +7,7 @@ use crate::core::{
     Stderr,
 };
 use crate::proto::duration::write_wire;
-use crate::proto::json::{write_str, FieldError, ObjWriter, Object, Value};
+use crate::proto::json::{write_array, write_str, FieldError, ObjWriter, Object, Value};
 
 /// The arguments `spawn` accepts.
 pub(super) const SPAWN_FIELDS: &[&str] = &[
@@ -258,7 +258,9 @@ type Encoded<T> = std::result::Result<T, FieldError>;
 pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> Encoded<()> {
     let default = Spec::new(Vec::new());
     let argv = texts(&spec.argv, "argv")?;
-    w.with("argv", |out| write_strs(&argv, out));
+    w.with("argv", |out| {
+        write_array(&argv, out, |a, out| write_str(a, out))
+    });
     if let Some(cwd) = &spec.cwd {
         w.str("cwd", text(cwd, "cwd")?);
     }
@@ -285,7 +287,9 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     }
     if !spec.env.unset.is_empty() {
         let unset = texts(&spec.env.unset, "unset_env")?;
-        w.with("unset_env", |out| write_strs(&unset, out));
+        w.with("unset_env", |out| {
+            write_array(&unset, out, |u, out| write_str(u, out))
+        });
     }
     match spec.io {
         // The protocol's shorthand for the default size.
@@ -412,17 +416,6 @@ fn texts<'a>(items: &'a [Vec<u8>], field: &str) -> Encoded<Vec<&'a str>> {
         .enumerate()
         .map(|(i, b)| text(b, &format!("{field}[{i}]")))
         .collect()
-}
-
-fn write_strs(items: &[&str], out: &mut Vec<u8>) {
-    out.push(b'[');
-    for (i, s) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(s, out);
-    }
-    out.push(b']');
 }
 
 fn write_limits(l: &ResourceLimits, out: &mut Vec<u8>) {
