@@ -120,3 +120,55 @@ fn as_pid_1_of_a_namespace_the_daemon_reaps_orphans() {
         proc::pid_in_namespace_of(daemon, pid).expect("the orphan in our namespace")
     });
 }
+
+/// As PID 1 of a namespace it entered with `unshare --fork`, the daemon's own session is
+/// led from outside the namespace, so `getsid` says 0. Session containment still walks and
+/// kills a generation's whole session, and the daemon answers afterwards.
+#[test]
+fn as_pid_1_whose_session_is_led_from_outside_a_whole_session_is_killed() {
+    let root = rustix::process::geteuid().is_root();
+    let unshare = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !root || !unshare {
+        println!("SKIP as_pid_1_whose_session_is_led_from_outside: needs root and unshare");
+        eprintln!("SKIP as_pid_1_whose_session_is_led_from_outside: needs root and unshare");
+        return;
+    }
+    let d = Daemon::start_wrapped(
+        "pid1-sid0",
+        &[
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child=TERM",
+        ],
+        &["--containment", "session"],
+        None,
+    );
+    let daemon = d.pid;
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "s",
+        "argv": ["sh", "-c", "sleep 1000 & echo bg=$!; exec sleep 1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.output_until(gen, "\n");
+    let text = String::from_utf8_lossy(&output_of(&seen, gen)).to_string();
+    let reported: u32 = text.trim().strip_prefix("bg=").unwrap().parse().unwrap();
+    let bg = proc::pid_in_namespace_of(daemon, reported).expect("the job in our namespace");
+    let pidfd = pidfd_open(Pid::from_raw(bg as i32).unwrap(), PidfdFlags::empty())
+        .expect("pidfd_open the background job");
+
+    c.ok(json!({"op": "stop", "session": "s"}));
+    let seen = c.events_until(|m| m.is("exited", gen));
+    assert_eq!(seen.last().unwrap().json()["cause"], "stopped");
+    assert!(
+        readable(pidfd.as_fd(), Instant::now() + PATIENCE),
+        "the background job {bg} outlived its generation"
+    );
+    // The daemon is still there to answer.
+    c.ok(json!({"op": "list"}));
+}

@@ -374,9 +374,7 @@ impl Walk {
         tracked: &[i32],
         consider: impl Fn(&Member) -> bool,
     ) -> Vec<Escapee> {
-        let own = rustix::process::getsid(None)
-            .map(|p| p.as_raw_pid())
-            .unwrap_or(0);
+        let own = own_session();
         let tracked: HashSet<i32> = tracked.iter().copied().collect();
         let by_pid: HashMap<i32, &Member> = self.members.iter().map(|m| (m.pid, m)).collect();
         self.members
@@ -842,6 +840,20 @@ pub fn signal_tree(
     let mut counts = signal_members(leader, &members, Within::Session, sig)?;
     signal_leader(leader, sig, &mut counts);
     Ok(counts)
+}
+
+/// `getsid(0)`—the daemon's own session id as `/proc` shows it: 0 when the session's
+/// leader is outside our PID namespace (a container entered with `docker exec`, or
+/// `unshare --pid --fork`), as it is in `stat` for every process of that session.
+///
+/// Not `rustix::process::getsid`, which assumes a positive id.
+///
+/// # References
+///  - [Linux `getsid(2)`](https://man7.org/linux/man-pages/man2/getsid.2.html)
+fn own_session() -> i32 {
+    // SAFETY: getsid(0) takes no pointers and only reads the caller's own session id.
+    let sid = unsafe { libc::getsid(0) };
+    sid.max(0)
 }
 
 /// `ioctl(master, TIOCGPGRP)`—The foreground process group of the terminal whose master

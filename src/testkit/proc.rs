@@ -118,7 +118,10 @@ mod tests {
         let me = std::process::id();
         let s = stat(me).expect("our own stat");
         assert!(!s.is_zombie());
-        assert!(s.pgrp > 0 && s.session > 0);
+        // 0 when the group's or session's leader is outside our PID namespace.
+        // SAFETY: getpgrp and getsid(0) take no pointers and read only our own ids.
+        let (pgrp, sid) = unsafe { (libc::getpgrp(), libc::getsid(0)) };
+        assert_eq!((s.pgrp, s.session), (pgrp, sid));
         assert_eq!(s.ppid, std::os::unix::process::parent_id());
         assert!(pids().contains(&me));
         assert!(status_number(me, "VmRSS").unwrap() > 0);
