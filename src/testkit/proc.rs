@@ -121,7 +121,7 @@ mod tests {
         // 0 when the group's or session's leader is outside our PID namespace.
         // SAFETY: getpgrp and getsid(0) take no pointers and read only our own ids.
         let (pgrp, sid) = unsafe { (libc::getpgrp(), libc::getsid(0)) };
-        assert_eq!((s.pgrp, s.session), (pgrp, sid));
+        assert_eq!((s.pgrp as i32, s.session as i32), (pgrp, sid));
         assert_eq!(s.ppid, std::os::unix::process::parent_id());
         assert!(pids().contains(&me));
         assert!(status_number(me, "VmRSS").unwrap() > 0);
