@@ -1335,16 +1335,29 @@ mod tests {
 
     #[test]
     fn the_marker_is_read_from_the_environment() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("1000")
-            .env(GEN_MARKER, "1234")
-            .spawn()
-            .unwrap();
-        let mut other = std::process::Command::new("sleep")
-            .arg("1000")
-            .env(GEN_MARKER, "x1")
-            .spawn()
-            .unwrap();
+        use std::io::Read;
+        // A process's environment reads as empty while it is still inside execve (the
+        // parent of a vfork-style spawn resumes before the new image's stack is set up),
+        // so each shell says when it runs.
+        let start = |marker: &str| {
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", "echo ready; read _"])
+                .env(GEN_MARKER, marker)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut ready = [0u8; 6];
+            child
+                .stdout
+                .as_mut()
+                .unwrap()
+                .read_exact(&mut ready)
+                .unwrap();
+            child
+        };
+        let mut child = start("1234");
+        let mut other = start("x1");
         assert_eq!(read_marker(child.id() as i32), Some(1234));
         assert_eq!(read_marker(other.id() as i32), None);
         for c in [&mut child, &mut other] {
