@@ -131,6 +131,7 @@ impl Daemon {
             wire: encode::Clock { epoch_unix_ms },
         };
         let mut core = Core::new(core_config, left.first_gen);
+        let capacities = left.log_capacities();
         take_back(
             &mut core,
             &mut children,
@@ -140,6 +141,7 @@ impl Daemon {
             clock.now(),
             cfg.reaper,
         );
+        let logs = persist.open_logs(&core, capacities);
         Ok(Daemon {
             children,
             cfg,
@@ -148,7 +150,7 @@ impl Daemon {
             clock,
             signals,
             clients: Clients::new(listener, policy, limits, hello),
-            logs: Logs::default(),
+            logs,
             persist,
             again: Vec::new(),
             read_buf: vec![0; READ_BUF_BYTES],

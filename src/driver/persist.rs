@@ -5,12 +5,14 @@
 //! The core decides what a session is; this only writes what the core says changed, and
 //! reads it back once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::config::StartError;
+use super::logs::Logs;
 use crate::core::{Core, SessionRecord, Time, WallClock};
+use crate::store::journal::Journal;
 use crate::store::lease::Lease;
 use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
 use crate::store::{generation_floor, Descriptor, GenAllocator, IoKind, Store};
@@ -38,6 +40,16 @@ pub struct Left {
     pub descriptors: Vec<Descriptor>,
     /// The first generation number this daemon may hand out.
     pub first_gen: u64,
+}
+
+impl Left {
+    /// Each session's replay log capacity, for reading its retained output back.
+    pub fn log_capacities(&self) -> HashMap<Arc<str>, usize> {
+        self.sessions
+            .iter()
+            .map(|r| (r.name.clone(), r.spec.buffer_bytes))
+            .collect()
+    }
 }
 
 /// Unix milliseconds now.
@@ -150,6 +162,25 @@ impl Persist {
         };
         if let Err(e) = self.store.write_descriptor(&descriptor) {
             log::error!("gen {gen}: writing its descriptor: {e}");
+        }
+    }
+
+    /// The replay logs, written through to the state directory's output journal, with
+    /// what it kept of the sessions `core` restored (`capacities` from
+    /// [`Left::log_capacities`]). Without a journal (it cannot be opened) the logs live in
+    /// memory only.
+    pub fn open_logs(&self, core: &Core, capacities: HashMap<Arc<str>, usize>) -> Logs {
+        match Journal::open(&self.store) {
+            Ok(journal) => Logs::open(journal, |name| {
+                capacities
+                    .get(name)
+                    .copied()
+                    .filter(|_| core.get(name).is_some())
+            }),
+            Err(e) => {
+                log::error!("retained output cannot be kept on disk: {e}");
+                Logs::default()
+            }
         }
     }
 

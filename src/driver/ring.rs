@@ -13,6 +13,9 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+use crate::store::journal::Segment;
+use crate::store::journal_read::LoadedRecord;
+
 /// What each record costs on top of its frame, so that a flood of one-byte reads is bounded
 /// by the same capacity as a few large ones.
 const RECORD_OVERHEAD: usize = 64;
@@ -32,6 +35,8 @@ pub struct Record {
     /// of subscribers it is queued for (an `Rc<Vec>` so the frame built by the caller is
     /// moved in, not copied).
     pub frame: Rc<Vec<u8>>,
+    /// The journal segment holding a copy (`None` if it could not be written).
+    pub seg: Option<Segment>,
 }
 
 /// Where a cursor stands relative to the log.
@@ -70,9 +75,15 @@ impl Ring {
         }
     }
 
-    /// Appends an output frame of `out_len` output bytes of generation `gen`; returns its
-    /// sequence number.
-    pub fn push_output(&mut self, gen: u64, out_len: u64, frame: Vec<u8>) -> u64 {
+    /// Appends an output frame of `out_len` output bytes of generation `gen` (its copy in
+    /// journal segment `seg`); returns its sequence number.
+    pub fn push_output(
+        &mut self,
+        gen: u64,
+        out_len: u64,
+        frame: Vec<u8>,
+        seg: Option<Segment>,
+    ) -> u64 {
         let pos = self.end_pos;
         self.end_pos += out_len;
         self.push(Record {
@@ -81,18 +92,66 @@ impl Ring {
             pos,
             out_len,
             frame: Rc::new(frame),
+            seg,
         })
     }
 
-    /// Appends an event frame about generation `gen`.
-    pub fn push_event(&mut self, gen: u64, frame: Vec<u8>) -> u64 {
+    /// Appends an event frame about generation `gen` (its copy in journal segment `seg`).
+    pub fn push_event(&mut self, gen: u64, frame: Vec<u8>, seg: Option<Segment>) -> u64 {
         self.push(Record {
             seq: 0,
             gen,
             pos: self.end_pos,
             out_len: 0,
             frame: Rc::new(frame),
+            seg,
         })
+    }
+
+    /// A log holding what a previous daemon's log held (read back from the journal, in
+    /// order): numbering and positions go on from its newest record. Only the newest run
+    /// of consecutive records is taken, so a gap (a record lost with a bad segment) can
+    /// never be replayed as if nothing were missing.
+    pub fn restored(cap: usize, loaded: Vec<LoadedRecord>) -> Ring {
+        let mut ring = Ring::new(cap);
+        let mut start = loaded.len();
+        while start > 0 {
+            let r = &loaded[start - 1];
+            let follows = start == loaded.len() || {
+                let next = &loaded[start];
+                r.seq + 1 == next.seq && r.pos + r.out_len == next.pos
+            };
+            if !follows {
+                break;
+            }
+            start -= 1;
+        }
+        for r in loaded.into_iter().skip(start) {
+            ring.next_seq = r.seq;
+            ring.end_pos = r.pos + r.out_len;
+            ring.push(Record {
+                seq: 0,
+                gen: r.gen,
+                pos: r.pos,
+                out_len: r.out_len,
+                frame: Rc::new(r.frame),
+                seg: Some(r.seg),
+            });
+        }
+        ring
+    }
+
+    /// The journal segment of its oldest record: no older segment holds anything of it.
+    pub fn first_seg(&self) -> Option<Segment> {
+        self.records.front().and_then(|r| r.seg)
+    }
+
+    /// Every retained record, oldest first, for writing again to the journal: `write`
+    /// returns where each copy went now.
+    pub fn rewrite(&mut self, mut write: impl FnMut(&Record) -> Option<Segment>) {
+        for r in self.records.iter_mut() {
+            r.seg = write(r);
+        }
     }
 
     /// Changes the capacity, evicting the oldest records if it shrank.
@@ -199,7 +258,6 @@ impl Ring {
     }
 
     /// Bytes currently charged against the capacity.
-    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.used
     }
@@ -210,14 +268,14 @@ mod tests {
     use super::*;
 
     fn out(ring: &mut Ring, gen: u64, bytes: &[u8]) -> u64 {
-        ring.push_output(gen, bytes.len() as u64, bytes.to_vec())
+        ring.push_output(gen, bytes.len() as u64, bytes.to_vec(), None)
     }
 
     #[test]
     fn subscriber_reads_records_in_order() {
         let mut ring = Ring::new(4096);
         out(&mut ring, 1, b"ab");
-        ring.push_event(1, b"exited".to_vec());
+        ring.push_event(1, b"exited".to_vec(), None);
         out(&mut ring, 2, b"cd");
         let frames: Vec<&[u8]> = (0..3)
             .map(|s| match ring.lookup(s, 0) {
@@ -269,7 +327,7 @@ mod tests {
     fn tail_and_position_seeks() {
         let mut ring = Ring::new(4096);
         out(&mut ring, 1, b"aaaa"); // pos 0..4, seq 0
-        ring.push_event(1, b"exit".to_vec()); // seq 1 at pos 4
+        ring.push_event(1, b"exit".to_vec(), None); // seq 1 at pos 4
         out(&mut ring, 2, b"bbbb"); // pos 4..8, seq 2
         assert_eq!(ring.seq_for_tail(0), 3);
         assert_eq!(ring.seq_for_tail(3), 2);

@@ -318,7 +318,7 @@ mod tests {
         let mut cursor = start_cursor(&ring, Replay::Now);
         let mut outbox = Outbox::new(1024);
         for _ in 0..100 {
-            ring.push_output(1, 100, frame(100));
+            ring.push_output(1, 100, frame(100), None);
         }
         // The subscriber had not read anything: the ring moved past it.
         let done = pump("s", &ring, &mut cursor, &mut outbox);
@@ -345,7 +345,7 @@ mod tests {
     fn replaying_from_an_evicted_position_reports_the_gap() {
         let mut ring = Ring::new(1024);
         for _ in 0..100 {
-            ring.push_output(1, 100, frame(100));
+            ring.push_output(1, 100, frame(100), None);
         }
         let mut cursor = start_cursor(&ring, Replay::Pos(50));
         let mut outbox = Outbox::new(1 << 20);
@@ -363,9 +363,9 @@ mod tests {
     #[test]
     fn replay_positions() {
         let mut ring = Ring::new(1 << 16);
-        ring.push_output(1, 3, b"abc".to_vec());
-        ring.push_event(1, b"E".to_vec());
-        ring.push_output(2, 3, b"def".to_vec());
+        ring.push_output(1, 3, b"abc".to_vec(), None);
+        ring.push_event(1, b"E".to_vec(), None);
+        ring.push_output(2, 3, b"def".to_vec(), None);
         let c = start_cursor(&ring, Replay::Tail(3));
         assert_eq!(c, Cursor { seq: 2, pos: 3 });
         let c = start_cursor(&ring, Replay::Start);

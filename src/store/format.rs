@@ -52,15 +52,18 @@ pub enum Kind {
     Session,
     /// `gens/<gen>.json`: one live generation.
     Descriptor,
+    /// `output/<n>.seg`: retained output (a header line, then binary records).
+    Output,
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::Id,
         Kind::HighWater,
         Kind::Lease,
         Kind::Session,
         Kind::Descriptor,
+        Kind::Output,
     ];
 
     /// The header's spelling.
@@ -71,6 +74,7 @@ impl Kind {
             Kind::Lease => "lease",
             Kind::Session => "session",
             Kind::Descriptor => "generation",
+            Kind::Output => "output",
         }
     }
 }
@@ -135,15 +139,26 @@ impl From<FieldError> for FormatError {
 /// members of one object, then the final newline.
 pub fn encode(kind: Kind, write_body: impl FnOnce(&mut ObjWriter<'_>)) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
-    let mut header = ObjWriter::new(&mut out);
-    header.u64(MAGIC, FORMAT_VERSION).str("kind", kind.as_str());
-    header.finish();
-    out.push(b'\n');
+    write_header(kind, &mut out);
     let mut body = ObjWriter::new(&mut out);
     write_body(&mut body);
     body.finish();
     out.push(b'\n');
     out
+}
+
+/// The header line alone (with its newline), for a file whose body is not JSON.
+pub fn header_line(kind: Kind) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    write_header(kind, &mut out);
+    out
+}
+
+fn write_header(kind: Kind, out: &mut Vec<u8>) {
+    let mut header = ObjWriter::new(out);
+    header.u64(MAGIC, FORMAT_VERSION).str("kind", kind.as_str());
+    header.finish();
+    out.push(b'\n');
 }
 
 /// Reads just the header of `bytes`: the version and kind, checked. Ours and of this

@@ -59,6 +59,8 @@ pub mod dir_id;
 pub mod error;
 pub mod format;
 pub mod highwater;
+pub mod journal;
+pub mod journal_read;
 pub mod layout;
 pub mod lease;
 mod load;

@@ -1,0 +1,188 @@
+//! Reading the output journal back at start: every record checked as strictly as a
+//! client checks the daemon's stream (the frame is decoded by the protocol's own decoder
+//! and must be exactly one message about the session and position the record claims), a
+//! truncated last record ignored, a segment with anything else moved aside after the good
+//! records before the fault were taken.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::format::{self, Kind};
+use super::journal::{segment_file, Journal, Segment, MAX_FRAME, OUTPUT_DIR, RECORD_HEADER};
+use crate::proto::event::WireEvent;
+use crate::proto::framing::{FrameDecoder, Message};
+
+/// The largest segment file read: a full segment and one record past the limit.
+const MAX_SEGMENT_FILE: usize =
+    super::journal::SEGMENT_BYTES as usize + RECORD_HEADER + MAX_FRAME + 256;
+
+/// One record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedRecord {
+    /// Its number in the session's log.
+    pub seq: u64,
+    /// The session output position it starts at.
+    pub pos: u64,
+    /// The generation it is about (0 for an event naming none).
+    pub gen: u64,
+    /// Output bytes it carries (0 for an event).
+    pub out_len: u64,
+    /// The frame, exactly as subscribers receive it.
+    pub frame: Vec<u8>,
+    /// The segment it was read from.
+    pub seg: Segment,
+}
+
+/// What the journal held, per session, each session's records in log order.
+#[derive(Debug, Default)]
+pub struct LoadedOutput {
+    /// Records of every session asked for, oldest first, duplicates removed.
+    pub sessions: HashMap<Arc<str>, Vec<LoadedRecord>>,
+    /// Segments moved aside as bad.
+    pub bad: usize,
+    /// Records of sessions not asked for (removed, or not restored).
+    pub skipped: u64,
+}
+
+/// A session's records while loading: by number (a record written again by compaction
+/// appears twice), with the bytes they hold.
+#[derive(Default)]
+struct Collecting {
+    records: BTreeMap<u64, LoadedRecord>,
+    bytes: usize,
+}
+
+impl Journal {
+    /// Reads every segment on disk, oldest first, keeping records of the sessions
+    /// `capacity` names (with the bytes of its replay log). Memory stays within about
+    /// twice the capacities: the oldest records of a session beyond that are let go as
+    /// they are read, as its log would have.
+    pub fn load(&mut self, capacity: impl Fn(&str) -> Option<usize>) -> LoadedOutput {
+        let mut out = LoadedOutput::default();
+        let mut collecting: HashMap<Arc<str>, Collecting> = HashMap::new();
+        let mut buf = Vec::new();
+        let segments: Vec<Segment> = self.sizes.keys().copied().collect();
+        for seg in segments {
+            let name = segment_file(seg);
+            if let Err(e) = self.dir.read_strict(&name, MAX_SEGMENT_FILE, &mut buf) {
+                self.aside(seg, &e.to_string(), &mut out);
+                continue;
+            }
+            if let Err(e) = format::check_header(&buf, Kind::Output) {
+                self.aside(seg, &e.to_string(), &mut out);
+                continue;
+            }
+            self.sizes.insert(seg, buf.len() as u64);
+            let start = buf
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(buf.len(), |i| i + 1);
+            let fault = read_records(&buf[start..], seg, |session, record| {
+                let Some(cap) = capacity(session) else {
+                    out.skipped += 1;
+                    return;
+                };
+                let entry = match collecting.get_mut(session) {
+                    Some(c) => c,
+                    None => collecting.entry(Arc::from(session)).or_default(),
+                };
+                entry.bytes += record.frame.len();
+                if let Some(old) = entry.records.insert(record.seq, record) {
+                    entry.bytes -= old.frame.len();
+                }
+                while entry.bytes > cap.saturating_mul(2) && entry.records.len() > 1 {
+                    if let Some((_, old)) = entry.records.pop_first() {
+                        entry.bytes -= old.frame.len();
+                    }
+                }
+            });
+            if let Some(why) = fault {
+                self.aside(seg, &why, &mut out);
+            }
+        }
+        out.sessions = collecting
+            .into_iter()
+            .map(|(name, c)| (name, c.records.into_values().collect()))
+            .collect();
+        out
+    }
+
+    /// Moves a bad segment aside; it is no longer on disk for us (if even the move
+    /// failed, it is deleted with the others once nothing read from it is retained).
+    fn aside(&mut self, seg: Segment, why: &str, out: &mut LoadedOutput) {
+        let name = segment_file(seg);
+        if super::aside::move_aside(&self.dir, OUTPUT_DIR, &name, &self.bad, why).is_some() {
+            self.sizes.remove(&seg);
+        }
+        out.bad += 1;
+    }
+}
+
+/// Calls `each` with the session and record of every complete, valid record of a
+/// segment's body; returns why it stopped early, if it met anything but a clean end or a
+/// truncated last record.
+pub fn read_records(
+    mut body: &[u8],
+    seg: Segment,
+    mut each: impl FnMut(&str, LoadedRecord),
+) -> Option<String> {
+    while !body.is_empty() {
+        if body.len() < RECORD_HEADER {
+            return None; // cut short by a crash mid-write
+        }
+        let len = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
+        if !(RECORD_HEADER - 4..=RECORD_HEADER - 4 + MAX_FRAME).contains(&len) {
+            return Some(format!("a record of {len} bytes"));
+        }
+        if body.len() < 4 + len {
+            return None; // cut short by a crash mid-write
+        }
+        let seq = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
+        let pos = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
+        let frame = &body[RECORD_HEADER..4 + len];
+        body = &body[4 + len..];
+        let event = match decode_one(frame) {
+            Ok(event) => event,
+            Err(why) => return Some(format!("record {seq}: {why}")),
+        };
+        let (gen, out_len) = match &event {
+            WireEvent::Output(f) if f.pos != pos => {
+                return Some(format!(
+                    "record {seq}: frame at pos {} filed at {pos}",
+                    f.pos
+                ))
+            }
+            WireEvent::Output(f) => (f.gen, f.data.len() as u64),
+            WireEvent::Dropped { .. } => {
+                return Some(format!("record {seq}: a client's `dropped` event"))
+            }
+            other => (other.gen().unwrap_or(0), 0),
+        };
+        let record = LoadedRecord {
+            seq,
+            pos,
+            gen,
+            out_len,
+            frame: frame.to_vec(),
+            seg,
+        };
+        each(event.session(), record);
+    }
+    None
+}
+
+/// Decodes a frame that must be exactly one event (an output frame or an event line).
+fn decode_one(frame: &[u8]) -> Result<WireEvent<'static>, String> {
+    let mut decoder = FrameDecoder::new();
+    decoder.feed(frame);
+    let event = match decoder.next_message() {
+        Some(Ok(Message::Event(event))) => event,
+        Some(Ok(Message::Response(_))) => return Err("a response, not an event".into()),
+        Some(Err(e)) => return Err(e.to_string()),
+        None => return Err("an incomplete frame".into()),
+    };
+    if decoder.next_message().is_some() || decoder.buffered() > 0 {
+        return Err("bytes after the frame".into());
+    }
+    Ok(event)
+}
