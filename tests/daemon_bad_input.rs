@@ -123,7 +123,10 @@ fn vanishing_clients_and_a_thousand_connections_leave_nothing_behind() {
     let d = Daemon::start("many-clients", &[]);
     let pid = d.child.id();
     let mut c = d.client();
-    c.ok(json!({"op": "hello"}));
+    // The first record any session logs opens the output journal's segment: one
+    // descriptor for the daemon's lifetime, counted in the baseline.
+    let gen = c.ok(json!({"op": "spawn", "session": "first", "argv": ["true"]}))["gen"].clone();
+    c.ok(json!({"op": "wait", "session": "first", "gen": gen}));
     let fds_before = fd_count(pid);
     // A client that asks for a large answer and disappears before reading it.
     c.ok(json!({"op": "spawn", "session": "big", "argv": ["sh", "-c", "head -c 900000 /dev/zero; sleep 1000"]}));
