@@ -1,6 +1,7 @@
 //! Process groups: a stop reaches grandchildren (escalating to SIGKILL for one that ignores
 //! SIGTERM) while the zombie leader pins the group; a grandchild that leaves the group
-//! with `setsid` is found through the output pipe it still holds.
+//! with `setsid` is found through the output pipe it still holds. An adopted leader's group
+//! is reached through its pidfd, or member by member.
 
 mod util;
 
@@ -121,4 +122,34 @@ fn adopted_leader_group_is_signalled_member_by_member() {
     assert_eq!(wait_reap(&mut child.process), by_signal(libc::SIGTERM));
     // The leader is gone: nothing can vouch for its pgid any more.
     assert!(adopted.signal_group_members(Signal::TERM).is_err());
+}
+
+#[test]
+fn adopted_leader_group_is_signalled_through_its_pidfd_while_it_runs() {
+    use genward::sys::identity::{adopt, Adoption};
+    use genward::sys::process::ReaperMode;
+    let script = r#"
+        sh -c 'echo ONE=$$; exec sleep 1000' &
+        sh -c 'echo TWO=$$; exec sleep 1000' &
+        wait
+    "#;
+    let mut child = spawn(&request(&["sh", "-c", script])).unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut out = Vec::new();
+    let one = pidfd_of(read_number(stdout.as_fd(), &mut out, "ONE="));
+    let two = pidfd_of(read_number(stdout.as_fd(), &mut out, "TWO="));
+    let token = child.process.token().unwrap().to_owned();
+    let Adoption::Adopted(adopted) = adopt(child.process.pid(), &token, ReaperMode::Auto) else {
+        panic!("not adopted");
+    };
+    adopted.signal_adopted_group(Signal::TERM).unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    assert!(readable(one.as_fd(), deadline));
+    assert!(readable(two.as_fd(), deadline));
+    assert_eq!(wait_reap(&mut child.process), by_signal(libc::SIGTERM));
+    // The leader is gone: its group is signalled no more.
+    assert!(matches!(
+        adopted.signal_adopted_group(Signal::TERM),
+        Err(SignalError::Exited)
+    ));
 }

@@ -10,6 +10,8 @@
 //! - [`process`]: the handle for a started or adopted process: exit observation without
 //!   reaping, reaping exactly once, and signals that never reach a stranger.
 //! - [`identity`]: versioned identity tokens, the tri-state comparison and adoption.
+//! - [`pidfd_ext`]: an adopted process's exit status, and its process group's signal,
+//!   through its pidfd where the kernel offers them.
 //! - [`pty`], [`fd`]: PTY pairs and the non-blocking read/write helpers.
 //! - [`sigchld`]: the SIGCHLD self-pipe for the fallback (no pidfd) path.
 //! - [`procscan`]: `/proc` scans for group members and for who still holds a pipe.
@@ -21,6 +23,7 @@ pub mod fd;
 pub mod identity;
 pub mod orphans;
 pub mod peer;
+pub mod pidfd_ext;
 pub mod pidfd_probe;
 pub mod process;
 pub mod procscan;

@@ -12,8 +12,12 @@
 //!
 //! A process group is signalled only while its leader is our unreaped child: a zombie's
 //! pid, and so its pgid, cannot be reused, so the group cannot be a stranger's. For an
-//! adopted leader (not our child) [`Process::signal_group_members`] signals the members one
-//! by one through pidfds instead.
+//! adopted leader (not our child), while it runs, [`Process::signal_adopted_group`] signals
+//! the group through the leader's pidfd (Linux 6.9+), or member by member through pidfds
+//! ([`Process::signal_group_members`]) on older kernels.
+//!
+//! An adopted process's exit status is not ours to reap; where the kernel keeps it for
+//! pidfds (Linux 6.15+), [`Process::published_exit`] reads it once its real parent reaped it.
 //!
 //! Liveness is never inferred from `kill(pid, 0)`: `EPERM` from it proves nothing, and a
 //! success may be a stranger on a recycled pid. Exit is read from the pidfd or `waitid`.
@@ -30,6 +34,7 @@ use rustix::process::{
 };
 
 use crate::sys::identity::{self, Verdict};
+use crate::sys::pidfd_ext::{self, ExitInfo};
 use crate::sys::procscan;
 
 /// How a process is watched and signalled.
@@ -200,6 +205,17 @@ impl Process {
         }
     }
 
+    /// The exit status of an adopted process (not our child) that has exited, as the kernel
+    /// keeps it for pidfds once its real parent reaped it ([`pidfd_ext::exit_info`], Linux
+    /// 6.15+). [`ExitInfo::Unsupported`] without a pidfd, and for our own children (whose
+    /// status [`Process::exit_status_nowait`] reads).
+    pub fn published_exit(&self) -> io::Result<ExitInfo> {
+        match (&self.pidfd, self.child) {
+            (Some(fd), false) => pidfd_ext::exit_info(fd.as_fd()).map_err(io::Error::from),
+            _ => Ok(ExitInfo::Unsupported),
+        }
+    }
+
     /// Reaps the process if it has exited, exactly once: later calls return the same status
     /// without a system call. `Ok(None)` while it runs. An adopted process is "reaped" (for
     /// this handle) once it is seen to have exited; its real parent collects the status.
@@ -270,9 +286,39 @@ impl Process {
         kill_process_group(self.pid, sig).map_err(map_kill_error)
     }
 
+    /// Sends `sig` to the process group an adopted leader (not our child) leads, while the
+    /// leader runs: through its pidfd with `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9+), else
+    /// (`EINVAL`) member by member ([`Process::signal_group_members`]). pidfd mode only.
+    ///
+    /// Why this cannot reach a stranger: the pidfd holds the leader's `struct pid`, and the
+    /// kernel signals the processes whose group *is* that `struct pid`, never a group that
+    /// later reuses the number (see [`pidfd_ext::signal_process_group`]). The leader is a
+    /// session leader (we spawned it with `setsid`; adoption verified it is that process),
+    /// so its group is its own pid and cannot change. It is used only while the leader has
+    /// not exited (its pidfd is not readable), as for our own children: an exit racing the
+    /// call still leaves the `struct pid` naming the leader's old group and nothing else.
+    pub fn signal_adopted_group(&self, sig: Signal) -> Result<(), SignalError> {
+        if self.reaped.is_some() {
+            return Err(SignalError::Reaped);
+        }
+        let Some(leader) = &self.pidfd else {
+            return Err(SignalError::GroupNotPinned);
+        };
+        if pidfd_exited(leader.as_fd()).map_err(SignalError::Os)? {
+            return Err(SignalError::Exited);
+        }
+        match pidfd_ext::signal_process_group(leader.as_fd(), sig) {
+            Ok(()) => Ok(()),
+            Err(Errno::INVAL) => self.signal_group_members(sig).map(drop),
+            Err(Errno::SRCH) => Err(SignalError::Exited),
+            Err(e) => Err(SignalError::Os(e.into())),
+        }
+    }
+
     /// Sends `sig` to every live member of the process group the process leads, one by one
     /// through pidfds, and returns how many were signalled. For adopted leaders, whose
-    /// group [`Process::signal_group`] cannot pin; pidfd mode only.
+    /// group [`Process::signal_group`] cannot pin, on kernels without
+    /// [`Process::signal_adopted_group`]'s one call; pidfd mode only.
     ///
     /// For each member found in `/proc`: open its pidfd, re-read its process group, and
     /// signal it only if the group is still ours and the pidfd still refers to a running
