@@ -7,10 +7,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::time::Instant;
 
 use mio::Registry;
 
 use super::child::{spawn_request, Child, InputProgress};
+use super::exits::PendingExits;
 use super::launch::Launch;
 use crate::core::{
     Containment, ExitStatus, ResourceLimits, Scope, SpawnError, SpawnErrorKind, Spec, Started,
@@ -18,6 +20,7 @@ use crate::core::{
 };
 use crate::sys::cgroup::{self, CgroupRoot, GenCgroup};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
+use crate::sys::pidfd_ext::ExitInfo;
 use crate::sys::process::{Exit, Process, ReaperMode, SignalError};
 use crate::sys::spawn::{start_in, SpawnError as SysSpawnError};
 use crate::sys::tree;
@@ -40,9 +43,14 @@ pub enum Read {
 pub enum LeaderState {
     /// Still running.
     Running,
-    /// Exited (a zombie, not reaped) with this status.
+    /// Exited (a zombie, not reaped) with this status; for an adopted process, reaped by
+    /// its real parent, with the status the kernel kept.
     Exited(ExitStatus),
-    /// It can no longer be observed (`waitid` failed, or not our child): report it lost.
+    /// An adopted process exited, and its status is not published yet (its real parent
+    /// has not reaped it): asked again at [`Children::status_deadline`].
+    Waiting,
+    /// It can no longer be observed (`waitid` failed, or not our child and no status to
+    /// be had): report it lost.
     Lost,
 }
 
@@ -63,6 +71,8 @@ pub struct Children {
     watched: HashSet<u64>,
     /// The state directory's id, in every child's `GENWARD_GEN`.
     dir_id: String,
+    /// Adopted generations that exited, waiting for their status.
+    exits: PendingExits,
 }
 
 /// A spec's limits in the cgroup layer's terms.
@@ -102,6 +112,36 @@ fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
     None
 }
 
+/// A status read from the process as the core's [`ExitStatus`]; an unreadable one is lost.
+fn exited(gen: u64, exit: Exit) -> LeaderState {
+    match exit {
+        Exit::Code(c) => LeaderState::Exited(ExitStatus::Code(c)),
+        Exit::Signal { signal, .. } => LeaderState::Exited(ExitStatus::Signal(signal)),
+        Exit::Unknown => {
+            // Never counted as a success.
+            log::warn!("gen {gen}: exit status unknown; reporting the generation lost");
+            LeaderState::Lost
+        }
+    }
+}
+
+/// The status of an exited process that is not our child, as the kernel keeps it once its
+/// real parent reaped it.
+fn published(gen: u64, process: &Process) -> LeaderState {
+    match process.published_exit() {
+        Ok(ExitInfo::Exited(exit)) => exited(gen, exit),
+        Ok(ExitInfo::NotYet) => LeaderState::Waiting,
+        Ok(ExitInfo::Unsupported) => {
+            log::warn!("gen {gen}: exit status not kept by this system; reporting it lost");
+            LeaderState::Lost
+        }
+        Err(e) => {
+            log::warn!("gen {gen}: reading its exit status: {e}; reporting it lost");
+            LeaderState::Lost
+        }
+    }
+}
+
 impl Children {
     /// No children; they will be watched per `reaper`, each in a cgroup of its own under
     /// `cgroups` when given.
@@ -120,6 +160,7 @@ impl Children {
             look_soon: false,
             watched: HashSet::new(),
             dir_id,
+            exits: PendingExits::default(),
         }
     }
 
@@ -436,28 +477,57 @@ impl Children {
 
     /// Asks, without reaping, whether `gen`'s leader exited. Only for a leader the core
     /// still thinks is running: a pidfd stays readable after the exit.
-    pub fn leader_state(&self, gen: u64) -> LeaderState {
+    ///
+    /// An adopted leader's status is asked of the kernel (see [`Process::published_exit`]);
+    /// while it is not published the answer is [`LeaderState::Waiting`], until [`GIVE_UP`]
+    /// after the exit was first seen, when it is [`LeaderState::Lost`].
+    ///
+    /// [`GIVE_UP`]: super::exits::GIVE_UP
+    pub fn leader_state(&mut self, gen: u64, now: Instant) -> LeaderState {
         let Some(child) = self.table.get(&gen) else {
             return LeaderState::Running;
         };
-        match child.process().exit_status_nowait() {
+        let state = match child.process().exit_status_nowait() {
             Ok(None) => LeaderState::Running,
-            Ok(Some(Exit::Code(c))) => LeaderState::Exited(ExitStatus::Code(c)),
-            Ok(Some(Exit::Signal { signal, .. })) => {
-                LeaderState::Exited(ExitStatus::Signal(signal))
-            }
-            Ok(Some(Exit::Unknown)) => {
-                // Only for processes that are not our children: no status to read, and
-                // never counted as a success.
-                log::warn!("gen {gen}: exit status unknown; reporting the generation lost");
-                LeaderState::Lost
-            }
+            Ok(Some(Exit::Unknown)) => published(gen, child.process()),
+            Ok(Some(exit)) => exited(gen, exit),
             Err(e) => {
                 // ECHILD and friends: it can no longer be observed or reaped by us.
                 log::error!("gen {gen}: waitid: {e}; reporting the generation lost");
                 LeaderState::Lost
             }
+        };
+        match state {
+            LeaderState::Waiting if !self.exits.missed(gen, now) => {
+                log::warn!("gen {gen}: its parent did not reap it in time; reporting it lost");
+                LeaderState::Lost
+            }
+            LeaderState::Waiting | LeaderState::Running => state,
+            LeaderState::Exited(_) | LeaderState::Lost => {
+                self.exits.forget(gen);
+                state
+            }
         }
+    }
+
+    /// Whether `gen`'s exit was seen and its status is awaited (see [`LeaderState::Waiting`]).
+    pub fn awaits_status(&self, gen: u64) -> bool {
+        self.exits.is_waiting(gen)
+    }
+
+    /// Stops waiting for `gen`'s status: the core no longer waits for its exit.
+    pub fn forget_status(&mut self, gen: u64) {
+        self.exits.forget(gen);
+    }
+
+    /// When the status of an exited adopted process is to be asked for again.
+    pub fn status_deadline(&self) -> Option<Instant> {
+        self.exits.deadline()
+    }
+
+    /// The generations whose status is to be asked for again at `now`.
+    pub fn status_due(&self, now: Instant) -> Vec<u64> {
+        self.exits.due(now)
     }
 
     /// Generations whose exit is learned from SIGCHLD rather than a watched pidfd.
@@ -526,6 +596,7 @@ impl Children {
             launch.abandon(registry);
         }
         self.watched.remove(&gen);
+        self.exits.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
             child.release(registry);
             log::debug!("gen {gen}: released");

@@ -201,6 +201,9 @@ impl Daemon {
             }
             let now = self.clock.now();
             self.core.handle_timeout(now);
+            for gen in self.children.status_due(Instant::now()) {
+                self.check_exit(gen);
+            }
             let registry = self.poll.registry();
             for gen in groups::emptied(&self.core, &mut self.children, registry) {
                 self.tell(Input::GroupEmpty { gen });
@@ -216,10 +219,14 @@ impl Daemon {
         }
         let now = self.clock.now();
         let core = self.core.next_deadline().map(|d| d.since(now));
-        let timeout = match (core, groups::timeout(&self.children)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let status = self
+            .children
+            .status_deadline()
+            .map(|at| at.saturating_duration_since(Instant::now()));
+        let timeout = [core, groups::timeout(&self.children), status]
+            .into_iter()
+            .flatten()
+            .min();
         // Round up so a deadline is never polled a millisecond early and spun on.
         timeout.map(|t| t + Duration::from_micros(500))
     }
@@ -397,24 +404,31 @@ impl Daemon {
     }
 
     /// Tells the core if a leader it thinks is running has exited (without reaping it).
+    /// An adopted leader's status may come a little after its exit (see `exits.rs`): it is
+    /// told then, exactly like a child's, or as lost if it never comes.
     fn check_exit(&mut self, gen: u64) {
         if !self.core.awaits_exit(gen) {
+            self.children.forget_status(gen);
             return;
         }
-        match self.children.leader_state(gen) {
+        let seen_before = self.children.awaits_status(gen);
+        let state = self.children.leader_state(gen, Instant::now());
+        if state != LeaderState::Running && !seen_before && self.children.is_adopted(gen) {
+            // A process taken back after a restart: once it exited nothing pins its group,
+            // so what it started is found by its marker, as soon as its exit is seen.
+            sweep(self.persist.dir_id(), |g| g != gen);
+        }
+        match state {
             LeaderState::Running => {}
+            LeaderState::Waiting if !seen_before => {
+                log::debug!("gen {gen}: exited; its status comes once its parent reaps it");
+            }
+            LeaderState::Waiting => {}
             LeaderState::Exited(status) => {
                 self.tell(Input::LeaderExited { gen, status });
                 self.children.look_soon();
             }
-            LeaderState::Lost => {
-                // A process not our child (taken back after a restart) gives us no status,
-                // and nothing pins its group: what it started is found by its marker.
-                if self.children.is_adopted(gen) {
-                    sweep(self.persist.dir_id(), |g| g != gen);
-                }
-                self.tell(Input::Lost { gen });
-            }
+            LeaderState::Lost => self.tell(Input::Lost { gen }),
         }
     }
 

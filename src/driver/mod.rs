@@ -3,6 +3,7 @@
 //!
 //! - `daemon.rs`: the loop and the routing between owners.
 //! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues.
+//! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
 //! - `clients.rs`, `client.rs`, `subscriptions.rs`: connections, answers, who follows
 //!   which session and how far they got.
 //! - `logs.rs`, `ring.rs`: each session's replay log.
@@ -15,6 +16,7 @@ mod clients;
 pub mod config;
 mod containment;
 mod daemon;
+mod exits;
 mod groups;
 mod launch;
 mod listener;
