@@ -453,6 +453,12 @@ impl Children {
                 cg.kill().map_err(SignalError::Os)
             }
             (Scope::Tree, Some(cg)) => cg.signal(sig).map(|_| ()).map_err(SignalError::Os),
+            // Taken back after a restart: its process group, leader included, through its
+            // pidfd while it runs (one call, no scan of the host; its session's other
+            // groups, a job-control shell's jobs, are found by their marker when it ends).
+            (Scope::Tree, None) if !child.process().is_child() => {
+                child.process().signal_adopted_group(sig)
+            }
             // The session: its members, watched until it is empty, and the leader.
             (Scope::Tree, None) => {
                 self.watched.insert(gen);
