@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -18,6 +18,46 @@ use serde_json::{json, Value};
 
 /// How long any single awaited event may take before the test fails (a bound, not a sleep).
 pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A wrapper for [`Daemon::start_wrapped`] that outlives the daemon and reaps what it
+/// leaves: a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`) that runs the daemon and
+/// reaps every child it gets (`waitpid(-1)`) until it has none. After the daemon is killed
+/// ([`Daemon::crash_daemon_and_restart`]) its processes are reparented to it, and it reaps
+/// them when they end, as init would: what a kernel needs to publish their exit status.
+/// Needs `python3` (CI installs it).
+pub const SUBREAPER: [&str; 3] = ["python3", "-c", SUBREAPER_PY];
+
+/// [`SUBREAPER`], but one that reaps only the daemon until it gets SIGUSR1: processes
+/// the daemon left stay unreaped zombies when they end until the test says so.
+pub const LAZY_SUBREAPER: [&str; 4] = ["python3", "-c", SUBREAPER_PY, "--reap-on-usr1"];
+
+const SUBREAPER_PY: &str = r#"
+import ctypes, os, signal, sys
+lazy = sys.argv[1:2] == ["--reap-on-usr1"]
+argv = sys.argv[2:] if lazy else sys.argv[1:]
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
+    sys.exit("PR_SET_CHILD_SUBREAPER: " + os.strerror(ctypes.get_errno()))
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+daemon = os.fork()
+if daemon == 0:
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGUSR1])
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+try:
+    os.close(3)  # the readiness pipe is the daemon's to write
+except OSError:
+    pass
+if lazy:
+    os.waitpid(daemon, 0)
+    signal.sigwait([signal.SIGUSR1])
+while True:
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+"#;
 
 /// A daemon under test.
 pub struct Daemon {
@@ -89,6 +129,26 @@ impl Daemon {
         // SAFETY: kill with a valid pid of our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         self.exit_code()
+    }
+
+    /// Kills only the daemon (SIGKILL, as in a crash), not the wrapper it was started in
+    /// with [`Daemon::start_wrapped`] — one that outlives it, such as [`SUBREAPER`] — waits
+    /// until it is gone, and starts a new daemon, unwrapped, on the same state directory
+    /// with `extra` arguments. Returns the wrapper, for the test to wait for.
+    pub fn crash_daemon_and_restart(&mut self, extra: &[&str]) -> Child {
+        use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+        let pid = Pid::from_raw(self.pid as i32).expect("a positive pid");
+        // The daemon runs (it answered this test), so the pidfd is the daemon's.
+        let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("a pidfd for the daemon");
+        pidfd_send_signal(&pidfd, Signal::KILL).expect("kill the daemon");
+        let deadline = Instant::now() + PATIENCE;
+        assert!(
+            wait::readable(pidfd.as_fd(), deadline),
+            "the daemon did not die"
+        );
+        let (child, pid) = launch(&self.dir, &[], extra, None);
+        self.pid = pid;
+        std::mem::replace(&mut self.child, child)
     }
 }
 

@@ -1,0 +1,296 @@
+//! A process taken back after a crash ends like any other: with its own exit code where the
+//! kernel keeps it for pidfds (Linux 6.15+), and the cause the daemon decides — `exited`
+//! when it ended by itself, `stopped` when it was stopped — not `lost`. Its process group
+//! is reached through its pidfd.
+//!
+//! The first daemon runs under a child subreaper ([`SUBREAPER`]) and only the daemon is
+//! killed: its processes are then reparented to the subreaper, which reaps them when they
+//! end — the reap is what makes the kernel publish their status.
+
+mod util;
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use genward::sys::pidfd_ext::{exit_info, ExitInfo};
+use genward::testkit::wait;
+use rustix::process::{pidfd_open, Pid, PidfdFlags};
+use serde_json::{json, Value};
+use util::daemon::{output_of, Client, Daemon, Msg, LAZY_SUBREAPER, PATIENCE, SUBREAPER};
+
+fn skip(why: &str) -> bool {
+    println!("SKIP: {why}");
+    eprintln!("SKIP: {why}");
+    true
+}
+
+/// Whether this test cannot run here (said out loud): it needs `python3` for the
+/// subreaper, and a kernel that keeps exit statuses for pidfds.
+fn cannot_run() -> bool {
+    let python = Command::new("python3")
+        .args(["-c", ""])
+        .stdin(Stdio::null())
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        return skip("no python3 for the subreaper");
+    }
+    let mut child = Command::new("true").spawn().expect("run true");
+    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("pidfd_open");
+    child.wait().unwrap();
+    match exit_info(pidfd.as_fd()) {
+        Ok(ExitInfo::Exited(_)) => false,
+        other => skip(&format!(
+            "no exit status kept for pidfds on this kernel (PIDFD_INFO_EXIT, 6.15+): {other:?}"
+        )),
+    }
+}
+
+fn gen_of(v: &Value) -> u64 {
+    v["gen"].as_u64().unwrap()
+}
+
+/// A daemon under the subreaper, and a client subscribed to everything.
+fn daemon(tag: &str) -> (Daemon, Client) {
+    let d = Daemon::start_wrapped(tag, &SUBREAPER, &[], None);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    (d, c)
+}
+
+/// Spawns `script` (under `sh -c`, with `args`) as `session`, kept across a restart;
+/// its generation and pid.
+fn spawn_kept(c: &mut Client, session: &str, script: &str, args: &[&str]) -> (u64, u32) {
+    let mut argv = vec!["sh", "-c", script, "sh"];
+    argv.extend_from_slice(args);
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": session,
+        "on_recover": "keep", "argv": argv})));
+    let seen = c.events_until(|m| m.is("spawned", gen));
+    let pid = seen.last().unwrap().json()["pid"].as_u64().unwrap();
+    (gen, pid as u32)
+}
+
+/// A fifo in the daemon's directory, and the argument that names it.
+fn fifo(d: &Daemon) -> std::path::PathBuf {
+    let fifo = d.dir.join("go");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        0,
+    )
+    .unwrap();
+    fifo
+}
+
+/// Writes a line into `fifo` for the process that reads it; its open of the fifo may still
+/// be on its way.
+fn release(fifo: &std::path::Path) {
+    let deadline = Instant::now() + PATIENCE;
+    let mut writer = loop {
+        let open = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo);
+        match open {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(Instant::now() < deadline, "nobody opened the fifo");
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("open the fifo: {e}"),
+        }
+    };
+    std::io::Write::write_all(&mut writer, b"go\n").unwrap();
+}
+
+/// The pid a generation printed as `child=<pid>.`, and a pidfd for it (it runs: the pidfd
+/// is that process's).
+fn child_of(c: &mut Client, gen: u64) -> (u32, OwnedFd) {
+    let mut text = Vec::new();
+    let pid = |text: &[u8]| -> Option<u32> {
+        let text = String::from_utf8_lossy(text);
+        text.split("child=").nth(1)?.split_once('.')?.0.parse().ok()
+    };
+    c.events_until(|m| {
+        text.extend_from_slice(&output_of(std::slice::from_ref(m), gen));
+        pid(&text).is_some()
+    });
+    let pid = pid(&text).unwrap();
+    let fd = pidfd_open(Pid::from_raw(pid as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    (pid, fd)
+}
+
+/// The restarted daemon has taken `gen` of `session` back, running.
+fn assert_adopted(c: &mut Client, session: &str, gen: u64) {
+    let got = c.ok(json!({"op": "get", "session": session}));
+    assert_eq!(got["session"]["current"], json!(gen), "{got}");
+    assert_eq!(got["session"]["state"], "running", "{got}");
+}
+
+/// The `exited` event of `gen`.
+fn exited(c: &mut Client, gen: u64) -> Value {
+    let seen = c.events_until(|m| m.is("exited", gen));
+    match seen.last() {
+        Some(Msg::Json(v)) => v.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Everything the first daemon left has ended and been reaped: the subreaper has no child
+/// left and exits.
+fn assert_nothing_left(mut subreaper: Child) {
+    let status = wait::child_exit(&mut subreaper, PATIENCE);
+    assert!(
+        status.is_some(),
+        "the subreaper still has processes to reap"
+    );
+}
+
+/// Reads a line from the fifo named by `$1`, then exits 7.
+const EXIT_7: &str = r#"read line < "$1"; exit 7"#;
+
+#[test]
+fn an_adopted_process_that_ends_by_itself_reports_its_own_code() {
+    if cannot_run() {
+        return;
+    }
+    let (mut d, mut c) = daemon("adopted-code");
+    let fifo = fifo(&d);
+    let (gen, _) = spawn_kept(&mut c, "job", EXIT_7, &[fifo.to_str().unwrap()]);
+    drop(c);
+
+    let subreaper = d.crash_daemon_and_restart(&[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    assert_adopted(&mut c, "job", gen);
+    release(&fifo);
+
+    let end = exited(&mut c, gen);
+    assert_eq!(end["code"], 7, "{end}");
+    assert_eq!(end["signal"], Value::Null, "{end}");
+    assert_eq!(end["cause"], "exited", "{end}");
+    let list = c.ok(json!({"op": "list"}));
+    let job = &list["sessions"][0];
+    assert_eq!(job["last_end"]["code"], 7, "{list}");
+    assert_nothing_left(subreaper);
+}
+
+#[test]
+fn stopping_an_adopted_process_reports_stopped_and_takes_its_group_with_it() {
+    if cannot_run() {
+        return;
+    }
+    let (mut d, mut c) = daemon("adopted-stop");
+    let script = "sleep 1000 & echo child=$!.; wait";
+    let (gen, _) = spawn_kept(&mut c, "svc", script, &[]);
+    let (_, job) = child_of(&mut c, gen);
+    drop(c);
+
+    let subreaper = d.crash_daemon_and_restart(&[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    assert_adopted(&mut c, "svc", gen);
+    c.ok(json!({"op": "stop", "session": "svc", "if_gen": gen}));
+
+    let end = exited(&mut c, gen);
+    assert_eq!(end["cause"], "stopped", "{end}");
+    assert_eq!(end["code"], 143, "{end}");
+    assert_eq!(end["signal"], "SIGTERM", "{end}");
+    // Its background job, in its process group, went with it.
+    let deadline = Instant::now() + PATIENCE;
+    assert!(wait::readable(job.as_fd(), deadline), "its job runs on");
+    assert_nothing_left(subreaper);
+}
+
+#[test]
+fn a_tree_signal_reaches_an_adopted_process_group_through_the_pidfd() {
+    if cannot_run() {
+        return;
+    }
+    let (mut d, mut c) = daemon("adopted-tree");
+    // The job carries no marker (`env -i`): only a signal to the group can reach it.
+    let script = "env -i sleep 1000 & echo child=$!.; wait";
+    let (gen, _) = spawn_kept(&mut c, "tree", script, &[]);
+    let (_, job) = child_of(&mut c, gen);
+    drop(c);
+
+    let subreaper = d.crash_daemon_and_restart(&[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    assert_adopted(&mut c, "tree", gen);
+    c.ok(json!({"op": "signal", "session": "tree", "if_gen": gen,
+        "signal": "TERM", "scope": "tree"}));
+
+    let end = exited(&mut c, gen);
+    assert_eq!(end["cause"], "signaled", "{end}");
+    assert_eq!(end["code"], 143, "{end}");
+    let deadline = Instant::now() + PATIENCE;
+    assert!(wait::readable(job.as_fd(), deadline), "its job runs on");
+    assert_nothing_left(subreaper);
+}
+
+/// Sends SIGUSR1 to a [`LAZY_SUBREAPER`] when dropped, so that it reaps everything and
+/// exits even when the test fails before it says so.
+struct Lazy(Option<Child>);
+
+impl Lazy {
+    /// Lets it reap, and hands it over to be waited for.
+    fn reap_now(mut self) -> Child {
+        let child = self.0.take().unwrap();
+        // SAFETY: kill with the pid of our own, unreaped child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+        child
+    }
+}
+
+impl Drop for Lazy {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.take() {
+            // SAFETY: kill with the pid of our own, unreaped child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+        }
+    }
+}
+
+#[test]
+fn a_status_published_after_the_exit_is_still_the_one_reported() {
+    if cannot_run() {
+        return;
+    }
+    let mut d = Daemon::start_wrapped("adopted-late", &LAZY_SUBREAPER, &[], None);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let fifo = fifo(&d);
+    let (gen, pid) = spawn_kept(&mut c, "late", EXIT_7, &[fifo.to_str().unwrap()]);
+    drop(c);
+
+    let subreaper = Lazy(Some(d.crash_daemon_and_restart(&[])));
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    assert_adopted(&mut c, "late", gen);
+    release(&fifo);
+    // It exited, and nobody reaped it: the kernel has no status for it yet.
+    let deadline = Instant::now() + PATIENCE;
+    while !genward::testkit::proc::stat(pid).is_some_and(|s| s.is_zombie()) {
+        assert!(Instant::now() < deadline, "it did not exit");
+        std::thread::yield_now();
+    }
+    // The daemon sees the exit but no status: not reported lost meanwhile.
+    let got = c.ok(json!({"op": "get", "session": "late"}));
+    assert_eq!(got["session"]["current"], json!(gen), "{got}");
+    assert!(
+        !c.backlog.iter().any(|m| m.is("exited", gen)),
+        "reported before its status: {:?}",
+        c.backlog
+    );
+
+    let subreaper = subreaper.reap_now();
+    let end = exited(&mut c, gen);
+    assert_eq!(end["code"], 7, "{end}");
+    assert_eq!(end["cause"], "exited", "{end}");
+    assert_nothing_left(subreaper);
+}
