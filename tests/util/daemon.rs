@@ -111,6 +111,23 @@ impl Daemon {
         self.pid = pid;
     }
 
+    /// Kills the daemon outright (SIGKILL: no cleanup, as in a crash) and reaps it, or the
+    /// wrapper it runs in; [`Daemon::restart_wrapped`] starts the next one.
+    pub fn kill(&mut self) {
+        // SAFETY: kill with the pid of our own, unreaped child (or of the wrapper's child,
+        // which stays unreaped while the wrapper waits for it).
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    /// Starts a daemon again on the same state directory once the previous one is gone
+    /// (see [`Daemon::kill`]), through `wrapper` and with `extra` arguments.
+    pub fn restart_wrapped(&mut self, wrapper: &[&str], extra: &[&str]) {
+        let (child, pid) = launch(&self.dir, wrapper, extra, None);
+        self.child = child;
+        self.pid = pid;
+    }
+
     /// A connected client.
     pub fn client(&self) -> Client {
         Client::connect(&self.socket)
@@ -313,6 +330,29 @@ impl Client {
             return Msg::Output(v, data);
         }
         Msg::Json(v)
+    }
+
+    /// The next message (from the backlog first, like [`Client::next_event`]), or `None`
+    /// once the daemon has closed the connection (a message cut short by its death
+    /// included): what is left to read after a crash.
+    pub fn read_msg_or_eof(&mut self) -> Option<Msg> {
+        if let Some(m) = self.backlog.pop_front() {
+            return Some(m);
+        }
+        let mut line = Vec::new();
+        match self.reader.read_until(b'\n', &mut line) {
+            Ok(n) if n > 0 && line.ends_with(b"\n") => {}
+            _ => return None,
+        }
+        let v: Value = serde_json::from_slice(&line).ok()?;
+        if v["event"] == "output" {
+            let len = v["len"].as_u64()? as usize;
+            let mut data = vec![0; len + 1];
+            self.reader.read_exact(&mut data).ok()?;
+            data.pop();
+            return Some(Msg::Output(v, data));
+        }
+        Some(Msg::Json(v))
     }
 
     /// Sends a request (an `id` is added) and returns its response; events that arrive

@@ -4,5 +4,7 @@
 pub mod cli;
 pub mod daemon;
 pub mod fuse;
+pub mod pidns;
+pub mod recorded;
 pub mod sys;
 pub mod tmux;
