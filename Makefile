@@ -2,8 +2,9 @@
 CARGO        ?= cargo
 FUZZ_SECONDS ?= 600
 FUZZ_TOOLCHAIN ?= nightly
+TORTURE_KILLS ?= 200
 
-.PHONY: build release run test lint fmt fuzz fuzz-smoke bench clean
+.PHONY: build release run test torture lint fmt fuzz fuzz-smoke bench clean
 
 build:
 	$(CARGO) build
@@ -17,6 +18,12 @@ run: release
 
 test:
 	$(CARGO) test --all-targets
+
+# The crash-recovery torture test at full length: the daemon SIGKILLed TORTURE_KILLS times
+# at random points and restarted on the same state directory (`make test` runs 30).
+# GENWARD_TORTURE_SEED=<seed>, as the test prints it, replays a run's choices.
+torture:
+	GENWARD_TORTURE_KILLS=$(TORTURE_KILLS) $(CARGO) test --test daemon_crash_torture
 
 # Tests build the crate with its `testkit` feature (a dev-dependency on itself); the
 # second clippy checks the library and daemon as shipped, without it.
