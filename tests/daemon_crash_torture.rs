@@ -1,6 +1,7 @@
 //! The daemon killed (SIGKILL) at random points — while it spawns, replaces, stops, floods
-//! subscribers with output, backs off before a restart, or takes back its own state — and
-//! started again on the same state directory, many times over. After every restart:
+//! subscribers with output, backs off before a restart, or stops what it took back at its
+//! start (never before it is ready) — and started again on the same state directory, many
+//! times over. After every restart:
 //!
 //! - **no orphans**: every process carrying the directory's `GENWARD_GEN` marker is listed
 //!   by the daemon, or ends (the start-up sweep's kills are awaited on pidfds);
