@@ -1,7 +1,8 @@
 //! The output journal read back as strictly as a client reads the daemon: records round
-//! trip per session in order; a record cut short by a crash is ignored; a corrupt record,
-//! a foreign file, a newer segment, a frame filed under the wrong position or too large a
-//! file never crash the read, keep what was good before the fault, and are moved aside.
+//! trip per session in order; a record a crash left uncommitted is ignored, and so are the
+//! old bytes of a spare segment written over; a corrupt record, a foreign file, a newer
+//! segment, a frame filed under the wrong position or too large a file never crash the
+//! read, keep what was good before the fault, and are moved aside.
 
 use std::path::Path;
 
@@ -9,7 +10,9 @@ use genward::core::{SessionState, Stream};
 use genward::proto::encode;
 use genward::proto::event::WireEvent;
 use genward::store::aside::BAD_DIR;
-use genward::store::journal::{segment_file, Journal, OUTPUT_DIR, RECORD_HEADER};
+use genward::store::journal::{
+    segment_file, Journal, NONCE_BYTES, OUTPUT_DIR, RECORD_HEADER, SEGMENT_BYTES,
+};
 use genward::store::Store;
 use genward::testkit::scratch::ScratchDir;
 use genward::testkit::state::place_file;
@@ -24,6 +27,11 @@ fn open(dir: &Path) -> Journal {
     Journal::open(&Store::open(dir).unwrap()).unwrap()
 }
 
+/// Writes one record; returns its segment.
+fn put(j: &mut Journal, seq: u64, pos: u64, frame: &[u8]) -> u64 {
+    j.append(seq, pos, &[frame]).expect("written").map.seg()
+}
+
 fn all(_: &str) -> Option<usize> {
     Some(1 << 20)
 }
@@ -35,9 +43,9 @@ fn entries(dir: &Path) -> usize {
 /// Writes three records of `a` and one of `b` in one segment; returns its path.
 fn written(dir: &Path) -> std::path::PathBuf {
     let mut j = open(dir);
-    let seg = j.append(0, 0, &frame("a", 1, 0, b"one")).unwrap();
-    j.append(0, 0, &frame("b", 2, 0, b"x")).unwrap();
-    j.append(1, 3, &frame("a", 1, 3, b"two")).unwrap();
+    let seg = put(&mut j, 0, 0, &frame("a", 1, 0, b"one"));
+    put(&mut j, 0, 0, &frame("b", 2, 0, b"x"));
+    put(&mut j, 1, 3, &frame("a", 1, 3, b"two"));
     let mut event = Vec::new();
     WireEvent::State {
         session: "a".into(),
@@ -45,7 +53,7 @@ fn written(dir: &Path) -> std::path::PathBuf {
         state: SessionState::Stopped,
     }
     .write(&mut event);
-    j.append(2, 6, &event).unwrap();
+    put(&mut j, 2, 6, &event);
     dir.join(OUTPUT_DIR).join(segment_file(seg))
 }
 
@@ -69,17 +77,100 @@ fn records_round_trip_per_session_in_order() {
 }
 
 #[test]
-fn a_record_cut_short_by_a_crash_is_ignored_and_the_rest_kept() {
-    let dir = ScratchDir::new("journal-truncated");
+fn a_record_a_crash_left_uncommitted_is_ignored_and_the_rest_kept() {
+    let dir = ScratchDir::new("journal-uncommitted");
     let path = written(&dir);
     let bytes = std::fs::read(&path).unwrap();
-    for cut in [bytes.len() - 1, bytes.len() - 30, bytes.len() - 60] {
-        place_file(&path, &bytes[..cut]);
+    // The last record is an event line; its nonce is what commits it. A crash leaves it
+    // without one, whole or cut anywhere (the file is allocated whole: zeros follow).
+    let (start, end) = last_record(&bytes);
+    for cut in [end, end - 1, start + RECORD_HEADER, start + 6] {
+        let mut torn = bytes.clone();
+        torn[cut..end].fill(0);
+        torn[start + 4..start + 12].fill(0);
+        place_file(&path, &torn);
         let loaded = open(&dir).load(all);
         assert_eq!(loaded.bad, 0, "a cut at {cut} is a crash, not corruption");
-        assert!(!loaded.sessions["a"].is_empty());
+        assert_eq!(loaded.sessions["a"].len(), 2, "cut at {cut}");
         assert_eq!(entries(&dir.join(BAD_DIR)), 0);
     }
+}
+
+/// Where the last committed record of a segment written by [`written`] starts and ends.
+fn last_record(bytes: &[u8]) -> (usize, usize) {
+    let body = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let nonce = &bytes[body..body + NONCE_BYTES];
+    let mut at = body + NONCE_BYTES;
+    let mut last = (at, at);
+    while &bytes[at + 4..at + 12] == nonce {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        last = (at, at + 4 + len);
+        at += 4 + len;
+    }
+    last
+}
+
+#[test]
+fn a_spare_written_over_never_brings_back_its_old_records() {
+    let dir = ScratchDir::new("journal-spare");
+    let mut j = open(&dir);
+    let big = vec![b'o'; 512 << 10];
+    let mut pos = 0;
+    let mut seq = 0;
+    let mut write = |j: &mut Journal, session: &str| {
+        let seg = put(j, seq, pos, &frame(session, 1, pos, &big));
+        seq += 1;
+        pos += big.len() as u64;
+        seg
+    };
+    // Fill segment 1 with `old`, give it up, fill segment 2 with `new`: segment 3 is
+    // written over segment 1's pages.
+    let per_segment = SEGMENT_BYTES.div_ceil(big.len() as u64 + 256);
+    for _ in 0..per_segment {
+        assert_eq!(write(&mut j, "old"), 1);
+    }
+    assert_eq!(write(&mut j, "new"), 2);
+    assert!(!j.give_up(1), "nothing else held segment 1");
+    let out = dir.join(OUTPUT_DIR);
+    assert!(out.join("1.spare").exists());
+    let mut last = 2;
+    for _ in 0..per_segment + 1 {
+        last = write(&mut j, "new");
+    }
+    assert_eq!(last, 3);
+    assert!(!out.join("1.spare").exists(), "the spare became segment 3");
+    drop(j);
+    let loaded = open(&dir).load(|_| Some(64 << 20));
+    assert_eq!(loaded.bad, 0);
+    assert!(
+        !loaded.sessions.contains_key("old"),
+        "nothing of the spare's past"
+    );
+    let new = &loaded.sessions["new"];
+    assert!(new.windows(2).all(|w| w[0].seq + 1 == w[1].seq));
+    assert_eq!(new.len() as u64, per_segment + 2);
+}
+
+#[test]
+fn a_segment_given_up_while_a_frame_in_it_is_held_is_not_written_over() {
+    let dir = ScratchDir::new("journal-held");
+    let mut j = open(&dir);
+    let held = j.append(0, 0, &[&frame("a", 1, 0, b"held")]).unwrap();
+    let big = vec![b'x'; 512 << 10];
+    let mut pos = 4;
+    let mut seq = 1;
+    while j.current() == Some(1) {
+        put(&mut j, seq, pos, &frame("a", 1, pos, &big));
+        seq += 1;
+        pos += big.len() as u64;
+    }
+    assert!(j.give_up(1), "still referenced");
+    assert!(!dir.join(OUTPUT_DIR).join("1.spare").exists());
+    // Its bytes stay readable for whoever holds them.
+    assert_eq!(
+        held.map.bytes(held.start, held.len),
+        &frame("a", 1, 0, b"held")[..]
+    );
 }
 
 #[test]
@@ -88,7 +179,7 @@ fn a_corrupt_record_keeps_what_came_before_and_moves_the_segment_aside() {
     let path = written(&dir);
     let mut bytes = std::fs::read(&path).unwrap();
     // The second record's frame: one byte of its JSON header changed.
-    let header_len = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let header_len = bytes.iter().position(|&b| b == b'\n').unwrap() + 1 + NONCE_BYTES;
     let first = frame("a", 1, 0, b"one").len() + RECORD_HEADER;
     bytes[header_len + first + RECORD_HEADER + 2] = b'X';
     place_file(&path, &bytes);
@@ -103,10 +194,7 @@ fn a_corrupt_record_keeps_what_came_before_and_moves_the_segment_aside() {
 #[test]
 fn a_frame_filed_at_another_position_is_refused() {
     let dir = ScratchDir::new("journal-wrong-pos");
-    let seg = {
-        let mut j = open(&dir);
-        j.append(0, 7, &frame("a", 1, 0, b"one")).unwrap()
-    };
+    let seg = put(&mut open(&dir), 0, 7, &frame("a", 1, 0, b"one"));
     let loaded = open(&dir).load(all);
     assert_eq!(loaded.bad, 1);
     assert!(loaded.sessions.is_empty());
@@ -135,7 +223,9 @@ fn foreign_newer_oversized_and_lying_files_are_moved_aside() {
     place_file(&out.join(segment_file(4)), &huge);
     // A record announcing a length beyond any frame.
     let mut lying = b"{\"genward_state\":1,\"kind\":\"output\"}\n".to_vec();
+    lying.extend_from_slice(&7u64.to_le_bytes()); // the segment's nonce
     lying.extend_from_slice(&u32::MAX.to_le_bytes());
+    lying.extend_from_slice(&7u64.to_le_bytes());
     lying.extend_from_slice(&[0; 64]);
     place_file(&out.join(segment_file(5)), &lying);
     let mut j = open(&dir);
@@ -145,20 +235,21 @@ fn foreign_newer_oversized_and_lying_files_are_moved_aside() {
     assert_eq!(entries(&out), 0, "everything moved aside");
     assert_eq!(entries(&dir.join(BAD_DIR)), 6);
     // Appending goes on, in a segment numbered past every one seen.
-    let seg = j.append(0, 0, &frame("a", 1, 0, b"new")).unwrap();
-    assert!(seg > 5);
+    assert!(put(&mut j, 0, 0, &frame("a", 1, 0, b"new")) > 5);
 }
 
 #[test]
-fn segments_below_the_oldest_needed_are_deleted() {
+fn a_segment_given_up_is_deleted_and_the_one_written_is_kept() {
     let dir = ScratchDir::new("journal-delete");
     let first = written(&dir);
     let mut j = open(&dir);
     j.load(all);
-    let seg = j.append(0, 0, &frame("c", 3, 0, b"z")).unwrap();
+    let seg = put(&mut j, 0, 0, &frame("c", 3, 0, b"z"));
     assert!(first.exists());
-    j.delete_below(seg);
+    j.give_up(1);
     assert!(!first.exists());
-    assert_eq!(j.segments(), 1);
-    assert_eq!(j.oldest(), Some(seg));
+    assert_eq!(j.segment_numbers(), [seg]);
+    // The segment being written is never given up.
+    assert!(!j.give_up(seg));
+    assert_eq!(j.segment_numbers(), [seg]);
 }

@@ -365,6 +365,17 @@ impl Clients {
         }
     }
 
+    /// Journal segments given up while frames in them were still queued: those frames are
+    /// copied out, so the segments' memory goes now.
+    pub fn detach_frames(&mut self, segments: &[crate::store::journal::Segment]) {
+        for &seg in segments {
+            let mut copies = HashMap::new();
+            for client in self.table.values_mut() {
+                client.outbox.detach(seg, &mut copies);
+            }
+        }
+    }
+
     /// A removed session: followers still behind lose the rest of its log with it, and
     /// are told so, counted.
     pub fn forget_session(&mut self, session: &str, logs: &Logs) {

@@ -286,6 +286,10 @@ impl Daemon {
     }
 
     fn flush_clients(&mut self) {
+        let released = self.logs.take_released();
+        if !released.is_empty() {
+            self.clients.detach_frames(&released);
+        }
         for id in self.clients.flush_dirty(self.poll.registry(), &self.logs) {
             if let Some(token) = Source::Client(id).token() {
                 self.again.push(token);

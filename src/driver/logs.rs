@@ -2,20 +2,22 @@
 //! framed once in wire format, which every subscriber is pumped from (see
 //! `subscriptions.rs`). A session's log lives until the session is removed.
 //!
-//! Every record is appended to the state directory's output journal before it enters the
-//! log (and so before any subscriber can have it), so a restarted daemon replays what
-//! its predecessor had read, at the same positions. The logs decide which journal
-//! segments are still needed: one is deleted once no log's oldest record lies in it, and
-//! when the journal grows past twice what the logs retain, the logs pinning its oldest
-//! segment (quiet sessions whose few records are old) are written again at its end.
+//! Every record is framed straight into the state directory's output journal, and the log
+//! keeps (and subscribers are sent) those very bytes, so it is on disk before anyone can
+//! have it and a restarted daemon replays what its predecessor had read, at the same
+//! positions. Which journal segments are still needed is `journaled.rs`'s to count; when
+//! it says the journal has grown past about twice what the logs retain, the logs with
+//! records in its oldest segment (quiet sessions) are written again at its end.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::frame::Frame;
+use super::journaled::Journaled;
 use super::ring::Ring;
 use crate::core::{Event, Stream};
-use crate::proto::encode;
-use crate::store::journal::{Journal, Segment, SEGMENT_BYTES};
+use crate::proto::framing::{OutputFrame, OUTPUT_TRAILER};
+use crate::store::journal::{Journal, Segment};
 
 /// Default per-session log capacity until a spawn says otherwise.
 pub const DEFAULT_LOG_BYTES: usize = 1 << 20;
@@ -24,17 +26,15 @@ pub const DEFAULT_LOG_BYTES: usize = 1 << 20;
 #[derive(Debug, Default)]
 pub struct Logs {
     rings: HashMap<Arc<str>, Ring>,
-    journal: Option<Journal>,
-    /// Sessions by the journal segment of their log's oldest record: the oldest key is
-    /// the oldest segment still needed.
-    pins: BTreeMap<Segment, HashSet<Arc<str>>>,
+    /// The output journal (none if it could not be opened: the logs live in memory only).
+    disk: Option<Journaled>,
     /// Bytes all logs retain, as charged against their capacities.
     retained: u64,
 }
 
 impl Logs {
     /// Logs written through to `journal`, starting with what it held for the sessions
-    /// `capacity` names (with the bytes of each one's log); the rest of it is deleted.
+    /// `capacity` names (with the bytes of each one's log); the rest of it is given up.
     pub fn open(mut journal: Journal, capacity: impl Fn(&str) -> Option<usize>) -> Logs {
         let loaded = journal.load(&capacity);
         if loaded.bad > 0 || loaded.skipped > 0 {
@@ -44,20 +44,15 @@ impl Logs {
                 loaded.skipped
             );
         }
-        let mut logs = Logs {
-            journal: Some(journal),
-            ..Logs::default()
-        };
+        let mut logs = Logs::default();
         for (session, records) in loaded.sessions {
             let cap = capacity(&session).unwrap_or(DEFAULT_LOG_BYTES);
             let ring = Ring::restored(cap, records);
             logs.retained += ring.used() as u64;
-            if let Some(seg) = ring.first_seg() {
-                logs.pins.entry(seg).or_default().insert(session.clone());
-            }
             logs.rings.insert(session, ring);
         }
-        logs.collect();
+        let restored = logs.rings.values().flat_map(Ring::segments);
+        logs.disk = Some(Journaled::new(journal, restored));
         logs
     }
 
@@ -67,66 +62,51 @@ impl Logs {
             .or_insert_with(|| Ring::new(DEFAULT_LOG_BYTES))
     }
 
-    /// Runs `change` on a session's log, keeping the pins and byte count in step with
-    /// what it evicts.
+    /// Runs `change` on a session's log, keeping the byte count and the journal's
+    /// accounting in step with what it lets go.
     fn tracked<R>(&mut self, session: &Arc<str>, change: impl FnOnce(&mut Ring) -> R) -> R {
         let ring = self
             .rings
             .entry(session.clone())
             .or_insert_with(|| Ring::new(DEFAULT_LOG_BYTES));
-        let (seg_before, used_before) = (ring.first_seg(), ring.used() as u64);
+        let used_before = ring.used() as u64;
         let result = change(ring);
-        let (seg_after, used_after) = (ring.first_seg(), ring.used() as u64);
-        self.retained = self.retained + used_after - used_before;
-        if seg_before != seg_after {
-            self.unpin(seg_before, session);
-            if let Some(seg) = seg_after {
-                self.pins.entry(seg).or_default().insert(session.clone());
+        self.retained = self.retained + ring.used() as u64 - used_before;
+        if let Some(disk) = &mut self.disk {
+            for seg in ring.take_evicted() {
+                disk.forget(seg);
             }
         }
         result
     }
 
-    fn unpin(&mut self, seg: Option<Segment>, session: &str) {
-        let Some(seg) = seg else { return };
-        if let Some(set) = self.pins.get_mut(&seg) {
-            set.remove(session);
-            if set.is_empty() {
-                self.pins.remove(&seg);
+    /// When the journal has grown past about twice what the logs retain, writes again the
+    /// logs with records in its oldest segment still needed, so that it can go. One
+    /// segment per call: the work stays bounded.
+    fn compact(&mut self) {
+        let Some(disk) = &mut self.disk else {
+            return;
+        };
+        let Some(oldest) = disk.to_compact(self.retained) else {
+            return;
+        };
+        for ring in self.rings.values_mut() {
+            if ring.first_seg().is_some_and(|s| s <= oldest) {
+                ring.rewrite(|r| disk.place(r.seq, r.pos, &[&r.frame]));
+                for seg in ring.take_evicted() {
+                    disk.forget(seg);
+                }
             }
         }
     }
 
-    /// Deletes segments nothing retained lies in; when the journal holds more than about
-    /// twice what the logs retain, writes the logs pinning its oldest segment again, so
-    /// that it can go.
-    fn collect(&mut self) {
-        let Some(journal) = &mut self.journal else {
-            return;
-        };
-        let oldest_needed = self.pins.keys().next().copied();
-        journal.delete_below(oldest_needed.unwrap_or(Segment::MAX));
-        let slack = 2 * self.retained + 2 * SEGMENT_BYTES;
-        let Some(oldest) = oldest_needed else { return };
-        if journal.disk_bytes() <= slack || Some(oldest) == journal.current() {
-            return;
-        }
-        let sessions: Vec<Arc<str>> = self
-            .pins
-            .remove(&oldest)
-            .map(|s| s.into_iter().collect())
-            .unwrap_or_default();
-        for session in sessions {
-            let Some(ring) = self.rings.get_mut(&session) else {
-                continue;
-            };
-            ring.rewrite(|r| journal.append(r.seq, r.pos, &r.frame));
-            if let Some(seg) = ring.first_seg() {
-                self.pins.entry(seg).or_default().insert(session);
-            }
-        }
-        let oldest_needed = self.pins.keys().next().copied();
-        journal.delete_below(oldest_needed.unwrap_or(Segment::MAX));
+    /// Journal segments given up since the last call while frames in them were still
+    /// queued for clients (see [`Clients::detach_frames`](super::clients::Clients::detach_frames)).
+    pub fn take_released(&mut self) -> Vec<Segment> {
+        self.disk
+            .as_mut()
+            .map(Journaled::take_released)
+            .unwrap_or_default()
     }
 
     /// The log of `session`, if it has one.
@@ -143,11 +123,10 @@ impl Logs {
     /// Sets a session's capacity (a spawn's `buffer`).
     pub fn set_capacity(&mut self, session: &Arc<str>, bytes: usize) {
         self.tracked(session, |ring| ring.set_capacity(bytes));
-        self.collect();
     }
 
-    /// Frames `data`, read at `offset` of `gen`'s `stream`, into the session's log (its
-    /// journal first); returns the record's sequence number.
+    /// Frames `data`, read at `offset` of `gen`'s `stream`, into the session's log (into
+    /// its journal, whose bytes the log then shares); returns the record's sequence number.
     pub fn push_output(
         &mut self,
         session: &Arc<str>,
@@ -158,16 +137,22 @@ impl Logs {
     ) -> u64 {
         let ring = self.ring(session);
         let (seq, pos) = (ring.end_seq(), ring.end_pos());
-        let mut frame = Vec::new();
-        encode::output_frame(session, gen, stream, offset, pos, data, &mut frame);
-        let seg = self
-            .journal
-            .as_mut()
-            .and_then(|j| j.append(seq, pos, &frame));
+        let header = OutputFrame {
+            session: session.as_ref().into(),
+            gen,
+            stream,
+            offset,
+            pos,
+            data: data.into(),
+        };
+        let mut line = Vec::with_capacity(160);
+        header.write_header(&mut line);
+        let parts: [&[u8]; 3] = [&line, data, OUTPUT_TRAILER];
+        let (frame, seg) = self.place(seq, pos, &parts);
         let seq = self.tracked(session, |ring| {
             ring.push_output(gen, data.len() as u64, frame, seg)
         });
-        self.collect();
+        self.compact();
         seq
     }
 
@@ -176,22 +161,33 @@ impl Logs {
     pub fn push_event(&mut self, session: &Arc<str>, event: &Event, line: Vec<u8>) -> u64 {
         let ring = self.ring(session);
         let (seq, pos) = (ring.end_seq(), ring.end_pos());
-        let seg = self
-            .journal
-            .as_mut()
-            .and_then(|j| j.append(seq, pos, &line));
+        let (frame, seg) = self.place(seq, pos, &[&line]);
         let gen = event.gen().unwrap_or(0);
-        let seq = self.tracked(session, |ring| ring.push_event(gen, line, seg));
-        self.collect();
+        let seq = self.tracked(session, |ring| ring.push_event(gen, frame, seg));
+        self.compact();
         seq
+    }
+
+    /// Writes a frame (`parts` joined) to the journal, or to the heap if it cannot take it.
+    fn place(&mut self, seq: u64, pos: u64, parts: &[&[u8]]) -> (Frame, Option<Segment>) {
+        match self.disk.as_mut().and_then(|d| d.place(seq, pos, parts)) {
+            Some(placed) => {
+                let seg = placed.map.seg();
+                (Frame::from(placed), Some(seg))
+            }
+            None => (Frame::from(parts.concat()), None),
+        }
     }
 
     /// Forgets a removed session's log.
     pub fn remove(&mut self, session: &str) {
         if let Some(ring) = self.rings.remove(session) {
             self.retained -= ring.used() as u64;
-            self.unpin(ring.first_seg(), session);
-            self.collect();
+            if let Some(disk) = &mut self.disk {
+                for seg in ring.segments() {
+                    disk.forget(seg);
+                }
+            }
         }
     }
 
@@ -222,5 +218,63 @@ pub fn log_event(event: &Event) {
             log::warn!("{session} gen {gen}: survived SIGKILL; still tracked")
         }
         Event::Spawned { .. } | Event::State { .. } | Event::InputClosed { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Stream;
+    use crate::store::journal::{Journal, MAX_SPARES, SEGMENT_FILE_BYTES};
+    use crate::store::Store;
+    use crate::testkit::scratch::ScratchDir;
+
+    fn open(dir: &ScratchDir) -> Logs {
+        let journal = Journal::open(&Store::open(dir).unwrap()).unwrap();
+        Logs::open(journal, |_| Some(DEFAULT_LOG_BYTES))
+    }
+
+    fn segment_files(dir: &ScratchDir) -> usize {
+        std::fs::read_dir(dir.join("output")).unwrap().count()
+    }
+
+    /// Quiet sessions leave a line each in segment after segment while another floods:
+    /// every segment would stay for one line, but the journal keeps to about twice what
+    /// the logs retain, and every line is still there after a restart.
+    #[test]
+    fn quiet_logs_are_written_again_so_the_journal_stays_bounded() {
+        let dir = ScratchDir::new("logs-compact");
+        let mut logs = open(&dir);
+        let flood: Arc<str> = Arc::from("flood");
+        let chunk = vec![b'x'; 256 << 10];
+        let mut offset = 0;
+        for i in 0..40 {
+            let quiet: Arc<str> = Arc::from(format!("quiet{i}"));
+            logs.push_output(
+                &quiet,
+                1,
+                Stream::Stdout,
+                0,
+                format!("line {i}\n").as_bytes(),
+            );
+            for _ in 0..32 {
+                logs.push_output(&flood, 2, Stream::Stdout, offset, &chunk);
+                offset += chunk.len() as u64;
+            }
+            // About 1 MiB retained: the flood's log, and forty one-line logs.
+            let most = 2 * (2 << 20) + (3 + MAX_SPARES) * SEGMENT_FILE_BYTES;
+            assert!(
+                segment_files(&dir) * SEGMENT_FILE_BYTES <= most,
+                "{} segment files after {i} rounds",
+                segment_files(&dir)
+            );
+        }
+        drop(logs);
+        let logs = open(&dir);
+        for i in 0..40 {
+            let ring = logs.get(&format!("quiet{i}")).expect("its log came back");
+            assert_eq!(ring.end_pos(), format!("line {i}\n").len() as u64);
+        }
+        assert_eq!(logs.get("flood").unwrap().end_pos(), offset);
     }
 }

@@ -7,13 +7,15 @@
 //! [`Outbox::can_take_replies`], so a client cannot make the daemon queue more than twice
 //! the limit however little it reads.
 //!
-//! Frames from a session's replay log are queued by reference ([`Rc`]), not copied, so
+//! Frames from a session's replay log are queued by reference ([`Frame`]), not copied, so
 //! fanning one frame out to many subscribers costs no memory per subscriber; a vectored
 //! write sends several frames per system call.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Write};
-use std::rc::Rc;
+
+use super::frame::Frame;
+use crate::store::journal::Segment;
 
 /// Most slices handed to one vectored write.
 const MAX_SLICES: usize = 32;
@@ -24,7 +26,7 @@ const SMALL_CHUNK: usize = 16 * 1024;
 #[derive(Debug)]
 enum Chunk {
     Owned(Vec<u8>),
-    Shared(Rc<Vec<u8>>),
+    Shared(Frame),
 }
 
 impl Chunk {
@@ -96,9 +98,29 @@ impl Outbox {
     }
 
     /// Queues a shared frame without copying it.
-    pub fn push_shared(&mut self, frame: &Rc<Vec<u8>>) {
+    pub fn push_shared(&mut self, frame: &Frame) {
         self.pending += frame.len();
         self.chunks.push_back(Chunk::Shared(frame.clone()));
+    }
+
+    /// Moves the frames it holds from journal segment `seg` (given up) to the heap, so
+    /// that the segment's memory goes now rather than when this client reads them.
+    /// `copies` (by offset in the segment) is shared by every outbox detached from one
+    /// segment: a frame queued for many clients is copied once.
+    pub fn detach(&mut self, seg: Segment, copies: &mut HashMap<usize, Frame>) {
+        for chunk in self.chunks.iter_mut() {
+            if let Chunk::Shared(frame) = chunk {
+                if let (Some(s), Frame::Mapped { start, .. }) = (frame.mapped_in(), &*frame) {
+                    if s == seg {
+                        let start = *start;
+                        *frame = copies
+                            .entry(start)
+                            .or_insert_with(|| frame.to_heap())
+                            .clone();
+                    }
+                }
+            }
+        }
     }
 
     /// Writes as much as `sink` accepts without blocking. Returns `Ok(())` on WouldBlock or
@@ -171,7 +193,7 @@ mod tests {
     fn partial_writes_keep_order_across_owned_and_shared_chunks() {
         let mut ob = Outbox::new(1 << 20);
         ob.push(b"hello ");
-        let shared = Rc::new(b"big world".to_vec());
+        let shared = Frame::from(b"big world".to_vec());
         ob.push_shared(&shared);
         ob.push(b"!");
         let mut sink = Trickle {

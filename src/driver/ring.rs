@@ -11,9 +11,9 @@
 //! behind still receives "output before exit" in order.
 
 use std::collections::VecDeque;
-use std::rc::Rc;
 
-use crate::store::journal::Segment;
+use super::frame::Frame;
+use crate::store::journal::{Placed, Segment};
 use crate::store::journal_read::LoadedRecord;
 
 /// What each record costs on top of its frame, so that a flood of one-byte reads is bounded
@@ -32,10 +32,9 @@ pub struct Record {
     /// Output records: how many output bytes; 0 for events.
     pub out_len: u64,
     /// The exact bytes a subscriber receives for this record, shared with the outboxes
-    /// of subscribers it is queued for (an `Rc<Vec>` so the frame built by the caller is
-    /// moved in, not copied).
-    pub frame: Rc<Vec<u8>>,
-    /// The journal segment holding a copy (`None` if it could not be written).
+    /// of subscribers it is queued for.
+    pub frame: Frame,
+    /// The journal segment holding it on disk (`None` if it could not be written).
     pub seg: Option<Segment>,
 }
 
@@ -61,6 +60,9 @@ pub struct Ring {
     next_seq: u64,
     /// Session-wide output position after the newest output byte.
     end_pos: u64,
+    /// Journal segments of records let go (evicted, or written again elsewhere) since
+    /// [`Ring::take_evicted`] was last called.
+    evicted: Vec<Segment>,
 }
 
 impl Ring {
@@ -72,6 +74,7 @@ impl Ring {
             records: VecDeque::new(),
             next_seq: 0,
             end_pos: 0,
+            evicted: Vec::new(),
         }
     }
 
@@ -81,7 +84,7 @@ impl Ring {
         &mut self,
         gen: u64,
         out_len: u64,
-        frame: Vec<u8>,
+        frame: impl Into<Frame>,
         seg: Option<Segment>,
     ) -> u64 {
         let pos = self.end_pos;
@@ -91,19 +94,19 @@ impl Ring {
             gen,
             pos,
             out_len,
-            frame: Rc::new(frame),
+            frame: frame.into(),
             seg,
         })
     }
 
     /// Appends an event frame about generation `gen` (its copy in journal segment `seg`).
-    pub fn push_event(&mut self, gen: u64, frame: Vec<u8>, seg: Option<Segment>) -> u64 {
+    pub fn push_event(&mut self, gen: u64, frame: impl Into<Frame>, seg: Option<Segment>) -> u64 {
         self.push(Record {
             seq: 0,
             gen,
             pos: self.end_pos,
             out_len: 0,
-            frame: Rc::new(frame),
+            frame: frame.into(),
             seg,
         })
     }
@@ -134,10 +137,11 @@ impl Ring {
                 gen: r.gen,
                 pos: r.pos,
                 out_len: r.out_len,
-                frame: Rc::new(r.frame),
+                frame: r.frame.into(),
                 seg: Some(r.seg),
             });
         }
+        ring.evicted.clear();
         ring
     }
 
@@ -146,12 +150,30 @@ impl Ring {
         self.records.front().and_then(|r| r.seg)
     }
 
-    /// Every retained record, oldest first, for writing again to the journal: `write`
-    /// returns where each copy went now.
-    pub fn rewrite(&mut self, mut write: impl FnMut(&Record) -> Option<Segment>) {
+    /// Writes every retained record again, oldest first, with `write` (to the journal's
+    /// newest segment), and keeps the new copies; one `write` could not place keeps its
+    /// old bytes but no segment. The old segments count as let go.
+    pub fn rewrite(&mut self, mut write: impl FnMut(&Record) -> Option<Placed>) {
         for r in self.records.iter_mut() {
-            r.seg = write(r);
+            self.evicted.extend(r.seg);
+            match write(r) {
+                Some(placed) => {
+                    r.seg = Some(placed.map.seg());
+                    r.frame = placed.into();
+                }
+                None => r.seg = None,
+            }
         }
+    }
+
+    /// The journal segments of the records let go since the last call.
+    pub fn take_evicted(&mut self) -> std::vec::Drain<'_, Segment> {
+        self.evicted.drain(..)
+    }
+
+    /// The journal segment of every retained record.
+    pub fn segments(&self) -> impl Iterator<Item = Segment> + '_ {
+        self.records.iter().filter_map(|r| r.seg)
     }
 
     /// Changes the capacity, evicting the oldest records if it shrank.
@@ -175,6 +197,7 @@ impl Ring {
         while self.used > self.cap && self.records.len() > 1 {
             let old = self.records.pop_front().expect("len > 1");
             self.used -= old.frame.len() + RECORD_OVERHEAD;
+            self.evicted.extend(old.seg);
         }
     }
 

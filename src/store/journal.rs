@@ -1,66 +1,118 @@
 //! Sessions' retained output on disk, so that a restarted daemon replays what its
 //! predecessor had read: every record a session's replay log takes (an output frame or an
-//! event line, exactly as subscribers receive it) is appended here first.
+//! event line, exactly as subscribers receive it) is written here first.
 //!
 //! ```text
-//! <state dir>/output/<n>.seg    {"genward_state":1,"kind":"output"}\n, then records:
-//!                               u32 len | u64 seq | u64 pos | frame (len - 16 bytes)
+//! <state dir>/output/<n>.seg    {"genward_state":1,"kind":"output"}\n, u64 nonce, records:
+//!                               u32 len | u64 nonce | u64 seq | u64 pos | frame
+//! <state dir>/output/<n>.spare  a segment no longer needed, kept to be written over
 //! ```
 //!
-//! All sessions share a few append-only *segments* (little-endian fields; `seq` is the
-//! record's number in its session's log, `pos` the session output position it starts at,
-//! the session itself is named inside the frame). One file per session would cost a
-//! tmpfs page and an inode for each of 100,000 quiet sessions, and a mapping each would
-//! run into `vm.max_map_count`; a shared log costs one open descriptor. A segment is
-//! deleted once no session's replay log still holds a record in it; a quiet session that
-//! would pin an old segment has its few records written again at the end (the caller
-//! decides when, see `driver::logs`), so the files stay within about twice what the logs
-//! retain.
+//! All sessions share a few *segments* (little-endian fields; `len` counts the bytes after
+//! it, `seq` is the record's number in its session's log, `pos` the session output
+//! position it starts at; the session itself is named inside the frame). One file per
+//! session would cost a tmpfs page and an inode for each of 100,000 quiet sessions, and a
+//! mapping each would run into `vm.max_map_count`; shared segments cost one open
+//! descriptor. A segment is given up once no session's replay log still holds a record in
+//! it; a quiet session that would pin an old segment has its few records written again at
+//! the end (the caller decides when, see `driver::logs`), so the files stay within about
+//! twice what the logs retain.
 //!
-//! Appends are plain `writev`s, not `fsync`ed: this is about the daemon's own crash (the
-//! kernel keeps what was written), on a RAM-backed directory that a power loss empties
-//! anyway. A write cut short by the crash leaves a truncated last record, which reading
-//! ignores; a new daemon never appends to an old segment.
+//! Speed: a record is framed straight into its segment's shared mapping ([`Mapping`]), and
+//! subscribers are sent those very bytes, so keeping output on disk costs no copy and no
+//! system call per record. New pages are the one cost left (on tmpfs, allocating and
+//! zeroing a page costs about as much as everything else the daemon does with its bytes),
+//! so a segment given up that nothing references any more becomes a *spare* (at most
+//! [`MAX_SPARES`], still mapped) and the next segment is written over it.
+//!
+//! A record is committed by its nonce: it is written with a zero nonce, then the
+//! segment's nonce is written into it. Reading stops at the first record without the
+//! segment's nonce, which is how the end is found in a segment written over a spare (the
+//! old bytes there carry an older nonce) and how a record cut short by a crash is left out
+//! (its nonce was never written). Each segment gets a fresh random nonce, written before
+//! the file takes a segment's name. Nothing is `fsync`ed: this is about the daemon's own
+//! crash (the kernel keeps what was written), on a RAM-backed directory that a power loss
+//! empties anyway.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::os::fd::OwnedFd;
+use std::rc::Rc;
 
 use rustix::fs::{self as rfs, Mode, OFlags};
-use rustix::io::Errno;
 
 use super::dir::Dir;
 use super::format::{self, Kind};
+use super::mapping::Mapping;
 use super::names::parse_decimal;
 use super::Store;
 
 /// The subdirectory of segments.
 pub const OUTPUT_DIR: &str = "output";
 
-/// A segment is closed once it holds this many bytes (it may exceed it by one record).
+/// A segment takes no new record once it holds this many bytes.
 pub const SEGMENT_BYTES: u64 = 8 << 20;
 
-/// Bytes of a record before its frame: `len`, `seq`, `pos`.
-pub const RECORD_HEADER: usize = 20;
+/// Bytes of a record before its frame: `len`, `nonce`, `seq`, `pos`.
+pub const RECORD_HEADER: usize = 28;
+
+/// Segments given up but kept to be written over.
+pub const MAX_SPARES: usize = 2;
+
+/// The nonce after a segment's header line.
+pub const NONCE_BYTES: usize = 8;
 
 /// The largest frame a record may hold: the largest output frame with room for its header
 /// line, larger than any event line.
 pub const MAX_FRAME: usize = crate::proto::framing::MAX_OUTPUT_PAYLOAD + 64 * 1024;
 
+/// Room for a segment's header line and nonce.
+const SEGMENT_HEAD: usize = 128;
+
+/// Every segment file's length: room for records up to [`SEGMENT_BYTES`] and one more of
+/// the largest kind.
+pub const SEGMENT_FILE_BYTES: usize =
+    SEGMENT_HEAD + SEGMENT_BYTES as usize + RECORD_HEADER + MAX_FRAME;
+
 const SUFFIX: &str = ".seg";
+const SPARE_SUFFIX: &str = ".spare";
 
 /// Where a record was written: its segment's number.
 pub type Segment = u64;
 
-/// The open output journal: the segment being appended to, and the sizes of all.
+/// A record's frame, written: its bytes are `map.bytes(start, len)`.
+#[derive(Debug)]
+pub struct Placed {
+    /// The segment's mapping (kept alive by whoever holds the frame).
+    pub map: Rc<Mapping>,
+    /// Where the frame starts in it.
+    pub start: usize,
+    /// The frame's length.
+    pub len: usize,
+}
+
+/// The segment being written.
+#[derive(Debug)]
+struct Current {
+    map: Rc<Mapping>,
+    /// Where the next record goes.
+    end: usize,
+    nonce: u64,
+}
+
+/// The open output journal: the segment being written, the spares, and the sizes of all.
 #[derive(Debug)]
 pub struct Journal {
     pub(crate) dir: Dir,
     pub(crate) bad: Dir,
-    /// The segment appended to, once the first record needs it.
-    current: Option<(Segment, OwnedFd)>,
+    /// The segment written to, once the first record needs it.
+    current: Option<Current>,
+    /// Segments given up that nothing references, named `<n>.spare`, to be written over.
+    spares: Vec<Rc<Mapping>>,
+    /// Mappings of segments not given up yet (the current one too), by number.
+    live: std::collections::BTreeMap<Segment, Rc<Mapping>>,
     /// Number the next new segment gets.
     next: Segment,
-    /// Bytes of every segment on disk, oldest first.
+    /// Bytes written in every segment on disk, oldest first.
     pub(crate) sizes: std::collections::BTreeMap<Segment, u64>,
     /// Set after a failed write until a segment can be started again: appends are skipped
     /// (and counted) rather than retried on every read.
@@ -71,113 +123,109 @@ pub struct Journal {
 
 impl Journal {
     /// Opens (creating) `output/` of the store; segments already there are read by
-    /// [`Journal::load`] and stay until [`Journal::delete_below`] drops them.
+    /// [`Journal::load`] and stay until [`Journal::give_up`] is called for them. Spares a
+    /// previous daemon left are deleted.
     pub fn open(store: &Store) -> io::Result<Journal> {
         let dir = store.root.subdir(OUTPUT_DIR)?;
         let bad = store.root.subdir(super::aside::BAD_DIR)?;
         let mut sizes = std::collections::BTreeMap::new();
+        let mut spares = Vec::new();
         let mut strays = Vec::new();
         dir.each_entry(|name, _, _| {
-            match name.and_then(segment_of_file) {
-                Some(n) => {
-                    sizes.insert(n, 0);
-                }
-                None => strays.push(name.map(str::to_owned)),
+            if let Some(n) = name.and_then(segment_of_file) {
+                sizes.insert(n, 0);
+            } else if let Some(n) = name.and_then(spare_of_file) {
+                spares.push(n);
+            } else {
+                strays.push(name.map(str::to_owned));
             }
             true
         })?;
         for name in strays.into_iter().flatten() {
             super::aside::move_aside(&dir, OUTPUT_DIR, &name, &bad, "not a segment");
         }
-        let next = sizes.keys().next_back().map_or(1, |n| n + 1);
+        for n in &spares {
+            dir.unlink(&spare_file(*n))?;
+        }
+        let newest = sizes.keys().chain(&spares).max().copied();
         Ok(Journal {
             dir,
             bad,
             current: None,
-            next,
+            spares: Vec::new(),
+            live: std::collections::BTreeMap::new(),
+            next: newest.map_or(1, |n| n + 1),
             sizes,
             failed: false,
             unwritten: 0,
         })
     }
 
-    /// Appends one record; returns the segment it went to, or `None` if it could not be
-    /// written (logged once per failure spell; the daemon goes on without it).
-    pub fn append(&mut self, seq: u64, pos: u64, frame: &[u8]) -> Option<Segment> {
-        if frame.len() > MAX_FRAME {
+    /// Writes one record whose frame is `parts` joined; returns where the frame is, or
+    /// `None` if it could not be written (logged once per failure spell; the daemon goes
+    /// on without it).
+    pub fn append(&mut self, seq: u64, pos: u64, parts: &[&[u8]]) -> Option<Placed> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > MAX_FRAME {
             self.unwritten += 1;
             return None;
         }
-        let roll = match &self.current {
-            None => true,
-            Some((n, _)) => self.sizes.get(n).copied().unwrap_or(0) >= SEGMENT_BYTES,
-        };
-        if roll && !self.roll() {
+        let full = self
+            .current
+            .as_ref()
+            .is_none_or(|c| c.end as u64 >= SEGMENT_BYTES);
+        if full && !self.roll() {
             self.unwritten += 1;
             return None;
         }
-        let (n, fd) = self.current.as_ref()?;
-        let n = *n;
+        let c = self.current.as_mut()?;
         let mut header = [0u8; RECORD_HEADER];
-        let len = (RECORD_HEADER - 4 + frame.len()) as u32;
-        header[..4].copy_from_slice(&len.to_le_bytes());
-        header[4..12].copy_from_slice(&seq.to_le_bytes());
-        header[12..20].copy_from_slice(&pos.to_le_bytes());
-        match write_all(fd, &header, frame) {
-            Ok(()) => {
-                *self.sizes.entry(n).or_insert(0) += (RECORD_HEADER + frame.len()) as u64;
-                Some(n)
-            }
-            Err(e) => {
-                log::error!(
-                    "{}: writing retained output: {e}; output is kept in memory only until a new segment can be written",
-                    self.dir.path().display()
-                );
-                // What was partly written is a truncated record: reading stops there,
-                // so nothing more goes into this segment.
-                self.current = None;
-                self.failed = true;
-                self.unwritten += 1;
-                None
-            }
-        }
+        header[..4].copy_from_slice(&((RECORD_HEADER - 4 + len) as u32).to_le_bytes());
+        header[12..20].copy_from_slice(&seq.to_le_bytes());
+        header[20..28].copy_from_slice(&pos.to_le_bytes());
+        let at = c.end;
+        c.map.write(at, &[&header]);
+        let end = c.map.write(at + RECORD_HEADER, parts);
+        // The nonce last: a record cut short by a crash has none, and is not read back.
+        c.map.commit_u64(at + 4, c.nonce);
+        c.end = end;
+        let n = c.map.seg();
+        self.sizes.insert(n, end as u64);
+        Some(Placed {
+            map: c.map.clone(),
+            start: at + RECORD_HEADER,
+            len,
+        })
     }
 
-    /// Starts a new segment (the previous one, if any, is closed).
+    /// Starts a new segment (the previous one, if any, is closed), over a spare if there
+    /// is one: its header and fresh nonce are written before it takes the segment's name,
+    /// so none of its old records can be read as the new segment's.
     fn roll(&mut self) -> bool {
         let n = self.next;
         self.next += 1;
         self.current = None;
         let name = segment_file(n);
-        let fd = match rfs::openat(
-            &self.dir,
-            name.as_str(),
-            OFlags::WRONLY
-                | OFlags::CREATE
-                | OFlags::EXCL
-                | OFlags::APPEND
-                | OFlags::NOFOLLOW
-                | OFlags::CLOEXEC,
-            Mode::RUSR | Mode::WUSR,
-        ) {
-            Ok(fd) => fd,
+        let nonce = new_nonce(n);
+        let mut head = format::header_line(Kind::Output);
+        head.extend_from_slice(&nonce.to_le_bytes());
+        let made = match self.spares.pop() {
+            Some(spare) => self.reuse(spare, n, &name, &head),
+            None => self.create(n, &name, &head),
+        };
+        let map = match made {
+            Ok(map) => map,
             Err(e) => {
                 if !self.failed {
-                    log::error!("{}: {e}", self.dir.path_of(&name).display());
+                    log::error!(
+                        "{}: {e}; output is kept in memory only until a segment can be written",
+                        self.dir.path_of(&name).display()
+                    );
                 }
                 self.failed = true;
                 return false;
             }
         };
-        let header = format::header_line(Kind::Output);
-        if let Err(e) = write_all(&fd, &header, &[]) {
-            if !self.failed {
-                log::error!("{}: {e}", self.dir.path_of(&name).display());
-            }
-            let _ = self.dir.unlink(&name);
-            self.failed = true;
-            return false;
-        }
         if self.failed {
             log::info!(
                 "{}: writing retained output again ({} records were not written)",
@@ -186,44 +234,108 @@ impl Journal {
             );
             self.failed = false;
         }
-        self.sizes.insert(n, header.len() as u64);
-        self.current = Some((n, fd));
+        self.sizes.insert(n, head.len() as u64);
+        self.live.insert(n, map.clone());
+        self.current = Some(Current {
+            map,
+            end: head.len(),
+            nonce,
+        });
         true
     }
 
-    /// Deletes every segment numbered below `keep` (none of their records is retained any
-    /// more), never the one being appended to.
-    pub fn delete_below(&mut self, keep: Segment) {
-        let current = self.current.as_ref().map(|(n, _)| *n);
-        while let Some((&n, _)) = self.sizes.first_key_value() {
-            if n >= keep || Some(n) == current {
-                break;
+    fn create(&self, n: Segment, name: &str, head: &[u8]) -> io::Result<Rc<Mapping>> {
+        let fd: OwnedFd = rfs::openat(
+            &self.dir,
+            name,
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR,
+        )?;
+        match Mapping::new(&fd, SEGMENT_FILE_BYTES, n) {
+            Ok(map) => {
+                map.write(0, &[head]);
+                Ok(Rc::new(map))
             }
-            self.sizes.remove(&n);
-            if let Err(e) = self.dir.unlink(&segment_file(n)) {
-                log::warn!("removing an output segment: {e}");
+            Err(e) => {
+                let _ = self.dir.unlink(name);
+                Err(e)
             }
         }
     }
 
-    /// The oldest segment on disk.
-    pub fn oldest(&self) -> Option<Segment> {
-        self.sizes.keys().next().copied()
+    /// Writes over a spare (referenced by nothing but the journal): a new header and
+    /// nonce first, then its new name. Its mapping is kept, so its pages are not faulted
+    /// in again.
+    fn reuse(
+        &self,
+        mut spare: Rc<Mapping>,
+        n: Segment,
+        name: &str,
+        head: &[u8],
+    ) -> io::Result<Rc<Mapping>> {
+        let spare_name = spare_file(spare.seg());
+        spare.write(0, &[head]);
+        match (
+            self.dir.rename_to(&spare_name, &self.dir, name),
+            Rc::get_mut(&mut spare),
+        ) {
+            (Ok(()), Some(map)) => {
+                map.renumber(n);
+                Ok(spare)
+            }
+            (renamed, _) => {
+                log::warn!("reusing an output segment failed ({renamed:?}); starting a new one");
+                let _ = self.dir.unlink(&spare_name);
+                let _ = self.dir.unlink(name);
+                self.create(n, name, head)
+            }
+        }
     }
 
-    /// The segment being appended to (the newest), if one is open.
+    /// Gives up segment `seg` (none of its records is retained any more; never the one
+    /// being written). If nothing else references its mapping it becomes a spare (or is
+    /// deleted); otherwise (frames in it still queued for clients) its file is deleted
+    /// and `true` says that its memory goes only with the last reference, so the caller
+    /// should let go of them soon.
+    pub fn give_up(&mut self, seg: Segment) -> bool {
+        if self.current() == Some(seg) || self.sizes.remove(&seg).is_none() {
+            return false;
+        }
+        let name = segment_file(seg);
+        let map = self.live.remove(&seg);
+        let shared = map.as_ref().is_some_and(|m| Rc::strong_count(m) > 1);
+        if !shared && self.spares.len() < MAX_SPARES {
+            if let Some(map) = map {
+                if self
+                    .dir
+                    .rename_to(&name, &self.dir, &spare_file(seg))
+                    .is_ok()
+                {
+                    self.spares.push(map);
+                    return false;
+                }
+            }
+        }
+        if let Err(e) = self.dir.unlink(&name) {
+            log::warn!("removing an output segment: {e}");
+        }
+        shared
+    }
+
+    /// Every segment on disk (not the spares), oldest first.
+    pub fn segment_numbers(&self) -> Vec<Segment> {
+        self.sizes.keys().copied().collect()
+    }
+
+    /// The segment being written (the newest), if one is open.
     pub fn current(&self) -> Option<Segment> {
-        self.current.as_ref().map(|(n, _)| *n)
+        self.current.as_ref().map(|c| c.map.seg())
     }
 
-    /// Bytes on disk in all segments.
+    /// Bytes written in all segments (spares, and what a spare held beyond what is
+    /// written over it, are not counted).
     pub fn disk_bytes(&self) -> u64 {
         self.sizes.values().sum()
-    }
-
-    /// How many segments are on disk.
-    pub fn segments(&self) -> usize {
-        self.sizes.len()
     }
 }
 
@@ -237,18 +349,26 @@ pub fn segment_of_file(file: &str) -> Option<Segment> {
     parse_decimal(file.strip_suffix(SUFFIX)?).filter(|&n| n > 0)
 }
 
-/// Writes `head` then `body` whole (`writev`, continued after a short write).
-fn write_all(fd: &OwnedFd, mut head: &[u8], mut body: &[u8]) -> io::Result<()> {
-    while !head.is_empty() || !body.is_empty() {
-        let n = match rustix::io::writev(fd, &[IoSlice::new(head), IoSlice::new(body)]) {
-            Ok(0) => return Err(io::Error::from(Errno::IO)),
-            Ok(n) => n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let from_head = n.min(head.len());
-        head = &head[from_head..];
-        body = &body[n - from_head..];
-    }
-    Ok(())
+/// `<n>.spare`.
+fn spare_file(n: Segment) -> String {
+    format!("{n}{SPARE_SUFFIX}")
+}
+
+fn spare_of_file(file: &str) -> Option<Segment> {
+    parse_decimal(file.strip_suffix(SPARE_SUFFIX)?).filter(|&n| n > 0)
+}
+
+/// A segment's nonce: random (std's per-process random hash keys, mixed with the segment
+/// number and the time), never zero.
+fn new_nonce(n: Segment) -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(n);
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish().max(1)
 }

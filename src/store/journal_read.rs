@@ -1,14 +1,17 @@
 //! Reading the output journal back at start: every record checked as strictly as a
 //! client checks the daemon's stream (the frame is decoded by the protocol's own decoder
-//! and must be exactly one message about the session and position the record claims), a
-//! truncated last record ignored, a segment with anything else moved aside after the good
-//! records before the fault were taken.
+//! and must be exactly one message about the session and position the record claims).
+//! A segment ends at the first record without its nonce (never committed, or an older
+//! segment's bytes under a spare written over); a segment with anything else is moved
+//! aside after the good records before the fault were taken.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::format::{self, Kind};
-use super::journal::{segment_file, Journal, Segment, MAX_FRAME, OUTPUT_DIR, RECORD_HEADER};
+use super::journal::{
+    segment_file, Journal, Segment, MAX_FRAME, NONCE_BYTES, OUTPUT_DIR, RECORD_HEADER,
+};
 use crate::proto::event::WireEvent;
 use crate::proto::framing::{FrameDecoder, Message};
 
@@ -77,7 +80,13 @@ impl Journal {
                 .iter()
                 .position(|&b| b == b'\n')
                 .map_or(buf.len(), |i| i + 1);
-            let fault = read_records(&buf[start..], seg, |session, record| {
+            let Some(nonce) = buf.get(start..start + NONCE_BYTES) else {
+                self.aside(seg, "no nonce after the header", &mut out);
+                continue;
+            };
+            let nonce = u64::from_le_bytes(nonce.try_into().expect("8 bytes"));
+            let body = &buf[start + NONCE_BYTES..];
+            let fault = read_records(body, seg, nonce, |session, record| {
                 let Some(cap) = capacity(session) else {
                     out.skipped += 1;
                     return;
@@ -118,27 +127,29 @@ impl Journal {
     }
 }
 
-/// Calls `each` with the session and record of every complete, valid record of a
-/// segment's body; returns why it stopped early, if it met anything but a clean end or a
-/// truncated last record.
+/// Calls `each` with the session and record of every committed, valid record of a
+/// segment's body (after its header line and `nonce`); returns why it stopped early, if
+/// it met anything but the end of what was committed.
 pub fn read_records(
     mut body: &[u8],
     seg: Segment,
+    nonce: u64,
     mut each: impl FnMut(&str, LoadedRecord),
 ) -> Option<String> {
-    while !body.is_empty() {
-        if body.len() < RECORD_HEADER {
-            return None; // cut short by a crash mid-write
+    while body.len() >= RECORD_HEADER {
+        let tag = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
+        if tag != nonce || nonce == 0 {
+            return None; // not committed, or an older segment's bytes
         }
         let len = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
         if !(RECORD_HEADER - 4..=RECORD_HEADER - 4 + MAX_FRAME).contains(&len) {
             return Some(format!("a record of {len} bytes"));
         }
         if body.len() < 4 + len {
-            return None; // cut short by a crash mid-write
+            return Some(format!("a record of {len} bytes cut short"));
         }
-        let seq = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
-        let pos = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
+        let seq = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
+        let pos = u64::from_le_bytes(body[20..28].try_into().expect("8 bytes"));
         let frame = &body[RECORD_HEADER..4 + len];
         body = &body[4 + len..];
         let event = match decode_one(frame) {

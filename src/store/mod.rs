@@ -64,6 +64,7 @@ pub mod journal_read;
 pub mod layout;
 pub mod lease;
 mod load;
+pub mod mapping;
 pub mod names;
 pub mod session_codec;
 pub mod sessions;
