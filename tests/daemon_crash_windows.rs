@@ -54,7 +54,6 @@ fn killed_after_an_end_before_gone() -> (Daemon, u64, KillMarkedOnDrop) {
 /// record was no longer there — the session removed and made again — a later daemon
 /// reported the generation `lost`: a second end for one generation.)
 #[test]
-#[ignore = "bug: the descriptor of a generation that ended but was not gone at a crash is never removed"]
 fn the_descriptor_of_an_ended_generation_is_removed_after_a_crash() {
     let (mut d, gen, _leftovers) = killed_after_an_end_before_gone();
     let mut c = d.client();
@@ -84,7 +83,6 @@ fn the_descriptor_of_an_ended_generation_is_removed_after_a_crash() {
 /// generation's marker; the restarted daemon treats the generation as ended (its end is
 /// recorded) and leaves the child running, unlisted and unsupervised, for good.
 #[test]
-#[ignore = "bug: what a generation's group kill had not finished at a crash is left running"]
 fn what_a_group_kill_left_at_a_crash_does_not_run_on() {
     let (d, gen, _leftovers) = killed_after_an_end_before_gone();
     let mut c = d.client();
@@ -215,7 +213,6 @@ fn a_stopped_process_taken_back_is_not_reported_unkillable_while_its_status_wait
 /// (each nobody accounts for: their descriptors are gone, as when the daemon dies between
 /// a spawn and its descriptor) are swept by a restarted daemon: some escape.
 #[test]
-#[ignore = "bug: the start-up sweep passes over a marked process in the middle of an exec"]
 fn a_marked_process_in_the_middle_of_an_exec_is_still_swept() {
     let mut d = Daemon::start("sweep-exec", &[]);
     let state = d.dir.join("state");

@@ -3,13 +3,14 @@
 //! stopped — so that nothing runs unsupervised and no stranger is ever signalled.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use mio::Poll;
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 use super::children::Children;
 use super::persist::{unix_ms, Left, Persist};
-use crate::core::{Containment, Core, Input, Time, WallClock};
+use crate::core::{Containment, Core, Input, OnExit, Time, WallClock};
 use crate::sys::identity::{adopt, Adoption};
 use crate::sys::process::ReaperMode;
 
@@ -33,7 +34,7 @@ pub fn take_back(
     let sessions = left.sessions.len();
     // Generations known to have ended: whatever they left running was left knowingly
     // (`on_exit: leave`) or out of reach already, and stays as it would have.
-    let mut accounted: HashSet<u64> = left
+    let ended: HashSet<u64> = left
         .sessions
         .iter()
         .flat_map(|r| {
@@ -41,6 +42,13 @@ pub fn take_back(
             r.recent_ends.iter().filter_map(|e| e.gen()).chain(last)
         })
         .collect();
+    let leaving: HashSet<Arc<str>> = left
+        .sessions
+        .iter()
+        .filter(|r| r.spec.on_exit == OnExit::Leave)
+        .map(|r| r.name.clone())
+        .collect();
+    let mut accounted = ended.clone();
     for problem in core.restore(wall, left.sessions) {
         log::warn!(
             "session {}: not restored: {}",
@@ -50,6 +58,23 @@ pub fn take_back(
     }
     let mut adopted = 0;
     for d in left.descriptors {
+        if ended.contains(&d.gen) {
+            // Its end was reported, but the daemon died before it was gone: while what
+            // its leader left was being stopped (`on_exit: kill_group` and its
+            // `kill_grace`), or before its reap. There is nothing of it to take back: its
+            // descriptor goes, and what still carries its marker is stopped by the sweep
+            // below, unless its session leaves what a generation started.
+            log::info!(
+                "{} gen {}: ended before the previous daemon died; stopping what it left",
+                d.session,
+                d.gen
+            );
+            persist.forget(d.gen);
+            if !leaving.contains(&d.session) {
+                accounted.remove(&d.gen);
+            }
+            continue;
+        }
         let token = d.identity.as_deref().unwrap_or("");
         let verdict = adopt(d.pid as i32, token, reaper);
         let input = Input::Adopt {

@@ -430,13 +430,62 @@ pub fn read_marker(pid: i32) -> Option<u64> {
 }
 
 /// The whole value of [`GEN_MARKER`] in `/proc/<pid>/environ`, if present and text.
+///
+/// A process in the middle of `execve` shows no environment, an empty one, or a part of
+/// its old one (its old memory is being torn down) for a few microseconds, longer if it
+/// is descheduled then. So a read is taken only when it is whole (it ends with the last
+/// variable's NUL, or fills the limit) and a second read gives the same bytes; otherwise
+/// both are tried again for up to [`EXEC_PATIENCE`] — unless the process is a zombie or a
+/// kernel thread, which have no environment for good. A marked process is thus not
+/// passed over, or misread, for being caught mid-exec.
 pub fn read_marker_value(pid: i32) -> Option<String> {
-    let mut buf = Vec::new();
-    read_into(&format!("/proc/{pid}/environ"), &mut buf, ENVIRON_MAX).ok()?;
+    let environ = format!("/proc/{pid}/environ");
+    let (mut buf, mut again) = (Vec::new(), Vec::new());
+    let mut deadline = None;
+    loop {
+        let first = read_into(&environ, &mut buf, ENVIRON_MAX);
+        let whole = match first {
+            Ok(within_limit) => !within_limit || buf.last() == Some(&0),
+            Err(_) => false,
+        };
+        if whole && read_into(&environ, &mut again, ENVIRON_MAX).is_ok() && again == buf {
+            break;
+        }
+        let until = *deadline.get_or_insert_with(|| Instant::now() + EXEC_PATIENCE);
+        if Instant::now() >= until || !may_be_in_exec(pid) {
+            first.ok()?;
+            break;
+        }
+        std::thread::yield_now();
+    }
     let prefix = format!("{GEN_MARKER}=");
     buf.split(|&b| b == 0)
         .find_map(|var| var.strip_prefix(prefix.as_bytes()))
         .and_then(|v| Some(std::str::from_utf8(v).ok()?.to_owned()))
+}
+
+/// How long [`read_marker_value`] reads an empty environment again.
+const EXEC_PATIENCE: Duration = Duration::from_millis(100);
+
+/// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags (field 9).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Whether `pid` may be in the middle of `execve`: neither a zombie nor a kernel thread.
+fn may_be_in_exec(pid: i32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let mut fields = after.split_ascii_whitespace();
+    let zombie = matches!(fields.next(), Some("Z" | "X"));
+    // Fields after the state: ppid, pgrp, session, tty_nr, tpgid, then flags.
+    let flags: u64 = fields
+        .nth(5)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(PF_KTHREAD);
+    !zombie && flags & PF_KTHREAD == 0
 }
 
 /// Every process below `root`, found through the `children` files (or, without them, one
