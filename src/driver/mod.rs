@@ -6,7 +6,8 @@
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
 //! - `clients.rs`, `client.rs`, `subscriptions.rs`: connections, answers, who follows
 //!   which session and how far they got.
-//! - `logs.rs`, `ring.rs`: each session's replay log.
+//! - `logs.rs`, `ring.rs`: each session's replay log; `frame.rs`: a record's bytes (in
+//!   the output journal's mapping); `journaled.rs`: which journal segments are needed.
 //! - `token.rs`: what a poll token stands for.
 
 mod child;

@@ -8,6 +8,7 @@
 //!   highwater           the generation ceiling: no number at or above it was handed out
 //!   sessions/<name>.json  one per session: spec, desired state, restarts, recent ends
 //!   gens/<gen>.json     one per live generation: pid, group, identity, start, I/O mode
+//!   output/<n>.seg      retained output of all sessions (`journal`), and its spares
 //!   bad/                files moved aside, the newest few
 //! ```
 

@@ -1,6 +1,7 @@
 //! Daemon state on disk: the private state directory, the lease that makes one daemon per
 //! directory, and what outlives a daemon — the generation high-water mark, each session's
-//! record, each live generation's descriptor.
+//! record, each live generation's descriptor, and the sessions' retained output
+//! ([`journal`], written through shared mappings rather than whole-file writes).
 //!
 //! Every write is atomic and durable (temporary file, `fsync`, rename, `fsync` of the
 //! directory: [`atomic`]); every read is bounded and strict ([`strict_read`], [`format`](mod@format)):
