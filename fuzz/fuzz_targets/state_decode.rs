@@ -1,12 +1,16 @@
 //! Arbitrary bytes into every decoder of the state directory's files: nothing may panic,
 //! and whatever a decoder accepts must survive its encoder: encode → decode gives the same
-//! value (so a file the daemon reads back is one it can write again, unchanged).
+//! value (so a file the daemon reads back is one it can write again, unchanged). The
+//! output journal's records (after an 8-byte nonce): whatever is taken is a valid
+//! session's frame no larger than a record may hold.
 #![no_main]
 
 use genward::store::descriptor::{decode_descriptor, encode_descriptor};
 use genward::store::dir_id::{decode_id, encode_id, parse_gen_marker};
 use genward::store::format::{check_header, Kind};
 use genward::store::highwater::{decode_ceiling, encode_ceiling};
+use genward::store::journal::MAX_FRAME;
+use genward::store::journal_read::read_records;
 use genward::store::lease::{decode_holder, encode_holder};
 use genward::store::names::{gen_of_file, session_of_file};
 use genward::store::session_codec::{decode_session, encode_session};
@@ -19,8 +23,16 @@ fuzz_target!(|data: &[u8]| {
         Kind::Lease,
         Kind::Session,
         Kind::Descriptor,
+        Kind::Output,
     ] {
         let _ = check_header(data, kind);
+    }
+    if let Some((nonce, body)) = data.split_first_chunk::<8>() {
+        let _ = read_records(body, 1, u64::from_le_bytes(*nonce), |session, record| {
+            assert!(genward::core::is_valid_session_name(session));
+            assert!(record.frame.len() <= MAX_FRAME);
+            assert_eq!(record.seg, 1);
+        });
     }
     if let Ok(record) = decode_session(data) {
         let bytes = encode_session(&record).expect("a decoded session encodes");
