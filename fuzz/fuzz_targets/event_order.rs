@@ -108,6 +108,10 @@ enum Operation {
     Lost {
         gen: GenRef,
     },
+    /// The leader exited; its status follows (a process taken back after a restart).
+    LeaderGone {
+        gen: GenRef,
+    },
     Advance {
         ms: u16,
     },
@@ -313,6 +317,10 @@ impl World {
             Operation::Lost { gen } => {
                 let gen = self.gen(gen);
                 self.input(Input::Lost { gen });
+            }
+            Operation::LeaderGone { gen } => {
+                let gen = self.gen(gen);
+                self.input(Input::LeaderGone { gen });
             }
             Operation::Advance { ms } => {
                 self.now = Time::from_millis(self.now.as_millis() + u64::from(ms));

@@ -15,9 +15,10 @@
 //! 7. generation numbers are allocated strictly increasing and spawned at most once;
 //! 8. sessions, generations, queued input and actions per step stay within their limits;
 //!
-//! plus: signals only for spawned, unreaped generations; reap, release and forget at most
-//! once each; one reply per command; every session whose record changed is among the
-//! core's dirty sessions. [`Checker::quiescent`] checks the "exactly once" halves when
+//! plus: signals only for spawned, unreaped generations, and neither a signal nor
+//! `unkillable` for a leader told gone (`LeaderGone`) before its exit is told; reap,
+//! release and forget at most once each; one reply per command; every session whose
+//! record changed is among the core's dirty sessions. [`Checker::quiescent`] checks the "exactly once" halves when
 //! nothing is left running.
 //!
 //! Across a restart ([`Checker::restore`], `Input::Adopt`, [`Checker::resume`]): every
@@ -55,6 +56,9 @@ struct Track {
     spawn_asked: u32,
     spawned: bool,
     exit: Option<(Time, i32)>,
+    /// The leader was told gone (`LeaderGone`) while running or stopping: its status
+    /// follows, and until then nothing is signalled and it is never unkillable.
+    gone: bool,
     lost: bool,
     eof: Vec<Stream>,
     terminal: u32,
@@ -323,7 +327,7 @@ impl Checker {
         };
         for (gen, reason) in targets {
             let t = self.track(gen);
-            if t.exit.is_some() || t.terminal > 0 {
+            if t.exit.is_some() || t.gone || t.terminal > 0 {
                 continue; // the cause was fixed when the leader exited
             }
             t.asked = match (t.asked, reason) {
@@ -446,6 +450,11 @@ impl Checker {
                 t.exit = Some((now, status.code()));
                 t.exit_signal = status.signal();
             }
+            Input::LeaderGone { gen }
+                if matches!(live(gen), Some(Lifecycle::Running | Lifecycle::Stopping(_))) =>
+            {
+                self.track(*gen).gone = true;
+            }
             Input::Lost { gen } if has_pid(gen) => self.track(*gen).lost = true,
             Input::Eof { gen, stream }
                 if matches!(
@@ -546,6 +555,10 @@ impl Checker {
                 assert!(
                     !t.lost,
                     "invariant 4: process action for lost generation {gen}: {action:?}"
+                );
+                assert!(
+                    !t.gone || t.exit.is_some(),
+                    "signal for generation {gen}, whose leader is gone: {action:?}"
                 );
             }
             Action::Reap { gen } => {
@@ -677,6 +690,10 @@ impl Checker {
                 assert!(
                     t.spawned,
                     "event for generation {gen} that never ran: {event:?}"
+                );
+                assert!(
+                    !(t.gone && matches!(event, Event::Unkillable { .. })),
+                    "generation {gen} reported unkillable after its leader was gone"
                 );
             }
             Event::State { .. } => {}
@@ -849,6 +866,7 @@ fn process_gen(input: &Input) -> Option<u64> {
         | Input::Eof { gen, .. }
         | Input::OutputClosed { gen, .. }
         | Input::LeaderExited { gen, .. }
+        | Input::LeaderGone { gen }
         | Input::GroupEmpty { gen }
         | Input::Lost { gen }
         | Input::InputWritten { gen, .. }

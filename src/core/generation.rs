@@ -85,6 +85,7 @@ pub(crate) enum GenInput {
     Eof(Stream),
     OutputClosed { unread: u64 },
     LeaderExited(ExitStatus),
+    LeaderGone,
     GroupEmpty,
     Lost,
     Timeout,
@@ -126,6 +127,9 @@ pub(crate) struct Generation {
     /// Started by a previous daemon: not our child, so once its leader exits the zombie
     /// does not pin the group id for us (init reaps it), and only a cgroup may be killed.
     adopted: bool,
+    /// The leader is known to have exited and its status is awaited (`LeaderGone`): the
+    /// stop sequence is over, nothing more is sent to it.
+    leader_gone: bool,
 }
 
 impl Generation {
@@ -150,6 +154,7 @@ impl Generation {
             exit: None,
             exited_at: now,
             adopted: false,
+            leader_gone: false,
         }
     }
 
@@ -196,6 +201,10 @@ impl Generation {
                 self.cancel_at = None;
                 out.push_back(Action::CancelSpawn { gen: self.gen });
             }
+            // Its leader exited already: nothing is left to stop, and the cause is fixed by
+            // the stops asked before, as for a leader seen exiting.
+            (Phase::Running { .. } | Phase::Stopping { .. }, GenInput::Stop(..))
+                if self.leader_gone => {}
             (Phase::Running { pid }, GenInput::Stop(reason, grace)) => {
                 self.note_stop(reason, grace);
                 self.begin_stop(now, pid, out);
@@ -213,6 +222,9 @@ impl Generation {
                 Phase::Running { pid } | Phase::Stopping { pid, .. },
                 GenInput::LeaderExited(status),
             ) => self.leader_exited(now, pid, status, out, &mut o),
+            (Phase::Running { .. } | Phase::Stopping { .. }, GenInput::LeaderGone) => {
+                self.leader_gone()
+            }
             (
                 Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { .. } | Phase::Reported { .. },
                 GenInput::Lost,
@@ -262,6 +274,15 @@ impl Generation {
             | (_, GenInput::Timeout)
             | (_, GenInput::Start | GenInput::SpawnOk(_) | GenInput::SpawnErr(_))
             | (_, GenInput::Eof(_) | GenInput::LeaderExited(_))
+            // Its exit was seen already (or it never ran): the status is what comes next.
+            | (
+                Phase::Pending
+                | Phase::Starting
+                | Phase::Draining { .. }
+                | Phase::Reported { .. }
+                | Phase::Gone,
+                GenInput::LeaderGone,
+            )
             // Closed streams answered for a generation no longer waiting for that answer.
             | (_, GenInput::OutputClosed { .. })
             // Not spawned yet (or gone): there is nothing to lose.
@@ -310,16 +331,18 @@ impl Generation {
         )
     }
 
-    /// Whether input and a terminal size may be sent: the driver holds them for a process
-    /// still starting.
+    /// Whether input, a terminal size and signals may be sent: the driver holds them for
+    /// a process still starting; a leader known to have exited takes none.
     pub fn takes_input(&self) -> bool {
-        matches!(
+        let live = matches!(
             self.phase,
             Phase::Starting | Phase::Running { .. } | Phase::Stopping { .. }
-        )
+        );
+        live && !self.leader_gone
     }
 
-    /// Whether the leader is alive (signals and input make sense).
+    /// Whether the leader's exit is still to be reported to it (`LeaderExited` or `Lost`):
+    /// it runs, or it exited and its status is awaited.
     pub fn is_live_leader(&self) -> bool {
         matches!(self.phase, Phase::Running { .. } | Phase::Stopping { .. })
     }
@@ -560,6 +583,20 @@ impl Generation {
                 );
             }
             StopStage::Unkillable => {}
+        }
+    }
+
+    /// The leader exited and its status follows: the stop sequence ends where it is (its
+    /// deadline dropped, its stage kept), so nothing more is signalled and it is never
+    /// reported unkillable.
+    fn leader_gone(&mut self) {
+        self.leader_gone = true;
+        if let Phase::Stopping { pid, stage, .. } = self.phase {
+            self.phase = Phase::Stopping {
+                pid,
+                stage,
+                until: None,
+            };
         }
     }
 

@@ -34,6 +34,15 @@ pub enum Input {
         /// How it ended.
         status: ExitStatus,
     },
+    /// The leader of `gen` has exited, and its status is not known yet: its status follows
+    /// as `LeaderExited`, or `Lost` if it never comes. (A process taken back after a
+    /// restart is not the driver's child: its pidfd says it exited, but the status is
+    /// published only once its real parent reaps it.) The generation's stop sequence ends
+    /// here — no more escalation, no `unkillable` for a process that is gone — and
+    /// commands that address its process (`write`, `signal`, `resize`, ...) answer
+    /// `not_running`; a later stop changes nothing (its cause is decided by the stops
+    /// asked before). Ignored unless its leader is running or stopping.
+    LeaderGone { gen: u64 },
     /// The driver closed `gen`'s output streams as asked by
     /// [`Action::CloseOutput`](super::Action::CloseOutput), leaving `unread` bytes unread.
     OutputClosed {

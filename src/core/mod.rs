@@ -187,6 +187,7 @@ impl Core {
             Input::Eof { gen, stream } => (gen, GenInput::Eof(stream)),
             Input::OutputClosed { gen, unread } => (gen, GenInput::OutputClosed { unread }),
             Input::LeaderExited { gen, status } => (gen, GenInput::LeaderExited(status)),
+            Input::LeaderGone { gen } => (gen, GenInput::LeaderGone),
             Input::GroupEmpty { gen } => (gen, GenInput::GroupEmpty),
             Input::Lost { gen } => (gen, GenInput::Lost),
             Input::Adopt {
@@ -247,9 +248,10 @@ impl Core {
         })
     }
 
-    /// Whether `gen` was spawned and its leader's exit has not been seen yet: the driver
-    /// asks the process only then (a pidfd stays readable after the exit, and SIGCHLD does
-    /// not say whose).
+    /// Whether `gen` was spawned and its leader's end has not been told yet (its exit
+    /// with a status, or `Lost`; after `LeaderGone` the status is still awaited): the
+    /// driver asks the process only then (a pidfd stays readable after the exit, and
+    /// SIGCHLD does not say whose).
     pub fn awaits_exit(&self, gen: u64) -> bool {
         self.gens.get(&gen).is_some_and(Generation::is_live_leader)
     }

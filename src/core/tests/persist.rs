@@ -241,6 +241,158 @@ fn an_adopted_generation_ends_once_with_the_right_cause() {
     }
 }
 
+/// A process taken back (`on_recover: keep`), running under a reborn core.
+fn taken_back() -> (Harness, u64) {
+    let mut h = Harness::new();
+    let g = h.spawn("s");
+    h.started(g);
+    let (mut n, _) = h.reborn(h.records(), 5);
+    assert!(n.adopt(g, "s"));
+    n.resume();
+    (n, g)
+}
+
+fn signals_of(actions: &[Action], g: u64) -> Vec<i32> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Signal { gen, signal, .. } if *gen == g => Some(*signal),
+            _ => None,
+        })
+        .collect()
+}
+
+fn unkillable(actions: &[Action]) -> bool {
+    has(actions, |a| {
+        matches!(a, Action::Emit(Event::Unkillable { .. }))
+    })
+}
+
+/// A stopped process taken back dies of the SIGTERM, but its status comes only once its
+/// real parent reaps it: from `LeaderGone` on, the stop escalates no further — no SIGKILL,
+/// no `unkillable` however long the status takes — and the end, when its status comes, is
+/// reported once, as stopped.
+#[test]
+fn a_leader_gone_while_stopping_is_not_escalated_while_its_status_waits() {
+    let (mut n, g) = taken_back();
+    n.stop("s", Some(g)).unwrap();
+    assert_eq!(signals_of(&n.log, g), vec![15]);
+    let actions = n.input(Input::LeaderGone { gen: g });
+    assert!(actions
+        .iter()
+        .all(|a| matches!(a, Action::Emit(Event::State { .. }))));
+    assert_eq!(n.core.next_deadline(), None, "nothing left to escalate");
+    assert!(n.core.awaits_exit(g), "its status is still awaited");
+    let later = n.advance(10_000);
+    assert!(
+        signals_of(&later, g).is_empty() && !unkillable(&later),
+        "{later:?}"
+    );
+    // A second stop (a shorter grace, a shutdown) changes nothing either.
+    n.cmd(Command::Stop {
+        session: "s".into(),
+        if_gen: Some(g),
+        grace: Some(Duration::ZERO),
+    })
+    .unwrap();
+    let later = n.advance(10_000);
+    assert!(signals_of(&n.log, g) == vec![15] && !unkillable(&later));
+    n.exit(g, ExitStatus::Signal(15));
+    let ends = exits_of(&n, g);
+    match &ends[..] {
+        [Event::Exited { code, cause, .. }] => {
+            assert_eq!((*code, *cause), (Some(143), ExitCause::Stopped))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!unkillable(&n.log));
+    n.settle();
+}
+
+/// The same when the status never comes (a parent that does not reap): `lost`, once, and
+/// nothing signalled after the leader was gone.
+#[test]
+fn a_leader_gone_whose_status_never_comes_is_lost_once() {
+    let (mut n, g) = taken_back();
+    n.stop("s", Some(g)).unwrap();
+    // After the SIGKILL: the kill grace no longer ends in `unkillable`.
+    let a = n.advance(100);
+    assert_eq!(signals_of(&a, g), vec![9]);
+    n.input(Input::LeaderGone { gen: g });
+    let sent = signals_of(&n.log, g).len();
+    let later = n.advance(5_000);
+    assert!(!unkillable(&later), "{later:?}");
+    let a = n.input(Input::Lost { gen: g });
+    assert!(signals_of(&a, g).is_empty());
+    assert_eq!(signals_of(&n.log, g).len(), sent);
+    match &exits_of(&n, g)[..] {
+        [Event::Exited { code, cause, .. }] => {
+            assert_eq!((*code, *cause), (None, ExitCause::Lost))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(n.get("s").generations, vec![]);
+    n.settle();
+    assert_eq!(exits_of(&n, g).len(), 1);
+}
+
+/// A leader that ended by itself, its status awaited: a stop then changes nothing (it
+/// ended on its own: its own cause), and commands for its process answer `not_running`.
+#[test]
+fn a_leader_gone_by_itself_keeps_its_own_cause_and_takes_no_commands() {
+    let (mut n, g) = taken_back();
+    n.input(Input::LeaderGone { gen: g });
+    let signal = Command::Signal {
+        session: "s".into(),
+        if_gen: Some(g),
+        signal: 15,
+        scope: crate::core::Scope::Leader,
+    };
+    let refused = n.cmd(signal).unwrap_err();
+    assert_eq!(refused.code, crate::core::ErrorCode::NotRunning);
+    assert_eq!(n.stop("s", Some(g)), Ok(crate::core::Response::Gen(g)));
+    assert!(signals_of(&n.log, g).is_empty());
+    assert_eq!(n.core.next_deadline(), None);
+    n.exit(g, ExitStatus::Code(7));
+    match &exits_of(&n, g)[..] {
+        [Event::Exited { code, cause, .. }] => {
+            assert_eq!((*code, *cause), (Some(7), ExitCause::Exited))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The stop still holds: no restart.
+    assert_eq!(n.get("s").state, SessionState::Stopped);
+    n.settle();
+}
+
+/// `LeaderGone` is about a running leader only: once its exit is reported, for a
+/// generation that is not there, or twice, it changes nothing; and a generation already
+/// reported unkillable still ends once.
+#[test]
+fn a_late_or_spare_leader_gone_changes_nothing() {
+    let (mut n, g) = taken_back();
+    n.stop("s", Some(g)).unwrap();
+    n.advance(100);
+    let a = n.advance(200);
+    assert!(unkillable(&a), "{a:?}");
+    for gen in [g, g, g + 1, 0] {
+        let a = n.input(Input::LeaderGone { gen });
+        assert!(a.is_empty(), "{a:?}");
+    }
+    n.exit(g, ExitStatus::Signal(9));
+    assert!(matches!(
+        exits_of(&n, g)[..],
+        [Event::Exited {
+            cause: ExitCause::Killed,
+            ..
+        }]
+    ));
+    for gen in [g, g + 1] {
+        assert!(n.input(Input::LeaderGone { gen }).is_empty());
+    }
+    n.settle();
+}
+
 #[test]
 fn a_superseded_generation_still_alive_is_stopped_as_superseded() {
     let mut h = Harness::new();

@@ -129,6 +129,7 @@ fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
             gen,
             unread: r.below(50),
         },
+        12 if r.below(3) == 0 => Input::LeaderGone { gen },
         _ => {
             // Time passes (rarely backwards: the core clamps it).
             let ms = r.pick(&MILLIS);
