@@ -180,7 +180,6 @@ fn a_process_taken_back_is_seen_to_end_fallback() {
 /// `unkillable`, "survived SIGKILL", before its `exited`. (A parent that reaps late: here
 /// a subreaper that reaps only when told; any init that is slow to reap does the same.)
 #[test]
-#[ignore = "bug: a stopped process taken back is reported unkillable while its exit status is awaited"]
 fn a_stopped_process_taken_back_is_not_reported_unkillable_while_its_status_waits() {
     let mut d = Daemon::start_wrapped("adopted-unkillable", &LAZY_SUBREAPER, &[], None);
     let mut c = d.client();

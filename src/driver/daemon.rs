@@ -426,6 +426,9 @@ impl Daemon {
             LeaderState::Running => {}
             LeaderState::Waiting if !seen_before => {
                 log::debug!("gen {gen}: exited; its status comes once its parent reaps it");
+                // Dead already: its stop must not escalate (nor call it unkillable) while
+                // the status is awaited.
+                self.tell(Input::LeaderGone { gen });
             }
             LeaderState::Waiting => {}
             LeaderState::Exited(status) => {
