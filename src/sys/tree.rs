@@ -435,8 +435,8 @@ pub fn read_marker(pid: i32) -> Option<u64> {
 /// its old one (its old memory is being torn down) for a few microseconds, longer if it
 /// is descheduled then. So a read is taken only when it is whole (it ends with the last
 /// variable's NUL, or fills the limit) and a second read gives the same bytes; otherwise
-/// both are tried again for up to [`EXEC_PATIENCE`] — unless the process is a zombie or a
-/// kernel thread, which have no environment for good. A marked process is thus not
+/// both are tried again for up to [`EXEC_PATIENCE`] — only while the process may be in a
+/// system call at all (see `may_be_in_exec`). A marked process is thus not
 /// passed over, or misread, for being caught mid-exec.
 pub fn read_marker_value(pid: i32) -> Option<String> {
     let environ = format!("/proc/{pid}/environ");
@@ -470,7 +470,10 @@ const EXEC_PATIENCE: Duration = Duration::from_millis(100);
 /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags (field 9).
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// Whether `pid` may be in the middle of `execve`: neither a zombie nor a kernel thread.
+/// Whether `pid` may be in the middle of `execve`: running or in uninterruptible sleep
+/// (as a process in a system call is; one sleeping or stopped is not in `execve`), and not
+/// a kernel thread. Processes that really have an empty environment are nearly all idle,
+/// so they are not read again.
 fn may_be_in_exec(pid: i32) -> bool {
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
@@ -479,13 +482,13 @@ fn may_be_in_exec(pid: i32) -> bool {
         return false;
     };
     let mut fields = after.split_ascii_whitespace();
-    let zombie = matches!(fields.next(), Some("Z" | "X"));
+    let busy = matches!(fields.next(), Some("R" | "D"));
     // Fields after the state: ppid, pgrp, session, tty_nr, tpgid, then flags.
     let flags: u64 = fields
         .nth(5)
         .and_then(|f| f.parse().ok())
         .unwrap_or(PF_KTHREAD);
-    !zombie && flags & PF_KTHREAD == 0
+    busy && flags & PF_KTHREAD == 0
 }
 
 /// Every process below `root`, found through the `children` files (or, without them, one
