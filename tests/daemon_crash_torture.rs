@@ -1151,12 +1151,9 @@ fn the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one() {
     );
 }
 
-/// The same with the fallback reaper in some lives. Ignored: a process taken back after a
-/// restart under the fallback reaper is never seen to end (see
-/// `a_process_taken_back_is_seen_to_end_fallback` in tests/daemon_crash_windows.rs), so
-/// a `wait` for it never answers and a stop of it ends `unkillable`.
+/// The same with the fallback reaper in some lives (where a process taken back has no
+/// pidfd, and its end is seen by reading its identity again).
 #[test]
-#[ignore = "bug: a process taken back under the fallback reaper is never seen to end"]
 fn the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one_fallback() {
     torture(
         "the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one_fallback",

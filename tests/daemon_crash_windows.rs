@@ -168,7 +168,6 @@ fn a_process_taken_back_is_seen_to_end_pidfd() {
 /// the one that ended by itself stays listed as running. With `on_recover: stop` (the
 /// default) a session taken back this way is never restarted.
 #[test]
-#[ignore = "bug: a process taken back under the fallback reaper is never seen to end"]
 fn a_process_taken_back_is_seen_to_end_fallback() {
     a_process_taken_back_is_seen_to_end(&["--reaper", "fallback"]);
 }

@@ -358,3 +358,45 @@ fn odd_command_names_do_not_hide_a_process() {
     child.process.signal(Signal::KILL).unwrap();
     wait_reap(&mut child.process);
 }
+
+/// Without a pidfd, an adopted process is known to have ended when its pid is free or
+/// another's — or when it is a zombie its real parent has not reaped yet: `verify` (whose
+/// pid is it?) still says match for the zombie, `verify_running` (does it still run?)
+/// says mismatch, and so does the handle's look at its exit.
+#[test]
+fn a_zombie_taken_back_without_a_pidfd_no_longer_runs() {
+    let mut child = spawn(&request_with(&["cat"], ReaperMode::Fallback)).unwrap();
+    let pid = child.process.pid();
+    let token = child.process.token().unwrap().to_owned();
+    let Adoption::Adopted(adopted) = adopt(pid, &token, ReaperMode::Fallback) else {
+        panic!("not adopted");
+    };
+    assert!(adopted.pidfd().is_none());
+    assert_eq!(identity::verify_running(pid, Some(&token)), Verdict::Match);
+    assert_eq!(adopted.exit_status_nowait().unwrap(), None);
+    drop(child.stdin.take());
+    // Our child here: it stays a zombie until reaped below.
+    assert_eq!(wait_exit(&child.process), Exit::Code(0));
+    assert_eq!(identity::verify(pid, Some(&token), None), Verdict::Match);
+    assert_eq!(
+        identity::verify_running(pid, Some(&token)),
+        Verdict::Mismatch
+    );
+    assert_eq!(adopted.exit_status_nowait().unwrap(), Some(Exit::Unknown));
+    wait_reap(&mut child.process);
+    assert_eq!(
+        identity::verify_running(pid, Some(&token)),
+        Verdict::Mismatch
+    );
+    assert_eq!(adopted.exit_status_nowait().unwrap(), Some(Exit::Unknown));
+    // What cannot be read or compared never counts as an end.
+    assert_eq!(
+        identity::verify_running(pid, Some("garbage")),
+        Verdict::Unverifiable
+    );
+    assert_eq!(identity::verify_running(pid, None), Verdict::Unverifiable);
+    assert_eq!(
+        identity::verify_running(0, Some(&token)),
+        Verdict::Unverifiable
+    );
+}

@@ -12,7 +12,7 @@ use std::time::Instant;
 use mio::Registry;
 
 use super::child::{spawn_request, Child, InputProgress};
-use super::exits::PendingExits;
+use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
 use crate::core::{
     Containment, ExitStatus, ResourceLimits, Scope, SpawnError, SpawnErrorKind, Spec, Started,
@@ -73,6 +73,9 @@ pub struct Children {
     dir_id: String,
     /// Adopted generations that exited, waiting for their status.
     exits: PendingExits,
+    /// Adopted generations without a pidfd, whose end nothing announces: looked at again
+    /// on a timer.
+    rechecks: Rechecks,
 }
 
 /// A spec's limits in the cgroup layer's terms.
@@ -161,6 +164,7 @@ impl Children {
             watched: HashSet::new(),
             dir_id,
             exits: PendingExits::default(),
+            rechecks: Rechecks::default(),
         }
     }
 
@@ -181,10 +185,14 @@ impl Children {
 
     /// Takes back a process a previous daemon started (verified: see
     /// `sys::identity::adopt`): it is watched through its pidfd, has no streams, and is
-    /// signalled only through its handle.
+    /// signalled only through its handle. Without a pidfd (the fallback reaper) nothing
+    /// announces its end: it is looked at again on a timer (see [`Rechecks`]).
     pub fn adopt(&mut self, registry: &Registry, gen: u64, process: Process) {
-        self.table
-            .insert(gen, Child::adopted(gen, process, registry));
+        let child = Child::adopted(gen, process, registry);
+        if !child.pidfd_watched() {
+            self.rechecks.watch(gen, Instant::now());
+        }
+        self.table.insert(gen, child);
     }
 
     /// Whether `gen` is a process taken back after a restart (not our child).
@@ -475,9 +483,20 @@ impl Children {
                 None => Err(SignalError::Os(io::Error::from_raw_os_error(libc::ENOTTY))),
             },
         };
-        match result {
+        match &result {
             Ok(()) => log::debug!("gen {gen}: sent signal {signal} to {scope:?}"),
             Err(e) => log::info!("gen {gen}: signal {signal} to {scope:?} not sent: {e}"),
+        }
+        // An adopted process without a pidfd: a signal may end it, so it is looked at
+        // again soon; one that found another process (or none) on its pid, at once.
+        if self.rechecks.is_watched(gen) {
+            match result {
+                Ok(()) => self.rechecks.watch(gen, Instant::now()),
+                Err(SignalError::Mismatch | SignalError::Exited) => {
+                    self.rechecks.now(gen, Instant::now())
+                }
+                Err(_) => {}
+            }
         }
     }
 
@@ -495,6 +514,12 @@ impl Children {
         };
         let state = match child.process().exit_status_nowait() {
             Ok(None) => LeaderState::Running,
+            Ok(Some(Exit::Unknown)) if child.process().pidfd().is_none() => {
+                log::info!(
+                    "gen {gen}: no longer runs (its pid is free, another process's, or a zombie's); without a pidfd its status cannot be had: lost"
+                );
+                LeaderState::Lost
+            }
             Ok(Some(Exit::Unknown)) => published(gen, child.process()),
             Ok(Some(exit)) => exited(gen, exit),
             Err(e) => {
@@ -503,6 +528,12 @@ impl Children {
                 LeaderState::Lost
             }
         };
+        if self.rechecks.is_watched(gen) {
+            match state {
+                LeaderState::Running => self.rechecks.looked(gen, now),
+                _ => self.rechecks.forget(gen),
+            }
+        }
         match state {
             LeaderState::Waiting if !self.exits.missed(gen, now) => {
                 log::warn!("gen {gen}: its parent did not reap it in time; reporting it lost");
@@ -521,19 +552,30 @@ impl Children {
         self.exits.is_waiting(gen)
     }
 
-    /// Stops waiting for `gen`'s status: the core no longer waits for its exit.
+    /// Stops waiting for `gen`'s status or end: the core no longer waits for its exit.
     pub fn forget_status(&mut self, gen: u64) {
         self.exits.forget(gen);
+        self.rechecks.forget(gen);
     }
 
-    /// When the status of an exited adopted process is to be asked for again.
+    /// When an adopted process is to be asked again for its status (it exited), or, one
+    /// without a pidfd, whether it still runs.
     pub fn status_deadline(&self) -> Option<Instant> {
-        self.exits.deadline()
+        [self.exits.deadline(), self.rechecks.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
-    /// The generations whose status is to be asked for again at `now`.
+    /// The generations to be asked again at `now` (see [`status_deadline`]).
+    ///
+    /// [`status_deadline`]: Self::status_deadline
     pub fn status_due(&self, now: Instant) -> Vec<u64> {
-        self.exits.due(now)
+        let mut due = self.exits.due(now);
+        due.extend(self.rechecks.due(now));
+        due.sort_unstable();
+        due.dedup();
+        due
     }
 
     /// Generations whose exit is learned from SIGCHLD rather than a watched pidfd.
@@ -603,6 +645,7 @@ impl Children {
         }
         self.watched.remove(&gen);
         self.exits.forget(gen);
+        self.rechecks.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
             child.release(registry);
             log::debug!("gen {gen}: released");

@@ -233,20 +233,33 @@ pub(crate) fn read_proc_file(path: &str) -> io::Result<String> {
 /// Reads the `linux1:` token of `pid`; with `pidfd` (which must refer to the process on
 /// `pid`), its pidfs inode is included.
 pub fn linux_token(pid: i32, pidfd: Option<BorrowedFd<'_>>) -> Observed {
+    match read_stat(pid) {
+        Ok(stat) => linux_token_of(pid, &stat, pidfd),
+        Err(observed) => observed,
+    }
+}
+
+/// `/proc/<pid>/stat`, or what its absence says: [`Observed::Gone`] or
+/// [`Observed::Unreadable`].
+fn read_stat(pid: i32) -> Result<String, Observed> {
+    match read_proc_file(&format!("/proc/{pid}/stat")) {
+        Ok(stat) => Ok(stat),
+        Err(e)
+            if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ESRCH) =>
+        {
+            Err(Observed::Gone)
+        }
+        Err(e) => Err(Observed::Unreadable(format!("/proc/{pid}/stat: {e}"))),
+    }
+}
+
+/// The `linux1:` token of `pid` from its `stat` line.
+fn linux_token_of(pid: i32, stat: &str, pidfd: Option<BorrowedFd<'_>>) -> Observed {
     let boot_id = match boot_id() {
         Ok(id) => id,
         Err(e) => return Observed::Unreadable(format!("boot_id: {e}")),
     };
-    let stat = match read_proc_file(&format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat,
-        Err(e)
-            if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ESRCH) =>
-        {
-            return Observed::Gone
-        }
-        Err(e) => return Observed::Unreadable(format!("/proc/{pid}/stat: {e}")),
-    };
-    let Some(starttime) = parse_stat_starttime(&stat) else {
+    let Some(starttime) = parse_stat_starttime(stat) else {
         return Observed::Unreadable(format!("/proc/{pid}/stat: no starttime field"));
     };
     let inode = pidfd.map(pidfd_inode).unwrap_or(0);
@@ -335,6 +348,37 @@ pub fn verify(pid: i32, recorded: Option<&str>, pidfd: Option<BorrowedFd<'_>>) -
         Some(Token::Linux { .. }) => linux_token(pid, pidfd),
     };
     compare(recorded, &observed)
+}
+
+/// Whether a `stat` line is a process that has exited: a zombie (`Z`) or one being
+/// removed (`X`). It runs no more; only its parent's reap is missing.
+fn stat_exited(stat: &str) -> bool {
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_ascii_whitespace().next());
+    matches!(state, Some("Z" | "X" | "x"))
+}
+
+/// Like [`verify`] without a pidfd, for a process that is not our child, asking whether
+/// the recorded process still *runs*: also [`Verdict::Mismatch`] when it is still there
+/// but has exited (a zombie its real parent has not reaped yet: nothing of it runs, and
+/// it can only go). `linux1:` tokens are read from one `/proc/<pid>/stat`, so the state
+/// and the identity are of the same process; for a `ps1:` token this is [`verify`].
+pub fn verify_running(pid: i32, recorded: Option<&str>) -> Verdict {
+    if pid <= 0 {
+        return Verdict::Unverifiable;
+    }
+    if !matches!(recorded.and_then(parse), Some(Token::Linux { .. })) {
+        return verify(pid, recorded, None);
+    }
+    let stat = match read_stat(pid) {
+        Ok(stat) => stat,
+        Err(observed) => return compare(recorded, &observed),
+    };
+    match compare(recorded, &linux_token_of(pid, &stat, None)) {
+        Verdict::Match if stat_exited(&stat) => Verdict::Mismatch,
+        verdict => verdict,
+    }
 }
 
 /// The result of [`adopt`].

@@ -187,8 +187,11 @@ impl Process {
 
     /// Whether the process has exited, without reaping it:
     /// `waitid(P_PIDFD or P_PID, WEXITED|WNOHANG|WNOWAIT)` for a child. For an adopted
-    /// process the pidfd's readability (or, without one, an identity re-check) tells, and
-    /// the status is [`Exit::Unknown`].
+    /// process the pidfd's readability tells, and the status is [`Exit::Unknown`].
+    /// Without a pidfd an adopted process's identity is read again
+    /// ([`identity::verify_running`]): it has ended when another process (or none) has its
+    /// pid, or when it is a zombie; an identity that cannot be read says nothing, and it
+    /// counts as running.
     pub fn exit_status_nowait(&self) -> io::Result<Option<Exit>> {
         if let Some(exit) = self.reaped {
             return Ok(Some(exit));
@@ -198,7 +201,7 @@ impl Process {
         }
         match &self.pidfd {
             Some(fd) => Ok(pidfd_exited(fd.as_fd())?.then_some(Exit::Unknown)),
-            None => match identity::verify(self.pid(), self.token(), None) {
+            None => match identity::verify_running(self.pid(), self.token()) {
                 Verdict::Match | Verdict::Unverifiable => Ok(None),
                 Verdict::Mismatch => Ok(Some(Exit::Unknown)),
             },
