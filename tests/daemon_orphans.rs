@@ -84,36 +84,38 @@ fn a_subreaper_daemon_reaps_orphaned_grandchildren() {
     orphan_is_adopted_and_reaped(&d, |pid| pid);
 }
 
-#[test]
-fn as_pid_1_of_a_namespace_the_daemon_reaps_orphans() {
+/// `unshare` as the daemon's wrapper: it runs as PID 1 of a new PID namespace (its own
+/// session led from outside it).
+const AS_PID_1: [&str; 5] = [
+    "unshare",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--kill-child=TERM",
+];
+
+/// A daemon as PID 1 of a new PID namespace, or `None` (with a visible skip line for
+/// `test`) without root or `unshare`.
+fn daemon_as_pid_1(test: &str, extra: &[&str]) -> Option<Daemon> {
     let root = rustix::process::geteuid().is_root();
-    let unshare = std::process::Command::new("unshare")
-        .args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child=TERM",
-            "true",
-        ])
+    let unshare = std::process::Command::new(AS_PID_1[0])
+        .args(&AS_PID_1[1..])
+        .arg("true")
         .status()
         .is_ok_and(|s| s.success());
     if !root || !unshare {
-        println!("SKIP as_pid_1_of_a_namespace_the_daemon_reaps_orphans: needs root and unshare");
-        eprintln!("SKIP as_pid_1_of_a_namespace_the_daemon_reaps_orphans: needs root and unshare");
-        return;
+        println!("SKIP {test}: needs root and unshare");
+        eprintln!("SKIP {test}: needs root and unshare");
+        return None;
     }
-    let d = Daemon::start_wrapped(
-        "pid1",
-        &[
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child=TERM",
-        ],
-        &[],
-        None,
-    );
+    Some(Daemon::start_wrapped("pid1", &AS_PID_1, extra, None))
+}
+
+#[test]
+fn as_pid_1_of_a_namespace_the_daemon_reaps_orphans() {
+    let Some(d) = daemon_as_pid_1("as_pid_1_of_a_namespace_the_daemon_reaps_orphans", &[]) else {
+        return;
+    };
     // The daemon reports pids of its own namespace.
     let daemon = d.pid;
     orphan_is_adopted_and_reaped(&d, |pid| {
@@ -126,28 +128,10 @@ fn as_pid_1_of_a_namespace_the_daemon_reaps_orphans() {
 /// kills a generation's whole session, and the daemon answers afterwards.
 #[test]
 fn as_pid_1_whose_session_is_led_from_outside_a_whole_session_is_killed() {
-    let root = rustix::process::geteuid().is_root();
-    let unshare = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !root || !unshare {
-        println!("SKIP as_pid_1_whose_session_is_led_from_outside: needs root and unshare");
-        eprintln!("SKIP as_pid_1_whose_session_is_led_from_outside: needs root and unshare");
+    let test = "as_pid_1_whose_session_is_led_from_outside_a_whole_session_is_killed";
+    let Some(d) = daemon_as_pid_1(test, &["--containment", "session"]) else {
         return;
-    }
-    let d = Daemon::start_wrapped(
-        "pid1-sid0",
-        &[
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child=TERM",
-        ],
-        &["--containment", "session"],
-        None,
-    );
+    };
     let daemon = d.pid;
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
