@@ -141,3 +141,33 @@ fn output_bytes(d: &Daemon) -> u64 {
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum()
 }
+
+#[test]
+fn a_session_removed_and_made_again_replays_only_its_own_output_after_a_crash() {
+    let mut d = Daemon::start("output-reuse", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // The first session of the name writes more records than the second will.
+    let old = gen_of(&c.ok(json!({"op": "spawn", "session": "reuse",
+        "argv": ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do echo old-$i; sleep 0.01; done"]})));
+    c.events_until(|m| m.is("exited", old));
+    c.ok(json!({"op": "remove", "session": "reuse"}));
+    let new = gen_of(&c.ok(json!({"op": "spawn", "session": "reuse",
+        "argv": ["sh", "-c", "echo new-1"]})));
+    c.events_until(|m| m.is("exited", new));
+    drop(c);
+
+    d.crash_and_restart(&[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "session": "reuse", "from_start": true}));
+    let replay = c.events_until(|m| m.is("exited", new));
+    let text: Vec<u8> = frames(&replay, "reuse")
+        .into_iter()
+        .flat_map(|(_, b)| b)
+        .collect();
+    assert_eq!(String::from_utf8_lossy(&text), "new-1\n");
+    assert!(
+        replay.iter().all(|m| m.json()["gen"] != json!(old)),
+        "nothing of the removed session: {replay:?}"
+    );
+}

@@ -12,12 +12,24 @@ use super::format::{self, Kind};
 use super::journal::{
     segment_file, Journal, Segment, MAX_FRAME, NONCE_BYTES, OUTPUT_DIR, RECORD_HEADER,
 };
+use crate::core::SessionState;
 use crate::proto::event::WireEvent;
 use crate::proto::framing::{FrameDecoder, Message};
 
 /// The largest segment file read: a full segment and one record past the limit.
 const MAX_SEGMENT_FILE: usize =
     super::journal::SEGMENT_BYTES as usize + RECORD_HEADER + MAX_FRAME + 256;
+
+/// What a record read back is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// A record of the session's log.
+    Record(LoadedRecord),
+    /// The session's `removed` event: every record of that name written before it (in
+    /// segment order) belonged to a session that is gone, whose numbers a later session
+    /// of the same name reuses.
+    Removed,
+}
 
 /// One record read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,10 +98,18 @@ impl Journal {
             };
             let nonce = u64::from_le_bytes(nonce.try_into().expect("8 bytes"));
             let body = &buf[start + NONCE_BYTES..];
-            let fault = read_records(body, seg, nonce, |session, record| {
+            let fault = read_records(body, seg, nonce, |session, found| {
                 let Some(cap) = capacity(session) else {
                     out.skipped += 1;
                     return;
+                };
+                let record = match found {
+                    Found::Record(record) => record,
+                    // A session of this name was removed here: what came before was its.
+                    Found::Removed => {
+                        collecting.remove(session);
+                        return;
+                    }
                 };
                 let entry = match collecting.get_mut(session) {
                     Some(c) => c,
@@ -134,7 +154,7 @@ pub fn read_records(
     mut body: &[u8],
     seg: Segment,
     nonce: u64,
-    mut each: impl FnMut(&str, LoadedRecord),
+    mut each: impl FnMut(&str, Found),
 ) -> Option<String> {
     while body.len() >= RECORD_HEADER {
         let tag = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
@@ -167,6 +187,14 @@ pub fn read_records(
             WireEvent::Dropped { .. } => {
                 return Some(format!("record {seq}: a client's `dropped` event"))
             }
+            WireEvent::State {
+                session,
+                state: SessionState::Removed,
+                ..
+            } => {
+                each(session, Found::Removed);
+                continue;
+            }
             other => (other.gen().unwrap_or(0), 0),
         };
         let record = LoadedRecord {
@@ -177,7 +205,7 @@ pub fn read_records(
             frame: frame.to_vec(),
             seg,
         };
-        each(event.session(), record);
+        each(event.session(), Found::Record(record));
     }
     None
 }
