@@ -65,8 +65,7 @@ pub enum ExitInfo {
     /// No status yet: the process runs, or has exited but its parent has not reaped it.
     NotYet,
     /// This kernel keeps no exit status for pidfds: no `PIDFD_GET_INFO` (before 6.13:
-    /// `ENOTTY`, `EINVAL`), or one without `PIDFD_INFO_EXIT` (6.13 and 6.14 answer
-    /// `ESRCH` once the process is reaped). The status cannot be learned.
+    /// `ENOTTY`, `EINVAL`). The status cannot be learned.
     Unsupported,
 }
 
@@ -101,7 +100,12 @@ pub fn exit_info(pidfd: BorrowedFd<'_>) -> Result<ExitInfo, Errno> {
         }
         return match Errno::from_io_error(&std::io::Error::last_os_error()) {
             Some(Errno::INTR) => continue,
-            Some(Errno::NOTTY | Errno::INVAL | Errno::SRCH) => Ok(ExitInfo::Unsupported),
+            Some(Errno::NOTTY | Errno::INVAL) => Ok(ExitInfo::Unsupported),
+            // While its parent reaps it the process is found but its pid is already
+            // gone, and the kernel answers `ESRCH` for a moment (6.13 and 6.14, which keep
+            // no exit status, answer it for good: the caller's bound then reports the
+            // generation lost).
+            Some(Errno::SRCH) => Ok(ExitInfo::NotYet),
             Some(e) => Err(e),
             None => Err(Errno::IO),
         };
