@@ -88,6 +88,14 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     assert_eq!(keep_s["current"], json!(keep), "{list}");
     assert_eq!(keep_s["generations"][0]["pid"], json!(keep_pid), "{list}");
     assert_eq!(keep_s["state"], "running", "{list}");
+    let adopted = &keep_s["generations"][0]["adopted"];
+    assert_eq!(adopted["io_lost"], true, "{list}");
+    assert!(adopted["since_unix_ms"].as_u64().is_some(), "{list}");
+    // Its stdin stayed with the daemon that died.
+    c.err(
+        json!({"op": "write", "session": "keep", "data": "x"}),
+        "input_closed",
+    );
     let gone_s = session(&list, "gone");
     assert!(
         gone_s["generations"].as_array().unwrap().is_empty(),

@@ -94,6 +94,12 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
         } else {
             lifecycle.to_string()
         };
+        // Taken back after a daemon crash: its output and input were lost with that daemon.
+        let state = if g.get("adopted").is_some() {
+            format!("{state}, adopted")
+        } else {
+            state
+        };
         let uptime = match (lifecycle, u64_of(g, "since_unix_ms")) {
             ("running", Some(since)) => {
                 format_compact(Duration::from_millis(now.saturating_sub(since)))

@@ -124,9 +124,10 @@ pub(crate) struct Generation {
     pub input: InputState,
     exit: Option<(ExitStatus, ExitCause)>,
     exited_at: Time,
-    /// Started by a previous daemon: not our child, so once its leader exits the zombie
-    /// does not pin the group id for us (init reaps it), and only a cgroup may be killed.
-    adopted: bool,
+    /// Started by a previous daemon and taken back at this instant: not our child, so once
+    /// its leader exits the zombie does not pin the group id for us (init reaps it), and
+    /// only a cgroup may be killed; its output and input stayed with the old daemon.
+    adopted: Option<Time>,
     /// The leader is known to have exited and its status is awaited (`LeaderGone`): the
     /// stop sequence is over, nothing more is sent to it.
     leader_gone: bool,
@@ -153,7 +154,7 @@ impl Generation {
             input: InputState::default(),
             exit: None,
             exited_at: now,
-            adopted: false,
+            adopted: None,
             leader_gone: false,
         }
     }
@@ -177,7 +178,7 @@ impl Generation {
         g.containment = Some(containment);
         g.eof = [true; 3];
         g.input.closed = true;
-        g.adopted = true;
+        g.adopted = Some(now);
         g
     }
 
@@ -388,6 +389,7 @@ impl Generation {
             pending_input: self.input.pending,
             deadline: self.deadline(),
             containment: self.containment,
+            adopted: self.adopted,
         }
     }
 
@@ -639,7 +641,7 @@ impl Generation {
         self.exited_at = now;
         // An adopted leader is not our child: once it exits, its group id may be reused,
         // so only a cgroup (which cannot be reused while we hold it) is signalled.
-        let pinned = !self.adopted || self.containment == Some(Containment::Cgroup);
+        let pinned = self.adopted.is_none() || self.containment == Some(Containment::Cgroup);
         match self.spec.on_exit {
             // The zombie leader pins the group id: this cannot reach a stranger.
             OnExit::KillGroup if pinned => {

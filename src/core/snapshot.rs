@@ -75,6 +75,9 @@ pub struct GenerationSnapshot {
     pub deadline: Option<Time>,
     /// What holds its process tree, once it runs.
     pub containment: Option<Containment>,
+    /// When it was taken back from a previous daemon, if it was (its output and input
+    /// were lost with that daemon).
+    pub adopted: Option<Time>,
 }
 
 /// The lifecycle of a generation (see the design's diagram).

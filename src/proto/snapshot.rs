@@ -69,5 +69,13 @@ fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
     if let Some(c) = g.containment {
         w.str("containment", c.as_str());
     }
+    if let Some(at) = g.adopted {
+        w.with("adopted", |out| {
+            let mut a = ObjWriter::new(out);
+            a.u64("since_unix_ms", clock.unix_ms(at))
+                .bool("io_lost", true);
+            a.finish();
+        });
+    }
     w.finish();
 }
