@@ -159,33 +159,3 @@ pub fn kill_marked_pid(dir_id: &str, pid: u32, gen: u64) {
         let _ = pidfd_send_signal(&fd, Signal::KILL);
     }
 }
-
-/// Whether process `pid` is already on its way out: exiting (`PF_EXITING` in its `stat`
-/// flags), a zombie, or with SIGKILL pending.
-pub fn dying(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // Fields after the last ')': state (3) is the first, flags (9) the seventh.
-    let fields: Vec<&str> = stat
-        .get(stat.rfind(')').map_or(0, |i| i + 2)..)
-        .unwrap_or_default()
-        .split(' ')
-        .collect();
-    const PF_EXITING: u64 = 0x4;
-    let exiting = fields
-        .get(6)
-        .and_then(|f| f.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_EXITING != 0);
-    let zombie = matches!(fields.first(), Some(&"Z") | Some(&"X"));
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kill_pending = status
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("SigPnd:")
-                .or_else(|| l.strip_prefix("ShdPnd:"))
-        })
-        .filter_map(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0);
-    exiting || zombie || kill_pending
-}
