@@ -112,8 +112,11 @@ pub struct Journal {
     live: std::collections::BTreeMap<Segment, Rc<Mapping>>,
     /// Number the next new segment gets.
     next: Segment,
-    /// Bytes written in every segment on disk, oldest first.
+    /// Bytes written in every segment on disk, oldest first (change them through
+    /// [`Journal::set_size`], which keeps [`Journal::disk_bytes`] in step).
     pub(crate) sizes: std::collections::BTreeMap<Segment, u64>,
+    /// The sum of `sizes`.
+    disk: u64,
     /// Set after a failed write until a segment can be started again: appends are skipped
     /// (and counted) rather than retried on every read.
     failed: bool,
@@ -156,6 +159,7 @@ impl Journal {
             live: std::collections::BTreeMap::new(),
             next: newest.map_or(1, |n| n + 1),
             sizes,
+            disk: 0,
             failed: false,
             unwritten: 0,
         })
@@ -189,13 +193,13 @@ impl Journal {
         // The nonce last: a record cut short by a crash has none, and is not read back.
         c.map.commit_u64(at + 4, c.nonce);
         c.end = end;
-        let n = c.map.seg();
-        self.sizes.insert(n, end as u64);
-        Some(Placed {
+        let placed = Placed {
             map: c.map.clone(),
             start: at + RECORD_HEADER,
             len,
-        })
+        };
+        self.set_size(placed.map.seg(), Some(end as u64));
+        Some(placed)
     }
 
     /// Starts a new segment (the previous one, if any, is closed), over a spare if there
@@ -234,7 +238,7 @@ impl Journal {
             );
             self.failed = false;
         }
-        self.sizes.insert(n, head.len() as u64);
+        self.set_size(n, Some(head.len() as u64));
         self.live.insert(n, map.clone());
         self.current = Some(Current {
             map,
@@ -298,9 +302,10 @@ impl Journal {
     /// and `true` says that its memory goes only with the last reference, so the caller
     /// should let go of them soon.
     pub fn give_up(&mut self, seg: Segment) -> bool {
-        if self.current() == Some(seg) || self.sizes.remove(&seg).is_none() {
+        if self.current() == Some(seg) || !self.sizes.contains_key(&seg) {
             return false;
         }
+        self.set_size(seg, None);
         let name = segment_file(seg);
         let map = self.live.remove(&seg);
         let shared = map.as_ref().is_some_and(|m| Rc::strong_count(m) > 1);
@@ -322,6 +327,15 @@ impl Journal {
         shared
     }
 
+    /// Records that segment `seg` holds `bytes` (`None`: it is gone).
+    pub(crate) fn set_size(&mut self, seg: Segment, bytes: Option<u64>) {
+        let old = match bytes {
+            Some(b) => self.sizes.insert(seg, b),
+            None => self.sizes.remove(&seg),
+        };
+        self.disk = self.disk - old.unwrap_or(0) + bytes.unwrap_or(0);
+    }
+
     /// Every segment on disk (not the spares), oldest first.
     pub fn segment_numbers(&self) -> Vec<Segment> {
         self.sizes.keys().copied().collect()
@@ -335,7 +349,7 @@ impl Journal {
     /// Bytes written in all segments (spares, and what a spare held beyond what is
     /// written over it, are not counted).
     pub fn disk_bytes(&self) -> u64 {
-        self.sizes.values().sum()
+        self.disk
     }
 }
 

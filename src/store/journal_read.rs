@@ -87,7 +87,7 @@ impl Journal {
                 self.aside(seg, &e.to_string(), &mut out);
                 continue;
             }
-            self.sizes.insert(seg, buf.len() as u64);
+            self.set_size(seg, Some(buf.len() as u64));
             let start = buf
                 .iter()
                 .position(|&b| b == b'\n')
@@ -141,7 +141,7 @@ impl Journal {
     fn aside(&mut self, seg: Segment, why: &str, out: &mut LoadedOutput) {
         let name = segment_file(seg);
         if super::aside::move_aside(&self.dir, OUTPUT_DIR, &name, &self.bad, why).is_some() {
-            self.sizes.remove(&seg);
+            self.set_size(seg, None);
         }
         out.bad += 1;
     }
