@@ -112,6 +112,10 @@ enum Operation {
     LeaderGone {
         gen: GenRef,
     },
+    /// A generation taken back unverified was checked again and verified.
+    Verified {
+        gen: GenRef,
+    },
     Advance {
         ms: u16,
     },
@@ -321,6 +325,10 @@ impl World {
             Operation::LeaderGone { gen } => {
                 let gen = self.gen(gen);
                 self.input(Input::LeaderGone { gen });
+            }
+            Operation::Verified { gen } => {
+                let gen = self.gen(gen);
+                self.input(Input::Verified { gen });
             }
             Operation::Advance { ms } => {
                 self.now = Time::from_millis(self.now.as_millis() + u64::from(ms));

@@ -16,7 +16,8 @@
 //! 8. sessions, generations, queued input and actions per step stay within their limits;
 //!
 //! plus: signals only for spawned, unreaped generations, and neither a signal nor
-//! `unkillable` for a leader told gone (`LeaderGone`) before its exit is told; reap,
+//! `unkillable` for a leader told gone (`LeaderGone`) before its exit is told, nor for a
+//! generation adopted unverified before it is told `Verified` (invariant 4); reap,
 //! release and forget at most once each; one reply per command; every session whose
 //! record changed is among the core's dirty sessions. [`Checker::quiescent`] checks the "exactly once" halves when
 //! nothing is left running.
@@ -72,6 +73,9 @@ struct Track {
     adopted: bool,
     /// Named by a restored record (or adopted): a previous daemon allocated it.
     inherited: bool,
+    /// Adopted with its identity unverified, and not told `Verified` since: nothing may
+    /// be signalled to it, and nothing about its process is taken in.
+    unverified: bool,
 }
 
 /// Observes a core and panics when an invariant breaks.
@@ -113,9 +117,12 @@ impl Checker {
         let about = process_gen(&input);
         let records = records(core);
         let adopting = match &input {
-            Input::Adopt { gen, session, .. } if !before.contains_key(gen) => {
-                Some((*gen, session.clone()))
-            }
+            Input::Adopt {
+                gen,
+                session,
+                verified,
+                ..
+            } if !before.contains_key(gen) => Some((*gen, session.clone(), *verified)),
             _ => None,
         };
         let command_session = match &input {
@@ -148,8 +155,8 @@ impl Checker {
                 self.note_stop_asked(&effect, response, &before);
             }
         }
-        if let Some((gen, session)) = adopting {
-            self.note_adopted(core, gen, &session);
+        if let Some((gen, session, verified)) = adopting {
+            self.note_adopted(core, gen, &session, verified);
         }
         if let Some(gen) = about {
             let own = before.get(&gen).map(|(s, _)| s.clone());
@@ -282,7 +289,7 @@ impl Checker {
 
     /// An `Adopt` was fed: if the core took it, the generation was a previous daemon's
     /// (below this core's first number, never seen here) and now runs without a spawn.
-    fn note_adopted(&mut self, core: &Core, gen: u64, session: &Arc<str>) {
+    fn note_adopted(&mut self, core: &Core, gen: u64, session: &Arc<str>, verified: bool) {
         let Some(g) = core.gens.get(&gen) else {
             return;
         };
@@ -308,8 +315,15 @@ impl Checker {
             eof: vec![Stream::Stdout, Stream::Stderr, Stream::Pty],
             adopted: true,
             inherited: true,
+            unverified: !verified,
             ..Track::default()
         };
+        let listed = gens_by_number(core).get(&gen).and_then(|(_, g)| g.adopted);
+        assert_eq!(
+            listed.map(|a| a.verified),
+            Some(verified),
+            "adopted generation {gen} listed with the wrong verification"
+        );
     }
 
     /// Records which generations a successful stop-like command asked to stop, and why,
@@ -411,10 +425,16 @@ impl Checker {
                         result: Ok(super::Started::in_session(gen as u32)),
                     }],
                     Lifecycle::Running | Lifecycle::Stopping(_) => {
-                        vec![Input::LeaderExited {
+                        let exit = Input::LeaderExited {
                             gen,
                             status: super::ExitStatus::Signal(super::signal::SIGTERM),
-                        }]
+                        };
+                        // Unverified, nothing about its process is taken in: a later check
+                        // verifies it first (and its stop begins).
+                        match g.adopted {
+                            Some(a) if !a.verified => vec![Input::Verified { gen }, exit],
+                            _ => vec![exit],
+                        }
                     }
                     Lifecycle::Draining => g
                         .offsets
@@ -440,9 +460,23 @@ impl Checker {
     }
 
     fn observe_input(&mut self, before: &Before, now: Time, input: &Input) {
-        let live = |gen: &u64| before.get(gen).map(|(_, s)| s.lifecycle);
+        let unverified = |gen: &u64| {
+            before
+                .get(gen)
+                .and_then(|(_, s)| s.adopted)
+                .is_some_and(|a| !a.verified)
+        };
+        // Unverified, a generation takes in nothing about its process (its driver holds
+        // none): only `Verified` or `Lost`.
+        let live = |gen: &u64| {
+            before
+                .get(gen)
+                .filter(|_| !unverified(gen))
+                .map(|(_, s)| s.lifecycle)
+        };
         let has_pid = |gen: &u64| before.get(gen).is_some_and(|(_, s)| s.pid.is_some());
         match input {
+            Input::Verified { gen } if unverified(gen) => self.track(*gen).unverified = false,
             Input::LeaderExited { gen, status }
                 if matches!(live(gen), Some(Lifecycle::Running | Lifecycle::Stopping(_))) =>
             {
@@ -547,6 +581,10 @@ impl Checker {
             }
             Action::Signal { gen, .. } => {
                 let t = self.track(*gen);
+                assert!(
+                    !t.unverified,
+                    "invariant 4: signal for generation {gen}, whose identity is not verified: {action:?}"
+                );
                 assert!(
                     t.reaped == 0,
                     "process action for a reaped generation {gen}: {action:?}"
@@ -692,8 +730,8 @@ impl Checker {
                     "event for generation {gen} that never ran: {event:?}"
                 );
                 assert!(
-                    !(t.gone && matches!(event, Event::Unkillable { .. })),
-                    "generation {gen} reported unkillable after its leader was gone"
+                    !((t.gone || t.unverified) && matches!(event, Event::Unkillable { .. })),
+                    "generation {gen} reported unkillable after its leader was gone, or while unverified"
                 );
             }
             Event::State { .. } => {}
@@ -871,6 +909,7 @@ fn process_gen(input: &Input) -> Option<u64> {
         | Input::Lost { gen }
         | Input::InputWritten { gen, .. }
         | Input::InputError { gen }
+        | Input::Verified { gen }
         | Input::Adopt { gen, .. } => Some(*gen),
     }
 }

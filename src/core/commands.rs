@@ -101,6 +101,12 @@ impl Core {
         let gen = self.current(name, if_gen)?.ok_or_else(not_running)?;
         match self.gens.get(&gen) {
             Some(g) if ok(g) => Ok(gen),
+            Some(g) if g.is_unverified() => Err(Error::new(
+                ErrorCode::NotRunning,
+                format!(
+                    "generation {gen} of {name:?} was taken back after a restart and its process cannot be verified yet: nothing is sent to it"
+                ),
+            )),
             _ => Err(not_running()),
         }
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::action::{Action, Event, ExitCause};
 use super::error::{Error, ErrorCode};
 use super::generation::{Ended, GenInput, Generation};
-use super::input::Containment;
+use super::input::Started;
 use super::persist::{Desired, RestoreProblem, SessionRecord, WallClock};
 use super::session::{Session, RECENT_ENDS};
 use super::snapshot::StopReason;
@@ -100,9 +100,10 @@ impl Core {
     ///    its session again, without a `Spawn` and without any signal. Then, by verdict:
     ///    `match` — nothing more; `mismatch` — [`Input::Lost`](super::Input::Lost) for it at
     ///    once, which reports it `exited` with cause `lost` and no code (its one terminal
-    ///    event) and releases it without a signal; `unverifiable` — nothing more, and the
-    ///    driver signals it only once a later check says `match` (it never signals an
-    ///    unverified pid, whatever the core asks). [`Core::awaits_exit`] tells whether an
+    ///    event) and releases it without a signal; `unverifiable` — it is adopted with
+    ///    `verified: false`: listed as such, never signalled (a stop waits), until a later
+    ///    check feeds [`Input::Verified`](super::Input::Verified) (`match`) or `Lost`
+    ///    (`mismatch`). [`Core::awaits_exit`] tells whether an
     ///    `Adopt` was taken (it is refused for an unknown session, a number the core may
     ///    still allocate, one already ended, or a full table).
     /// 4. [`Core::resume`] once: a recorded current generation that no descriptor adopted
@@ -204,7 +205,7 @@ impl Core {
     /// was lost with the old daemon: it has no output streams and no stdin.
     ///
     /// [`Input::Adopt`]: super::Input::Adopt
-    pub(super) fn adopt(&mut self, gen: u64, session: &str, pid: u32, containment: Containment) {
+    pub(super) fn adopt(&mut self, gen: u64, session: &str, started: Started, verified: bool) {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
@@ -219,8 +220,8 @@ impl Core {
             gen,
             s.name.clone(),
             s.spec.clone(),
-            pid,
-            containment,
+            started,
+            verified,
             self.now,
         );
         let name = s.name.clone();

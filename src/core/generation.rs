@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::action::{Action, Event, ExitCause, Scope};
 use super::input::{Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
 use super::signal::{SIGKILL, SIGTERM};
-use super::snapshot::{GenerationSnapshot, Lifecycle, StopReason, StopStage};
+use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
 use super::spec::{OnExit, Spec, Stream};
 use super::time::Time;
 
@@ -83,11 +83,15 @@ pub(crate) enum GenInput {
     SpawnErr(SpawnError),
     Stop(StopReason, Option<Duration>),
     Eof(Stream),
-    OutputClosed { unread: u64 },
+    OutputClosed {
+        unread: u64,
+    },
     LeaderExited(ExitStatus),
     LeaderGone,
     GroupEmpty,
     Lost,
+    /// An adopted generation's identity, unverifiable until now, was verified.
+    Verified,
     Timeout,
 }
 
@@ -128,6 +132,10 @@ pub(crate) struct Generation {
     /// its leader exits the zombie does not pin the group id for us (init reaps it), and
     /// only a cgroup may be killed; its output and input stayed with the old daemon.
     adopted: Option<Time>,
+    /// Adopted while its identity could not be verified, and not verified since: nothing
+    /// is signalled to it and nothing about its process is known but `Verified` or `Lost`.
+    /// A stop is noted (`stop`, `grace`) and begins once it is verified.
+    unverified: bool,
     /// The leader is known to have exited and its status is awaited (`LeaderGone`): the
     /// stop sequence is over, nothing more is sent to it.
     leader_gone: bool,
@@ -155,6 +163,7 @@ impl Generation {
             exit: None,
             exited_at: now,
             adopted: None,
+            unverified: false,
             leader_gone: false,
         }
     }
@@ -163,15 +172,16 @@ impl Generation {
     /// `now` (its uptime before is unknown, so a long run before the restart does not
     /// reset its session's restart count). Its streams and stdin stayed with the old
     /// daemon: they count as at EOF and closed, so its exit is reported as soon as it is
-    /// seen.
+    /// seen. An unverified one (`verified` false) is never signalled until `Verified`.
     pub fn adopted(
         gen: u64,
         session: Arc<str>,
         spec: Arc<Spec>,
-        pid: u32,
-        containment: Containment,
+        started: Started,
+        verified: bool,
         now: Time,
     ) -> Generation {
+        let Started { pid, containment } = started;
         let mut g = Generation::new(gen, session, spec, now);
         g.phase = Phase::Running { pid };
         g.started = Some(now);
@@ -179,6 +189,7 @@ impl Generation {
         g.eof = [true; 3];
         g.input.closed = true;
         g.adopted = Some(now);
+        g.unverified = !verified;
         g
     }
 
@@ -187,6 +198,10 @@ impl Generation {
     /// are counted.
     pub fn on(&mut self, now: Time, input: GenInput, out: &mut VecDeque<Action>) -> Outcome {
         let mut o = Outcome::default();
+        if self.unverified {
+            self.on_unverified(now, input, out, &mut o);
+            return o;
+        }
         match (self.phase, input) {
             (Phase::Pending, GenInput::Start) => self.start(now, out),
             (Phase::Pending, GenInput::Stop(reason, _)) => self.cancel(now, reason, out, &mut o),
@@ -287,9 +302,34 @@ impl Generation {
             // Closed streams answered for a generation no longer waiting for that answer.
             | (_, GenInput::OutputClosed { .. })
             // Not spawned yet (or gone): there is nothing to lose.
-            | (Phase::Pending | Phase::Starting | Phase::Gone, GenInput::Lost) => {}
+            | (Phase::Pending | Phase::Starting | Phase::Gone, GenInput::Lost)
+            // Only an unverified generation is verified.
+            | (_, GenInput::Verified) => {}
         }
         o
+    }
+
+    /// An input about an adopted generation whose identity is not verified: a stop is
+    /// noted and nothing sent (it begins once verified); `Lost` ends it; anything about
+    /// its process is ignored (the driver cannot observe a process it does not hold).
+    fn on_unverified(
+        &mut self,
+        now: Time,
+        input: GenInput,
+        out: &mut VecDeque<Action>,
+        o: &mut Outcome,
+    ) {
+        match (self.phase, input) {
+            (Phase::Running { .. }, GenInput::Stop(reason, grace)) => self.note_stop(reason, grace),
+            (Phase::Running { pid }, GenInput::Verified) => {
+                self.unverified = false;
+                if self.stop.is_some() {
+                    self.begin_stop(now, pid, out);
+                }
+            }
+            (Phase::Running { .. }, GenInput::Lost) => self.lost(now, out, o),
+            _ => {}
+        }
     }
 
     /// The earliest instant this generation wants a timeout call.
@@ -339,7 +379,12 @@ impl Generation {
             self.phase,
             Phase::Starting | Phase::Running { .. } | Phase::Stopping { .. }
         );
-        live && !self.leader_gone
+        live && !self.leader_gone && !self.unverified
+    }
+
+    /// Whether it was adopted unverified and is not verified yet: listed, never signalled.
+    pub fn is_unverified(&self) -> bool {
+        self.unverified
     }
 
     /// Whether the leader's exit is still to be reported to it (`LeaderExited` or `Lost`):
@@ -389,7 +434,10 @@ impl Generation {
             pending_input: self.input.pending,
             deadline: self.deadline(),
             containment: self.containment,
-            adopted: self.adopted,
+            adopted: self.adopted.map(|since| Adopted {
+                since,
+                verified: !self.unverified,
+            }),
         }
     }
 

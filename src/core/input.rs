@@ -82,7 +82,18 @@ pub enum Input {
         pid: u32,
         /// What holds its process tree, as described.
         containment: Containment,
+        /// Whether its identity check said `match`. An unverified one (`unverifiable`: it
+        /// could not be told whether the pid is still the recorded process) is listed,
+        /// kept and never signalled: a stop is noted and walks its sequence only once
+        /// `Verified` comes; commands that address its process answer `not_running`; its
+        /// end is `Lost` (a later check said `mismatch`). Until then every other input
+        /// about it is ignored: nothing about that process can be known.
+        verified: bool,
     },
+    /// A later identity check of `gen`, adopted unverified, said `match`: the driver holds
+    /// the process now, and it is an adopted generation like any other (a stop asked
+    /// while it was unverified starts now). Ignored for any other generation.
+    Verified { gen: u64 },
     /// Writing to `gen`'s stdin failed (EPIPE): the process stopped reading. Pending input
     /// is dropped and further writes fail with `input_closed`.
     InputError { gen: u64 },

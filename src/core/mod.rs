@@ -36,7 +36,7 @@ pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorK
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
-    GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
+    Adopted, GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
 };
 pub use spec::{
     CpuQuota, Env, IoMode, OnBusy, OnExit, OnRecover, ResourceLimits, Restart, RestartPolicy, Spec,
@@ -195,11 +195,13 @@ impl Core {
                 session,
                 pid,
                 containment,
+                verified,
             } => {
-                self.adopt(gen, &session, pid, containment);
+                self.adopt(gen, &session, Started { pid, containment }, verified);
                 self.announce_states();
                 return;
             }
+            Input::Verified { gen } => (gen, GenInput::Verified),
             Input::InputWritten { gen, len } => {
                 if let Some(g) = self.gens.get_mut(&gen) {
                     g.input.pending = g.input.pending.saturating_sub(len);
@@ -290,8 +292,16 @@ impl Core {
     /// Whether a shutdown was asked for and nothing more can be done: every generation is
     /// gone, or survived SIGKILL for its `kill_grace` (`unkillable`: a process stuck in the
     /// kernel outlives any supervisor; the daemon says so and exits rather than hang).
+    ///
+    /// A generation adopted unverified and never verified does not hold the daemon up
+    /// either: it was never signalled, so its stop never began; it stays described on
+    /// disk for the next daemon.
     pub fn is_shut_down(&self) -> bool {
-        self.shutdown != Shutdown::Running && self.gens.values().all(Generation::is_unkillable)
+        self.shutdown != Shutdown::Running
+            && self
+                .gens
+                .values()
+                .all(|g| g.is_unkillable() || g.is_unverified())
     }
 
     /// The next action for the driver, in order.
@@ -380,6 +390,12 @@ impl Core {
                 SessionState::Stopping
             }
             Some(Phase::Pending | Phase::Starting) => SessionState::Starting,
+            // Likewise a stop of a process whose identity is not verified yet.
+            Some(Phase::Running { .. })
+                if current.is_some_and(|g| g.is_unverified() && g.stop.is_some()) =>
+            {
+                SessionState::Stopping
+            }
             Some(Phase::Running { .. }) => SessionState::Running,
             Some(Phase::Stopping { .. }) => SessionState::Stopping,
             Some(Phase::Draining { .. } | Phase::Reported { .. }) => SessionState::Exiting,

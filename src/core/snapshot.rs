@@ -75,9 +75,19 @@ pub struct GenerationSnapshot {
     pub deadline: Option<Time>,
     /// What holds its process tree, once it runs.
     pub containment: Option<Containment>,
-    /// When it was taken back from a previous daemon, if it was (its output and input
-    /// were lost with that daemon).
-    pub adopted: Option<Time>,
+    /// Whether it was taken back from a previous daemon (its output and input were lost
+    /// with that daemon), when, and whether its identity is verified.
+    pub adopted: Option<Adopted>,
+}
+
+/// How a generation was taken back from a previous daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adopted {
+    /// When.
+    pub since: Time,
+    /// Whether its process is verified to be the one the previous daemon started. While
+    /// not, it is kept and listed but never signalled; its identity is checked again.
+    pub verified: bool,
 }
 
 /// The lifecycle of a generation (see the design's diagram).

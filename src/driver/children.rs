@@ -451,6 +451,9 @@ impl Children {
             Scope::Tree | Scope::Foreground => self.others(gen),
         };
         let Some(child) = self.table.get_mut(&gen) else {
+            // No process held (released, or taken back unverified): a pid alone is never
+            // signalled.
+            log::debug!("gen {gen}: no process held; signal {signal} not sent");
             return;
         };
         let result = match (scope, child.cgroup()) {

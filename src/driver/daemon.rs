@@ -25,6 +25,7 @@ use super::ready::notify_ready;
 use super::recover::{sweep, take_back};
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
+use super::unverified::Unverified;
 use crate::core::{
     Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Started, Stream,
     Time,
@@ -34,6 +35,7 @@ use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::{Op, Target};
 use crate::store::lease::Lease;
+use crate::sys::identity::{adopt, Adoption};
 use crate::sys::process::ReaperMode;
 
 /// One read from a child or a client: large enough to empty a grown pipe buffer in a few
@@ -46,6 +48,10 @@ const READS_PER_TURN: usize = 16;
 
 /// Bytes read from one client per turn, so one chatty client cannot starve the rest.
 const CLIENT_READ_PER_TURN: usize = 256 * 1024;
+
+/// Identity checks of unverified generations per turn (one may run `ps`): the rest due
+/// are checked on the next turns.
+const CHECKS_PER_TURN: usize = 8;
 
 /// The core's clock (milliseconds since the daemon started) and the wire's (Unix).
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +78,9 @@ pub struct Daemon {
     clients: Clients,
     logs: Logs,
     persist: Persist,
+    /// Generations taken back whose identity could not be verified, checked again on a
+    /// timer; the driver holds no process for them.
+    unverified: Unverified,
     /// Sources with work left after their bounded turn: serviced again before sleeping.
     again: Vec<Token>,
     read_buf: Vec<u8>,
@@ -132,7 +141,7 @@ impl Daemon {
         };
         let mut core = Core::new(core_config, left.first_gen);
         let capacities = left.log_capacities();
-        take_back(
+        let unverified = take_back(
             &mut core,
             &mut children,
             &mut persist,
@@ -152,6 +161,7 @@ impl Daemon {
             clients: Clients::new(listener, policy, limits, hello),
             logs,
             persist,
+            unverified,
             again: Vec::new(),
             read_buf: vec![0; READ_BUF_BYTES],
             _lease: lease,
@@ -176,7 +186,10 @@ impl Daemon {
                 match self.core.generation_count() {
                     0 => log::info!("all sessions stopped; exiting"),
                     n => {
-                        log::warn!("exiting; {n} process(es) survived SIGKILL and are left behind")
+                        let unverified = self.unverified.len();
+                        log::warn!(
+                            "exiting; {n} process(es) left behind: {unverified} never verified (never signalled, still described), the rest survived SIGKILL"
+                        )
                     }
                 }
                 let _ = std::fs::remove_file(&self.cfg.socket);
@@ -204,6 +217,7 @@ impl Daemon {
             for gen in self.children.status_due(Instant::now()) {
                 self.check_exit(gen);
             }
+            self.check_unverified();
             let registry = self.poll.registry();
             for gen in groups::emptied(&self.core, &mut self.children, registry) {
                 self.tell(Input::GroupEmpty { gen });
@@ -219,9 +233,10 @@ impl Daemon {
         }
         let now = self.clock.now();
         let core = self.core.next_deadline().map(|d| d.since(now));
-        let status = self
-            .children
-            .status_deadline()
+        let status = [self.children.status_deadline(), self.unverified.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
             .map(|at| at.saturating_duration_since(Instant::now()));
         let timeout = [core, groups::timeout(&self.children), status]
             .into_iter()
@@ -437,6 +452,57 @@ impl Daemon {
             }
             LeaderState::Lost => self.tell(Input::Lost { gen }),
         }
+    }
+
+    /// Checks again the identity of the unverified generations whose check is due (a
+    /// bounded number per turn): `match` — the process is held and watched like any
+    /// adopted one, and the core told it is verified; `mismatch` — it is reported lost,
+    /// its descriptor goes and what still carries its marker is stopped; still
+    /// `unverifiable` — checked again later, less often. Nothing is ever sent to its pid
+    /// before a `match`.
+    fn check_unverified(&mut self) {
+        let now = Instant::now();
+        let due = self.unverified.due(now, CHECKS_PER_TURN);
+        if due.is_empty() {
+            return;
+        }
+        for gen in due {
+            let Some(kept) = self.unverified.get(gen) else {
+                continue;
+            };
+            if !self.core.awaits_exit(gen) {
+                // The core no longer tracks it: nothing to check it for.
+                self.unverified.forget(gen);
+                continue;
+            }
+            let (session, pid) = (kept.session.clone(), kept.pid);
+            match adopt(pid as i32, &kept.token, self.cfg.reaper) {
+                Adoption::Adopted(process) => {
+                    log::info!("{session} gen {gen}: pid {pid} verified: taken back");
+                    self.unverified.forget(gen);
+                    self.persist.resolved(gen);
+                    self.children.adopt(self.poll.registry(), gen, process);
+                    self.tell(Input::Verified { gen });
+                    // It may have exited already: its pidfd was readable when registered.
+                    self.check_exit(gen);
+                }
+                Adoption::Mismatch => {
+                    log::info!(
+                        "{session} gen {gen}: pid {pid} is another process now, or none: lost"
+                    );
+                    self.unverified.forget(gen);
+                    self.persist.resolved(gen);
+                    self.tell(Input::Lost { gen });
+                    sweep(self.persist.dir_id(), |g| g != gen);
+                }
+                Adoption::Unverifiable(why) => {
+                    log::debug!("{session} gen {gen}: pid {pid} still cannot be verified ({why})");
+                    self.unverified.checked(gen, now);
+                }
+            }
+        }
+        self.run_actions();
+        self.flush_clients();
     }
 
     /// Appends an event to its session's log, answers `wait`s for a generation's end, and

@@ -4,6 +4,8 @@
 //! - `daemon.rs`: the loop and the routing between owners.
 //! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues.
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
+//! - `recover.rs`: taking back what a previous daemon left; `unverified.rs`: the
+//!   generations taken back whose identity is checked again until it can be told.
 //! - `clients.rs`, `client.rs`, `subscriptions.rs`: connections, answers, who follows
 //!   which session and how far they got.
 //! - `logs.rs`, `ring.rs`: each session's replay log; `frame.rs`: a record's bytes (in
@@ -32,6 +34,7 @@ mod ring;
 mod signals;
 mod subscriptions;
 mod token;
+mod unverified;
 
 pub use config::StartError;
 pub use config::{ContainmentMode, DaemonConfig};

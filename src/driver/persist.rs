@@ -26,8 +26,9 @@ const MAX_RECORDS: usize = 1 << 20;
 pub struct Persist {
     store: Store,
     alloc: GenAllocator,
-    /// Generations whose process could not be verified at start: their descriptors stay
-    /// on disk (a later daemon may verify them), whatever becomes of them here.
+    /// Generations whose process could not be verified at start, nor since: their
+    /// descriptors stay on disk (this daemon, or a later one, may still verify them) until
+    /// a check says `match` or `mismatch` ([`Persist::resolved`]).
     unverified: HashSet<u64>,
 }
 
@@ -194,7 +195,15 @@ impl Persist {
         self.unverified.insert(gen);
     }
 
-    /// Forgets a generation that is gone (reaped, or its record proved wrong).
+    /// An unverified generation's identity was checked again and could be told: `match`
+    /// (an adopted generation like any other now) or `mismatch` (its record proved wrong).
+    /// Its descriptor goes when it is forgotten, as any other's.
+    pub fn resolved(&mut self, gen: u64) {
+        self.unverified.remove(&gen);
+    }
+
+    /// Forgets a generation that is gone (reaped, or its record proved wrong); the
+    /// descriptor of one still unverified stays (invariant 5).
     pub fn forget(&mut self, gen: u64) {
         if self.unverified.contains(&gen) {
             return;

@@ -4,12 +4,14 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 use mio::Poll;
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 use super::children::Children;
 use super::persist::{unix_ms, Left, Persist};
+use super::unverified::Unverified;
 use crate::core::{Containment, Core, Input, OnExit, Time, WallClock};
 use crate::sys::identity::{adopt, Adoption};
 use crate::sys::process::ReaperMode;
@@ -17,7 +19,8 @@ use crate::sys::process::ReaperMode;
 /// Takes back what the previous daemon left: its sessions, then each generation it
 /// described — adopted if its process is verifiably the same, reported lost if another
 /// process has its pid, kept unsignalled if that cannot be told — and stops marked
-/// processes of generations nothing accounts for (started but never described).
+/// processes of generations nothing accounts for (started but never described). Returns
+/// the generations kept unverified, to be checked again.
 pub fn take_back(
     core: &mut Core,
     children: &mut Children,
@@ -26,7 +29,8 @@ pub fn take_back(
     poll: &Poll,
     now: Time,
     reaper: ReaperMode,
-) {
+) -> Unverified {
+    let mut unverified = Unverified::default();
     let wall = WallClock {
         now,
         unix_ms: unix_ms(),
@@ -82,6 +86,7 @@ pub fn take_back(
             session: d.session.clone(),
             pid: d.pid,
             containment: Containment::Session,
+            verified: !matches!(verdict, Adoption::Unverifiable(_)),
         };
         match verdict {
             Adoption::Adopted(process) => {
@@ -102,7 +107,7 @@ pub fn take_back(
             }
             Adoption::Unverifiable(why) => {
                 log::warn!(
-                    "{} gen {}: pid {} cannot be verified ({why}): kept, never signalled",
+                    "{} gen {}: pid {} cannot be verified ({why}): kept, never signalled, checked again",
                     d.session,
                     d.gen,
                     d.pid
@@ -110,14 +115,22 @@ pub fn take_back(
                 persist.keep_unverified(d.gen);
                 accounted.insert(d.gen);
                 core.handle(now, input);
+                if core.awaits_exit(d.gen) {
+                    let token = token.to_owned();
+                    unverified.keep(d.gen, d.session.clone(), d.pid, token, Instant::now());
+                }
             }
         }
     }
     sweep(persist.dir_id(), |gen| accounted.contains(&gen));
     core.resume(now);
     if sessions > 0 {
-        log::info!("took back {sessions} session(s), {adopted} running process(es)");
+        log::info!(
+            "took back {sessions} session(s), {adopted} running process(es), {} unverified",
+            unverified.len()
+        );
     }
+    unverified
 }
 
 /// Kills every process marked as one of this directory's generations that nothing

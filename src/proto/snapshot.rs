@@ -69,11 +69,12 @@ fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
     if let Some(c) = g.containment {
         w.str("containment", c.as_str());
     }
-    if let Some(at) = g.adopted {
+    if let Some(adopted) = g.adopted {
         w.with("adopted", |out| {
             let mut a = ObjWriter::new(out);
-            a.u64("since_unix_ms", clock.unix_ms(at))
-                .bool("io_lost", true);
+            a.u64("since_unix_ms", clock.unix_ms(adopted.since))
+                .bool("io_lost", true)
+                .bool("verified", adopted.verified);
             a.finish();
         });
     }

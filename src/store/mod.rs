@@ -30,7 +30,8 @@
 //!    `Input::Adopt` for it whatever the verdict. Adopted (`match`): the process is ours
 //!    again. Mismatch: feed `Input::Lost` at once (its one `lost` end) and
 //!    [`remove_descriptor`](Store::remove_descriptor). Unverifiable: keep the file, never
-//!    signal the pid until a later check says `match`.
+//!    signal the pid, and check again later: until a check says `match` (then as adopted)
+//!    or `mismatch` (then as above).
 //! 6. [`Core::resume`](crate::core::Core::resume), then serve clients.
 //!
 //! While running, after each `Core::handle` / `handle_timeout`:

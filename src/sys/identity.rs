@@ -393,7 +393,9 @@ pub enum Adoption {
 }
 
 /// Takes charge of a process that is not our child (after a restart) if and only if it is
-/// the recorded one.
+/// the recorded one. Without a well-formed `recorded` token nothing can be verified: the
+/// answer is [`Adoption::Unverifiable`] while some process has `pid` (even a zombie), and
+/// [`Adoption::Mismatch`] once none has.
 ///
 /// With pidfds the pidfd is opened *first*, then the token is read and compared, and the
 /// pidfd is checked to still refer to a running process: if everything matches, the pidfd
@@ -407,12 +409,22 @@ pub fn adopt(pid: i32, recorded: &str, mode: ReaperMode) -> Adoption {
     if pid <= 0 {
         return Adoption::Unverifiable(format!("invalid pid {pid}"));
     }
-    if parse(recorded).is_none() {
-        return Adoption::Unverifiable("malformed identity token".to_owned());
-    }
     let Some(raw) = Pid::from_raw(pid) else {
         return Adoption::Unverifiable(format!("invalid pid {pid}"));
     };
+    if parse(recorded).is_none() {
+        // Nothing to compare with. But a free pid says the recorded process is gone,
+        // whatever it was: nothing of it can be signalled, and its record may go.
+        if rustix::process::test_kill_process(raw) == Err(Errno::SRCH) {
+            return Adoption::Mismatch;
+        }
+        let why = if recorded.is_empty() {
+            "no identity token recorded"
+        } else {
+            "malformed identity token"
+        };
+        return Adoption::Unverifiable(why.to_owned());
+    }
     let pidfd = if mode == ReaperMode::Fallback {
         None
     } else {

@@ -71,9 +71,11 @@ pub fn live_generations(core: &Core) -> Vec<u64> {
 /// A daemon restart in the middle of a walk, with what the next daemon would find: every
 /// session's record, and a descriptor for every generation whose leader was seen running.
 /// A fresh core numbering from the old one's counter (what the high-water mark
-/// guarantees) restores the records; each described generation is adopted, and reported
-/// lost at once when its identity check says `mismatch` (always for a leader that had
-/// exited: init reaped it; sometimes, per `c`, for a live one); then it resumes. Returns
+/// guarantees) restores the records; each described generation is adopted — now and then,
+/// per `c`, unverified (its identity could not be told; the walk's `Verified` or `Lost`
+/// settles it later) — and reported lost at once when its identity check says `mismatch`
+/// (always for a leader that had exited: init reaped it; sometimes, per `c`, for a live
+/// one); then it resumes. Returns
 /// the new core and its checker, whose clock starts again at zero.
 ///
 /// Generations the old daemon had not spawned yet, or had reported already, have no
@@ -110,6 +112,7 @@ pub fn reborn(old: &Core, now: Time, c: &mut impl Choose) -> (Core, Checker) {
                 session: s.name.clone(),
                 pid,
                 containment: g.containment.unwrap_or(Containment::Session),
+                verified: !c.chance(25),
             };
             check.handle(&mut core, Time::ZERO, adopt);
             if exited || c.chance(20) {

@@ -215,13 +215,21 @@ impl Harness {
         (h, problems)
     }
 
-    /// Feeds `Adopt` for `gen` of `session` with pid `1000 + gen`; whether it was taken.
+    /// Feeds `Adopt` for `gen` of `session` with pid `1000 + gen`, verified; whether it was
+    /// taken.
     pub fn adopt(&mut self, gen: u64, session: &str) -> bool {
+        self.adopt_as(gen, session, true)
+    }
+
+    /// Feeds `Adopt` for `gen` of `session` with pid `1000 + gen`, `verified` or not;
+    /// whether it was taken.
+    pub fn adopt_as(&mut self, gen: u64, session: &str, verified: bool) -> bool {
         self.input(Input::Adopt {
             gen,
             session: session.into(),
             pid: 1000 + gen as u32,
             containment: Containment::Session,
+            verified,
         });
         self.core.awaits_exit(gen)
     }

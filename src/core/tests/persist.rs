@@ -551,3 +551,157 @@ fn by_default_a_process_still_running_is_stopped_after_a_restart() {
         "{actions:?}"
     );
 }
+
+/// A session running `gen` in a daemon that then died, and the next daemon that took
+/// `gen` back with its identity unverified.
+fn reborn_unverified() -> (Harness, u64) {
+    let mut h = Harness::new();
+    let gen = h.spawn("s");
+    h.started(gen);
+    let (mut n, problems) = h.reborn(h.records(), 5);
+    assert_eq!(problems, vec![]);
+    assert!(n.adopt_as(gen, "s", false));
+    let actions = n.resume();
+    assert!(!has(&actions, |a| matches!(a, Action::Signal { .. })));
+    (n, gen)
+}
+
+fn signals_to(actions: &[Action], gen: u64) -> Vec<i32> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Signal { gen: g, signal, .. } if *g == gen => Some(*signal),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_unverified_generation_is_listed_as_such_and_never_signalled() {
+    let (mut n, gen) = reborn_unverified();
+    let g = &n.get("s").generations[0];
+    assert_eq!((g.gen, g.lifecycle), (gen, Lifecycle::Running));
+    assert_eq!(g.adopted.map(|a| a.verified), Some(false));
+    assert_eq!(n.get("s").state, SessionState::Running);
+    // Nothing addresses its process: not a signal, not input.
+    let signal = n.cmd(Command::Signal {
+        session: "s".into(),
+        if_gen: None,
+        signal: 15,
+        scope: crate::core::Scope::Leader,
+    });
+    assert_eq!(signal.unwrap_err().code, crate::core::ErrorCode::NotRunning);
+    // A stop is taken and noted, and sends nothing, however long it waits; nothing about
+    // its process is taken in either.
+    let before = n.log.len();
+    assert_eq!(n.stop("s", Some(gen)), Ok(crate::core::Response::Gen(gen)));
+    assert_eq!(n.get("s").state, SessionState::Stopping);
+    n.exit(gen, ExitStatus::Code(0));
+    n.input(Input::LeaderGone { gen });
+    n.advance(60_000);
+    assert!(signals_to(&n.log[before..], gen).is_empty());
+    assert!(exits_of(&n, gen).is_empty());
+    let g = &n.get("s").generations[0];
+    assert_eq!(g.lifecycle, Lifecycle::Running);
+    assert_eq!(g.stop, Some(crate::core::StopReason::Requested));
+    n.settle();
+}
+
+#[test]
+fn a_stop_asked_while_unverified_begins_once_verified() {
+    let (mut n, gen) = reborn_unverified();
+    n.stop("s", None).unwrap();
+    n.advance(1000);
+    let actions = n.input(Input::Verified { gen });
+    assert_eq!(signals_to(&actions, gen), vec![15]);
+    let g = &n.get("s").generations[0];
+    assert_eq!(g.adopted.map(|a| a.verified), Some(true));
+    assert_eq!(
+        g.lifecycle,
+        Lifecycle::Stopping(crate::core::StopStage::Graceful)
+    );
+    // A second `Verified` is a spare report.
+    assert!(signals_to(&n.input(Input::Verified { gen }), gen).is_empty());
+    n.exit(gen, ExitStatus::Signal(15));
+    let ends = exits_of(&n, gen);
+    assert!(
+        matches!(
+            ends[..],
+            [Event::Exited {
+                cause: ExitCause::Stopped,
+                ..
+            }]
+        ),
+        "{ends:?}"
+    );
+    n.settle();
+}
+
+#[test]
+fn a_verified_generation_is_one_like_any_other() {
+    let (mut n, gen) = reborn_unverified();
+    assert!(n
+        .input(Input::Verified { gen })
+        .iter()
+        .all(|a| !matches!(a, Action::Signal { .. })));
+    assert_eq!(n.get("s").state, SessionState::Running);
+    let signal = n.cmd(Command::Signal {
+        session: "s".into(),
+        if_gen: Some(gen),
+        signal: 1,
+        scope: crate::core::Scope::Leader,
+    });
+    assert_eq!(signal, Ok(crate::core::Response::Gen(gen)));
+    end(&mut n, gen, ExitStatus::Code(3));
+    let ends = exits_of(&n, gen);
+    assert!(
+        matches!(
+            ends[..],
+            [Event::Exited {
+                code: Some(3),
+                cause: ExitCause::Exited,
+                ..
+            }]
+        ),
+        "{ends:?}"
+    );
+    n.settle();
+}
+
+#[test]
+fn an_unverified_generation_found_mismatched_is_lost_once() {
+    let (mut n, gen) = reborn_unverified();
+    n.stop("s", None).unwrap();
+    let actions = n.input(Input::Lost { gen });
+    assert!(signals_to(&actions, gen).is_empty());
+    assert!(has(
+        &actions,
+        |a| matches!(a, Action::Release { gen: g } if *g == gen)
+    ));
+    let ends = exits_of(&n, gen);
+    assert!(
+        matches!(
+            ends[..],
+            [Event::Exited {
+                code: None,
+                cause: ExitCause::Lost,
+                ..
+            }]
+        ),
+        "{ends:?}"
+    );
+    assert!(n.get("s").generations.is_empty());
+    n.settle();
+}
+
+#[test]
+fn a_shutdown_does_not_wait_for_an_unverified_generation() {
+    let (mut n, gen) = reborn_unverified();
+    n.cmd(Command::Shutdown).unwrap();
+    let actions = n.cmd(Command::Shutdown);
+    assert!(actions.is_ok());
+    assert!(signals_to(&n.log, gen).is_empty());
+    assert!(n.core.is_shut_down());
+    assert_eq!(n.core.generation_count(), 1);
+    n.settle();
+}

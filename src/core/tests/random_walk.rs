@@ -130,6 +130,8 @@ fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
             unread: r.below(50),
         },
         12 if r.below(3) == 0 => Input::LeaderGone { gen },
+        // A later identity check of a generation taken back unverified.
+        12 if r.below(2) == 0 => Input::Verified { gen },
         _ => {
             // Time passes (rarely backwards: the core clamps it).
             let ms = r.pick(&MILLIS);
