@@ -153,6 +153,17 @@ impl Daemon {
     /// until it is gone, and starts a new daemon, unwrapped, on the same state directory
     /// with `extra` arguments. Returns the wrapper, for the test to wait for.
     pub fn crash_daemon_and_restart(&mut self, extra: &[&str]) -> Child {
+        self.crash_daemon_edit_and_restart(|_| {}, &[], extra)
+    }
+
+    /// Like [`Daemon::crash_daemon_and_restart`], with `edit` run on the state directory
+    /// while no daemon runs, and the new daemon's environment extended with `env`.
+    pub fn crash_daemon_edit_and_restart(
+        &mut self,
+        edit: impl FnOnce(&Path),
+        env: &[(&str, &std::ffi::OsStr)],
+        extra: &[&str],
+    ) -> Child {
         use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
         let pid = Pid::from_raw(self.pid as i32).expect("a positive pid");
         // The daemon runs (it answered this test), so the pidfd is the daemon's.
@@ -163,7 +174,8 @@ impl Daemon {
             wait::readable(pidfd.as_fd(), deadline),
             "the daemon did not die"
         );
-        let (child, pid) = launch(&self.dir, &[], extra, None);
+        edit(&self.dir.join("state"));
+        let (child, pid) = launch_env(&self.dir, &[], extra, None, env);
         self.pid = pid;
         std::mem::replace(&mut self.child, child)
     }
@@ -196,6 +208,17 @@ impl Drop for Daemon {
 /// Starts a daemon on `dir/state` and waits for its readiness notification; returns the
 /// process started and the daemon's own pid.
 fn launch(dir: &ScratchDir, wrapper: &[&str], extra: &[&str], nofile: Option<u64>) -> (Child, u32) {
+    launch_env(dir, wrapper, extra, nofile, &[])
+}
+
+/// [`launch`], with the daemon's environment extended with `env`.
+fn launch_env(
+    dir: &ScratchDir,
+    wrapper: &[&str],
+    extra: &[&str],
+    nofile: Option<u64>,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (Child, u32) {
     let state = dir.join("state");
     let (ready_r, ready_w) = pipe();
     let ready_w_raw = ready_w.as_raw_fd();
@@ -223,6 +246,7 @@ fn launch(dir: &ScratchDir, wrapper: &[&str], extra: &[&str], nofile: Option<u64
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
         )
+        .envs(env.iter().copied())
         .stdin(Stdio::null());
     // SAFETY: dup2 is async-signal-safe; the fd numbers are valid in the child.
     unsafe {
