@@ -94,11 +94,14 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
         } else {
             lifecycle.to_string()
         };
-        // Taken back after a daemon crash: its output and input were lost with that daemon.
-        let state = if g.get("adopted").is_some() {
-            format!("{state}, adopted")
-        } else {
-            state
+        // Taken back after a daemon crash: its output and input were lost with that daemon;
+        // while its identity is not verified, nothing is sent to it.
+        let state = match g.get("adopted").map(Value::as_object) {
+            Some(Some(a)) if a.get("verified") == Some(&Value::Bool(false)) => {
+                format!("{state}, adopted, unverified")
+            }
+            Some(_) => format!("{state}, adopted"),
+            None => state,
         };
         let uptime = match (lifecycle, u64_of(g, "since_unix_ms")) {
             ("running", Some(since)) => {
@@ -185,6 +188,29 @@ mod tests {
                 "bad          -    -  -       failed                      -  gen 9: spawn failed (not_found)",
                 "(entry 2)    -    -  -       unreadable: integer",
             ]
+        );
+    }
+
+    #[test]
+    fn processes_taken_back_say_so_and_whether_they_are_verified() {
+        let text = table(
+            r#"[
+            {"name":"kept","state":"running","current":7,"restarts":0,"last_end":null,
+             "generations":[
+               {"gen":7,"pid":70,"lifecycle":"running","since_unix_ms":1000,"superseded":false,
+                "adopted":{"since_unix_ms":1000,"io_lost":true,"verified":true}}]},
+            {"name":"unsure","state":"stopping","current":8,"restarts":0,"last_end":null,
+             "generations":[
+               {"gen":8,"pid":80,"lifecycle":"running","since_unix_ms":1000,"superseded":false,
+                "adopted":{"since_unix_ms":1000,"io_lost":true,"verified":false}}]}
+            ]"#,
+            2_000,
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].contains("running, adopted "), "{text}");
+        assert!(
+            lines[2].contains("stopping (running), adopted, unverified"),
+            "{text}"
         );
     }
 }
