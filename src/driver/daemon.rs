@@ -111,8 +111,8 @@ impl Daemon {
             crate::sys::identity::Observed::Token(t) => t,
             _ => String::new(),
         };
-        let cgroups = cgroup_root(cfg.containment).map_err(StartError)?;
         let (mut persist, left) = Persist::open(&cfg.state_dir).map_err(StartError)?;
+        let cgroups = cgroup_root(cfg.containment, persist.dir_id()).map_err(StartError)?;
         let mut children = Children::new(
             cfg.reaper,
             crate::sys::orphans::adopts_orphans(),

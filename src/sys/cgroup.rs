@@ -11,7 +11,7 @@
 //!
 //! ```text
 //! <mount>/<own>/                  the daemon's cgroup when it started ("own")
-//! <mount>/<own>/<name>/           the daemon's subtree (CgroupRoot), e.g. genward-<pid>
+//! <mount>/<own>/<name>/           the daemon's subtree (CgroupRoot), e.g. genward-<id>-<pid>
 //! <mount>/<own>/<name>/daemon/    the daemon itself, with Placement::MoveSelf
 //! <mount>/<own>/<name>/gen-<N>/   one per generation (GenCgroup)
 //! ```
@@ -33,7 +33,7 @@
 //!
 //! # What the driver does
 //!
-//! - **At start**, once: `CgroupRoot::setup(&format!("genward-{pid}"),
+//! - **At start**, once: `CgroupRoot::setup(&format!("genward-{dir id}-{pid}"),
 //!   Placement::MoveSelf)`. `Ok(root)`: containment is `cgroup` for every generation;
 //!   `Err(why)` ([`Unavailable`], with a reason for the log and for `hello`): containment
 //!   is `session`, and nothing here is used. [`CgroupRoot::controllers`] and
