@@ -13,6 +13,10 @@
 //! The terminal is raw while attached and restored on every way out: detach, the child's
 //! end, the daemon's loss, a signal (all return through [`RawMode`]'s drop), and a panic
 //! (a hook restores the saved settings, since release builds abort without unwinding).
+//! The modes the session's output switched on (alternate screen, cursor keys, keypad,
+//! bracketed paste, mouse reporting, a hidden cursor, a scroll region), tracked by a
+//! [`ModeScanner`], are switched off on the same ways out, before our last words, so
+//! detaching from `less` or `vim` returns to the shell's screen as it was.
 
 use std::collections::HashMap;
 use std::io;
@@ -28,6 +32,7 @@ use super::detach_key::{describe_detach_key, parse_detach_key, DEFAULT_DETACH_KE
 use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
+use super::term_modes::ModeScanner;
 use super::wait::{describe, end_of_wait, status};
 use crate::core::Command;
 use crate::proto::event::{End, SessionState, WireEvent};
@@ -102,6 +107,8 @@ struct Attached {
     /// The generation and error code of the last refused input reported, so a burst of
     /// refusals is reported once.
     unsent_notice: Option<(u64, String)>,
+    /// The terminal modes the output shown so far left on.
+    modes: ModeScanner,
 }
 
 /// `genward attach`.
@@ -141,6 +148,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         pending: HashMap::new(),
         ended: None,
         unsent_notice: None,
+        modes: ModeScanner::new(),
     };
     let result = a
         .conn
@@ -148,6 +156,11 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .map_err(CommandError::from)
         .and_then(|()| a.start_following())
         .and_then(|()| a.run(detach, &signals));
+    // Undone whatever the way out: the terminal is the user's again.
+    let undo = a.modes.take_undo();
+    if !undo.is_empty() {
+        let _ = write_stdout(&undo);
+    }
     if let Some(raw) = raw.as_mut() {
         let _ = raw.restore();
     }
@@ -368,6 +381,7 @@ impl Attached {
                     self.follow(frame.gen)?;
                 }
                 if frame.gen == self.gen {
+                    self.modes.feed(&frame.data);
                     write_stdout(&frame.data)?;
                 }
                 return Ok(None);

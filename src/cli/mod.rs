@@ -19,4 +19,5 @@ pub mod logs;
 pub mod ls;
 pub mod run;
 pub mod table;
+pub mod term_modes;
 pub mod wait;

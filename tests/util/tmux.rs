@@ -106,6 +106,36 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// A tmux format expanded for the pane (`#{alternate_on}`): the state of the pane's
+    /// terminal as tmux sees it.
+    pub fn display(&self, format: &str) -> String {
+        let out = self.run(&["display-message", "-p", format]);
+        assert!(out.status.success(), "tmux display-message: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    }
+
+    /// Waits until `format` expands to `want`, polling as [`Tmux::await_screen`] does (a
+    /// terminal's modes offer no event to wait on either).
+    #[track_caller]
+    pub fn await_display(&self, format: &str, want: &str) {
+        const TRIES: u32 = 800;
+        const PAUSE: Duration = Duration::from_millis(25);
+        let mut got = String::new();
+        for _ in 0..TRIES {
+            got = self.display(format);
+            if got == want {
+                return;
+            }
+            std::thread::sleep(PAUSE);
+        }
+        panic!(
+            "{format} never became {want}; last {got}; screen:\n{}",
+            self.screen()
+        );
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);

@@ -1,0 +1,141 @@
+//! `genward attach` gives the terminal back in the modes it found it in: detaching from a
+//! full-screen program, the session ending, or a signal to `attach` switches off the
+//! alternate screen, application cursor keys and keypad, mouse reporting, a hidden cursor
+//! and a scroll region that the session's output switched on. Checked through tmux's own
+//! view of its pane (`#{alternate_on}`, `#{keypad_cursor_flag}`, ...).
+
+mod util;
+
+use genward::testkit::proc;
+use util::cli::{await_line, gw, gw_ok};
+use util::daemon::Daemon;
+use util::tmux::Tmux;
+
+/// Every tracked mode tmux can report, with its default value.
+const DEFAULTS: &str = "alt=0 ckm=0 kp=0 cursor=1 mouse=0 region=0";
+const MODES: &str = "alt=#{alternate_on} ckm=#{keypad_cursor_flag} kp=#{keypad_flag} \
+                     cursor=#{cursor_flag} mouse=#{mouse_any_flag} region=#{scroll_region_upper}";
+
+fn attach_cmd(d: &Daemon, session: &str) -> String {
+    format!(
+        "{} --socket {} attach {session}",
+        env!("CARGO_BIN_EXE_genward"),
+        d.socket.display()
+    )
+}
+
+fn has_line(screen: &str, line: &str) -> bool {
+    screen.lines().any(|l| l.trim_end() == line)
+}
+
+fn available(test: &str, program: &str) -> bool {
+    let found = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("SKIP {test}: {program} not installed");
+    }
+    found
+}
+
+#[test]
+fn detaching_from_less_leaves_its_modes() {
+    let test = "detaching_from_less_leaves_its_modes";
+    if !available(test, "less") {
+        return;
+    }
+    let Some(t) = Tmux::start(test, 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-less", &[]);
+    let file = d.dir.path().join("long.txt");
+    let text: String = (1..=500).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let file = file.to_str().unwrap();
+    gw_ok(
+        &d,
+        &[
+            "run",
+            "pager",
+            "--pty",
+            "--grace",
+            "100ms",
+            "--env",
+            "TERM=screen",
+            "--env",
+            "LESS=",
+            "--",
+            "less",
+            file,
+        ],
+    );
+
+    assert_eq!(t.display(MODES), DEFAULTS);
+    t.type_line(&attach_cmd(&d, "pager"));
+    t.await_screen("the file in less", |s| has_line(s, "line 3"));
+    // less switched them on (through the replay or live), and they reached the terminal.
+    t.await_display(
+        "#{alternate_on} #{keypad_cursor_flag} #{keypad_flag}",
+        "1 1 1",
+    );
+
+    t.key("C-\\");
+    t.await_screen("the detach notice", |s| {
+        s.contains("[genward: detached from pager gen")
+    });
+    assert_eq!(t.display(MODES), DEFAULTS);
+    // Back on the shell's own screen, which less's pages never touched.
+    let screen = t.screen();
+    assert!(!has_line(&screen, "line 3"), "{screen}");
+    assert!(gw(&d, &["ls"]).ok().contains("running"));
+}
+
+/// A session that switches every tracked mode on, says so, and exits 3 on a line of input.
+fn start_modal(d: &Daemon) -> String {
+    let script = r#"printf '\033[?1049h\033[?1h\033=\033[?1000;1006h\033[?2004h\033[?25l\033[3;10r\n'; echo modes-on; read x; exit 3"#;
+    let gen = gw_ok(
+        d,
+        &[
+            "run", "modal", "--pty", "--grace", "100ms", "--", "sh", "-c", script,
+        ],
+    );
+    await_line(d, "modal", &gen, "modes-on");
+    gen
+}
+
+#[test]
+fn a_signal_and_the_session_ending_leave_its_modes() {
+    let Some(t) = Tmux::start("a_signal_and_the_session_ending", 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-modes", &[]);
+    let gen = start_modal(&d);
+    let on = "alt=1 ckm=1 kp=1 cursor=0 mouse=1 region=2";
+
+    // A signal to `attach`.
+    t.type_line(&attach_cmd(&d, "modal"));
+    t.await_screen("the session's output", |s| has_line(s, "modes-on"));
+    t.await_display(MODES, on);
+    let shell = t.pane_pid();
+    let attach = *proc::children(shell as u32)
+        .first()
+        .expect("the attach process") as i32;
+    // SAFETY: kill with the pid of a running descendant of this test.
+    unsafe { libc::kill(attach, libc::SIGTERM) };
+    t.await_screen("the signal notice", |s| {
+        s.contains("[genward: SIGTERM: detached from modal gen")
+    });
+    assert_eq!(t.display(MODES), DEFAULTS);
+
+    // Attached again: the replay switches them on again; the session's end switches them
+    // off.
+    t.type_line(&attach_cmd(&d, "modal"));
+    t.await_display(MODES, on);
+    t.await_screen("the session's output again", |s| has_line(s, "modes-on"));
+    t.type_line("");
+    t.await_screen("the exit notice", |s| {
+        s.contains(&format!("[genward: modal gen {gen}: exit 3]"))
+    });
+    assert_eq!(t.display(MODES), DEFAULTS);
+}
