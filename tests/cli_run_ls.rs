@@ -46,9 +46,12 @@ fn run_prints_increasing_generations_and_ls_lists_them() {
         .parse()
         .unwrap();
     assert!(g2 > g1);
-    let g3: u64 = gw_ok(&d, &["run", "bad", "--", "/nonexistent/program"])
-        .parse()
-        .unwrap();
+    let g3: u64 = gw_ok(
+        &d,
+        &["run", "bad", "--no-wait", "--", "/nonexistent/program"],
+    )
+    .parse()
+    .unwrap();
     assert!(g3 > g2);
     // Both short-lived generations have ended once `wait` answers.
     assert_eq!(

@@ -59,7 +59,33 @@ pub const RUN: CommandSpec = CommandSpec {
     options: &[
         OptSpec::flag("pty", "run in a pseudo-terminal (for `attach`)"),
         OptSpec::value("cwd", "DIR", "working directory"),
-        OptSpec::repeated("env", "K=V", "set an environment variable"),
+        OptSpec::repeated(
+            "env",
+            "K=V",
+            "set an environment variable (after --env-file; the last of a name wins)",
+        ),
+        OptSpec::repeated(
+            "env-file",
+            "FILE",
+            "set the KEY=VALUE lines of FILE (taken literally; blank lines and # comments skipped; at most 1 MiB)",
+        ),
+        OptSpec::repeated(
+            "unset-env",
+            "K",
+            "remove a variable from the inherited environment",
+        ),
+        OptSpec::flag(
+            "clear-env",
+            "start from an empty environment (only --env and --env-file)",
+        ),
+        OptSpec::flag(
+            "daemon-env",
+            "start from the daemon's environment instead of this command's (the default)",
+        ),
+        OptSpec::flag(
+            "no-wait",
+            "print the generation at once, without waiting for the program to start",
+        ),
         OptSpec::flag("replace", "stop the running generation first (default)"),
         OptSpec::flag("overlap", "start now; stop the old generation meanwhile"),
         OptSpec::flag("reject", "fail if the session is running"),
@@ -70,7 +96,10 @@ pub const RUN: CommandSpec = CommandSpec {
             "time between SIGTERM and SIGKILL on stop",
         ),
     ],
-    exclusive: &[&["replace", "overlap", "reject"]],
+    exclusive: &[
+        &["replace", "overlap", "reject"],
+        &["clear-env", "daemon-env"],
+    ],
     trailing: Some(TrailingSpec {
         name: "CMD",
         required: true,
@@ -79,10 +108,11 @@ pub const RUN: CommandSpec = CommandSpec {
     examples: &[
         "run shell --pty -- bash -l",
         "run web --env PORT=8080 --grace 5s -- python -m http.server",
+        "run job --env-file .env --unset-env DEBUG -- ./job.sh",
     ],
     ..CommandSpec::new(
         "run",
-        "start CMD as a new generation of session NAME; prints its generation",
+        "start CMD as a new generation of session NAME, in this command's environment and directory; waits until it has started (exit 127: not found, 126: not executable, 1: another failure) and prints its generation",
     )
 };
 

@@ -1,24 +1,54 @@
 //! `genward run NAME [options] -- CMD ARGS...`: a new generation of a session.
 //!
 //! The child runs in the daemon, not here, so what the user means by "here" is sent along:
-//! a relative `--cwd` (and no `--cwd` at all) is this shell's working directory, and a PTY
-//! session gets this terminal's `TERM` and size unless told otherwise. Prints the new
+//! a relative `--cwd` (and no `--cwd` at all) is this shell's working directory, this
+//! command's environment is the child's (unless `--daemon-env` or `--clear-env`), and a
+//! PTY session gets this terminal's `TERM` and size unless told otherwise.
+//!
+//! `run` then waits until the generation has started (`spawned`) or could not
+//! (`spawn_failed`), subscribed to the session before the spawn so neither can be missed,
+//! and fails with the daemon's reason and the shell's status (127, 126, 1). Prints the new
 //! generation number, alone on a line, for scripts (`gen=$(genward run ...)`).
 
+use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::args::Matches;
-use super::client::{u64_of, ClientError};
+use super::client::{u64_of, ClientError, Connection};
 use super::dispatch::{session_arg, CommandError, CommandResult, Context};
+use super::wait::{describe, status};
 use crate::core::{Command, IoMode, OnBusy, Restart, RestartPolicy, Spec};
 use crate::proto::duration::parse_duration;
-use crate::proto::request::Op;
+use crate::proto::event::WireEvent;
+use crate::proto::framing::Message;
+use crate::proto::request::{Op, Replay, Target};
 use crate::sys::terminal::window_size;
 
-/// Builds the `spawn` request from the command line.
-pub fn spawn_op(m: &Matches<'_>, cwd_now: &Path) -> Result<Op, CommandError> {
+/// The largest `--env-file` read.
+pub const ENV_FILE_MAX: u64 = 1024 * 1024;
+
+/// How long `run` waits for the generation to start (a replaced predecessor is stopped
+/// first, within its grace) before it prints the generation and leaves it starting.
+pub const START_WAIT: Duration = Duration::from_secs(15);
+
+/// This process's environment, as the child would inherit it from a shell. Variables the
+/// protocol cannot carry (a name or value that is not UTF-8) are left out.
+pub fn caller_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// Builds the `spawn` request from the command line, run in directory `cwd_now` with
+/// environment `caller_env` (see [`caller_env`]).
+pub fn spawn_op(
+    m: &Matches<'_>,
+    cwd_now: &Path,
+    caller_env: &[(String, String)],
+) -> Result<Op, CommandError> {
     let session = session_arg(m)?;
     let argv = m.trailing().unwrap_or_default();
     let mut spec = Spec::new(argv.iter().map(|a| a.as_bytes().to_vec()).collect());
@@ -31,12 +61,41 @@ pub fn spawn_op(m: &Matches<'_>, cwd_now: &Path) -> Result<Op, CommandError> {
         .ok_or_else(|| m.invalid("--cwd", &cwd.to_string_lossy(), "not valid UTF-8"))?;
     spec.cwd = Some(cwd.as_bytes().to_vec());
 
+    let mut unset = Vec::new();
+    for k in m.values("unset-env") {
+        check_env_name(k).map_err(|why| m.invalid("--unset-env", k, why))?;
+        unset.push(k);
+    }
+    if m.flag("daemon-env") {
+        spec.env.inherit = true;
+        spec.env.unset = unset.iter().map(|k| k.as_bytes().to_vec()).collect();
+    } else {
+        spec.env.inherit = false;
+        if !m.flag("clear-env") {
+            for (k, v) in caller_env {
+                if !unset.contains(&k.as_str()) && check_env_name(k).is_ok() && !v.contains('\0') {
+                    set_env(&mut spec, k, v);
+                }
+            }
+        }
+    }
+    for file in m.values("env-file") {
+        let vars =
+            read_env_file(Path::new(file)).map_err(|why| m.invalid("--env-file", file, why))?;
+        for (k, v) in vars {
+            set_env(&mut spec, &k, &v);
+        }
+    }
     for kv in m.values("env") {
         let Some((k, v)) = kv.split_once('=').filter(|(k, _)| !k.is_empty()) else {
             return Err(m
                 .invalid("--env", kv, "expected NAME=VALUE, e.g. --env PORT=8080")
                 .into());
         };
+        check_env_name(k).map_err(|why| m.invalid("--env", kv, why))?;
+        if v.contains('\0') {
+            return Err(m.invalid("--env", kv, "a value cannot contain NUL").into());
+        }
         set_env(&mut spec, k, v);
     }
     let pty = m.flag("pty");
@@ -91,7 +150,7 @@ pub fn spawn_op(m: &Matches<'_>, cwd_now: &Path) -> Result<Op, CommandError> {
     }))
 }
 
-/// Sets `key` to `value`, replacing an earlier `--env` of the same key in place (a request
+/// Sets `key` to `value`, replacing an earlier value of the same key in place (a request
 /// cannot carry a key twice; the last one given wins, as in a shell).
 fn set_env(spec: &mut Spec, key: &str, value: &str) {
     let value = value.as_bytes().to_vec();
@@ -99,6 +158,59 @@ fn set_env(spec: &mut Spec, key: &str, value: &str) {
         Some((_, v)) => *v = value,
         None => spec.env.set.push((key.as_bytes().to_vec(), value)),
     }
+}
+
+/// Why `name` cannot be an environment variable's name, if it cannot.
+fn check_env_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        Err("a variable name cannot be empty")
+    } else if name.contains('=') {
+        Err("a variable name cannot contain '='")
+    } else if name.contains('\0') {
+        Err("a variable name cannot contain NUL")
+    } else if name.chars().any(char::is_whitespace) {
+        Err("a variable name cannot contain whitespace")
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads an env file: `KEY=VALUE` lines, the value taken literally up to the end of the
+/// line (no quotes, no expansion); blank lines and lines starting with `#` are skipped.
+/// An error names the line.
+pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(ENV_FILE_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > ENV_FILE_MAX {
+        return Err(format!("larger than {ENV_FILE_MAX} bytes"));
+    }
+    parse_env_file(&bytes, &path.display().to_string())
+}
+
+/// Parses the contents of env file `name` (see [`read_env_file`]).
+pub fn parse_env_file(bytes: &[u8], name: &str) -> Result<Vec<(String, String)>, String> {
+    let mut vars = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let at = format!("{name}:{}", i + 1);
+        let line = std::str::from_utf8(line).map_err(|_| format!("{at}: not valid UTF-8"))?;
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = trimmed.split_once('=') else {
+            return Err(format!("{at}: expected KEY=VALUE, got `{line}`"));
+        };
+        check_env_name(k).map_err(|why| format!("{at}: {why}"))?;
+        if v.contains('\0') {
+            return Err(format!("{at}: a value cannot contain NUL"));
+        }
+        vars.push((k.to_string(), v.to_string()));
+    }
+    Ok(vars)
 }
 
 /// A duration rounded up to whole milliseconds (so `1us` is not zero): the protocol's
@@ -111,13 +223,89 @@ pub fn whole_millis(d: Duration) -> Duration {
 /// `genward run`.
 pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let op = spawn_op(m, &here)?;
+    let op = spawn_op(m, &here, &caller_env())?;
+    let session = session_arg(m)?;
     let mut conn = ctx.connect()?;
+    let wait = !m.flag("no-wait");
+    if wait {
+        // Subscribed before the spawn: its `spawned` or `spawn_failed` cannot be missed.
+        // A session that does not exist yet is followed among all of them.
+        let subscribe = |target| Op::Subscribe {
+            target,
+            replay: Replay::Now,
+        };
+        match conn.request(&subscribe(Target::Session(session.clone()))) {
+            Err(e) if e.code() == Some("no_such_session") => {
+                conn.request(&subscribe(Target::All))?;
+            }
+            other => {
+                other?;
+            }
+        }
+    }
     let resp = conn.request(&op)?;
     let gen = u64_of(&resp, "gen")
         .ok_or_else(|| ClientError::Protocol("spawn answered without `gen`".into()))?;
     println!("{gen}");
-    Ok(ExitCode::SUCCESS)
+    if !wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let deadline = Instant::now() + START_WAIT;
+    loop {
+        let Some(msg) = next_before(&mut conn, deadline)? else {
+            eprintln!(
+                "genward: {session} gen {gen} has not started within {}s (its predecessor may still be stopping); `genward ls` shows it",
+                START_WAIT.as_secs()
+            );
+            return Ok(ExitCode::SUCCESS);
+        };
+        let Message::Event(ev) = msg else { continue };
+        if ev.session() != session {
+            continue;
+        }
+        match &ev {
+            WireEvent::Spawned { gen: g, .. } if *g == gen => return Ok(ExitCode::SUCCESS),
+            WireEvent::SpawnFailed { gen: g, .. } if *g == gen => {
+                let end = ev
+                    .end()
+                    .ok_or_else(|| ClientError::Protocol("spawn_failed without an end".into()))?;
+                eprintln!("genward: {session} gen {gen}: {}", describe(&end));
+                return Ok(ExitCode::from(status(&end)));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The next message, or `None` once `deadline` has passed without one.
+fn next_before(conn: &mut Connection, deadline: Instant) -> Result<Option<Message>, ClientError> {
+    loop {
+        if let Some(msg) = conn.pop_message()? {
+            return Ok(Some(msg));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let mut pfd = libc::pollfd {
+            fd: conn.fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(left.as_millis() + 1).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd, borrowed for the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(ClientError::Lost(format!("waiting for the daemon: {e}")));
+        }
+        if n > 0 && !conn.read_available()? {
+            return Err(ClientError::Lost("the daemon closed the connection".into()));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -135,7 +323,12 @@ mod tests {
             panic!("{words:?} does not parse")
         };
         // The request's arguments, as the daemon sees them after `id` and `op`.
-        let op = spawn_op(&m, Path::new("/home/u")).map_err(|e| e.to_string())?;
+        let op = spawn_op(
+            &m,
+            Path::new("/home/u"),
+            &[("HOME".into(), "/home/u".into())],
+        )
+        .map_err(|e| e.to_string())?;
         let mut line = Vec::new();
         encode(&RequestId::Null, &op, &mut line).unwrap();
         let Value::Object(mut args) = parse_json(&line[..line.len() - 1]).unwrap() else {
@@ -167,7 +360,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             json,
-            r#"{"session":"web","argv":["sh","-c","x"],"cwd":"/home/u/srv","env":{"A":"1=2"},"on_busy":"overlap","restart":{"mode":"on-failure"},"grace":1500}"#
+            r#"{"session":"web","argv":["sh","-c","x"],"cwd":"/home/u/srv","env":{"HOME":"/home/u","A":"1=2"},"clear_env":true,"on_busy":"overlap","restart":{"mode":"on-failure"},"grace":1500}"#
         );
     }
 
@@ -191,5 +384,65 @@ mod tests {
         assert!(e.contains("NAME") && e.contains("'/'"), "{e}");
         let e = spawn(&["a", "--grace=-1s", "--", "true"]).unwrap_err();
         assert!(e.contains("--grace"), "{e}");
+    }
+
+    #[test]
+    fn environment_is_the_callers_unless_told_otherwise() {
+        // The caller's, with --unset-env removing and --env overriding.
+        let json = spawn(&["a", "--unset-env", "NOPE", "--env", "HOME=/x", "--", "true"]).unwrap();
+        assert!(
+            json.contains(r#""env":{"HOME":"/x"},"clear_env":true"#),
+            "{json}"
+        );
+        let json = spawn(&["a", "--unset-env", "HOME", "--", "true"]).unwrap();
+        assert!(
+            !json.contains("HOME") && json.contains(r#""clear_env":true"#),
+            "{json}"
+        );
+        // Empty: only what is set.
+        let json = spawn(&["a", "--clear-env", "--env", "X=1", "--", "true"]).unwrap();
+        assert!(
+            json.contains(r#""env":{"X":"1"},"clear_env":true"#),
+            "{json}"
+        );
+        // The daemon's: the protocol's default, with unset_env.
+        let json = spawn(&["a", "--daemon-env", "--unset-env", "Y", "--", "true"]).unwrap();
+        assert!(
+            !json.contains("clear_env") && !json.contains("HOME"),
+            "{json}"
+        );
+        assert!(json.contains(r#""unset_env":["Y"]"#), "{json}");
+        let words: Vec<String> = ["a", "--daemon-env", "--clear-env", "--", "true"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let e = parse(&RUN, &words).unwrap_err().to_string();
+        assert!(
+            e.contains("--clear-env") && e.contains("--daemon-env"),
+            "{e}"
+        );
+        let e = spawn(&["a", "--unset-env", "A=B", "--", "true"]).unwrap_err();
+        assert!(e.contains("--unset-env") && e.contains("'='"), "{e}");
+        let e = spawn(&["a", "--env", "A B=1", "--", "true"]).unwrap_err();
+        assert!(e.contains("whitespace"), "{e}");
+    }
+
+    #[test]
+    fn env_files_skip_comments_and_name_a_bad_line() {
+        let vars = parse_env_file(b"# c\n\nA=1\r\n  B=x=y # not a comment\nC=\n", "f").unwrap();
+        let want = [("A", "1"), ("B", "x=y # not a comment"), ("C", "")];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(vars, want);
+        let e = parse_env_file(b"A=1\n\nbroken line\n", "vars.env").unwrap_err();
+        assert!(e.starts_with("vars.env:3: expected KEY=VALUE"), "{e}");
+        let e = parse_env_file(b"=1\n", "f").unwrap_err();
+        assert!(e.starts_with("f:1: ") && e.contains("empty"), "{e}");
+        let e = parse_env_file(b"A=\xff\n", "f").unwrap_err();
+        assert_eq!(e, "f:1: not valid UTF-8");
+        let e = spawn(&["a", "--env-file", "/nonexistent/genward.env", "--", "true"]).unwrap_err();
+        assert!(e.contains("--env-file") && e.contains("cannot open"), "{e}");
     }
 }

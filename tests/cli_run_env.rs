@@ -1,0 +1,176 @@
+//! `genward run` gives the child this command's environment (or the daemon's, or an
+//! empty one, edited by `--env`, `--env-file` and `--unset-env`), and waits until the
+//! program started: a program that cannot start fails `run` with the shell's status and
+//! the daemon's reason; `--no-wait` prints the generation at once, as before.
+
+mod util;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use genward::testkit::scratch::ScratchDir;
+use util::cli::{command, gw, run_cmd};
+use util::daemon::Daemon;
+
+/// Runs `cmd` (a `genward run`), which must succeed; waits for the generation's end and
+/// returns what it printed.
+#[track_caller]
+fn output_of(d: &Daemon, session: &str, cmd: Command) -> String {
+    let out = run_cmd(cmd, b"");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let gen = out.stdout.trim().to_string();
+    assert_eq!(gw(d, &["wait", session, "--gen", &gen]).code, Some(0));
+    gw(d, &["logs", session, "--gen", &gen]).ok()
+}
+
+/// `genward run NAME ARGS... -- sh -c 'echo "[$A] [$B]"'`.
+fn echo_ab(d: &Daemon, session: &str, args: &[&str]) -> Command {
+    let mut words = vec!["run", session];
+    words.extend_from_slice(args);
+    words.extend_from_slice(&["--", "sh", "-c", r#"echo "[$A] [$B]""#]);
+    command(d, &words)
+}
+
+#[test]
+fn a_program_on_the_callers_path_runs() {
+    let d = Daemon::start("cli-env-path", &[]);
+    let dir = ScratchDir::new("cli-env-path");
+    let tool = dir.path().join("genward-test-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho tool ran\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = command(&d, &["run", "vt", "--", "genward-test-tool"]);
+    cmd.env("PATH", &path);
+    assert_eq!(output_of(&d, "vt", cmd), "tool ran\n");
+
+    // Not on the daemon's PATH: with its environment the program is not found.
+    let mut cmd = command(
+        &d,
+        &["run", "vt", "--daemon-env", "--", "genward-test-tool"],
+    );
+    cmd.env("PATH", &path);
+    let out = run_cmd(cmd, b"");
+    assert_eq!(out.code, Some(127), "{out:?}");
+}
+
+#[test]
+fn a_program_that_cannot_start_fails_run_with_the_shells_status() {
+    let d = Daemon::start("cli-env-fail", &[]);
+    let out = gw(&d, &["run", "m", "--", "genward-no-such-program"]);
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(out.stderr.contains("genward-no-such-program"), "{out:?}");
+    assert!(out.stderr.contains("not_found"), "{out:?}");
+
+    let dir = ScratchDir::new("cli-env-fail");
+    let plain = dir.path().join("plain-file");
+    std::fs::write(&plain, "#!/bin/sh\necho no\n").unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = gw(&d, &["run", "n", "--", plain.to_str().unwrap()]);
+    assert_eq!(out.code, Some(126), "{out:?}");
+    assert!(out.stderr.contains("plain-file"), "{out:?}");
+
+    let missing = dir.path().join("no-such-dir");
+    let out = gw(
+        &d,
+        &["run", "c", "--cwd", missing.to_str().unwrap(), "--", "true"],
+    );
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(out.stderr.contains("no-such-dir"), "{out:?}");
+
+    // --no-wait: the generation at once, success, as before.
+    let out = gw(
+        &d,
+        &["run", "m", "--no-wait", "--", "genward-no-such-program"],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let gen = out.stdout.trim();
+    assert!(gen.parse::<u64>().is_ok(), "{out:?}");
+    assert_eq!(gw(&d, &["wait", "m", "--gen", gen]).code, Some(127));
+}
+
+#[test]
+fn env_options_are_seen_by_the_child() {
+    let d = Daemon::start("cli-env-opts", &[]);
+    let dir = ScratchDir::new("cli-env-opts");
+
+    // The caller's environment by default.
+    let mut cmd = echo_ab(&d, "e", &[]);
+    cmd.env("A", "from-caller").env_remove("B");
+    assert_eq!(output_of(&d, "e", cmd), "[from-caller] []\n");
+
+    // --env overrides; --unset-env removes.
+    let mut cmd = echo_ab(&d, "e", &["--env", "A=set", "--unset-env", "B"]);
+    cmd.env("A", "from-caller").env("B", "from-caller");
+    assert_eq!(output_of(&d, "e", cmd), "[set] []\n");
+
+    // --env-file: comments and blank lines skipped; --env wins over it.
+    let file = dir.path().join("vars.env");
+    std::fs::write(&file, "# comment\n\nA=from file\nB=b=1\n").unwrap();
+    let file = file.to_str().unwrap();
+    let cmd = echo_ab(&d, "e", &["--env-file", file]);
+    assert_eq!(output_of(&d, "e", cmd), "[from file] [b=1]\n");
+    let cmd = echo_ab(&d, "e", &["--env-file", file, "--env", "B=flag"]);
+    assert_eq!(output_of(&d, "e", cmd), "[from file] [flag]\n");
+
+    // --clear-env: nothing but what is set (sh still runs: argv[0] has a path).
+    let mut cmd = command(
+        &d,
+        &[
+            "run",
+            "e",
+            "--clear-env",
+            "--env",
+            "B=only",
+            "--",
+            "/bin/sh",
+            "-c",
+            "env | sort",
+        ],
+    );
+    cmd.env("A", "from-caller");
+    let out = output_of(&d, "e", cmd);
+    assert!(
+        out.contains("B=only\n") && !out.contains("A=from-caller"),
+        "{out}"
+    );
+    assert!(!out.contains("HOME="), "{out}");
+
+    // --daemon-env: the daemon's environment (its RUST_LOG), not the caller's.
+    let daemons = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+    let mut cmd = command(
+        &d,
+        &[
+            "run",
+            "e",
+            "--daemon-env",
+            "--",
+            "sh",
+            "-c",
+            r#"echo "[$RUST_LOG] [$A]""#,
+        ],
+    );
+    cmd.env("RUST_LOG", "from-caller").env("A", "from-caller");
+    assert_eq!(output_of(&d, "e", cmd), format!("[{daemons}] []\n"));
+
+    // A bad env file is named with its line, and nothing is started.
+    let bad = dir.path().join("bad.env");
+    std::fs::write(&bad, "A=1\n# fine\nnot a variable\n").unwrap();
+    let out = gw(
+        &d,
+        &[
+            "run",
+            "bad",
+            "--env-file",
+            bad.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("bad.env:3"), "{out:?}");
+    assert_eq!(gw(&d, &["logs", "bad"]).code, Some(1));
+}
