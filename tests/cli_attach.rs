@@ -152,3 +152,35 @@ fn a_signal_ends_the_attachment_with_a_sane_terminal() {
     // The session is untouched.
     assert!(gw(&d, &["ls"]).ok().contains("running"));
 }
+
+#[test]
+fn the_detach_key_pressed_twice_is_sent_through() {
+    let Some(t) = Tmux::start("the_detach_key_pressed_twice", 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-double", &[]);
+    let gen = start_shell(&d, "gw$ ");
+    t.type_line(&attach_cmd(&d, ""));
+    t.await_screen("the session's prompt", |s| s.contains("gw$"));
+    t.type_line("stty -isig; cat -v");
+    t.await_screen("cat running", |s| s.contains("cat -v"));
+
+    // Twice in a row: the session gets one Ctrl-\ (shown by cat as ^\), we stay attached.
+    t.keys(&["C-\\", "C-\\"]);
+    t.key("Enter");
+    t.await_screen("the key at cat", |s| has_line(s, "^\\"));
+    t.key("C-d");
+    t.type_line("echo still$((1+1))");
+    let screen = t.await_screen("the shell's answer", |s| has_line(s, "still2"));
+    assert!(!screen.contains("[genward: detached"), "{screen}");
+
+    // Once: detached.
+    t.key("C-\\");
+    t.await_screen("the detach notice", |s| {
+        s.contains(&format!("[genward: detached from sh gen {gen}"))
+    });
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after detach", |s| {
+        has_line(s, "rc=0 sane=2")
+    });
+}

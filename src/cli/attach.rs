@@ -5,6 +5,10 @@
 //! successor), the daemon socket (output and events), and a signal pipe (`SIGWINCH`
 //! becomes a `resize`; `SIGTERM`, `SIGHUP`, `SIGINT` end the attachment).
 //!
+//! The detach key (Ctrl-\\ unless `--detach-key` says otherwise) detaches within half a
+//! second ([`DOUBLE_PRESS`]); pressed twice within that time, it is sent through to the
+//! session once instead (see [`DetachFilter`]).
+//!
 //! The generation attached to is followed, not the name: output of any other generation
 //! is not shown. When the session starts a newer generation (replaced, restarted), one
 //! line says so and the newer one is followed. When the attached generation ends and
@@ -22,6 +26,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsFd;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::termios::{isatty, Termios};
@@ -53,21 +58,65 @@ const INPUT_CHUNK: usize = 4096;
 /// in the terminal instead of in our memory.
 const MAX_QUEUED_INPUT: usize = 1 << 20;
 
-/// What `input` holds: the bytes to forward, and whether the detach key came after them
-/// (anything after the key is dropped: the user asked to leave).
+/// How long after a press of the detach key a second press sends the key through to the
+/// session instead of detaching.
+pub const DOUBLE_PRESS: Duration = Duration::from_millis(500);
+
+/// The detach key in the input: a single press detaches, a second press right after it
+/// sends the key through to the session.
+///
+/// A press is held ([`armed`](Self::armed)) until the next input decides it: the key again
+/// is forwarded once; anything else detaches (dropping what follows, as the user asked to
+/// leave); nothing within [`DOUBLE_PRESS`] detaches too (the caller's timer).
 ///
 /// # Examples
 ///
 /// ```
-/// use genward::cli::attach::split_at_detach;
-/// assert_eq!(split_at_detach(b"ls\r\x1c rest", Some(0x1c)), (&b"ls\r"[..], true));
-/// assert_eq!(split_at_detach(b"ls\r", Some(0x1c)), (&b"ls\r"[..], false));
-/// assert_eq!(split_at_detach(b"\x1c", None), (&b"\x1c"[..], false));
+/// use genward::cli::attach::DetachFilter;
+/// let mut f = DetachFilter::new(Some(0x1c));
+/// let mut out = Vec::new();
+/// assert!(!f.filter(b"ls\r\x1c", &mut out));
+/// assert!(f.armed());
+/// assert!(!f.filter(b"\x1cx", &mut out));
+/// assert_eq!(out, b"ls\r\x1cx");
+/// assert!(f.filter(b"\x1cy", &mut out));
 /// ```
-pub fn split_at_detach(input: &[u8], key: Option<u8>) -> (&[u8], bool) {
-    match key.and_then(|k| input.iter().position(|&b| b == k)) {
-        Some(at) => (&input[..at], true),
-        None => (input, false),
+#[derive(Debug, Clone)]
+pub struct DetachFilter {
+    key: Option<u8>,
+    armed: bool,
+}
+
+impl DetachFilter {
+    /// A filter for detach key `key` (`None`: every byte is forwarded).
+    pub fn new(key: Option<u8>) -> Self {
+        Self { key, armed: false }
+    }
+
+    /// Whether a press of the key is waiting for the next input to decide it.
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Appends to `out` the bytes of `input` to forward; `true` when the user detached
+    /// (`out` then holds what came before the press).
+    pub fn filter(&mut self, input: &[u8], out: &mut Vec<u8>) -> bool {
+        for &b in input {
+            if self.armed {
+                self.armed = false;
+                if Some(b) == self.key {
+                    out.push(b);
+                    continue;
+                }
+                return true;
+            }
+            if Some(b) == self.key {
+                self.armed = true;
+            } else {
+                out.push(b);
+            }
+        }
+        false
     }
 }
 
@@ -296,6 +345,10 @@ impl Attached {
         let stdin = io::stdin();
         let mut stdin_open = true;
         let mut buf = [0u8; INPUT_CHUNK];
+        let mut keys = DetachFilter::new(detach);
+        let mut forwarded = Vec::with_capacity(INPUT_CHUNK);
+        // When a single press of the detach key takes effect.
+        let mut detach_at: Option<Instant> = None;
         loop {
             while let Some(msg) = self.conn.pop_message()? {
                 if let Some(outcome) = self.handle(msg)? {
@@ -317,7 +370,20 @@ impl Attached {
                 PollFd::from_borrowed_fd(signals.fd(), PollFlags::IN),
                 PollFd::from_borrowed_fd(stdin.as_fd(), in_flags),
             ];
-            match poll(&mut fds, None) {
+            let timeout = match detach_at {
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(Outcome::Detached);
+                    }
+                    Some(rustix::event::Timespec {
+                        tv_sec: left.as_secs() as _,
+                        tv_nsec: left.subsec_nanos().into(),
+                    })
+                }
+                None => None,
+            };
+            match poll(&mut fds, timeout.as_ref()) {
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(CommandError::Failed(format!("poll: {e}"))),
@@ -353,16 +419,20 @@ impl Attached {
                         // A closed terminal or the end of piped input: nothing more will
                         // be typed; stay until the process ends.
                         stdin_open = false;
-                        if self.tty {
+                        if self.tty || keys.armed() {
                             return Ok(Outcome::Detached);
                         }
                     }
                     Ok(n) => {
-                        let (bytes, leave) = split_at_detach(&buf[..n], detach);
-                        self.forward(bytes)?;
+                        forwarded.clear();
+                        let leave = keys.filter(&buf[..n], &mut forwarded);
+                        self.forward(&forwarded)?;
                         if leave {
                             return Ok(Outcome::Detached);
                         }
+                        // Any earlier press was decided by this input's first byte: a
+                        // press held now is a new one.
+                        detach_at = keys.armed().then(|| Instant::now() + DOUBLE_PRESS);
                     }
                     Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
                     Err(e) => {
@@ -470,5 +540,66 @@ impl Attached {
                 self.session, self.gen
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `chunks` in turn; returns what was forwarded, whether it detached (and after
+    /// which chunk), and whether a press is held at the end.
+    fn run(key: Option<u8>, chunks: &[&[u8]]) -> (Vec<u8>, Option<usize>, bool) {
+        let mut f = DetachFilter::new(key);
+        let mut out = Vec::new();
+        for (i, c) in chunks.iter().enumerate() {
+            if f.filter(c, &mut out) {
+                return (out, Some(i), f.armed());
+            }
+        }
+        (out, None, f.armed())
+    }
+
+    const K: u8 = 0x1c;
+
+    #[test]
+    fn a_single_press_is_held_then_anything_else_detaches() {
+        assert_eq!(run(Some(K), &[b"ab\x1c"]), (b"ab".to_vec(), None, true));
+        assert_eq!(
+            run(Some(K), &[b"ab\x1c", b"cd"]),
+            (b"ab".to_vec(), Some(1), false)
+        );
+        // In one read: what follows the press is dropped.
+        assert_eq!(run(Some(K), &[b"a\x1cbc"]), (b"a".to_vec(), Some(0), false));
+    }
+
+    #[test]
+    fn a_double_press_is_sent_through_once_in_or_across_reads() {
+        assert_eq!(
+            run(Some(K), &[b"a\x1c\x1cb"]),
+            (b"a\x1cb".to_vec(), None, false)
+        );
+        assert_eq!(
+            run(Some(K), &[b"a\x1c", b"\x1c", b"b"]),
+            (b"a\x1cb".to_vec(), None, false)
+        );
+        // A third press starts over.
+        assert_eq!(
+            run(Some(K), &[b"\x1c\x1c\x1c"]),
+            (b"\x1c".to_vec(), None, true)
+        );
+        assert_eq!(
+            run(Some(K), &[b"\x1c\x1c\x1c\x1c"]),
+            (b"\x1c\x1c".to_vec(), None, false)
+        );
+    }
+
+    #[test]
+    fn without_a_key_everything_goes_through() {
+        assert_eq!(
+            run(None, &[b"a\x1c", b"\x1cb"]),
+            (b"a\x1c\x1cb".to_vec(), None, false)
+        );
+        assert_eq!(run(Some(0x01), &[b"\x1c"]), (b"\x1c".to_vec(), None, false));
     }
 }

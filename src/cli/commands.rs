@@ -129,7 +129,7 @@ pub const ATTACH: CommandSpec = CommandSpec {
     options: &[OptSpec::value(
         "detach-key",
         "KEY",
-        "key that detaches: ^\\ (default), C-a, ..., or none",
+        "key that detaches, leaving the terminal's modes as they were: ^\\ (default), C-a, ..., or none; pressed twice quickly, it is sent through",
     )],
     examples: &["attach shell", "attach shell --detach-key C-a"],
     ..CommandSpec::new("attach", "connect this terminal to a PTY session")

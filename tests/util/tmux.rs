@@ -61,6 +61,13 @@ impl Tmux {
         assert!(self.run(&["send-keys", key]).status.success());
     }
 
+    /// Presses keys in one tmux command, so they reach the pane back to back.
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+
     /// The visible screen.
     pub fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
