@@ -96,7 +96,7 @@ fn bad_arguments_are_usage_errors_that_change_nothing() {
     }
     assert_eq!(
         gw(&d, &["ls"]).ok(),
-        "SESSION  GEN  PID  TREE  STATE  UPTIME  LAST EXIT\n"
+        "SESSION  GEN  PID  TREE  STATE  RESTARTS  UPTIME  LAST EXIT\n"
     );
 }
 

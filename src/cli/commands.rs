@@ -118,9 +118,19 @@ pub const RUN: CommandSpec = CommandSpec {
 
 /// `genward ls`.
 pub const LS: CommandSpec = CommandSpec {
-    options: &[JSON],
-    examples: &["ls", "ls --json"],
-    ..CommandSpec::new("ls", "list sessions and their generations")
+    positionals: &[PosSpec::optional(
+        "NAME",
+        "show this session in full: its generations, latest ends and spec",
+    )],
+    options: &[OptSpec::flag(
+        "json",
+        "print the daemon's answer as JSON instead of a table",
+    )],
+    examples: &["ls", "ls web", "ls --json"],
+    ..CommandSpec::new(
+        "ls",
+        "list sessions and their generations, or show one session in full",
+    )
 };
 
 /// `genward attach`.

@@ -1,16 +1,19 @@
-//! `genward ls [--json]`: every session and its generations.
+//! `genward ls [--json] [NAME]`: every session and its generations, or one session in full.
 //!
 //! One row per tracked generation, so a superseded generation that is still stopping or
 //! draining is visible next to its successor; a session with no generation left (exited,
 //! stopped, failed to spawn) still has its row. An entry we cannot read is shown as such
 //! and the rest of the table is printed: one bad entry never hides the others.
+//!
+//! With `NAME`, the session as `get` answers for it: its state, current generation and
+//! restart count, each live generation, how its latest generations ended, and its spec.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::args::Matches;
 use super::client::{str_of, u64_of, ClientError};
-use super::dispatch::{write_stdout, CommandResult, Context};
+use super::dispatch::{session_arg, write_stdout, CommandResult, Context};
 use super::table::{render, Column};
 use super::wait::describe;
 use crate::core::Command;
@@ -19,12 +22,13 @@ use crate::proto::event::End;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::Op;
 
-const COLUMNS: [Column<'static>; 7] = [
+const COLUMNS: [Column<'static>; 8] = [
     Column::left("SESSION"),
     Column::right("GEN"),
     Column::right("PID"),
     Column::left("TREE"),
     Column::left("STATE"),
+    Column::right("RESTARTS"),
     Column::right("UPTIME"),
     Column::left("LAST EXIT"),
 ];
@@ -51,6 +55,7 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
     let name = str_of(s, "name").unwrap_or("(unnamed)").to_string();
     let state = str_of(s, "state").unwrap_or("?").to_string();
     let current = u64_of(s, "current");
+    let restarts = u64_of(s, "restarts").map_or_else(|| "?".into(), |n| n.to_string());
     let last = s
         .get("last_end")
         .and_then(Value::as_object)
@@ -75,6 +80,7 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
             "-".into(),
             "-".into(),
             state,
+            restarts,
             "-".into(),
             last,
         ]);
@@ -83,26 +89,7 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
     for (i, g) in gens.iter().enumerate() {
         let gen = u64_of(g, "gen");
         let lifecycle = str_of(g, "lifecycle").unwrap_or("?");
-        let state = if gen.is_some() && gen == current {
-            if state == lifecycle {
-                state.clone()
-            } else {
-                format!("{state} ({lifecycle})")
-            }
-        } else if g.get("superseded") == Some(&Value::Bool(true)) {
-            format!("superseded ({lifecycle})")
-        } else {
-            lifecycle.to_string()
-        };
-        // Taken back after a daemon crash: its output and input were lost with that daemon;
-        // while its identity is not verified, nothing is sent to it.
-        let state = match g.get("adopted").map(Value::as_object) {
-            Some(Some(a)) if a.get("verified") == Some(&Value::Bool(false)) => {
-                format!("{state}, adopted, unverified")
-            }
-            Some(_) => format!("{state}, adopted"),
-            None => state,
-        };
+        let state = generation_state(&state, current, g);
         let uptime = match (lifecycle, u64_of(g, "since_unix_ms")) {
             ("running", Some(since)) => {
                 format_compact(Duration::from_millis(now.saturating_sub(since)))
@@ -116,9 +103,42 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
             // What holds its process tree: `cgroup` or `session` (see `hello`).
             str_of(g, "containment").unwrap_or("-").to_string(),
             state,
+            if i == 0 {
+                restarts.clone()
+            } else {
+                String::new()
+            },
             uptime,
             if i == 0 { last.clone() } else { String::new() },
         ]);
+    }
+}
+
+/// What a generation's STATE says: the session's state for its current generation (with
+/// the generation's own step when they differ), `superseded (...)` for a replaced one, and
+/// whether it was taken back after a daemon crash.
+fn generation_state(session_state: &str, current: Option<u64>, g: &Object) -> String {
+    let gen = u64_of(g, "gen");
+    let lifecycle = str_of(g, "lifecycle").unwrap_or("?");
+    let state = if gen.is_some() && gen == current {
+        if session_state == lifecycle {
+            session_state.to_string()
+        } else {
+            format!("{session_state} ({lifecycle})")
+        }
+    } else if g.get("superseded") == Some(&Value::Bool(true)) {
+        format!("superseded ({lifecycle})")
+    } else {
+        lifecycle.to_string()
+    };
+    // Taken back after a daemon crash: its output and input were lost with that daemon;
+    // while its identity is not verified, nothing is sent to it.
+    match g.get("adopted").map(Value::as_object) {
+        Some(Some(a)) if a.get("verified") == Some(&Value::Bool(false)) => {
+            format!("{state}, adopted, unverified")
+        }
+        Some(_) => format!("{state}, adopted"),
+        None => state,
     }
 }
 
@@ -131,8 +151,133 @@ fn last_end(end: &Object) -> String {
     }
 }
 
+/// One session in full, from the `session` object of a `get` answer: state, current
+/// generation, restarts, live generations, latest ends, spec.
+pub fn render_session(s: &Object, now: u64) -> String {
+    let mut out = String::new();
+    let mut field = |key: &str, value: String| out.push_str(&format!("{key:<10}  {value}\n"));
+    let state = str_of(s, "state").unwrap_or("?");
+    let current = u64_of(s, "current");
+    field(
+        "session",
+        str_of(s, "name").unwrap_or("(unnamed)").to_string(),
+    );
+    let mut shown_state = state.to_string();
+    if let Some(at) = u64_of(s, "restart_at_unix_ms") {
+        let wait = Duration::from_millis(at.saturating_sub(now));
+        shown_state = format!("{shown_state} (restart in {})", format_compact(wait));
+    }
+    field("state", shown_state);
+    field(
+        "current",
+        current.map_or_else(|| "-".into(), |g| format!("gen {g}")),
+    );
+    field(
+        "restarts",
+        u64_of(s, "restarts").map_or_else(|| "?".into(), |n| n.to_string()),
+    );
+    let gens: Vec<&Object> = s
+        .get("generations")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_object)
+        .collect();
+    out.push_str("\nGenerations:\n");
+    if gens.is_empty() {
+        out.push_str("  (none running)\n");
+    } else {
+        let rows: Vec<Vec<String>> = gens
+            .iter()
+            .map(|g| {
+                let since = u64_of(g, "since_unix_ms").map_or_else(
+                    || "-".into(),
+                    |t| format_compact(Duration::from_millis(now.saturating_sub(t))),
+                );
+                vec![
+                    u64_of(g, "gen").map_or_else(|| "?".into(), |g| g.to_string()),
+                    u64_of(g, "pid").map_or_else(|| "-".into(), |p| p.to_string()),
+                    str_of(g, "containment").unwrap_or("-").to_string(),
+                    generation_state(state, current, g),
+                    since,
+                ]
+            })
+            .collect();
+        let table = render(
+            &[
+                Column::right("GEN"),
+                Column::right("PID"),
+                Column::left("TREE"),
+                Column::left("STATE"),
+                Column::right("FOR"),
+            ],
+            &rows,
+        );
+        for line in table.lines() {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    out.push_str("\nRecent ends (oldest first):\n");
+    let ends: Vec<&Object> = s
+        .get("recent_ends")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_object)
+        .collect();
+    if ends.is_empty() {
+        match s.get("last_end").and_then(Value::as_object) {
+            Some(end) => out.push_str(&format!("  {}\n", last_end(end))),
+            None => out.push_str("  (none)\n"),
+        }
+    }
+    for end in ends {
+        out.push_str(&format!("  {}\n", last_end(end)));
+    }
+    out.push_str("\nSpec:\n");
+    match s.get("spec").and_then(Value::as_object) {
+        Some(spec) => {
+            let width = spec.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+            for (key, value) in spec.iter() {
+                let value = String::from_utf8_lossy(&value.to_bytes()).into_owned();
+                out.push_str(&format!("  {key:<width$}  {value}\n"));
+            }
+        }
+        None => out.push_str("  (not known)\n"),
+    }
+    out
+}
+
+/// `genward ls NAME`.
+fn ls_one(m: &Matches<'_>, ctx: &Context) -> CommandResult {
+    let session = session_arg(m)?;
+    let mut conn = ctx.connect()?;
+    let resp = conn.request(&Op::Core(Command::Get { session }))?;
+    let s = resp
+        .get("session")
+        .and_then(Value::as_object)
+        .ok_or_else(|| ClientError::Protocol("get answered without `session`".into()))?;
+    if m.flag("json") {
+        let mut out = Value::Object(resp.clone()).to_bytes();
+        out.push(b'\n');
+        write_stdout(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    write_stdout(render_session(s, now_unix_ms()).as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// `genward ls`.
 pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
+    if m.positional("NAME").is_some() {
+        return ls_one(m, ctx);
+    }
     let mut conn = ctx.connect()?;
     let resp = conn.request(&Op::Core(Command::List))?;
     let sessions = resp
@@ -145,10 +290,7 @@ pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         write_stdout(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    write_stdout(render_sessions(sessions, now).as_bytes())?;
+    write_stdout(render_sessions(sessions, now_unix_ms()).as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -182,10 +324,10 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "SESSION    GEN  PID  TREE    STATE                  UPTIME  LAST EXIT",
-                "web          4  100  cgroup  superseded (stopping)       -  gen 3: exit 0",
-                "web          5  101  cgroup  running                 1m05s",
-                "bad          -    -  -       failed                      -  gen 9: spawn failed (not_found)",
+                "SESSION    GEN  PID  TREE    STATE                  RESTARTS  UPTIME  LAST EXIT",
+                "web          4  100  cgroup  superseded (stopping)         0       -  gen 3: exit 0",
+                "web          5  101  cgroup  running                           1m05s",
+                "bad          -    -  -       failed                        3       -  gen 9: spawn failed (not_found)",
                 "(entry 2)    -    -  -       unreadable: integer",
             ]
         );
@@ -212,5 +354,33 @@ mod tests {
             lines[2].contains("stopping (running), adopted, unverified"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn one_session_in_full() {
+        let v = parse(
+            br#"{"name":"web","state":"backoff","current":null,"restarts":2,
+             "restart_at_unix_ms":5000,
+             "last_end":{"gen":4,"code":1,"signal":null,"cause":"exited"},
+             "generations":[],
+             "recent_ends":[
+               {"gen":3,"code":143,"signal":"SIGTERM","cause":"superseded"},
+               {"gen":4,"code":1,"signal":null,"cause":"exited"}],
+             "spec":{"argv":["sh","-c","exit 1"],"grace":5000}}"#,
+        )
+        .unwrap();
+        let text = render_session(v.as_object().unwrap(), 2_000);
+        for needle in [
+            "session     web\n",
+            "state       backoff (restart in 3s)\n",
+            "current     -\n",
+            "restarts    2\n",
+            "  (none running)\n",
+            "  gen 3: exit 143 (SIGTERM, superseded)\n  gen 4: exit 1\n",
+            "  argv   [\"sh\",\"-c\",\"exit 1\"]\n",
+            "  grace  5000\n",
+        ] {
+            assert!(text.contains(needle), "{needle:?} not in\n{text}");
+        }
     }
 }

@@ -50,7 +50,7 @@ impl Core {
             Command::List => Ok(Response::List(self.list())),
             Command::Get { session } => {
                 let s = self.session(&session)?;
-                Ok(Response::Session(Box::new(self.snapshot(s))))
+                Ok(Response::Session(Box::new(self.detailed_snapshot(s))))
             }
         }
     }

@@ -36,7 +36,8 @@ pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorK
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
-    Adopted, GenerationSnapshot, LastEnd, Lifecycle, SessionSnapshot, StopReason, StopStage,
+    Adopted, GenerationSnapshot, LastEnd, Lifecycle, SessionDetail, SessionSnapshot, StopReason,
+    StopStage,
 };
 pub use spec::{
     CpuQuota, Env, IoMode, OnBusy, OnExit, OnRecover, ResourceLimits, Restart, RestartPolicy, Spec,
@@ -376,6 +377,40 @@ impl Core {
             restart_at: s.restart_at,
             last_end: s.last_end.clone(),
             generations,
+            detail: None,
+        }
+    }
+
+    /// A session as `get` shows it: its snapshot with its spec and latest ends.
+    fn detailed_snapshot(&self, s: &Session) -> SessionSnapshot {
+        let recent_ends = s
+            .recent_ends()
+            .filter_map(|e| match e {
+                Event::Exited {
+                    gen,
+                    code,
+                    signal,
+                    cause,
+                    ..
+                } => Some(LastEnd::Exited {
+                    gen: *gen,
+                    code: *code,
+                    signal: *signal,
+                    cause: *cause,
+                }),
+                Event::SpawnFailed { gen, error, .. } => Some(LastEnd::SpawnFailed {
+                    gen: *gen,
+                    error: error.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        SessionSnapshot {
+            detail: Some(SessionDetail {
+                spec: s.spec.clone(),
+                recent_ends,
+            }),
+            ..self.snapshot(s)
         }
     }
 

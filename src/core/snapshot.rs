@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::action::{ExitCause, SessionState};
 use super::input::{Containment, SpawnError};
-use super::spec::Stream;
+use super::spec::{Spec, Stream};
 use super::time::Time;
 
 /// One session as listed.
@@ -23,6 +23,17 @@ pub struct SessionSnapshot {
     pub last_end: Option<LastEnd>,
     /// Every live generation, superseded ones included, oldest first.
     pub generations: Vec<GenerationSnapshot>,
+    /// What only `get` shows: the spec and the latest ends.
+    pub detail: Option<SessionDetail>,
+}
+
+/// The parts of a session `get` shows and `list` leaves out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionDetail {
+    /// The spec a restart (automatic or asked for) starts again.
+    pub spec: Arc<Spec>,
+    /// How its latest generations ended (superseded ones included), oldest first.
+    pub recent_ends: Vec<LastEnd>,
 }
 
 /// How a session's last current generation ended.

@@ -8,6 +8,7 @@
 use crate::core::{GenerationSnapshot, SessionSnapshot, Time};
 use crate::proto::event::End;
 use crate::proto::json::{write_array, ObjWriter};
+use crate::proto::request::write_spec_object;
 
 /// Converts core times to Unix milliseconds.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +42,18 @@ pub fn session(s: &SessionSnapshot, clock: Clock, out: &mut Vec<u8>) {
     w.with("generations", |out| {
         write_array(&s.generations, out, |g, out| generation(g, clock, out));
     });
+    if let Some(detail) = &s.detail {
+        w.with("recent_ends", |out| {
+            write_array(&detail.recent_ends, out, |e, out| End::from(e).write(out));
+        });
+        // A spec the wire cannot carry was refused when it was spawned; should one be
+        // here anyway, the session is still shown, with `spec: null`.
+        let mut spec = Vec::new();
+        match write_spec_object(&detail.spec, &mut spec) {
+            Ok(()) => w.with("spec", |out| out.extend_from_slice(&spec)),
+            Err(_) => w.null("spec"),
+        };
+    }
     w.finish();
 }
 
