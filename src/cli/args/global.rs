@@ -1,4 +1,5 @@
-//! The words before the subcommand: `genward [--socket PATH] [--help] [--version] COMMAND`.
+//! The global options: `genward [--socket PATH] [--help] [--version] COMMAND`, with
+//! `--socket` and `--version` also taken after the command (before any `--`).
 
 use super::error::{suggest, ArgError, ArgErrorKind};
 use super::spec::CommandSpec;
@@ -18,9 +19,14 @@ pub struct Global {
     pub rest: Vec<String>,
 }
 
+/// The global options also taken after the command: no command has an option of these
+/// names (a test checks), so none is taken from a command.
+pub const GLOBAL_AFTER_COMMAND: [&str; 2] = ["socket", "version"];
+
 /// Splits the program's arguments (without the program name) into global options, the
-/// subcommand and its arguments. Global options are only recognised before the command,
-/// so a command's own `--help` or values are never taken for them.
+/// subcommand and its arguments. Before the command every global option is recognised;
+/// after it, `--socket` and `--version` too, up to a `--` (`-h`/`--help` there asks for
+/// the command's help, and what follows `--` is the command's, verbatim).
 pub fn parse_global(args: &[String]) -> Result<Global, ArgError> {
     let err = |kind| ArgError::new("genward", kind);
     let mut global = Global::default();
@@ -79,9 +85,62 @@ pub fn parse_global(args: &[String]) -> Result<Global, ArgError> {
     }
     if let Some(command) = args.get(i) {
         global.command = Some(command.clone());
-        global.rest = args[i + 1..].to_vec();
+        global.rest = global_after_command(&mut global, &args[i + 1..])?;
     }
     Ok(global)
+}
+
+/// Takes `--socket PATH`, `--socket=PATH` and `--version` out of the command's arguments
+/// (up to a `--`); returns the rest, in order.
+fn global_after_command(global: &mut Global, args: &[String]) -> Result<Vec<String>, ArgError> {
+    let err = |kind| ArgError::new("genward", kind);
+    let mut rest = Vec::with_capacity(args.len());
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        let socket = match arg.as_str() {
+            "--" => {
+                rest.extend_from_slice(&args[i - 1..]);
+                break;
+            }
+            "--version" => {
+                global.version = true;
+                continue;
+            }
+            "--socket" => match args.get(i) {
+                Some(next) if !(next.len() > 1 && next.starts_with('-')) => {
+                    i += 1;
+                    next.as_str()
+                }
+                next => {
+                    return Err(err(ArgErrorKind::MissingValue {
+                        option: "--socket".into(),
+                        meta: "PATH",
+                        next: next.cloned(),
+                    }))
+                }
+            },
+            a if a.starts_with("--socket=") => &a["--socket=".len()..],
+            _ => {
+                rest.push(arg.clone());
+                continue;
+            }
+        };
+        if global.socket.is_some() {
+            return Err(err(ArgErrorKind::Repeated {
+                option: "--socket".into(),
+            }));
+        }
+        if socket.is_empty() {
+            return Err(err(ArgErrorKind::InvalidValue {
+                option: "--socket".into(),
+                value: String::new(),
+                reason: "needs the path of the daemon's socket".into(),
+            }));
+        }
+        global.socket = Some(socket.to_string());
+    }
+    Ok(rest)
 }
 
 /// Looks up a subcommand, suggesting a close name for a typo.

@@ -105,7 +105,7 @@ pub fn global_help(commands: &[CommandSpec]) -> String {
     out.push_str(&two_columns(&[
         (
             "    --socket PATH".to_string(),
-            "the daemon's socket (also GENWARD_SOCKET)".to_string(),
+            "the daemon's socket (also GENWARD_SOCKET); before or after COMMAND".to_string(),
         ),
         ("-h, --help".to_string(), "show this help".to_string()),
         ("-V, --version".to_string(), "print the version".to_string()),

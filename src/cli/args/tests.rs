@@ -450,6 +450,53 @@ fn global_options_before_the_command() {
 }
 
 #[test]
+fn socket_and_version_after_the_command() {
+    let g = parse_global(&words(&["ls", "--socket", "/s", "web"])).unwrap();
+    assert_eq!(g.socket.as_deref(), Some("/s"));
+    assert_eq!(g.command.as_deref(), Some("ls"));
+    assert_eq!(g.rest, words(&["web"]));
+    let g = parse_global(&words(&["stop", "web", "--socket=/s", "--grace", "1s"])).unwrap();
+    assert_eq!(g.socket.as_deref(), Some("/s"));
+    assert_eq!(g.rest, words(&["web", "--grace", "1s"]));
+    let g = parse_global(&words(&["ls", "--version"])).unwrap();
+    assert!(g.version && g.rest.is_empty());
+    // After `--` everything is the command's, verbatim.
+    let g = parse_global(&words(&["run", "x", "--", "cat", "--socket", "/s"])).unwrap();
+    assert_eq!(g.socket, None);
+    assert_eq!(g.rest, words(&["x", "--", "cat", "--socket", "/s"]));
+    // Once only, wherever it is given; and it needs its value.
+    assert!(matches!(
+        parse_global(&words(&["--socket", "/a", "ls", "--socket", "/b"]))
+            .unwrap_err()
+            .kind,
+        ArgErrorKind::Repeated { .. }
+    ));
+    assert!(matches!(
+        parse_global(&words(&["ls", "--socket"])).unwrap_err().kind,
+        ArgErrorKind::MissingValue { .. }
+    ));
+    assert!(matches!(
+        parse_global(&words(&["ls", "--socket", "--json"]))
+            .unwrap_err()
+            .kind,
+        ArgErrorKind::MissingValue { .. }
+    ));
+    assert!(matches!(
+        parse_global(&words(&["ls", "--socket="])).unwrap_err().kind,
+        ArgErrorKind::InvalidValue { .. }
+    ));
+}
+
+#[test]
+fn no_command_has_an_option_named_like_a_global_one() {
+    for spec in crate::cli::commands::COMMANDS {
+        for name in GLOBAL_AFTER_COMMAND {
+            assert!(spec.option(name).is_none(), "{}: --{name}", spec.name);
+        }
+    }
+}
+
+#[test]
 fn global_errors() {
     let e = parse_global(&words(&["--sockt", "/s", "ls"])).unwrap_err();
     assert_eq!(
