@@ -238,9 +238,42 @@ pub const SHUTDOWN: CommandSpec = CommandSpec {
     ..CommandSpec::new("shutdown", "stop every session and the daemon")
 };
 
+/// `genward completions`.
+pub const COMPLETIONS: CommandSpec = CommandSpec {
+    positionals: &[PosSpec::required("SHELL", "bash, zsh or fish")],
+    examples: &[
+        "completions bash > /etc/bash_completion.d/genward",
+        "completions fish > ~/.config/fish/completions/genward.fish",
+    ],
+    ..CommandSpec::new(
+        "completions",
+        "print a shell completion script (bash, zsh or fish)",
+    )
+};
+
+/// `genward man`.
+pub const MAN: CommandSpec = CommandSpec {
+    examples: &["man > genward.1"],
+    ..CommandSpec::new("man", "print the manual page genward.1 (roff)")
+};
+
 /// Every command, in the order `genward --help` lists them.
 pub const COMMANDS: &[CommandSpec] = &[
-    DAEMON, RUN, LS, ATTACH, LOGS, SEND, STOP, KILL, RESTART, RM, WAIT, EVENTS, SHUTDOWN,
+    DAEMON,
+    RUN,
+    LS,
+    ATTACH,
+    LOGS,
+    SEND,
+    STOP,
+    KILL,
+    RESTART,
+    RM,
+    WAIT,
+    EVENTS,
+    SHUTDOWN,
+    COMPLETIONS,
+    MAN,
 ];
 
 #[cfg(test)]

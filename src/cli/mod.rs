@@ -10,6 +10,7 @@ pub mod args;
 pub mod attach;
 pub mod client;
 pub mod commands;
+pub mod completions;
 pub mod control;
 pub mod detach_key;
 pub mod dispatch;

@@ -1,7 +1,18 @@
 //! `--help` text, generated from the same spec the parser uses so the two cannot drift.
 
 use super::parse::command_name;
-use super::spec::{CommandSpec, OptKind};
+use super::spec::{CommandSpec, OptKind, OptSpec};
+
+/// The global options, for `genward --help`, the man page and the shell completions.
+pub const GLOBAL_OPTIONS: &[OptSpec] = &[
+    OptSpec::value(
+        "socket",
+        "PATH",
+        "the daemon's socket (also GENWARD_SOCKET); before or after COMMAND",
+    ),
+    OptSpec::flag("help", "show this help").short('h'),
+    OptSpec::flag("version", "print the version").short('V'),
+];
 
 /// The full help for one command: usage, arguments, options, exclusive groups, examples.
 pub fn command_help(spec: &CommandSpec) -> String {
@@ -68,7 +79,7 @@ pub fn command_help(spec: &CommandSpec) -> String {
 }
 
 /// `genward run [OPTIONS] NAME -- CMD...`
-fn usage(spec: &CommandSpec) -> String {
+pub fn usage(spec: &CommandSpec) -> String {
     let mut words = vec![command_name(spec)];
     if !spec.options.is_empty() {
         words.push("[OPTIONS]".to_string());
@@ -102,14 +113,17 @@ pub fn global_help(commands: &[CommandSpec]) -> String {
         .collect();
     out.push_str(&two_columns(&rows));
     out.push_str("\nOptions:\n");
-    out.push_str(&two_columns(&[
-        (
-            "    --socket PATH".to_string(),
-            "the daemon's socket (also GENWARD_SOCKET); before or after COMMAND".to_string(),
-        ),
-        ("-h, --help".to_string(), "show this help".to_string()),
-        ("-V, --version".to_string(), "print the version".to_string()),
-    ]));
+    let opts: Vec<(String, String)> = GLOBAL_OPTIONS
+        .iter()
+        .map(|o| {
+            let short = o
+                .short
+                .map_or_else(|| "    ".to_string(), |c| format!("-{c}, "));
+            let meta = o.meta().map_or_else(String::new, |m| format!(" {m}"));
+            (format!("{short}--{}{meta}", o.long), o.help.to_string())
+        })
+        .collect();
+    out.push_str(&two_columns(&opts));
     out.push_str("\nRun `genward COMMAND --help` for a command's options and an example.\n");
     out
 }

@@ -1,0 +1,160 @@
+//! `genward completions bash|zsh|fish` load in their shells and complete commands,
+//! options and values; `genward man` renders as a manual page. A shell or `man` that is
+//! not installed is a visible SKIP (`.ci/run` installs them).
+
+mod util;
+
+use std::path::Path;
+use std::process::Command;
+
+use util::cli::{genward, run_cmd};
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `shell -c script` with the built `genward` first in `PATH`.
+fn shell(shell: &str, args: &[&str], script: &str) -> (String, String, bool) {
+    let bin = Path::new(env!("CARGO_BIN_EXE_genward")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(shell)
+        .args(args)
+        .arg("-c")
+        .arg(script)
+        .env("PATH", path)
+        .env_remove("GENWARD_SOCKET")
+        .output()
+        .unwrap_or_else(|e| panic!("{shell}: {e}"));
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+#[test]
+fn bash_completion_loads_and_completes() {
+    let (out, err, ok) = shell(
+        "bash",
+        &[],
+        "source <(genward completions bash); complete -p genward",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "complete -F _genward genward\n", "{err}");
+    // What Tab would offer, word by word.
+    let complete = |words: &str| {
+        let script = format!(
+            "source <(genward completions bash); COMP_WORDS=({words}); \
+             COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); _genward; echo \"${{COMPREPLY[*]}}\""
+        );
+        let (out, err, ok) = shell("bash", &[], &script);
+        assert!(ok, "{words}: {err}");
+        out.trim().to_string()
+    };
+    assert_eq!(complete("genward l"), "ls logs");
+    assert_eq!(complete("genward comp"), "completions");
+    assert_eq!(complete("genward completions ''"), "bash zsh fish");
+    assert_eq!(complete("genward ls --j"), "--json");
+    assert_eq!(complete("genward ls web --so"), "--socket");
+    assert_eq!(complete("genward --socket /x st"), "stop");
+    assert!(complete("genward run x --").contains("--pty"));
+    assert_eq!(complete("genward kill x --sc"), "--scope");
+}
+
+#[test]
+fn zsh_completion_loads() {
+    if !have("zsh") {
+        eprintln!("SKIP zsh_completion_loads: zsh not installed");
+        return;
+    }
+    let (out, err, ok) = shell(
+        "zsh",
+        &["-f"],
+        "autoload -U compinit && compinit -u -D && source <(genward completions zsh) \
+         && print -r -- $_comps[genward] && whence -w _genward",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "_genward\n_genward: function\n", "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn fish_completion_loads_and_completes() {
+    if !have("fish") {
+        eprintln!("SKIP fish_completion_loads_and_completes: fish not installed");
+        return;
+    }
+    let (out, err, ok) = shell(
+        "fish",
+        &["--no-config"],
+        "genward completions fish | source; complete -C 'genward l'; complete -C 'genward ls --j'",
+    );
+    assert!(ok, "{err}");
+    let words: Vec<&str> = out.lines().filter_map(|l| l.split('\t').next()).collect();
+    assert!(words.contains(&"ls") && words.contains(&"logs"), "{out}");
+    assert!(words.contains(&"--json"), "{out}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn man_page_renders() {
+    let page = run_cmd(genward(&["man"]), b"").ok();
+    assert!(page.contains(".TH GENWARD 1"), "{page}");
+    assert!(page.contains(".SH SYNOPSIS\n"), "{page}");
+    let help = run_cmd(genward(&["--help"]), b"").ok();
+    // Every command the help lists has its own subsection.
+    let commands: Vec<&str> = help
+        .split("\nCommands:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(commands.len() > 10, "{help}");
+    for c in &commands {
+        assert!(page.contains(&format!(".SS {c}\n")), "{c}");
+    }
+    if !have("man") {
+        eprintln!("SKIP man_page_renders (rendering): man not installed; roff structure checked");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gw-man-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("genward.1");
+    std::fs::write(&file, &page).unwrap();
+    let out = Command::new("man")
+        .arg("-l")
+        .arg(&file)
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .env("MANWIDTH", "80")
+        .env("LC_ALL", "C.UTF-8")
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Without a terminal, man marks bold and underline by overstriking: drop the marks.
+    let mut text = String::new();
+    for c in String::from_utf8_lossy(&out.stdout).chars() {
+        if c == '\u{8}' {
+            text.pop();
+        } else {
+            text.push(c);
+        }
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert!(text.contains("GENWARD(1)"), "{text}");
+    assert!(text.contains("--socket"), "{text}");
+    for c in &commands {
+        assert!(text.contains(&format!("genward {c}")), "{c} in\n{text}");
+    }
+}
