@@ -253,3 +253,13 @@ fn a_segment_given_up_is_deleted_and_the_one_written_is_kept() {
     assert!(!j.give_up(seg));
     assert_eq!(j.segment_numbers(), [seg]);
 }
+
+#[test]
+fn an_event_for_a_name_no_session_can_have_is_refused() {
+    let dir = ScratchDir::new("journal-bad-name");
+    let seg = put(&mut open(&dir), 0, 0, &frame("|", 1, 0, b"x"));
+    let loaded = open(&dir).load(all);
+    assert_eq!(loaded.bad, 1);
+    assert!(loaded.sessions.is_empty());
+    assert!(!dir.join(OUTPUT_DIR).join(segment_file(seg)).exists());
+}

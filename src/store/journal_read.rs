@@ -176,6 +176,9 @@ pub fn read_records(
             Ok(event) => event,
             Err(why) => return Some(format!("record {seq}: {why}")),
         };
+        if !crate::core::is_valid_session_name(event.session()) {
+            return Some(format!("record {seq}: not a session name"));
+        }
         let (gen, out_len) = match &event {
             WireEvent::Output(f) if f.pos != pos => {
                 return Some(format!(
