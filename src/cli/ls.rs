@@ -258,12 +258,17 @@ fn ls_one(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .and_then(Value::as_object)
         .ok_or_else(|| ClientError::Protocol("get answered without `session`".into()))?;
     if m.flag("json") {
-        let mut out = Value::Object(resp.clone()).to_bytes();
-        out.push(b'\n');
-        write_stdout(&out)?;
-        return Ok(ExitCode::SUCCESS);
+        return print_reply(&resp);
     }
     write_stdout(render_session(s, now_unix_ms()).as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--json`: the daemon's answer as it came, on one line.
+fn print_reply(resp: &Object) -> CommandResult {
+    let mut out = Value::Object(resp.clone()).to_bytes();
+    out.push(b'\n');
+    write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -285,10 +290,7 @@ pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .and_then(Value::as_array)
         .ok_or_else(|| ClientError::Protocol("list answered without `sessions`".into()))?;
     if m.flag("json") {
-        let mut out = Value::Object(resp.clone()).to_bytes();
-        out.push(b'\n');
-        write_stdout(&out)?;
-        return Ok(ExitCode::SUCCESS);
+        return print_reply(&resp);
     }
     write_stdout(render_sessions(sessions, now_unix_ms()).as_bytes())?;
     Ok(ExitCode::SUCCESS)

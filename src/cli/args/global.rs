@@ -69,25 +69,32 @@ pub fn parse_global(args: &[String]) -> Result<Global, ArgError> {
                 break;
             }
         };
-        if global.socket.is_some() {
-            return Err(err(ArgErrorKind::Repeated {
-                option: "--socket".into(),
-            }));
-        }
-        if socket.is_empty() {
-            return Err(err(ArgErrorKind::InvalidValue {
-                option: "--socket".into(),
-                value: String::new(),
-                reason: "needs the path of the daemon's socket".into(),
-            }));
-        }
-        global.socket = Some(socket.to_string());
+        set_socket(&mut global, socket)?;
     }
     if let Some(command) = args.get(i) {
         global.command = Some(command.clone());
         global.rest = global_after_command(&mut global, &args[i + 1..])?;
     }
     Ok(global)
+}
+
+/// Records `--socket`'s value: once, and not empty.
+fn set_socket(global: &mut Global, socket: &str) -> Result<(), ArgError> {
+    let err = |kind| ArgError::new("genward", kind);
+    if global.socket.is_some() {
+        return Err(err(ArgErrorKind::Repeated {
+            option: "--socket".into(),
+        }));
+    }
+    if socket.is_empty() {
+        return Err(err(ArgErrorKind::InvalidValue {
+            option: "--socket".into(),
+            value: String::new(),
+            reason: "needs the path of the daemon's socket".into(),
+        }));
+    }
+    global.socket = Some(socket.to_string());
+    Ok(())
 }
 
 /// Takes `--socket PATH`, `--socket=PATH` and `--version` out of the command's arguments
@@ -126,19 +133,7 @@ fn global_after_command(global: &mut Global, args: &[String]) -> Result<Vec<Stri
                 continue;
             }
         };
-        if global.socket.is_some() {
-            return Err(err(ArgErrorKind::Repeated {
-                option: "--socket".into(),
-            }));
-        }
-        if socket.is_empty() {
-            return Err(err(ArgErrorKind::InvalidValue {
-                option: "--socket".into(),
-                value: String::new(),
-                reason: "needs the path of the daemon's socket".into(),
-            }));
-        }
-        global.socket = Some(socket.to_string());
+        set_socket(global, socket)?;
     }
     Ok(rest)
 }
