@@ -8,6 +8,7 @@ use genward::cli::args::{
 };
 use genward::cli::commands::COMMANDS;
 use genward::cli::dispatch::{run_client_command, CommandError, Context};
+use genward::driver::upgrade::{self, ResumeArgs};
 use genward::driver::{ContainmentMode, Daemon, DaemonConfig};
 use genward::store::state_dir;
 use genward::sys::process::ReaperMode;
@@ -32,6 +33,16 @@ fn run() -> Result<ExitCode, String> {
         Ok(a) => a,
         Err(e) => return usage_error(e),
     };
+    // Hidden commands of an upgrade: never typed by a person, so not in the table that
+    // --help, completions and the manual are made from.
+    match args.first().map(String::as_str) {
+        Some(upgrade::PROBE_COMMAND) => {
+            print!("{}", upgrade::probe::answer());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(upgrade::RESUME_COMMAND) => return resume(&args[1..]),
+        _ => {}
+    }
     let global = match parse_global(&args) {
         Ok(g) => g,
         Err(e) => return usage_error(e),
@@ -72,10 +83,45 @@ fn run() -> Result<ExitCode, String> {
     }
 }
 
-fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> {
+fn init_logging() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp_millis()
         .init();
+}
+
+/// The daemon again after `upgrade` executed this program: resumed from the image, or —
+/// if it cannot be — the previous program executed again on the same image, which
+/// resumes and tells the requester the upgrade was rolled back.
+fn resume(rest: &[String]) -> Result<ExitCode, String> {
+    init_logging();
+    let args = ResumeArgs::parse(rest).map_err(|e| format!("{}: {e}", upgrade::RESUME_COMMAND))?;
+    let why = match Daemon::resume(&args) {
+        Ok(daemon) => {
+            daemon.run().map_err(|e| format!("event loop: {e}"))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(why) => why,
+    };
+    log::error!("could not resume after an upgrade: {why}");
+    if args.rolled_back.is_some() {
+        return Err(format!("the previous program could not resume either: {why}"));
+    }
+    let back = ResumeArgs {
+        rolled_back: Some(why.clone()),
+        ..args
+    };
+    let mut argv = vec![std::env::args_os().next().unwrap_or_else(|| "genward".into())];
+    argv.extend(back.to_args());
+    // SAFETY: the number was checked open by `Daemon::resume`, which took nothing.
+    let previous = unsafe { std::os::fd::BorrowedFd::borrow_raw(back.previous_program_fd) };
+    let e = genward::sys::reexec::exec(previous, &argv);
+    Err(format!(
+        "could not resume ({why}), and running the previous program again failed: {e}"
+    ))
+}
+
+fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> {
+    init_logging();
     let (state, socket) = state_dir::resolve(m.value("state-dir").map(PathBuf::from), socket)
         .map_err(|e| e.to_string())?;
     let mut cfg = DaemonConfig::new(state, socket);

@@ -238,6 +238,20 @@ pub const SHUTDOWN: CommandSpec = CommandSpec {
     ..CommandSpec::new("shutdown", "stop every session and the daemon")
 };
 
+/// `genward upgrade`.
+pub const UPGRADE: CommandSpec = CommandSpec {
+    options: &[OptSpec::value(
+        "binary",
+        "PATH",
+        "run this program (default: the one the daemon was started as)",
+    )],
+    examples: &["upgrade", "upgrade --binary /usr/local/bin/genward"],
+    ..CommandSpec::new(
+        "upgrade",
+        "replace the daemon's program in place, keeping every session and connection",
+    )
+};
+
 /// `genward completions`.
 pub const COMPLETIONS: CommandSpec = CommandSpec {
     positionals: &[PosSpec::required("SHELL", "bash, zsh or fish")],
@@ -272,6 +286,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     WAIT,
     EVENTS,
     SHUTDOWN,
+    UPGRADE,
     COMPLETIONS,
     MAN,
 ];

@@ -1,4 +1,5 @@
-//! The one-request commands: `send`, `stop`, `kill`, `restart`, `rm`, `shutdown`.
+//! The one-request commands: `send`, `stop`, `kill`, `restart`, `rm`, `shutdown`,
+//! `upgrade`.
 //!
 //! Each addresses the session's current generation, or with `--if-gen N` only generation
 //! N: if the session has moved on, the daemon refuses (`stale_generation`) and nothing
@@ -8,7 +9,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{response_for, u64_of, ClientError, Connection};
+use super::client::{response_for, str_of, u64_of, ClientError, Connection};
 use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
 use super::run::whole_millis;
 use super::wait::{describe, end_of_wait};
@@ -201,4 +202,29 @@ pub fn shutdown(_m: &Matches<'_>, ctx: &Context) -> CommandResult {
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// `genward upgrade [--binary PATH]`: the daemon replaces its program in place and
+/// answers from the program that runs afterwards — the new one, or the old one again
+/// with why the new one could not take over (then this fails).
+pub fn upgrade(m: &Matches<'_>, ctx: &Context) -> CommandResult {
+    // The daemon opens the path from its own directory: a relative one is made
+    // absolute here, where the user meant it.
+    let binary = match m.value("binary") {
+        None => None,
+        Some(b) => {
+            let path = std::env::current_dir()
+                .map_err(|e| CommandError::Failed(format!("--binary {b}: {e}")))?
+                .join(b);
+            Some(path.to_str().map(str::to_owned).ok_or_else(|| {
+                CommandError::Failed(format!("--binary {b}: not a UTF-8 path"))
+            })?)
+        }
+    };
+    let resp = ctx.connect()?.request(&Op::Upgrade { binary })?;
+    let version = str_of(&resp, "version").unwrap_or("?");
+    let previous = str_of(&resp, "previous").unwrap_or("?");
+    let pause = u64_of(&resp, "pause_ms").unwrap_or(0);
+    println!("genward {version} runs (was {previous}; the daemon paused {pause} ms)");
+    Ok(ExitCode::SUCCESS)
 }

@@ -109,6 +109,7 @@ pub fn run_client_command(name: &str, m: &Matches<'_>, ctx: &Context) -> Command
         "wait" => super::wait::wait(m, ctx),
         "events" => super::events::events(m, ctx),
         "shutdown" => super::control::shutdown(m, ctx),
+        "upgrade" => super::control::upgrade(m, ctx),
         "completions" => super::completions::completions(m),
         "man" => super::completions::man(m),
         other => Err(CommandError::Failed(format!(

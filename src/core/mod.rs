@@ -290,6 +290,11 @@ impl Core {
         Err(Error::new(ErrorCode::NotRunning, what))
     }
 
+    /// Whether a shutdown was asked for (it may still be stopping generations).
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown != Shutdown::Running
+    }
+
     /// Whether a shutdown was asked for and nothing more can be done: every generation is
     /// gone, or survived SIGKILL for its `kill_grace` (`unkillable`: a process stuck in the
     /// kernel outlives any supervisor; the daemon says so and exits rather than hang).

@@ -14,6 +14,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
 use super::token::Source;
+use super::upgrade::state::ChildImage;
 use crate::core::{self, Spec, Stream};
 use crate::sys::cgroup::GenCgroup;
 use crate::sys::fd::{write_nonblocking, WriteOutcome};
@@ -161,41 +162,50 @@ impl Child {
             cgroup,
             watch: None,
         };
-        if let Some(cg) = &child.cgroup {
-            // The kernel flags a change of `populated` as priority data on this file.
-            let source = Source::CgroupEvents { gen };
-            register(registry, cg.events_fd(), source, Interest::PRIORITY);
-        }
-        for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
-            let Some(fd) = &child.outputs[stream.index()] else {
-                continue;
-            };
-            let interest = if stream == Stream::Pty {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
-                Interest::READABLE
-            };
-            register(
-                registry,
-                fd.as_fd(),
-                Source::Output { gen, stream },
-                interest,
-            );
-        }
-        if let Some(fd) = &child.stdin {
-            register(
-                registry,
-                fd.as_fd(),
-                Source::Stdin { gen },
-                Interest::WRITABLE,
-            );
-        }
-        if let Some(pidfd) = child.process.pidfd() {
-            child.pidfd_watched =
-                register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
-        }
+        child.register_all(registry);
         child
+    }
+
+    /// Registers every descriptor it holds: its cgroup's events, its open output streams
+    /// (pipes grown), its stdin, its pidfd.
+    fn register_all(&mut self, registry: &Registry) {
+        if let Some(cg) = &self.cgroup {
+        // The kernel flags a change of `populated` as priority data on this file.
+        let source = Source::CgroupEvents { gen: self.gen };
+        register(registry, cg.events_fd(), source, Interest::PRIORITY);
+    }
+    for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
+        let Some(fd) = &self.outputs[stream.index()] else {
+            continue;
+        };
+        let interest = if stream == Stream::Pty {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
+            Interest::READABLE
+        };
+        register(
+            registry,
+            fd.as_fd(),
+            Source::Output {
+                gen: self.gen,
+                stream,
+            },
+            interest,
+        );
+    }
+    if let Some(fd) = &self.stdin {
+        register(
+            registry,
+            fd.as_fd(),
+            Source::Stdin { gen: self.gen },
+            Interest::WRITABLE,
+        );
+    }
+    if let Some(pidfd) = self.process.pidfd() {
+        self.pidfd_watched =
+            register(registry, pidfd, Source::Pidfd { gen: self.gen }, Interest::READABLE);
+    }
     }
 
     /// A process a previous daemon started, taken back: watched through its pidfd, with
@@ -213,10 +223,76 @@ impl Child {
             cgroup: None,
             watch: None,
         };
-        if let Some(pidfd) = child.process.pidfd() {
-            child.pidfd_watched =
-                register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
+        child.register_all(registry);
+        child
+    }
+
+    /// Its state for an upgrade image: its process and the numbers of the descriptors
+    /// it holds, its unwritten input, its cgroup's path. A session watch is not carried:
+    /// the next program walks the session afresh when asked.
+    pub fn export(&self) -> ChildImage {
+        let raw = |fd: &Option<OwnedFd>| fd.as_ref().map(AsRawFd::as_raw_fd);
+        ChildImage {
+            gen: self.gen,
+            pid: self.process.pid(),
+            pidfd: self.process.pidfd().map(|fd| fd.as_raw_fd()),
+            token: self.process.token().map(str::to_owned),
+            is_child: self.process.is_child(),
+            outputs: [
+                raw(&self.outputs[0]),
+                raw(&self.outputs[1]),
+                raw(&self.outputs[2]),
+            ],
+            stdin: raw(&self.stdin),
+            hung_up_pty: raw(&self.hung_up_pty),
+            input: self.input.clone(),
+            close_input_when_written: self.close_input_when_written,
+            cgroup: self
+                .cgroup
+                .as_ref()
+                .map(|cg| (cg.path().to_owned(), cg.name_in_hierarchy().to_owned())),
+            awaits_status: false,
         }
+    }
+
+    /// A generation carried across an upgrade, on its inherited descriptors (checked
+    /// open and named once), registered again. A cgroup that cannot be opened again is
+    /// logged: the generation then has session containment's view of its tree.
+    pub fn resumed(image: ChildImage, registry: &Registry) -> Child {
+        let own = |fd: Option<i32>| {
+            fd.map(|raw| {
+                // SAFETY: the image's descriptors were checked open and named once; each
+                // is taken by exactly one owner.
+                let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+                let _ = crate::sys::reexec::set_close_on_exec(fd.as_fd(), true);
+                fd
+            })
+        };
+        let gen = image.gen;
+        let pid = rustix::process::Pid::from_raw(image.pid).expect("checked positive");
+        let process = Process::resumed(pid, own(image.pidfd), image.token, image.is_child);
+        let cgroup = image.cgroup.and_then(|(path, name)| {
+            GenCgroup::reopen(path, name)
+                .map_err(|e| log::warn!("gen {gen}: opening its cgroup again: {e}"))
+                .ok()
+        });
+        let mut child = Child {
+            gen,
+            process,
+            outputs: [
+                own(image.outputs[0]),
+                own(image.outputs[1]),
+                own(image.outputs[2]),
+            ],
+            stdin: own(image.stdin),
+            hung_up_pty: own(image.hung_up_pty),
+            pidfd_watched: false,
+            input: image.input,
+            close_input_when_written: image.close_input_when_written,
+            cgroup,
+            watch: None,
+        };
+        child.register_all(registry);
         child
     }
 

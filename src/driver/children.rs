@@ -14,6 +14,7 @@ use mio::Registry;
 use super::child::{spawn_request, Child, InputProgress};
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
+use super::upgrade::state::ChildImage;
 use crate::core::{
     Containment, ExitStatus, ResourceLimits, Scope, SpawnError, SpawnErrorKind, Spec, Started,
     Stream,
@@ -193,6 +194,59 @@ impl Children {
             self.rechecks.watch(gen, Instant::now());
         }
         self.table.insert(gen, child);
+    }
+
+    /// Whether a generation is still starting: an upgrade waits for none to be (a start
+    /// in flight is a forked process between `fork` and `execve`, which no image holds).
+    pub fn is_launching(&self) -> bool {
+        !self.launching.is_empty()
+    }
+
+    /// The name of the cgroup subtree generations get cgroups in, if there is one.
+    pub fn cgroup_root_name(&self) -> Option<String> {
+        self.cgroups.as_ref()?.name().map(str::to_owned)
+    }
+
+    /// Every child, for an upgrade image.
+    pub fn export(&self) -> Vec<ChildImage> {
+        let mut images: Vec<ChildImage> = self
+            .table
+            .values()
+            .map(|c| {
+                let mut image = c.export();
+                image.awaits_status = self.exits.is_waiting(image.gen);
+                image
+            })
+            .collect();
+        images.sort_by_key(|c| c.gen);
+        images
+    }
+
+    /// Takes back the children of an upgrade image (descriptors checked): each
+    /// registered again, an adopted one without a pidfd looked at on its timer, one whose
+    /// status was awaited awaited still; every tree is looked at on the first turn.
+    pub fn resume(&mut self, images: Vec<ChildImage>, registry: &Registry) {
+        let now = Instant::now();
+        for image in images {
+            let gen = image.gen;
+            let awaits = image.awaits_status;
+            let child = Child::resumed(image, registry);
+            if !child.process().is_child() && !child.pidfd_watched() {
+                self.rechecks.watch(gen, now);
+            }
+            if awaits {
+                self.exits.missed(gen, now);
+            }
+            self.table.insert(gen, child);
+        }
+        self.look_soon = true;
+    }
+
+    /// The generations held, for a look at each after an upgrade.
+    pub fn gens(&self) -> Vec<u64> {
+        let mut gens: Vec<u64> = self.table.keys().copied().collect();
+        gens.sort_unstable();
+        gens
     }
 
     /// Whether `gen` is a process taken back after a restart (not our child).

@@ -3,11 +3,13 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use mio::net::UnixStream;
 
 use super::outbox::Outbox;
+use super::upgrade::state::{ClientImage, DeferredImage, LineImage};
 use crate::proto::framing::{LineSplitter, LineTooLong};
 
 /// Most write tries skipped in a row for a socket that takes nothing (see
@@ -81,6 +83,87 @@ impl Client {
             eof: false,
             waiting: 0,
             deferred: Vec::new(),
+            dirty: false,
+            fruitless: 0,
+            skip: 0,
+        }
+    }
+
+    /// Its state for an upgrade image (its socket's number, its unfinished line, the
+    /// lines not handled yet, every byte not yet written, the `wait` answers it is
+    /// owed); subscriptions are added by the caller.
+    pub fn export(&self, id: u64) -> ClientImage {
+        let (partial, skipping) = self.lines.state();
+        ClientImage {
+            id,
+            fd: self.stream.as_raw_fd(),
+            partial: partial.to_vec(),
+            skipping,
+            pending: self
+                .pending
+                .iter()
+                .map(|l| match l {
+                    Ok(b) => LineImage::Line(b.clone()),
+                    Err(e) => LineImage::TooLong(e.limit as u64),
+                })
+                .collect(),
+            outbox: self.outbox.unsent(),
+            paused: self.paused,
+            eof: self.eof,
+            waiting: self.waiting as u64,
+            deferred: self
+                .deferred
+                .iter()
+                .map(|d| DeferredImage {
+                    session: d.session.to_string(),
+                    seq: d.seq,
+                    line: d.line.clone(),
+                })
+                .collect(),
+            cursors: Vec::new(),
+            all: None,
+        }
+    }
+
+    /// A connection carried across an upgrade, on its inherited socket.
+    pub fn resumed(
+        stream: UnixStream,
+        image: ClientImage,
+        max_line: usize,
+        outbox_bytes: usize,
+    ) -> Client {
+        let lines = LineSplitter::resumed(max_line, image.partial, image.skipping)
+            .unwrap_or_else(|| LineSplitter::new(max_line));
+        let mut outbox = Outbox::new(outbox_bytes);
+        if !image.outbox.is_empty() {
+            outbox.push(&image.outbox);
+        }
+        Client {
+            stream,
+            lines,
+            outbox,
+            pending: image
+                .pending
+                .into_iter()
+                .map(|l| match l {
+                    LineImage::Line(b) => Ok(b),
+                    LineImage::TooLong(limit) => Err(LineTooLong {
+                        limit: limit as usize,
+                    }),
+                })
+                .collect(),
+            paused: image.paused,
+            eof: image.eof,
+            waiting: image.waiting as usize,
+            deferred: image
+                .deferred
+                .into_iter()
+                .map(|d| Deferred {
+                    session: d.session.into(),
+                    seq: d.seq,
+                    line: d.line,
+                })
+                .collect(),
             dirty: false,
             fruitless: 0,
             skip: 0,

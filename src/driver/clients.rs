@@ -5,6 +5,8 @@
 //! which routes it to the core or back here → an answer queued on the connection →
 //! [`Clients::flush_dirty`] at the end of the step writes it.
 
+mod image;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -239,6 +241,20 @@ impl Clients {
                     br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#,
                 )
             });
+        w.finish();
+        line.push(b'\n');
+        self.push(id, &line);
+    }
+
+    /// Answers an `upgrade` that succeeded: the version that runs now, the one before,
+    /// and how long the loop did not serve.
+    pub fn send_upgraded(&mut self, id: u64, rid: &RequestId, previous: &str, pause_ms: u64) {
+        let mut line = Vec::new();
+        let mut w = begin_ok_response(rid, &mut line);
+        w.str("version", env!("CARGO_PKG_VERSION"))
+            .str("previous", previous)
+            .u64("pid", u64::from(std::process::id()))
+            .u64("pause_ms", pause_ms);
         w.finish();
         line.push(b'\n');
         self.push(id, &line);

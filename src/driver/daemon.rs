@@ -7,6 +7,9 @@
 //! executed in order, each by its owner. The poll timeout is the core's next deadline, so
 //! an idle daemon never wakes.
 
+mod resume;
+mod upgrade;
+
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,7 +43,7 @@ use crate::sys::process::ReaperMode;
 
 /// One read from a child or a client: large enough to empty a grown pipe buffer in a few
 /// calls, small enough that one frame stays well under the protocol's 1 MiB payload limit.
-const READ_BUF_BYTES: usize = 256 * 1024;
+pub(super) const READ_BUF_BYTES: usize = 256 * 1024;
 
 /// Reads of one output stream per turn before other sources get theirs: a child writing
 /// flat out cannot starve the loop; the stream is revisited before the next sleep.
@@ -55,7 +58,7 @@ const CHECKS_PER_TURN: usize = 8;
 
 /// The core's clock (milliseconds since the daemon started) and the wire's (Unix).
 #[derive(Debug, Clone, Copy)]
-struct Clock {
+pub(super) struct Clock {
     start: Instant,
     wire: encode::Clock,
 }
@@ -84,7 +87,22 @@ pub struct Daemon {
     /// Sources with work left after their bounded turn: serviced again before sleeping.
     again: Vec<Token>,
     read_buf: Vec<u8>,
+    /// An upgrade checked and waiting for a turn without starts in flight.
+    upgrade: Option<super::upgrade::Pending>,
+    /// The running program's file, opened at start: what a failed upgrade runs again.
+    own_program: Option<std::os::fd::OwnedFd>,
+    /// The program the daemon was started as: what `upgrade` runs by default.
+    program_path: std::path::PathBuf,
     _lease: Lease,
+}
+
+/// The core's limits (the same on start and on resume).
+pub(super) fn core_config() -> CoreConfig {
+    CoreConfig {
+        max_sessions: 4096,
+        max_generations: 8192,
+        ..CoreConfig::default()
+    }
 }
 
 impl Daemon {
@@ -130,16 +148,11 @@ impl Daemon {
             outbox_bytes: cfg.client_outbox_bytes,
         };
         let policy = PeerPolicy::new(cfg.allow_uids.clone());
-        let core_config = CoreConfig {
-            max_sessions: 4096,
-            max_generations: 8192,
-            ..CoreConfig::default()
-        };
         let clock = Clock {
             start: Instant::now(),
             wire: encode::Clock { epoch_unix_ms },
         };
-        let mut core = Core::new(core_config, left.first_gen);
+        let mut core = Core::new(core_config(), left.first_gen);
         let capacities = left.log_capacities();
         let unverified = take_back(
             &mut core,
@@ -164,6 +177,11 @@ impl Daemon {
             unverified,
             again: Vec::new(),
             read_buf: vec![0; READ_BUF_BYTES],
+            upgrade: None,
+            own_program: crate::sys::reexec::open_own_program()
+                .map_err(|e| log::warn!("opening the running program (for upgrades): {e}"))
+                .ok(),
+            program_path: std::env::current_exe().unwrap_or_else(|_| "genward".into()),
             _lease: lease,
         })
     }
@@ -224,6 +242,7 @@ impl Daemon {
             }
             self.run_actions();
             self.flush_clients();
+            self.try_upgrade();
         }
     }
 
@@ -233,7 +252,11 @@ impl Daemon {
         }
         let now = self.clock.now();
         let core = self.core.next_deadline().map(|d| d.since(now));
-        let status = [self.children.status_deadline(), self.unverified.deadline()]
+        let status = [
+            self.children.status_deadline(),
+            self.unverified.deadline(),
+            self.upgrade_deadline(),
+        ]
             .into_iter()
             .flatten()
             .min()
@@ -586,6 +609,7 @@ impl Daemon {
                 let target = self.core.wait_for(&session, gen);
                 self.clients.wait(id, rid, target);
             }
+            Op::Upgrade { binary } => self.begin_upgrade(id, rid, binary),
         }
     }
 

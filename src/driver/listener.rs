@@ -79,6 +79,11 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// The listening socket (its number goes into an upgrade image).
+    pub fn socket(&self) -> &UnixListener {
+        &self.socket
+    }
+
     /// Admits connections on `socket` per `policy`.
     pub fn new(socket: UnixListener, policy: PeerPolicy) -> Listener {
         Listener {

@@ -35,6 +35,7 @@ mod signals;
 mod subscriptions;
 mod token;
 mod unverified;
+pub mod upgrade;
 
 pub use config::StartError;
 pub use config::{ContainmentMode, DaemonConfig};

@@ -82,6 +82,16 @@ impl Outbox {
         self.pending == 0
     }
 
+    /// Every byte still to be written, in order (for an upgrade image).
+    pub fn unsent(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.pending);
+        for (i, chunk) in self.chunks.iter().enumerate() {
+            let bytes = chunk.bytes();
+            out.extend_from_slice(if i == 0 { &bytes[self.front_sent..] } else { bytes });
+        }
+        out
+    }
+
     /// Queues a copy of `bytes` (responses, events).
     pub fn push(&mut self, bytes: &[u8]) {
         self.pending += bytes.len();

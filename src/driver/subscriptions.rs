@@ -90,6 +90,40 @@ pub struct Subscriptions {
 }
 
 impl Subscriptions {
+    /// What `client` follows, for an upgrade image: each session with its cursor and
+    /// whether it fell behind, and how it starts on new sessions if it follows all.
+    pub fn export_client(&self, client: u64) -> (Vec<(Arc<str>, Cursor, bool)>, Option<Replay>) {
+        let behind = self.behind.get(&client);
+        let mut cursors: Vec<(Arc<str>, Cursor, bool)> = self
+            .cursors
+            .iter()
+            .filter_map(|(session, f)| {
+                let lagging = behind.is_some_and(|b| b.contains(session));
+                f.get(client).map(|c| (session.clone(), *c, lagging))
+            })
+            .collect();
+        cursors.sort_by(|a, b| a.0.cmp(&b.0));
+        (cursors, self.all.get(&client).copied())
+    }
+
+    /// Restores what [`export_client`](Self::export_client) gave.
+    pub fn import_client(
+        &mut self,
+        client: u64,
+        cursors: Vec<(Arc<str>, Cursor, bool)>,
+        all: Option<Replay>,
+    ) {
+        for (session, cursor, lagging) in cursors {
+            self.add(client, &session, cursor);
+            if lagging {
+                self.fall_behind(client, &session);
+            }
+        }
+        if let Some(replay) = all {
+            self.add_all(client, replay);
+        }
+    }
+
     /// Starts `client` on `session` at `cursor`, unless it already follows it.
     pub fn add(&mut self, client: u64, session: &Arc<str>, cursor: Cursor) {
         if self

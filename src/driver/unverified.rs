@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::upgrade::state::KeptImage;
+
 /// The first check again after a generation was kept unverified.
 pub const FIRST_CHECK: Duration = Duration::from_secs(1);
 /// Longest time between checks: how late a process that became verifiable (or went) is
@@ -36,6 +38,22 @@ pub struct Unverified {
 }
 
 impl Unverified {
+    /// Every generation kept, for an upgrade image (checked again soon after it).
+    pub fn export(&self) -> Vec<KeptImage> {
+        let mut kept: Vec<KeptImage> = self
+            .kept
+            .iter()
+            .map(|(&gen, k)| KeptImage {
+                gen,
+                session: k.session.to_string(),
+                pid: k.pid,
+                token: k.token.clone(),
+            })
+            .collect();
+        kept.sort_by_key(|k| k.gen);
+        kept
+    }
+
     /// Keeps `gen` (its process recorded as `pid` with `token`), first checked again
     /// [`FIRST_CHECK`] after `now`.
     pub fn keep(&mut self, gen: u64, session: Arc<str>, pid: u32, token: String, now: Instant) {

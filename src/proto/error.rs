@@ -35,11 +35,15 @@ pub enum ErrorCode {
     InputClosed,
     /// A bug or an unexpected operating-system failure in the daemon.
     Internal,
+    /// An upgrade was refused (the program cannot be run or cannot read this daemon's
+    /// state) or rolled back (the new program could not resume): the daemon runs on as it
+    /// was, and the message says which version runs.
+    UpgradeFailed,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::BadRequest,
         ErrorCode::UnknownOp,
         ErrorCode::NoSuchSession,
@@ -51,6 +55,7 @@ impl ErrorCode {
         ErrorCode::NotRunning,
         ErrorCode::InputClosed,
         ErrorCode::Internal,
+        ErrorCode::UpgradeFailed,
     ];
 
     /// The code as sent on the wire, e.g. `"stale_generation"`.
@@ -67,6 +72,7 @@ impl ErrorCode {
             ErrorCode::NotRunning => "not_running",
             ErrorCode::InputClosed => "input_closed",
             ErrorCode::Internal => "internal",
+            ErrorCode::UpgradeFailed => "upgrade_failed",
         }
     }
 

@@ -136,6 +136,18 @@ fn now_unix_ms() -> Option<u64> {
 }
 
 impl Lease {
+    /// The lease file's descriptor: an upgrade keeps it open across `execve`, and the
+    /// lock with it (a `flock` belongs to the open file, not to the program).
+    pub fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self._file)
+    }
+
+    /// The lease held by the program that re-executed into this one: its inherited
+    /// descriptor, still locked, whose record names this same process.
+    pub fn inherited(file: OwnedFd) -> Lease {
+        Lease { _file: file }
+    }
+
     /// Takes the lease in `dir` (the state directory, already verified private) without
     /// waiting for its holder: refused while a live daemon holds it, taken over when its
     /// holder is verifiably gone.

@@ -61,6 +61,7 @@ pub mod dir_id;
 pub mod error;
 pub mod format;
 pub mod highwater;
+pub mod image;
 pub mod journal;
 pub mod journal_read;
 pub mod layout;

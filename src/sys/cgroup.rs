@@ -621,6 +621,36 @@ impl CgroupRoot {
         Ok(root)
     }
 
+    /// The subtree `name` this process made before it re-executed itself (same pid, same
+    /// name), opened again as it is: nothing is removed or created, and the generations'
+    /// cgroups in it are untouched. Its controllers are those it offers now.
+    pub fn reopen(name: &str) -> Result<CgroupRoot, Unavailable> {
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+            return Err(Unavailable::BadName(name.to_owned()));
+        }
+        let location = Location::find()?;
+        let path = location.dir.join(name);
+        if !path.join("cgroup.kill").exists() {
+            return Err(Unavailable::NoKill { path });
+        }
+        let controllers = read(&path.join("cgroup.subtree_control"))
+            .map(|t| Controllers::parse(&t))
+            .unwrap_or_default();
+        let name_in_hierarchy = join_cgroup(&location.own, name);
+        Ok(CgroupRoot {
+            location,
+            path,
+            name_in_hierarchy,
+            controllers,
+            moved_self: false,
+        })
+    }
+
+    /// The name it was made with (its last path component).
+    pub fn name(&self) -> Option<&str> {
+        self.path.file_name().and_then(|n| n.to_str())
+    }
+
     /// The subtree's directory.
     pub fn path(&self) -> &Path {
         &self.path
@@ -744,6 +774,13 @@ pub struct GenCgroup {
 }
 
 impl GenCgroup {
+    /// A generation's cgroup opened again by a daemon that re-executed itself: the same
+    /// directory, its `cgroup.events` opened afresh (a populated change is then read on
+    /// the first look).
+    pub fn reopen(path: PathBuf, name_in_hierarchy: String) -> io::Result<GenCgroup> {
+        GenCgroup::open(path, name_in_hierarchy)
+    }
+
     fn open(path: PathBuf, name_in_hierarchy: String) -> io::Result<GenCgroup> {
         let dir = CgroupDir::open(&path)?;
         // Opened now, before any process is in the cgroup, so that every change of

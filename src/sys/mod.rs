@@ -28,6 +28,7 @@ pub mod pidfd_probe;
 pub mod process;
 pub mod procscan;
 pub mod pty;
+pub mod reexec;
 pub mod rlimit;
 pub mod sigchld;
 pub mod signal_pipe;

@@ -148,6 +148,24 @@ impl Process {
         }
     }
 
+    /// A process handed over across an upgrade of the daemon's program: the same
+    /// process, with the pidfd the previous program held (so still verified) and whether
+    /// it is our child (the pid did not change: a child stays ours).
+    pub(crate) fn resumed(
+        pid: Pid,
+        pidfd: Option<OwnedFd>,
+        token: Option<String>,
+        child: bool,
+    ) -> Process {
+        Process {
+            pid,
+            pidfd,
+            token,
+            child,
+            reaped: None,
+        }
+    }
+
     /// A process that is not our child, verified by [`identity::adopt`].
     pub(crate) fn adopted(pid: Pid, pidfd: Option<OwnedFd>, token: String) -> Process {
         Process {

@@ -103,6 +103,22 @@ impl LineSplitter {
         self.release();
     }
 
+    /// What it holds between lines: the unfinished line's bytes, and whether the rest of
+    /// a too long line is being skipped (carried across an upgrade).
+    pub fn state(&self) -> (&[u8], bool) {
+        (&self.buf, self.skipping)
+    }
+
+    /// A splitter in the state [`state`](Self::state) gave; `None` if `buf` is longer
+    /// than `max_line` (no splitter could hold it).
+    pub fn resumed(max_line: usize, buf: Vec<u8>, skipping: bool) -> Option<Self> {
+        (buf.len() <= max_line && !(skipping && !buf.is_empty())).then_some(LineSplitter {
+            max_line,
+            buf,
+            skipping,
+        })
+    }
+
     /// Bytes held for an unfinished line.
     pub fn buffered(&self) -> usize {
         self.buf.len()

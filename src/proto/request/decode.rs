@@ -125,6 +125,19 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
                 gen: args.opt_u64("gen").map_err(bad)?,
             }
         }
+        "upgrade" => {
+            fields(&["binary"])?;
+            let binary = args.opt_str("binary").map_err(bad)?;
+            if binary.is_some_and(|b| b.is_empty() || b.contains('\0')) {
+                return Err(ProtoError::new(
+                    ErrorCode::BadRequest,
+                    "`binary` must be a non-empty path without NUL bytes",
+                ));
+            }
+            Op::Upgrade {
+                binary: binary.map(str::to_owned),
+            }
+        }
         "shutdown" => {
             fields(&[])?;
             Op::Core(Command::Shutdown)
@@ -133,7 +146,7 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             return Err(ProtoError::new(
                 ErrorCode::UnknownOp,
                 format!(
-                    "unknown op `{}`; known: hello, spawn, write, close_input, resize, signal, stop, restart, remove, list, get, subscribe, unsubscribe, wait, shutdown",
+                    "unknown op `{}`; known: hello, spawn, write, close_input, resize, signal, stop, restart, remove, list, get, subscribe, unsubscribe, wait, upgrade, shutdown",
                     other.chars().take(64).collect::<String>()
                 ),
             ))

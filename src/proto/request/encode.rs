@@ -20,6 +20,7 @@ impl Op {
             Op::Subscribe { .. } => "subscribe",
             Op::Unsubscribe { .. } => "unsubscribe",
             Op::Wait { .. } => "wait",
+            Op::Upgrade { .. } => "upgrade",
             Op::Core(cmd) => match cmd {
                 Command::Spawn { .. } => "spawn",
                 Command::Write { .. } => "write",
@@ -64,6 +65,11 @@ fn write(id: &RequestId, op: &Op, out: &mut Vec<u8>) -> Result<(), FieldError> {
             w.str("session", session);
             if let Some(gen) = gen {
                 w.u64("gen", *gen);
+            }
+        }
+        Op::Upgrade { binary } => {
+            if let Some(binary) = binary {
+                w.str("binary", binary);
             }
         }
     }

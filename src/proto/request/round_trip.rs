@@ -145,6 +145,10 @@ fn every_operation_round_trips() {
             session: session(),
             gen: None,
         },
+        Op::Upgrade { binary: None },
+        Op::Upgrade {
+            binary: Some("/usr/local/bin/genward".into()),
+        },
     ];
     for bytes in [
         &b"hello\n"[..],

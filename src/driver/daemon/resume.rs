@@ -1,0 +1,202 @@
+//! The new program's side of an upgrade: the image read and checked whole before a
+//! descriptor is owned (so a program that cannot resume has changed nothing, and the
+//! previous one can run again on the same image), then every owner rebuilt from it.
+
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Instant;
+
+use mio::Poll;
+
+use super::{core_config, Clock, Daemon, READ_BUF_BYTES};
+use crate::driver::children::Children;
+use crate::driver::clients::{ClientLimits, Clients, Hello};
+use crate::driver::config::DaemonConfig;
+use crate::driver::listener::PeerPolicy;
+use crate::driver::persist::Persist;
+use crate::driver::signals::Signals;
+use crate::driver::unverified::Unverified;
+use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage};
+use crate::driver::upgrade::{core_section, ResumeArgs, FAULT_VAR};
+use crate::driver::ContainmentMode;
+use crate::proto::encode;
+use crate::store::image::{Image, MAX_IMAGE};
+use crate::store::lease::Lease;
+use crate::sys::cgroup::CgroupRoot;
+use crate::sys::process::ReaperMode;
+use crate::sys::reexec;
+
+/// Whether `fd` is an open descriptor (without owning it).
+fn is_open(fd: i32) -> bool {
+    // SAFETY: F_GETFD on any number only reads its flags; EBADF if not open.
+    fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0
+}
+
+fn config(c: &ConfigImage) -> DaemonConfig {
+    let mut cfg = DaemonConfig::new(c.state_dir.clone(), c.socket.clone());
+    cfg.allow_uids = c.allow_uids.clone();
+    cfg.reaper = match c.reaper {
+        1 => ReaperMode::Fallback,
+        _ => ReaperMode::Auto,
+    };
+    cfg.subreaper = c.subreaper;
+    cfg.max_clients = c.max_clients as usize;
+    cfg.client_outbox_bytes = c.outbox_bytes as usize;
+    cfg.max_line = c.max_line as usize;
+    cfg.containment = match c.containment {
+        1 => ContainmentMode::Cgroup,
+        2 => ContainmentMode::Session,
+        _ => ContainmentMode::Auto,
+    };
+    cfg
+}
+
+impl Daemon {
+    /// Resumes from the image an upgrading daemon left. `Err` says why it cannot; then
+    /// nothing was taken or changed, and the caller runs the previous program again.
+    pub fn resume(args: &ResumeArgs) -> Result<Daemon, String> {
+        if !is_open(args.image_fd) || !is_open(args.previous_program_fd) {
+            return Err("the image or the previous program is not open".into());
+        }
+        // SAFETY: checked open just above; only borrowed here.
+        let image_fd = unsafe { BorrowedFd::borrow_raw(args.image_fd) };
+        let bytes = reexec::read_image(image_fd, MAX_IMAGE).map_err(|e| format!("image: {e}"))?;
+        if args.rolled_back.is_none() && std::env::var_os(FAULT_VAR).is_some() {
+            std::env::remove_var(FAULT_VAR);
+            return Err(format!("{FAULT_VAR} is set (a test of the rollback)"));
+        }
+        let image = Image::parse(&bytes).map_err(|e| e.to_string())?;
+        let driver = DriverImage::decode(image.require("driver").map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        driver.check_descriptors().map_err(|e| e.to_string())?;
+        let core = core_section::import(
+            image.require("core").map_err(|e| e.to_string())?,
+            core_config(),
+        )
+        .map_err(|e| e.to_string())?;
+        let cfg = config(&driver.config);
+        let (mut persist, left) = Persist::open(&cfg.state_dir)?;
+        let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+
+        // From here on nothing fails: every descriptor is owned by one owner.
+        let signals = match Signals::new(poll.registry()) {
+            Ok(s) => s,
+            Err(e) => return Err(format!("signal handlers: {e}")),
+        };
+        if let Err(e) = reexec::unblock_signals() {
+            log::error!("unblocking signals: {e}");
+        }
+        // SAFETY: the previous program's descriptor was checked open; it is owned here
+        // (kept for a later rollback when it is this program, else closed).
+        let previous = unsafe { OwnedFd::from_raw_fd(args.previous_program_fd) };
+        let own_program = if args.rolled_back.is_some() {
+            let _ = reexec::set_close_on_exec(std::os::fd::AsFd::as_fd(&previous), true);
+            Some(previous)
+        } else {
+            drop(previous);
+            reexec::open_own_program()
+                .map_err(|e| log::warn!("opening the running program: {e}"))
+                .ok()
+        };
+        // SAFETY: checked open; owned here and closed once read.
+        drop(unsafe { OwnedFd::from_raw_fd(args.image_fd) });
+        // SAFETY: the lease's descriptor was checked open and named once.
+        let lease_fd = unsafe { OwnedFd::from_raw_fd(driver.lease) };
+        let _ = reexec::set_close_on_exec(std::os::fd::AsFd::as_fd(&lease_fd), true);
+        let lease = Lease::inherited(lease_fd);
+        if cfg.subreaper {
+            if let Err(e) = crate::sys::orphans::become_subreaper() {
+                log::warn!("PR_SET_CHILD_SUBREAPER: {e}");
+            }
+        }
+        let cgroups = match &driver.cgroup_root {
+            Some(name) => CgroupRoot::reopen(name)
+                .map_err(|e| log::warn!("reopening the cgroup subtree {name}: {e}; new generations get session containment"))
+                .ok(),
+            None => None,
+        };
+        let mut children = Children::new(
+            cfg.reaper,
+            crate::sys::orphans::adopts_orphans(),
+            cgroups,
+            persist.dir_id().to_owned(),
+        );
+        children.resume(driver.children, poll.registry());
+        let fallback =
+            cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
+        let identity = match crate::sys::identity::observe(std::process::id() as i32, None) {
+            crate::sys::identity::Observed::Token(t) => t,
+            _ => String::new(),
+        };
+        let hello = Hello {
+            identity,
+            reaper: if fallback { "sigchld" } else { "pidfd" },
+            containment: children.containment().as_str(),
+        };
+        let limits = ClientLimits {
+            max_clients: cfg.max_clients,
+            max_line: cfg.max_line,
+            outbox_bytes: cfg.client_outbox_bytes,
+        };
+        let policy = PeerPolicy::new(cfg.allow_uids.clone());
+        let mut clients = Clients::resume(driver.clients, poll.registry(), policy, limits, hello);
+        let mut unverified = Unverified::default();
+        for k in driver.unverified {
+            persist.keep_unverified(k.gen);
+            unverified.keep(k.gen, k.session.into(), k.pid, k.token, Instant::now());
+        }
+        let clock = Clock {
+            start: mono::from_ns(driver.clock_start_ns),
+            wire: encode::Clock {
+                epoch_unix_ms: driver.epoch_unix_ms,
+            },
+        };
+        let logs = persist.open_logs(&core, left.log_capacities());
+        if let Some(r) = driver.requester {
+            let pause_ms = (mono::to_ns(Instant::now()).saturating_sub(r.paused_at_ns)) / 1_000_000;
+            match &args.rolled_back {
+                None => {
+                    log::info!(
+                        "resumed: genward {} (was {}), {} generation(s), paused {pause_ms} ms",
+                        env!("CARGO_PKG_VERSION"),
+                        r.previous_version,
+                        core.generation_count(),
+                    );
+                    clients.send_upgraded(r.client, &r.rid, &r.previous_version, pause_ms);
+                }
+                Some(why) => {
+                    log::error!("upgrade rolled back: the new program could not resume: {why}");
+                    let e = super::upgrade::refused(format!(
+                        "the new program could not resume ({why}); the previous one was run again"
+                    ));
+                    clients.send_error(r.client, &r.rid, &e);
+                }
+            }
+        }
+        let program_path = driver.config.program.clone();
+        let mut daemon = Daemon {
+            children,
+            cfg,
+            poll,
+            core,
+            clock,
+            signals,
+            clients,
+            logs,
+            persist,
+            unverified,
+            again: Vec::new(),
+            read_buf: vec![0; READ_BUF_BYTES],
+            upgrade: None,
+            own_program,
+            program_path,
+            _lease: lease,
+        };
+        // Leaders that exited while the program was replaced: their pidfds are readable
+        // (reported on registration), but a child without one is only found by asking.
+        for gen in daemon.children.gens() {
+            daemon.check_exit(gen);
+        }
+        Ok(daemon)
+    }
+}
+

@@ -1,0 +1,191 @@
+//! The daemon's side of `upgrade`: checking the program, waiting for a moment without
+//! starts in flight, writing the image and executing the program (see
+//! [`crate::driver::upgrade`] for the whole sequence).
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::Daemon;
+use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage, RequesterImage};
+use crate::driver::upgrade::{core_section, probe, Pending, ResumeArgs, LAUNCH_WAIT};
+use crate::driver::ContainmentMode;
+use crate::proto::envelope::RequestId;
+use crate::proto::error::{ErrorCode, ProtoError};
+use crate::store::image::ImageBuilder;
+use crate::sys::process::ReaperMode;
+use crate::sys::reexec;
+
+/// An `upgrade_failed` error that says the daemon runs on unchanged.
+pub(super) fn refused(why: impl std::fmt::Display) -> ProtoError {
+    ProtoError::new(
+        ErrorCode::UpgradeFailed,
+        format!(
+            "{why}; genward {} runs on unchanged",
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+}
+
+impl Daemon {
+    /// `upgrade`: the program is opened and asked which images it reads now; the rest
+    /// happens at the end of a turn without starts in flight ([`try_upgrade`]).
+    pub(super) fn begin_upgrade(&mut self, id: u64, rid: RequestId, binary: Option<String>) {
+        let refuse = |d: &mut Daemon, e: ProtoError| d.clients.send_error(id, &rid, &e);
+        if self.core.is_shutting_down() {
+            return refuse(self, refused("the daemon is shutting down"));
+        }
+        if self.upgrade.is_some() {
+            let e = ProtoError::new(ErrorCode::Busy, "an upgrade is already under way");
+            return refuse(self, e);
+        }
+        if self.own_program.is_none() {
+            let why = "the running program could not be opened at start, so a failed upgrade could not go back to it";
+            return refuse(self, refused(why));
+        }
+        let path = binary.map_or_else(|| self.program_path.clone(), PathBuf::from);
+        let program = match reexec::open_program(&path) {
+            Ok(p) => p,
+            Err(e) => return refuse(self, refused(format!("{}: {e}", path.display()))),
+        };
+        let probed = match probe::probe(program.as_fd()) {
+            Ok(p) => p,
+            Err(e) => return refuse(self, refused(format!("{}: {e}", path.display()))),
+        };
+        log::info!(
+            "upgrade to {} (genward {}) asked",
+            path.display(),
+            probed.version
+        );
+        self.upgrade = Some(Pending {
+            client: id,
+            rid,
+            program,
+            path,
+            version: probed.version,
+            asked: Instant::now(),
+        });
+    }
+
+    /// Runs a pending upgrade if no generation is starting; refuses it once starts kept
+    /// it waiting for [`LAUNCH_WAIT`]. Called at the end of a turn, when the core's
+    /// actions are all executed.
+    pub(super) fn try_upgrade(&mut self) {
+        let Some(pending) = &self.upgrade else {
+            return;
+        };
+        if self.children.is_launching() {
+            if pending.asked.elapsed() >= LAUNCH_WAIT {
+                if let Some(p) = self.upgrade.take() {
+                    let why = format!(
+                        "generations kept starting for {} s",
+                        LAUNCH_WAIT.as_secs()
+                    );
+                    self.clients.send_error(p.client, &p.rid, &refused(why));
+                }
+            }
+            return;
+        }
+        if let Some(p) = self.upgrade.take() {
+            self.execute_upgrade(p);
+        }
+    }
+
+    /// When a pending upgrade gives up waiting for starts to finish.
+    pub(super) fn upgrade_deadline(&self) -> Option<Instant> {
+        self.upgrade.as_ref().map(|p| p.asked + LAUNCH_WAIT)
+    }
+
+    fn config_image(&self) -> ConfigImage {
+        let c = &self.cfg;
+        ConfigImage {
+            state_dir: c.state_dir.clone(),
+            socket: c.socket.clone(),
+            allow_uids: c.allow_uids.clone(),
+            reaper: match c.reaper {
+                ReaperMode::Auto => 0,
+                ReaperMode::Fallback => 1,
+            },
+            subreaper: c.subreaper,
+            max_clients: c.max_clients as u64,
+            outbox_bytes: c.client_outbox_bytes as u64,
+            max_line: c.max_line as u64,
+            containment: match c.containment {
+                ContainmentMode::Auto => 0,
+                ContainmentMode::Cgroup => 1,
+                ContainmentMode::Session => 2,
+            },
+            program: self.program_path.clone(),
+        }
+    }
+
+    /// Writes the image and executes the program; returns only if that failed, with
+    /// everything as it was and the requester told why.
+    fn execute_upgrade(&mut self, p: Pending) {
+        let paused_at = Instant::now();
+        let driver = DriverImage {
+            config: self.config_image(),
+            clock_start_ns: mono::to_ns(self.clock.start),
+            epoch_unix_ms: self.clock.wire.epoch_unix_ms,
+            lease: self._lease.as_raw_fd(),
+            cgroup_root: self.children.cgroup_root_name(),
+            children: self.children.export(),
+            clients: self.clients.export(),
+            unverified: self.unverified.export(),
+            requester: Some(RequesterImage {
+                client: p.client,
+                rid: p.rid.clone(),
+                previous_version: env!("CARGO_PKG_VERSION").into(),
+                paused_at_ns: mono::to_ns(paused_at),
+            }),
+        };
+        let mut builder = ImageBuilder::new();
+        builder.section("driver", &driver.encode());
+        builder.section("core", &core_section::export(&self.core));
+        let bytes = builder.finish();
+        let fail = |d: &mut Daemon, why: String| {
+            log::error!("upgrade to {}: {why}", p.path.display());
+            d.clients.send_error(p.client, &p.rid, &refused(why));
+        };
+        let image = match reexec::sealed_image(&bytes) {
+            Ok(fd) => fd,
+            Err(e) => return fail(self, format!("writing the state image: {e}")),
+        };
+        let Some(own) = &self.own_program else {
+            return fail(self, "the running program is not open".into());
+        };
+        let mut keep = driver.descriptors();
+        keep.push(image.as_raw_fd());
+        keep.push(own.as_raw_fd());
+        if let Err(e) = reexec::keep_across_exec(&keep) {
+            return fail(self, format!("keeping descriptors open: {e}"));
+        }
+        let args = ResumeArgs {
+            image_fd: image.as_raw_fd(),
+            previous_program_fd: own.as_raw_fd(),
+            rolled_back: None,
+        };
+        let mut argv: Vec<OsString> = vec![std::env::args_os()
+            .next()
+            .unwrap_or_else(|| "genward".into())];
+        argv.extend(args.to_args());
+        log::info!(
+            "upgrading: {} bytes of state, {} descriptors kept; executing {}",
+            bytes.len(),
+            keep.len(),
+            p.path.display()
+        );
+        let blocked = reexec::block_signals();
+        let e = match blocked {
+            Ok(()) => reexec::exec(p.program.as_fd(), &argv),
+            Err(e) => e,
+        };
+        // Still here: nothing was replaced. Undo, and carry on.
+        reexec::close_on_exec(&keep);
+        if let Err(e) = reexec::unblock_signals() {
+            log::error!("unblocking signals after a failed upgrade: {e}");
+        }
+        fail(self, format!("executing {}: {e}", p.path.display()));
+    }
+}
