@@ -119,14 +119,20 @@ pub fn encode_core_image(image: &CoreImage) -> Result<Vec<u8>, FieldError> {
         .with("dirty", |out| {
             write_array(&image.dirty, out, |n, out| write_str(n, out))
         })
-        .with("specs", |out| write_array(&specs.written, out, joined))
-        .with("sessions", |out| write_array(&sessions, out, joined))
-        .with("generations", |out| write_array(&generations, out, joined));
+        .with("specs", |out| {
+            write_array(specs.written.iter().map(Vec::as_slice), out, joined)
+        })
+        .with("sessions", |out| {
+            write_array(sessions.iter().map(Vec::as_slice), out, joined)
+        })
+        .with("generations", |out| {
+            write_array(generations.iter().map(Vec::as_slice), out, joined)
+        });
     w.finish();
     Ok(out)
 }
 
-fn joined(item: &Vec<u8>, out: &mut Vec<u8>) {
+fn joined(item: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(item);
 }
 

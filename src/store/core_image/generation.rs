@@ -228,13 +228,15 @@ fn phase(o: &Object) -> Result<PhaseImage, FieldError> {
         "running" | "reported" => &["kind", "pid"],
         "stopping" => &["kind", "pid", "stage", "until"],
         "draining" => &["kind", "pid", "until"],
-        other => return Err(FieldError::invalid(
-            "kind",
-            format!(
+        other => {
+            return Err(FieldError::invalid(
+                "kind",
+                format!(
                 "`{}` is not one of pending, starting, running, stopping, draining, reported, gone",
                 other.escape_debug()
             ),
-        )),
+            ))
+        }
     };
     require(o, fields)?;
     let pid = || req_num::<u32>(o, "pid");
