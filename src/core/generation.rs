@@ -41,7 +41,7 @@ pub(crate) enum Phase {
 
 /// The rest of the process group after the leader exited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Group {
+pub(crate) enum Group {
     /// The leader has not exited yet.
     Alive,
     /// TERM sent to the group; KILL at `until`.
@@ -113,32 +113,32 @@ pub(crate) struct Generation {
     pub phase: Phase,
     /// When `phase` was entered.
     pub since: Time,
-    started: Option<Time>,
+    pub(super) started: Option<Time>,
     pub stop: Option<StopReason>,
-    grace: Option<Duration>,
-    sent_kill: bool,
+    pub(super) grace: Option<Duration>,
+    pub(super) sent_kill: bool,
     /// Stopped while starting: when to give the start up (a hung `chdir` or `execve`).
-    cancel_at: Option<Time>,
+    pub(super) cancel_at: Option<Time>,
     /// What holds its process tree, once it runs.
-    containment: Option<Containment>,
-    offsets: [u64; 3],
-    eof: [bool; 3],
+    pub(super) containment: Option<Containment>,
+    pub(super) offsets: [u64; 3],
+    pub(super) eof: [bool; 3],
     pub discarded: u64,
-    group: Group,
+    pub(super) group: Group,
     pub input: InputState,
-    exit: Option<(ExitStatus, ExitCause)>,
-    exited_at: Time,
+    pub(super) exit: Option<(ExitStatus, ExitCause)>,
+    pub(super) exited_at: Time,
     /// Started by a previous daemon and taken back at this instant: not our child, so once
     /// its leader exits the zombie does not pin the group id for us (init reaps it), and
     /// only a cgroup may be killed; its output and input stayed with the old daemon.
-    adopted: Option<Time>,
+    pub(super) adopted: Option<Time>,
     /// Adopted while its identity could not be verified, and not verified since: nothing
     /// is signalled to it and nothing about its process is known but `Verified` or `Lost`.
     /// A stop is noted (`stop`, `grace`) and begins once it is verified.
-    unverified: bool,
+    pub(super) unverified: bool,
     /// The leader is known to have exited and its status is awaited (`LeaderGone`): the
     /// stop sequence is over, nothing more is sent to it.
-    leader_gone: bool,
+    pub(super) leader_gone: bool,
 }
 
 impl Generation {

@@ -13,6 +13,7 @@ mod config;
 mod durable;
 mod error;
 mod generation;
+mod image;
 mod input;
 mod persist;
 mod restart;
@@ -32,6 +33,9 @@ use std::sync::Arc;
 pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
 pub use config::Config;
 pub use error::{Error, ErrorCode};
+pub use image::{
+    CoreImage, GenerationImage, GroupImage, ImageError, PhaseImage, SessionImage, ShutdownImage,
+};
 pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started};
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use session::RECENT_ENDS;

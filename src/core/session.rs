@@ -33,7 +33,7 @@ pub(crate) struct Session {
     pub last_end: Option<LastEnd>,
     /// The terminal events of its latest ended generations (superseded ones included),
     /// newest last: what a `wait` for a generation that already ended is answered with.
-    recent_ends: VecDeque<Event>,
+    pub(super) recent_ends: VecDeque<Event>,
     /// The last state announced, so each change is emitted once.
     pub announced: Option<SessionState>,
 }

@@ -54,6 +54,7 @@
 
 pub mod aside;
 pub mod atomic;
+pub mod core_image;
 pub mod descriptor;
 pub mod descriptors;
 pub mod dir;

@@ -65,11 +65,7 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
         }
     }
     let mut ends = Vec::new();
-    write_array(&record.recent_ends, &mut ends, |event, out| {
-        WireEvent::from_core(event).write(out);
-        // The event encoder ends its line.
-        out.pop();
-    });
+    write_ends(&record.recent_ends, &mut ends);
     Ok(format::encode(Kind::Session, |w| {
         w.str("name", &record.name)
             .str("desired", desired_name(record.desired))
@@ -85,6 +81,15 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
         w.with("recent_ends", |out| out.extend_from_slice(&ends))
             .with("spec", |out| out.extend_from_slice(&spec));
     }))
+}
+
+/// Appends terminal events as an array of event objects, as subscribers receive them.
+pub(super) fn write_ends(ends: &[Event], out: &mut Vec<u8>) {
+    write_array(ends, out, |event, out| {
+        WireEvent::from_core(event).write(out);
+        // The event encoder ends its line.
+        out.pop();
+    });
 }
 
 fn opt_u64(w: &mut crate::proto::json::ObjWriter<'_>, key: &str, v: Option<u64>) {
@@ -174,7 +179,8 @@ fn rest(text: &str) -> Result<RestState, FieldError> {
     }
 }
 
-fn last_end(o: &Object) -> Result<LastEnd, FieldError> {
+/// Decodes a `last_end` object, refusing unknown members.
+pub(super) fn last_end(o: &Object) -> Result<LastEnd, FieldError> {
     let nested = |e: FieldError| FieldError {
         field: format!("last_end.{}", e.field),
         ..e
@@ -184,7 +190,9 @@ fn last_end(o: &Object) -> Result<LastEnd, FieldError> {
     Ok(End::decode(o).map_err(nested)?.into())
 }
 
-fn recent_ends(items: &[Value], session: &Arc<str>) -> Result<Vec<Event>, FieldError> {
+/// Decodes `session`'s recent ends: at most [`RECENT_ENDS`] terminal events about it, one
+/// per generation.
+pub(super) fn recent_ends(items: &[Value], session: &Arc<str>) -> Result<Vec<Event>, FieldError> {
     if items.len() > RECENT_ENDS {
         return Err(FieldError::invalid(
             "recent_ends",

@@ -6,28 +6,29 @@ use std::time::Duration;
 
 use super::harness::Harness;
 use crate::core::{
-    Action, Command, Event, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
+    Action, Command, Core, Event, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream,
+    Time,
 };
 use crate::testkit::rng::SplitMix64 as Rng;
 use crate::testkit::walk::{live_generations, random_spec, reborn, small_limits, MILLIS, NAMES};
 
 /// A generation number: usually a live one, sometimes a gone or never-allocated one.
-fn some_gen(r: &mut Rng, h: &Harness) -> u64 {
-    let live = live_generations(&h.core);
+fn some_gen(r: &mut Rng, core: &Core) -> u64 {
+    let live = live_generations(core);
     if !live.is_empty() && r.below(5) != 0 {
         r.pick(&live)
     } else {
-        r.below(h.core.next_generation() + 2)
+        r.below(core.next_generation() + 2)
     }
 }
 
-fn random_command(r: &mut Rng, h: &Harness) -> Command {
+fn random_command(r: &mut Rng, core: &Core) -> Command {
     let session = r.pick(&NAMES).to_string();
-    let current = h.core.get(&session).and_then(|s| s.current);
+    let current = core.get(&session).and_then(|s| s.current);
     let if_gen = match r.below(3) {
         0 => None,
         1 => current,
-        _ => Some(r.below(h.core.next_generation() + 1)),
+        _ => Some(r.below(core.next_generation() + 1)),
     };
     match r.below(11) {
         0 | 1 => {
@@ -78,13 +79,53 @@ fn random_command(r: &mut Rng, h: &Harness) -> Command {
     }
 }
 
+/// One step of a walk, chosen before it is applied: so the same step can be applied to
+/// two cores (the core image's round trip compares a core with its copy).
+#[derive(Clone, Debug)]
+pub(super) enum Step {
+    /// An input for `handle`.
+    Input(Input),
+    /// Bytes read from a generation's stream, for `output`.
+    Output {
+        gen: u64,
+        stream: Stream,
+        len: usize,
+    },
+    /// The clock moves to this instant and `handle_timeout` is called.
+    Clock(Time),
+}
+
 fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
-    let gen = some_gen(r, h);
+    let step = choose_step(r, &h.core, h.now, request);
+    apply_step(h, step);
+}
+
+/// Applies `step` through the harness (and so the invariant checker).
+pub(super) fn apply_step(h: &mut Harness, step: Step) {
+    match step {
+        Step::Input(input) => {
+            h.input(input);
+        }
+        Step::Output { gen, stream, len } => {
+            h.output_on(gen, stream, len);
+        }
+        Step::Clock(now) => {
+            h.now = now;
+            let actions = h.check.timeout(&mut h.core, h.now);
+            h.log.extend(actions);
+        }
+    }
+}
+
+/// A random step for `core` at `now`: usually about a live generation, sometimes about
+/// one gone or never allocated.
+pub(super) fn choose_step(r: &mut Rng, core: &Core, now: Time, request: u64) -> Step {
+    let gen = some_gen(r, core);
     let stream = r.pick(&[Stream::Stdout, Stream::Stderr, Stream::Pty]);
     let input = match r.below(13) {
         0..=2 => Input::Command {
             request,
-            command: random_command(r, h),
+            command: random_command(r, core),
         },
         3 => {
             let err = SpawnError::new(
@@ -105,8 +146,8 @@ fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
             Input::SpawnResult { gen, result }
         }
         4 => {
-            h.output_on(gen, stream, r.below(100) as usize);
-            return;
+            let len = r.below(100) as usize;
+            return Step::Output { gen, stream, len };
         }
         5 => Input::Eof { gen, stream },
         6 => {
@@ -135,17 +176,14 @@ fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
         _ => {
             // Time passes (rarely backwards: the core clamps it).
             let ms = r.pick(&MILLIS);
-            h.now = if r.below(50) == 0 {
-                Time::from_millis(h.now.as_millis().saturating_sub(ms))
+            return Step::Clock(if r.below(50) == 0 {
+                Time::from_millis(now.as_millis().saturating_sub(ms))
             } else {
-                Time::from_millis(h.now.as_millis() + ms)
-            };
-            let actions = h.check.timeout(&mut h.core, h.now);
-            h.log.extend(actions);
-            return;
+                Time::from_millis(now.as_millis() + ms)
+            });
         }
     };
-    h.input(input);
+    Step::Input(input)
 }
 
 /// 3000 seeded sequences of 60 random steps each (a daemon restart among them now and
