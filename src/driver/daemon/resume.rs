@@ -78,6 +78,13 @@ impl Daemon {
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
 
         // From here on nothing fails: every descriptor is owned by one owner.
+        for &fd in &driver.exec_only {
+            if is_open(fd) && !driver.descriptors().contains(&fd) {
+                // SAFETY: a number the image names as kept for the exec alone, open, and
+                // not one of the descriptors an owner takes: closed here, once.
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
         let signals = match Signals::new(poll.registry()) {
             Ok(s) => s,
             Err(e) => return Err(format!("signal handlers: {e}")),

@@ -139,15 +139,20 @@ impl Daemon {
                 previous_version: env!("CARGO_PKG_VERSION").into(),
                 paused_at_ns: mono::to_ns(paused_at),
             }),
+            exec_only: vec![p.program.as_raw_fd()],
         };
-        let mut builder = ImageBuilder::new();
-        builder.section("driver", &driver.encode());
-        builder.section("core", &core_section::export(&self.core));
-        let bytes = builder.finish();
         let fail = |d: &mut Daemon, why: String| {
             log::error!("upgrade to {}: {why}", p.path.display());
             d.clients.send_error(p.client, &p.rid, &refused(why));
         };
+        let core = match core_section::export(&self.core) {
+            Ok(c) => c,
+            Err(why) => return fail(self, why),
+        };
+        let mut builder = ImageBuilder::new();
+        builder.section("driver", &driver.encode());
+        builder.section("core", &core);
+        let bytes = builder.finish();
         let image = match reexec::sealed_image(&bytes) {
             Ok(fd) => fd,
             Err(e) => return fail(self, format!("writing the state image: {e}")),
@@ -158,6 +163,7 @@ impl Daemon {
         let mut keep = driver.descriptors();
         keep.push(image.as_raw_fd());
         keep.push(own.as_raw_fd());
+        keep.extend(&driver.exec_only);
         if let Err(e) = reexec::keep_across_exec(&keep) {
             return fail(self, format!("keeping descriptors open: {e}"));
         }

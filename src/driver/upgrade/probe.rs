@@ -65,13 +65,17 @@ pub fn parse_answer(text: &str) -> Result<Probed, String> {
 /// Runs the program open at `program` once with `__image-version`.
 pub fn probe(program: BorrowedFd<'_>) -> Result<Probed, String> {
     let path = crate::sys::reexec::fd_path(program.as_fd());
-    let mut child = Command::new(&path)
+    // Inherited by the probe (a script's interpreter reads its file through the path),
+    // and close-on-exec again at once: the loop starts nothing else meanwhile.
+    let _ = crate::sys::reexec::set_close_on_exec(program, false);
+    let spawned = Command::new(&path)
         .arg("__image-version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("it cannot be run: {e}"))?;
+        .spawn();
+    let _ = crate::sys::reexec::set_close_on_exec(program, true);
+    let mut child = spawned.map_err(|e| format!("it cannot be run: {e}"))?;
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let mut out = Vec::new();
     let result = match child.stdout.take() {

@@ -199,6 +199,9 @@ pub struct DriverImage {
     pub clients: ClientsImage,
     pub unverified: Vec<KeptImage>,
     pub requester: Option<RequesterImage>,
+    /// Descriptors kept open only for the exec itself (a script's interpreter reads the
+    /// program through `/proc/self/fd/N`): closed by the program that resumes.
+    pub exec_only: Vec<RawFd>,
 }
 
 impl DriverImage {
@@ -256,6 +259,10 @@ impl DriverImage {
         w.count(self.unverified.len());
         for k in &self.unverified {
             w.u64(k.gen).str(&k.session).u32(k.pid).str(&k.token);
+        }
+        w.count(self.exec_only.len());
+        for fd in &self.exec_only {
+            w.i32(*fd);
         }
         match &self.requester {
             None => {
@@ -315,6 +322,11 @@ impl DriverImage {
                 token: r.str()?.to_owned(),
             });
         }
+        let n = r.count(4)?;
+        let mut exec_only = Vec::with_capacity(n);
+        for _ in 0..n {
+            exec_only.push(fd(&mut r)?);
+        }
         let requester = match r.u8()? {
             0 => None,
             1 => Some(RequesterImage {
@@ -336,6 +348,7 @@ impl DriverImage {
             clients,
             unverified,
             requester,
+            exec_only,
         })
     }
 }
@@ -648,6 +661,7 @@ mod tests {
                 previous_version: "0.1.0".into(),
                 paused_at_ns: 11,
             }),
+            exec_only: vec![12],
         }
     }
 
