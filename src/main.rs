@@ -104,13 +104,17 @@ fn resume(rest: &[String]) -> Result<ExitCode, String> {
     };
     log::error!("could not resume after an upgrade: {why}");
     if args.rolled_back.is_some() {
-        return Err(format!("the previous program could not resume either: {why}"));
+        return Err(format!(
+            "the previous program could not resume either: {why}"
+        ));
     }
     let back = ResumeArgs {
         rolled_back: Some(why.clone()),
         ..args
     };
-    let mut argv = vec![std::env::args_os().next().unwrap_or_else(|| "genward".into())];
+    let mut argv = vec![std::env::args_os()
+        .next()
+        .unwrap_or_else(|| "genward".into())];
     argv.extend(back.to_args());
     // SAFETY: the number was checked open by `Daemon::resume`, which took nothing.
     let previous = unsafe { std::os::fd::BorrowedFd::borrow_raw(back.previous_program_fd) };

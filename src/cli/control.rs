@@ -210,17 +210,18 @@ pub fn shutdown(_m: &Matches<'_>, ctx: &Context) -> CommandResult {
 pub fn upgrade(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     // The daemon opens the path from its own directory: a relative one is made
     // absolute here, where the user meant it.
-    let binary = match m.value("binary") {
-        None => None,
-        Some(b) => {
-            let path = std::env::current_dir()
-                .map_err(|e| CommandError::Failed(format!("--binary {b}: {e}")))?
-                .join(b);
-            Some(path.to_str().map(str::to_owned).ok_or_else(|| {
-                CommandError::Failed(format!("--binary {b}: not a UTF-8 path"))
-            })?)
-        }
-    };
+    let binary =
+        match m.value("binary") {
+            None => None,
+            Some(b) => {
+                let path = std::env::current_dir()
+                    .map_err(|e| CommandError::Failed(format!("--binary {b}: {e}")))?
+                    .join(b);
+                Some(path.to_str().map(str::to_owned).ok_or_else(|| {
+                    CommandError::Failed(format!("--binary {b}: not a UTF-8 path"))
+                })?)
+            }
+        };
     let resp = ctx.connect()?.request(&Op::Upgrade { binary })?;
     let version = str_of(&resp, "version").unwrap_or("?");
     let previous = str_of(&resp, "previous").unwrap_or("?");

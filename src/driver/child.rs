@@ -170,42 +170,46 @@ impl Child {
     /// (pipes grown), its stdin, its pidfd.
     fn register_all(&mut self, registry: &Registry) {
         if let Some(cg) = &self.cgroup {
-        // The kernel flags a change of `populated` as priority data on this file.
-        let source = Source::CgroupEvents { gen: self.gen };
-        register(registry, cg.events_fd(), source, Interest::PRIORITY);
-    }
-    for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
-        let Some(fd) = &self.outputs[stream.index()] else {
-            continue;
-        };
-        let interest = if stream == Stream::Pty {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
-            Interest::READABLE
-        };
-        register(
-            registry,
-            fd.as_fd(),
-            Source::Output {
-                gen: self.gen,
-                stream,
-            },
-            interest,
-        );
-    }
-    if let Some(fd) = &self.stdin {
-        register(
-            registry,
-            fd.as_fd(),
-            Source::Stdin { gen: self.gen },
-            Interest::WRITABLE,
-        );
-    }
-    if let Some(pidfd) = self.process.pidfd() {
-        self.pidfd_watched =
-            register(registry, pidfd, Source::Pidfd { gen: self.gen }, Interest::READABLE);
-    }
+            // The kernel flags a change of `populated` as priority data on this file.
+            let source = Source::CgroupEvents { gen: self.gen };
+            register(registry, cg.events_fd(), source, Interest::PRIORITY);
+        }
+        for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
+            let Some(fd) = &self.outputs[stream.index()] else {
+                continue;
+            };
+            let interest = if stream == Stream::Pty {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
+                Interest::READABLE
+            };
+            register(
+                registry,
+                fd.as_fd(),
+                Source::Output {
+                    gen: self.gen,
+                    stream,
+                },
+                interest,
+            );
+        }
+        if let Some(fd) = &self.stdin {
+            register(
+                registry,
+                fd.as_fd(),
+                Source::Stdin { gen: self.gen },
+                Interest::WRITABLE,
+            );
+        }
+        if let Some(pidfd) = self.process.pidfd() {
+            self.pidfd_watched = register(
+                registry,
+                pidfd,
+                Source::Pidfd { gen: self.gen },
+                Interest::READABLE,
+            );
+        }
     }
 
     /// A process a previous daemon started, taken back: watched through its pidfd, with

@@ -257,10 +257,10 @@ impl Daemon {
             self.unverified.deadline(),
             self.upgrade_deadline(),
         ]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(|at| at.saturating_duration_since(Instant::now()));
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|at| at.saturating_duration_since(Instant::now()));
         let timeout = [core, groups::timeout(&self.children), status]
             .into_iter()
             .flatten()

@@ -87,7 +87,11 @@ impl Outbox {
         let mut out = Vec::with_capacity(self.pending);
         for (i, chunk) in self.chunks.iter().enumerate() {
             let bytes = chunk.bytes();
-            out.extend_from_slice(if i == 0 { &bytes[self.front_sent..] } else { bytes });
+            out.extend_from_slice(if i == 0 {
+                &bytes[self.front_sent..]
+            } else {
+                bytes
+            });
         }
         out
     }

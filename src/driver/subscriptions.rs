@@ -72,6 +72,10 @@ impl Followers {
     }
 }
 
+/// What one client follows, for an upgrade image: each session with its cursor and
+/// whether it fell behind, and how it starts on new sessions if it follows all.
+pub type Followed = (Vec<(Arc<str>, Cursor, bool)>, Option<Replay>);
+
 /// Every subscription of every client.
 #[derive(Debug, Default)]
 pub struct Subscriptions {
@@ -92,7 +96,7 @@ pub struct Subscriptions {
 impl Subscriptions {
     /// What `client` follows, for an upgrade image: each session with its cursor and
     /// whether it fell behind, and how it starts on new sessions if it follows all.
-    pub fn export_client(&self, client: u64) -> (Vec<(Arc<str>, Cursor, bool)>, Option<Replay>) {
+    pub fn export_client(&self, client: u64) -> Followed {
         let behind = self.behind.get(&client);
         let mut cursors: Vec<(Arc<str>, Cursor, bool)> = self
             .cursors

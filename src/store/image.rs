@@ -65,7 +65,8 @@ impl ImageBuilder {
         debug_assert!(name.len() <= u8::MAX as usize);
         self.out.push(name.len() as u8);
         self.out.extend_from_slice(name.as_bytes());
-        self.out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        self.out
+            .extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         self.out.extend_from_slice(bytes);
     }
 
@@ -87,7 +88,10 @@ impl<'a> Image<'a> {
     /// this build reads, a section cut short, and a name seen twice.
     pub fn parse(bytes: &'a [u8]) -> Result<Image<'a>, ImageError> {
         if bytes.len() > MAX_IMAGE {
-            return err(format!("{} bytes, more than the {MAX_IMAGE} read", bytes.len()));
+            return err(format!(
+                "{} bytes, more than the {MAX_IMAGE} read",
+                bytes.len()
+            ));
         }
         let Some(rest) = bytes.strip_prefix(MAGIC) else {
             return err("not an upgrade image (bad magic)");

@@ -143,7 +143,8 @@ pub fn open_program(path: &std::path::Path) -> io::Result<OwnedFd> {
         rustix::fs::Mode::empty(),
     )?;
     let st = rustix::fs::fstat(&fd)?;
-    let regular = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
+    let regular =
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
     if !regular {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -105,10 +105,7 @@ impl Clients {
         let mut listener = UnixListener::from_std(unsafe {
             std::os::unix::net::UnixListener::from(OwnedFd::from_raw_fd(image.listener))
         });
-        let _ = crate::sys::reexec::set_close_on_exec(
-            std::os::fd::AsFd::as_fd(&listener),
-            true,
-        );
+        let _ = crate::sys::reexec::set_close_on_exec(std::os::fd::AsFd::as_fd(&listener), true);
         if let Some(token) = Source::Listener.token() {
             if let Err(e) = registry.register(&mut listener, token, Interest::READABLE) {
                 log::error!("register the socket again: {e}");
@@ -155,7 +152,11 @@ impl Clients {
         clients.subs = subs;
         for w in image.waits {
             if clients.table.contains_key(&w.client) {
-                clients.waits.entry(w.gen).or_default().push((w.client, w.rid));
+                clients
+                    .waits
+                    .entry(w.gen)
+                    .or_default()
+                    .push((w.client, w.rid));
             }
         }
         for (request, client, rid) in image.replies {

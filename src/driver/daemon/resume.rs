@@ -206,4 +206,3 @@ impl Daemon {
         Ok(daemon)
     }
 }
-

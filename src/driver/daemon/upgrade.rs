@@ -78,10 +78,7 @@ impl Daemon {
         if self.children.is_launching() {
             if pending.asked.elapsed() >= LAUNCH_WAIT {
                 if let Some(p) = self.upgrade.take() {
-                    let why = format!(
-                        "generations kept starting for {} s",
-                        LAUNCH_WAIT.as_secs()
-                    );
+                    let why = format!("generations kept starting for {} s", LAUNCH_WAIT.as_secs());
                     self.clients.send_error(p.client, &p.rid, &refused(why));
                 }
             }

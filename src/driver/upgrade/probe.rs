@@ -44,7 +44,9 @@ pub fn parse_answer(text: &str) -> Result<Probed, String> {
     let mut words = text.split_whitespace();
     if words.next() != Some(PROBE_MAGIC) {
         let shown: String = text.chars().take(80).collect();
-        return Err(format!("it does not answer as genward does (said {shown:?})"));
+        return Err(format!(
+            "it does not answer as genward does (said {shown:?})"
+        ));
     }
     let num = |w: Option<&str>| w.and_then(|w| w.parse::<u32>().ok());
     let (Some(oldest), Some(newest), Some(version)) =
@@ -154,7 +156,9 @@ mod tests {
     #[test]
     fn other_answers_are_refused_with_why() {
         assert!(parse_answer("hello").unwrap_err().contains("genward"));
-        assert!(parse_answer("genward-image x").unwrap_err().contains("malformed"));
+        assert!(parse_answer("genward-image x")
+            .unwrap_err()
+            .contains("malformed"));
         let newer = format!("genward-image {0} {0} 9.9.9", IMAGE_VERSION + 1);
         assert!(parse_answer(&newer).unwrap_err().contains("writes"));
     }

@@ -246,7 +246,9 @@ impl DriverImage {
         w.u8(c.reaper).bool(c.subreaper).u64(c.max_clients);
         w.u64(c.outbox_bytes).u64(c.max_line).u8(c.containment);
         w.bytes(c.program.as_os_str().as_encoded_bytes());
-        w.u64(self.clock_start_ns).u64(self.epoch_unix_ms).i32(self.lease);
+        w.u64(self.clock_start_ns)
+            .u64(self.epoch_unix_ms)
+            .i32(self.lease);
         match &self.cgroup_root {
             None => w.u8(0),
             Some(name) => w.u8(1).str(name),
@@ -407,10 +409,7 @@ fn write_child(w: &mut Writer, c: &ChildImage) {
     w.bool(c.close_input_when_written);
     match &c.cgroup {
         None => w.u8(0),
-        Some((p, name)) => w
-            .u8(1)
-            .bytes(p.as_os_str().as_encoded_bytes())
-            .str(name),
+        Some((p, name)) => w.u8(1).bytes(p.as_os_str().as_encoded_bytes()).str(name),
     };
     w.bool(c.awaits_status);
 }
@@ -466,14 +465,20 @@ fn write_clients(w: &mut Writer, c: &ClientsImage) {
                 LineImage::TooLong(limit) => w.u8(1).u64(*limit),
             };
         }
-        w.bytes(&cl.outbox).bool(cl.paused).bool(cl.eof).u64(cl.waiting);
+        w.bytes(&cl.outbox)
+            .bool(cl.paused)
+            .bool(cl.eof)
+            .u64(cl.waiting);
         w.count(cl.deferred.len());
         for d in &cl.deferred {
             w.str(&d.session).u64(d.seq).bytes(&d.line);
         }
         w.count(cl.cursors.len());
         for cur in &cl.cursors {
-            w.str(&cur.session).u64(cur.seq).u64(cur.pos).bool(cur.behind);
+            w.str(&cur.session)
+                .u64(cur.seq)
+                .u64(cur.pos)
+                .bool(cur.behind);
         }
         match &cl.all {
             None => w.u8(0),
@@ -703,7 +708,11 @@ mod tests {
         image.lease = 1 << 20;
         image.clients.listener = (1 << 20) + 1;
         image.clients.clients[0].fd = (1 << 20) + 2;
-        assert!(image.check_descriptors().unwrap_err().0.contains("not open"));
+        assert!(image
+            .check_descriptors()
+            .unwrap_err()
+            .0
+            .contains("not open"));
     }
 
     #[test]

@@ -112,7 +112,7 @@ impl LineSplitter {
     /// A splitter in the state [`state`](Self::state) gave; `None` if `buf` is longer
     /// than `max_line` (no splitter could hold it).
     pub fn resumed(max_line: usize, buf: Vec<u8>, skipping: bool) -> Option<Self> {
-        (buf.len() <= max_line && !(skipping && !buf.is_empty())).then_some(LineSplitter {
+        ((buf.is_empty() || !skipping) && buf.len() <= max_line).then_some(LineSplitter {
             max_line,
             buf,
             skipping,

@@ -1,0 +1,329 @@
+//! `upgrade`: the daemon replaces its program in place. A flood through a subscriber
+//! crosses a hundred upgrades byte-exact with contiguous positions; generation numbers,
+//! pids, pending `wait`s and half-sent requests survive; a process that ends while the
+//! program is being replaced, and one that ends after, are reported with their exact
+//! codes; an attached shell keeps answering; descriptors and memory come back to where
+//! they were; a program that cannot take over is refused or rolled back with the daemon
+//! serving throughout.
+
+mod util;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::thread;
+
+use genward::testkit::proc;
+use serde_json::{json, Value};
+use util::cli::gw_ok;
+use util::daemon::{daemon_binary, Client, Daemon, Msg};
+use util::tmux::Tmux;
+
+fn gen_of(v: &Value) -> u64 {
+    v["gen"].as_u64().expect("a generation number")
+}
+
+/// Asks for an upgrade (to `binary`, or the program the daemon runs) on `c` and returns
+/// the answer.
+fn upgrade(c: &mut Client, binary: Option<&Path>) -> Value {
+    match binary {
+        Some(b) => c.request(json!({"op": "upgrade", "binary": b})),
+        None => c.request(json!({"op": "upgrade"})),
+    }
+}
+
+/// `(session, gen, pid)` of every listed session.
+fn listing(c: &mut Client) -> Vec<(String, u64, u64)> {
+    let list = c.ok(json!({"op": "list"}));
+    let mut rows: Vec<_> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["gen"].as_u64().unwrap_or(0),
+                s["pid"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The daemon's descriptors other than its output journal's segments (their number
+/// follows how much output the logs retain, not how often the program was replaced).
+fn fds_besides_journal(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| !target.to_string_lossy().contains("/output/"))
+        .count()
+}
+
+/// A shell script at `path` that runs `body` and then execs the daemon's program with
+/// its arguments.
+fn wrapper(path: &Path, body: &str) {
+    let mut f = std::fs::File::create(path).unwrap();
+    writeln!(
+        f,
+        "#!/bin/sh\n{body}\nexec '{}' \"$@\"",
+        daemon_binary().to_str().unwrap()
+    )
+    .unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_flood_crosses_a_hundred_upgrades_byte_exact() {
+    let d = Daemon::start("upgrade-flood", &[]);
+    let mut c = d.client();
+    // Numbered lines, in bursts, for as long as the test upgrades.
+    let flood = gen_of(&c.ok(json!({"op": "spawn", "session": "flood",
+        "buffer": 16 << 20,
+        "argv": ["sh", "-c",
+            "i=0; while :; do seq $i $((i+499)); i=$((i+500)); sleep 0.002; done"]})));
+    let idle = gen_of(&c.ok(json!({"op": "spawn", "session": "idle",
+        "argv": ["sleep", "1000"]})));
+    let before = listing(&mut c);
+
+    // The subscriber reads on its own thread, as a live client would.
+    let mut sub = d.client();
+    sub.ok(json!({"op": "subscribe", "session": "flood", "from_start": true}));
+    let reader = {
+        thread::spawn(move || {
+            let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut dropped = Vec::new();
+            loop {
+                match sub.next_event() {
+                    Msg::Output(v, data) => frames.push((v["pos"].as_u64().unwrap(), data)),
+                    Msg::Json(v) if v["event"] == "dropped" => dropped.push(v),
+                    Msg::Json(v) if v["event"] == "exited" && v["gen"] == json!(flood) => break,
+                    Msg::Json(_) => {}
+                }
+            }
+            (frames, dropped)
+        })
+    };
+
+    let mut fds_after_first = 0;
+    let mut rss_after_first = 0;
+    for i in 0..100 {
+        let answer = upgrade(&mut c, None);
+        assert_eq!(answer["ok"], json!(true), "upgrade {i}: {answer}");
+        assert_eq!(answer["version"], json!(env!("CARGO_PKG_VERSION")));
+        assert_eq!(answer["pid"], json!(d.pid), "the daemon's pid stays");
+        if i == 0 {
+            fds_after_first = fds_besides_journal(d.pid);
+            rss_after_first = proc::status_number(d.pid, "VmRSS").unwrap();
+        }
+    }
+    let fds = fds_besides_journal(d.pid);
+    let rss = proc::status_number(d.pid, "VmRSS").unwrap();
+    let mut c = d.client();
+    assert_eq!(listing(&mut c), before, "generations and pids unchanged");
+    c.ok(json!({"op": "stop", "session": "flood"}));
+    let (frames, dropped) = reader.join().unwrap();
+
+    assert!(dropped.is_empty(), "nothing dropped: {dropped:?}");
+    let mut pos = frames.first().map_or(0, |f| f.0);
+    assert_eq!(pos, 0, "the replay starts at the first byte");
+    let mut text = Vec::new();
+    for (at, data) in &frames {
+        assert_eq!(*at, pos, "contiguous positions");
+        pos += data.len() as u64;
+        text.extend_from_slice(data);
+    }
+    let text = String::from_utf8(text).unwrap();
+    let numbers: Vec<u64> = text.lines().map(|l| l.parse().unwrap()).collect();
+    assert!(
+        numbers.len() > 1000,
+        "the flood ran: {} lines",
+        numbers.len()
+    );
+    for (i, n) in numbers.iter().enumerate() {
+        assert_eq!(*n, i as u64, "line {i} byte-exact");
+    }
+    // Each upgrade starts the program afresh: nothing accumulates.
+    assert_eq!(fds, fds_after_first, "descriptors back to where they were");
+    assert!(
+        rss <= rss_after_first + 16 * 1024,
+        "RSS {rss} kB after 100 upgrades, {rss_after_first} kB after the first"
+    );
+    c.ok(json!({"op": "stop", "session": "idle"}));
+    let _ = idle;
+}
+
+#[test]
+fn waits_half_sent_requests_and_exit_codes_cross_an_upgrade() {
+    waits_and_exit_codes(&[]);
+}
+
+/// The same without pidfds: exits are learned from SIGCHLD, which stays pending (blocked)
+/// while the program is replaced.
+#[test]
+fn waits_and_exit_codes_cross_an_upgrade_with_the_fallback_reaper() {
+    waits_and_exit_codes(&["--reaper", "fallback"]);
+}
+
+fn waits_and_exit_codes(extra: &[&str]) {
+    let d = Daemon::start("upgrade-waits", extra);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // Ends when told, with the code it reads.
+    let reader = gen_of(&c.ok(json!({"op": "spawn", "session": "reader",
+        "argv": ["sh", "-c", "read code; exit $code"]})));
+    // Ends while the program is being replaced (see the wrapper below).
+    let flag = d.dir.join("go");
+    let pidfile = d.dir.join("pid");
+    let during = gen_of(&c.ok(json!({"op": "spawn", "session": "during",
+        "argv": ["sh", "-c", format!(
+            "echo $$ > {p}.tmp && mv {p}.tmp {p}; while [ ! -e {f} ]; do sleep 0.01; done; exit 9",
+            p = pidfile.display(), f = flag.display())]})));
+    while !pidfile.exists() {
+        thread::yield_now();
+    }
+    let during_pid = std::fs::read_to_string(&pidfile).unwrap();
+
+    // A wait for the reader, answered by the next program.
+    let mut waiter = d.client();
+    waiter.send_raw(
+        format!("{{\"id\":\"w\",\"op\":\"wait\",\"session\":\"reader\",\"gen\":{reader}}}\n")
+            .as_bytes(),
+    );
+    // Half a request, finished after the upgrade.
+    let mut half = d.client();
+    half.send_raw(b"{\"id\":\"h\",\"op\":\"li");
+    // Make sure the wait was registered before the upgrade (requests on one connection
+    // are answered in order).
+    waiter.ok(json!({"op": "hello"}));
+
+    // The new program is started by a script that first lets `during` end and waits until
+    // it is a zombie: it ended while no program served.
+    let script = d.dir.join("upgrade-during");
+    wrapper(
+        &script,
+        // Shell builtins only: a command the script ran would be a child of the daemon's
+        // process, and the shell's `wait` for it could reap the daemon's children too.
+        &format!(
+            "if [ \"$1\" = __resume ]; then\n  : > {f}\n  read -r p < {p}\n  while read -r _ _ state _ < /proc/$p/stat; [ \"$state\" != Z ]; do :; done\nfi",
+            f = flag.display(),
+            p = pidfile.display()
+        ),
+    );
+    let answer = upgrade(&mut c, Some(&script));
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+
+    let ended = c.events_until(|m| m.is("exited", during));
+    let exit = ended.last().unwrap().json();
+    assert_eq!(
+        exit["code"],
+        json!(9),
+        "exact code of the end during the upgrade: {exit}"
+    );
+    assert_eq!(exit["cause"], json!("exited"), "{exit}");
+    assert!(!during_pid.trim().is_empty());
+
+    half.send_raw(b"st\"}\n");
+    let listed = half.read_msg();
+    assert_eq!(listed.json()["id"], json!("h"), "{:?}", listed);
+    assert_eq!(listed.json()["ok"], json!(true), "{:?}", listed);
+
+    c.ok(json!({"op": "write", "session": "reader", "data": "42\n"}));
+    let answer = loop {
+        match waiter.read_msg() {
+            Msg::Json(v) if v["id"] == json!("w") => break v,
+            _ => {}
+        }
+    };
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    assert_eq!(
+        answer["end"]["code"],
+        json!(42),
+        "exact code after: {answer}"
+    );
+    assert_eq!(answer["end"]["gen"], json!(reader));
+
+    // Generation numbers continue from where they were.
+    let next = gen_of(&c.ok(json!({"op": "spawn", "session": "next", "argv": ["true"]})));
+    assert!(next > during && next > reader, "{next}");
+}
+
+#[test]
+fn an_attached_shell_keeps_answering_across_an_upgrade() {
+    let Some(t) = Tmux::start("upgrade_attached_shell", 90, 20) else {
+        return;
+    };
+    let d = Daemon::start("upgrade-attach", &[]);
+    gw_ok(
+        &d,
+        &[
+            "run", "sh", "--pty", "--grace", "100ms", "--env", "PS1=gw$ ", "--", "sh", "-i",
+        ],
+    );
+    t.type_line(&format!(
+        "{} --socket {} attach sh",
+        env!("CARGO_BIN_EXE_genward"),
+        d.socket.display()
+    ));
+    t.await_screen("the session's prompt", |s| s.contains("gw$"));
+    t.type_line("echo before$((40+2))");
+    t.await_screen("an answer before", |s| s.contains("before42"));
+    let answer = upgrade(&mut d.client(), None);
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    t.type_line("echo after$((40+3))");
+    t.await_screen("an answer after", |s| s.contains("after43"));
+    t.resize(100, 30);
+    t.type_line("stty size");
+    t.await_screen("a resize after", |s| {
+        s.lines().any(|l| l.trim_end() == "30 100")
+    });
+    assert!(!t.screen().contains("genward:"), "{}", t.screen());
+}
+
+#[test]
+fn a_program_that_cannot_take_over_is_refused_or_rolled_back() {
+    let d = Daemon::start("upgrade-refused", &[]);
+    let mut c = d.client();
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]})));
+    let before = listing(&mut c);
+    let cases: Vec<(std::path::PathBuf, &str)> = {
+        let not_genward = d.dir.join("not-genward");
+        std::fs::write(&not_genward, "#!/bin/sh\necho hello\n").unwrap();
+        std::fs::set_permissions(&not_genward, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let newer = d.dir.join("newer");
+        std::fs::write(&newer, "#!/bin/sh\necho genward-image 99 99 9.9.9\n").unwrap();
+        std::fs::set_permissions(&newer, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let not_exec = d.dir.join("not-executable");
+        std::fs::write(&not_exec, "x").unwrap();
+        vec![
+            (d.dir.join("missing"), "No such file"),
+            (not_exec, "not executable"),
+            (not_genward, "does not answer as genward"),
+            (newer, "reads image formats 99 to 99"),
+        ]
+    };
+    for (binary, why) in &cases {
+        let answer = upgrade(&mut c, Some(binary));
+        assert_eq!(answer["error"]["code"], json!("upgrade_failed"), "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{why}: {message}");
+        assert!(message.contains("runs on unchanged"), "{message}");
+        assert_eq!(listing(&mut c), before, "still serving, unchanged");
+    }
+
+    // Accepted, executed, and then unable to resume: the previous program runs again.
+    let faulty = d.dir.join("faulty");
+    wrapper(&faulty, "export GENWARD_TEST_RESUME_FAULT=1");
+    let answer = upgrade(&mut c, Some(&faulty));
+    assert_eq!(answer["error"]["code"], json!("upgrade_failed"), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("could not resume"), "{message}");
+    assert_eq!(listing(&mut c), before, "the rolled-back daemon serves");
+    assert_eq!(listing(&mut d.client()), before, "and accepts connections");
+
+    // And a good upgrade still works afterwards.
+    let answer = upgrade(&mut c, None);
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    c.ok(json!({"op": "stop", "session": "s", "if_gen": gen}));
+}
