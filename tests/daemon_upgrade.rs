@@ -155,6 +155,49 @@ fn a_flood_crosses_a_hundred_upgrades_byte_exact() {
 }
 
 #[test]
+fn queues_of_stalled_subscribers_cross_an_upgrade_by_reference() {
+    let d = Daemon::start("upgrade-stalled", &[]);
+    let mut c = d.client();
+    let gen = gen_of(
+        &c.ok(json!({"op": "spawn", "session": "out", "buffer": 16 << 20,
+        "argv": ["sh", "-c", "read go; seq 1 1000000; read x"]})),
+    );
+    // Twenty subscribers that read nothing while 7 MB are written: more than their
+    // sockets hold, less than their queues and the log.
+    let mut subs: Vec<Client> = (0..20).map(|_| d.client()).collect();
+    for s in &mut subs {
+        s.ok(json!({"op": "subscribe", "session": "out"}));
+    }
+    c.ok(json!({"op": "subscribe", "session": "out"}));
+    c.ok(json!({"op": "write", "session": "out", "data": "go\n"}));
+    c.output_until(gen, "\n1000000\n");
+    let answer = upgrade(&mut c, None);
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    // The frames they are owed are in the image once each, not once per subscriber.
+    let image = answer["image_bytes"].as_u64().unwrap();
+    println!("image: {image} bytes");
+    assert!(image < 1 << 20, "image of {image} bytes");
+    c.ok(json!({"op": "write", "session": "out", "data": "x\n"}));
+    for s in &mut subs {
+        let mut text = Vec::new();
+        let mut pos = 0;
+        let msgs = s.events_until(|m| m.is("exited", gen));
+        for m in &msgs {
+            match m {
+                Msg::Output(v, data) => {
+                    assert_eq!(v["pos"], json!(pos), "contiguous");
+                    pos += data.len() as u64;
+                    text.extend_from_slice(data);
+                }
+                Msg::Json(v) => assert_ne!(v["event"], json!("dropped"), "{v}"),
+            }
+        }
+        let want: String = (1..=1000000).map(|i| format!("{i}\n")).collect();
+        assert!(text == want.as_bytes(), "{} bytes, byte-exact", text.len());
+    }
+}
+
+#[test]
 fn waits_half_sent_requests_and_exit_codes_cross_an_upgrade() {
     waits_and_exit_codes(&[]);
 }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use mio::net::UnixStream;
 
+use super::frame::Frame;
+use super::logs::Logs;
 use super::outbox::Outbox;
 use super::upgrade::state::{ClientImage, DeferredImage, LineImage};
 use crate::proto::framing::{LineSplitter, LineTooLong};
@@ -92,7 +94,7 @@ impl Client {
     /// Its state for an upgrade image (its socket's number, its unfinished line, the
     /// lines not handled yet, every byte not yet written, the `wait` answers it is
     /// owed); subscriptions are added by the caller.
-    pub fn export(&self, id: u64) -> ClientImage {
+    pub fn export(&self, id: u64, find: impl Fn(&Frame) -> Option<(Arc<str>, u64)>) -> ClientImage {
         let (partial, skipping) = self.lines.state();
         ClientImage {
             id,
@@ -107,7 +109,7 @@ impl Client {
                     Err(e) => LineImage::TooLong(e.limit as u64),
                 })
                 .collect(),
-            outbox: self.outbox.unsent(),
+            outbox: self.outbox.export(find),
             paused: self.paused,
             eof: self.eof,
             waiting: self.waiting as u64,
@@ -131,12 +133,17 @@ impl Client {
         image: ClientImage,
         max_line: usize,
         outbox_bytes: usize,
+        logs: &Logs,
     ) -> Client {
         let lines = LineSplitter::resumed(max_line, image.partial, image.skipping)
             .unwrap_or_else(|| LineSplitter::new(max_line));
-        let mut outbox = Outbox::new(outbox_bytes);
-        if !image.outbox.is_empty() {
-            outbox.push(&image.outbox);
+        let (outbox, missing) =
+            Outbox::import(outbox_bytes, image.outbox, |s, seq| logs.frame(s, seq));
+        if missing > 0 {
+            log::error!(
+                "client {}: {missing} queued record(s) could not be read back after the upgrade",
+                image.id
+            );
         }
         Client {
             stream,

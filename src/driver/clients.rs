@@ -248,13 +248,21 @@ impl Clients {
 
     /// Answers an `upgrade` that succeeded: the version that runs now, the one before,
     /// and how long the loop did not serve.
-    pub fn send_upgraded(&mut self, id: u64, rid: &RequestId, previous: &str, pause_ms: u64) {
+    pub fn send_upgraded(
+        &mut self,
+        id: u64,
+        rid: &RequestId,
+        previous: &str,
+        pause_ms: u64,
+        image_bytes: u64,
+    ) {
         let mut line = Vec::new();
         let mut w = begin_ok_response(rid, &mut line);
         w.str("version", env!("CARGO_PKG_VERSION"))
             .str("previous", previous)
             .u64("pid", u64::from(std::process::id()))
-            .u64("pause_ms", pause_ms);
+            .u64("pause_ms", pause_ms)
+            .u64("image_bytes", image_bytes);
         w.finish();
         line.push(b'\n');
         self.push(id, &line);

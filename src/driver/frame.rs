@@ -31,6 +31,16 @@ impl Frame {
         }
     }
 
+    /// What tells this frame from others without comparing bytes: where its bytes live.
+    /// Two clones of one frame have the same identity (an outbox's queued frame is found
+    /// in its log by it, when an upgrade image refers to the record instead of copying).
+    pub fn identity(&self) -> (usize, usize) {
+        match self {
+            Frame::Mapped { map, start, .. } => (Rc::as_ptr(map) as usize, *start),
+            Frame::Heap(v) => (Rc::as_ptr(v) as *const u8 as usize, 0),
+        }
+    }
+
     /// The same bytes on the heap: for a frame still queued when its segment is given up,
     /// so that the segment's memory is not held for it.
     pub fn to_heap(&self) -> Frame {

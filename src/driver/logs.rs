@@ -33,6 +33,27 @@ pub struct Logs {
 }
 
 impl Logs {
+    /// Every retained record's frame, by [`Frame::identity`], with its session and
+    /// sequence number: what an upgrade image refers to instead of copying queued frames.
+    /// Empty without a journal (the next program could not read the records back).
+    pub fn frame_index(&self) -> HashMap<(usize, usize), (Arc<str>, u64)> {
+        if self.disk.is_none() {
+            return HashMap::new();
+        }
+        self.rings
+            .iter()
+            .flat_map(|(session, ring)| {
+                ring.records()
+                    .map(move |r| (r.frame.identity(), (session.clone(), r.seq)))
+            })
+            .collect()
+    }
+
+    /// The frame of record `seq` of `session`, if retained.
+    pub fn frame(&self, session: &str, seq: u64) -> Option<Frame> {
+        Some(self.rings.get(session)?.record(seq)?.frame.clone())
+    }
+
     /// Logs written through to `journal`, starting with what it held for the sessions
     /// `capacity` names (with the bytes of each one's log); the rest of it is given up.
     pub fn open(mut journal: Journal, capacity: impl Fn(&str) -> Option<usize>) -> Logs {

@@ -14,7 +14,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Write};
 
+use std::sync::Arc;
+
 use super::frame::Frame;
+use super::upgrade::state::OutboxPiece;
 use crate::store::journal::Segment;
 
 /// Most slices handed to one vectored write.
@@ -82,18 +85,68 @@ impl Outbox {
         self.pending == 0
     }
 
-    /// Every byte still to be written, in order (for an upgrade image).
-    pub fn unsent(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.pending);
+    /// Everything still to be written, in order, for an upgrade image: a shared frame that
+    /// `find` names as a log record (session, sequence number) by reference, the rest as
+    /// bytes.
+    pub fn export(&self, find: impl Fn(&Frame) -> Option<(Arc<str>, u64)>) -> Vec<OutboxPiece> {
+        let mut pieces: Vec<OutboxPiece> = Vec::new();
         for (i, chunk) in self.chunks.iter().enumerate() {
-            let bytes = chunk.bytes();
-            out.extend_from_slice(if i == 0 {
-                &bytes[self.front_sent..]
-            } else {
-                bytes
-            });
+            let skip = if i == 0 { self.front_sent } else { 0 };
+            if let Chunk::Shared(frame) = chunk {
+                if let Some((session, seq)) = find(frame) {
+                    pieces.push(OutboxPiece::Record {
+                        session: session.to_string(),
+                        seq,
+                        skip: skip as u64,
+                    });
+                    continue;
+                }
+            }
+            let bytes = &chunk.bytes()[skip..];
+            match pieces.last_mut() {
+                Some(OutboxPiece::Bytes(last)) => last.extend_from_slice(bytes),
+                _ => pieces.push(OutboxPiece::Bytes(bytes.to_vec())),
+            }
         }
-        out
+        pieces
+    }
+
+    /// The queue an upgrade image holds, `resolve` giving each record's frame; a record it
+    /// cannot give (the log lost it) is left out and counted in the result.
+    pub fn import(
+        limit: usize,
+        pieces: Vec<OutboxPiece>,
+        resolve: impl Fn(&str, u64) -> Option<Frame>,
+    ) -> (Outbox, usize) {
+        let mut outbox = Outbox::new(limit);
+        let mut missing = 0;
+        for piece in pieces {
+            match piece {
+                OutboxPiece::Bytes(b) if b.is_empty() => {}
+                OutboxPiece::Bytes(b) => {
+                    outbox.pending += b.len();
+                    outbox.chunks.push_back(Chunk::Owned(b));
+                }
+                OutboxPiece::Record { session, seq, skip } => {
+                    let Some(frame) = resolve(&session, seq) else {
+                        missing += 1;
+                        continue;
+                    };
+                    let skip = (skip as usize).min(frame.len());
+                    if skip > 0 && outbox.chunks.is_empty() {
+                        // Partly written before: only the front chunk can be.
+                        outbox.push_shared(&frame);
+                        outbox.front_sent = skip;
+                        outbox.pending -= skip;
+                    } else if skip > 0 {
+                        outbox.push(&frame[skip..]);
+                    } else {
+                        outbox.push_shared(&frame);
+                    }
+                }
+            }
+        }
+        (outbox, missing)
     }
 
     /// Queues a copy of `bytes` (responses, events).
@@ -224,6 +277,42 @@ mod tests {
         ob.flush_to(&mut sink).unwrap();
         assert_eq!(sink.got, b"hello big world!");
         assert!(ob.is_empty());
+    }
+
+    #[test]
+    fn export_refers_to_known_frames_and_import_gives_the_same_bytes() {
+        for cut in 1..24 {
+            let mut ob = Outbox::new(1 << 20);
+            let a = Frame::from(b"frame-a".to_vec());
+            let b = Frame::from(b"frame-b".to_vec());
+            ob.push_shared(&a);
+            ob.push(b"<reply>");
+            ob.push_shared(&b);
+            let mut sink = Trickle {
+                got: vec![],
+                per_call: cut,
+                block_after: 1,
+                calls: 0,
+            };
+            ob.flush_to(&mut sink).unwrap();
+            let known =
+                |f: &Frame| (f.identity() == a.identity()).then(|| (Arc::<str>::from("s"), 3));
+            let pieces = ob.export(known);
+            let (mut back, missing) = Outbox::import(1 << 20, pieces, |s, seq| {
+                (s == "s" && seq == 3).then(|| a.clone())
+            });
+            assert_eq!(missing, 0);
+            assert_eq!(back.len(), ob.len(), "cut {cut}");
+            let mut rest = Trickle {
+                got: vec![],
+                per_call: usize::MAX,
+                block_after: usize::MAX,
+                calls: 0,
+            };
+            back.flush_to(&mut rest).unwrap();
+            sink.got.extend_from_slice(&rest.got);
+            assert_eq!(sink.got, b"frame-a<reply>frame-b", "cut {cut}");
+        }
     }
 
     #[test]

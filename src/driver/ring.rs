@@ -248,6 +248,16 @@ impl Ring {
         }
     }
 
+    /// Record `seq`, if retained.
+    pub fn record(&self, seq: u64) -> Option<&Record> {
+        self.index_of(seq).map(|i| &self.records[i])
+    }
+
+    /// The records retained, oldest first.
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.records.iter()
+    }
+
     /// The cursor from which replaying yields at least the last `bytes` output bytes that
     /// are still retained (whole records).
     pub fn seq_for_tail(&self, bytes: u64) -> u64 {

@@ -8,7 +8,9 @@ use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry};
 
 use super::super::client::Client;
+use super::super::frame::Frame;
 use super::super::listener::PeerPolicy;
+use super::super::logs::Logs;
 use super::super::subscriptions::{Cursor, Subscriptions};
 use super::super::token::Source;
 use super::super::upgrade::state::{ClientsImage, CursorImage, WaitImage};
@@ -41,12 +43,14 @@ pub fn replay_of(name: &str) -> Replay {
 
 impl Clients {
     /// Every connection and what is owed to it, for an upgrade image.
-    pub fn export(&self) -> ClientsImage {
+    pub fn export(&self, logs: &Logs) -> ClientsImage {
+        let index = logs.frame_index();
+        let find = |f: &Frame| index.get(&f.identity()).cloned();
         let mut clients: Vec<_> = self
             .table
             .iter()
             .map(|(&id, c)| {
-                let mut image = c.export(id);
+                let mut image = c.export(id, find);
                 let (cursors, all) = self.subs.export_client(id);
                 image.cursors = cursors
                     .into_iter()
@@ -99,6 +103,7 @@ impl Clients {
         policy: PeerPolicy,
         limits: ClientLimits,
         hello: Hello,
+        logs: &Logs,
     ) -> Clients {
         // SAFETY: the image's descriptors were checked open and named once, and the
         // listener's number is taken by this owner alone.
@@ -142,7 +147,7 @@ impl Clients {
                 })
                 .collect();
             subs.import_client(id, cursors, c.all.as_deref().map(replay_of));
-            let client = Client::resumed(stream, c, limits.max_line, limits.outbox_bytes);
+            let client = Client::resumed(stream, c, limits.max_line, limits.outbox_bytes, logs);
             clients.table.insert(id, client);
             clients.dirty.push(id);
         }

@@ -145,7 +145,15 @@ impl Daemon {
             outbox_bytes: cfg.client_outbox_bytes,
         };
         let policy = PeerPolicy::new(cfg.allow_uids.clone());
-        let mut clients = Clients::resume(driver.clients, poll.registry(), policy, limits, hello);
+        let logs = persist.open_logs(&core, left.log_capacities());
+        let mut clients = Clients::resume(
+            driver.clients,
+            poll.registry(),
+            policy,
+            limits,
+            hello,
+            &logs,
+        );
         let mut unverified = Unverified::default();
         for k in driver.unverified {
             persist.keep_unverified(k.gen);
@@ -157,7 +165,6 @@ impl Daemon {
                 epoch_unix_ms: driver.epoch_unix_ms,
             },
         };
-        let logs = persist.open_logs(&core, left.log_capacities());
         if let Some(r) = driver.requester {
             let pause_ms = (mono::to_ns(Instant::now()).saturating_sub(r.paused_at_ns)) / 1_000_000;
             match &args.rolled_back {
@@ -168,7 +175,13 @@ impl Daemon {
                         r.previous_version,
                         core.generation_count(),
                     );
-                    clients.send_upgraded(r.client, &r.rid, &r.previous_version, pause_ms);
+                    clients.send_upgraded(
+                        r.client,
+                        &r.rid,
+                        &r.previous_version,
+                        pause_ms,
+                        bytes.len() as u64,
+                    );
                 }
                 Some(why) => {
                     log::error!("upgrade rolled back: the new program could not resume: {why}");

@@ -128,7 +128,7 @@ impl Daemon {
             lease: self._lease.as_raw_fd(),
             cgroup_root: self.children.cgroup_root_name(),
             children: self.children.export(),
-            clients: self.clients.export(),
+            clients: self.clients.export(&self.logs),
             unverified: self.unverified.export(),
             requester: Some(RequesterImage {
                 client: p.client,

@@ -105,6 +105,20 @@ pub enum LineImage {
     TooLong(u64),
 }
 
+/// A piece of a connection's queue: bytes of its own, or (most of what a subscriber has
+/// queued) a record of a session's log, which the next program reads back from the
+/// output journal — so a frame queued for a thousand subscribers is in the image once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboxPiece {
+    Bytes(Vec<u8>),
+    /// Record `seq` of `session`'s log, its first `skip` bytes already written.
+    Record {
+        session: String,
+        seq: u64,
+        skip: u64,
+    },
+}
+
 /// A session followed, and how far.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CursorImage {
@@ -134,7 +148,7 @@ pub struct ClientImage {
     pub skipping: bool,
     pub pending: Vec<LineImage>,
     /// Everything queued and not yet written, in order.
-    pub outbox: Vec<u8>,
+    pub outbox: Vec<OutboxPiece>,
     pub paused: bool,
     pub eof: bool,
     pub waiting: u64,
@@ -465,10 +479,16 @@ fn write_clients(w: &mut Writer, c: &ClientsImage) {
                 LineImage::TooLong(limit) => w.u8(1).u64(*limit),
             };
         }
-        w.bytes(&cl.outbox)
-            .bool(cl.paused)
-            .bool(cl.eof)
-            .u64(cl.waiting);
+        w.count(cl.outbox.len());
+        for piece in &cl.outbox {
+            match piece {
+                OutboxPiece::Bytes(b) => w.u8(0).bytes(b),
+                OutboxPiece::Record { session, seq, skip } => {
+                    w.u8(1).str(session).u64(*seq).u64(*skip)
+                }
+            };
+        }
+        w.bool(cl.paused).bool(cl.eof).u64(cl.waiting);
         w.count(cl.deferred.len());
         for d in &cl.deferred {
             w.str(&d.session).u64(d.seq).bytes(&d.line);
@@ -517,7 +537,19 @@ fn read_clients(r: &mut Reader<'_>) -> Result<ClientsImage, ImageError> {
                 t => return Err(ImageError(format!("{t} is not a line tag"))),
             });
         }
-        let outbox = r.bytes()?.to_vec();
+        let n = r.count(9)?;
+        let mut outbox = Vec::with_capacity(n);
+        for _ in 0..n {
+            outbox.push(match r.u8()? {
+                0 => OutboxPiece::Bytes(r.bytes()?.to_vec()),
+                1 => OutboxPiece::Record {
+                    session: r.str()?.to_owned(),
+                    seq: r.u64()?,
+                    skip: r.u64()?,
+                },
+                t => return Err(ImageError(format!("{t} is not an outbox tag"))),
+            });
+        }
         let paused = r.bool()?;
         let eof = r.bool()?;
         let waiting = r.u64()?;
@@ -630,7 +662,14 @@ mod tests {
                     partial: b"{\"op\"".to_vec(),
                     skipping: false,
                     pending: vec![LineImage::Line(b"{}".to_vec()), LineImage::TooLong(10)],
-                    outbox: vec![0, 1, 255],
+                    outbox: vec![
+                        OutboxPiece::Bytes(vec![0, 1, 255]),
+                        OutboxPiece::Record {
+                            session: "a".into(),
+                            seq: 2,
+                            skip: 1,
+                        },
+                    ],
                     paused: true,
                     eof: false,
                     waiting: 1,
