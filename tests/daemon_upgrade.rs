@@ -292,6 +292,25 @@ fn waits_and_exit_codes(extra: &[&str]) {
     assert!(next > during && next > reader, "{next}");
 }
 
+/// A stop under way keeps its escalation: the core's clock continues across the exec, so
+/// SIGKILL comes when the grace given before the upgrade runs out.
+#[test]
+fn a_stop_under_way_escalates_on_time_after_an_upgrade() {
+    let d = Daemon::start("upgrade-stop", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "stubborn",
+        "argv": ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"]})));
+    c.output_until(gen, "ready");
+    c.ok(json!({"op": "stop", "session": "stubborn", "grace": "500ms"}));
+    let answer = upgrade(&mut c, None);
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    let end = c.events_until(|m| m.is("exited", gen));
+    let end = end.last().unwrap().json();
+    assert_eq!(end["cause"], json!("killed"), "{end}");
+    assert_eq!(end["code"], json!(137), "{end}");
+}
+
 #[test]
 fn an_attached_shell_keeps_answering_across_an_upgrade() {
     let Some(t) = Tmux::start("upgrade_attached_shell", 90, 20) else {
