@@ -235,11 +235,12 @@ impl DriverImage {
     /// Refuses an image that names a descriptor twice or one that is not open, before
     /// anything takes ownership of any of them.
     pub fn check_descriptors(&self) -> Result<(), ImageError> {
+        let fds = self.descriptors();
         let mut seen = HashSet::new();
-        for fd in self.descriptors() {
-            if !seen.insert(fd) {
-                return Err(ImageError(format!("descriptor {fd} is named twice")));
-            }
+        if let Some(fd) = fds.iter().find(|fd| !seen.insert(**fd)) {
+            return Err(ImageError(format!("descriptor {fd} is named twice")));
+        }
+        for fd in fds {
             // SAFETY: F_GETFD on any number only reads its flags; EBADF if not open.
             if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
                 return Err(ImageError(format!("descriptor {fd} is not open")));
