@@ -106,6 +106,8 @@ fn a_flood_crosses_a_hundred_upgrades_byte_exact() {
         })
     };
 
+    let fds_before = fds_besides_journal(d.pid);
+    let rss_before = proc::status_number(d.pid, "VmRSS").unwrap();
     let mut fds_after_first = 0;
     let mut rss_after_first = 0;
     for i in 0..100 {
@@ -145,6 +147,10 @@ fn a_flood_crosses_a_hundred_upgrades_byte_exact() {
         assert_eq!(*n, i as u64, "line {i} byte-exact");
     }
     // Each upgrade starts the program afresh: nothing accumulates.
+    println!(
+        "descriptors {fds_before} before, {fds_after_first} after the first upgrade, {fds} after 100; RSS {rss_before} / {rss_after_first} / {rss} kB"
+    );
+    assert_eq!(fds, fds_before, "descriptors back to where they were");
     assert_eq!(fds, fds_after_first, "descriptors back to where they were");
     assert!(
         rss <= rss_after_first + 16 * 1024,
