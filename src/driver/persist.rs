@@ -117,6 +117,21 @@ impl Persist {
         Ok((persist, left))
     }
 
+    /// Opens the state in `dir` again for a daemon that re-executed itself: its sessions
+    /// and generations come from the upgrade image, so the files that record them are not
+    /// read (they say the same); `floor` is the highest generation number it has handed
+    /// out.
+    pub fn reopen(dir: &std::path::Path, floor: u64) -> Result<Persist, String> {
+        let store = Store::open(dir).map_err(|e| e.to_string())?;
+        let (alloc, _) =
+            GenAllocator::open(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
+        Ok(Persist {
+            store,
+            alloc,
+            unverified: HashSet::new(),
+        })
+    }
+
     /// Keeps the durable high-water mark above every number the core may hand out next:
     /// called before any action of the core is executed.
     pub fn reserve(&mut self, core: &Core) {

@@ -50,6 +50,18 @@ fn config(c: &ConfigImage) -> DaemonConfig {
     cfg
 }
 
+/// Each session's replay log capacity, from its spec.
+fn log_capacities(core: &crate::core::Core) -> std::collections::HashMap<std::sync::Arc<str>, usize> {
+    let clock = crate::core::WallClock {
+        now: crate::core::Time::from_millis(0),
+        unix_ms: 0,
+    };
+    core.session_records(clock)
+        .into_iter()
+        .map(|r| (r.name, r.spec.buffer_bytes))
+        .collect()
+}
+
 impl Daemon {
     /// Resumes from the image an upgrading daemon left. `Err` says why it cannot; then
     /// nothing was taken or changed, and the caller runs the previous program again.
@@ -74,7 +86,8 @@ impl Daemon {
         )
         .map_err(|e| e.to_string())?;
         let cfg = config(&driver.config);
-        let (mut persist, left) = Persist::open(&cfg.state_dir)?;
+        let mut persist =
+            Persist::reopen(&cfg.state_dir, core.next_generation().saturating_sub(1))?;
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
 
         // From here on nothing fails: every descriptor is owned by one owner.
@@ -145,7 +158,7 @@ impl Daemon {
             outbox_bytes: cfg.client_outbox_bytes,
         };
         let policy = PeerPolicy::new(cfg.allow_uids.clone());
-        let logs = persist.open_logs(&core, left.log_capacities());
+        let logs = persist.open_logs(&core, log_capacities(&core));
         let mut clients = Clients::resume(
             driver.clients,
             poll.registry(),
