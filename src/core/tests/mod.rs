@@ -2,6 +2,7 @@
 
 mod commands;
 mod harness;
+mod image;
 mod interleavings;
 mod lifecycle;
 mod persist;
