@@ -3,6 +3,7 @@
 mod commands;
 mod harness;
 mod image;
+mod image_refusals;
 mod interleavings;
 mod lifecycle;
 mod persist;
