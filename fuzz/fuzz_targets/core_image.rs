@@ -8,9 +8,7 @@
 //!   take the same further steps and must act, and export, alike.
 #![no_main]
 
-use genward::core::{
-    Action, Command, Core, ExitStatus, Input, OnBusy, Started, Stream, Time,
-};
+use genward::core::{Action, Command, Core, ExitStatus, Input, OnBusy, Started, Stream, Time};
 use genward::store::core_image::{decode_core_image, encode_core_image};
 use genward::testkit::rng::{Bytes, Choose};
 use genward::testkit::walk::{live_generations, random_spec, small_limits, MILLIS, NAMES};
@@ -44,7 +42,14 @@ fn raw(bytes: &[u8]) {
             if_gen: None,
             grace: None,
         };
-        step(&mut core, now, Input::Command { request: i as u64, command });
+        step(
+            &mut core,
+            now,
+            Input::Command {
+                request: i as u64,
+                command,
+            },
+        );
         core.get(&s.name);
     }
     for _ in 0..4 {
@@ -52,7 +57,14 @@ fn raw(bytes: &[u8]) {
         core.handle_timeout(now);
         drain(&mut core, now);
     }
-    step(&mut core, now, Input::Command { request: 0, command: Command::Shutdown });
+    step(
+        &mut core,
+        now,
+        Input::Command {
+            request: 0,
+            command: Command::Shutdown,
+        },
+    );
 }
 
 fn walk(c: &mut Bytes<'_>) {
@@ -115,7 +127,11 @@ fn drain(core: &mut Core, now: Time) -> Vec<Action> {
 /// The next step of a walk: when, and what (`None`: only the clock).
 fn choose(c: &mut Bytes<'_>, core: &Core, now: Time, request: u64) -> (Time, Option<Input>) {
     let live = live_generations(core);
-    let gen = if live.is_empty() { c.below(8) } else { c.pick(&live) };
+    let gen = if live.is_empty() {
+        c.below(8)
+    } else {
+        c.pick(&live)
+    };
     let session = c.pick(&NAMES).to_string();
     let command = |command| Some(Input::Command { request, command });
     let input = match c.below(12) {
@@ -124,15 +140,37 @@ fn choose(c: &mut Bytes<'_>, core: &Core, now: Time, request: u64) -> (Time, Opt
             // The wire cannot ask for unlimited restarts.
             spec.restart.max_restarts.get_or_insert(u32::MAX);
             let on_busy = c.pick(&[OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject]);
-            command(Command::Spawn { session, spec: Box::new(spec), on_busy })
+            command(Command::Spawn {
+                session,
+                spec: Box::new(spec),
+                on_busy,
+            })
         }
-        2 => command(Command::Stop { session, if_gen: None, grace: None }),
-        3 => command(Command::Restart { session, if_gen: None }),
-        4 => command(Command::Write { session, if_gen: None, bytes: vec![b'x'; 8] }),
+        2 => command(Command::Stop {
+            session,
+            if_gen: None,
+            grace: None,
+        }),
+        3 => command(Command::Restart {
+            session,
+            if_gen: None,
+        }),
+        4 => command(Command::Write {
+            session,
+            if_gen: None,
+            bytes: vec![b'x'; 8],
+        }),
         5 if c.chance(30) => command(Command::Shutdown),
-        6 => Some(Input::SpawnResult { gen, result: Ok(Started::in_session(gen as u32)) }),
+        6 => Some(Input::SpawnResult {
+            gen,
+            result: Ok(Started::in_session(gen as u32)),
+        }),
         7 => {
-            let status = c.pick(&[ExitStatus::Code(0), ExitStatus::Code(1), ExitStatus::Signal(9)]);
+            let status = c.pick(&[
+                ExitStatus::Code(0),
+                ExitStatus::Code(1),
+                ExitStatus::Signal(9),
+            ]);
             Some(Input::LeaderExited { gen, status })
         }
         8 => {
