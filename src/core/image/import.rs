@@ -5,7 +5,7 @@
 //! problem, leaving the caller free to start from its session records instead.
 //!
 //! These checks are the gate: the invariant checker of the tests and the fuzzer
-//! ([`check`](crate::core::check)) watches a core step by step from its creation and
+//! (`core::check`) watches a core step by step from its creation and
 //! cannot vouch for a table it did not see being built. Every check is one a real core
 //! always passes between turns (the round-trip property test imports thousands of them).
 
