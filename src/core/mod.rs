@@ -86,6 +86,10 @@ pub fn check_session_name(name: &str) -> Result<(), String> {
 ///   [`take_dirty_sessions`](Core::take_dirty_sessions) names; a new daemon rebuilds the
 ///   table with [`restore`](Core::restore) (whose docs give the whole start-up), `Adopt`
 ///   and [`resume`](Core::resume).
+/// - An upgrade by re-exec keeps everything instead: between turns (actions drained),
+///   [`export_image`](Core::export_image) gives the whole state as a [`CoreImage`]; the
+///   new binary, its clock continuing the old one's, builds its core with
+///   [`import_image`](Core::import_image) and carries on as if nothing happened.
 ///
 /// # Examples
 ///

@@ -20,6 +20,11 @@
 //! none may be unknown, every number is range-checked, and nothing is taken on trust
 //! about the state itself: [`Core::import_image`](crate::core::Core::import_image) checks
 //! that next.
+//!
+//! Exact, with the session file's two limits, both of values no driver produces: a spawn
+//! error whose message is word for word the system's text for its errno comes back
+//! without a message (the wire shows that same text either way), and an end's signal
+//! must be a signal of this system.
 
 mod generation;
 mod session;
@@ -42,8 +47,9 @@ pub const MAX_CORE_IMAGE: usize = 256 << 20;
 
 /// Bounds for [`decode_core_image`]: the length above; nesting as deep as an event's
 /// `error` inside a session's recent ends (6) with room to spare; a string as long as a
-/// request may carry; values enough for the whole table of ordinary specs (the parsed
-/// tree of the largest image stays within a few hundred bytes per value).
+/// request may carry; 16 Mi values, enough for a full table (about 40 values per session
+/// or generation) whose specs hold some 1300 argv and env entries each on average, and
+/// few enough that the parsed tree stays under a GiB however the bytes are arranged.
 pub const CORE_IMAGE_LIMITS: Limits = Limits {
     max_len: MAX_CORE_IMAGE,
     max_depth: 8,

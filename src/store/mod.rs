@@ -49,6 +49,10 @@
 //!    [`write_session`](Store::write_session); `None` (the session is gone):
 //!    [`remove_session`](Store::remove_session). Once per session per turn.
 //!
+//! An upgrade by re-exec needs none of this: the core's whole state goes into the memfd
+//! the new binary inherits as [`core_image`]'s bytes (inside the caller's versioned
+//! envelope), and comes back exactly; the files stay as they were, for a crash later.
+//!
 //! The store never calls back and holds no state but open directories: the driver decides
 //! when, the store how.
 

@@ -2,7 +2,12 @@
 //! could get wrong. The core trusts its own tables (it indexes them after checking a
 //! command, it never re-derives a phase's data), so every relation it relies on is
 //! checked here once, and a bad image is refused whole with a sentence naming the first
-//! problem: the new daemon then starts from its session records instead.
+//! problem, leaving the caller free to start from its session records instead.
+//!
+//! These checks are the gate: the invariant checker of the tests and the fuzzer
+//! (`core::check`) watches a core step by step from its creation and
+//! cannot vouch for a table it did not see being built. Every check is one a real core
+//! always passes between turns (the round-trip property test imports thousands of them).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -34,9 +39,10 @@ impl Core {
     /// image's `now` where only a past one can be; recent ends that are not this
     /// session's terminal events, or name a generation still running.
     ///
-    /// Feed nothing to the core before this: it replaces [`Core::new`] (and the whole
-    /// start-up of [`restore`](Core::restore)). Nothing is queued; the next
-    /// [`next_deadline`](Core::next_deadline) is the old daemon's.
+    /// It takes the place of [`Core::new`] and of the whole start-up of
+    /// [`restore`](Core::restore): the core it returns has nothing queued, the old
+    /// daemon's [`next_deadline`](Core::next_deadline), and takes the next input as the
+    /// old one would have.
     pub fn import_image(config: Config, image: CoreImage) -> Result<Core, ImageError> {
         check_table(&config, &image)?;
         for s in &image.sessions {

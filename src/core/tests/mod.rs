@@ -2,6 +2,8 @@
 
 mod commands;
 mod harness;
+mod image;
+mod image_refusals;
 mod interleavings;
 mod lifecycle;
 mod persist;

@@ -18,7 +18,7 @@ fn some_gen(r: &mut Rng, core: &Core) -> u64 {
     if !live.is_empty() && r.below(5) != 0 {
         r.pick(&live)
     } else {
-        r.below(core.next_generation() + 2)
+        r.below(core.next_generation().saturating_add(2))
     }
 }
 
@@ -28,7 +28,7 @@ fn random_command(r: &mut Rng, core: &Core) -> Command {
     let if_gen = match r.below(3) {
         0 => None,
         1 => current,
-        _ => Some(r.below(core.next_generation() + 1)),
+        _ => Some(r.below(core.next_generation().saturating_add(1))),
     };
     match r.below(11) {
         0 | 1 => {
@@ -136,7 +136,7 @@ pub(super) fn choose_step(r: &mut Rng, core: &Core, now: Time, request: u64) -> 
                 Err(err)
             } else {
                 Ok(crate::core::Started {
-                    pid: gen as u32 + 100,
+                    pid: (gen as u32).wrapping_add(100),
                     containment: r.pick(&[
                         crate::core::Containment::Cgroup,
                         crate::core::Containment::Session,
@@ -179,7 +179,7 @@ pub(super) fn choose_step(r: &mut Rng, core: &Core, now: Time, request: u64) -> 
             return Step::Clock(if r.below(50) == 0 {
                 Time::from_millis(now.as_millis().saturating_sub(ms))
             } else {
-                Time::from_millis(now.as_millis() + ms)
+                Time::from_millis(now.as_millis().saturating_add(ms))
             });
         }
     };
