@@ -162,13 +162,14 @@ impl Child {
             cgroup,
             watch: None,
         };
-        child.register_all(registry);
+        child.register_all(registry, true);
         child
     }
 
     /// Registers every descriptor it holds: its cgroup's events, its open output streams
-    /// (pipes grown), its stdin, its pidfd.
-    fn register_all(&mut self, registry: &Registry) {
+    /// (pipes grown if `grow`: a pipe taken back across an upgrade already was), its
+    /// stdin, its pidfd.
+    fn register_all(&mut self, registry: &Registry, grow: bool) {
         if let Some(cg) = &self.cgroup {
             // The kernel flags a change of `populated` as priority data on this file.
             let source = Source::CgroupEvents { gen: self.gen };
@@ -181,7 +182,9 @@ impl Child {
             let interest = if stream == Stream::Pty {
                 Interest::READABLE | Interest::WRITABLE
             } else {
-                crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
+                if grow {
+                    crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
+                }
                 Interest::READABLE
             };
             register(
@@ -227,7 +230,7 @@ impl Child {
             cgroup: None,
             watch: None,
         };
-        child.register_all(registry);
+        child.register_all(registry, true);
         child
     }
 
@@ -296,7 +299,7 @@ impl Child {
             cgroup,
             watch: None,
         };
-        child.register_all(registry);
+        child.register_all(registry, false);
         child
     }
 
