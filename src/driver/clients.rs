@@ -238,7 +238,7 @@ impl Clients {
             .str("containment", self.hello.containment)
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade"]"#,
                 )
             });
         w.finish();
