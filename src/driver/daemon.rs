@@ -96,6 +96,31 @@ pub struct Daemon {
     _lease: Lease,
 }
 
+/// What `hello` says about this daemon.
+pub(super) fn hello(cfg: &DaemonConfig, children: &Children) -> Hello {
+    let fallback =
+        cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
+    let identity = match crate::sys::identity::observe(std::process::id() as i32, None) {
+        crate::sys::identity::Observed::Token(t) => t,
+        _ => String::new(),
+    };
+    Hello {
+        identity,
+        reaper: if fallback { "sigchld" } else { "pidfd" },
+        containment: children.containment().as_str(),
+    }
+}
+
+/// The limits of every connection and who may connect.
+pub(super) fn client_rules(cfg: &DaemonConfig) -> (ClientLimits, PeerPolicy) {
+    let limits = ClientLimits {
+        max_clients: cfg.max_clients,
+        max_line: cfg.max_line,
+        outbox_bytes: cfg.client_outbox_bytes,
+    };
+    (limits, PeerPolicy::new(cfg.allow_uids.clone()))
+}
+
 /// The core's limits (the same on start and on resume).
 pub(super) fn core_config() -> CoreConfig {
     CoreConfig {
@@ -122,13 +147,7 @@ impl Daemon {
         if cfg.subreaper {
             crate::sys::orphans::become_subreaper().map_err(start_err("PR_SET_CHILD_SUBREAPER"))?;
         }
-        let fallback =
-            cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
         let epoch_unix_ms = unix_ms();
-        let identity = match crate::sys::identity::observe(std::process::id() as i32, None) {
-            crate::sys::identity::Observed::Token(t) => t,
-            _ => String::new(),
-        };
         let (mut persist, left) = Persist::open(&cfg.state_dir).map_err(StartError)?;
         let cgroups = cgroup_root(cfg.containment, persist.dir_id()).map_err(StartError)?;
         let mut children = Children::new(
@@ -137,17 +156,8 @@ impl Daemon {
             cgroups,
             persist.dir_id().to_owned(),
         );
-        let hello = Hello {
-            identity,
-            reaper: if fallback { "sigchld" } else { "pidfd" },
-            containment: children.containment().as_str(),
-        };
-        let limits = ClientLimits {
-            max_clients: cfg.max_clients,
-            max_line: cfg.max_line,
-            outbox_bytes: cfg.client_outbox_bytes,
-        };
-        let policy = PeerPolicy::new(cfg.allow_uids.clone());
+        let hello = hello(&cfg, &children);
+        let (limits, policy) = client_rules(&cfg);
         let clock = Clock {
             start: Instant::now(),
             wire: encode::Clock { epoch_unix_ms },

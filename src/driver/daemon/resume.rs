@@ -9,9 +9,8 @@ use mio::Poll;
 
 use super::{core_config, Clock, Daemon, READ_BUF_BYTES};
 use crate::driver::children::Children;
-use crate::driver::clients::{ClientLimits, Clients, Hello};
+use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
-use crate::driver::listener::PeerPolicy;
 use crate::driver::persist::Persist;
 use crate::driver::signals::Signals;
 use crate::driver::unverified::Unverified;
@@ -143,23 +142,8 @@ impl Daemon {
             persist.dir_id().to_owned(),
         );
         children.resume(driver.children, poll.registry());
-        let fallback =
-            cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
-        let identity = match crate::sys::identity::observe(std::process::id() as i32, None) {
-            crate::sys::identity::Observed::Token(t) => t,
-            _ => String::new(),
-        };
-        let hello = Hello {
-            identity,
-            reaper: if fallback { "sigchld" } else { "pidfd" },
-            containment: children.containment().as_str(),
-        };
-        let limits = ClientLimits {
-            max_clients: cfg.max_clients,
-            max_line: cfg.max_line,
-            outbox_bytes: cfg.client_outbox_bytes,
-        };
-        let policy = PeerPolicy::new(cfg.allow_uids.clone());
+        let hello = super::hello(&cfg, &children);
+        let (limits, policy) = super::client_rules(&cfg);
         let logs = persist.open_logs(&core, log_capacities(&core));
         let mut clients = Clients::resume(
             driver.clients,
