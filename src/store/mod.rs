@@ -63,6 +63,7 @@ pub mod format;
 pub mod highwater;
 pub mod journal;
 pub mod journal_read;
+pub mod keeper_file;
 pub mod layout;
 pub mod lease;
 mod load;
