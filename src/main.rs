@@ -114,6 +114,14 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
             ))
         }
     };
+    if let Some(hold) = m.value("keeper-hold") {
+        let d = genward::proto::duration::parse_duration(hold)
+            .map_err(|e| format!("--keeper-hold {hold}: {e}"))?;
+        cfg.keeper_hold = Some(d);
+    }
+    if m.flag("no-keeper") {
+        cfg.keeper_hold = None;
+    }
     let daemon = Daemon::new(cfg).map_err(|e| e.to_string())?;
     daemon.run().map_err(|e| format!("event loop: {e}"))?;
     Ok(ExitCode::SUCCESS)

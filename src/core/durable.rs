@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::action::{Action, Event, ExitCause};
 use super::error::{Error, ErrorCode};
 use super::generation::{Ended, GenInput, Generation};
-use super::input::Started;
+use super::input::{AdoptedIo, Started};
 use super::persist::{Desired, RestoreProblem, SessionRecord, WallClock};
 use super::session::{Session, RECENT_ENDS};
 use super::snapshot::StopReason;
@@ -201,11 +201,18 @@ impl Core {
     }
 
     /// Registers a process of a previous daemon as generation `gen` of `session`, Running,
-    /// with no `Spawn`, no `spawned` event and no signal (see [`Input::Adopt`]). Its I/O
-    /// was lost with the old daemon: it has no output streams and no stdin.
+    /// with no `Spawn`, no `spawned` event and no signal (see [`Input::Adopt`]). Without
+    /// `io` its I/O was lost with the old daemon: it has no output streams and no stdin.
     ///
     /// [`Input::Adopt`]: super::Input::Adopt
-    pub(super) fn adopt(&mut self, gen: u64, session: &str, started: Started, verified: bool) {
+    pub(super) fn adopt(
+        &mut self,
+        gen: u64,
+        session: &str,
+        started: Started,
+        verified: bool,
+        io: Option<AdoptedIo>,
+    ) {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
@@ -222,6 +229,7 @@ impl Core {
             s.spec.clone(),
             started,
             verified,
+            io,
             self.now,
         );
         let name = s.name.clone();

@@ -32,7 +32,9 @@ use std::sync::Arc;
 pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
 pub use config::Config;
 pub use error::{Error, ErrorCode};
-pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started};
+pub use input::{
+    AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
+};
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
@@ -197,8 +199,9 @@ impl Core {
                 pid,
                 containment,
                 verified,
+                io,
             } => {
-                self.adopt(gen, &session, Started { pid, containment }, verified);
+                self.adopt(gen, &session, Started { pid, containment }, verified, io);
                 self.announce_states();
                 return;
             }

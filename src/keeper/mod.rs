@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+pub use held::MAX_HELD;
 pub use serve::serve;
 
 /// The descriptor the link is passed as.

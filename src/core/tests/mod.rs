@@ -3,6 +3,7 @@
 mod commands;
 mod harness;
 mod interleavings;
+mod kept_io;
 mod lifecycle;
 mod persist;
 mod random_walk;
