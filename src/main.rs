@@ -29,7 +29,10 @@ fn usage_error(e: ArgError) -> Result<ExitCode, String> {
 
 fn run() -> Result<ExitCode, String> {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if raw.first().is_some_and(|a| a == genward::keeper::SUBCOMMAND) {
+    if raw
+        .first()
+        .is_some_and(|a| a == genward::keeper::SUBCOMMAND)
+    {
         // The daemon's keeper (not a command for people: not in --help).
         return Ok(genward::keeper::main(&raw[1..]));
     }

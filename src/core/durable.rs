@@ -254,8 +254,10 @@ impl Core {
         let Some(s) = self.sessions.get(name) else {
             return;
         };
-        // A session that should not run, or whose process should not be kept.
-        let stop_current = !s.want_up || s.removing || s.spec.on_recover == super::OnRecover::Stop;
+        // A session that should not run, or whose process should not be kept: `on_recover`
+        // is about a process whose I/O was lost; one resumed with its I/O runs on.
+        let stop_current = !s.want_up || s.removing;
+        let stop_lost_io = s.spec.on_recover == super::OnRecover::Stop;
         let current = s.current;
         // The recorded current with no process: nobody will ever see it end.
         if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
@@ -265,10 +267,13 @@ impl Core {
             .gens
             .values()
             .filter(|g| g.session == *name)
-            .filter_map(|g| match (Some(g.gen) == current, stop_current) {
-                (false, _) => Some((g.gen, StopReason::Superseded)),
-                (true, true) => Some((g.gen, StopReason::Requested)),
-                (true, false) => None,
+            .filter_map(|g| {
+                let stop = stop_current || (stop_lost_io && !g.io_kept());
+                match (Some(g.gen) == current, stop) {
+                    (false, _) => Some((g.gen, StopReason::Superseded)),
+                    (true, true) => Some((g.gen, StopReason::Requested)),
+                    (true, false) => None,
+                }
             })
             .collect();
         for (gen, reason) in adopted {

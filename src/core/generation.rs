@@ -401,6 +401,11 @@ impl Generation {
         live && !self.leader_gone && !self.unverified
     }
 
+    /// Whether it was adopted with its I/O (a keeper held it across the crash).
+    pub fn io_kept(&self) -> bool {
+        self.io_kept
+    }
+
     /// Whether it was adopted unverified and is not verified yet: listed, never signalled.
     pub fn is_unverified(&self) -> bool {
         self.unverified

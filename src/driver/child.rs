@@ -14,8 +14,8 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
 use super::token::Source;
-use crate::keeper::wire::{Role, Roles};
 use crate::core::{self, Spec, Stream};
+use crate::keeper::wire::{Role, Roles};
 use crate::sys::cgroup::GenCgroup;
 use crate::sys::fd::{write_nonblocking, WriteOutcome};
 use crate::sys::process::{Process, ReaperMode, SignalError};

@@ -15,14 +15,16 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rustix::net::{connect, socket_with, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+use rustix::net::{
+    connect, socket_with, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType,
+};
 
 use super::keeper_link::KeeperLink;
 use crate::keeper::wire::{slots, Kind, Message, Role, Slots, MESSAGE_BYTES};
 use crate::keeper::{KeeperArgs, LINK_FD};
 use crate::store::dir::Dir;
 use crate::store::keeper_file::{read_keeper, KeeperFileError, KEEPER_FILE, KEEPER_SOCKET};
-use crate::sys::fdpass::{recv_with_fds, seqpacket_pair, send_with_fds, Received};
+use crate::sys::fdpass::{recv_with_fds, send_with_fds, seqpacket_pair, Received};
 use crate::sys::identity::{compare, observe, Verdict};
 use crate::sys::peer::peer_cred;
 
@@ -75,7 +77,10 @@ pub fn find_or_start(state_dir: &Path, hold: Duration) -> (Option<KeeperLink>, K
     }
     match start(state_dir, hold) {
         Ok((link, pid)) => {
-            log::info!("keeper started, pid {pid}, holding for {}s without a daemon", hold.as_secs());
+            log::info!(
+                "keeper started, pid {pid}, holding for {}s without a daemon",
+                hold.as_secs()
+            );
             (Some(link), Kept::new())
         }
         Err(e) => {
@@ -90,11 +95,19 @@ fn find(dir: &Dir, state_dir: &Path) -> io::Result<Option<(KeeperLink, Kept)>> {
     let record = match read_keeper(dir) {
         Ok(r) => r,
         Err(KeeperFileError::Missing) => return Ok(None),
-        Err(KeeperFileError::Bad(why)) => return Err(io::Error::other(format!("its record: {why}"))),
+        Err(KeeperFileError::Bad(why)) => {
+            return Err(io::Error::other(format!("its record: {why}")))
+        }
     };
-    let fd = socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+    let fd = socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
     let addr = SocketAddrUnix::new(state_dir.join(KEEPER_SOCKET))?;
-    connect(&fd, &addr).map_err(|e| io::Error::other(format!("pid {}: its socket: {e}", record.pid)))?;
+    connect(&fd, &addr)
+        .map_err(|e| io::Error::other(format!("pid {}: its socket: {e}", record.pid)))?;
     let cred = peer_cred(&fd)?;
     let uid = rustix::process::geteuid().as_raw();
     if cred.uid != uid || cred.pid <= 0 || cred.pid as u32 != record.pid {
@@ -165,10 +178,19 @@ fn start(state_dir: &Path, hold: Duration) -> io::Result<(KeeperLink, u64)> {
         .stderr(Stdio::null())
         .env_remove(crate::sys::tree::GEN_MARKER)
         .current_dir("/");
-    // SAFETY: between fork and exec the closure calls only `dup2` and `fcntl`, both
-    // async-signal-safe, on descriptors that are open in the child.
+    // SAFETY: between fork and exec the closure calls only `dup2`, `fcntl` and
+    // `close_range`, all async-signal-safe, on descriptors that are open in the child.
     unsafe {
         cmd.pre_exec(move || {
+            // Nothing else the daemon inherited (a readiness pipe, a service manager's
+            // sockets) may be held open by the keeper: all of it is closed at the exec.
+            // Best effort: before Linux 5.11 `CLOSE_RANGE_CLOEXEC` does not exist.
+            libc::syscall(
+                libc::SYS_close_range,
+                LINK_FD as libc::c_uint + 1,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+            );
             if theirs_raw == LINK_FD {
                 let flags = libc::fcntl(LINK_FD, libc::F_GETFD);
                 if flags < 0 || libc::fcntl(LINK_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {

@@ -17,7 +17,9 @@ use super::held::Held;
 use super::wire::{Kind, Message, MESSAGE_BYTES};
 use super::KeeperArgs;
 use crate::store::dir::Dir;
-use crate::store::keeper_file::{encode_keeper, read_keeper, KeeperRecord, KEEPER_FILE, KEEPER_SOCKET};
+use crate::store::keeper_file::{
+    encode_keeper, read_keeper, KeeperRecord, KEEPER_FILE, KEEPER_SOCKET,
+};
 use crate::store::lease::{decode_holder, LEASE_FILE};
 use crate::sys::fdpass::{recv_with_fds, send_with_fds, Received};
 use crate::sys::peer::peer_cred;
@@ -35,6 +37,8 @@ enum End {
     Bye,
     /// No daemon came within the hold time.
     Expired,
+    /// The state directory was removed or renamed: no daemon can come.
+    DirGone,
 }
 
 /// Runs a keeper on `link` (see the [module docs](super)).
@@ -42,7 +46,10 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
     detach()?;
     let _ = rustix::process::chdir("/");
     crate::sys::rlimit::raise_nofile_limit();
+    // Opened only while used: an open descriptor would keep the directory's removal from
+    // being announced (see `watch_dir`).
     let dir = Dir::open(&args.state_dir).map_err(io::Error::from)?;
+    let watch = watch_dir(&args.state_dir)?;
     let listener = listen_at(&args.state_dir.join(KEEPER_SOCKET))?;
     let me = std::process::id();
     let identity = match crate::sys::identity::observe(me as i32, None) {
@@ -57,7 +64,13 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
             .map_or(0, |d| d.as_millis() as u64),
     };
     dir.write_atomic(KEEPER_FILE, &encode_keeper(&record))?;
-    send_with_fds(&link, &Message::plain(Kind::Ready, me.into()).encode(), &[], false)?;
+    drop(dir);
+    send_with_fds(
+        &link,
+        &Message::plain(Kind::Ready, me.into()).encode(),
+        &[],
+        false,
+    )?;
     let mut keeper = Keeper {
         link: Some(link),
         pending: None,
@@ -65,18 +78,35 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
         held: Held::default(),
         alone_since: None,
         hold: args.hold,
-        dir: &dir,
+        state_dir: &args.state_dir,
+        watch,
     };
     let end = keeper.run();
     keeper.held.clear();
     // Only while the record still names this keeper: a successor's is never removed.
-    if read_keeper(&dir).is_ok_and(|r| r.pid == me) {
-        let _ = dir.unlink(KEEPER_SOCKET);
-        let _ = dir.unlink(KEEPER_FILE);
+    if let Ok(dir) = Dir::open(&args.state_dir) {
+        if read_keeper(&dir).is_ok_and(|r| r.pid == me) {
+            let _ = dir.unlink(KEEPER_SOCKET);
+            let _ = dir.unlink(KEEPER_FILE);
+        }
     }
     match end {
-        End::Bye | End::Expired => Ok(()),
+        End::Bye | End::Expired | End::DirGone => Ok(()),
     }
+}
+
+/// An inotify descriptor that becomes readable when the state directory is removed or
+/// renamed: then no daemon can ever come, and the keeper ends at once instead of at the
+/// end of its hold.
+fn watch_dir(path: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::inotify;
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
+    inotify::add_watch(
+        &fd,
+        path,
+        inotify::WatchFlags::DELETE_SELF | inotify::WatchFlags::MOVE_SELF,
+    )?;
+    Ok(fd)
 }
 
 /// Leaves the daemon's process group and session: the parent exits at once (the daemon
@@ -105,6 +135,8 @@ fn listen_at(path: &Path) -> io::Result<OwnedFd> {
         _ => {}
     }
     bind(&fd, &SocketAddrUnix::new(path)?)?;
+    // The directory is private already; the socket is too, like every file in it.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     listen(&fd, 8)?;
     Ok(fd)
 }
@@ -120,7 +152,9 @@ struct Keeper<'a> {
     /// Since when no daemon is served.
     alone_since: Option<Instant>,
     hold: Duration,
-    dir: &'a Dir,
+    state_dir: &'a Path,
+    /// Readable once the state directory is removed or renamed.
+    watch: OwnedFd,
 }
 
 impl Keeper<'_> {
@@ -138,8 +172,11 @@ impl Keeper<'_> {
                     tv_nsec: i64::from(left.subsec_nanos()),
                 }
             });
-            let (link_ready, pending_hup, listener_ready) = {
-                let mut fds = vec![PollFd::new(&self.listener, PollFlags::IN)];
+            let (link_ready, pending_hup, listener_ready, dir_gone) = {
+                let mut fds = vec![
+                    PollFd::new(&self.listener, PollFlags::IN),
+                    PollFd::new(&self.watch, PollFlags::IN),
+                ];
                 if let Some(l) = &self.link {
                     fds.push(PollFd::new(l, PollFlags::IN));
                 }
@@ -152,11 +189,15 @@ impl Keeper<'_> {
                     Err(_) => return End::Expired,
                 }
                 let listener_ready = !fds[0].revents().is_empty();
-                let mut rest = fds[1..].iter().map(|f| !f.revents().is_empty());
+                let dir_gone = !fds[1].revents().is_empty();
+                let mut rest = fds[2..].iter().map(|f| !f.revents().is_empty());
                 let link_ready = self.link.is_some() && rest.next().unwrap_or(false);
                 let pending_hup = self.pending.is_some() && rest.next().unwrap_or(false);
-                (link_ready, pending_hup, listener_ready)
+                (link_ready, pending_hup, listener_ready, dir_gone)
             };
+            if dir_gone {
+                return End::DirGone;
+            }
             if link_ready {
                 if let Some(end) = self.serve_link() {
                     return end;
@@ -258,11 +299,7 @@ impl Keeper<'_> {
             if !self.is_our_daemon(&conn) {
                 continue;
             }
-            let _ = sockopt::set_socket_timeout(
-                &conn,
-                sockopt::Timeout::Send,
-                Some(SEND_TIMEOUT),
-            );
+            let _ = sockopt::set_socket_timeout(&conn, sockopt::Timeout::Send, Some(SEND_TIMEOUT));
             if self.link.is_none() {
                 self.link = Some(conn);
                 self.alone_since = None;
@@ -279,8 +316,11 @@ impl Keeper<'_> {
         if cred.uid != rustix::process::geteuid().as_raw() || cred.pid <= 0 {
             return false;
         }
+        let Ok(dir) = Dir::open(self.state_dir) else {
+            return false;
+        };
         let mut buf = Vec::new();
-        if self.dir.read_strict(LEASE_FILE, 1024, &mut buf).is_err() {
+        if dir.read_strict(LEASE_FILE, 1024, &mut buf).is_err() {
             return false;
         }
         decode_holder(&buf).is_ok_and(|h| h.pid == cred.pid as u32)

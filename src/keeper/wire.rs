@@ -39,7 +39,13 @@ pub enum Role {
 
 impl Role {
     /// Every role, in attachment order.
-    pub const ALL: [Role; 5] = [Role::Pidfd, Role::Stdin, Role::Stdout, Role::Stderr, Role::Pty];
+    pub const ALL: [Role; 5] = [
+        Role::Pidfd,
+        Role::Stdin,
+        Role::Stdout,
+        Role::Stderr,
+        Role::Pty,
+    ];
 
     /// Its bit in a role set.
     pub const fn bit(self) -> u8 {
@@ -259,7 +265,10 @@ mod tests {
         assert!(Message::decode(&good, 0).is_ok());
         assert!(Message::decode(&good[..15], 0).is_err());
         assert!(Message::decode(&[good.as_slice(), &[0]].concat(), 0).is_err());
-        assert!(Message::decode(&good, 1).is_err(), "a drop carries no descriptor");
+        assert!(
+            Message::decode(&good, 1).is_err(),
+            "a drop carries no descriptor"
+        );
         for i in 0..8 {
             let mut bad = good;
             bad[i] ^= 0x80;
@@ -271,7 +280,10 @@ mod tests {
             gen: 3,
         }
         .encode();
-        assert!(Message::decode(&hold, 2).is_err(), "more descriptors than roles");
+        assert!(
+            Message::decode(&hold, 2).is_err(),
+            "more descriptors than roles"
+        );
         assert!(Message::decode(&Message::plain(Kind::Hold, 0).encode(), 0).is_err());
         // Every byte value in every position: refused or accepted, never a panic.
         for i in 0..MESSAGE_BYTES {

@@ -407,12 +407,16 @@ pub fn adopt_kept(pidfd: OwnedFd, pid: i32, recorded: &str) -> Adoption {
         return Adoption::Unverifiable("no identity token recorded".to_owned());
     }
     match crate::sys::process::pidfd_exited(pidfd.as_fd()) {
-        Ok(true) => return Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned())),
+        Ok(true) => {
+            return Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned()))
+        }
         Ok(false) => {}
         Err(e) => return Adoption::Unverifiable(format!("poll pidfd: {e}")),
     }
     match verify(pid, Some(recorded), Some(pidfd.as_fd())) {
-        Verdict::Match => Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned())),
+        Verdict::Match => {
+            Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned()))
+        }
         // It may have exited between the two looks: then the pidfd is the proof again.
         _ if crate::sys::process::pidfd_exited(pidfd.as_fd()).unwrap_or(false) => {
             Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned()))

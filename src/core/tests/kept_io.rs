@@ -40,9 +40,18 @@ fn output_goes_on_at_the_offsets_where_it_stopped_and_input_works_again() {
     n.resume();
     let adopted = n.get("s").generations[0].adopted.expect("adopted");
     assert!(!adopted.io_lost && adopted.verified);
-    assert_eq!(n.output_on(gen, Stream::Stdout, 10).map(|a| a.offset), Some(1000));
-    assert_eq!(n.output_on(gen, Stream::Stdout, 5).map(|a| a.offset), Some(1010));
-    assert_eq!(n.output_on(gen, Stream::Stderr, 3).map(|a| a.offset), Some(7));
+    assert_eq!(
+        n.output_on(gen, Stream::Stdout, 10).map(|a| a.offset),
+        Some(1000)
+    );
+    assert_eq!(
+        n.output_on(gen, Stream::Stdout, 5).map(|a| a.offset),
+        Some(1010)
+    );
+    assert_eq!(
+        n.output_on(gen, Stream::Stderr, 3).map(|a| a.offset),
+        Some(7)
+    );
     let actions = write(&mut n, b"hi\n");
     assert!(has(&actions, |a| matches!(
         a,
@@ -61,9 +70,16 @@ fn its_exit_waits_for_its_output_to_drain() {
         "reported before its output reached EOF"
     );
     // What it wrote before exiting is still delivered while draining.
-    assert_eq!(n.output_on(gen, Stream::Stdout, 4).map(|a| a.offset), Some(0));
+    assert_eq!(
+        n.output_on(gen, Stream::Stdout, 4).map(|a| a.offset),
+        Some(0)
+    );
     n.eof(gen);
-    let ends: Vec<Event> = n.events_of(gen).into_iter().filter(Event::is_terminal).collect();
+    let ends: Vec<Event> = n
+        .events_of(gen)
+        .into_iter()
+        .filter(Event::is_terminal)
+        .collect();
     assert!(
         matches!(
             ends[..],
@@ -85,10 +101,23 @@ fn a_stream_still_open_at_the_drain_deadline_is_closed_and_the_exit_truncated() 
     n.resume();
     n.exit(gen, ExitStatus::Code(0));
     let actions = n.advance(1000);
-    assert!(has(&actions, |a| matches!(a, Action::CloseOutput { gen: g } if *g == gen)));
-    let ends: Vec<Event> = n.events_of(gen).into_iter().filter(Event::is_terminal).collect();
+    assert!(has(
+        &actions,
+        |a| matches!(a, Action::CloseOutput { gen: g } if *g == gen)
+    ));
+    let ends: Vec<Event> = n
+        .events_of(gen)
+        .into_iter()
+        .filter(Event::is_terminal)
+        .collect();
     assert!(
-        matches!(ends[..], [Event::Exited { truncated: true, .. }]),
+        matches!(
+            ends[..],
+            [Event::Exited {
+                truncated: true,
+                ..
+            }]
+        ),
         "{ends:?}"
     );
 }
@@ -131,7 +160,10 @@ fn without_kept_io_or_unverified_nothing_is_read_or_written() {
         });
         n.resume();
         let adopted = n.get("s").generations[0].adopted.expect("adopted");
-        assert!(adopted.io_lost, "I/O of an unverified process is never taken in");
+        assert!(
+            adopted.io_lost,
+            "I/O of an unverified process is never taken in"
+        );
         assert_eq!(n.output_on(gen, Stream::Stdout, 1), None);
         let refused = n.cmd(Command::Write {
             session: "s".into(),
@@ -139,5 +171,25 @@ fn without_kept_io_or_unverified_nothing_is_read_or_written() {
             bytes: b"x".to_vec(),
         });
         assert!(refused.is_err());
+    }
+}
+
+#[test]
+fn on_recover_stop_spares_a_process_whose_io_came_back() {
+    for io in [true, false] {
+        let mut s = spec();
+        s.on_recover = crate::core::OnRecover::Stop;
+        let (mut n, gen) = crashed(s);
+        if io {
+            assert!(n.adopt_with_io(gen, "s", kept([Some(0), Some(0), None], true)));
+        } else {
+            assert!(n.adopt(gen, "s"));
+        }
+        let actions = n.resume();
+        let stopped = has(
+            &actions,
+            |a| matches!(a, Action::Signal { gen: g, .. } if *g == gen),
+        );
+        assert_eq!(stopped, !io, "with its I/O kept: {io}");
     }
 }
