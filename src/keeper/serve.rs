@@ -37,8 +37,8 @@ enum End {
     Bye,
     /// No daemon came within the hold time.
     Expired,
-    /// The state directory was removed or renamed: no daemon can come.
-    DirGone,
+    /// Its socket, or the state directory, was removed or renamed: no daemon can find it.
+    Unreachable,
 }
 
 /// Runs a keeper on `link` (see the [module docs](super)).
@@ -46,11 +46,10 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
     detach()?;
     let _ = rustix::process::chdir("/");
     crate::sys::rlimit::raise_nofile_limit();
-    // Opened only while used: an open descriptor would keep the directory's removal from
-    // being announced (see `watch_dir`).
     let dir = Dir::open(&args.state_dir).map_err(io::Error::from)?;
-    let watch = watch_dir(&args.state_dir)?;
     let listener = listen_at(&args.state_dir.join(KEEPER_SOCKET))?;
+    // After its own socket is in place: only someone else's removal of it counts.
+    let watch = watch_dir(&args.state_dir)?;
     let me = std::process::id();
     let identity = match crate::sys::identity::observe(me as i32, None) {
         crate::sys::identity::Observed::Token(t) => t,
@@ -91,22 +90,52 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
         }
     }
     match end {
-        End::Bye | End::Expired | End::DirGone => Ok(()),
+        End::Bye | End::Expired | End::Unreachable => Ok(()),
     }
 }
 
-/// An inotify descriptor that becomes readable when the state directory is removed or
-/// renamed: then no daemon can ever come, and the keeper ends at once instead of at the
-/// end of its hold.
+/// An inotify watch of the state directory: its socket removed or renamed (by a daemon
+/// that could not trust it, or with the whole directory), or the directory itself moved
+/// or removed — then no daemon can ever find this keeper, and it ends at once instead of
+/// at the end of its hold. (The directory's own removal is announced late while the bound
+/// socket pins it: the socket's removal comes first.)
 fn watch_dir(path: &Path) -> io::Result<OwnedFd> {
-    use rustix::fs::inotify;
+    use rustix::fs::inotify::{self, WatchFlags};
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
-    inotify::add_watch(
-        &fd,
-        path,
-        inotify::WatchFlags::DELETE_SELF | inotify::WatchFlags::MOVE_SELF,
-    )?;
+    let flags = WatchFlags::DELETE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
+        | WatchFlags::DONT_FOLLOW;
+    inotify::add_watch(&fd, path, flags)?;
     Ok(fd)
+}
+
+/// Whether the events waiting on `watch` say the keeper can no longer be found.
+fn unreachable(watch: &OwnedFd) -> bool {
+    use rustix::fs::inotify::{ReadFlags, Reader};
+    use std::mem::MaybeUninit;
+    let mut buf = [MaybeUninit::<u8>::uninit(); 1024];
+    let mut reader = Reader::new(watch, &mut buf);
+    loop {
+        let event = match reader.next() {
+            Ok(e) => e,
+            Err(Errno::INTR) => continue,
+            // Read dry (or the queue overflowed, which is then looked at again).
+            Err(_) => return false,
+        };
+        let flags = event.events();
+        if flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED) {
+            return true;
+        }
+        let ours = event
+            .file_name()
+            .is_some_and(|n| n.to_bytes() == KEEPER_SOCKET.as_bytes());
+        if ours && flags.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
+            return true;
+        }
+    }
 }
 
 /// Leaves the daemon's process group and session: the parent exits at once (the daemon
@@ -189,14 +218,14 @@ impl Keeper<'_> {
                     Err(_) => return End::Expired,
                 }
                 let listener_ready = !fds[0].revents().is_empty();
-                let dir_gone = !fds[1].revents().is_empty();
+                let dir_gone = !fds[1].revents().is_empty() && unreachable(&self.watch);
                 let mut rest = fds[2..].iter().map(|f| !f.revents().is_empty());
                 let link_ready = self.link.is_some() && rest.next().unwrap_or(false);
                 let pending_hup = self.pending.is_some() && rest.next().unwrap_or(false);
                 (link_ready, pending_hup, listener_ready, dir_gone)
             };
             if dir_gone {
-                return End::DirGone;
+                return End::Unreachable;
             }
             if link_ready {
                 if let Some(end) = self.serve_link() {
