@@ -80,7 +80,11 @@ fn main() {
     let state = d.dir.join("state");
     let keeper = keeper_pid(&state);
     let (pss, private) = memory(keeper);
-    rows.push(["keeper PSS, idle".into(), format!("{pss} KiB"), format!("private {private} KiB")]);
+    rows.push([
+        "keeper PSS, idle".into(),
+        format!("{pss} KiB"),
+        format!("private {private} KiB"),
+    ]);
     let mut c = d.client();
     sleepers(&mut c, n);
     drop(c);

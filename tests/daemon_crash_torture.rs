@@ -446,7 +446,9 @@ impl Torture {
 /// Daemon options for one life: the containment (and with `fallback`, the reaper) vary
 /// between restarts on the same state directory, as an operator may change them.
 fn daemon_args(rng: &mut SplitMix64, fallback: bool) -> Vec<String> {
-    let mut args = Vec::new();
+    // The durable-state recovery is what this tortures: with a keeper, what ends while no
+    // daemon runs is reported with its status, not `lost` (see `daemon_keeper.rs`).
+    let mut args = vec!["--no-keeper"];
     if fallback && rng.chance(35) {
         args.extend(["--reaper", "fallback"]);
     }
