@@ -56,8 +56,10 @@ fn sleepers(c: &mut Client, n: usize) {
 /// ready, and how many sessions came back with their I/O.
 fn crash(d: &mut Daemon, extra: &[&str], n: usize) -> (Duration, usize) {
     let t = Instant::now();
-    d.crash_daemon_and_restart(extra);
+    let mut old = d.crash_daemon_and_restart(extra);
     let ready = t.elapsed();
+    // The killed daemon (started unwrapped: the process returned is the daemon itself).
+    let _ = old.wait();
     let list = d.client().ok(json!({"op": "list"}));
     let sessions = list["sessions"].as_array().expect("sessions");
     assert_eq!(sessions.len(), n, "{list}");

@@ -169,8 +169,8 @@ impl Daemon {
             // Its copies of what was not resumed with its I/O are no longer needed.
             let forgotten = handed.iter().filter(|g| !with_io.contains(g));
             let result = forgotten
-                .map(|&gen| link.forget(gen))
-                .collect::<io::Result<()>>()
+                .copied()
+                .try_for_each(|gen| link.forget(gen))
                 .and_then(|()| link.register(poll.registry()));
             if let Err(e) = result {
                 log::error!("keeper link: {e}; carrying on without a keeper");
