@@ -371,3 +371,54 @@ fn a_keeper_record_that_cannot_be_trusted_is_replaced() {
     assert_eq!(d.terminate(), Some(0));
     await_exit(&fresh, "the fresh keeper");
 }
+
+#[test]
+fn the_keeper_hands_nothing_to_a_process_that_does_not_hold_the_lease() {
+    use genward::keeper::wire::{Kind, Message};
+    use genward::store::keeper_file::KEEPER_SOCKET;
+    use genward::sys::fdpass::{recv_with_fds, send_with_fds, Received};
+    use rustix::net::{
+        connect, socket_with, AddressFamily, SocketAddrUnix, SocketFlags, SocketType,
+    };
+
+    let d = Daemon::start("keeper-stranger", &[]);
+    let state = d.dir.join("state");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let (gen, _) = spawn(
+        &mut c,
+        "job",
+        json!({"argv": ["sh", "-c", "echo up; exec sleep 1000"]}),
+    );
+    c.output_until(gen, "up");
+    // This test is of the keeper's uid, but not the lease holder: it is closed at once.
+    let fd = socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    connect(
+        &fd,
+        &SocketAddrUnix::new(state.join(KEEPER_SOCKET)).unwrap(),
+    )
+    .unwrap();
+    rustix::net::sockopt::set_socket_timeout(
+        &fd,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(PATIENCE),
+    )
+    .unwrap();
+    // Garbage first, then a well-formed `Take`: neither gets anything back.
+    let _ = send_with_fds(&fd, b"not a keeper message at all", &[], false);
+    let _ = send_with_fds(&fd, &Message::plain(Kind::Take, 0).encode(), &[], false);
+    let mut buf = [0u8; 64];
+    match recv_with_fds(&fd, &mut buf, false) {
+        Ok(Received::Eof) | Err(_) => {}
+        other => panic!("the keeper answered a stranger: {other:?}"),
+    }
+    // The keeper still serves its daemon: the process is still held, the daemon works.
+    let got = c.ok(json!({"op": "get", "session": "job"}));
+    assert_eq!(got["session"]["state"], "running", "{got}");
+}
