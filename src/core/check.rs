@@ -26,7 +26,9 @@
 //! generation a restored record names or that is adopted lies below the core's first
 //! number (invariant 7: none is allocated again); an adopted generation ends exactly once
 //! like a spawned one, a recorded one that was not adopted ends once, `lost`; one that
-//! ended before the restart never ends again (invariant 2).
+//! ended before the restart never ends again (invariant 2). One adopted with the I/O a
+//! keeper held delivers only on the streams handed over, its offsets contiguous from where
+//! they stopped, and is listed `io_lost: false` (and only then).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
