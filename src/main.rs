@@ -29,6 +29,14 @@ fn usage_error(e: ArgError) -> Result<ExitCode, String> {
 }
 
 fn run() -> Result<ExitCode, String> {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw
+        .first()
+        .is_some_and(|a| a == genward::keeper::SUBCOMMAND)
+    {
+        // The daemon's keeper (not a command for people: not in --help).
+        return Ok(genward::keeper::main(&raw[1..]));
+    }
     let args = match args_to_strings(std::env::args_os().skip(1)) {
         Ok(a) => a,
         Err(e) => return usage_error(e),
@@ -159,6 +167,14 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
             ))
         }
     };
+    if let Some(hold) = m.value("keeper-hold") {
+        let d = genward::proto::duration::parse_duration(hold)
+            .map_err(|e| format!("--keeper-hold {hold}: {e}"))?;
+        cfg.keeper_hold = Some(d);
+    }
+    if m.flag("no-keeper") {
+        cfg.keeper_hold = None;
+    }
     let daemon = Daemon::new(cfg).map_err(|e| e.to_string())?;
     daemon.run().map_err(|e| format!("event loop: {e}"))?;
     Ok(ExitCode::SUCCESS)

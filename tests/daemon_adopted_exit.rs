@@ -6,6 +6,9 @@
 //! The first daemon runs under a child subreaper ([`SUBREAPER`]) and only the daemon is
 //! killed: its processes are then reparented to the subreaper, which reaps them when they
 //! end — the reap is what makes the kernel publish their status.
+//!
+//! These are the durable-state path's (`--no-keeper`): with a keeper the processes keep
+//! their I/O and the keeper outlives the first daemon (see `daemon_keeper.rs`).
 
 mod util;
 
@@ -54,7 +57,7 @@ fn gen_of(v: &Value) -> u64 {
 
 /// A daemon under the subreaper, and a client subscribed to everything.
 fn daemon(tag: &str) -> (Daemon, Client) {
-    let d = Daemon::start_wrapped(tag, &SUBREAPER, &[], None);
+    let d = Daemon::start_wrapped(tag, &SUBREAPER, &["--no-keeper"], None);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     (d, c)
@@ -163,7 +166,7 @@ fn an_adopted_process_that_ends_by_itself_reports_its_own_code() {
     let (gen, _) = spawn_kept(&mut c, "job", EXIT_7, &[fifo.to_str().unwrap()]);
     drop(c);
 
-    let subreaper = d.crash_daemon_and_restart(&[]);
+    let subreaper = d.crash_daemon_and_restart(&["--no-keeper"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     assert_adopted(&mut c, "job", gen);
@@ -190,7 +193,7 @@ fn stopping_an_adopted_process_reports_stopped_and_takes_its_group_with_it() {
     let (_, job) = child_of(&mut c, gen);
     drop(c);
 
-    let subreaper = d.crash_daemon_and_restart(&[]);
+    let subreaper = d.crash_daemon_and_restart(&["--no-keeper"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     assert_adopted(&mut c, "svc", gen);
@@ -218,7 +221,7 @@ fn a_tree_signal_reaches_an_adopted_process_group_through_the_pidfd() {
     let (_, job) = child_of(&mut c, gen);
     drop(c);
 
-    let subreaper = d.crash_daemon_and_restart(&[]);
+    let subreaper = d.crash_daemon_and_restart(&["--no-keeper"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     assert_adopted(&mut c, "tree", gen);
@@ -261,14 +264,14 @@ fn a_status_published_after_the_exit_is_still_the_one_reported() {
     if cannot_run() {
         return;
     }
-    let mut d = Daemon::start_wrapped("adopted-late", &LAZY_SUBREAPER, &[], None);
+    let mut d = Daemon::start_wrapped("adopted-late", &LAZY_SUBREAPER, &["--no-keeper"], None);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let fifo = fifo(&d);
     let (gen, pid) = spawn_kept(&mut c, "late", EXIT_7, &[fifo.to_str().unwrap()]);
     drop(c);
 
-    let subreaper = Lazy(Some(d.crash_daemon_and_restart(&[])));
+    let subreaper = Lazy(Some(d.crash_daemon_and_restart(&["--no-keeper"])));
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     assert_adopted(&mut c, "late", gen);

@@ -161,6 +161,9 @@ enum Await {
 struct Mode {
     /// Whether some lives use the fallback reaper.
     fallback: bool,
+    /// Whether the daemons run with their keeper: then what ends while no daemon runs is
+    /// reported with its status (the keeper kept its pidfd) rather than `lost`.
+    keeper: bool,
 }
 
 /// A request sent without waiting for its answer.
@@ -232,7 +235,7 @@ impl Torture {
     fn new(seed: u64, ns: Option<PidNamespace>, mode: Mode) -> Torture {
         let wrapper = ns.as_ref().map(PidNamespace::wrapper).unwrap_or_default();
         let mut rng = SplitMix64::new(seed);
-        let args = daemon_args(&mut rng, mode.fallback);
+        let args = daemon_args(&mut rng, mode);
         let w: Vec<&str> = wrapper.iter().map(String::as_str).collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let d = Daemon::start_wrapped("torture", &w, &args, None);
@@ -445,8 +448,12 @@ impl Torture {
 
 /// Daemon options for one life: the containment (and with `fallback`, the reaper) vary
 /// between restarts on the same state directory, as an operator may change them.
-fn daemon_args(rng: &mut SplitMix64, fallback: bool) -> Vec<String> {
+fn daemon_args(rng: &mut SplitMix64, mode: Mode) -> Vec<String> {
+    let fallback = mode.fallback;
     let mut args = Vec::new();
+    if !mode.keeper {
+        args.push("--no-keeper");
+    }
     if fallback && rng.chance(35) {
         args.extend(["--reaper", "fallback"]);
     }
@@ -651,7 +658,11 @@ impl Torture {
         for (session, gen) in std::mem::take(&mut self.expect_lost) {
             let r = self.sync(json!({"op": "wait", "session": session, "gen": gen}));
             if r["ok"] == json!(true) {
-                if r["end"]["cause"] == "lost" {
+                // With the keeper, its pidfd outlived the daemon: its status is reported
+                // exactly — this test's SIGKILL, or the stop signal the daemon sent before
+                // it died, with the cause that stop makes of it.
+                let kept = self.mode.keeper && r["end"]["code"].is_number();
+                if r["end"]["cause"] == "lost" || kept {
                     self.counts.reported_lost += 1;
                 } else if !self.ended.contains_key(&gen) {
                     self.violation(format!(
@@ -916,7 +927,7 @@ impl Torture {
 
     fn restart(&mut self) {
         self.life += 1;
-        let args = daemon_args(&mut self.rng, self.mode.fallback);
+        let args = daemon_args(&mut self.rng, self.mode);
         let w: Vec<&str> = self.wrapper.iter().map(String::as_str).collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.d.restart_wrapped(&w, &args);
@@ -1031,7 +1042,22 @@ fn torture(name: &str, mode: Mode) {
 fn the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one() {
     torture(
         "the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one",
-        Mode { fallback: false },
+        Mode {
+            fallback: false,
+            keeper: false,
+        },
+    );
+}
+
+/// The same with the keeper: the sessions keep their I/O across each crash.
+#[test]
+fn the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one_keeper() {
+    torture(
+        "the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one_keeper",
+        Mode {
+            fallback: false,
+            keeper: true,
+        },
     );
 }
 
@@ -1041,6 +1067,9 @@ fn the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one() {
 fn the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one_fallback() {
     torture(
         "the_daemon_killed_at_random_points_loses_nothing_and_hurts_no_one_fallback",
-        Mode { fallback: true },
+        Mode {
+            fallback: true,
+            keeper: false,
+        },
     );
 }

@@ -1,6 +1,8 @@
 //! A daemon that crashes (SIGKILL) and is started again on the same state directory takes
 //! back what it knew: sessions, their `failed` state, generation numbers that never
 //! repeat, and the processes still running (verified before anything is done to them).
+//! Without a keeper (`--no-keeper`): the durable-state path, where the I/O is lost; with
+//! one, see `daemon_keeper.rs`.
 
 mod util;
 
@@ -32,7 +34,7 @@ fn pid_of(c: &mut util::daemon::Client, gen: u64) -> u32 {
 
 #[test]
 fn sessions_generations_and_running_processes_survive_a_crash() {
-    let mut d = Daemon::start("restart", &[]);
+    let mut d = Daemon::start("restart", &["--no-keeper"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let keep = gen_of(&c.ok(json!({"op": "spawn", "session": "keep",
@@ -64,7 +66,7 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     c.events_until(|m| m.is("exited", fail));
     drop(c);
 
-    d.crash_and_restart(&[]);
+    d.crash_and_restart(&["--no-keeper"]);
     // While no daemon ran, one of its processes ended (and its pid may be anyone's now).
     // SAFETY: killing a process this test started (through the daemon); it was not reaped
     // by us, and the kill is by a pidfd opened while it is known to be that process.
@@ -78,7 +80,7 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
 
     // The restarted daemon has not seen `gone` die in its own lifetime: restart it once
     // more, so that it is gone at start (its pid is checked, found gone: lost).
-    d.crash_and_restart(&[]);
+    d.crash_and_restart(&["--no-keeper"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let list = c.ok(json!({"op": "list"}));
@@ -151,7 +153,7 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
 /// found by its `GENWARD_GEN` marker and stopped: nothing is left running unsupervised.
 #[test]
 fn a_marked_process_nobody_accounts_for_is_stopped_at_start() {
-    let mut d = Daemon::start("sweep", &[]);
+    let mut d = Daemon::start("sweep", &["--no-keeper"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let ghost = gen_of(&c.ok(json!({"op": "spawn", "session": "ghost",
@@ -168,7 +170,7 @@ fn a_marked_process_nobody_accounts_for_is_stopped_at_start() {
         .join("gens")
         .join(format!("{ghost}.json"));
     std::fs::remove_file(&descriptor).unwrap();
-    d.crash_and_restart(&[]);
+    d.crash_and_restart(&["--no-keeper"]);
     let mut c = d.client();
     let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
     while genward::testkit::proc::stat(ghost_pid).is_some_and(|s| !s.is_zombie()) {

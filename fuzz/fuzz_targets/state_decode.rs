@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
         Kind::Session,
         Kind::Descriptor,
         Kind::Output,
+        Kind::Keeper,
     ] {
         let _ = check_header(data, kind);
     }

@@ -45,6 +45,15 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "no-subreaper",
             "leave orphaned descendants to init (a session's escaped processes are then found by scanning /proc)",
         ),
+        OptSpec::value(
+            "keeper-hold",
+            "DURATION",
+            "how long the keeper holds the sessions' I/O after a crash of the daemon, for the next one (default 10m)",
+        ),
+        OptSpec::flag(
+            "no-keeper",
+            "run without a keeper: a crash of the daemon loses the sessions' I/O (they are still taken back)",
+        ),
     ],
     examples: &[
         "daemon",

@@ -26,7 +26,9 @@
 //! generation a restored record names or that is adopted lies below the core's first
 //! number (invariant 7: none is allocated again); an adopted generation ends exactly once
 //! like a spawned one, a recorded one that was not adopted ends once, `lost`; one that
-//! ended before the restart never ends again (invariant 2).
+//! ended before the restart never ends again (invariant 2). One adopted with the I/O a
+//! keeper held delivers only on the streams handed over, its offsets contiguous from where
+//! they stopped, and is listed `io_lost: false` (and only then).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -121,8 +123,9 @@ impl Checker {
                 gen,
                 session,
                 verified,
+                io,
                 ..
-            } if !before.contains_key(gen) => Some((*gen, session.clone(), *verified)),
+            } if !before.contains_key(gen) => Some((*gen, session.clone(), *verified, *io)),
             _ => None,
         };
         let command_session = match &input {
@@ -155,8 +158,8 @@ impl Checker {
                 self.note_stop_asked(&effect, response, &before);
             }
         }
-        if let Some((gen, session, verified)) = adopting {
-            self.note_adopted(core, gen, &session, verified);
+        if let Some((gen, session, verified, io)) = adopting {
+            self.note_adopted(core, gen, &session, verified, io);
         }
         if let Some(gen) = about {
             let own = before.get(&gen).map(|(s, _)| s.clone());
@@ -289,7 +292,17 @@ impl Checker {
 
     /// An `Adopt` was fed: if the core took it, the generation was a previous daemon's
     /// (below this core's first number, never seen here) and now runs without a spawn.
-    fn note_adopted(&mut self, core: &Core, gen: u64, session: &Arc<str>, verified: bool) {
+    ///
+    /// With its I/O kept (and verified), the streams named open deliver from the offsets
+    /// given, contiguously from there; the others are at EOF.
+    fn note_adopted(
+        &mut self,
+        core: &Core,
+        gen: u64,
+        session: &Arc<str>,
+        verified: bool,
+        io: Option<super::AdoptedIo>,
+    ) {
         let Some(g) = core.gens.get(&gen) else {
             return;
         };
@@ -308,11 +321,19 @@ impl Checker {
             t.terminal == 0 && !t.adopted && t.spawn_asked == 0,
             "invariant 2: adopted generation {gen} already ended or ran here"
         );
+        let io = io.filter(|_| verified);
+        let open = |s: &Stream| io.is_some_and(|io| io.outputs[s.index()].is_some());
+        let streams = [Stream::Stdout, Stream::Stderr, Stream::Pty];
+        let mut offsets = [0; 3];
+        for s in streams {
+            offsets[s.index()] = io.and_then(|io| io.outputs[s.index()]).unwrap_or(0);
+        }
         *t = Track {
             spec: Some(spec),
             spawn_asked: 1,
             spawned: true,
-            eof: vec![Stream::Stdout, Stream::Stderr, Stream::Pty],
+            eof: streams.into_iter().filter(|s| !open(s)).collect(),
+            offsets,
             adopted: true,
             inherited: true,
             unverified: !verified,
@@ -323,6 +344,11 @@ impl Checker {
             listed.map(|a| a.verified),
             Some(verified),
             "adopted generation {gen} listed with the wrong verification"
+        );
+        assert_eq!(
+            listed.map(|a| a.io_lost),
+            Some(io.is_none()),
+            "adopted generation {gen} listed with the wrong I/O"
         );
     }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::action::{Action, Event, ExitCause};
 use super::error::{Error, ErrorCode};
 use super::generation::{Ended, GenInput, Generation};
-use super::input::Started;
+use super::input::{AdoptedIo, Started};
 use super::persist::{Desired, RestoreProblem, SessionRecord, WallClock};
 use super::session::{Session, RECENT_ENDS};
 use super::snapshot::StopReason;
@@ -201,11 +201,18 @@ impl Core {
     }
 
     /// Registers a process of a previous daemon as generation `gen` of `session`, Running,
-    /// with no `Spawn`, no `spawned` event and no signal (see [`Input::Adopt`]). Its I/O
-    /// was lost with the old daemon: it has no output streams and no stdin.
+    /// with no `Spawn`, no `spawned` event and no signal (see [`Input::Adopt`]). Without
+    /// `io` its I/O was lost with the old daemon: it has no output streams and no stdin.
     ///
     /// [`Input::Adopt`]: super::Input::Adopt
-    pub(super) fn adopt(&mut self, gen: u64, session: &str, started: Started, verified: bool) {
+    pub(super) fn adopt(
+        &mut self,
+        gen: u64,
+        session: &str,
+        started: Started,
+        verified: bool,
+        io: Option<AdoptedIo>,
+    ) {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
@@ -222,6 +229,7 @@ impl Core {
             s.spec.clone(),
             started,
             verified,
+            io,
             self.now,
         );
         let name = s.name.clone();
@@ -246,8 +254,10 @@ impl Core {
         let Some(s) = self.sessions.get(name) else {
             return;
         };
-        // A session that should not run, or whose process should not be kept.
-        let stop_current = !s.want_up || s.removing || s.spec.on_recover == super::OnRecover::Stop;
+        // A session that should not run, or whose process should not be kept: `on_recover`
+        // is about a process whose I/O was lost; one resumed with its I/O runs on.
+        let stop_current = !s.want_up || s.removing;
+        let stop_lost_io = s.spec.on_recover == super::OnRecover::Stop;
         let current = s.current;
         // The recorded current with no process: nobody will ever see it end.
         if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
@@ -257,10 +267,13 @@ impl Core {
             .gens
             .values()
             .filter(|g| g.session == *name)
-            .filter_map(|g| match (Some(g.gen) == current, stop_current) {
-                (false, _) => Some((g.gen, StopReason::Superseded)),
-                (true, true) => Some((g.gen, StopReason::Requested)),
-                (true, false) => None,
+            .filter_map(|g| {
+                let stop = stop_current || (stop_lost_io && !g.io_kept());
+                match (Some(g.gen) == current, stop) {
+                    (false, _) => Some((g.gen, StopReason::Superseded)),
+                    (true, true) => Some((g.gen, StopReason::Requested)),
+                    (true, false) => None,
+                }
             })
             .collect();
         for (gen, reason) in adopted {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::action::{Action, Event, ExitCause, Scope};
-use super::input::{Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
+use super::input::{AdoptedIo, Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
 use super::spec::{OnExit, Spec, Stream};
@@ -132,6 +132,10 @@ pub(crate) struct Generation {
     /// its leader exits the zombie does not pin the group id for us (init reaps it), and
     /// only a cgroup may be killed; its output and input stayed with the old daemon.
     pub(super) adopted: Option<Time>,
+    /// Adopted with its I/O (a keeper held it across the crash): its streams are read and
+    /// its input written like a spawned child's. False for an adopted generation whose
+    /// I/O was lost, and for one this daemon spawned.
+    pub(super) io_kept: bool,
     /// Adopted while its identity could not be verified, and not verified since: nothing
     /// is signalled to it and nothing about its process is known but `Verified` or `Lost`.
     /// A stop is noted (`stop`, `grace`) and begins once it is verified.
@@ -163,6 +167,7 @@ impl Generation {
             exit: None,
             exited_at: now,
             adopted: None,
+            io_kept: false,
             unverified: false,
             leader_gone: false,
         }
@@ -170,15 +175,19 @@ impl Generation {
 
     /// A generation a previous daemon started, found alive at start-up: Running from
     /// `now` (its uptime before is unknown, so a long run before the restart does not
-    /// reset its session's restart count). Its streams and stdin stayed with the old
-    /// daemon: they count as at EOF and closed, so its exit is reported as soon as it is
-    /// seen. An unverified one (`verified` false) is never signalled until `Verified`.
+    /// reset its session's restart count). Without `io` its streams and stdin stayed with
+    /// the old daemon: they count as at EOF and closed, so its exit is reported as soon as
+    /// it is seen. With `io` (a keeper held them) the streams it names are open, their
+    /// offsets going on from where it says, and its input is open if it says so; its
+    /// output then drains before its exit is reported, as a spawned child's. An unverified
+    /// one (`verified` false) is never signalled until `Verified`, and has no I/O.
     pub fn adopted(
         gen: u64,
         session: Arc<str>,
         spec: Arc<Spec>,
         started: Started,
         verified: bool,
+        io: Option<AdoptedIo>,
         now: Time,
     ) -> Generation {
         let Started { pid, containment } = started;
@@ -188,6 +197,16 @@ impl Generation {
         g.containment = Some(containment);
         g.eof = [true; 3];
         g.input.closed = true;
+        if let Some(io) = io.filter(|_| verified) {
+            for s in g.spec.streams() {
+                if let Some(offset) = io.outputs[s.index()] {
+                    g.eof[s.index()] = false;
+                    g.offsets[s.index()] = offset;
+                }
+            }
+            g.input.closed = !io.input;
+            g.io_kept = true;
+        }
         g.adopted = Some(now);
         g.unverified = !verified;
         g
@@ -382,6 +401,11 @@ impl Generation {
         live && !self.leader_gone && !self.unverified
     }
 
+    /// Whether it was adopted with its I/O (a keeper held it across the crash).
+    pub fn io_kept(&self) -> bool {
+        self.io_kept
+    }
+
     /// Whether it was adopted unverified and is not verified yet: listed, never signalled.
     pub fn is_unverified(&self) -> bool {
         self.unverified
@@ -437,6 +461,7 @@ impl Generation {
             adopted: self.adopted.map(|since| Adopted {
                 since,
                 verified: !self.unverified,
+                io_lost: !self.io_kept,
             }),
         }
     }

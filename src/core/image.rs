@@ -131,6 +131,8 @@ pub struct GenerationImage {
     pub exited_at: Time,
     /// Taken back from a previous daemon at this instant.
     pub adopted: Option<Time>,
+    /// Adopted with its I/O (a keeper held it across the crash).
+    pub io_kept: bool,
     /// Adopted with its identity unverified, and not verified since.
     pub unverified: bool,
     /// Its leader is known to have exited and its status is awaited.

@@ -64,7 +64,7 @@ pub enum Input {
     /// checked; fed between `Core::restore` and `Core::resume`, which decides whether it
     /// keeps running. It becomes `gen`, Running,
     /// without a spawn, an event or a signal. Its output and stdin stayed with the old
-    /// daemon. Its end is reported once, from a later `LeaderExited` (when the driver can
+    /// daemon, unless a keeper held them across the crash (`io`). Its end is reported once, from a later `LeaderExited` (when the driver can
     /// learn the status, e.g. `PIDFD_INFO_EXIT`) or `Lost` (when it cannot, and at once
     /// when the identity check said `mismatch`). It is not the driver's child: the `Reap`
     /// the core asks for after its exit has nothing to reap, and after its leader exits
@@ -89,6 +89,9 @@ pub enum Input {
         /// end is `Lost` (a later check said `mismatch`). Until then every other input
         /// about it is ignored: nothing about that process can be known.
         verified: bool,
+        /// What of its I/O came back with it (a keeper held its descriptors while no
+        /// daemon ran); `None`: it was lost with the old daemon. Ignored unless `verified`.
+        io: Option<AdoptedIo>,
     },
     /// A later identity check of `gen`, adopted unverified, said `match`: the driver holds
     /// the process now, and it is an adopted generation like any other (a stop asked
@@ -170,6 +173,20 @@ pub enum Command {
     List,
     /// Snapshot one session.
     Get { session: String },
+}
+
+/// The I/O of an adopted generation that came back with it: which of its streams are
+/// still open, and where each one's offsets go on, so that a subscriber sees them
+/// contiguous across the crash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AdoptedIo {
+    /// For each output stream (by [`Stream::index`]) still open: the offset its next byte
+    /// gets (where the retained output of that stream ended). `None`: at end of file, or
+    /// not handed over (it then counts as at end of file).
+    pub outputs: [Option<u64>; 3],
+    /// Whether its input (stdin pipe, or PTY master) is open: `write`, `close_input` and,
+    /// for a PTY, `resize` work again.
+    pub input: bool,
 }
 
 /// How a leader ended, as `waitid` reports it.

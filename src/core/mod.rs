@@ -36,7 +36,9 @@ pub use error::{Error, ErrorCode};
 pub use image::{
     CoreImage, GenerationImage, GroupImage, ImageError, PhaseImage, SessionImage, ShutdownImage,
 };
-pub use input::{Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started};
+pub use input::{
+    AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
+};
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
@@ -205,8 +207,9 @@ impl Core {
                 pid,
                 containment,
                 verified,
+                io,
             } => {
-                self.adopt(gen, &session, Started { pid, containment }, verified);
+                self.adopt(gen, &session, Started { pid, containment }, verified, io);
                 self.announce_states();
                 return;
             }

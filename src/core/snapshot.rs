@@ -86,8 +86,8 @@ pub struct GenerationSnapshot {
     pub deadline: Option<Time>,
     /// What holds its process tree, once it runs.
     pub containment: Option<Containment>,
-    /// Whether it was taken back from a previous daemon (its output and input were lost
-    /// with that daemon), when, and whether its identity is verified.
+    /// Whether it was taken back from a previous daemon, when, whether its identity is
+    /// verified, and whether its output and input were lost with that daemon.
     pub adopted: Option<Adopted>,
 }
 
@@ -99,6 +99,9 @@ pub struct Adopted {
     /// Whether its process is verified to be the one the previous daemon started. While
     /// not, it is kept and listed but never signalled; its identity is checked again.
     pub verified: bool,
+    /// Whether its output and input were lost with the previous daemon (no keeper held
+    /// them); otherwise they are read and written as a spawned child's.
+    pub io_lost: bool,
 }
 
 /// The lifecycle of a generation (see the design's diagram).

@@ -301,7 +301,8 @@ pub enum OnExit {
 }
 
 /// What a restarted daemon does with this session's process if it is still running
-/// (verified, and adopted: its input and output are not recovered).
+/// (verified, and adopted: its input and output are not recovered). A process resumed with
+/// its input and output (a keeper held them across the crash) runs on either way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnRecover {
     /// Stop it (and what it started), then follow the restart policy: the session gets a

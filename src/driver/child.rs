@@ -16,6 +16,7 @@ use mio::{Interest, Registry};
 use super::token::Source;
 use super::upgrade::state::ChildImage;
 use crate::core::{self, Spec, Stream};
+use crate::keeper::wire::{Role, Roles};
 use crate::sys::cgroup::GenCgroup;
 use crate::sys::fd::{write_nonblocking, WriteOutcome};
 use crate::sys::process::{Process, ReaperMode, SignalError};
@@ -56,6 +57,8 @@ pub struct Child {
     /// session is empty. Boxed: only a generation being stopped has one, and every
     /// child's record is as large as its largest field.
     watch: Option<Box<SessionWatch>>,
+    /// Descriptors closed since [`Child::take_closed`] was last called.
+    closed: Roles,
 }
 
 fn os(bytes: &[u8]) -> OsString {
@@ -137,6 +140,15 @@ fn register(registry: &Registry, fd: BorrowedFd<'_>, source: Source, interest: I
     }
 }
 
+/// The keeper's role of an output stream's descriptor.
+fn role_of(stream: Stream) -> Role {
+    match stream {
+        Stream::Stdout => Role::Stdout,
+        Stream::Stderr => Role::Stderr,
+        Stream::Pty => Role::Pty,
+    }
+}
+
 /// Stops watching a descriptor before it is closed ("deregister before drop").
 fn deregister(registry: &Registry, fd: &OwnedFd) {
     let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
@@ -161,6 +173,7 @@ impl Child {
             close_input_when_written: false,
             cgroup,
             watch: None,
+            closed: Roles::NONE,
         };
         child.register_all(registry, true);
         child
@@ -175,6 +188,12 @@ impl Child {
             let source = Source::CgroupEvents { gen: self.gen };
             register(registry, cg.events_fd(), source, Interest::PRIORITY);
         }
+        self.watch_io(registry, grow);
+    }
+
+    /// Registers its streams (pipes grown if `grow`), stdin and pidfd.
+    fn watch_io(&mut self, registry: &Registry, grow: bool) {
+        let gen = self.gen;
         for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
             let Some(fd) = &self.outputs[stream.index()] else {
                 continue;
@@ -190,10 +209,7 @@ impl Child {
             register(
                 registry,
                 fd.as_fd(),
-                Source::Output {
-                    gen: self.gen,
-                    stream,
-                },
+                Source::Output { gen, stream },
                 interest,
             );
         }
@@ -201,18 +217,75 @@ impl Child {
             register(
                 registry,
                 fd.as_fd(),
-                Source::Stdin { gen: self.gen },
+                Source::Stdin { gen },
                 Interest::WRITABLE,
             );
         }
         if let Some(pidfd) = self.process.pidfd() {
-            self.pidfd_watched = register(
-                registry,
-                pidfd,
-                Source::Pidfd { gen: self.gen },
-                Interest::READABLE,
-            );
+            self.pidfd_watched =
+                register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
         }
+    }
+
+    /// A process a previous daemon started, taken back with the descriptors a keeper
+    /// held for it: its streams (by [`Stream::index`]) and stdin are registered and used
+    /// exactly like a spawned child's. They are the same open files the previous daemon
+    /// read and wrote (already non-blocking; made so again in case).
+    pub fn adopted_with_io(
+        gen: u64,
+        process: Process,
+        outputs: [Option<OwnedFd>; 3],
+        stdin: Option<OwnedFd>,
+        registry: &Registry,
+    ) -> Child {
+        for fd in outputs.iter().chain([&stdin]).flatten() {
+            if let Err(e) = crate::sys::fd::set_nonblocking(fd) {
+                log::warn!("gen {gen}: a descriptor taken back: {e}");
+            }
+        }
+        let mut child = Child {
+            gen,
+            process,
+            outputs,
+            stdin,
+            hung_up_pty: None,
+            pidfd_watched: false,
+            input: Vec::new(),
+            close_input_when_written: false,
+            cgroup: None,
+            watch: None,
+            closed: Roles::NONE,
+        };
+        child.watch_io(registry, true);
+        child
+    }
+
+    /// The descriptors a keeper is to hold for it, in role order: its pidfd, stdin and
+    /// open output streams.
+    pub fn keepable(&self) -> (Roles, Vec<BorrowedFd<'_>>) {
+        let all = [
+            (Role::Pidfd, self.process.pidfd()),
+            (Role::Stdin, self.stdin.as_ref().map(AsFd::as_fd)),
+            (Role::Stdout, self.output(Stream::Stdout)),
+            (Role::Stderr, self.output(Stream::Stderr)),
+            (Role::Pty, self.output(Stream::Pty)),
+        ];
+        let mut roles = Roles::NONE;
+        let mut fds = Vec::with_capacity(all.len());
+        for (role, fd) in all {
+            if let Some(fd) = fd {
+                roles = roles.with(role);
+                fds.push(fd);
+            }
+        }
+        (roles, fds)
+    }
+
+    /// The roles a keeper holds for it that it has closed since the last call (EOF, the
+    /// drain deadline, its input closed): the keeper's copies are to go too, or a child
+    /// would never see its stdin close, nor a grandchild its pipe's reader go.
+    pub fn take_closed(&mut self) -> Roles {
+        std::mem::take(&mut self.closed)
     }
 
     /// A process a previous daemon started, taken back: watched through its pidfd, with
@@ -229,6 +302,7 @@ impl Child {
             close_input_when_written: false,
             cgroup: None,
             watch: None,
+            closed: Roles::NONE,
         };
         child.register_all(registry, true);
         child
@@ -298,6 +372,7 @@ impl Child {
             close_input_when_written: image.close_input_when_written,
             cgroup,
             watch: None,
+            closed: Roles::NONE,
         };
         child.register_all(registry, false);
         child
@@ -330,6 +405,8 @@ impl Child {
             deregister(registry, &fd);
             if stream == Stream::Pty {
                 self.hung_up_pty = Some(fd);
+            } else {
+                self.closed = self.closed.with(role_of(stream));
             }
         }
     }
@@ -345,9 +422,13 @@ impl Child {
     /// Closes every output stream, returning how many bytes they still held unread.
     pub fn close_outputs(&mut self, registry: &Registry) -> u64 {
         let mut unread = 0;
-        for fd in self.outputs.iter_mut().filter_map(Option::take) {
+        for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
+            let Some(fd) = self.outputs[stream.index()].take() else {
+                continue;
+            };
             unread += crate::sys::fd::bytes_readable(&fd).unwrap_or(0);
             deregister(registry, &fd);
+            self.closed = self.closed.with(role_of(stream));
         }
         unread
     }
@@ -470,6 +551,7 @@ impl Child {
     fn close_stdin(&mut self, registry: &Registry) {
         if let Some(fd) = self.stdin.take() {
             deregister(registry, &fd);
+            self.closed = self.closed.with(Role::Stdin);
         }
     }
 

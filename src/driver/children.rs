@@ -249,6 +249,38 @@ impl Children {
         gens
     }
 
+    /// Takes back a process a previous daemon started with the descriptors a keeper held
+    /// for it (see [`Child::adopted_with_io`]): read and written like a spawned child.
+    pub fn adopt_with_io(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+        process: Process,
+        outputs: [Option<std::os::fd::OwnedFd>; 3],
+        stdin: Option<std::os::fd::OwnedFd>,
+    ) {
+        let child = Child::adopted_with_io(gen, process, outputs, stdin, registry);
+        if !child.pidfd_watched() {
+            self.rechecks.watch(gen, Instant::now());
+        }
+        self.table.insert(gen, child);
+    }
+
+    /// The descriptors of `gen` a keeper is to hold (see [`Child::keepable`]).
+    pub fn keepable(
+        &self,
+        gen: u64,
+    ) -> Option<(crate::keeper::wire::Roles, Vec<std::os::fd::BorrowedFd<'_>>)> {
+        self.table.get(&gen).map(Child::keepable)
+    }
+
+    /// The descriptors of `gen` closed since the last call (see [`Child::take_closed`]).
+    pub fn take_closed(&mut self, gen: u64) -> crate::keeper::wire::Roles {
+        self.table
+            .get_mut(&gen)
+            .map_or(crate::keeper::wire::Roles::NONE, Child::take_closed)
+    }
+
     /// Whether `gen` is a process taken back after a restart (not our child).
     pub fn is_adopted(&self, gen: u64) -> bool {
         self.table

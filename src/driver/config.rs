@@ -1,6 +1,7 @@
 //! The daemon's settings, from its command line and environment.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::sys::process::ReaperMode;
 
@@ -29,7 +30,15 @@ pub struct DaemonConfig {
     pub max_line: usize,
     /// What holds each generation's process tree.
     pub containment: ContainmentMode,
+    /// How long the keeper holds the children's descriptors after this daemon died,
+    /// waiting for the next one (see [`crate::keeper`]); `None`: no keeper (a crash then
+    /// loses the sessions' I/O).
+    pub keeper_hold: Option<Duration>,
 }
+
+/// The keeper's default hold: long enough for a service manager, or a person, to start
+/// the daemon again.
+pub const DEFAULT_KEEPER_HOLD: Duration = Duration::from_secs(600);
 
 /// How generations are contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,6 +66,7 @@ impl DaemonConfig {
             client_outbox_bytes: 4 << 20,
             max_line: 1 << 20,
             containment: ContainmentMode::Auto,
+            keeper_hold: Some(DEFAULT_KEEPER_HOLD),
         }
     }
 }

@@ -21,11 +21,13 @@ use super::clients::{ClientLimits, Clients, Hello, Next};
 use super::config::{start_err, DaemonConfig, StartError};
 use super::containment::cgroup_root;
 use super::groups;
+use super::keeper_link::KeeperLink;
+use super::keeper_start::find_or_start;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
 use super::persist::{claim_directories, unix_ms, Persist};
 use super::ready::notify_ready;
-use super::recover::{sweep, take_back};
+use super::recover::{sweep, take_back, TakenBack};
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
 use super::unverified::Unverified;
@@ -93,6 +95,9 @@ pub struct Daemon {
     own_program: Option<std::os::fd::OwnedFd>,
     /// The program the daemon was started as: what `upgrade` runs by default.
     program_path: std::path::PathBuf,
+    /// The link to the keeper holding the children's descriptors across a crash; `None`
+    /// without one (disabled, or given up after a failure).
+    keeper: Option<KeeperLink>,
     _lease: Lease,
 }
 
@@ -163,17 +168,38 @@ impl Daemon {
             wire: encode::Clock { epoch_unix_ms },
         };
         let mut core = Core::new(core_config(), left.first_gen);
-        let capacities = left.log_capacities();
-        let unverified = take_back(
+        // Before taking back: what the previous daemon's keeper held comes back with it.
+        let (mut keeper, mut kept) = match cfg.keeper_hold {
+            Some(hold) => find_or_start(&cfg.state_dir, hold),
+            None => (None, Default::default()),
+        };
+        let handed: Vec<u64> = kept.keys().copied().collect();
+        let TakenBack {
+            unverified,
+            logs,
+            with_io,
+        } = take_back(
             &mut core,
             &mut children,
             &mut persist,
             left,
+            &mut kept,
             &poll,
             clock.now(),
             cfg.reaper,
         );
-        let logs = persist.open_logs(&core, capacities);
+        if let Some(link) = &mut keeper {
+            // Its copies of what was not resumed with its I/O are no longer needed.
+            let forgotten = handed.iter().filter(|g| !with_io.contains(g));
+            let result = forgotten
+                .copied()
+                .try_for_each(|gen| link.forget(gen))
+                .and_then(|()| link.register(poll.registry()));
+            if let Err(e) = result {
+                log::error!("keeper link: {e}; carrying on without a keeper");
+                keeper = None;
+            }
+        }
         Ok(Daemon {
             children,
             cfg,
@@ -192,6 +218,7 @@ impl Daemon {
                 .map_err(|e| log::warn!("opening the running program (for upgrades): {e}"))
                 .ok(),
             program_path: std::env::current_exe().unwrap_or_else(|_| "genward".into()),
+            keeper,
             _lease: lease,
         })
     }
@@ -221,6 +248,10 @@ impl Daemon {
                     }
                 }
                 let _ = std::fs::remove_file(&self.cfg.socket);
+                if let Some(keeper) = self.keeper.take() {
+                    // A clean end: the keeper closes everything and exits too.
+                    keeper.bye(self.poll.registry());
+                }
                 return Ok(());
             }
             let timeout = self.poll_timeout();
@@ -286,6 +317,11 @@ impl Daemon {
             Source::Listener => self.clients.accept(self.poll.registry()),
             Source::ControlSignals => self.on_control_signals(),
             Source::Sigchld => self.on_sigchld(),
+            Source::Keeper => {
+                if let Some(Err(e)) = self.keeper.as_mut().map(KeeperLink::ready) {
+                    self.lose_keeper(&e);
+                }
+            }
             Source::Client(id) => {
                 let resume =
                     writable && self.clients.writable(self.poll.registry(), id, &self.logs);
@@ -325,6 +361,33 @@ impl Daemon {
         }
         self.run_actions();
         self.flush_clients();
+    }
+
+    /// Sends one message to the keeper, if there is one; a failure gives it up.
+    fn keeper_do(&mut self, send: impl FnOnce(&mut KeeperLink) -> io::Result<()>) {
+        if let Some(Err(e)) = self.keeper.as_mut().map(send) {
+            self.lose_keeper(&e);
+        }
+    }
+
+    /// Tells the keeper to close its copies of what `gen` just closed (its stdin, a
+    /// stream at EOF or cut at the drain deadline).
+    fn keeper_closed(&mut self, gen: u64) {
+        if self.keeper.is_none() {
+            return;
+        }
+        let closed = self.children.take_closed(gen);
+        self.keeper_do(|k| k.drop_roles(gen, closed));
+    }
+
+    /// The keeper link failed: carry on without one (a crash now loses the I/O of the
+    /// sessions, as without a keeper; the keeper, seeing its link close, holds what it has
+    /// until its hold time ends).
+    fn lose_keeper(&mut self, e: &io::Error) {
+        log::error!("keeper link: {e}; carrying on without a keeper");
+        if let Some(mut k) = self.keeper.take() {
+            k.deregister(self.poll.registry());
+        }
     }
 
     /// Feeds one input to the core; its actions run at the end of the step.
@@ -373,11 +436,13 @@ impl Daemon {
                 Action::Resize { gen, rows, cols } => self.children.resize(gen, rows, cols),
                 Action::CloseOutput { gen } => {
                     let unread = self.children.close_outputs(registry, gen);
+                    self.keeper_closed(gen);
                     self.tell(Input::OutputClosed { gen, unread });
                 }
                 Action::Release { gen } => {
                     self.children.release(registry, gen);
                     self.persist.forget(gen);
+                    self.keeper_do(|k| k.forget(gen));
                 }
                 Action::Emit(event) => self.emit(event),
                 Action::Reply { request, result } => {
@@ -434,7 +499,10 @@ impl Daemon {
                         self.flush_clients();
                     }
                 }
-                Read::Eof => return self.tell(Input::Eof { gen, stream }),
+                Read::Eof => {
+                    self.keeper_closed(gen);
+                    return self.tell(Input::Eof { gen, stream });
+                }
                 Read::WouldBlock | Read::Gone => return,
             }
         }
@@ -444,6 +512,7 @@ impl Daemon {
     /// Writes a generation's queued input as far as it goes and tells the core.
     fn flush_input(&mut self, gen: u64) {
         let progress = self.children.flush_input(self.poll.registry(), gen);
+        self.keeper_closed(gen);
         if progress.done > 0 {
             self.tell(Input::InputWritten {
                 gen,
@@ -546,6 +615,14 @@ impl Daemon {
             // Described before anyone hears of it: a successor can find it.
             if let Some((process, pty)) = self.children.describe(*gen) {
                 self.persist.describe(session, *gen, process, pty);
+            }
+            // And its descriptors held by the keeper, so that a crash loses none of it.
+            if let (Some(keeper), Some((roles, fds))) =
+                (self.keeper.as_mut(), self.children.keepable(*gen))
+            {
+                if let Err(e) = keeper.hold(*gen, roles, &fds) {
+                    self.lose_keeper(&e);
+                }
             }
         }
         let session = event.session().clone();

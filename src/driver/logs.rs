@@ -141,6 +141,12 @@ impl Logs {
         self.ring(session)
     }
 
+    /// Where `gen`'s `stream` ended in `session`'s retained output (see
+    /// [`Ring::stream_end`]).
+    pub fn stream_end(&self, session: &str, gen: u64, stream: Stream) -> Option<u64> {
+        self.rings.get(session)?.stream_end(gen, stream)
+    }
+
     /// Sets a session's capacity (a spawn's `buffer`).
     pub fn set_capacity(&mut self, session: &Arc<str>, bytes: usize) {
         self.tracked(session, |ring| ring.set_capacity(bytes));

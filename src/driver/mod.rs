@@ -11,6 +11,8 @@
 //! - `logs.rs`, `ring.rs`: each session's replay log; `frame.rs`: a record's bytes (in
 //!   the output journal's mapping); `journaled.rs`: which journal segments are needed.
 //! - `token.rs`: what a poll token stands for.
+//! - `keeper_link.rs`: the link to the keeper (see [`crate::keeper`]); `keeper_start.rs`:
+//!   finding, verifying and emptying the state directory's keeper at start, or starting one.
 
 mod child;
 mod children;
@@ -23,6 +25,8 @@ mod exits;
 mod frame;
 mod groups;
 mod journaled;
+pub mod keeper_link;
+mod keeper_start;
 mod launch;
 mod listener;
 mod logs;

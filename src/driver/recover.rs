@@ -1,6 +1,7 @@
 //! Carrying on after a previous daemon: its sessions restored, the processes it described
-//! adopted only when verifiably the same, and marked processes nothing accounts for
-//! stopped — so that nothing runs unsupervised and no stranger is ever signalled.
+//! adopted only when verifiably the same — with their I/O when a keeper held it — and
+//! marked processes nothing accounts for stopped — so that nothing runs unsupervised and
+//! no stranger is ever signalled.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -10,27 +11,49 @@ use mio::Poll;
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 use super::children::Children;
+use super::keeper_start::{Kept, KeptIo};
+use super::logs::Logs;
 use super::persist::{unix_ms, Left, Persist};
 use super::unverified::Unverified;
-use crate::core::{Containment, Core, Input, OnExit, Time, WallClock};
-use crate::sys::identity::{adopt, Adoption};
+use crate::core::{AdoptedIo, Containment, Core, Input, OnExit, Stream, Time, WallClock};
+use crate::keeper::wire::Role;
+use crate::sys::identity::{adopt, adopt_kept, Adoption};
 use crate::sys::process::ReaperMode;
+
+/// What taking back a previous daemon's state gave.
+#[derive(Debug)]
+pub struct TakenBack {
+    /// The generations kept unverified, to be checked again.
+    pub unverified: Unverified,
+    /// The replay logs, with what the previous daemon retained.
+    pub logs: Logs,
+    /// The generations resumed with the I/O a keeper held (its copies are still needed).
+    pub with_io: HashSet<u64>,
+}
 
 /// Takes back what the previous daemon left: its sessions, then each generation it
 /// described — adopted if its process is verifiably the same, reported lost if another
 /// process has its pid, kept unsignalled if that cannot be told — and stops marked
-/// processes of generations nothing accounts for (started but never described). Returns
-/// the generations kept unverified, to be checked again.
+/// processes of generations nothing accounts for (started but never described).
+///
+/// A generation whose descriptors a keeper handed over (`kept`, emptied here) is resumed
+/// with them: its pidfd is the original process's (see [`adopt_kept`]), and its output
+/// streams go on at the offsets where the retained output ended. The handed descriptors
+/// of any other generation are closed.
+#[allow(clippy::too_many_arguments)]
 pub fn take_back(
     core: &mut Core,
     children: &mut Children,
     persist: &mut Persist,
     left: Left,
+    kept: &mut Kept,
     poll: &Poll,
     now: Time,
     reaper: ReaperMode,
-) -> Unverified {
+) -> TakenBack {
     let mut unverified = Unverified::default();
+    let mut with_io = HashSet::new();
+    let capacities = left.log_capacities();
     let wall = WallClock {
         now,
         unix_ms: unix_ms(),
@@ -60,8 +83,10 @@ pub fn take_back(
             problem.error.message
         );
     }
+    let logs = persist.open_logs(core, capacities);
     let mut adopted = 0;
     for d in left.descriptors {
+        let handed = kept.remove(&d.gen);
         if ended.contains(&d.gen) {
             // Its end was reported, but the daemon died before it was gone: while what
             // its leader left was being stopped (`on_exit: kill_group` and its
@@ -80,19 +105,56 @@ pub fn take_back(
             continue;
         }
         let token = d.identity.as_deref().unwrap_or("");
-        let verdict = adopt(d.pid as i32, token, reaper);
+        let pidfd = handed
+            .as_ref()
+            .filter(|_| reaper != ReaperMode::Fallback)
+            .and_then(|io| io.has(Role::Pidfd).then_some(()));
+        let (verdict, io) = match (pidfd, handed) {
+            (Some(()), Some(mut io)) => {
+                let pidfd = io.take(Role::Pidfd).expect("checked above");
+                match adopt_kept(pidfd, d.pid as i32, token) {
+                    a @ Adoption::Adopted(_) => (a, Some(io)),
+                    other => {
+                        log::info!(
+                            "{} gen {}: the keeper's descriptors do not match its record; closed",
+                            d.session,
+                            d.gen
+                        );
+                        (other, None)
+                    }
+                }
+            }
+            _ => (adopt(d.pid as i32, token, reaper), None),
+        };
+        let resumed = io.as_ref().map(|io| kept_io(&logs, &d.session, d.gen, io));
         let input = Input::Adopt {
             gen: d.gen,
             session: d.session.clone(),
             pid: d.pid,
             containment: Containment::Session,
             verified: !matches!(verdict, Adoption::Unverifiable(_)),
+            io: resumed,
         };
         match verdict {
             Adoption::Adopted(process) => {
                 accounted.insert(d.gen);
-                children.adopt(poll.registry(), d.gen, process);
+                match io {
+                    Some(mut io) => {
+                        let outputs = [
+                            io.take(Role::Stdout),
+                            io.take(Role::Stderr),
+                            io.take(Role::Pty),
+                        ];
+                        let stdin = io.take(Role::Stdin);
+                        let registry = poll.registry();
+                        children.adopt_with_io(registry, d.gen, process, outputs, stdin);
+                    }
+                    None => children.adopt(poll.registry(), d.gen, process),
+                }
                 core.handle(now, input);
+                if resumed.is_some() && core.awaits_exit(d.gen) {
+                    with_io.insert(d.gen);
+                }
                 adopted += 1;
             }
             Adoption::Mismatch => {
@@ -126,11 +188,36 @@ pub fn take_back(
     core.resume(now);
     if sessions > 0 {
         log::info!(
-            "took back {sessions} session(s), {adopted} running process(es), {} unverified",
+            "took back {sessions} session(s), {adopted} running process(es) ({} with their I/O), {} unverified",
+            with_io.len(),
             unverified.len()
         );
     }
-    unverified
+    // Handed over for generations no descriptor names: closed.
+    kept.clear();
+    TakenBack {
+        unverified,
+        logs,
+        with_io,
+    }
+}
+
+/// What the core is told of a generation's I/O a keeper held: each output stream handed
+/// over goes on where its retained output ended (from 0 when none is retained), and its
+/// input is open if its stdin or terminal was handed over.
+fn kept_io(logs: &Logs, session: &str, gen: u64, io: &KeptIo) -> AdoptedIo {
+    let mut out = AdoptedIo::default();
+    for (stream, role) in [
+        (Stream::Stdout, Role::Stdout),
+        (Stream::Stderr, Role::Stderr),
+        (Stream::Pty, Role::Pty),
+    ] {
+        if io.has(role) {
+            out.outputs[stream.index()] = Some(logs.stream_end(session, gen, stream).unwrap_or(0));
+        }
+    }
+    out.input = io.has(Role::Stdin) || io.has(Role::Pty);
+    out
 }
 
 /// Kills every process marked as one of this directory's generations that nothing

@@ -99,6 +99,28 @@ impl Ring {
         })
     }
 
+    /// Where `gen`'s `stream` ended in this log: the offset after its newest retained
+    /// output byte, read from that record's frame header. `None` when no output of it is
+    /// retained (none came, or it was evicted).
+    pub fn stream_end(&self, gen: u64, stream: crate::core::Stream) -> Option<u64> {
+        use crate::proto::event::WireEvent;
+        use crate::proto::framing::{FrameDecoder, Message};
+        self.records
+            .iter()
+            .rev()
+            .filter(|r| r.gen == gen && r.out_len > 0)
+            .find_map(|r| {
+                let mut d = FrameDecoder::new();
+                d.feed(&r.frame);
+                match d.next_message()? {
+                    Ok(Message::Event(WireEvent::Output(f))) if f.stream == stream => {
+                        Some(f.offset.saturating_add(f.data.len() as u64))
+                    }
+                    _ => None,
+                }
+            })
+    }
+
     /// Appends an event frame about generation `gen` (its copy in journal segment `seg`).
     pub fn push_event(&mut self, gen: u64, frame: impl Into<Frame>, seg: Option<Segment>) -> u64 {
         self.push(Record {

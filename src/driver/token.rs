@@ -19,6 +19,8 @@ pub enum Source {
     ControlSignals,
     /// SIGCHLD.
     Sigchld,
+    /// The link to the keeper: room to send, or the keeper gone.
+    Keeper,
     /// Connection `id`.
     Client(u64),
     /// An output stream of generation `gen`; for a PTY also where its input goes.
@@ -40,6 +42,7 @@ pub enum Source {
 const LISTENER: usize = 0;
 const CONTROL_SIGNALS: usize = 1;
 const SIGCHLD: usize = 2;
+const KEEPER: usize = 3;
 
 /// The top bit marks clients; below it, children use three bits for the descriptor kind.
 const CLIENT_BIT: u64 = 1 << 63;
@@ -69,6 +72,7 @@ impl Source {
             Source::Listener => Some(Token(LISTENER)),
             Source::ControlSignals => Some(Token(CONTROL_SIGNALS)),
             Source::Sigchld => Some(Token(SIGCHLD)),
+            Source::Keeper => Some(Token(KEEPER)),
             Source::Client(id) => (id < CLIENT_BIT).then_some(Token((CLIENT_BIT | id) as usize)),
             Source::Output { gen, stream } => child(
                 gen,
@@ -99,6 +103,7 @@ impl Source {
                 LISTENER => Source::Listener,
                 CONTROL_SIGNALS => Source::ControlSignals,
                 SIGCHLD => Source::Sigchld,
+                KEEPER => Source::Keeper,
                 _ => Source::Unknown,
             };
         }
@@ -135,6 +140,7 @@ mod tests {
             Source::Listener,
             Source::ControlSignals,
             Source::Sigchld,
+            Source::Keeper,
             Source::Client(0),
             Source::Client(1 << 40),
             Source::Output {

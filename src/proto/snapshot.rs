@@ -86,7 +86,7 @@ fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
         w.with("adopted", |out| {
             let mut a = ObjWriter::new(out);
             a.u64("since_unix_ms", clock.unix_ms(adopted.since))
-                .bool("io_lost", true)
+                .bool("io_lost", adopted.io_lost)
                 .bool("verified", adopted.verified);
             a.finish();
         });

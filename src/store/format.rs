@@ -54,16 +54,19 @@ pub enum Kind {
     Descriptor,
     /// `output/<n>.seg`: retained output (a header line, then binary records).
     Output,
+    /// `keeper`: the process holding the daemon's child descriptors across a crash.
+    Keeper,
 }
 
 impl Kind {
-    const ALL: [Kind; 6] = [
+    const ALL: [Kind; 7] = [
         Kind::Id,
         Kind::HighWater,
         Kind::Lease,
         Kind::Session,
         Kind::Descriptor,
         Kind::Output,
+        Kind::Keeper,
     ];
 
     /// The header's spelling.
@@ -75,6 +78,7 @@ impl Kind {
             Kind::Session => "session",
             Kind::Descriptor => "generation",
             Kind::Output => "output",
+            Kind::Keeper => "keeper",
         }
     }
 }

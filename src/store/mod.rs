@@ -69,6 +69,7 @@ pub mod highwater;
 pub mod image;
 pub mod journal;
 pub mod journal_read;
+pub mod keeper_file;
 pub mod layout;
 pub mod lease;
 mod load;

@@ -84,6 +84,18 @@ pub fn set_nonblocking<Fd: AsFd>(fd: Fd) -> io::Result<()> {
     Ok(())
 }
 
+/// `fcntl(fd, F_SETFL, flags & !O_NONBLOCK)`—Makes the open file description blocking
+/// again (for a last exchange bounded by a socket timeout).
+///
+/// # References
+///  - [Linux `fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
+pub fn set_blocking<Fd: AsFd>(fd: Fd) -> io::Result<()> {
+    let fd = fd.as_fd();
+    let flags = fcntl_getfl(fd)?;
+    fcntl_setfl(fd, flags & !OFlags::NONBLOCK)?;
+    Ok(())
+}
+
 /// `fcntl(fd, F_SETPIPE_SZ, bytes)`—Grows a pipe's kernel buffer (best effort).
 ///
 /// A child writing flat out fills the default 64 KiB in a moment; a larger buffer lets

@@ -19,7 +19,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -390,6 +390,40 @@ pub enum Adoption {
     Mismatch,
     /// Cannot tell: keep the record, signal nothing.
     Unverifiable(String),
+}
+
+/// Takes charge of a process through a pidfd that was opened while it was a previous
+/// daemon's child, and kept since (a keeper held it): such a pidfd cannot have been
+/// redirected to a recycled pid. While it runs, its token is still compared with the
+/// recorded one (through the pidfd), so a descriptor that names another pid than the
+/// pidfd's process is `mismatch`; once it has exited, its pid may be anyone's and its
+/// token unreadable, and the pidfd alone is the proof: it is adopted, and its exit status
+/// comes from the pidfd.
+pub fn adopt_kept(pidfd: OwnedFd, pid: i32, recorded: &str) -> Adoption {
+    let Some(raw) = Pid::from_raw(pid).filter(|_| pid > 0) else {
+        return Adoption::Unverifiable(format!("invalid pid {pid}"));
+    };
+    if parse(recorded).is_none() {
+        return Adoption::Unverifiable("no identity token recorded".to_owned());
+    }
+    match crate::sys::process::pidfd_exited(pidfd.as_fd()) {
+        Ok(true) => {
+            return Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned()))
+        }
+        Ok(false) => {}
+        Err(e) => return Adoption::Unverifiable(format!("poll pidfd: {e}")),
+    }
+    match verify(pid, Some(recorded), Some(pidfd.as_fd())) {
+        Verdict::Match => {
+            Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned()))
+        }
+        // It may have exited between the two looks: then the pidfd is the proof again.
+        _ if crate::sys::process::pidfd_exited(pidfd.as_fd()).unwrap_or(false) => {
+            Adoption::Adopted(Process::adopted(raw, Some(pidfd), recorded.to_owned()))
+        }
+        Verdict::Mismatch => Adoption::Mismatch,
+        Verdict::Unverifiable => Adoption::Unverifiable("identity could not be read".to_owned()),
+    }
 }
 
 /// Takes charge of a process that is not our child (after a restart) if and only if it is

@@ -13,6 +13,7 @@
 //! - [`pidfd_ext`]: an adopted process's exit status, and its process group's signal,
 //!   through its pidfd where the kernel offers them.
 //! - [`pty`], [`fd`]: PTY pairs and the non-blocking read/write helpers.
+//! - [`fdpass`]: descriptors passed over a Unix socket (`SCM_RIGHTS`), for the keeper.
 //! - [`sigchld`]: the SIGCHLD self-pipe for the fallback (no pidfd) path.
 //! - [`procscan`]: `/proc` scans for group members and for who still holds a pipe.
 //! - [`tree`]: a session's processes found by walking our own subtree (not the host),
@@ -20,6 +21,7 @@
 
 pub mod cgroup;
 pub mod fd;
+pub mod fdpass;
 pub mod identity;
 pub mod orphans;
 pub mod peer;

@@ -107,12 +107,26 @@ pub fn reborn(old: &Core, now: Time, c: &mut impl Choose) -> (Core, Checker) {
                 Lifecycle::Draining => true,
                 _ => continue,
             };
+            // Half the time a keeper held its I/O: its streams go on from their offsets.
+            let io = c.chance(50).then(|| {
+                let mut io = crate::core::AdoptedIo {
+                    input: c.chance(70),
+                    ..Default::default()
+                };
+                for (stream, offset) in &g.offsets {
+                    if c.chance(80) {
+                        io.outputs[stream.index()] = Some(*offset);
+                    }
+                }
+                io
+            });
             let adopt = Input::Adopt {
                 gen: g.gen,
                 session: s.name.clone(),
                 pid,
                 containment: g.containment.unwrap_or(Containment::Session),
                 verified: !c.chance(25),
+                io,
             };
             check.handle(&mut core, Time::ZERO, adopt);
             if exited || c.chance(20) {

@@ -92,6 +92,7 @@ fn generation_image(g: &Generation) -> GenerationImage {
         exit: g.exit,
         exited_at: g.exited_at,
         adopted: g.adopted,
+        io_kept: g.io_kept,
         unverified: g.unverified,
         leader_gone: g.leader_gone,
     }

@@ -172,8 +172,16 @@ fn check_generation(config: &Config, image: &CoreImage, g: &GenerationImage) -> 
     if g.unverified && !(g.adopted.is_some() && matches!(g.phase, PhaseImage::Running { .. })) {
         return Err(bad("unverified, yet not an adopted running generation"));
     }
-    if g.adopted.is_some() && !(g.eof == [true; 3] && g.input_closed && g.pending_input == 0) {
-        return Err(bad("adopted, yet holding output streams or input"));
+    if g.io_kept && g.adopted.is_none() {
+        return Err(bad("its I/O kept across a crash, yet not adopted"));
+    }
+    if g.adopted.is_some()
+        && !g.io_kept
+        && !(g.eof == [true; 3] && g.input_closed && g.pending_input == 0)
+    {
+        return Err(bad(
+            "adopted without its I/O, yet holding output streams or input",
+        ));
     }
     check_phase(g)
 }
@@ -379,6 +387,7 @@ fn generation(session: Arc<str>, g: GenerationImage) -> Generation {
     r.exit = g.exit;
     r.exited_at = g.exited_at;
     r.adopted = g.adopted;
+    r.io_kept = g.io_kept;
     r.unverified = g.unverified;
     r.leader_gone = g.leader_gone;
     r

@@ -83,6 +83,11 @@ impl Harness {
         all
     }
 
+    /// Every action so far, in order.
+    pub fn all_actions(&self) -> &[Action] {
+        &self.log
+    }
+
     pub fn cmd(&mut self, command: Command) -> Result<Response, Error> {
         let request = self.next_request;
         self.next_request += 1;
@@ -230,6 +235,21 @@ impl Harness {
             pid: 1000 + gen as u32,
             containment: Containment::Session,
             verified,
+            io: None,
+        });
+        self.core.awaits_exit(gen)
+    }
+
+    /// Feeds `Adopt` for `gen` of `session` with pid `1000 + gen`, verified, with the I/O
+    /// a keeper held; whether it was taken.
+    pub fn adopt_with_io(&mut self, gen: u64, session: &str, io: crate::core::AdoptedIo) -> bool {
+        self.input(Input::Adopt {
+            gen,
+            session: session.into(),
+            pid: 1000 + gen as u32,
+            containment: Containment::Session,
+            verified: true,
+            io: Some(io),
         });
         self.core.awaits_exit(gen)
     }

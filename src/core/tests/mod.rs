@@ -5,6 +5,7 @@ mod harness;
 mod image;
 mod image_refusals;
 mod interleavings;
+mod kept_io;
 mod lifecycle;
 mod persist;
 mod random_walk;

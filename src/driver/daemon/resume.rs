@@ -11,6 +11,7 @@ use super::{core_config, Clock, Daemon, READ_BUF_BYTES};
 use crate::driver::children::Children;
 use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
+use crate::driver::keeper_link::KeeperLink;
 use crate::driver::persist::Persist;
 use crate::driver::signals::Signals;
 use crate::driver::unverified::Unverified;
@@ -41,6 +42,7 @@ fn config(c: &ConfigImage) -> DaemonConfig {
     cfg.max_clients = c.max_clients as usize;
     cfg.client_outbox_bytes = c.outbox_bytes as usize;
     cfg.max_line = c.max_line as usize;
+    cfg.keeper_hold = c.keeper_hold_ms.map(std::time::Duration::from_millis);
     cfg.containment = match c.containment {
         1 => ContainmentMode::Cgroup,
         2 => ContainmentMode::Session,
@@ -124,6 +126,18 @@ impl Daemon {
         let lease_fd = unsafe { OwnedFd::from_raw_fd(driver.lease) };
         let _ = reexec::set_close_on_exec(std::os::fd::AsFd::as_fd(&lease_fd), true);
         let lease = Lease::inherited(lease_fd);
+        let keeper = driver.keeper.and_then(|raw| {
+            // SAFETY: checked open and named once; owned by the link alone.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let _ = reexec::set_close_on_exec(std::os::fd::AsFd::as_fd(&fd), true);
+            let mut link = KeeperLink::from_fd(fd)
+                .map_err(|e| log::warn!("keeper link: {e}; carrying on without a keeper"))
+                .ok()?;
+            link.register(poll.registry())
+                .map_err(|e| log::warn!("keeper link: {e}; carrying on without a keeper"))
+                .ok()?;
+            Some(link)
+        });
         if cfg.subreaper {
             if let Err(e) = crate::sys::orphans::become_subreaper() {
                 log::warn!("PR_SET_CHILD_SUBREAPER: {e}");
@@ -208,6 +222,7 @@ impl Daemon {
             upgrade: None,
             own_program,
             program_path,
+            keeper,
             _lease: lease,
         };
         // Leaders that exited while the program was replaced: their pidfds are readable

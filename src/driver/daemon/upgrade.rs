@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::Daemon;
+use crate::driver::keeper_link::KeeperLink;
 use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage, RequesterImage};
 use crate::driver::upgrade::{core_section, probe, Pending, ResumeArgs, LAUNCH_WAIT};
 use crate::driver::ContainmentMode;
@@ -89,6 +90,18 @@ impl Daemon {
         }
     }
 
+    /// Takes the keeper link back after an upgrade that did not happen.
+    fn restore_keeper(&mut self, fd: Option<std::os::fd::OwnedFd>) {
+        let Some(fd) = fd else { return };
+        match KeeperLink::from_fd(fd) {
+            Ok(mut link) => match link.register(self.poll.registry()) {
+                Ok(()) => self.keeper = Some(link),
+                Err(e) => log::warn!("keeper link: {e}; carrying on without a keeper"),
+            },
+            Err(e) => log::warn!("keeper link: {e}; carrying on without a keeper"),
+        }
+    }
+
     /// When a pending upgrade gives up waiting for starts to finish.
     pub(super) fn upgrade_deadline(&self) -> Option<Instant> {
         self.upgrade.as_ref().map(|p| p.asked + LAUNCH_WAIT)
@@ -114,6 +127,7 @@ impl Daemon {
                 ContainmentMode::Session => 2,
             },
             program: self.program_path.clone(),
+            keeper_hold_ms: c.keeper_hold.map(|d| d.as_millis() as u64),
         }
     }
 
@@ -121,12 +135,19 @@ impl Daemon {
     /// everything as it was and the requester told why.
     fn execute_upgrade(&mut self, p: Pending) {
         let paused_at = Instant::now();
+        // The keeper link goes as a bare descriptor, with what was queued for it sent.
+        let keeper = self.keeper.take().and_then(|link| {
+            link.into_fd(self.poll.registry())
+                .map_err(|e| log::warn!("keeper link: {e}; the next program starts without it"))
+                .ok()
+        });
         let driver = DriverImage {
             config: self.config_image(),
             clock_start_ns: mono::to_ns(self.clock.start),
             epoch_unix_ms: self.clock.wire.epoch_unix_ms,
             lease: self._lease.as_raw_fd(),
             cgroup_root: self.children.cgroup_root_name(),
+            keeper: keeper.as_ref().map(AsRawFd::as_raw_fd),
             children: self.children.export(),
             clients: self.clients.export(&self.logs),
             unverified: self.unverified.export(),
@@ -138,9 +159,11 @@ impl Daemon {
             }),
             exec_only: vec![p.program.as_raw_fd()],
         };
-        let fail = |d: &mut Daemon, why: String| {
+        let mut keeper = keeper;
+        let mut fail = |d: &mut Daemon, why: String| {
             log::error!("upgrade to {}: {why}", p.path.display());
             d.clients.send_error(p.client, &p.rid, &refused(why));
+            d.restore_keeper(keeper.take());
         };
         let core = match core_section::export(&self.core) {
             Ok(c) => c,

@@ -74,6 +74,8 @@ pub struct ConfigImage {
     pub containment: u8,
     /// The program the daemon was started as: the default of the next upgrade.
     pub program: PathBuf,
+    /// How long a keeper holds on after a crash (milliseconds); `None` without a keeper.
+    pub keeper_hold_ms: Option<u64>,
 }
 
 /// One generation's process and descriptors.
@@ -209,6 +211,8 @@ pub struct DriverImage {
     pub lease: RawFd,
     /// The name of the cgroup subtree generations get cgroups in, if the daemon has one.
     pub cgroup_root: Option<String>,
+    /// The link to the keeper holding the children's descriptors across a crash.
+    pub keeper: Option<RawFd>,
     pub children: Vec<ChildImage>,
     pub clients: ClientsImage,
     pub unverified: Vec<KeptImage>,
@@ -222,6 +226,7 @@ impl DriverImage {
     /// Every descriptor the image names, each once.
     pub fn descriptors(&self) -> Vec<RawFd> {
         let mut fds = vec![self.lease, self.clients.listener];
+        fds.extend(self.keeper);
         for c in &self.children {
             fds.extend(c.pidfd);
             fds.extend(c.outputs.iter().flatten());
@@ -261,6 +266,7 @@ impl DriverImage {
         w.u8(c.reaper).bool(c.subreaper).u64(c.max_clients);
         w.u64(c.outbox_bytes).u64(c.max_line).u8(c.containment);
         w.bytes(c.program.as_os_str().as_encoded_bytes());
+        w.opt_u64(c.keeper_hold_ms);
         w.u64(self.clock_start_ns)
             .u64(self.epoch_unix_ms)
             .i32(self.lease);
@@ -268,6 +274,7 @@ impl DriverImage {
             None => w.u8(0),
             Some(name) => w.u8(1).str(name),
         };
+        w.opt_fd(self.keeper);
         w.count(self.children.len());
         for ch in &self.children {
             write_child(&mut w, ch);
@@ -314,6 +321,7 @@ impl DriverImage {
             max_line: r.u64()?,
             containment: small(r.u8()?, 2, "containment")?,
             program: path(&mut r)?,
+            keeper_hold_ms: r.opt_u64()?,
         };
         let clock_start_ns = r.u64()?;
         let epoch_unix_ms = r.u64()?;
@@ -323,6 +331,7 @@ impl DriverImage {
             1 => Some(r.str()?.to_owned()),
             t => return Err(ImageError(format!("{t} is not a cgroup tag"))),
         };
+        let keeper = r.opt_fd()?;
         let n = r.count(8)?;
         let mut children = Vec::with_capacity(n);
         for _ in 0..n {
@@ -361,6 +370,7 @@ impl DriverImage {
             epoch_unix_ms,
             lease,
             cgroup_root,
+            keeper,
             children,
             clients,
             unverified,
@@ -634,11 +644,13 @@ mod tests {
                 max_line: 1024,
                 containment: 2,
                 program: "/usr/bin/genward".into(),
+                keeper_hold_ms: Some(600_000),
             },
             clock_start_ns: 5,
             epoch_unix_ms: 6,
             lease: 3,
             cgroup_root: Some("genward-x-1".into()),
+            keeper: Some(13),
             children: vec![ChildImage {
                 gen: 7,
                 pid: 100,

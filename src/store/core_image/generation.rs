@@ -33,6 +33,7 @@ const FIELDS: &[&str] = &[
     "exit",
     "exited_at",
     "adopted",
+    "io_kept",
     "unverified",
     "leader_gone",
 ];
@@ -96,7 +97,8 @@ pub(super) fn encode(g: &GenerationImage, spec: usize) -> Vec<u8> {
     };
     w.u64("exited_at", g.exited_at.as_millis());
     opt_u64_member(&mut w, "adopted", g.adopted.map(Time::as_millis));
-    w.bool("unverified", g.unverified)
+    w.bool("io_kept", g.io_kept)
+        .bool("unverified", g.unverified)
         .bool("leader_gone", g.leader_gone);
     w.finish();
     out
@@ -216,6 +218,7 @@ pub(super) fn decode(
         },
         exited_at: time("exited_at")?,
         adopted: opt_time("adopted")?,
+        io_kept: flag("io_kept")?,
         unverified: flag("unverified")?,
         leader_gone: flag("leader_gone")?,
     })

@@ -50,6 +50,7 @@ fn generation(
         exit: Some((ExitStatus::Signal(9), ExitCause::Killed)),
         exited_at: Time::from_millis(7),
         adopted: Some(Time::ZERO),
+        io_kept: false,
         unverified: true,
         leader_gone: false,
     }

@@ -1,0 +1,424 @@
+//! A crash that loses nothing: the daemon's keeper holds every child's descriptors while no
+//! daemon runs, and the next daemon on the same state directory resumes each generation
+//! with its I/O — the same pids and generation numbers, every byte written meanwhile
+//! (byte-exact, at contiguous offsets), input and resize working again, and the exact
+//! exit code of a process that ended meanwhile. With the keeper killed too, the
+//! durable-state recovery takes over. The keeper exits with a clean shutdown, and at the
+//! end of its hold when no daemon comes.
+//!
+//! The first daemon runs under a child subreaper ([`SUBREAPER`]) and only the daemon is
+//! killed: its processes are reparented to the subreaper, which reaps the one that ends —
+//! the reap is what makes the kernel publish its status.
+
+mod util;
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use genward::store::keeper_file::{decode_keeper, KEEPER_FILE};
+use genward::sys::pidfd_ext::{exit_info, ExitInfo};
+use genward::testkit::wait;
+use rustix::process::{pidfd_open, Pid, PidfdFlags};
+use serde_json::{json, Value};
+use util::daemon::{output_of, Client, Daemon, Msg, PATIENCE, SUBREAPER};
+
+fn skip(why: &str) -> bool {
+    println!("SKIP: {why}");
+    eprintln!("SKIP: {why}");
+    true
+}
+
+/// Whether this test cannot run here (said out loud): it needs `python3` for the
+/// subreaper, and a kernel that keeps exit statuses for pidfds.
+fn cannot_run() -> bool {
+    let python = Command::new("python3")
+        .args(["-c", ""])
+        .stdin(Stdio::null())
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        return skip("no python3 for the subreaper");
+    }
+    let mut child = Command::new("true").spawn().expect("run true");
+    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("pidfd_open");
+    child.wait().unwrap();
+    match exit_info(pidfd.as_fd()) {
+        Ok(ExitInfo::Exited(_)) => false,
+        other => skip(&format!(
+            "no exit status kept for pidfds on this kernel (PIDFD_INFO_EXIT, 6.15+): {other:?}"
+        )),
+    }
+}
+
+fn gen_of(v: &Value) -> u64 {
+    v["gen"].as_u64().unwrap()
+}
+
+/// A pidfd for a running process.
+fn pidfd(pid: u32) -> OwnedFd {
+    pidfd_open(Pid::from_raw(pid as i32).unwrap(), PidfdFlags::empty()).expect("pidfd_open")
+}
+
+/// Waits (bounded) until the process behind `fd` has exited.
+#[track_caller]
+fn await_exit(fd: &OwnedFd, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    assert!(wait::readable(fd.as_fd(), deadline), "{what} did not exit");
+}
+
+/// The keeper's pid, as its record in the state directory says.
+fn keeper_pid(state: &Path) -> u32 {
+    let bytes = std::fs::read(state.join(KEEPER_FILE)).expect("the keeper's record");
+    decode_keeper(&bytes).expect("a well-formed record").pid
+}
+
+/// A fifo in the daemon's directory.
+fn fifo(d: &Daemon, name: &str) -> PathBuf {
+    let fifo = d.dir.join(name);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        0,
+    )
+    .unwrap();
+    fifo
+}
+
+/// Writes a line into `fifo` for the process that reads it; its open of the fifo may still
+/// be on its way.
+fn release(fifo: &Path) {
+    let deadline = Instant::now() + PATIENCE;
+    let mut writer = loop {
+        let open = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo);
+        match open {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(Instant::now() < deadline, "nobody opened the fifo");
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("open the fifo: {e}"),
+        }
+    };
+    std::io::Write::write_all(&mut writer, b"go\n").unwrap();
+}
+
+/// Spawns `spec` (a spawn request's members) as `session`; its generation and pid.
+fn spawn(c: &mut Client, session: &str, spec: Value) -> (u64, u32) {
+    let mut req = json!({"op": "spawn", "session": session});
+    for (k, v) in spec.as_object().unwrap() {
+        req[k] = v.clone();
+    }
+    let gen = gen_of(&c.ok(req));
+    let seen = c.events_until(|m| m.is("spawned", gen));
+    let pid = seen.last().unwrap().json()["pid"].as_u64().unwrap();
+    (gen, pid as u32)
+}
+
+/// `seq 1 n` as the shell prints it.
+fn seq(n: u32) -> Vec<u8> {
+    (1..=n)
+        .flat_map(|i| format!("{i}\n").into_bytes())
+        .collect()
+}
+
+/// Reads (bounded) until `gen`'s stdout holds `len` bytes; checks its offsets are
+/// contiguous from 0 and returns the bytes, and every event read.
+fn stdout_of(c: &mut Client, gen: u64, len: usize) -> (Vec<u8>, Vec<Msg>) {
+    let mut out = Vec::new();
+    let seen = c.events_until(|m| {
+        if let Msg::Output(v, data) = m {
+            if v["gen"] == json!(gen) && v["stream"] == "stdout" {
+                assert_eq!(v["offset"], json!(out.len()), "offsets not contiguous");
+                out.extend_from_slice(data);
+            }
+        }
+        assert!(!m.is("dropped", gen), "output dropped: {m:?}");
+        out.len() >= len
+    });
+    (out, seen)
+}
+
+/// Everything the first daemon left has ended and been reaped: the subreaper has no child
+/// left and exits.
+fn assert_nothing_left(mut subreaper: Child) {
+    let status = wait::child_exit(&mut subreaper, PATIENCE);
+    assert!(
+        status.is_some(),
+        "the subreaper still has processes to reap"
+    );
+}
+
+const FLOOD_FIRST: u32 = 20_000;
+const FLOOD_ALL: u32 = 300_000;
+
+#[test]
+fn a_crash_with_the_keeper_alive_loses_nothing() {
+    if cannot_run() {
+        return;
+    }
+    let mut d = Daemon::start_wrapped("keeper-crash", &SUBREAPER, &[], None);
+    let state = d.dir.join("state");
+    let keeper = keeper_pid(&state);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let go_flood = fifo(&d, "go-flood");
+    let go_end = fifo(&d, "go-end");
+    // Part of the flood now, the rest (over a megabyte: more than the pipe holds) only
+    // once the daemon is dead; then it waits on its stdin.
+    let flood = format!(
+        r#"seq 1 {FLOOD_FIRST}; read go < "$1"; seq {} {FLOOD_ALL}; read x"#,
+        FLOOD_FIRST + 1
+    );
+    // The flood last: every output event of it is read by `stdout_of`.
+    let specs = [
+        (
+            "reader",
+            json!({"argv": ["sh", "-c", "while read l; do echo got:$l; done"]}),
+        ),
+        (
+            "shell",
+            json!({"argv": ["sh"], "pty": {"rows": 24, "cols": 80}}),
+        ),
+        (
+            "ender",
+            json!({"argv": ["sh", "-c", r#"read go < "$1"; echo bye; exit 7"#, "sh", go_end]}),
+        ),
+        (
+            "flood",
+            json!({"argv": ["sh", "-c", flood, "sh", go_flood], "buffer": 16 << 20}),
+        ),
+    ];
+    let mut before = Vec::new();
+    for (name, spec) in specs {
+        before.push((name, spawn(&mut c, name, spec)));
+    }
+    let (reader_gen, _) = before[0].1;
+    let (shell_gen, _) = before[1].1;
+    let (ender_gen, ender_pid) = before[2].1;
+    let (flood_gen, _) = before[3].1;
+    let ender = pidfd(ender_pid);
+    stdout_of(&mut c, flood_gen, seq(FLOOD_FIRST).len());
+    drop(c);
+
+    // The daemon dies; while none runs the flood goes on and the ender ends.
+    let subreaper = d.crash_daemon_edit_and_restart(
+        |_| {
+            release(&go_flood);
+            release(&go_end);
+            await_exit(&ender, "the ender");
+        },
+        &[],
+        &[],
+    );
+    assert_eq!(
+        keeper_pid(&state),
+        keeper,
+        "the same keeper serves the new daemon"
+    );
+
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true, "from_start": true}));
+    let list = c.ok(json!({"op": "list"}));
+    for (name, (gen, pid)) in &before {
+        let s = list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == *name)
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"));
+        let g = &s["generations"][0];
+        if *name == "ender" {
+            continue;
+        }
+        assert_eq!(s["current"], json!(gen), "{list}");
+        assert_eq!(g["pid"], json!(pid), "{list}");
+        assert_eq!(g["lifecycle"], "running", "{list}");
+        assert_eq!(g["adopted"]["io_lost"], false, "{list}");
+    }
+
+    // Every byte of the flood, the part written while no daemon ran included.
+    let all = seq(FLOOD_ALL);
+    let (got, mut seen) = stdout_of(&mut c, flood_gen, all.len());
+    assert!(
+        got == all,
+        "the flood's output differs ({} bytes)",
+        got.len()
+    );
+
+    // The process that ended meanwhile: its output, then its own exit code.
+    c.seen_or_until(&mut seen, |m| m.is("exited", ender_gen));
+    assert_eq!(output_of(&seen, ender_gen), b"bye\n");
+    let end = seen
+        .iter()
+        .find(|m| m.is("exited", ender_gen))
+        .unwrap()
+        .json()
+        .clone();
+    assert_eq!(end["code"], 7, "{end}");
+    assert_eq!(end["cause"], "exited", "{end}");
+
+    // Input reaches the reader again; resize reaches the terminal.
+    c.ok(json!({"op": "write", "session": "reader", "if_gen": reader_gen, "data": "hello\n"}));
+    c.output_until(reader_gen, "got:hello");
+    c.ok(json!({"op": "resize", "session": "shell", "if_gen": shell_gen, "rows": 33, "cols": 77}));
+    c.ok(json!({"op": "write", "session": "shell", "data": "stty size\n"}));
+    c.output_until(shell_gen, "33 77");
+
+    // Numbers go on above every one taken back.
+    let (next, _) = spawn(&mut c, "next", json!({"argv": ["true"]}));
+    assert!(before.iter().all(|(_, (g, _))| next > *g));
+    drop(c);
+
+    // A clean shutdown ends the keeper too.
+    let keeper_fd = pidfd(keeper);
+    assert_eq!(d.terminate(), Some(0));
+    await_exit(&keeper_fd, "the keeper");
+    assert!(
+        !state.join(KEEPER_FILE).exists(),
+        "the keeper's record stayed"
+    );
+    assert_nothing_left(subreaper);
+}
+
+#[test]
+fn with_the_keeper_killed_too_the_durable_state_takes_over() {
+    if cannot_run() {
+        return;
+    }
+    let mut d = Daemon::start_wrapped("keeper-killed", &SUBREAPER, &[], None);
+    let state = d.dir.join("state");
+    let keeper = keeper_pid(&state);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let spec = json!({"argv": ["sh", "-c", "echo up; exec sleep 1000"], "on_recover": "keep"});
+    let (gen, pid) = spawn(&mut c, "job", spec);
+    c.output_until(gen, "up");
+    drop(c);
+    let keeper_fd = pidfd(keeper);
+    let subreaper = d.crash_daemon_edit_and_restart(
+        |_| {
+            rustix::process::pidfd_send_signal(&keeper_fd, rustix::process::Signal::KILL)
+                .expect("kill the keeper");
+            await_exit(&keeper_fd, "the keeper");
+        },
+        &[],
+        &[],
+    );
+    let mut c = d.client();
+    let got = c.ok(json!({"op": "get", "session": "job"}));
+    let g = &got["session"]["generations"][0];
+    assert_eq!(g["gen"], json!(gen), "{got}");
+    assert_eq!(g["pid"], json!(pid), "{got}");
+    assert_eq!(g["adopted"]["io_lost"], true, "{got}");
+    // A fresh keeper serves the new daemon.
+    assert_ne!(keeper_pid(&state), keeper);
+    drop(c);
+    assert_eq!(d.terminate(), Some(0));
+    assert_nothing_left(subreaper);
+}
+
+#[test]
+fn the_keeper_gives_up_after_its_hold_when_no_daemon_comes() {
+    let mut d = Daemon::start("keeper-expires", &["--keeper-hold", "300ms"]);
+    let state = d.dir.join("state");
+    let keeper = pidfd(keeper_pid(&state));
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // A shell on a terminal: while the keeper holds its master, it lives on.
+    let (gen, pid) = spawn(&mut c, "shell", json!({"argv": ["sh"], "pty": true}));
+    let shell = pidfd(pid);
+    c.ok(json!({"op": "write", "session": "shell", "if_gen": gen, "data": "echo ready\n"}));
+    c.output_until(gen, "ready");
+    drop(c);
+    d.kill();
+    // No daemon comes: the keeper closes everything (the shell's terminal hangs up) and
+    // exits, its record gone.
+    await_exit(&keeper, "the keeper");
+    assert!(
+        !state.join(KEEPER_FILE).exists(),
+        "the keeper's record stayed"
+    );
+    await_exit(&shell, "the shell whose terminal hung up");
+}
+
+#[test]
+fn a_keeper_record_that_cannot_be_trusted_is_replaced() {
+    let mut d = Daemon::start("keeper-stale", &[]);
+    let state = d.dir.join("state");
+    assert_eq!(d.terminate(), Some(0));
+    // A record naming a live process that is no keeper (this test), with a made-up token.
+    let record = format!(
+        "{{\"genward_state\":1,\"kind\":\"keeper\"}}\n{{\"pid\":{},\"identity\":\"linux1:00000000-0000-0000-0000-000000000000:0:1\",\"since_unix_ms\":1}}\n",
+        std::process::id()
+    );
+    std::fs::write(state.join(KEEPER_FILE), record).unwrap();
+    d.restart_wrapped(&[], &[]);
+    let fresh = keeper_pid(&state);
+    assert_ne!(
+        fresh,
+        std::process::id(),
+        "a stranger was taken for the keeper"
+    );
+    let fresh = pidfd(fresh);
+    assert_eq!(d.terminate(), Some(0));
+    await_exit(&fresh, "the fresh keeper");
+}
+
+#[test]
+fn the_keeper_hands_nothing_to_a_process_that_does_not_hold_the_lease() {
+    use genward::keeper::wire::{Kind, Message};
+    use genward::store::keeper_file::KEEPER_SOCKET;
+    use genward::sys::fdpass::{recv_with_fds, send_with_fds, Received};
+    use rustix::net::{
+        connect, socket_with, AddressFamily, SocketAddrUnix, SocketFlags, SocketType,
+    };
+
+    let d = Daemon::start("keeper-stranger", &[]);
+    let state = d.dir.join("state");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let (gen, _) = spawn(
+        &mut c,
+        "job",
+        json!({"argv": ["sh", "-c", "echo up; exec sleep 1000"]}),
+    );
+    c.output_until(gen, "up");
+    // This test is of the keeper's uid, but not the lease holder: it is closed at once.
+    let fd = socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    connect(
+        &fd,
+        &SocketAddrUnix::new(state.join(KEEPER_SOCKET)).unwrap(),
+    )
+    .unwrap();
+    rustix::net::sockopt::set_socket_timeout(
+        &fd,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(PATIENCE),
+    )
+    .unwrap();
+    // Garbage first, then a well-formed `Take`: neither gets anything back.
+    let _ = send_with_fds(&fd, b"not a keeper message at all", &[], false);
+    let _ = send_with_fds(&fd, &Message::plain(Kind::Take, 0).encode(), &[], false);
+    let mut buf = [0u8; 64];
+    match recv_with_fds(&fd, &mut buf, false) {
+        Ok(Received::Eof) | Err(_) => {}
+        other => panic!("the keeper answered a stranger: {other:?}"),
+    }
+    // The keeper still serves its daemon: the process is still held, the daemon works.
+    let got = c.ok(json!({"op": "get", "session": "job"}));
+    assert_eq!(got["session"]["state"], "running", "{got}");
+}
