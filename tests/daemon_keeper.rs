@@ -422,3 +422,48 @@ fn the_keeper_hands_nothing_to_a_process_that_does_not_hold_the_lease() {
     let got = c.ok(json!({"op": "get", "session": "job"}));
     assert_eq!(got["session"]["state"], "running", "{got}");
 }
+
+/// The keeper link crosses an upgrade: generations spawned before and after it are both
+/// held, and a crash after the upgrade resumes both with their I/O.
+#[test]
+fn the_keeper_keeps_holding_across_an_upgrade() {
+    if cannot_run() {
+        return;
+    }
+    let mut d = Daemon::start_wrapped("keeper-upgrade", &SUBREAPER, &[], None);
+    let state = d.dir.join("state");
+    let keeper = keeper_pid(&state);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let echo = json!({"argv": ["sh", "-c", "while read l; do echo got:$l; done"]});
+    let before = spawn(&mut c, "before", echo.clone());
+    let answer = c.ok(json!({"op": "upgrade"}));
+    assert_eq!(answer["pid"], json!(d.pid), "{answer}");
+    let after = spawn(&mut c, "after", echo);
+    c.ok(json!({"op": "write", "session": "before", "data": "one\n"}));
+    c.output_until(before.0, "got:one");
+    drop(c);
+
+    let subreaper = d.crash_daemon_edit_and_restart(|_| {}, &[], &[]);
+    assert_eq!(keeper_pid(&state), keeper, "the same keeper");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let list = c.ok(json!({"op": "list"}));
+    for (name, (gen, pid)) in [("before", before), ("after", after)] {
+        let s = list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"));
+        let g = &s["generations"][0];
+        assert_eq!(s["current"], json!(gen), "{list}");
+        assert_eq!(g["pid"], json!(pid), "{list}");
+        assert_eq!(g["adopted"]["io_lost"], false, "{list}");
+        c.ok(json!({"op": "write", "session": name, "data": "two\n"}));
+        c.output_until(gen, "got:two");
+    }
+    drop(c);
+    assert_eq!(d.terminate(), Some(0));
+    assert_nothing_left(subreaper);
+}
