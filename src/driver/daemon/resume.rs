@@ -51,7 +51,9 @@ fn config(c: &ConfigImage) -> DaemonConfig {
 }
 
 /// Each session's replay log capacity, from its spec.
-fn log_capacities(core: &crate::core::Core) -> std::collections::HashMap<std::sync::Arc<str>, usize> {
+fn log_capacities(
+    core: &crate::core::Core,
+) -> std::collections::HashMap<std::sync::Arc<str>, usize> {
     let clock = crate::core::WallClock {
         now: crate::core::Time::from_millis(0),
         unix_ms: 0,
