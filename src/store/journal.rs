@@ -23,7 +23,9 @@
 //! system call per record. New pages are the one cost left (on tmpfs, allocating and
 //! zeroing a page costs about as much as everything else the daemon does with its bytes),
 //! so a segment given up that nothing references any more becomes a *spare* (at most
-//! [`MAX_SPARES`], still mapped) and the next segment is written over it.
+//! [`MAX_SPARES`], still mapped) and the next segment is written over it. A restarted
+//! daemon maps the segments it finds read-only and replays their records from there
+//! (`journal_read`): those are deleted when given up, never written over.
 //!
 //! A record is committed by its nonce: it is written with a zero nonce, then the
 //! segment's nonce is written into it. Reading stops at the first record without the
