@@ -127,8 +127,9 @@ impl Mapping {
     pub fn bytes(&self, start: usize, len: usize) -> &[u8] {
         assert!(start.checked_add(len).is_some_and(|end| end <= self.len));
         // SAFETY: in bounds (checked above) of a live mapping; the journal writes no byte
-        // of a range once it was handed out (and never writes a read-only mapping), so
-        // nothing changes under this borrow.
+        // of a range once it was handed out (and never writes a read-only mapping), and
+        // no other process writes a segment (the lease), so nothing changes under this
+        // borrow.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(start), len) }
     }
 
