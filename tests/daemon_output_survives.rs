@@ -1,11 +1,13 @@
 //! A session's retained output survives the daemon: after a crash, `subscribe from_start`
 //! and `from_pos` replay what the previous daemon had read, at the same positions, and
 //! new output continues the positions; the journal on disk stays bounded by what the
-//! logs retain.
+//! logs retain; the restarted daemon replays a big log from the journal's pages, without
+//! a copy of it on its heap.
 
 mod util;
 
 use genward::store::journal::{MAX_SPARES, SEGMENT_BYTES};
+use genward::testkit::proc;
 use serde_json::{json, Value};
 use util::daemon::{Daemon, Msg};
 
@@ -169,5 +171,55 @@ fn a_session_removed_and_made_again_replays_only_its_own_output_after_a_crash() 
     assert!(
         replay.iter().all(|m| m.json()["gen"] != json!(old)),
         "nothing of the removed session: {replay:?}"
+    );
+}
+
+/// The daemon's anonymous (heap and stack) resident memory, KiB.
+fn anon_kib(d: &Daemon) -> u64 {
+    proc::status_number(d.pid, "RssAnon").expect("the daemon's RssAnon")
+}
+
+#[test]
+fn a_big_log_is_replayed_from_the_journal_not_copied_onto_the_heap() {
+    const LOG: u64 = 16 << 20;
+    let mut d = Daemon::start("output-mapped", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "list"}));
+    let idle = anon_kib(&d);
+    let big = gen_of(&c.ok(json!({"op": "spawn", "session": "big", "buffer": LOG,
+        "argv": ["sh", "-c", format!("head -c {LOG} /dev/zero; echo; echo big-done")]})));
+    c.ok(json!({"op": "wait", "session": "big", "gen": big}));
+    drop(c);
+
+    d.crash_and_restart(&[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "list"}));
+    let restarted = anon_kib(&d);
+    eprintln!(
+        "RssAnon {idle} KiB idle, {restarted} KiB after a restart with a {} MiB log; \
+         RssFile {:?} KiB, RssShmem {:?} KiB",
+        LOG >> 20,
+        proc::status_number(d.pid, "RssFile"),
+        proc::status_number(d.pid, "RssShmem"),
+    );
+    // A heap copy of the log would be all of it; the slack is for everything else.
+    assert!(
+        restarted < idle + (LOG >> 10) / 2,
+        "anonymous memory grew from {idle} KiB to {restarted} KiB"
+    );
+
+    // And the log is all there, at its positions, up to its very end.
+    c.ok(json!({"op": "subscribe", "session": "big", "from_start": true}));
+    let replay = c.events_until(|m| m.is("exited", big));
+    let got = frames(&replay, "big");
+    for pair in got.windows(2) {
+        assert_eq!(pair[0].0 + pair[0].1.len() as u64, pair[1].0);
+    }
+    let retained: u64 = got.iter().map(|(_, data)| data.len() as u64).sum();
+    assert!(retained > LOG - (1 << 20), "{retained} bytes replayed");
+    let last = got.last().unwrap();
+    assert_eq!(
+        last.0 + last.1.len() as u64,
+        LOG + "\nbig-done\n".len() as u64
     );
 }

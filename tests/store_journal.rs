@@ -66,7 +66,7 @@ fn records_round_trip_per_session_in_order() {
     assert_eq!(a.iter().map(|r| r.seq).collect::<Vec<_>>(), [0, 1, 2]);
     assert_eq!(a[1].pos, 3);
     assert_eq!(a[1].out_len, 3);
-    assert_eq!(a[1].frame, frame("a", 1, 3, b"two"));
+    assert_eq!(a[1].frame.bytes(), frame("a", 1, 3, b"two"));
     assert_eq!(a[2].out_len, 0);
     assert_eq!(loaded.sessions["b"].len(), 1);
     assert_eq!(loaded.bad, 0);
@@ -262,4 +262,49 @@ fn an_event_for_a_name_no_session_can_have_is_refused() {
     assert_eq!(loaded.bad, 1);
     assert!(loaded.sessions.is_empty());
     assert!(!dir.join(OUTPUT_DIR).join(segment_file(seg)).exists());
+}
+
+#[test]
+fn records_read_back_refer_to_their_segments_mapping() {
+    let dir = ScratchDir::new("journal-mapped");
+    written(&dir);
+    let loaded = open(&dir).load(all);
+    let a = &loaded.sessions["a"];
+    for r in a.iter().chain(&loaded.sessions["b"]) {
+        assert_eq!(r.frame.map.seg(), r.seg);
+        assert!(!r.frame.map.is_writable(), "read back, never written");
+    }
+    assert!(std::rc::Rc::ptr_eq(&a[0].frame.map, &a[2].frame.map));
+    assert_eq!(a[0].frame.bytes(), frame("a", 1, 0, b"one"));
+}
+
+#[test]
+fn a_segment_read_back_is_released_while_held_and_never_made_a_spare() {
+    let dir = ScratchDir::new("journal-read-give-up");
+    let out = dir.join(OUTPUT_DIR);
+    // Segment 1, read back; a frame of it still held (queued for a client) when it goes.
+    written(&dir);
+    let mut j = open(&dir);
+    let held = j.load(all).sessions["a"][1].frame.clone();
+    put(&mut j, 0, 0, &frame("c", 3, 0, b"z"));
+    assert!(
+        j.give_up(1),
+        "still referenced: its memory goes with the frame"
+    );
+    assert!(!out.join(segment_file(1)).exists());
+    assert!(!out.join("1.spare").exists());
+    assert_eq!(held.bytes(), frame("a", 1, 3, b"two"));
+    drop((held, j));
+
+    // Nothing held: deleted, not kept to be written over (its mapping is read-only).
+    let mut j = open(&dir);
+    j.load(all);
+    let seg = put(&mut j, 0, 0, &frame("d", 4, 0, b"w"));
+    drop(j);
+    let mut j = open(&dir);
+    j.load(all);
+    put(&mut j, 0, 0, &frame("e", 5, 0, b"v"));
+    assert!(!j.give_up(seg));
+    assert_eq!(entries(&out), 2, "segments {:?}", j.segment_numbers());
+    assert!(!out.join(format!("{seg}.spare")).exists());
 }

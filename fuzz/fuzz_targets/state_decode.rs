@@ -2,7 +2,7 @@
 //! and whatever a decoder accepts must survive its encoder: encode → decode gives the same
 //! value (so a file the daemon reads back is one it can write again, unchanged). The
 //! output journal's records (after an 8-byte nonce): whatever is taken is a valid
-//! session's frame no larger than a record may hold.
+//! session's frame no larger than a record may hold, inside the bytes read.
 #![no_main]
 
 use genward::store::descriptor::{decode_descriptor, encode_descriptor};
@@ -32,7 +32,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = read_records(body, 1, u64::from_le_bytes(*nonce), |session, found| {
             assert!(genward::core::is_valid_session_name(session));
             if let Found::Record(record) = found {
-                assert!(record.frame.len() <= MAX_FRAME);
+                assert!(record.len <= MAX_FRAME);
+                assert!(record.start + record.len <= body.len());
                 assert_eq!(record.seg, 1);
             }
         });

@@ -1,7 +1,7 @@
 //! The bytes of one record of a session's log, exactly as subscribers receive them: in the
-//! output journal's mapping (the usual case: the bytes on disk are the bytes sent, with no
-//! copy between), or on the heap (read back at start, or when the journal could not take
-//! them).
+//! output journal's mapping (the usual case, written or read back at start: the bytes on
+//! disk are the bytes sent, with no copy between), or on the heap (when the journal could
+//! not take them, or a frame still queued outlived its segment).
 
 use std::ops::Deref;
 use std::rc::Rc;

@@ -304,4 +304,46 @@ mod tests {
         }
         assert_eq!(logs.get("flood").unwrap().end_pos(), offset);
     }
+
+    /// After a restart every retained frame is the journal's bytes (its mapping), as
+    /// before it, not a copy on the heap; a segment read back that is given up while a
+    /// frame of it is still held (queued for a client) is released, so that the frame is
+    /// copied out and the segment's memory goes.
+    #[test]
+    fn restored_frames_are_mapped_and_their_segments_released() {
+        let dir = ScratchDir::new("logs-mapped");
+        let mut logs = open(&dir);
+        let session: Arc<str> = Arc::from("s");
+        let mut offset = 0;
+        for i in 0..10 {
+            let line = format!("line {i}\n");
+            logs.push_output(&session, 1, Stream::Stdout, offset, line.as_bytes());
+            offset += line.len() as u64;
+        }
+        let frames = |logs: &Logs| -> Vec<Vec<u8>> {
+            logs.get("s")
+                .unwrap()
+                .records()
+                .map(|r| r.frame.to_vec())
+                .collect()
+        };
+        let before = frames(&logs);
+        drop(logs);
+
+        let mut logs = open(&dir);
+        assert_eq!(frames(&logs), before);
+        let ring = logs.get("s").unwrap();
+        for r in ring.records() {
+            assert!(matches!(r.frame, Frame::Mapped { .. }), "{:?}", r.frame);
+            assert_eq!(r.frame.mapped_in(), r.seg);
+        }
+        let seg = ring.first_seg().unwrap();
+        let held = logs.frame("s", ring.first_seq()).unwrap();
+        // Output written after the restart goes to a new segment; the old one's records
+        // are all evicted.
+        logs.set_capacity(&session, 0);
+        logs.push_output(&session, 2, Stream::Stdout, offset, &[b'x'; 4096]);
+        assert_eq!(logs.take_released(), [seg]);
+        assert_eq!(held.to_vec(), before[0]);
+    }
 }

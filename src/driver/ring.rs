@@ -134,7 +134,8 @@ impl Ring {
     }
 
     /// A log holding what a previous daemon's log held (read back from the journal, in
-    /// order): numbering and positions go on from its newest record. Only the newest run
+    /// order, its frames still in the journal's mapping): numbering and positions go on
+    /// from its newest record. Only the newest run
     /// of consecutive records is taken, so a gap (a record lost with a bad segment) can
     /// never be replayed as if nothing were missing.
     pub fn restored(cap: usize, loaded: Vec<LoadedRecord>) -> Ring {

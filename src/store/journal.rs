@@ -23,7 +23,9 @@
 //! system call per record. New pages are the one cost left (on tmpfs, allocating and
 //! zeroing a page costs about as much as everything else the daemon does with its bytes),
 //! so a segment given up that nothing references any more becomes a *spare* (at most
-//! [`MAX_SPARES`], still mapped) and the next segment is written over it.
+//! [`MAX_SPARES`], still mapped) and the next segment is written over it. A restarted
+//! daemon maps the segments it finds read-only and replays their records from there
+//! (`journal_read`): those are deleted when given up, never written over.
 //!
 //! A record is committed by its nonce: it is written with a zero nonce, then the
 //! segment's nonce is written into it. Reading stops at the first record without the
@@ -79,8 +81,8 @@ const SPARE_SUFFIX: &str = ".spare";
 /// Where a record was written: its segment's number.
 pub type Segment = u64;
 
-/// A record's frame, written: its bytes are `map.bytes(start, len)`.
-#[derive(Debug)]
+/// A record's frame, written (or read back): its bytes are `map.bytes(start, len)`.
+#[derive(Debug, Clone)]
 pub struct Placed {
     /// The segment's mapping (kept alive by whoever holds the frame).
     pub map: Rc<Mapping>,
@@ -88,6 +90,13 @@ pub struct Placed {
     pub start: usize,
     /// The frame's length.
     pub len: usize,
+}
+
+impl Placed {
+    /// The frame's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.bytes(self.start, self.len)
+    }
 }
 
 /// The segment being written.
@@ -108,7 +117,9 @@ pub struct Journal {
     current: Option<Current>,
     /// Segments given up that nothing references, named `<n>.spare`, to be written over.
     spares: Vec<Rc<Mapping>>,
-    /// Mappings of segments not given up yet (the current one too), by number.
+    /// Mappings of segments not given up yet (the current one too, and those read back),
+    /// by number: whether one is still referenced elsewhere when it is given up decides
+    /// between a spare and a release.
     live: std::collections::BTreeMap<Segment, Rc<Mapping>>,
     /// Number the next new segment gets.
     next: Segment,
@@ -310,7 +321,8 @@ impl Journal {
         let map = self.live.remove(&seg);
         let shared = map.as_ref().is_some_and(|m| Rc::strong_count(m) > 1);
         if !shared && self.spares.len() < MAX_SPARES {
-            if let Some(map) = map {
+            // A segment read back is mapped read-only: it is deleted, never written over.
+            if let Some(map) = map.filter(|m| m.is_writable()) {
                 if self
                     .dir
                     .rename_to(&name, &self.dir, &spare_file(seg))
@@ -325,6 +337,12 @@ impl Journal {
             log::warn!("removing an output segment: {e}");
         }
         shared
+    }
+
+    /// Keeps the mapping of a segment read back (see `Journal::load`) until the segment is
+    /// given up, so that [`Journal::give_up`] can tell whether frames in it are still held.
+    pub(crate) fn keep_read(&mut self, map: Rc<Mapping>) {
+        self.live.insert(map.seg(), map);
     }
 
     /// Records that segment `seg` holds `bytes` (`None`: it is gone).

@@ -4,14 +4,23 @@
 //! A segment ends at the first record without its nonce (never committed, or an older
 //! segment's bytes under a spare written over); a segment with anything else is moved
 //! aside after the good records before the fault were taken.
+//!
+//! A segment is mapped read-only, not read ([`Mapping::read_only`]): the records taken
+//! refer to its pages ([`Placed`]), as the frames of records written do, so a restart
+//! copies no retained output onto the heap and touches only the pages holding records
+//! (a segment file is allocated whole; most of it is usually never written). The mapping
+//! lives as long as a record refers to it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use super::format::{self, Kind};
 use super::journal::{
-    segment_file, Journal, Segment, MAX_FRAME, NONCE_BYTES, OUTPUT_DIR, RECORD_HEADER,
+    segment_file, Journal, Placed, Segment, MAX_FRAME, NONCE_BYTES, OUTPUT_DIR, RECORD_HEADER,
 };
+use super::mapping::Mapping;
+use super::strict_read::ReadError;
 use crate::core::SessionState;
 use crate::proto::event::WireEvent;
 use crate::proto::framing::{FrameDecoder, Message};
@@ -24,15 +33,34 @@ const MAX_SEGMENT_FILE: usize =
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
     /// A record of the session's log.
-    Record(LoadedRecord),
+    Record(RecordAt),
     /// The session's `removed` event: every record of that name written before it (in
     /// segment order) belonged to a session that is gone, whose numbers a later session
     /// of the same name reuses.
     Removed,
 }
 
-/// One record read back.
+/// One valid record of a segment's body, as [`read_records`] finds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordAt {
+    /// Its number in the session's log.
+    pub seq: u64,
+    /// The session output position it starts at.
+    pub pos: u64,
+    /// The generation it is about (0 for an event naming none).
+    pub gen: u64,
+    /// Output bytes it carries (0 for an event).
+    pub out_len: u64,
+    /// Where its frame starts in the body read.
+    pub start: usize,
+    /// The frame's length.
+    pub len: usize,
+    /// The segment it was read from.
+    pub seg: Segment,
+}
+
+/// One record read back.
+#[derive(Debug, Clone)]
 pub struct LoadedRecord {
     /// Its number in the session's log.
     pub seq: u64,
@@ -42,8 +70,8 @@ pub struct LoadedRecord {
     pub gen: u64,
     /// Output bytes it carries (0 for an event).
     pub out_len: u64,
-    /// The frame, exactly as subscribers receive it.
-    pub frame: Vec<u8>,
+    /// The frame, exactly as subscribers receive it, in its segment's mapping.
+    pub frame: Placed,
     /// The segment it was read from.
     pub seg: Segment,
 }
@@ -69,64 +97,69 @@ struct Collecting {
 
 impl Journal {
     /// Reads every segment on disk, oldest first, keeping records of the sessions
-    /// `capacity` names (with the bytes of its replay log). Memory stays within about
-    /// twice the capacities: the oldest records of a session beyond that are let go as
-    /// they are read, as its log would have.
+    /// `capacity` names (with the bytes of its replay log). What is kept stays within
+    /// about twice the capacities: the oldest records of a session beyond that are let go
+    /// as they are read, as its log would have. The mapping of every segment still on
+    /// disk is kept until it is given up (see [`Journal::give_up`]).
     pub fn load(&mut self, capacity: impl Fn(&str) -> Option<usize>) -> LoadedOutput {
         let mut out = LoadedOutput::default();
         let mut collecting: HashMap<Arc<str>, Collecting> = HashMap::new();
-        let mut buf = Vec::new();
         let segments: Vec<Segment> = self.sizes.keys().copied().collect();
         for seg in segments {
-            let name = segment_file(seg);
-            if let Err(e) = self.dir.read_strict(&name, MAX_SEGMENT_FILE, &mut buf) {
-                self.aside(seg, &e.to_string(), &mut out);
-                continue;
-            }
-            if let Err(e) = format::check_header(&buf, Kind::Output) {
-                self.aside(seg, &e.to_string(), &mut out);
-                continue;
-            }
-            self.set_size(seg, Some(buf.len() as u64));
-            let start = buf
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(buf.len(), |i| i + 1);
-            let Some(nonce) = buf.get(start..start + NONCE_BYTES) else {
-                self.aside(seg, "no nonce after the header", &mut out);
-                continue;
+            let (map, nonce, body_at) = match self.map_segment(seg) {
+                Ok(found) => found,
+                Err(why) => {
+                    self.aside(seg, &why, &mut out);
+                    continue;
+                }
             };
-            let nonce = u64::from_le_bytes(nonce.try_into().expect("8 bytes"));
-            let body = &buf[start + NONCE_BYTES..];
+            let body = map.bytes(body_at, map.len() - body_at);
             let fault = read_records(body, seg, nonce, |session, found| {
                 let Some(cap) = capacity(session) else {
                     out.skipped += 1;
                     return;
                 };
-                let record = match found {
-                    Found::Record(record) => record,
+                let at = match found {
+                    Found::Record(at) => at,
                     // A session of this name was removed here: what came before was its.
                     Found::Removed => {
                         collecting.remove(session);
                         return;
                     }
                 };
+                let record = LoadedRecord {
+                    seq: at.seq,
+                    pos: at.pos,
+                    gen: at.gen,
+                    out_len: at.out_len,
+                    frame: Placed {
+                        map: map.clone(),
+                        start: body_at + at.start,
+                        len: at.len,
+                    },
+                    seg,
+                };
                 let entry = match collecting.get_mut(session) {
                     Some(c) => c,
                     None => collecting.entry(Arc::from(session)).or_default(),
                 };
-                entry.bytes += record.frame.len();
+                entry.bytes += record.frame.len;
                 if let Some(old) = entry.records.insert(record.seq, record) {
-                    entry.bytes -= old.frame.len();
+                    entry.bytes -= old.frame.len;
                 }
                 while entry.bytes > cap.saturating_mul(2) && entry.records.len() > 1 {
                     if let Some((_, old)) = entry.records.pop_first() {
-                        entry.bytes -= old.frame.len();
+                        entry.bytes -= old.frame.len;
                     }
                 }
             });
             if let Some(why) = fault {
                 self.aside(seg, &why, &mut out);
+            }
+            // Moved aside, it is no longer ours to give up: the records taken before the
+            // fault keep its mapping on their own.
+            if self.sizes.contains_key(&seg) {
+                self.keep_read(map);
             }
         }
         out.sessions = collecting
@@ -134,6 +167,40 @@ impl Journal {
             .map(|(name, c)| (name, c.records.into_values().collect()))
             .collect();
         out
+    }
+
+    /// Opens and maps segment `seg` as strictly as a file is read (see
+    /// [`Dir::read_strict`](super::dir::Dir::read_strict)), and checks its header; returns
+    /// the mapping, the segment's nonce and where its records start, or why it is bad.
+    fn map_segment(&mut self, seg: Segment) -> Result<(Rc<Mapping>, u64, usize), String> {
+        let name = segment_file(seg);
+        let (fd, size) = self.dir.open_strict(&name).map_err(|e| e.to_string())?;
+        if size > MAX_SEGMENT_FILE as u64 {
+            return Err(ReadError::TooLarge {
+                limit: MAX_SEGMENT_FILE,
+            }
+            .to_string());
+        }
+        if size == 0 {
+            return Err(format::check_header(&[], Kind::Output)
+                .err()
+                .map_or_else(|| "an empty file".into(), |e| e.to_string()));
+        }
+        let map = Mapping::read_only(&fd, size as usize, seg)
+            .map_err(|e| format!("{}: {e}", self.dir.path_of(&name).display()))?;
+        let bytes = map.bytes(0, map.len());
+        format::check_header(bytes, Kind::Output).map_err(|e| e.to_string())?;
+        self.set_size(seg, Some(size));
+        // The header line was found within its bound by the check above.
+        let start = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| i + 1);
+        let Some(nonce) = bytes.get(start..start + NONCE_BYTES) else {
+            return Err("no nonce after the header".into());
+        };
+        let nonce = u64::from_le_bytes(nonce.try_into().expect("8 bytes"));
+        Ok((Rc::new(map), nonce, start + NONCE_BYTES))
     }
 
     /// Moves a bad segment aside; it is no longer on disk for us (if even the move
@@ -149,13 +216,16 @@ impl Journal {
 
 /// Calls `each` with the session and record of every committed, valid record of a
 /// segment's body (after its header line and `nonce`); returns why it stopped early, if
-/// it met anything but the end of what was committed.
+/// it met anything but the end of what was committed. Nothing past the first record
+/// without the nonce is looked at.
 pub fn read_records(
     mut body: &[u8],
     seg: Segment,
     nonce: u64,
     mut each: impl FnMut(&str, Found),
 ) -> Option<String> {
+    // Bytes of the body before `body`: where each record's frame is, in the body given.
+    let mut consumed = 0;
     while body.len() >= RECORD_HEADER {
         let tag = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
         if tag != nonce || nonce == 0 {
@@ -171,7 +241,9 @@ pub fn read_records(
         let seq = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
         let pos = u64::from_le_bytes(body[20..28].try_into().expect("8 bytes"));
         let frame = &body[RECORD_HEADER..4 + len];
+        let start = consumed + RECORD_HEADER;
         body = &body[4 + len..];
+        consumed += 4 + len;
         let event = match decode_one(frame) {
             Ok(event) => event,
             Err(why) => return Some(format!("record {seq}: {why}")),
@@ -200,12 +272,13 @@ pub fn read_records(
             }
             other => (other.gen().unwrap_or(0), 0),
         };
-        let record = LoadedRecord {
+        let record = RecordAt {
             seq,
             pos,
             gen,
             out_len,
-            frame: frame.to_vec(),
+            start,
+            len: frame.len(),
             seg,
         };
         each(event.session(), Found::Record(record));

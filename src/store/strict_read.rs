@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -62,6 +62,14 @@ impl Dir {
     /// too large.
     pub fn read_strict(&self, name: &str, max: usize, buf: &mut Vec<u8>) -> Result<(), ReadError> {
         buf.clear();
+        let (fd, size) = self.open_strict(name)?;
+        read_to_limit(&fd, size, max, buf).map_err(|e| self.named(name, e))
+    }
+
+    /// Opens file `name` for reading as [`Dir::read_strict`] does (no symlink, no fifo
+    /// blocking the open) and checks it with [`check_ours`]; returns it and its size. For
+    /// a reader that maps the file instead of reading it.
+    pub(crate) fn open_strict(&self, name: &str) -> Result<(OwnedFd, u64), ReadError> {
         let fd = rfs::openat(
             self,
             name,
@@ -76,15 +84,19 @@ impl Dir {
             Errno::MLINK => ReadError::NotRegular("symlink"),
             e => ReadError::Io(self.io(e)),
         })?;
-        let named = |e: ReadError| match e {
+        let size = check_ours(&fd).map_err(|e| self.named(name, e))?;
+        Ok((fd, size))
+    }
+
+    /// `e`, its system error (if it is one) prefixed with the file's path.
+    fn named(&self, name: &str, e: ReadError) -> ReadError {
+        match e {
             ReadError::Io(e) => ReadError::Io(io::Error::new(
                 e.kind(),
                 format!("{}: {e}", self.path_of(name).display()),
             )),
             e => e,
-        };
-        let size = check_ours(&fd).map_err(named)?;
-        read_to_limit(&fd, size, max, buf).map_err(named)
+        }
     }
 }
 
