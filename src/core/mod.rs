@@ -336,7 +336,12 @@ impl Core {
         self.sessions.values().map(|s| self.snapshot(s)).collect()
     }
 
-    /// Snapshot of one session.
+    /// Whether session `session` exists (without building its snapshot).
+    pub fn has_session(&self, session: &str) -> bool {
+        self.sessions.contains_key(session)
+    }
+
+    /// The snapshot of session `session`, if there is one.
     pub fn get(&self, session: &str) -> Option<SessionSnapshot> {
         self.sessions.get(session).map(|s| self.snapshot(s))
     }

@@ -191,7 +191,7 @@ impl Persist {
                 capacities
                     .get(name)
                     .copied()
-                    .filter(|_| core.get(name).is_some())
+                    .filter(|_| core.has_session(name))
             }),
             Err(e) => {
                 log::error!("retained output cannot be kept on disk: {e}");
