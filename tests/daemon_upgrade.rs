@@ -152,10 +152,10 @@ fn a_flood_crosses_a_hundred_upgrades_byte_exact() {
     );
     assert_eq!(fds, fds_before, "descriptors back to where they were");
     assert_eq!(fds, fds_after_first, "descriptors back to where they were");
-    // Anonymous memory: the retained output (at most the log's 4 MiB) is read back from
-    // the journal after each upgrade; beyond that nothing may grow.
+    // Anonymous memory: retained output is read back by mapping the journal, not copied,
+    // so nothing but allocator noise may grow.
     assert!(
-        rss <= rss_after_first + 8 * 1024,
+        rss <= rss_after_first + 2 * 1024,
         "anonymous memory {rss} kB after 100 upgrades, {rss_after_first} kB after the first"
     );
     c.ok(json!({"op": "stop", "session": "idle"}));
