@@ -437,8 +437,14 @@ fn the_keeper_keeps_holding_across_an_upgrade() {
     c.ok(json!({"op": "subscribe", "all": true}));
     let echo = json!({"argv": ["sh", "-c", "while read l; do echo got:$l; done"]});
     let before = spawn(&mut c, "before", echo.clone());
+    assert_eq!(c.ok(json!({"op": "hello"}))["keeper"], json!(true));
     let answer = c.ok(json!({"op": "upgrade"}));
     assert_eq!(answer["pid"], json!(d.pid), "{answer}");
+    assert_eq!(
+        c.ok(json!({"op": "hello"}))["keeper"],
+        json!(true),
+        "after the upgrade"
+    );
     let after = spawn(&mut c, "after", echo);
     c.ok(json!({"op": "write", "session": "before", "data": "one\n"}));
     c.output_until(before.0, "got:one");

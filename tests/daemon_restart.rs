@@ -36,6 +36,7 @@ fn pid_of(c: &mut util::daemon::Client, gen: u64) -> u32 {
 fn sessions_generations_and_running_processes_survive_a_crash() {
     let mut d = Daemon::start("restart", &["--no-keeper"]);
     let mut c = d.client();
+    assert_eq!(c.ok(json!({"op": "hello"}))["keeper"], json!(false));
     c.ok(json!({"op": "subscribe", "all": true}));
     let keep = gen_of(&c.ok(json!({"op": "spawn", "session": "keep",
         "on_recover": "keep", "argv": ["sleep", "1000"]})));

@@ -226,8 +226,9 @@ impl Clients {
         self.push(id, &line);
     }
 
-    /// Answers `hello`: protocol version, capabilities, who the daemon is.
-    pub fn send_hello(&mut self, id: u64, rid: &RequestId) {
+    /// Answers `hello`: protocol version, capabilities, who the daemon is, and whether a
+    /// keeper holds its children's descriptors (so that a crash loses nothing).
+    pub fn send_hello(&mut self, id: u64, rid: &RequestId, keeper: bool) {
         let mut line = Vec::new();
         let mut w = begin_ok_response(rid, &mut line);
         w.u64("protocol", PROTOCOL_VERSION)
@@ -236,6 +237,7 @@ impl Clients {
             .str("identity", &self.hello.identity)
             .str("reaper", self.hello.reaper)
             .str("containment", self.hello.containment)
+            .bool("keeper", keeper)
             .with("capabilities", |out| {
                 out.extend_from_slice(
                     br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade"]"#,

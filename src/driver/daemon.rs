@@ -674,7 +674,7 @@ impl Daemon {
                 let request = self.clients.expect_reply(id, rid);
                 self.tell(Input::Command { request, command });
             }
-            Op::Hello => self.clients.send_hello(id, &rid),
+            Op::Hello => self.clients.send_hello(id, &rid, self.keeper.is_some()),
             Op::Subscribe { target, replay } => {
                 let sessions = match &target {
                     Target::All => self.logs.sessions().cloned().collect(),
