@@ -128,10 +128,11 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
         "upgrade" => {
             fields(&["binary"])?;
             let binary = args.opt_str("binary").map_err(bad)?;
-            if binary.is_some_and(|b| b.is_empty() || b.contains('\0')) {
+            // The daemon's working directory is nobody's business: the path is absolute.
+            if binary.is_some_and(|b| !b.starts_with('/') || b.contains('\0')) {
                 return Err(ProtoError::new(
                     ErrorCode::BadRequest,
-                    "`binary` must be a non-empty path without NUL bytes",
+                    "`binary` must be an absolute path without NUL bytes",
                 ));
             }
             Op::Upgrade {

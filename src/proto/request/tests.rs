@@ -96,6 +96,10 @@ fn type_and_field_errors_name_the_field() {
         err(r#"{"op":"subscribe","session":"a","tail":5,"from_pos":1}"#).contains("at most one")
     );
     assert!(err(r#"{"op":"write","session":"a"}"#).contains("data"));
+    assert!(err(r#"{"op":"upgrade","binary":"genward"}"#).contains("absolute"));
+    assert!(err(r#"{"op":"upgrade","binary":""}"#).contains("absolute"));
+    assert!(err(r#"{"op":"upgrade","binary":3}"#).contains("binary"));
+    assert!(err(r#"{"op":"upgrade","bin":"/x"}"#).contains("bin"));
 }
 
 #[test]
