@@ -15,8 +15,11 @@ use rustix::fs::{self, Mode, OFlags};
 pub enum StateDirError {
     /// No default exists (not root and `XDG_RUNTIME_DIR` unset).
     NoDefault,
-    /// The path exists but is not a directory (or is a symlink).
+    /// The path exists but is not a directory.
     NotADirectory(PathBuf),
+    /// The path is a symbolic link (to `target`): whoever may change the link could
+    /// redirect the daemon's socket and state, so only the real directory is accepted.
+    Symlink { path: PathBuf, target: PathBuf },
     /// Owned by another user.
     WrongOwner { path: PathBuf, owner: u32 },
     /// Readable, writable or searchable by group or others.
@@ -35,6 +38,12 @@ impl fmt::Display for StateDirError {
             StateDirError::NotADirectory(p) => {
                 write!(f, "state directory {}: exists but is not a directory", p.display())
             }
+            StateDirError::Symlink { path, target } => write!(
+                f,
+                "state directory {}: is a symbolic link to {}; refusing it (a link could be pointed elsewhere): give the directory itself",
+                path.display(),
+                target.display()
+            ),
             StateDirError::WrongOwner { path, owner } => write!(
                 f,
                 "state directory {}: owned by uid {owner}, not by us ({}); refusing it",
@@ -125,6 +134,19 @@ fn ensure_dir(path: &Path, others: Others) -> Result<(), StateDirError> {
     };
     match fs::mkdir(path, Mode::RWXU) {
         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        Err(rustix::io::Errno::NOENT) => {
+            // Missing parents are made as `mkdir -p` would, private to us; the directory
+            // itself is then checked like any other.
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .map_err(|err| StateDirError::Io {
+                    path: path.to_owned(),
+                    err,
+                })?;
+        }
         Err(e) => return Err(io_err(e)),
     }
     // O_NOFOLLOW|O_DIRECTORY: a symlink or a file fails here instead of being trusted.
@@ -134,9 +156,13 @@ fn ensure_dir(path: &Path, others: Others) -> Result<(), StateDirError> {
         Mode::empty(),
     )
     .map_err(|e| match e {
-        rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP => {
-            StateDirError::NotADirectory(path.to_owned())
-        }
+        rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP => match std::fs::read_link(path) {
+            Ok(target) => StateDirError::Symlink {
+                path: path.to_owned(),
+                target,
+            },
+            Err(_) => StateDirError::NotADirectory(path.to_owned()),
+        },
         e => io_err(e),
     })?;
     let st = fs::fstat(&fd).map_err(io_err)?;
@@ -186,6 +212,18 @@ mod tests {
     }
 
     #[test]
+    fn missing_parents_are_made_private() {
+        let base = scratch("nested");
+        let dir = base.join("a").join("b").join("state");
+        ensure_private_dir(&dir).unwrap();
+        for d in [base.join("a"), base.join("a").join("b"), dir.clone()] {
+            let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", d.display());
+        }
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
     fn refuses_open_directories_and_symlinks() {
         let base = scratch("refuse");
         let open = base.join("open");
@@ -204,7 +242,9 @@ mod tests {
         std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::os::unix::fs::symlink(&private, &link).unwrap();
         let err = ensure_private_dir(&link).unwrap_err();
-        assert!(matches!(err, StateDirError::NotADirectory(_)), "{err}");
+        assert!(matches!(err, StateDirError::Symlink { .. }), "{err}");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(err.to_string().contains("private"), "names the target: {err}");
 
         let file = base.join("file");
         std::fs::write(&file, b"").unwrap();
