@@ -8,7 +8,7 @@ use util::daemon::Daemon;
 
 const CLIENT_COMMANDS: &[&str] = &[
     "run", "ls", "attach", "logs", "send", "stop", "kill", "restart", "rm", "wait", "events",
-    "shutdown",
+    "shutdown", "upgrade",
 ];
 
 #[test]

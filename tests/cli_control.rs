@@ -82,6 +82,12 @@ fn stop_waits_for_the_end_and_kill_and_restart_act_on_the_current_generation() {
     assert!(second.parse::<u64>().unwrap() > first.parse::<u64>().unwrap());
     let out = gw(&d, &["wait", "r", "--gen", &first]);
     assert_eq!(out.code, Some(143), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "r gen {first}: exit 143 (SIGTERM, superseded): it was replaced by a newer generation"
+        )),
+        "a 143 never comes without a word: {out:?}"
+    );
 
     let bad = gw(&d, &["kill", "r", "-s", "NOPE"]);
     assert_eq!(bad.code, Some(2), "{bad:?}");

@@ -113,10 +113,31 @@ pub fn wait(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         }
         Err(e) => return Err(e.into()),
     };
-    if let End::SpawnFailed { .. } = end {
-        eprintln!("genward: {session} gen {}: {}", end.gen(), describe(&end));
+    if let Some(why) = unexpected_end(&end) {
+        eprintln!("genward: {session} gen {}: {why}", end.gen());
     }
     Ok(ExitCode::from(status(&end)))
+}
+
+/// What to say about an end the program did not choose itself — it never started, was
+/// stopped, replaced, killed by a signal or lost — so that a status like 143 never comes
+/// without a word; `None` for a program's own exit, whatever its code (as a shell's
+/// `wait` says nothing either).
+pub fn unexpected_end(end: &End) -> Option<String> {
+    match end {
+        End::Exited {
+            cause: ExitCause::Exited,
+            ..
+        } => None,
+        End::Exited {
+            cause: ExitCause::Superseded,
+            ..
+        } => Some(format!(
+            "{}: it was replaced by a newer generation",
+            describe(end)
+        )),
+        _ => Some(describe(end)),
+    }
 }
 
 #[cfg(test)]
@@ -149,6 +170,28 @@ mod tests {
             r#"{"event":"exited","session":"a","gen":4,"code":-5,"signal":null,"cause":"lost","discarded":0,"truncated":false}"#,
         );
         assert_eq!(status(&e), 255);
+    }
+
+    #[test]
+    fn ends_the_program_did_not_choose_are_explained() {
+        let own = end(
+            r#"{"event":"exited","session":"a","gen":4,"code":3,"signal":null,"cause":"exited","discarded":0,"truncated":false}"#,
+        );
+        assert_eq!(unexpected_end(&own), None);
+        let replaced = end(
+            r#"{"event":"exited","session":"a","gen":3,"code":143,"signal":"SIGTERM","cause":"superseded","discarded":0,"truncated":false}"#,
+        );
+        assert_eq!(
+            unexpected_end(&replaced).unwrap(),
+            "exit 143 (SIGTERM, superseded): it was replaced by a newer generation"
+        );
+        let stopped = end(
+            r#"{"event":"exited","session":"a","gen":3,"code":143,"signal":"SIGTERM","cause":"stopped","discarded":0,"truncated":false}"#,
+        );
+        assert_eq!(
+            unexpected_end(&stopped).unwrap(),
+            "exit 143 (SIGTERM, stopped)"
+        );
     }
 
     #[test]

@@ -244,7 +244,10 @@ mod tests {
         let err = ensure_private_dir(&link).unwrap_err();
         assert!(matches!(err, StateDirError::Symlink { .. }), "{err}");
         assert!(err.to_string().contains("symbolic link"), "{err}");
-        assert!(err.to_string().contains("private"), "names the target: {err}");
+        assert!(
+            err.to_string().contains("private"),
+            "names the target: {err}"
+        );
 
         let file = base.join("file");
         std::fs::write(&file, b"").unwrap();
