@@ -139,3 +139,69 @@ fn a_signal_and_the_session_ending_leave_its_modes() {
     });
     assert_eq!(t.display(MODES), DEFAULTS);
 }
+
+/// On attach a full-screen program is made to redraw: by default SIGWINCH reaches the
+/// terminal's foreground group even when the size did not change; `--redraw ctrl-l`
+/// types Ctrl-L instead.
+#[test]
+fn attaching_makes_the_program_redraw() {
+    let Some(t) = Tmux::start("attaching_makes_the_program_redraw", 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-redraw", &[]);
+    // The PTY is made 24x80, the tmux pane's size: attaching changes no size.
+    let gen = gw_ok(
+        &d,
+        &[
+            "run",
+            "w",
+            "--pty",
+            "--grace",
+            "100ms",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo redrawn' WINCH; echo up; while :; do sleep 0.05; done",
+        ],
+    );
+    await_line(&d, "w", &gen, "up");
+    t.type_line(&attach_cmd(&d, "w"));
+    t.await_screen("the redraw signal", |s| has_line(s, "redrawn"));
+    t.key("C-\\");
+    t.await_screen("detached", |s| s.contains("[genward: detached"));
+
+    let gen = gw_ok(
+        &d,
+        &["run", "c", "--pty", "--grace", "100ms", "--", "cat", "-v"],
+    );
+    let _ = gen;
+    t.type_line(&format!("{} --redraw ctrl-l", attach_cmd(&d, "c")));
+    t.await_screen("Ctrl-L typed into the session", |s| s.contains("^L"));
+}
+
+/// `--read-only` watches: keys typed do not reach the session, its size is left alone,
+/// and the detach key still detaches.
+#[test]
+fn a_read_only_attachment_only_watches() {
+    let Some(t) = Tmux::start("a_read_only_attachment_only_watches", 100, 30) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-read-only", &[]);
+    let gen = gw_ok(
+        &d,
+        &[
+            "run", "r", "--pty", "--grace", "100ms", "--env", "PS1=ro$ ", "--", "sh", "-i",
+        ],
+    );
+    t.type_line(&format!("{} --read-only", attach_cmd(&d, "r")));
+    t.await_screen("the session's prompt", |s| s.contains("ro$"));
+    t.type_line("echo typed-$((6*7))");
+    // Another client's input does reach it, and shows: everything before it was handled.
+    gw(&d, &["send", "r", "stty size\n"]).ok();
+    t.await_screen("the session's own size", |s| has_line(s, "24 80"));
+    assert!(!t.screen().contains("typed-42"), "{}", t.screen());
+    t.key("C-\\");
+    t.await_screen("detached", |s| {
+        s.contains(&format!("[genward: detached from r gen {gen}"))
+    });
+}

@@ -4,7 +4,7 @@
 
 mod util;
 
-use util::cli::{gw, gw_input, gw_ok, Streaming};
+use util::cli::{await_line, gw, gw_input, gw_ok, Streaming};
 use util::daemon::Daemon;
 
 #[test]
@@ -84,4 +84,38 @@ fn a_large_paste_during_a_flood_of_output_arrives_whole() {
         "{:?}",
         &out.stdout[out.stdout.len().saturating_sub(100)..]
     );
+}
+
+#[test]
+fn the_replay_starts_at_a_line_boundary() {
+    let d = Daemon::start("cli-attach-replay-boundary", &[]);
+    // More than the replay holds, written in blocks that end inside lines: the replay
+    // (whole records) starts inside a line.
+    let gen = gw_ok(
+        &d,
+        &[
+            "run",
+            "counter",
+            "--",
+            "sh",
+            "-c",
+            "seq 1 30000 | dd bs=997 status=none; echo ready; read x; exit 0",
+        ],
+    );
+    await_line(&d, "counter", &gen, "ready");
+    let out = gw_input(&d, &["attach", "counter"], b"x\n");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.last(), Some(&"ready"), "{}", out.stderr);
+    let numbers: Vec<u32> = lines[..lines.len() - 1]
+        .iter()
+        .map(|l| {
+            l.parse()
+                .unwrap_or_else(|_| panic!("a partial line: {l:?}"))
+        })
+        .collect();
+    assert!(numbers.len() > 1000, "{}", numbers.len());
+    for pair in numbers.windows(2) {
+        assert_eq!(pair[1], pair[0] + 1, "whole, consecutive lines");
+    }
+    assert_eq!(numbers.last(), Some(&30000));
 }

@@ -39,7 +39,7 @@ use super::dispatch::{
 };
 use super::term_modes::ModeScanner;
 use super::wait::{describe, end_of_wait, status};
-use crate::core::Command;
+use crate::core::{Command, Scope};
 use crate::proto::event::{End, SessionState, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
@@ -158,11 +158,41 @@ struct Attached {
     unsent_notice: Option<(u64, String)>,
     /// The terminal modes the output shown so far left on.
     modes: ModeScanner,
+    /// Watching only: nothing is typed into the session and its size is left alone.
+    read_only: bool,
+    /// The replay has not started yet: its first frame, when it does not start the
+    /// session's output, is shown from its first new line on (never mid-line, never in
+    /// the middle of an escape sequence).
+    trim_replay: bool,
+}
+
+/// How a full-screen program is made to redraw once attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Redraw {
+    /// SIGWINCH to the terminal's foreground process group (dtach's `-r winch`).
+    Winch,
+    /// Ctrl-L typed into the session (what most full-screen programs and shells take as
+    /// "redraw").
+    CtrlL,
+    None,
+}
+
+fn parse_redraw(v: &str) -> Result<Redraw, &'static str> {
+    match v {
+        "winch" => Ok(Redraw::Winch),
+        "ctrl-l" => Ok(Redraw::CtrlL),
+        "none" => Ok(Redraw::None),
+        _ => Err("expected winch, ctrl-l or none"),
+    }
 }
 
 /// `genward attach`.
 pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let session = session_arg(m)?;
+    let redraw = m
+        .value_with("redraw", parse_redraw)?
+        .unwrap_or(Redraw::Winch);
+    let read_only = m.flag("read-only");
     let detach = m
         .value_with("detach-key", parse_detach_key)?
         .unwrap_or(Some(DEFAULT_DETACH_KEY));
@@ -198,12 +228,15 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         ended: None,
         unsent_notice: None,
         modes: ModeScanner::new(),
+        read_only,
+        trim_replay: true,
     };
     let result = a
         .conn
         .set_nonblocking()
         .map_err(CommandError::from)
         .and_then(|()| a.start_following())
+        .and_then(|()| a.redraw(redraw))
         .and_then(|()| a.run(detach, &signals));
     // Undone whatever the way out: the terminal is the user's again.
     let undo = a.modes.take_undo();
@@ -287,8 +320,31 @@ impl Attached {
         Ok(())
     }
 
+    /// Asks the followed program to draw its screen again, once attached: the replay of
+    /// recent bytes alone cannot rebuild a full-screen program's screen. Nothing in
+    /// read-only mode (a watcher changes nothing).
+    fn redraw(&mut self, how: Redraw) -> Result<(), CommandError> {
+        if self.read_only || !self.tty {
+            return Ok(());
+        }
+        match how {
+            Redraw::None => Ok(()),
+            Redraw::CtrlL => self.forward(b"\x0c"),
+            Redraw::Winch => {
+                let id = self.conn.send(&Op::Core(Command::Signal {
+                    session: self.session.clone(),
+                    if_gen: Some(self.gen),
+                    signal: libc::SIGWINCH,
+                    scope: Scope::Foreground,
+                }))?;
+                self.pending.insert(id, Pending::Resize);
+                Ok(())
+            }
+        }
+    }
+
     fn send_size(&mut self) -> Result<(), CommandError> {
-        if !self.tty {
+        if !self.tty || self.read_only {
             return Ok(());
         }
         let Ok(ws) = window_size(io::stdin()) else {
@@ -329,7 +385,7 @@ impl Attached {
     }
 
     fn forward(&mut self, bytes: &[u8]) -> Result<(), CommandError> {
-        if bytes.is_empty() {
+        if bytes.is_empty() || self.read_only {
             return Ok(());
         }
         let id = self.conn.send(&Op::Core(Command::Write {
@@ -447,12 +503,19 @@ impl Attached {
     fn handle(&mut self, msg: Message) -> Result<Option<Outcome>, CommandError> {
         let obj = match &msg {
             Message::Event(WireEvent::Output(frame)) => {
+                let first = std::mem::take(&mut self.trim_replay);
                 if frame.gen > self.gen {
                     self.follow(frame.gen)?;
                 }
                 if frame.gen == self.gen {
-                    self.modes.feed(&frame.data);
-                    write_stdout(&frame.data)?;
+                    let mut data: &[u8] = &frame.data;
+                    if first && frame.pos > 0 {
+                        if let Some(nl) = data.iter().position(|&b| b == b'\n') {
+                            data = &data[nl + 1..];
+                        }
+                    }
+                    self.modes.feed(data);
+                    write_stdout(data)?;
                 }
                 return Ok(None);
             }

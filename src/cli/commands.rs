@@ -145,12 +145,27 @@ pub const LS: CommandSpec = CommandSpec {
 /// `genward attach`.
 pub const ATTACH: CommandSpec = CommandSpec {
     positionals: &[NAME],
-    options: &[OptSpec::value(
-        "detach-key",
-        "KEY",
-        "key that detaches, leaving the terminal's modes as they were: ^\\ (default), C-a, ..., or none; pressed twice quickly, it is sent through",
-    )],
-    examples: &["attach shell", "attach shell --detach-key C-a"],
+    options: &[
+        OptSpec::value(
+            "detach-key",
+            "KEY",
+            "key that detaches, leaving the terminal's modes as they were: ^\\ (default), C-a, ..., or none; pressed twice quickly, it is sent through",
+        ),
+        OptSpec::value(
+            "redraw",
+            "HOW",
+            "make a full-screen program redraw on attach: winch (default: SIGWINCH to the terminal's foreground group), ctrl-l (type Ctrl-L), or none",
+        ),
+        OptSpec::flag(
+            "read-only",
+            "watch only: nothing typed is sent (but the detach key) and this terminal's size is not imposed",
+        ),
+    ],
+    examples: &[
+        "attach shell",
+        "attach shell --detach-key C-a",
+        "attach shell --read-only",
+    ],
     ..CommandSpec::new("attach", "connect this terminal to a PTY session")
 };
 
