@@ -473,3 +473,37 @@ fn the_keeper_keeps_holding_across_an_upgrade() {
     assert_eq!(d.terminate(), Some(0));
     assert_nothing_left(subreaper);
 }
+
+/// Generations taken back after a crash — with their I/O (keeper) or without (lost) —
+/// cross an upgrade as they are: still adopted, the kept I/O still working, and each
+/// one's end reported once it is stopped.
+#[test]
+fn generations_taken_back_cross_an_upgrade() {
+    if cannot_run() {
+        return;
+    }
+    let mut d = Daemon::start_wrapped("keeper-then-upgrade", &SUBREAPER, &[], None);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let echo = json!({"argv": ["sh", "-c", "while read l; do echo got:$l; done"]});
+    let (kept, kept_pid) = spawn(&mut c, "kept", echo);
+    drop(c);
+    let subreaper = d.crash_daemon_edit_and_restart(|_| {}, &[], &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let answer = c.ok(json!({"op": "upgrade"}));
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    let list = c.ok(json!({"op": "list"}));
+    let s = &list["sessions"][0];
+    assert_eq!(s["current"], json!(kept), "{list}");
+    assert_eq!(s["generations"][0]["pid"], json!(kept_pid), "{list}");
+    assert_eq!(s["generations"][0]["adopted"]["io_lost"], false, "{list}");
+    c.ok(json!({"op": "write", "session": "kept", "data": "after\n"}));
+    c.output_until(kept, "got:after");
+    c.ok(json!({"op": "stop", "session": "kept"}));
+    let end = c.events_until(|m| m.is("exited", kept));
+    assert_eq!(end.last().unwrap().json()["cause"], "stopped");
+    drop(c);
+    assert_eq!(d.terminate(), Some(0));
+    assert_nothing_left(subreaper);
+}

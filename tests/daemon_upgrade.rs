@@ -397,3 +397,33 @@ fn a_program_that_cannot_take_over_is_refused_or_rolled_back() {
     assert_eq!(answer["ok"], json!(true), "{answer}");
     c.ok(json!({"op": "stop", "session": "s", "if_gen": gen}));
 }
+
+/// A process taken back without its I/O after a crash (not the daemon's child) crosses an
+/// upgrade still adopted, and its end is still seen and reported.
+#[test]
+fn an_adopted_process_crosses_an_upgrade() {
+    let mut d = Daemon::start("upgrade-adopted", &["--no-keeper"]);
+    let mut c = d.client();
+    let gen = gen_of(&c.ok(
+        json!({"op": "spawn", "session": "job", "on_recover": "keep",
+        "argv": ["sleep", "1000"]}),
+    ));
+    let before = listing(&mut c);
+    drop(c);
+    d.crash_and_restart(&["--no-keeper"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let answer = upgrade(&mut c, None);
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    assert_eq!(listing(&mut c), before, "the same generation and pid");
+    let got = c.ok(json!({"op": "get", "session": "job"}));
+    assert_eq!(
+        got["session"]["generations"][0]["adopted"]["io_lost"],
+        json!(true),
+        "{got}"
+    );
+    c.ok(json!({"op": "stop", "session": "job"}));
+    let end = c.events_until(|m| m.is("exited", gen));
+    let end = end.last().unwrap().json();
+    assert_eq!(end["cause"], json!("stopped"), "{end}");
+}
