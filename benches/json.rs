@@ -77,6 +77,7 @@ fn main() {
             stream: Stream::Stdout,
             offset: black_box(1 << 30),
             pos: black_box(3 << 30),
+            t: None,
             data: black_box(&payload[..]).into(),
         };
         frame.write_header(&mut out);

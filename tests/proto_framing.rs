@@ -27,6 +27,7 @@ fn sample_stream() -> (Vec<u8>, Vec<Message>) {
             stream: Stream::Stdout,
             offset: 10 * gen,
             pos: 100 * gen,
+            t: None,
             data: data.into(),
         };
         frame.write(&mut bytes);
@@ -82,6 +83,7 @@ fn frame_header_fields_are_what_the_writer_wrote() {
         stream: Stream::Pty,
         offset: u64::MAX - 1,
         pos: u64::MAX - 2,
+        t: None,
         data: (&b"x"[..]).into(),
     };
     frame.write(&mut bytes);

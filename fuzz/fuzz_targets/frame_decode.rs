@@ -122,6 +122,7 @@ fuzz_target!(|input: Input| {
                     stream: stream_of(*stream),
                     offset: *offset,
                     pos: *pos,
+                    t: None,
                     data: data.as_slice().into(),
                 };
                 frame.write(&mut bytes);

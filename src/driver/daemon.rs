@@ -489,10 +489,11 @@ impl Daemon {
             {
                 Read::Data(n) => {
                     if let Some(at) = self.core.output(gen, stream, n) {
+                        let t = self.clock.wire.unix_ms(self.clock.now());
                         let data = &self.read_buf[..n];
-                        let seq = self
-                            .logs
-                            .push_output(&at.session, gen, stream, at.offset, data);
+                        let seq =
+                            self.logs
+                                .push_output(&at.session, gen, stream, at.offset, data, t);
                         self.clients.deliver(&at.session, seq, &self.logs);
                         // Live readers get each record as it comes (a fast one keeps up
                         // with the child); ones that stopped reading cost nothing here.

@@ -161,6 +161,7 @@ impl Logs {
         stream: Stream,
         offset: u64,
         data: &[u8],
+        t_unix_ms: u64,
     ) -> u64 {
         let ring = self.ring(session);
         let (seq, pos) = (ring.end_seq(), ring.end_pos());
@@ -170,6 +171,7 @@ impl Logs {
             stream,
             offset,
             pos,
+            t: Some(t_unix_ms),
             data: data.into(),
         };
         let mut line = Vec::with_capacity(160);
@@ -283,9 +285,10 @@ mod tests {
                 Stream::Stdout,
                 0,
                 format!("line {i}\n").as_bytes(),
+                0,
             );
             for _ in 0..32 {
-                logs.push_output(&flood, 2, Stream::Stdout, offset, &chunk);
+                logs.push_output(&flood, 2, Stream::Stdout, offset, &chunk, 0);
                 offset += chunk.len() as u64;
             }
             // About 1 MiB retained: the flood's log, and forty one-line logs.
@@ -317,7 +320,7 @@ mod tests {
         let mut offset = 0;
         for i in 0..10 {
             let line = format!("line {i}\n");
-            logs.push_output(&session, 1, Stream::Stdout, offset, line.as_bytes());
+            logs.push_output(&session, 1, Stream::Stdout, offset, line.as_bytes(), 0);
             offset += line.len() as u64;
         }
         let frames = |logs: &Logs| -> Vec<Vec<u8>> {
@@ -342,7 +345,7 @@ mod tests {
         // Output written after the restart goes to a new segment; the old one's records
         // are all evicted.
         logs.set_capacity(&session, 0);
-        logs.push_output(&session, 2, Stream::Stdout, offset, &[b'x'; 4096]);
+        logs.push_output(&session, 2, Stream::Stdout, offset, &[b'x'; 4096], 0);
         assert_eq!(logs.take_released(), [seg]);
         assert_eq!(held.to_vec(), before[0]);
     }

@@ -85,6 +85,7 @@ pub fn output_frame(
         stream,
         offset,
         pos,
+        t: None,
         data: data.into(),
     };
     frame.write(out);

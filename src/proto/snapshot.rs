@@ -18,7 +18,8 @@ pub struct Clock {
 }
 
 impl Clock {
-    fn unix_ms(self, t: Time) -> u64 {
+    /// Core time `t` in Unix milliseconds.
+    pub fn unix_ms(self, t: Time) -> u64 {
         self.epoch_unix_ms.saturating_add(t.as_millis())
     }
 }

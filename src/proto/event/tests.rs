@@ -23,6 +23,7 @@ fn every_event() -> Vec<WireEvent<'static>> {
             stream,
             offset: 5,
             pos: 1 << 40,
+            t: None,
             data: Cow::Owned(data.to_vec()),
         })
     };

@@ -247,6 +247,7 @@ mod tests {
             stream: Stream::Stderr,
             offset: 7,
             pos: 70,
+            t: None,
             data: data.into(),
         };
         f.write(&mut out);

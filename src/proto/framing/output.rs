@@ -1,7 +1,7 @@
 //! Output frames: a JSON header line announcing `len`, then `len` raw bytes, then `\n`.
 //!
 //! ```text
-//! {"event":"output","session":"s","gen":3,"stream":"stdout","offset":1024,"pos":8192,"len":5}\n
+//! {"event":"output","session":"s","gen":3,"stream":"stdout","offset":1024,"pos":8192,"t":1764650000123,"len":5}\n
 //! <5 raw bytes>\n
 //! ```
 //!
@@ -41,6 +41,9 @@ pub struct OutputFrame<'a> {
     pub offset: u64,
     /// Position of the first payload byte within the session's whole output.
     pub pos: u64,
+    /// When the daemon read the bytes, in Unix milliseconds (`t`); absent in frames of
+    /// daemons that did not record it.
+    pub t: Option<u64>,
     /// The payload, byte-exact.
     pub data: Cow<'a, [u8]>,
 }
@@ -55,8 +58,11 @@ impl OutputFrame<'_> {
             .u64("gen", self.gen)
             .str("stream", self.stream.as_str())
             .u64("offset", self.offset)
-            .u64("pos", self.pos)
-            .u64("len", self.data.len() as u64);
+            .u64("pos", self.pos);
+        if let Some(t) = self.t {
+            w.u64("t", t);
+        }
+        w.u64("len", self.data.len() as u64);
         w.finish();
         out.push(b'\n');
     }
@@ -90,6 +96,7 @@ impl OutputFrame<'static> {
             stream: read_name(obj, "stream")?,
             offset: obj.req_u64("offset")?,
             pos: obj.req_u64("pos")?,
+            t: obj.opt_u64("t")?,
             data: Cow::Owned(Vec::new()),
         };
         Ok((frame, obj.req_u64("len")?))
@@ -110,12 +117,35 @@ mod tests {
             stream: Stream::Stdout,
             offset: 1024,
             pos: 8192,
+            t: None,
             data: (&b"\xff\n\0ab"[..]).into(),
         };
         frame.write(&mut out);
         let expected: &[u8] = b"{\"event\":\"output\",\"session\":\"s\",\"gen\":3,\
             \"stream\":\"stdout\",\"offset\":1024,\"pos\":8192,\"len\":5}\n\xff\n\0ab\n";
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn a_frame_with_its_time_reads_back_with_it() {
+        let frame = OutputFrame {
+            session: "s".into(),
+            gen: 1,
+            stream: Stream::Stderr,
+            offset: 0,
+            pos: 0,
+            t: Some(1_764_650_000_123),
+            data: (&b"x"[..]).into(),
+        };
+        let mut out = Vec::new();
+        frame.write_header(&mut out);
+        assert!(
+            out.ends_with(b",\"t\":1764650000123,\"len\":1}\n"),
+            "{out:?}"
+        );
+        let obj = parse(&out[..out.len() - 1]).unwrap();
+        let (back, len) = OutputFrame::read_header(obj.as_object().unwrap()).unwrap();
+        assert_eq!((back.t, len), (Some(1_764_650_000_123), 1));
     }
 
     #[test]
@@ -126,6 +156,7 @@ mod tests {
             stream: Stream::Pty,
             offset: u64::MAX - 1,
             pos: 7,
+            t: None,
             data: (&b"xyz"[..]).into(),
         };
         let mut out = Vec::new();
