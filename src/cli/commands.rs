@@ -173,10 +173,28 @@ pub const ATTACH: CommandSpec = CommandSpec {
 pub const LOGS: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
-        OptSpec::flag("follow", "keep printing new output").short('f'),
-        OptSpec::value("gen", "GEN", "output of this generation"),
+        OptSpec::flag(
+            "follow",
+            "keep printing new output until the generation followed ends",
+        )
+        .short('f'),
+        OptSpec::flag(
+            "follow-restarts",
+            "keep following the generations that come after it, until the session is removed",
+        ),
+        OptSpec::value("gen", "GEN", "output of this generation (an error if there is no such generation)"),
+        OptSpec::value("lines", "N", "only the last N lines of what is retained").short('n'),
+        OptSpec::value(
+            "since",
+            "WHEN",
+            "output read since WHEN: a duration back (10m), @UNIX_SECONDS, or a time (2026-12-02T05:30:00Z)",
+        ),
+        OptSpec::flag(
+            "timestamps",
+            "prefix each line with the time its first byte was read (UTC)",
+        ),
     ],
-    examples: &["logs web -f"],
+    examples: &["logs web -f", "logs web -n 20 --timestamps", "logs web --since 10m"],
     ..CommandSpec::new("logs", "print a session's recent output")
 };
 

@@ -1,68 +1,251 @@
-//! `genward logs NAME [-f] [--gen N]`: the output the daemon still holds, then (with
-//! `-f`) new output as it comes.
+//! `genward logs NAME [-f] [--gen N] [-n LINES] [--since WHEN] [--timestamps]
+//! [--follow-restarts]`: the output the daemon still holds, then (with `-f`) new output as
+//! it comes.
 //!
 //! The child's standard output goes to ours, its standard error to ours, a PTY's single
-//! stream to standard output; bytes are passed through exactly. Without `-f` the command
-//! ends at the end of the replay: after subscribing it sends one more request, whose
-//! answer the daemon queues behind the replayed records, so everything before that
-//! answer is the retained log. (The daemon queues a replay of up to its per-client
-//! outbox, 4 MiB, before answering; a larger `buffer` may end the listing early.)
+//! stream to standard output; bytes are passed through exactly (unless `--timestamps`
+//! prefixes each line with the time its first byte was read). The end of the replay is
+//! found by sending one more request after subscribing, whose answer the daemon queues
+//! behind the replayed records: everything before that answer is the retained log. (The
+//! daemon queues a replay of up to its per-client outbox, 4 MiB, before answering; a
+//! larger `buffer` may end the listing early.)
+//!
+//! Following (`-f`) ends when the generation followed ends — the one running when the
+//! replay ended, or else the next to start — unless `--follow-restarts`, which follows
+//! every generation that comes after it until the session is removed. Between
+//! generations a marker line goes to standard error.
+
+mod print;
+mod when;
 
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::response_for;
-use super::dispatch::{gen_arg, session_arg, write_stderr, write_stdout, CommandResult, Context};
+use super::client::{response_for, u64_of, Connection};
+use super::dispatch::{gen_arg, session_arg, write_stderr, CommandError, CommandResult, Context};
+use super::wait::{describe, last_end};
 use crate::core::Command;
-use crate::proto::event::{Stream, WireEvent};
+use crate::proto::event::{SessionState, WireEvent};
 use crate::proto::framing::Message;
+use crate::proto::json::{Object, Value};
 use crate::proto::request::{Op, Replay, Target};
+use print::Printer;
+
+/// What `logs` shows and for how long.
+struct Options {
+    session: String,
+    only: Option<u64>,
+    follow: bool,
+    follow_restarts: bool,
+    since_ms: Option<u64>,
+}
+
+/// The generations a `get` answer knows for its session: current, live, recent ends.
+fn known_gens(snap: &Object) -> Vec<u64> {
+    let Some(s) = snap.get("session").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut gens: Vec<u64> = u64_of(s, "current").into_iter().collect();
+    for key in ["generations", "recent_ends"] {
+        if let Some(items) = s.get(key).and_then(Value::as_array) {
+            gens.extend(
+                items
+                    .iter()
+                    .filter_map(Value::as_object)
+                    .filter_map(|g| u64_of(g, "gen")),
+            );
+        }
+    }
+    if let Ok(Some(end)) = last_end(snap) {
+        gens.push(end.gen());
+    }
+    gens.sort_unstable();
+    gens.dedup();
+    gens
+}
+
+/// The generations a `get` answer lists as live (running, stopping, draining).
+fn live_gens(snap: &Object) -> Vec<u64> {
+    snap.get("session")
+        .and_then(Value::as_object)
+        .and_then(|s| s.get("generations"))
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_object)
+                .filter_map(|g| u64_of(g, "gen"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn current(snap: &Object) -> Option<u64> {
+    snap.get("session")
+        .and_then(Value::as_object)
+        .and_then(|s| u64_of(s, "current"))
+}
 
 /// `genward logs`.
 pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
-    let session = session_arg(m)?;
-    let only = gen_arg(m, "gen")?;
-    let follow = m.flag("follow");
-    let mut conn = ctx.connect()?;
-    conn.request(&Op::Subscribe {
-        target: Target::Session(session.clone()),
-        replay: only.map_or(Replay::Start, Replay::Gen),
-    })?;
-    let marker = if follow {
-        None
-    } else {
-        Some(conn.send(&Op::Core(Command::Get { session }))?)
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let o = Options {
+        session: session_arg(m)?,
+        only: gen_arg(m, "gen")?,
+        follow: m.flag("follow") || m.flag("follow-restarts"),
+        follow_restarts: m.flag("follow-restarts"),
+        since_ms: m.value_with("since", |v| when::parse_since(v, now_ms))?,
     };
+    let lines = m.value_with("lines", |v| {
+        v.parse::<usize>()
+            .map_err(|_| "expected a number of lines such as 20")
+    })?;
+    let mut printer = Printer::new(m.flag("timestamps"), lines);
+    let mut conn = ctx.connect()?;
+    let snap = conn.request(&Op::Core(Command::Get {
+        session: o.session.clone(),
+    }))?;
+    let known = known_gens(&snap);
+    conn.request(&Op::Subscribe {
+        target: Target::Session(o.session.clone()),
+        replay: o.only.map_or(Replay::Start, Replay::Gen),
+    })?;
+    // Answered after every replayed record.
+    let marker = conn.send(&Op::Core(Command::Get {
+        session: o.session.clone(),
+    }))?;
+    replay(&mut conn, &o, marker, &known, &mut printer)
+}
+
+/// Prints the retained output, then follows if asked.
+fn replay(
+    conn: &mut Connection,
+    o: &Options,
+    marker: u64,
+    known: &[u64],
+    printer: &mut Printer,
+) -> CommandResult {
+    let mut shown_gen: Option<u64> = None;
+    let mut seen_only = false;
+    // The generation whose end ends `-f`, once the replay is over.
+    let mut followed: Option<u64> = None;
+    let mut live = false;
     loop {
         let msg = conn.next_message()?;
-        if let Some(id) = marker {
-            if response_for(&msg, id).is_some() {
-                return Ok(ExitCode::SUCCESS);
+        if !live {
+            if let Some(resp) = response_for(&msg, marker) {
+                let resp = resp?;
+                live = true;
+                printer.end_of_replay()?;
+                if let Some(g) = o.only.filter(|g| !seen_only && !known.contains(g)) {
+                    return Err(CommandError::Failed(format!(
+                        "{} has no generation {g} that genward knows of or holds output of (known: {})",
+                        o.session,
+                        list(known)
+                    )));
+                }
+                if !o.follow {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                followed = o.only.or_else(|| current(&resp));
+                // A generation asked for by number that no longer runs has nothing more
+                // to say.
+                if let Some(g) = o.only {
+                    let live_gens = live_gens(&resp);
+                    if !live_gens.contains(&g) {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+                continue;
             }
         }
-        match &msg {
-            Message::Event(WireEvent::Output(frame)) => {
-                if only.is_some_and(|g| g != frame.gen) {
+        let Message::Event(ev) = &msg else { continue };
+        match ev {
+            WireEvent::Output(frame) => {
+                if o.only.is_some_and(|g| g != frame.gen) {
                     continue;
                 }
-                match frame.stream {
-                    Stream::Stderr => write_stderr(&frame.data)?,
-                    Stream::Stdout | Stream::Pty => write_stdout(&frame.data)?,
+                seen_only = true;
+                if o.since_ms.is_some_and(|s| frame.t.is_none_or(|t| t < s)) {
+                    continue;
                 }
+                if shown_gen.is_some_and(|g| g != frame.gen) && o.only.is_none() {
+                    write_stderr(
+                        format!("[genward: {} gen {}]\n", o.session, frame.gen).as_bytes(),
+                    )?;
+                }
+                shown_gen = Some(frame.gen);
+                printer.frame(frame.stream, frame.t, &frame.data)?;
             }
-            Message::Event(WireEvent::Dropped { from, to, .. }) => {
+            WireEvent::Dropped { from, to, .. } => {
                 let n = to.saturating_sub(*from);
                 write_stderr(
                     format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
                 )?;
             }
-            Message::Event(ev @ (WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. }))
-                if follow && only.is_some() && ev.gen() == only =>
-            {
-                // Nothing follows a generation's end.
-                return Ok(ExitCode::SUCCESS);
+            WireEvent::Spawned { gen, pid, .. } if live => {
+                if o.only.is_none() {
+                    write_stderr(
+                        format!("[genward: {} gen {gen} started, pid {pid}]\n", o.session)
+                            .as_bytes(),
+                    )?;
+                }
+                if followed.is_none() {
+                    followed = Some(*gen);
+                }
             }
+            WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. } if live => {
+                let Some(end) = ev.end() else { continue };
+                if o.only.is_none_or(|g| g == end.gen()) {
+                    write_stderr(
+                        format!(
+                            "[genward: {} gen {}: {}]\n",
+                            o.session,
+                            end.gen(),
+                            describe(&end)
+                        )
+                        .as_bytes(),
+                    )?;
+                }
+                if followed == Some(end.gen()) && !o.follow_restarts {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                if o.only == Some(end.gen()) {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            WireEvent::State {
+                state: SessionState::Removed,
+                ..
+            } if live => return Ok(ExitCode::SUCCESS),
             _ => {}
         }
+    }
+}
+
+fn list(gens: &[u64]) -> String {
+    if gens.is_empty() {
+        return "none".into();
+    }
+    gens.iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::json::parse;
+
+    #[test]
+    fn known_generations_come_from_every_part_of_a_get_answer() {
+        let v = parse(
+            br#"{"id":1,"ok":true,"session":{"name":"s","current":9,"generations":[{"gen":8},{"gen":9}],"recent_ends":[{"event":"exited","session":"s","gen":5,"code":0,"signal":null,"cause":"exited","discarded":0,"truncated":false}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(known_gens(v.as_object().unwrap()), [5, 8, 9]);
     }
 }

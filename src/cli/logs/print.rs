@@ -1,0 +1,147 @@
+//! How `logs` prints output frames: each stream to its own descriptor, byte-exact, or —
+//! with `--timestamps` — each line prefixed with the time its first byte was read; and
+//! with `-n` only the last lines, held (bounded by what the daemon replays) until the
+//! replay ends.
+
+use std::collections::VecDeque;
+
+use super::when::format_utc;
+use crate::cli::dispatch::{write_stderr, write_stdout, CommandError};
+use crate::proto::event::Stream;
+
+/// One line (or the unfinished end of a stream), with where it goes and when it began.
+#[derive(Debug)]
+struct Line {
+    err: bool,
+    t: Option<u64>,
+    bytes: Vec<u8>,
+}
+
+/// Prints frames as `logs` was asked to.
+#[derive(Debug)]
+pub struct Printer {
+    timestamps: bool,
+    /// `-n`: keep only this many lines until [`Printer::end_of_replay`].
+    tail: Option<usize>,
+    held: VecDeque<Line>,
+    /// Per stream (stdout, stderr): whether the next byte starts a line.
+    at_line_start: [bool; 2],
+}
+
+impl Printer {
+    pub fn new(timestamps: bool, tail: Option<usize>) -> Printer {
+        Printer {
+            timestamps,
+            tail,
+            held: VecDeque::new(),
+            at_line_start: [true; 2],
+        }
+    }
+
+    /// Prints (or holds) one frame's bytes, read at `t`.
+    pub fn frame(
+        &mut self,
+        stream: Stream,
+        t: Option<u64>,
+        data: &[u8],
+    ) -> Result<(), CommandError> {
+        let err = stream == Stream::Stderr;
+        if self.tail.is_none() && !self.timestamps {
+            return emit(err, data);
+        }
+        for piece in data.split_inclusive(|&b| b == b'\n') {
+            let start = std::mem::replace(
+                &mut self.at_line_start[err as usize],
+                piece.ends_with(b"\n"),
+            );
+            match self.tail {
+                Some(n) => self.hold(err, t, piece, start, n),
+                None => {
+                    if start {
+                        emit(err, self.prefix(t).as_bytes())?;
+                    }
+                    emit(err, piece)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn prefix(&self, t: Option<u64>) -> String {
+        match t {
+            Some(t) => format!("{} ", format_utc(t)),
+            None => "????-??-??T??:??:??.???Z ".to_string(),
+        }
+    }
+
+    /// Keeps the last `n` lines: a piece that does not start a line continues its
+    /// stream's unfinished line.
+    fn hold(&mut self, err: bool, t: Option<u64>, piece: &[u8], start: bool, n: usize) {
+        let open = self
+            .held
+            .iter_mut()
+            .rev()
+            .find(|l| l.err == err)
+            .filter(|l| !start && !l.bytes.ends_with(b"\n"));
+        match open {
+            Some(line) => line.bytes.extend_from_slice(piece),
+            None => self.held.push_back(Line {
+                err,
+                t,
+                bytes: piece.to_vec(),
+            }),
+        }
+        while self.held.len() > n {
+            self.held.pop_front();
+        }
+    }
+
+    /// The replay is over: the held last lines are printed, and from now on frames are
+    /// printed as they come.
+    pub fn end_of_replay(&mut self) -> Result<(), CommandError> {
+        let Some(n) = self.tail.take() else {
+            return Ok(());
+        };
+        let skip = self.held.len().saturating_sub(n);
+        for line in std::mem::take(&mut self.held).into_iter().skip(skip) {
+            if self.timestamps {
+                emit(line.err, self.prefix(line.t).as_bytes())?;
+            }
+            emit(line.err, &line.bytes)?;
+        }
+        Ok(())
+    }
+}
+
+fn emit(err: bool, bytes: &[u8]) -> Result<(), CommandError> {
+    if err {
+        write_stderr(bytes)
+    } else {
+        write_stdout(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_lines_are_held_across_frames_and_streams() {
+        let mut p = Printer::new(false, Some(2));
+        p.frame(Stream::Stdout, Some(1), b"one\ntw").unwrap();
+        p.frame(Stream::Stderr, Some(2), b"err\n").unwrap();
+        p.frame(Stream::Stdout, Some(3), b"o\nthree").unwrap();
+        let held: Vec<(bool, Option<u64>, &[u8])> = p
+            .held
+            .iter()
+            .map(|l| (l.err, l.t, l.bytes.as_slice()))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                (true, Some(2), &b"err\n"[..]),
+                (false, Some(3), &b"three"[..])
+            ]
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! `genward logs` options against a real daemon: `-n` (the last lines), `--since` and
+//! `--timestamps` (from the time each output frame was read, kept with the output),
+//! `--gen` refusing a generation the session never had, a marker between generations,
+//! and `-f` ending with the generation followed unless `--follow-restarts`.
+
+mod util;
+
+use util::cli::{gw, gw_ok, Streaming};
+use util::daemon::Daemon;
+
+fn finished(d: &Daemon, session: &str, args: &[&str]) -> String {
+    let gen = gw_ok(d, &[&["run", session, "--"][..], args].concat());
+    assert_eq!(gw(d, &["wait", session, "--gen", &gen]).code, Some(0));
+    gen
+}
+
+#[test]
+fn the_last_lines_across_reads_and_streams() {
+    let d = Daemon::start("cli-logs-n", &[]);
+    finished(&d, "p", &["sh", "-c", "seq 1 5000; printf 'no newline'"]);
+    let out = gw(&d, &["logs", "p", "-n", "3"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "4999\n5000\nno newline");
+    assert_eq!(gw(&d, &["logs", "p", "--lines", "0"]).ok(), "");
+    let bad = gw(&d, &["logs", "p", "-n", "many"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+}
+
+#[test]
+fn timestamps_and_since_come_from_when_the_output_was_read() {
+    let d = Daemon::start("cli-logs-time", &[]);
+    finished(&d, "p", &["sh", "-c", "echo one; echo two >&2; echo three"]);
+    let out = gw(&d, &["logs", "p", "--timestamps"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (text, want) in [
+        (&out.stdout, ["one", "three"].as_slice()),
+        (&out.stderr, &["two"]),
+    ] {
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), want.len(), "{text}");
+        for (line, word) in lines.iter().zip(want.iter()) {
+            let (stamp, rest) = line.split_once(' ').unwrap();
+            assert_eq!(rest, *word);
+            // 2026-12-02T05:30:01.123Z: this year's, to the millisecond.
+            assert_eq!(stamp.len(), 24, "{stamp}");
+            assert!(
+                stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
+                "{stamp}"
+            );
+            let year: u64 = stamp[..4].parse().unwrap();
+            assert!(year >= 1970 + now / 31_557_600 - 1, "{stamp}");
+        }
+    }
+    // Everything was read within the last hour; nothing in the future.
+    assert_eq!(gw(&d, &["logs", "p", "--since", "1h"]).ok(), "one\nthree\n");
+    assert_eq!(
+        gw(&d, &["logs", "p", "--since", &format!("@{}", now + 3600)]).ok(),
+        ""
+    );
+    let bad = gw(&d, &["logs", "p", "--since", "yesterday"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    assert!(bad.stderr.contains("--since"), "{bad:?}");
+}
+
+#[test]
+fn an_unknown_generation_is_an_error_and_generations_are_marked() {
+    let d = Daemon::start("cli-logs-gens", &[]);
+    let first = finished(&d, "p", &["echo", "first"]);
+    let second = finished(&d, "p", &["echo", "second"]);
+    let out = gw(&d, &["logs", "p", "--gen", "999999"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("no generation 999999"), "{out:?}");
+    assert!(
+        out.stderr.contains(&first) && out.stderr.contains(&second),
+        "{out:?}"
+    );
+    let out = gw(&d, &["logs", "p"]);
+    assert_eq!(out.stdout, "first\nsecond\n");
+    assert_eq!(out.stderr, format!("[genward: p gen {second}]\n"));
+}
+
+#[test]
+fn following_ends_with_the_generation_unless_restarts_are_followed() {
+    let d = Daemon::start("cli-logs-follow", &[]);
+    let gen = gw_ok(&d, &["run", "c", "--", "cat"]);
+    let mut plain = Streaming::start(&d, &["logs", "c", "-f"]);
+    let mut restarts = Streaming::start(&d, &["logs", "c", "--follow-restarts"]);
+    gw(&d, &["send", "c", "one\n"]).ok();
+    plain.until(|l| l == "one");
+    restarts.until(|l| l == "one");
+    let next = gw_ok(&d, &["run", "c", "--", "sh", "-c", "echo two; exec cat"]);
+    assert!(next.parse::<u64>().unwrap() > gen.parse::<u64>().unwrap());
+    // The plain follower ended with the generation it followed.
+    assert_eq!(plain.finish(), Some(0));
+    restarts.until(|l| l == "two");
+    gw(&d, &["rm", "c"]).ok();
+    assert_eq!(restarts.finish(), Some(0));
+}
