@@ -13,6 +13,10 @@ const IF_GEN: OptSpec = OptSpec::value(
 );
 const JSON: OptSpec = OptSpec::flag("json", "print JSON lines instead of a table");
 
+/// `--json` of a command that prints one result: what it prints is one JSON object (see
+/// docs/cli-json.md).
+const JSON_RESULT: OptSpec = OptSpec::flag("json", "print the result as one JSON object");
+
 /// `genward daemon`.
 pub const DAEMON: CommandSpec = CommandSpec {
     options: &[
@@ -104,6 +108,7 @@ pub const RUN: CommandSpec = CommandSpec {
             "DURATION",
             "time between SIGTERM and SIGKILL on stop",
         ),
+        JSON_RESULT,
     ],
     exclusive: &[
         &["replace", "overlap", "reject"],
@@ -190,6 +195,10 @@ pub const LOGS: CommandSpec = CommandSpec {
             "output read since WHEN: a duration back (10m), @UNIX_SECONDS, or a time (2026-12-02T05:30:00Z)",
         ),
         OptSpec::flag(
+            "json",
+            "print JSON lines: each output frame (its bytes as data_b64) and each start and end",
+        ),
+        OptSpec::flag(
             "timestamps",
             "prefix each line with the time its first byte was read (UTC)",
         ),
@@ -220,6 +229,7 @@ pub const STOP: CommandSpec = CommandSpec {
     options: &[
         OptSpec::value("grace", "DURATION", "time between SIGTERM and SIGKILL"),
         IF_GEN,
+        JSON_RESULT,
     ],
     examples: &["stop web --grace 10s"],
     ..CommandSpec::new(
@@ -247,7 +257,7 @@ pub const KILL: CommandSpec = CommandSpec {
 /// `genward restart`.
 pub const RESTART: CommandSpec = CommandSpec {
     positionals: &[NAME],
-    options: &[IF_GEN],
+    options: &[IF_GEN, JSON_RESULT],
     examples: &["restart web"],
     ..CommandSpec::new("restart", "start a new generation with the same spec")
 };
@@ -262,7 +272,10 @@ pub const RM: CommandSpec = CommandSpec {
 /// `genward wait`.
 pub const WAIT: CommandSpec = CommandSpec {
     positionals: &[NAME],
-    options: &[OptSpec::value("gen", "GEN", "wait for this generation")],
+    options: &[
+        OptSpec::value("gen", "GEN", "wait for this generation"),
+        JSON_RESULT,
+    ],
     examples: &["wait build && echo done"],
     ..CommandSpec::new("wait", "wait for a generation to end; exit with its status")
 };
@@ -282,11 +295,14 @@ pub const SHUTDOWN: CommandSpec = CommandSpec {
 
 /// `genward upgrade`.
 pub const UPGRADE: CommandSpec = CommandSpec {
-    options: &[OptSpec::value(
-        "binary",
-        "PATH",
-        "run this program (default: the one the daemon was started as)",
-    )],
+    options: &[
+        OptSpec::value(
+            "binary",
+            "PATH",
+            "run this program (default: the one the daemon was started as)",
+        ),
+        JSON_RESULT,
+    ],
     examples: &["upgrade", "upgrade --binary /usr/local/bin/genward"],
     ..CommandSpec::new(
         "upgrade",

@@ -114,7 +114,11 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             }
         }
         if let Some(resp) = response_for(&msg, wait_id) {
-            let end = end_of_wait(&resp?)?;
+            let resp = resp?;
+            let end = end_of_wait(&resp)?;
+            if m.flag("json") {
+                return print_end(&resp).map(|()| ExitCode::SUCCESS);
+            }
             println!("{session} gen {gen}: {}", describe(&end));
             return Ok(ExitCode::SUCCESS);
         }
@@ -147,12 +151,17 @@ pub fn kill(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 /// `genward restart NAME`: prints the new generation.
 pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let (session, if_gen) = target(m)?;
-    let resp = ctx
-        .connect()?
-        .request(&Op::Core(Command::Restart { session, if_gen }))?;
-    match u64_of(&resp, "gen") {
-        Some(gen) => println!("{gen}"),
-        None => return Err(ClientError::Protocol("restart answered without `gen`".into()).into()),
+    let resp = ctx.connect()?.request(&Op::Core(Command::Restart {
+        session: session.clone(),
+        if_gen,
+    }))?;
+    let Some(gen) = u64_of(&resp, "gen") else {
+        return Err(ClientError::Protocol("restart answered without `gen`".into()).into());
+    };
+    if m.flag("json") {
+        super::json_out::print(super::json_out::session_gen(&session, gen))?;
+    } else {
+        println!("{gen}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -223,9 +232,22 @@ pub fn upgrade(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             }
         };
     let resp = ctx.connect()?.request(&Op::Upgrade { binary })?;
+    if m.flag("json") {
+        super::json_out::print(super::json_out::without_envelope(&resp))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let version = str_of(&resp, "version").unwrap_or("?");
     let previous = str_of(&resp, "previous").unwrap_or("?");
     let pause = u64_of(&resp, "pause_ms").unwrap_or(0);
     println!("genward {version} runs (was {previous}; the daemon paused {pause} ms)");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the `end` of a `wait` answer: the generation's terminal event, as the daemon
+/// wrote it.
+pub fn print_end(resp: &crate::proto::json::Object) -> Result<(), CommandError> {
+    match resp.get("end") {
+        Some(crate::proto::json::Value::Object(end)) => super::json_out::print(end.clone()),
+        _ => Err(ClientError::Protocol("wait answered without an `end` object".into()).into()),
+    }
 }

@@ -58,7 +58,27 @@ pub fn to_json(msg: &Message) -> Vec<u8> {
     }
 }
 
+/// An event as one JSON object (an output frame with its payload as `data_b64`).
+pub fn event_object(ev: &WireEvent<'_>) -> Object {
+    let bytes = match ev {
+        WireEvent::Output(frame) => return output_object(frame),
+        ev => {
+            let mut line = Vec::new();
+            ev.write(&mut line);
+            line
+        }
+    };
+    match crate::proto::json::parse(&bytes) {
+        Ok(Value::Object(o)) => o,
+        _ => Object::new(),
+    }
+}
+
 fn output_json(frame: &OutputFrame<'_>) -> Value {
+    Value::Object(output_object(frame))
+}
+
+fn output_object(frame: &OutputFrame<'_>) -> Object {
     let mut o = Object::new();
     o.insert("event", "output");
     o.insert("session", &*frame.session);
@@ -66,9 +86,12 @@ fn output_json(frame: &OutputFrame<'_>) -> Value {
     o.insert("stream", frame.stream.as_str());
     o.insert("offset", frame.offset);
     o.insert("pos", frame.pos);
+    if let Some(t) = frame.t {
+        o.insert("t", t);
+    }
     o.insert("len", frame.data.len() as u64);
     o.insert("data_b64", base64::encode(&frame.data));
-    Value::Object(o)
+    o
 }
 
 /// `genward events`.

@@ -38,6 +38,8 @@ struct Options {
     follow: bool,
     follow_restarts: bool,
     since_ms: Option<u64>,
+    /// JSON lines (docs/cli-json.md) instead of the bytes and markers.
+    json: bool,
 }
 
 /// The generations a `get` answer knows for its session: current, live, recent ends.
@@ -97,12 +99,13 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         follow: m.flag("follow") || m.flag("follow-restarts"),
         follow_restarts: m.flag("follow-restarts"),
         since_ms: m.value_with("since", |v| when::parse_since(v, now_ms))?,
+        json: m.flag("json"),
     };
     let lines = m.value_with("lines", |v| {
         v.parse::<usize>()
             .map_err(|_| "expected a number of lines such as 20")
     })?;
-    let mut printer = Printer::new(m.flag("timestamps"), lines);
+    let mut printer = Printer::new(m.flag("timestamps"), lines, o.json);
     let mut conn = ctx.connect()?;
     let snap = conn.request(&Op::Core(Command::Get {
         session: o.session.clone(),
@@ -171,6 +174,10 @@ fn replay(
                 if o.since_ms.is_some_and(|s| frame.t.is_none_or(|t| t < s)) {
                     continue;
                 }
+                if o.json {
+                    printer.json_frame(frame)?;
+                    continue;
+                }
                 if shown_gen.is_some_and(|g| g != frame.gen) && o.only.is_none() {
                     write_stderr(
                         format!("[genward: {} gen {}]\n", o.session, frame.gen).as_bytes(),
@@ -178,6 +185,26 @@ fn replay(
                 }
                 shown_gen = Some(frame.gen);
                 printer.frame(frame.stream, frame.t, &frame.data)?;
+            }
+            WireEvent::Dropped { .. }
+            | WireEvent::Spawned { .. }
+            | WireEvent::Exited { .. }
+            | WireEvent::SpawnFailed { .. }
+                if o.json && (live || matches!(ev, WireEvent::Dropped { .. })) =>
+            {
+                if o.only.is_none_or(|g| ev.gen() == Some(g)) || ev.gen().is_none() {
+                    crate::cli::json_out::print(crate::cli::events::event_object(ev))?;
+                }
+                if let Some(end) = ev.end() {
+                    if followed == Some(end.gen()) && !o.follow_restarts
+                        || o.only == Some(end.gen())
+                    {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+                if let WireEvent::Spawned { gen, .. } = ev {
+                    followed = followed.or(Some(*gen));
+                }
             }
             WireEvent::Dropped { from, to, .. } => {
                 let n = to.saturating_sub(*from);

@@ -246,13 +246,22 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let resp = conn.request(&op)?;
     let gen = u64_of(&resp, "gen")
         .ok_or_else(|| ClientError::Protocol("spawn answered without `gen`".into()))?;
-    println!("{gen}");
+    let json = m.flag("json");
+    if !json {
+        println!("{gen}");
+    }
     if !wait {
+        if json {
+            super::json_out::print(super::json_out::session_gen(&session, gen))?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let deadline = Instant::now() + START_WAIT;
     loop {
         let Some(msg) = next_before(&mut conn, deadline)? else {
+            if json {
+                super::json_out::print(super::json_out::session_gen(&session, gen))?;
+            }
             eprintln!(
                 "genward: {session} gen {gen} has not started within {}s (its predecessor may still be stopping); `genward ls` shows it",
                 START_WAIT.as_secs()
@@ -264,11 +273,21 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             continue;
         }
         match &ev {
-            WireEvent::Spawned { gen: g, .. } if *g == gen => return Ok(ExitCode::SUCCESS),
+            WireEvent::Spawned { gen: g, pid, .. } if *g == gen => {
+                if json {
+                    let mut o = super::json_out::session_gen(&session, gen);
+                    o.insert("pid", u64::from(*pid));
+                    super::json_out::print(o)?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             WireEvent::SpawnFailed { gen: g, .. } if *g == gen => {
                 let end = ev
                     .end()
                     .ok_or_else(|| ClientError::Protocol("spawn_failed without an end".into()))?;
+                if json {
+                    super::json_out::print(super::events::event_object(&ev))?;
+                }
                 eprintln!("genward: {session} gen {gen}: {}", describe(&end));
                 return Ok(ExitCode::from(status(&end)));
             }

@@ -101,15 +101,36 @@ pub fn wait(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         session: session.clone(),
         gen,
     };
+    let json = m.flag("json");
     let end = match conn.request(&wait) {
-        Ok(resp) => end_of_wait(&resp)?,
+        Ok(resp) => {
+            if json {
+                super::control::print_end(&resp)?;
+            }
+            end_of_wait(&resp)?
+        }
         // Nothing running: the answer is how the last generation ended, if known.
         Err(e) if gen.is_none() && e.code() == Some("not_running") => {
             let get = Op::Core(Command::Get {
                 session: session.clone(),
             });
             let snap = conn.request(&get)?;
-            last_end(&snap)?.ok_or(e)?
+            let end = last_end(&snap)?.ok_or(e)?;
+            if json {
+                let last = snap
+                    .get("session")
+                    .and_then(Value::as_object)
+                    .and_then(|s| s.get("last_end"))
+                    .and_then(Value::as_object);
+                if let Some(last) = last {
+                    let mut o = super::json_out::session_gen(&session, end.gen());
+                    for (k, v) in last.iter() {
+                        o.insert(k, v.clone());
+                    }
+                    super::json_out::print(o)?;
+                }
+            }
+            end
         }
         Err(e) => return Err(e.into()),
     };

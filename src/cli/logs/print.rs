@@ -7,7 +7,12 @@ use std::collections::VecDeque;
 
 use super::when::format_utc;
 use crate::cli::dispatch::{write_stderr, write_stdout, CommandError};
+use crate::cli::events::event_object;
+use crate::cli::json_out;
 use crate::proto::event::Stream;
+use crate::proto::event::WireEvent;
+use crate::proto::framing::OutputFrame;
+use crate::proto::json::Object;
 
 /// One line (or the unfinished end of a stream), with where it goes and when it began.
 #[derive(Debug)]
@@ -26,16 +31,35 @@ pub struct Printer {
     held: VecDeque<Line>,
     /// Per stream (stdout, stderr): whether the next byte starts a line.
     at_line_start: [bool; 2],
+    /// `--json`: frames as JSON lines; with `-n N`, the last N frames are held until the
+    /// replay ends (frames, not lines: a frame is printed whole).
+    json: bool,
+    held_frames: VecDeque<Object>,
 }
 
 impl Printer {
-    pub fn new(timestamps: bool, tail: Option<usize>) -> Printer {
+    pub fn new(timestamps: bool, tail: Option<usize>, json: bool) -> Printer {
         Printer {
             timestamps,
             tail,
             held: VecDeque::new(),
             at_line_start: [true; 2],
+            json,
+            held_frames: VecDeque::new(),
         }
+    }
+
+    /// Prints (or, with `-n`, holds) one frame as a JSON line.
+    pub fn json_frame(&mut self, frame: &OutputFrame<'_>) -> Result<(), CommandError> {
+        let obj = event_object(&WireEvent::Output(frame.clone()));
+        let Some(n) = self.tail else {
+            return json_out::print(obj);
+        };
+        self.held_frames.push_back(obj);
+        while self.held_frames.len() > n {
+            self.held_frames.pop_front();
+        }
+        Ok(())
     }
 
     /// Prints (or holds) one frame's bytes, read at `t`.
@@ -102,6 +126,13 @@ impl Printer {
         let Some(n) = self.tail.take() else {
             return Ok(());
         };
+        if self.json {
+            let skip = self.held_frames.len().saturating_sub(n);
+            for obj in std::mem::take(&mut self.held_frames).into_iter().skip(skip) {
+                json_out::print(obj)?;
+            }
+            return Ok(());
+        }
         let skip = self.held.len().saturating_sub(n);
         for line in std::mem::take(&mut self.held).into_iter().skip(skip) {
             if self.timestamps {
@@ -127,7 +158,7 @@ mod tests {
 
     #[test]
     fn the_last_lines_are_held_across_frames_and_streams() {
-        let mut p = Printer::new(false, Some(2));
+        let mut p = Printer::new(false, Some(2), false);
         p.frame(Stream::Stdout, Some(1), b"one\ntw").unwrap();
         p.frame(Stream::Stderr, Some(2), b"err\n").unwrap();
         p.frame(Stream::Stdout, Some(3), b"o\nthree").unwrap();
