@@ -97,7 +97,7 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         grace,
     });
     let Some(gen) = u64_of(&conn.request(&stop)?, "gen") else {
-        eprintln!("genward: `{session}` was not running");
+        eprintln!("genward: {session}: was not running; nothing to stop");
         return Ok(ExitCode::SUCCESS);
     };
     let wait_id = conn.send(&Op::Wait {
