@@ -174,3 +174,44 @@ fn env_options_are_seen_by_the_child() {
     assert!(out.stderr.contains("bad.env:3"), "{out:?}");
     assert_eq!(gw(&d, &["logs", "bad"]).code, Some(1));
 }
+
+/// `restart` with changes: the session's spec changed as `run` would make it (the
+/// environment from this command's, then `--env`; the directory from `--cwd`), started as
+/// a replacement; without changes, the same spec again.
+#[test]
+fn restart_with_changes_edits_the_spec_as_run_would() {
+    let d = Daemon::start("cli-restart-changes", &[]);
+    let mut first = command(
+        &d,
+        &[
+            "run",
+            "s",
+            "--env",
+            "A=one",
+            "--",
+            "sh",
+            "-c",
+            r#"echo "[$A] [$B] $(pwd)""#,
+        ],
+    );
+    first.env("B", "from-caller");
+    let out = output_of(&d, "s", first);
+    assert!(out.starts_with("[one] [from-caller] "), "{out}");
+
+    let mut changed = command(&d, &["restart", "s", "--env", "A=two", "--cwd", "/"]);
+    changed.env_remove("B");
+    let out = run_cmd(changed, b"");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let gen = out.stdout.trim().to_string();
+    assert_eq!(gw(&d, &["wait", "s", "--gen", &gen]).code, Some(0));
+    assert_eq!(gw(&d, &["logs", "s", "--gen", &gen]).ok(), "[two] [] /\n");
+
+    // No changes: the same (changed) spec again.
+    let again = gw(&d, &["restart", "s"]).ok().trim().to_string();
+    assert_eq!(gw(&d, &["wait", "s", "--gen", &again]).code, Some(0));
+    assert_eq!(gw(&d, &["logs", "s", "--gen", &again]).ok(), "[two] [] /\n");
+
+    let stale = gw(&d, &["restart", "s", "--if-gen", "1", "--env", "A=x"]);
+    assert_eq!(stale.code, Some(1), "{stale:?}");
+    assert!(stale.stderr.contains("nothing was done"), "{stale:?}");
+}

@@ -66,35 +66,42 @@ pub const DAEMON: CommandSpec = CommandSpec {
     ..CommandSpec::new("daemon", "run the supervisor in the foreground")
 };
 
+const CWD: OptSpec = OptSpec::value("cwd", "DIR", "working directory");
+const ENV: OptSpec = OptSpec::repeated(
+    "env",
+    "K=V",
+    "set an environment variable (after --env-file; the last of a name wins)",
+);
+const ENV_FILE: OptSpec = OptSpec::repeated(
+    "env-file",
+    "FILE",
+    "set the KEY=VALUE lines of FILE (taken literally; blank lines and # comments skipped; at most 1 MiB)",
+);
+const UNSET_ENV: OptSpec = OptSpec::repeated(
+    "unset-env",
+    "K",
+    "remove a variable from the inherited environment",
+);
+const CLEAR_ENV: OptSpec = OptSpec::flag(
+    "clear-env",
+    "start from an empty environment (only --env and --env-file)",
+);
+const DAEMON_ENV: OptSpec = OptSpec::flag(
+    "daemon-env",
+    "start from the daemon's environment instead of this command's (the default)",
+);
+
 /// `genward run`.
 pub const RUN: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
         OptSpec::flag("pty", "run in a pseudo-terminal (for `attach`)"),
-        OptSpec::value("cwd", "DIR", "working directory"),
-        OptSpec::repeated(
-            "env",
-            "K=V",
-            "set an environment variable (after --env-file; the last of a name wins)",
-        ),
-        OptSpec::repeated(
-            "env-file",
-            "FILE",
-            "set the KEY=VALUE lines of FILE (taken literally; blank lines and # comments skipped; at most 1 MiB)",
-        ),
-        OptSpec::repeated(
-            "unset-env",
-            "K",
-            "remove a variable from the inherited environment",
-        ),
-        OptSpec::flag(
-            "clear-env",
-            "start from an empty environment (only --env and --env-file)",
-        ),
-        OptSpec::flag(
-            "daemon-env",
-            "start from the daemon's environment instead of this command's (the default)",
-        ),
+        CWD,
+        ENV,
+        ENV_FILE,
+        UNSET_ENV,
+        CLEAR_ENV,
+        DAEMON_ENV,
         OptSpec::flag(
             "no-wait",
             "print the generation at once, without waiting for the program to start",
@@ -257,9 +264,22 @@ pub const KILL: CommandSpec = CommandSpec {
 /// `genward restart`.
 pub const RESTART: CommandSpec = CommandSpec {
     positionals: &[NAME],
-    options: &[IF_GEN, JSON_RESULT],
-    examples: &["restart web"],
-    ..CommandSpec::new("restart", "start a new generation with the same spec")
+    options: &[
+        IF_GEN,
+        JSON_RESULT,
+        CWD,
+        ENV,
+        ENV_FILE,
+        UNSET_ENV,
+        CLEAR_ENV,
+        DAEMON_ENV,
+    ],
+    exclusive: &[&["clear-env", "daemon-env"]],
+    examples: &["restart web", "restart web --env PORT=9090"],
+    ..CommandSpec::new(
+        "restart",
+        "start a new generation with the same spec, or with changes to its directory or environment (which then starts from this command's, as run's does)",
+    )
 };
 
 /// `genward rm`.

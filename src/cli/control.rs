@@ -148,13 +148,29 @@ pub fn kill(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `genward restart NAME`: prints the new generation.
+/// Whether `restart` was given changes to the spec (its directory or environment).
+fn restart_changes(m: &Matches<'_>) -> bool {
+    ["clear-env", "daemon-env"].iter().any(|f| m.flag(f))
+        || ["cwd", "env", "env-file", "unset-env"]
+            .iter()
+            .any(|o| !m.values(o).is_empty())
+}
+
+/// `genward restart NAME`: prints the new generation. With changes (`--env`, `--cwd`,
+/// ...), the session's spec is read, changed as `run` would make it — the environment
+/// then starts from this command's, as `run`'s does — and started as a replacement.
 pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let (session, if_gen) = target(m)?;
-    let resp = ctx.connect()?.request(&Op::Core(Command::Restart {
-        session: session.clone(),
-        if_gen,
-    }))?;
+    let mut conn = ctx.connect()?;
+    let op = if restart_changes(m) {
+        changed_spawn(m, &mut conn, &session, if_gen)?
+    } else {
+        Op::Core(Command::Restart {
+            session: session.clone(),
+            if_gen,
+        })
+    };
+    let resp = conn.request(&op)?;
     let Some(gen) = u64_of(&resp, "gen") else {
         return Err(ClientError::Protocol("restart answered without `gen`".into()).into());
     };
@@ -164,6 +180,47 @@ pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         println!("{gen}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `spawn` that restarts `session` with the command line's changes to its spec.
+fn changed_spawn(
+    m: &Matches<'_>,
+    conn: &mut Connection,
+    session: &str,
+    if_gen: Option<u64>,
+) -> Result<Op, CommandError> {
+    let snap = conn.request(&Op::Core(Command::Get {
+        session: session.to_owned(),
+    }))?;
+    let s = snap
+        .get("session")
+        .and_then(crate::proto::json::Value::as_object)
+        .ok_or_else(|| ClientError::Protocol("get answered without `session`".into()))?;
+    if let Some(g) = if_gen {
+        let current = u64_of(s, "current");
+        if current != Some(g) {
+            let now = current.map_or("none".to_string(), |c| c.to_string());
+            return Err(CommandError::Failed(format!(
+                "{session}: its current generation is {now}, not {g} (--if-gen): nothing was done"
+            )));
+        }
+    }
+    let spec = s
+        .get("spec")
+        .and_then(crate::proto::json::Value::as_object)
+        .ok_or_else(|| ClientError::Protocol("get answered without `spec`".into()))?;
+    let mut spec = crate::proto::request::decode_spec_object(spec)
+        .map_err(|e| ClientError::Protocol(format!("the session's spec: {}", e.message)))?;
+    super::run::set_environment(m, &mut spec, &super::run::caller_env())?;
+    if !m.values("cwd").is_empty() {
+        let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
+        super::run::set_cwd(m, &mut spec, &here)?;
+    }
+    Ok(Op::Core(Command::Spawn {
+        session: session.to_owned(),
+        spec: Box::new(spec),
+        on_busy: crate::core::OnBusy::Replace,
+    }))
 }
 
 /// `genward rm NAME`: stops every generation and forgets the session; returns once the

@@ -52,52 +52,8 @@ pub fn spawn_op(
     let session = session_arg(m)?;
     let argv = m.trailing().unwrap_or_default();
     let mut spec = Spec::new(argv.iter().map(|a| a.as_bytes().to_vec()).collect());
-    let cwd = match m.value("cwd") {
-        Some(dir) => cwd_now.join(dir),
-        None => cwd_now.to_path_buf(),
-    };
-    let cwd = cwd
-        .to_str()
-        .ok_or_else(|| m.invalid("--cwd", &cwd.to_string_lossy(), "not valid UTF-8"))?;
-    spec.cwd = Some(cwd.as_bytes().to_vec());
-
-    let mut unset = Vec::new();
-    for k in m.values("unset-env") {
-        check_env_name(k).map_err(|why| m.invalid("--unset-env", k, why))?;
-        unset.push(k);
-    }
-    if m.flag("daemon-env") {
-        spec.env.inherit = true;
-        spec.env.unset = unset.iter().map(|k| k.as_bytes().to_vec()).collect();
-    } else {
-        spec.env.inherit = false;
-        if !m.flag("clear-env") {
-            for (k, v) in caller_env {
-                if !unset.contains(&k.as_str()) && check_env_name(k).is_ok() && !v.contains('\0') {
-                    set_env(&mut spec, k, v);
-                }
-            }
-        }
-    }
-    for file in m.values("env-file") {
-        let vars =
-            read_env_file(Path::new(file)).map_err(|why| m.invalid("--env-file", file, why))?;
-        for (k, v) in vars {
-            set_env(&mut spec, &k, &v);
-        }
-    }
-    for kv in m.values("env") {
-        let Some((k, v)) = kv.split_once('=').filter(|(k, _)| !k.is_empty()) else {
-            return Err(m
-                .invalid("--env", kv, "expected NAME=VALUE, e.g. --env PORT=8080")
-                .into());
-        };
-        check_env_name(k).map_err(|why| m.invalid("--env", kv, why))?;
-        if v.contains('\0') {
-            return Err(m.invalid("--env", kv, "a value cannot contain NUL").into());
-        }
-        set_env(&mut spec, k, v);
-    }
+    set_cwd(m, &mut spec, cwd_now)?;
+    set_environment(m, &mut spec, caller_env)?;
     let pty = m.flag("pty");
     if pty && !spec.env.set.iter().any(|(k, _)| k == b"TERM") {
         if let Some(term) = std::env::var("TERM").ok().filter(|t| !t.is_empty()) {
@@ -148,6 +104,68 @@ pub fn spawn_op(
         spec: Box::new(spec),
         on_busy,
     }))
+}
+
+/// The spec's working directory: `--cwd` (relative to `cwd_now`), else `cwd_now`.
+pub fn set_cwd(m: &Matches<'_>, spec: &mut Spec, cwd_now: &Path) -> Result<(), CommandError> {
+    let cwd = match m.value("cwd") {
+        Some(dir) => cwd_now.join(dir),
+        None => cwd_now.to_path_buf(),
+    };
+    let cwd = cwd
+        .to_str()
+        .ok_or_else(|| m.invalid("--cwd", &cwd.to_string_lossy(), "not valid UTF-8"))?;
+    spec.cwd = Some(cwd.as_bytes().to_vec());
+    Ok(())
+}
+
+/// The spec's environment per the command line: the caller's (`caller_env`) unless
+/// `--daemon-env` or `--clear-env`, then `--env-file`s, then `--env`s, less
+/// `--unset-env`s.
+pub fn set_environment(
+    m: &Matches<'_>,
+    spec: &mut Spec,
+    caller_env: &[(String, String)],
+) -> Result<(), CommandError> {
+    spec.env = Default::default();
+    let mut unset = Vec::new();
+    for k in m.values("unset-env") {
+        check_env_name(k).map_err(|why| m.invalid("--unset-env", k, why))?;
+        unset.push(k);
+    }
+    if m.flag("daemon-env") {
+        spec.env.inherit = true;
+        spec.env.unset = unset.iter().map(|k| k.as_bytes().to_vec()).collect();
+    } else {
+        spec.env.inherit = false;
+        if !m.flag("clear-env") {
+            for (k, v) in caller_env {
+                if !unset.contains(&k.as_str()) && check_env_name(k).is_ok() && !v.contains('\0') {
+                    set_env(spec, k, v);
+                }
+            }
+        }
+    }
+    for file in m.values("env-file") {
+        let vars =
+            read_env_file(Path::new(file)).map_err(|why| m.invalid("--env-file", file, why))?;
+        for (k, v) in vars {
+            set_env(spec, &k, &v);
+        }
+    }
+    for kv in m.values("env") {
+        let Some((k, v)) = kv.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+            return Err(m
+                .invalid("--env", kv, "expected NAME=VALUE, e.g. --env PORT=8080")
+                .into());
+        };
+        check_env_name(k).map_err(|why| m.invalid("--env", kv, why))?;
+        if v.contains('\0') {
+            return Err(m.invalid("--env", kv, "a value cannot contain NUL").into());
+        }
+        set_env(spec, k, v);
+    }
+    Ok(())
 }
 
 /// Sets `key` to `value`, replacing an earlier value of the same key in place (a request
