@@ -89,6 +89,68 @@ fn detaching_from_less_leaves_its_modes() {
     let screen = t.screen();
     assert!(!has_line(&screen, "line 3"), "{screen}");
     assert!(gw(&d, &["ls"]).ok().contains("running"));
+
+    // Attached again: less is made to redraw, and its page is on the screen again.
+    t.type_line("clear");
+    t.type_line(&attach_cmd(&d, "pager"));
+    t.await_screen("less's page again", |s| has_line(s, "line 3"));
+    t.await_display("#{alternate_on}", "1");
+    t.key("C-\\");
+    t.await_screen("detached again", |s| {
+        s.contains("[genward: detached from pager gen")
+    });
+    assert_eq!(t.display(MODES), DEFAULTS);
+}
+
+#[test]
+fn detaching_from_vim_leaves_its_modes_and_reattaching_redraws_it() {
+    let test = "detaching_from_vim_leaves_its_modes_and_reattaching_redraws_it";
+    if !available(test, "vim") {
+        return;
+    }
+    let Some(t) = Tmux::start(test, 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-vim", &[]);
+    let file = d.dir.path().join("notes.txt");
+    std::fs::write(&file, "first line of the file\n").unwrap();
+    gw_ok(
+        &d,
+        &[
+            "run",
+            "ed",
+            "--pty",
+            "--grace",
+            "100ms",
+            "--env",
+            "TERM=screen",
+            "--",
+            "vim",
+            "-u",
+            "NONE",
+            "-N",
+            file.to_str().unwrap(),
+        ],
+    );
+    t.type_line(&attach_cmd(&d, "ed"));
+    t.await_screen("the file in vim", |s| has_line(s, "first line of the file"));
+    t.await_display("#{alternate_on}", "1");
+    t.key("C-\\");
+    t.await_screen("the detach notice", |s| {
+        s.contains("[genward: detached from ed gen")
+    });
+    assert_eq!(t.display("#{alternate_on}"), "0");
+    t.type_line("clear");
+    t.await_screen("a clear shell screen", |s| {
+        !s.contains("first line of the file")
+    });
+    t.type_line(&attach_cmd(&d, "ed"));
+    t.await_screen("vim redrawn", |s| has_line(s, "first line of the file"));
+    t.key("C-\\");
+    t.await_screen("detached again", |s| {
+        s.contains("[genward: detached from ed gen")
+    });
+    assert_eq!(t.display("#{alternate_on}"), "0");
 }
 
 /// A session that switches every tracked mode on, says so, and exits 3 on a line of input.
