@@ -16,6 +16,7 @@ pub mod detach_key;
 pub mod dispatch;
 pub mod events;
 pub mod exit_status;
+pub mod list_pages;
 pub mod logs;
 pub mod ls;
 pub mod run;
