@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn parts_keep_the_first_widths_and_widen_only_when_they_must() {
         let cols = [Column::left("NAME"), Column::right("GEN")];
-        let all = vec![row(&["a", "1"]), row(&["bb", "22"]), row(&["c", "3"])];
+        let all = [row(&["a", "1"]), row(&["bb", "22"]), row(&["c", "3"])];
         let mut t = Streamed::new(&cols);
         let first = t.part(&all[..2]);
         assert_eq!(first, render(&cols, &all[..2]));
