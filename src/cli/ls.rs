@@ -327,7 +327,8 @@ impl Listing<'_> {
             }
             Listing::Json { written } => {
                 let mut bytes = Vec::new();
-                if *written == 0 {
+                // Opened by the first session: an empty listing is written whole at the end.
+                if *written == 0 && !sessions.is_empty() {
                     bytes.extend_from_slice(br#"{"ok":true,"sessions":["#);
                 }
                 for s in sessions {
