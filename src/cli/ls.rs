@@ -5,6 +5,9 @@
 //! stopped, failed to spawn) still has its row. An entry we cannot read is shown as such
 //! and the rest of the table is printed: one bad entry never hides the others.
 //!
+//! The table is read page by page (the `list` op's paged form) and printed as each page
+//! arrives, so neither side ever holds more than a page, however many sessions there are.
+//!
 //! With `NAME`, the session as `get` answers for it: its state, current generation and
 //! restart count, each live generation, how its latest generations ended, and its spec.
 
@@ -13,8 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::args::Matches;
 use super::client::{str_of, u64_of, ClientError};
-use super::dispatch::{session_arg, write_stdout, CommandResult, Context};
-use super::table::{render, Column};
+use super::dispatch::{session_arg, write_stdout, CommandError, CommandResult, Context};
+use super::list_pages::Pages;
+use super::table::{render, Column, Streamed};
 use super::wait::describe;
 use crate::core::Command;
 use crate::proto::duration::format_compact;
@@ -35,12 +39,17 @@ const COLUMNS: [Column<'static>; 8] = [
 
 /// The table for the `sessions` array of a `list` response, at wall time `now_unix_ms`.
 pub fn render_sessions(sessions: &[Value], now_unix_ms: u64) -> String {
+    render(&COLUMNS, &table_rows(sessions, 0, now_unix_ms))
+}
+
+/// The rows for `sessions`, the first of which is entry `first` of the whole listing.
+fn table_rows(sessions: &[Value], first: usize, now_unix_ms: u64) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     for (i, entry) in sessions.iter().enumerate() {
         match entry.as_object() {
             Some(s) => session_rows(s, now_unix_ms, &mut rows),
             None => rows.push(vec![
-                format!("(entry {i})"),
+                format!("(entry {})", first + i),
                 "-".into(),
                 "-".into(),
                 "-".into(),
@@ -48,7 +57,7 @@ pub fn render_sessions(sessions: &[Value], now_unix_ms: u64) -> String {
             ]),
         }
     }
-    render(&COLUMNS, &rows)
+    rows
 }
 
 fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
@@ -284,18 +293,68 @@ pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         return ls_one(m, ctx);
     }
     let mut conn = ctx.connect()?;
-    let resp = conn.request(&Op::Core(Command::List))?;
-    let sessions = resp
-        .get("sessions")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ClientError::Protocol("list answered without `sessions`".into()))?;
-    if m.flag("json") {
-        return print_reply(&resp);
+    let mut out = if m.flag("json") {
+        Listing::Json { written: 0 }
+    } else {
+        Listing::Table {
+            table: Streamed::new(&COLUMNS),
+            entries: 0,
+        }
+    };
+    let now = now_unix_ms();
+    let mut pages = Pages::new();
+    while let Some(sessions) = pages.next(&mut conn)? {
+        out.part(&sessions, now)?;
     }
-    write_stdout(render_sessions(sessions, now_unix_ms()).as_bytes())?;
+    out.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where the listing goes as pages arrive: a table, or one JSON object shaped like the
+/// classic `list` answer (`{"ok":true,"sessions":[...]}`) written a page at a time.
+enum Listing<'a> {
+    Table { table: Streamed<'a>, entries: usize },
+    Json { written: usize },
+}
+
+impl Listing<'_> {
+    fn part(&mut self, sessions: &[Value], now: u64) -> Result<(), CommandError> {
+        match self {
+            Listing::Table { table, entries } => {
+                let rows = table_rows(sessions, *entries, now);
+                *entries += sessions.len();
+                write_stdout(table.part(&rows).as_bytes())
+            }
+            Listing::Json { written } => {
+                let mut bytes = Vec::new();
+                // Opened by the first session: an empty listing is written whole at the end.
+                if *written == 0 && !sessions.is_empty() {
+                    bytes.extend_from_slice(br#"{"ok":true,"sessions":["#);
+                }
+                for s in sessions {
+                    if *written > 0 {
+                        bytes.push(b',');
+                    }
+                    bytes.extend_from_slice(&s.to_bytes());
+                    *written += 1;
+                }
+                write_stdout(&bytes)
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(), CommandError> {
+        match self {
+            // No session: the header alone, as for an empty table.
+            Listing::Table { mut table, .. } => {
+                let none: [Vec<String>; 0] = [];
+                write_stdout(table.part(&none).as_bytes())
+            }
+            Listing::Json { written: 0 } => write_stdout(b"{\"ok\":true,\"sessions\":[]}\n"),
+            Listing::Json { .. } => write_stdout(b"]}\n"),
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod events;
 pub mod exit_status;
 pub mod json_out;
+pub mod list_pages;
 pub mod logs;
 pub mod ls;
 pub mod run;

@@ -4,7 +4,8 @@
 //! no trailing spaces, so the output reads well in a terminal and splits cleanly with
 //! `awk`. Widths count characters, not bytes, so a non-ASCII session name does not shift
 //! the columns after it. Control characters in a cell are shown as `?`: a name or a
-//! command line must not be able to break a row in two or drive the terminal.
+//! command line must not be able to break a row in two or drive the terminal. A long
+//! table is printed part by part ([`Streamed`]) as its rows arrive.
 
 /// Where a column's cells sit within its width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,36 +59,83 @@ const GAP: &str = "  ";
 /// assert_eq!(text, "SESSION  GEN\nweb       12\n");
 /// ```
 pub fn render<S: AsRef<str>>(columns: &[Column<'_>], rows: &[Vec<S>]) -> String {
-    if columns.is_empty() {
-        return String::new();
-    }
-    let header: Vec<String> = columns.iter().map(|c| printable(c.title)).collect();
-    let body: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| {
-            (0..columns.len())
-                .map(|i| {
-                    row.get(i)
-                        .map_or_else(String::new, |c| printable(c.as_ref()))
-                })
-                .collect()
-        })
-        .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| width(h)).collect();
-    for row in &body {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(width(cell));
+    Streamed::new(columns).part(rows)
+}
+
+/// A table printed part by part as its rows arrive (a long listing, page by page), so
+/// only one part is ever held.
+///
+/// The first part is exactly what [`render`] makes of its rows, header included; a later
+/// part keeps the widths so far and widens a column only for a cell longer than any
+/// before it (rows already printed cannot be widened, so columns can shift there, and
+/// only there).
+///
+/// # Examples
+///
+/// ```
+/// use genward::cli::table::{Column, Streamed};
+/// let mut t = Streamed::new(&[Column::left("SESSION"), Column::right("GEN")]);
+/// assert_eq!(t.part(&[vec!["web", "12"]]), "SESSION  GEN\nweb       12\n");
+/// assert_eq!(t.part(&[vec!["db", "7"]]), "db         7\n");
+/// ```
+#[derive(Debug)]
+pub struct Streamed<'a> {
+    columns: &'a [Column<'a>],
+    widths: Vec<usize>,
+    started: bool,
+}
+
+impl<'a> Streamed<'a> {
+    /// A table under `columns` with nothing printed yet.
+    pub fn new(columns: &'a [Column<'a>]) -> Self {
+        Streamed {
+            columns,
+            widths: columns.iter().map(|c| width(&printable(c.title))).collect(),
+            started: false,
         }
     }
-    let mut out = String::new();
-    for line in std::iter::once(&header).chain(&body) {
+
+    /// The lines for `rows`, preceded by the header the first time.
+    pub fn part<S: AsRef<str>>(&mut self, rows: &[Vec<S>]) -> String {
+        if self.columns.is_empty() {
+            return String::new();
+        }
+        let body: Vec<Vec<String>> = rows
+            .iter()
+            .map(|row| {
+                (0..self.columns.len())
+                    .map(|i| {
+                        row.get(i)
+                            .map_or_else(String::new, |c| printable(c.as_ref()))
+                    })
+                    .collect()
+            })
+            .collect();
+        for row in &body {
+            for (w, cell) in self.widths.iter_mut().zip(row) {
+                *w = (*w).max(width(cell));
+            }
+        }
+        let mut out = String::new();
+        if !self.started {
+            self.started = true;
+            let header: Vec<String> = self.columns.iter().map(|c| printable(c.title)).collect();
+            self.line(&header, &mut out);
+        }
+        for row in &body {
+            self.line(row, &mut out);
+        }
+        out
+    }
+
+    fn line(&self, cells: &[String], out: &mut String) {
         let mut text = String::new();
-        for (i, cell) in line.iter().enumerate() {
+        for (i, cell) in cells.iter().enumerate() {
             if i > 0 {
                 text.push_str(GAP);
             }
-            let pad = widths[i] - width(cell);
-            match columns[i].align {
+            let pad = self.widths[i] - width(cell);
+            match self.columns[i].align {
                 Align::Left => {
                     text.push_str(cell);
                     text.extend(std::iter::repeat_n(' ', pad));
@@ -101,7 +149,6 @@ pub fn render<S: AsRef<str>>(columns: &[Column<'_>], rows: &[Vec<S>]) -> String 
         out.push_str(text.trim_end_matches(' '));
         out.push('\n');
     }
-    out
 }
 
 fn width(cell: &str) -> usize {
@@ -199,5 +246,19 @@ mod tests {
             render(&[Column::right("UPTIME")], &rows),
             "UPTIME\n     5\n"
         );
+    }
+
+    #[test]
+    fn parts_keep_the_first_widths_and_widen_only_when_they_must() {
+        let cols = [Column::left("NAME"), Column::right("GEN")];
+        let all = [row(&["a", "1"]), row(&["bb", "22"]), row(&["c", "3"])];
+        let mut t = Streamed::new(&cols);
+        let first = t.part(&all[..2]);
+        assert_eq!(first, render(&cols, &all[..2]));
+        assert_eq!(t.part(&all[2..]), "c       3\n");
+        assert_eq!(t.part(&[row(&["longer-name", "4"])]), "longer-name    4\n");
+        assert_eq!(t.part(&[row(&["d", "5"])]), "d              5\n");
+        let none: Vec<Vec<String>> = Vec::new();
+        assert_eq!(t.part(&none), "");
     }
 }

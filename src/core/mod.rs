@@ -28,6 +28,7 @@ mod timers;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
@@ -334,6 +335,29 @@ impl Core {
     /// Snapshots of every session, each with all its live generations. Never fails.
     pub fn list(&self) -> Vec<SessionSnapshot> {
         self.sessions.values().map(|s| self.snapshot(s)).collect()
+    }
+
+    /// Up to `limit` sessions whose names come after `after` (all from the first when
+    /// `None`), in name (byte) order, and whether more follow. Only those sessions'
+    /// snapshots are built, so a client reading a large table page by page costs the
+    /// daemon one page of memory at a time; keyed by name rather than by position, a page
+    /// needs no state kept between requests, and a session created or removed meanwhile
+    /// can never make another appear twice.
+    pub fn list_page(&self, after: Option<&str>, limit: usize) -> (Vec<SessionSnapshot>, bool) {
+        let start = match after {
+            Some(name) => Bound::Excluded(name),
+            None => Bound::Unbounded,
+        };
+        let mut range = self
+            .sessions
+            .range::<str, _>((start, Bound::Unbounded))
+            .map(|(_, s)| s);
+        let page: Vec<SessionSnapshot> = range
+            .by_ref()
+            .take(limit)
+            .map(|s| self.snapshot(s))
+            .collect();
+        (page, range.next().is_some())
     }
 
     /// Whether session `session` exists (without building its snapshot).

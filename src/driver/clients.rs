@@ -19,11 +19,12 @@ use super::listener::{Listener, PeerPolicy};
 use super::logs::Logs;
 use super::subscriptions::{start_cursor, Subscriptions};
 use super::token::Source;
-use crate::core::{Error as CoreError, Response, WaitFor};
+use crate::core::{Error as CoreError, Response, SessionSnapshot, WaitFor};
 use crate::proto::encode::{self, Clock};
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
+use crate::proto::list;
 use crate::proto::request::{self, Op, Replay, Target};
 
 /// How long an exiting daemon keeps writing to clients that are still reading.
@@ -226,6 +227,22 @@ impl Clients {
         self.push(id, &line);
     }
 
+    /// Answers a `list` page. Only that page is queued: a client reading the whole
+    /// table asks page after page, and the daemon reads its next request only while its
+    /// queue has room, so it never holds the table's encoding for anyone.
+    pub fn send_page(
+        &mut self,
+        id: u64,
+        rid: &RequestId,
+        sessions: &[SessionSnapshot],
+        more: bool,
+        clock: Clock,
+    ) {
+        let mut line = Vec::new();
+        list::write_page(rid, sessions, more, clock, &mut line);
+        self.push(id, &line);
+    }
+
     /// Answers `hello`: protocol version, capabilities, who the daemon is, and whether a
     /// keeper holds its children's descriptors (so that a crash loses nothing).
     pub fn send_hello(&mut self, id: u64, rid: &RequestId, keeper: bool) {
@@ -240,7 +257,7 @@ impl Clients {
             .bool("keeper", keeper)
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages"]"#,
                 )
             });
         w.finish();

@@ -676,6 +676,11 @@ impl Daemon {
                 self.tell(Input::Command { request, command });
             }
             Op::Hello => self.clients.send_hello(id, &rid, self.keeper.is_some()),
+            Op::ListPage { after, limit } => {
+                let (sessions, more) = self.core.list_page(after.as_deref(), limit);
+                self.clients
+                    .send_page(id, &rid, &sessions, more, self.clock.wire);
+            }
             Op::Subscribe { target, replay } => {
                 let sessions = match &target {
                     Target::All => self.logs.sessions().cloned().collect(),

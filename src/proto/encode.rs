@@ -9,7 +9,8 @@ use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
 use crate::proto::event::WireEvent;
 use crate::proto::framing::OutputFrame;
-use crate::proto::json::write_array;
+use crate::proto::json::ObjWriter;
+use crate::proto::list;
 use crate::proto::snapshot::session;
 pub use crate::proto::snapshot::Clock;
 
@@ -36,26 +37,24 @@ pub fn reply(
 ) {
     match result {
         Err(e) => write_error_response(id, &core_error(e), out),
-        Ok(resp) => {
-            let mut w = begin_ok_response(id, out);
-            match resp {
-                Response::Ok => {}
-                Response::Gen(gen) => {
-                    w.u64("gen", *gen);
-                }
-                Response::List(sessions) => {
-                    w.with("sessions", |out| {
-                        write_array(sessions, out, |s, out| session(s, clock, out));
-                    });
-                }
-                Response::Session(s) => {
-                    w.with("session", |out| session(s, clock, out));
-                }
-            }
-            w.finish();
-            out.push(b'\n');
-        }
+        // Bounded by the line limit: too large a table is a `limit` error naming pages.
+        Ok(Response::List(sessions)) => list::write_all(id, sessions, clock, out),
+        Ok(Response::Ok) => ok_line(id, out, |_| {}),
+        Ok(Response::Gen(gen)) => ok_line(id, out, |w| {
+            w.u64("gen", *gen);
+        }),
+        Ok(Response::Session(s)) => ok_line(id, out, |w| {
+            w.with("session", |out| session(s, clock, out));
+        }),
     }
+}
+
+/// A success line whose members `members` writes.
+fn ok_line(id: &RequestId, out: &mut Vec<u8>, members: impl FnOnce(&mut ObjWriter<'_>)) {
+    let mut w = begin_ok_response(id, out);
+    members(&mut w);
+    w.finish();
+    out.push(b'\n');
 }
 
 /// Appends an error response line.

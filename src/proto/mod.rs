@@ -6,6 +6,7 @@
 //! - [`request`]: the typed operations, decoded by the daemon and encoded by clients.
 //! - [`event`]: the typed events, one encoder and one decoder.
 //! - [`snapshot`]: sessions and generations as `list` and `get` answer them.
+//! - [`list`]: the `list` answers, classic and paged, each bounded.
 //! - [`encode`]: the daemon's entry points: replies, events and output frames.
 //! - [`framing`]: the bounded line splitter for requests, the output frames that carry a
 //!   child's raw bytes to clients, and the client-side decoder of everything the daemon
@@ -25,6 +26,7 @@ pub mod error;
 pub mod event;
 pub mod framing;
 pub mod json;
+pub mod list;
 pub mod names;
 pub mod request;
 pub mod signal_name;

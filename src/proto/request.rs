@@ -57,6 +57,10 @@ pub enum Op {
     Core(Command),
     /// Protocol version, capabilities, daemon identity.
     Hello,
+    /// One page of `list`: up to `limit` sessions (at most
+    /// [`PAGE_MAX`](crate::proto::list::PAGE_MAX)) whose names come after `after`, in
+    /// name order. The classic `list`, every session at once, is `Op::Core(Command::List)`.
+    ListPage { after: Option<String>, limit: usize },
     /// Start receiving events.
     Subscribe { target: Target, replay: Replay },
     /// Stop receiving events.

@@ -7,6 +7,7 @@ mod image_refusals;
 mod interleavings;
 mod kept_io;
 mod lifecycle;
+mod list_page;
 mod persist;
 mod random_walk;
 mod restart;

@@ -114,10 +114,16 @@ impl FrameDecoder {
     }
 
     /// A decoder accepting lines up to `max_line` bytes and payloads up to `max_payload`.
+    ///
+    /// Any line within `max_line` is read whatever number of values it holds: every value
+    /// takes at least a byte, so the line limit already bounds the parsed tree, and a
+    /// separate count would refuse answers the daemon may send (a `list` of 4,000
+    /// sessions holds more than the parser's default 65,536 values).
     pub fn with_limits(max_line: usize, max_payload: usize) -> Self {
         FrameDecoder {
             limits: Limits {
                 max_len: max_line,
+                max_elements: max_line,
                 ..Limits::DEFAULT
             },
             max_payload,

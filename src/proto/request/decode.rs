@@ -6,6 +6,7 @@ use super::{Op, Replay, Target};
 use crate::core::{Command, Scope};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::{FieldError, Object};
+use crate::proto::list::{PAGE_DEFAULT, PAGE_MAX};
 
 /// Decodes the arguments of operation `op`.
 pub fn decode(op: &str, args: &Object) -> Result<Op> {
@@ -96,8 +97,8 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             })
         }
         "list" => {
-            fields(&[])?;
-            Op::Core(Command::List)
+            fields(&["after", "limit"])?;
+            list(args)?
         }
         "get" => {
             fields(&["session"])?;
@@ -186,5 +187,23 @@ fn replay(args: &Object) -> Result<Replay> {
         [_, _, (_, Some(g))] => Replay::Gen(g),
         _ if start => Replay::Start,
         _ => Replay::Now,
+    })
+}
+
+/// `list`: the classic form (every session) without `after` and `limit`, else a page.
+fn list(args: &Object) -> Result<Op> {
+    let after = args.opt_str("after").map_err(bad)?;
+    let limit = args.opt_u64("limit").map_err(bad)?;
+    if after.is_none() && limit.is_none() {
+        return Ok(Op::Core(Command::List));
+    }
+    let limit = match limit {
+        None => PAGE_DEFAULT,
+        Some(0) => return Err(bad(FieldError::invalid("limit", "must be at least 1"))),
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX).min(PAGE_MAX),
+    };
+    Ok(Op::ListPage {
+        after: after.map(str::to_owned),
+        limit,
     })
 }

@@ -17,6 +17,7 @@ impl Op {
     pub fn name(&self) -> &'static str {
         match self {
             Op::Hello => "hello",
+            Op::ListPage { .. } => "list",
             Op::Subscribe { .. } => "subscribe",
             Op::Unsubscribe { .. } => "unsubscribe",
             Op::Wait { .. } => "wait",
@@ -71,6 +72,12 @@ fn write(id: &RequestId, op: &Op, out: &mut Vec<u8>) -> Result<(), FieldError> {
             if let Some(binary) = binary {
                 w.str("binary", binary);
             }
+        }
+        Op::ListPage { after, limit } => {
+            if let Some(after) = after {
+                w.str("after", after);
+            }
+            w.u64("limit", *limit as u64);
         }
     }
     w.finish();

@@ -149,6 +149,14 @@ fn every_operation_round_trips() {
         Op::Upgrade {
             binary: Some("/usr/local/bin/genward".into()),
         },
+        Op::ListPage {
+            after: None,
+            limit: 1,
+        },
+        Op::ListPage {
+            after: Some(session()),
+            limit: crate::proto::list::PAGE_MAX,
+        },
     ];
     for bytes in [
         &b"hello\n"[..],

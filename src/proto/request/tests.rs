@@ -134,3 +134,37 @@ fn subscriptions_and_waits() {
         })
     );
 }
+
+#[test]
+fn list_is_classic_without_after_and_limit_and_paged_with_either() {
+    assert_eq!(dec(r#"{"op":"list"}"#).unwrap(), Op::Core(Command::List));
+    assert_eq!(
+        dec(r#"{"op":"list","after":null,"limit":null}"#).unwrap(),
+        Op::Core(Command::List)
+    );
+    assert_eq!(
+        dec(r#"{"op":"list","limit":50}"#).unwrap(),
+        Op::ListPage {
+            after: None,
+            limit: 50
+        }
+    );
+    assert_eq!(
+        dec(r#"{"op":"list","after":"web"}"#).unwrap(),
+        Op::ListPage {
+            after: Some("web".into()),
+            limit: crate::proto::list::PAGE_DEFAULT
+        }
+    );
+    // Too large a page counts as the largest; an empty one is refused.
+    assert_eq!(
+        dec(r#"{"op":"list","after":"web","limit":1000000}"#).unwrap(),
+        Op::ListPage {
+            after: Some("web".into()),
+            limit: crate::proto::list::PAGE_MAX
+        }
+    );
+    assert!(err(r#"{"op":"list","limit":0}"#).contains("`limit`"));
+    assert!(err(r#"{"op":"list","after":3}"#).contains("`after`"));
+    assert!(err(r#"{"op":"list","size":3}"#).contains("size"));
+}
