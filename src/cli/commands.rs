@@ -160,8 +160,12 @@ pub const LOGS: CommandSpec = CommandSpec {
     options: &[
         OptSpec::flag("follow", "keep printing new output").short('f'),
         OptSpec::value("gen", "GEN", "output of this generation"),
+        OptSpec::flag(
+            "lossless",
+            "never drop output: the process waits while this reader is behind (demoted after 30s of no reading)",
+        ),
     ],
-    examples: &["logs web -f"],
+    examples: &["logs web -f", "logs build -f --lossless > build.log"],
     ..CommandSpec::new("logs", "print a session's recent output")
 };
 

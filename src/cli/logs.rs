@@ -1,5 +1,7 @@
-//! `genward logs NAME [-f] [--gen N]`: the output the daemon still holds, then (with
-//! `-f`) new output as it comes.
+//! `genward logs NAME [-f] [--gen N] [--lossless]`: the output the daemon still holds,
+//! then (with `-f`) new output as it comes. With `--lossless` the subscription is
+//! lossless (see docs/protocol.md): a recorder piping this into a slow sink gets every
+//! byte, the process waiting for it, unless it stalls past the bound and is demoted.
 //!
 //! The child's standard output goes to ours, its standard error to ours, a PTY's single
 //! stream to standard output; bytes are passed through exactly. Without `-f` the command
@@ -16,7 +18,7 @@ use super::dispatch::{gen_arg, session_arg, write_stderr, write_stdout, CommandR
 use crate::core::Command;
 use crate::proto::event::{Stream, WireEvent};
 use crate::proto::framing::Message;
-use crate::proto::request::{Op, Replay, Target};
+use crate::proto::request::{Lossless, Op, Replay, Target};
 
 /// `genward logs`.
 pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
@@ -27,6 +29,7 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     conn.request(&Op::Subscribe {
         target: Target::Session(session.clone()),
         replay: only.map_or(Replay::Start, Replay::Gen),
+        lossless: m.flag("lossless").then(Lossless::default),
     })?;
     let marker = if follow {
         None
@@ -54,6 +57,12 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
                 let n = to.saturating_sub(*from);
                 write_stderr(
                     format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
+                )?;
+            }
+            Message::Event(WireEvent::Demoted { pos, .. }) => {
+                write_stderr(
+                    format!("[genward: no longer lossless from byte {pos}: this reader stalled]\n")
+                        .as_bytes(),
                 )?;
             }
             Message::Event(ev @ (WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. }))

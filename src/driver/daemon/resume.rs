@@ -218,6 +218,7 @@ impl Daemon {
             persist,
             unverified,
             again: Vec::new(),
+            parked: Default::default(),
             read_buf: vec![0; READ_BUF_BYTES],
             upgrade: None,
             own_program,
