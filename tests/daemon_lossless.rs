@@ -244,8 +244,14 @@ fn a_lossless_reader_that_never_reads_is_demoted_and_the_child_runs_on() {
     let exited = seen.last().unwrap().json();
     assert_eq!(exited["code"], 0, "{exited}");
     assert!(pid > 0);
-    // The stuck reader got everything up to its demotion, then the event, then (as an
-    // ordinary subscriber) a `dropped` for what it missed, and the end.
+    let at = read_past_demotion(&mut stuck, gen);
+    assert!(at > 0 && at < 20_000_000, "demoted at {at}");
+}
+
+/// Reads what a stuck lossless reader was sent until `gen`'s end: everything up to its
+/// demotion, contiguous, then the event, then (as an ordinary subscriber) a `dropped` for
+/// what it missed, and the end. Returns the position it was demoted at.
+fn read_past_demotion(stuck: &mut Client, gen: u64) -> u64 {
     let mut got: u64 = 0;
     let mut demoted_at = None;
     loop {
@@ -266,8 +272,27 @@ fn a_lossless_reader_that_never_reads_is_demoted_and_the_child_runs_on() {
             _ => {}
         }
     }
-    let at = demoted_at.expect("a demoted event");
-    assert!(at > 0 && at < 20_000_000, "demoted at {at}");
+    demoted_at.expect("a demoted event")
+}
+
+#[test]
+fn an_upgrade_keeps_a_subscription_lossless() {
+    let d = Daemon::start("lossless-upgrade", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = spawn_flood(&mut c, "stuck", 3_000_000);
+    let mut stuck = d.client();
+    stuck.ok(
+        json!({"op": "subscribe", "session": "stuck", "lossless": true,
+                    "demote_after": "300ms"}),
+    );
+    let up = c.request(json!({"op": "upgrade"}));
+    assert_eq!(up["ok"], true, "{up}");
+    go(&mut c, "stuck");
+    let seen = c.events_until(|m| m.is("exited", gen));
+    assert_eq!(seen.last().unwrap().json()["code"], 0);
+    // Still lossless after the upgrade: held, then demoted, never dropped before.
+    read_past_demotion(&mut stuck, gen);
 }
 
 #[test]

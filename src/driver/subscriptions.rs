@@ -362,9 +362,10 @@ impl Subscriptions {
         !self.pacers.is_empty() && self.pacers.has_client(client)
     }
 
-    /// Whether `session` has lossless followers.
+    /// Whether `session` has lossless followers, or will have (a lossless subscriber to
+    /// every session meets it with its first record).
     pub fn paces(&self, session: &str) -> bool {
-        self.pacers.paces(session)
+        self.pacers.paces(session) || !self.all_lossless.is_empty()
     }
 
     /// `client`'s socket took bytes at `now`.
