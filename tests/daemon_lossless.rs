@@ -316,3 +316,28 @@ fn a_lossless_reader_that_goes_lets_the_child_run_on() {
     // The reader that went was never demoted: nobody was told anything about it.
     assert!(!seen.iter().any(|m| m.json()["event"] == "demoted"));
 }
+
+#[test]
+fn with_two_lossless_readers_the_stuck_one_is_demoted_and_the_next_generation_is_paced_too() {
+    let d = Daemon::start("lossless-two", &[]);
+    let mut c = d.client();
+    let n = 3_000_000;
+    let gen = spawn_flood(&mut c, "stuck", n);
+    let mut stuck = d.client();
+    stuck.ok(
+        json!({"op": "subscribe", "session": "stuck", "lossless": true,
+                    "demote_after": "300ms"}),
+    );
+    let mut sub = d.client();
+    sub.ok(json!({"op": "subscribe", "session": "stuck", "lossless": true}));
+    let mut reader = SlowReader::new(sub.stream().try_clone().unwrap(), 64 * 1024);
+    go(&mut c, "stuck");
+    // The slowest paces the child: the stuck one, until it is demoted; the one that reads
+    // gets every byte either way.
+    read_flood_exactly(&mut reader, gen, n, 0, || {});
+    read_past_demotion(&mut stuck, gen);
+    // A generation that replaces it is paced for the remaining lossless reader too.
+    let next = spawn_flood(&mut c, "stuck", n);
+    go(&mut c, "stuck");
+    read_flood_exactly(&mut reader, next, n, 0, || {});
+}

@@ -425,12 +425,23 @@ impl Daemon {
             return;
         }
         let (clients, logs, core) = (&self.clients, &self.logs, &self.core);
-        let released = self
-            .parked
-            .release(|gen, session| !core.awaits_exit(gen) || !clients.holds_back(session, logs));
+        let mut still = Vec::new();
+        let released = self.parked.release(|gen, session| {
+            let flows = !core.awaits_exit(gen) || !clients.holds_back(session, logs);
+            if !flows {
+                still.push(session.clone());
+            }
+            flows
+        });
         for (session, token) in released {
             self.clients.release(&session);
             self.again.push(token);
+        }
+        // Who holds what may have changed (one caught up, another subscribed behind):
+        // every follower now holding the output back has its clock running.
+        let now = Instant::now();
+        for session in still {
+            self.clients.hold(&session, &self.logs, now);
         }
     }
 

@@ -43,8 +43,11 @@ impl Pacers {
         self.by_session.is_empty()
     }
 
-    /// Makes `client` a lossless follower of `session` (replacing earlier terms).
+    /// Makes `client` a lossless follower of `session` (replacing earlier terms). Output
+    /// already held is looked at again, so that a newcomer that is behind starts its
+    /// clock there too.
     pub fn add(&mut self, client: u64, session: &Arc<str>, terms: Lossless) {
+        self.moved = true;
         let pacers = self.by_session.entry(session.clone()).or_default();
         match pacers.iter_mut().find(|p| p.client == client) {
             Some(p) => p.terms = terms,

@@ -63,7 +63,10 @@ impl Parked {
     }
 
     /// Unparks the generations `flows(gen, session)` lets go: their sessions and tokens.
-    pub fn release(&mut self, mut flows: impl FnMut(u64, &str) -> bool) -> Vec<(Arc<str>, Token)> {
+    pub fn release(
+        &mut self,
+        mut flows: impl FnMut(u64, &Arc<str>) -> bool,
+    ) -> Vec<(Arc<str>, Token)> {
         let mut out = Vec::new();
         self.gens.retain(|&gen, held| {
             if !flows(gen, &held.session) {
@@ -90,7 +93,7 @@ mod tests {
         p.park_also(8, Token(3)); // Not held: nothing to add it to.
         assert!(p.holds(7) && !p.holds(8));
         assert!(p.release(|_, _| false).is_empty());
-        let out = p.release(|gen, session| gen == 7 && session == "s");
+        let out = p.release(|gen, session| gen == 7 && &**session == "s");
         assert_eq!(out.len(), 2);
         assert!(p.is_empty());
     }
