@@ -17,14 +17,14 @@ use mio::{Interest, Poll, Registry};
 use super::client::{Client, Deferred, Line, Received};
 use super::listener::{Listener, PeerPolicy};
 use super::logs::Logs;
-use super::subscriptions::{start_cursor, Subscriptions};
+use super::subscriptions::{start_cursor, Subscriptions, Terms};
 use super::token::Source;
 use crate::core::{Error as CoreError, Response, WaitFor};
 use crate::proto::encode::{self, Clock};
 use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
-use crate::proto::request::{self, Lossless, Op, Replay, Target};
+use crate::proto::request::{self, Op, Target};
 
 /// How long an exiting daemon keeps writing to clients that are still reading.
 const EXIT_FLUSH: Duration = Duration::from_secs(1);
@@ -300,18 +300,17 @@ impl Clients {
     }
 
     /// Subscribes `id` to `sessions` (and, for `all`, to every session created later),
-    /// starting each per `replay`, losslessly if `lossless` says so.
-    #[allow(clippy::too_many_arguments)]
+    /// starting each per `terms` (where, and whether losslessly).
     pub fn subscribe(
         &mut self,
         id: u64,
         rid: &RequestId,
         sessions: &[Arc<str>],
         all: bool,
-        replay: Replay,
-        lossless: Option<Lossless>,
+        terms: Terms,
         logs: &mut Logs,
     ) {
+        let Terms { replay, lossless } = terms;
         self.send_ok(id, rid);
         if all {
             self.subs.add_all(id, replay, lossless);

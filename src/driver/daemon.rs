@@ -30,6 +30,7 @@ use super::persist::{claim_directories, unix_ms, Persist};
 use super::ready::notify_ready;
 use super::recover::{sweep, take_back, TakenBack};
 use super::signals::{ControlSignal, Signals};
+use super::subscriptions::Terms;
 use super::token::Source;
 use super::unverified::Unverified;
 use crate::core::{
@@ -745,8 +746,9 @@ impl Daemon {
                     },
                 };
                 let all = target == Target::All;
+                let terms = Terms { replay, lossless };
                 self.clients
-                    .subscribe(id, &rid, &sessions, all, replay, lossless, &mut self.logs);
+                    .subscribe(id, &rid, &sessions, all, terms, &mut self.logs);
             }
             Op::Unsubscribe { target } => self.clients.unsubscribe(id, &rid, &target),
             Op::Wait { session, gen } => {

@@ -76,6 +76,15 @@ impl Followers {
     }
 }
 
+/// A subscription's terms, as requested: where it starts, and whether it is lossless.
+#[derive(Debug, Clone, Copy)]
+pub struct Terms {
+    /// Where it starts on each session it follows now.
+    pub replay: Replay,
+    /// `Some` for a lossless subscription.
+    pub lossless: Option<Lossless>,
+}
+
 /// One session a client follows, for an upgrade image: its cursor, whether it fell
 /// behind, and its lossless terms if it is lossless.
 pub type FollowedSession = (Arc<str>, Cursor, bool, Option<Lossless>);
