@@ -7,10 +7,12 @@ mod util;
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::UnixStream;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use genward::testkit::proc;
 use serde_json::{json, Value};
+use util::cli::{command, wait_bounded};
 use util::daemon::{output_of, Client, Daemon, Msg, PATIENCE};
 
 /// `seq 1 n` as the test expects it, written into `out` from line `from`.
@@ -343,4 +345,41 @@ fn with_two_lossless_readers_the_stuck_one_is_demoted_and_the_next_generation_is
     let next = spawn_flood(&mut c, "stuck", n);
     go(&mut c, "stuck");
     read_flood_exactly(&mut reader, next, n, 0, || {});
+}
+
+#[test]
+fn logs_lossless_gets_every_byte_to_a_slow_pipe() {
+    let d = Daemon::start("lossless-cli", &[]);
+    let mut c = d.client();
+    let n = 3_000_000; // 21 MB: more than every queue on the way holds
+    let script = format!("echo ready; read go; exec seq 1 {n}");
+    let r = c.ok(json!({"op": "spawn", "session": "flood", "argv": ["sh", "-c", script]}));
+    let gen = r["gen"].as_u64().unwrap().to_string();
+    let args = ["logs", "flood", "-f", "--gen", &gen, "--lossless"];
+    let mut logs = command(&d, &args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn genward logs");
+    let mut out = BufReader::new(logs.stdout.take().unwrap());
+    // Subscribed once it prints what came before the flood.
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first, "ready\n");
+    go(&mut c, "flood");
+    // A sink far slower than `seq`: 16 KiB reads with a pause after each.
+    let mut rest = Vec::new();
+    let mut chunk = vec![0; 16 << 10];
+    loop {
+        let got = out.read(&mut chunk).unwrap();
+        if got == 0 {
+            break;
+        }
+        rest.extend_from_slice(&chunk[..got]);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let mut want = Vec::new();
+    seq_text(1, n, &mut want);
+    assert!(rest == want, "{} bytes of {}", rest.len(), want.len());
+    assert_eq!(wait_bounded(logs).status.code(), Some(0));
 }

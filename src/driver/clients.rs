@@ -246,7 +246,7 @@ impl Clients {
             .bool("keeper", keeper)
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","lossless"]"#,
                 )
             });
         w.finish();
