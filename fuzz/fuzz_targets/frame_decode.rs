@@ -61,7 +61,7 @@ fn event(
 ) -> WireEvent<'static> {
     let session = session.to_owned().into();
     let pick = |len: usize| n as usize % len;
-    match kind % 5 {
+    match kind % 6 {
         0 => WireEvent::Spawned {
             session,
             gen,
@@ -82,6 +82,7 @@ fn event(
             state: SessionState::ALL[pick(SessionState::ALL.len())],
         },
         3 => WireEvent::Unkillable { session, gen },
+        4 => WireEvent::Demoted { session, pos: n },
         _ => WireEvent::Dropped {
             session,
             from: gen,

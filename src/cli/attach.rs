@@ -204,6 +204,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     conn.request(&Op::Subscribe {
         target: Target::Session(session.clone()),
         replay: Replay::Tail(REPLAY_BYTES),
+        lossless: None,
     })?;
 
     let stdin = io::stdin();

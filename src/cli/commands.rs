@@ -209,8 +209,17 @@ pub const LOGS: CommandSpec = CommandSpec {
             "timestamps",
             "prefix each line with the time its first byte was read (UTC)",
         ),
+        OptSpec::flag(
+            "lossless",
+            "never drop output: the process waits while this reader is behind (demoted after 30s of no reading)",
+        ),
     ],
-    examples: &["logs web -f", "logs web -n 20 --timestamps", "logs web --since 10m"],
+    examples: &[
+        "logs web -f",
+        "logs web -n 20 --timestamps",
+        "logs web --since 10m",
+        "logs build -f --lossless > build.log",
+    ],
     ..CommandSpec::new("logs", "print a session's recent output")
 };
 

@@ -33,6 +33,7 @@ fn subscribe(target: Target) -> Op {
     Op::Subscribe {
         target,
         replay: Replay::Now,
+        lossless: None,
     }
 }
 

@@ -40,6 +40,9 @@ pub fn describe(msg: &Message) -> String {
         WireEvent::Dropped { from, to, .. } => {
             format!("{session}: output bytes {from}..{to} dropped (this reader fell behind)")
         }
+        WireEvent::Demoted { pos, .. } => {
+            format!("{session}: no longer lossless from output byte {pos} (this reader stalled)")
+        }
     }
 }
 
@@ -101,6 +104,7 @@ pub fn events(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     conn.request(&Op::Subscribe {
         target: Target::All,
         replay: Replay::Now,
+        lossless: None,
     })?;
     loop {
         let msg = conn.next_message()?;

@@ -1,6 +1,8 @@
 //! `genward logs NAME [-f] [--gen N] [-n LINES] [--since WHEN] [--timestamps]
-//! [--follow-restarts]`: the output the daemon still holds, then (with `-f`) new output as
-//! it comes.
+//! [--follow-restarts] [--lossless]`: the output the daemon still holds, then (with `-f`)
+//! new output as it comes. With `--lossless` the subscription is lossless (see
+//! docs/protocol.md): a recorder piping this into a slow sink gets every byte, the process
+//! waiting for it, unless it stalls past the bound and is demoted.
 //!
 //! The child's standard output goes to ours, its standard error to ours, a PTY's single
 //! stream to standard output; bytes are passed through exactly (unless `--timestamps`
@@ -28,7 +30,7 @@ use crate::core::Command;
 use crate::proto::event::{SessionState, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
-use crate::proto::request::{Op, Replay, Target};
+use crate::proto::request::{Lossless, Op, Replay, Target};
 use print::Printer;
 
 /// What `logs` shows and for how long.
@@ -114,6 +116,7 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     conn.request(&Op::Subscribe {
         target: Target::Session(o.session.clone()),
         replay: o.only.map_or(Replay::Start, Replay::Gen),
+        lossless: m.flag("lossless").then(Lossless::default),
     })?;
     // Answered after every replayed record.
     let marker = conn.send(&Op::Core(Command::Get {
@@ -210,6 +213,12 @@ fn replay(
                 let n = to.saturating_sub(*from);
                 write_stderr(
                     format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
+                )?;
+            }
+            WireEvent::Demoted { pos, .. } => {
+                write_stderr(
+                    format!("[genward: no longer lossless from byte {pos}: this reader stalled]\n")
+                        .as_bytes(),
                 )?;
             }
             WireEvent::Spawned { gen, pid, .. } if live => {

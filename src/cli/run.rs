@@ -251,6 +251,7 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         let subscribe = |target| Op::Subscribe {
             target,
             replay: Replay::Now,
+            lossless: None,
         };
         match conn.request(&subscribe(Target::Session(session.clone()))) {
             Err(e) if e.code() == Some("no_such_session") => {

@@ -124,6 +124,7 @@ impl Client {
                 .collect(),
             cursors: Vec::new(),
             all: None,
+            all_lossless_ms: None,
         }
     }
 

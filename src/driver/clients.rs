@@ -17,7 +17,7 @@ use mio::{Interest, Poll, Registry};
 use super::client::{Client, Deferred, Line, Received};
 use super::listener::{Listener, PeerPolicy};
 use super::logs::Logs;
-use super::subscriptions::{start_cursor, Subscriptions};
+use super::subscriptions::{start_cursor, Subscriptions, Terms};
 use super::token::Source;
 use crate::core::{Error as CoreError, Response, SessionSnapshot, WaitFor};
 use crate::proto::encode::{self, Clock};
@@ -25,10 +25,16 @@ use crate::proto::envelope::{begin_ok_response, Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
 use crate::proto::list;
-use crate::proto::request::{self, Op, Replay, Target};
+use crate::proto::request::{self, Op, Target};
 
 /// How long an exiting daemon keeps writing to clients that are still reading.
 const EXIT_FLUSH: Duration = Duration::from_secs(1);
+
+/// The least log a session followed losslessly keeps: when the child's leader exits,
+/// what is left in its pipes (up to 1 MiB each, see `child.rs`) is read at once, on top
+/// of the one read a lossless follower may be behind by, and must not push that
+/// follower's next record out of the log.
+pub const LOSSLESS_LOG_BYTES: usize = 3 << 20;
 
 /// Most unanswered `wait` requests one connection may have.
 const MAX_WAITS: usize = 1024;
@@ -257,7 +263,7 @@ impl Clients {
             .bool("keeper", keeper)
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless"]"#,
                 )
             });
         w.finish();
@@ -311,27 +317,76 @@ impl Clients {
     }
 
     /// Subscribes `id` to `sessions` (and, for `all`, to every session created later),
-    /// starting each per `replay`.
+    /// starting each per `terms` (where, and whether losslessly).
     pub fn subscribe(
         &mut self,
         id: u64,
         rid: &RequestId,
         sessions: &[Arc<str>],
         all: bool,
-        replay: Replay,
+        terms: Terms,
         logs: &mut Logs,
     ) {
+        let Terms { replay, lossless } = terms;
         self.send_ok(id, rid);
         if all {
-            self.subs.add_all(id, replay);
+            self.subs.add_all(id, replay, lossless);
         }
         let Some(client) = self.table.get_mut(&id) else {
             return;
         };
         for session in sessions {
+            if lossless.is_some() {
+                logs.ensure_capacity(session, LOSSLESS_LOG_BYTES);
+            }
             let ring = logs.get_or_create(session);
-            self.subs.add(id, session, start_cursor(ring, replay));
+            self.subs
+                .add(id, session, start_cursor(ring, replay), lossless);
             self.subs.pump(id, session, ring, &mut client.outbox);
+        }
+    }
+
+    /// Whether `session`'s output must wait: a lossless follower is behind its log.
+    pub fn holds_back(&self, session: &str, logs: &Logs) -> bool {
+        logs.get(session)
+            .is_some_and(|ring| self.subs.holds_back(session, ring))
+    }
+
+    /// `session`'s output waits from `now` for its lossless followers that are behind.
+    pub fn hold(&mut self, session: &str, logs: &Logs, now: Instant) {
+        if let Some(ring) = logs.get(session) {
+            self.subs.hold(session, ring, now);
+        }
+    }
+
+    /// Whether `session` has lossless followers.
+    pub fn paces(&self, session: &str) -> bool {
+        self.subs.paces(session)
+    }
+
+    /// `session`'s output flows again.
+    pub fn release(&mut self, session: &str) {
+        self.subs.release(session);
+    }
+
+    /// Whether held output may flow again since the last call.
+    pub fn take_moved(&mut self) -> bool {
+        self.subs.take_moved()
+    }
+
+    /// When the next lossless follower is due to be demoted.
+    pub fn demote_deadline(&self) -> Option<Instant> {
+        self.subs.demote_deadline()
+    }
+
+    /// Demotes the lossless followers that held output back for their `demote_after`
+    /// without taking a byte, and tells each (`demoted`, after what it was already sent).
+    pub fn demote_due(&mut self, now: Instant) {
+        for (id, session, pos) in self.subs.demote_due(now) {
+            log::info!("client {id}: lossless subscription to {session} demoted at byte {pos}: it took nothing for its demote_after");
+            let mut line = Vec::new();
+            encode::demoted(&session, pos, &mut line);
+            self.push(id, &line);
         }
     }
 
@@ -475,10 +530,14 @@ impl Clients {
             };
             let subs = &self.subs;
             client.release_deferred(|session, seq| subs.passed(id, session, seq));
+            let before = client.outbox.len();
             if let Err(e) = client.write_out() {
                 log::debug!("client {id}: write: {e}");
                 self.close(registry, id);
                 return false;
+            }
+            if client.outbox.len() < before && self.subs.is_pacer(id) {
+                self.subs.progress(id, Instant::now());
             }
             if !client.outbox.is_empty() {
                 break; // Blocked, or WRITABLE fires when the socket drains.

@@ -25,10 +25,12 @@ use super::keeper_link::KeeperLink;
 use super::keeper_start::find_or_start;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
+use super::parked::Parked;
 use super::persist::{claim_directories, unix_ms, Persist};
 use super::ready::notify_ready;
 use super::recover::{sweep, take_back, TakenBack};
 use super::signals::{ControlSignal, Signals};
+use super::subscriptions::Terms;
 use super::token::Source;
 use super::unverified::Unverified;
 use crate::core::{
@@ -88,6 +90,8 @@ pub struct Daemon {
     unverified: Unverified,
     /// Sources with work left after their bounded turn: serviced again before sleeping.
     again: Vec<Token>,
+    /// Output streams not read while a lossless subscriber of their session is behind.
+    parked: Parked,
     read_buf: Vec<u8>,
     /// An upgrade checked and waiting for a turn without starts in flight.
     upgrade: Option<super::upgrade::Pending>,
@@ -212,6 +216,7 @@ impl Daemon {
             persist,
             unverified,
             again: Vec::new(),
+            parked: Parked::default(),
             read_buf: vec![0; READ_BUF_BYTES],
             upgrade: None,
             own_program: crate::sys::reexec::open_own_program()
@@ -273,6 +278,7 @@ impl Daemon {
             }
             let now = self.clock.now();
             self.core.handle_timeout(now);
+            self.clients.demote_due(Instant::now());
             for gen in self.children.status_due(Instant::now()) {
                 self.check_exit(gen);
             }
@@ -283,6 +289,8 @@ impl Daemon {
             }
             self.run_actions();
             self.flush_clients();
+            // A held generation whose leader exited in this turn is read to its end.
+            self.unpark(true);
             self.try_upgrade();
         }
     }
@@ -296,6 +304,7 @@ impl Daemon {
         let status = [
             self.children.status_deadline(),
             self.unverified.deadline(),
+            self.clients.demote_deadline(),
             self.upgrade_deadline(),
         ]
         .into_iter()
@@ -406,6 +415,35 @@ impl Daemon {
                 self.again.push(token);
             }
         }
+        self.unpark(false);
+    }
+
+    /// Lets held output flow again where no lossless follower is behind any more (gone,
+    /// caught up, demoted) or, with `ends`, where the leader has exited: its streams are
+    /// serviced on the next turn as if they had just become readable.
+    fn unpark(&mut self, ends: bool) {
+        if self.parked.is_empty() || !(self.clients.take_moved() || ends) {
+            return;
+        }
+        let (clients, logs, core) = (&self.clients, &self.logs, &self.core);
+        let mut still = Vec::new();
+        let released = self.parked.release(|gen, session| {
+            let flows = !core.awaits_exit(gen) || !clients.holds_back(session, logs);
+            if !flows {
+                still.push(session.clone());
+            }
+            flows
+        });
+        for (session, token) in released {
+            self.clients.release(&session);
+            self.again.push(token);
+        }
+        // Who holds what may have changed (one caught up, another subscribed behind):
+        // every follower now holding the output back has its clock running.
+        let now = Instant::now();
+        for session in still {
+            self.clients.hold(&session, &self.logs, now);
+        }
     }
 
     /// Executes the core's actions in order, each by the owner of what it concerns.
@@ -457,6 +495,10 @@ impl Daemon {
     /// Starts a generation; its exec result arrives later as a readiness event.
     fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Spec) {
         self.logs.set_capacity(session, spec.buffer_bytes);
+        if self.clients.paces(session) {
+            self.logs
+                .ensure_capacity(session, super::clients::LOSSLESS_LOG_BYTES);
+        }
         if let Err(e) = self.children.start(self.poll.registry(), gen, spec) {
             self.tell(Input::SpawnResult {
                 gen,
@@ -480,7 +522,13 @@ impl Daemon {
 
     /// Reads a generation's output stream until it would block (bounded per turn),
     /// framing each read into its session's log and delivering it.
+    ///
+    /// While a lossless subscriber of the session is behind, the stream is parked instead
+    /// (see `parked.rs`): the child waits on its pipe until the subscriber catches up.
     fn read_output(&mut self, gen: u64, stream: Stream, token: Token) {
+        if self.parked.holds(gen) {
+            return self.parked.park_also(gen, token);
+        }
         for _ in 0..READS_PER_TURN {
             let registry = self.poll.registry();
             match self
@@ -498,6 +546,12 @@ impl Daemon {
                         // Live readers get each record as it comes (a fast one keeps up
                         // with the child); ones that stopped reading cost nothing here.
                         self.flush_clients();
+                        if self.clients.holds_back(&at.session, &self.logs)
+                            && self.core.awaits_exit(gen)
+                        {
+                            self.clients.hold(&at.session, &self.logs, Instant::now());
+                            return self.parked.park(gen, &at.session, token);
+                        }
                     }
                 }
                 Read::Eof => {
@@ -681,7 +735,11 @@ impl Daemon {
                 self.clients
                     .send_page(id, &rid, &sessions, more, self.clock.wire);
             }
-            Op::Subscribe { target, replay } => {
+            Op::Subscribe {
+                target,
+                replay,
+                lossless,
+            } => {
                 let sessions = match &target {
                     Target::All => self.logs.sessions().cloned().collect(),
                     Target::Session(name) => match self.core.get(name) {
@@ -694,8 +752,9 @@ impl Daemon {
                     },
                 };
                 let all = target == Target::All;
+                let terms = Terms { replay, lossless };
                 self.clients
-                    .subscribe(id, &rid, &sessions, all, replay, &mut self.logs);
+                    .subscribe(id, &rid, &sessions, all, terms, &mut self.logs);
             }
             Op::Unsubscribe { target } => self.clients.unsubscribe(id, &rid, &target),
             Op::Wait { session, gen } => {

@@ -147,6 +147,14 @@ impl Logs {
         self.rings.get(session)?.stream_end(gen, stream)
     }
 
+    /// Raises a session's capacity to at least `bytes` (what a lossless follower needs;
+    /// creating its log if missing). The next spawn's `buffer` sets it again.
+    pub fn ensure_capacity(&mut self, session: &Arc<str>, bytes: usize) {
+        if self.ring(session).capacity() < bytes {
+            self.set_capacity(session, bytes);
+        }
+    }
+
     /// Sets a session's capacity (a spawn's `buffer`).
     pub fn set_capacity(&mut self, session: &Arc<str>, bytes: usize) {
         self.tracked(session, |ring| ring.set_capacity(bytes));

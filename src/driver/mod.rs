@@ -31,6 +31,8 @@ mod launch;
 mod listener;
 mod logs;
 mod outbox;
+mod pacers;
+mod parked;
 mod persist;
 mod ready;
 mod recover;

@@ -199,6 +199,11 @@ impl Ring {
         self.records.iter().filter_map(|r| r.seg)
     }
 
+    /// The capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
     /// Changes the capacity, evicting the oldest records if it shrank.
     pub fn set_capacity(&mut self, cap: usize) {
         self.cap = cap.max(RECORD_OVERHEAD * 4);

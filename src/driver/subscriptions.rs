@@ -8,15 +8,19 @@
 //! subscriber is its outbox limit; per session, the log's capacity.
 //!
 //! [`Subscriptions`] is the one place cursors are held: by session, then client, so that
-//! delivering a record touches only that session's subscribers.
+//! delivering a record touches only that session's subscribers. A lossless subscriber
+//! (see `pacers.rs`) is never let behind the log: the daemon asks
+//! [`Subscriptions::holds_back`] before reading more of the session's output.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::outbox::Outbox;
+use super::pacers::Pacers;
 use super::ring::{Lookup, Ring};
 use crate::proto::encode;
-use crate::proto::request::Replay;
+use crate::proto::request::{Lossless, Replay};
 
 /// A subscriber's position in one session's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,9 +76,22 @@ impl Followers {
     }
 }
 
-/// What one client follows, for an upgrade image: each session with its cursor and
-/// whether it fell behind, and how it starts on new sessions if it follows all.
-pub type Followed = (Vec<(Arc<str>, Cursor, bool)>, Option<Replay>);
+/// A subscription's terms, as requested: where it starts, and whether it is lossless.
+#[derive(Debug, Clone, Copy)]
+pub struct Terms {
+    /// Where it starts on each session it follows now.
+    pub replay: Replay,
+    /// `Some` for a lossless subscription.
+    pub lossless: Option<Lossless>,
+}
+
+/// One session a client follows, for an upgrade image: its cursor, whether it fell
+/// behind, and its lossless terms if it is lossless.
+pub type FollowedSession = (Arc<str>, Cursor, bool, Option<Lossless>);
+
+/// What one client follows, for an upgrade image: each session, and how it starts on new
+/// sessions if it follows all (and whether losslessly).
+pub type Followed = (Vec<FollowedSession>, Option<Replay>, Option<Lossless>);
 
 /// Every subscription of every client.
 #[derive(Debug, Default)]
@@ -91,6 +108,10 @@ pub struct Subscriptions {
     /// Per client, how many sessions it follows (so closing a client that follows none
     /// costs nothing).
     count: HashMap<u64, usize>,
+    /// The lossless followers of each session.
+    pacers: Pacers,
+    /// Subscribers to every session that follow each one losslessly.
+    all_lossless: HashMap<u64, Lossless>,
 }
 
 impl Subscriptions {
@@ -98,38 +119,52 @@ impl Subscriptions {
     /// whether it fell behind, and how it starts on new sessions if it follows all.
     pub fn export_client(&self, client: u64) -> Followed {
         let behind = self.behind.get(&client);
-        let mut cursors: Vec<(Arc<str>, Cursor, bool)> = self
+        let mut cursors: Vec<FollowedSession> = self
             .cursors
             .iter()
             .filter_map(|(session, f)| {
                 let lagging = behind.is_some_and(|b| b.contains(session));
-                f.get(client).map(|c| (session.clone(), *c, lagging))
+                let lossless = self.pacers.terms(client, session);
+                f.get(client)
+                    .map(|c| (session.clone(), *c, lagging, lossless))
             })
             .collect();
         cursors.sort_by(|a, b| a.0.cmp(&b.0));
-        (cursors, self.all.get(&client).copied())
+        (
+            cursors,
+            self.all.get(&client).copied(),
+            self.all_lossless.get(&client).copied(),
+        )
     }
 
     /// Restores what [`export_client`](Self::export_client) gave.
     pub fn import_client(
         &mut self,
         client: u64,
-        cursors: Vec<(Arc<str>, Cursor, bool)>,
+        cursors: Vec<FollowedSession>,
         all: Option<Replay>,
+        all_lossless: Option<Lossless>,
     ) {
-        for (session, cursor, lagging) in cursors {
-            self.add(client, &session, cursor);
+        for (session, cursor, lagging, lossless) in cursors {
+            self.add(client, &session, cursor, lossless);
             if lagging {
                 self.fall_behind(client, &session);
             }
         }
         if let Some(replay) = all {
-            self.add_all(client, replay);
+            self.add_all(client, replay, all_lossless);
         }
     }
 
-    /// Starts `client` on `session` at `cursor`, unless it already follows it.
-    pub fn add(&mut self, client: u64, session: &Arc<str>, cursor: Cursor) {
+    /// Starts `client` on `session` at `cursor`, unless it already follows it; a
+    /// lossless subscription makes (or keeps) it a lossless follower with these terms.
+    pub fn add(
+        &mut self,
+        client: u64,
+        session: &Arc<str>,
+        cursor: Cursor,
+        lossless: Option<Lossless>,
+    ) {
         if self
             .cursors
             .entry(session.clone())
@@ -138,11 +173,17 @@ impl Subscriptions {
         {
             *self.count.entry(client).or_default() += 1;
         }
+        if let Some(terms) = lossless {
+            self.pacers.add(client, session, terms);
+        }
     }
 
-    /// Makes `client` follow every session, present and future.
-    pub fn add_all(&mut self, client: u64, replay: Replay) {
+    /// Makes `client` follow every session, present and future (losslessly if asked).
+    pub fn add_all(&mut self, client: u64, replay: Replay, lossless: Option<Lossless>) {
         self.all.insert(client, replay);
+        if let Some(terms) = lossless {
+            self.all_lossless.insert(client, terms);
+        }
     }
 
     /// Whether `client` follows `session` or every session.
@@ -169,11 +210,14 @@ impl Subscriptions {
         if let Some(b) = self.behind.get_mut(&client) {
             b.remove(session);
         }
+        self.pacers.remove(client, session);
     }
 
     /// Stops every subscription of `client`.
     pub fn remove_client(&mut self, client: u64) {
         self.all.remove(&client);
+        self.all_lossless.remove(&client);
+        self.pacers.remove_client(client);
         self.behind.remove(&client);
         if self.count.remove(&client).is_some() {
             self.cursors.retain(|_, subs| {
@@ -218,6 +262,9 @@ impl Subscriptions {
             for &client in self.all.keys() {
                 if subs.add(client, meet) {
                     *self.count.entry(client).or_default() += 1;
+                    if let Some(terms) = self.all_lossless.get(&client) {
+                        self.pacers.add(client, session, *terms);
+                    }
                 }
             }
         }
@@ -235,6 +282,7 @@ impl Subscriptions {
 
     /// Forgets a removed session: nobody follows it any more.
     pub fn remove_session(&mut self, session: &str) {
+        self.pacers.remove_session(session);
         if let Some(subs) = self.cursors.remove(session) {
             for client in subs.clients() {
                 if let Some(n) = self.count.get_mut(&client) {
@@ -270,6 +318,10 @@ impl Subscriptions {
             return;
         };
         if pump(session, ring, cursor, outbox) {
+            if !self.pacers.is_empty() && self.pacers.paces(session) {
+                // A lossless follower may have caught up: held output may flow.
+                self.pacers.touch();
+            }
             if let Some(b) = self.behind.get_mut(&client) {
                 b.remove(session);
                 if b.is_empty() {
@@ -282,6 +334,79 @@ impl Subscriptions {
                 .or_default()
                 .insert(session.clone());
         }
+    }
+}
+
+impl Subscriptions {
+    /// Whether a lossless follower of `session` is behind its log (its queue is full):
+    /// then the session's output must wait, or the log would move past it.
+    pub fn holds_back(&self, session: &str, ring: &Ring) -> bool {
+        if self.pacers.is_empty() {
+            return false;
+        }
+        let Some(subs) = self.cursors.get(session) else {
+            return false;
+        };
+        let end = ring.end_seq();
+        self.pacers
+            .clients_of(session)
+            .any(|c| subs.get(c).is_some_and(|cur| cur.seq < end))
+    }
+
+    /// The output of `session` waits from `now` for the lossless followers behind.
+    pub fn hold(&mut self, session: &str, ring: &Ring, now: Instant) {
+        let end = ring.end_seq();
+        let subs = self.cursors.get(session);
+        let behind = |c| subs.and_then(|s| s.get(c)).is_some_and(|cur| cur.seq < end);
+        self.pacers.holding(session, now, behind);
+    }
+
+    /// The output of `session` flows again.
+    pub fn release(&mut self, session: &str) {
+        self.pacers.released(session);
+    }
+
+    /// Whether `client` follows something losslessly (its progress is then noted).
+    pub fn is_pacer(&self, client: u64) -> bool {
+        !self.pacers.is_empty() && self.pacers.has_client(client)
+    }
+
+    /// Whether `session` has lossless followers, or will have (a lossless subscriber to
+    /// every session meets it with its first record).
+    pub fn paces(&self, session: &str) -> bool {
+        self.pacers.paces(session) || !self.all_lossless.is_empty()
+    }
+
+    /// `client`'s socket took bytes at `now`.
+    pub fn progress(&mut self, client: u64, now: Instant) {
+        self.pacers.progress(client, now);
+    }
+
+    /// Whether held output may flow again since the last call (a pacer went or caught up).
+    pub fn take_moved(&mut self) -> bool {
+        self.pacers.take_moved()
+    }
+
+    /// When the next lossless follower is due to be demoted.
+    pub fn demote_deadline(&self) -> Option<Instant> {
+        self.pacers.deadline()
+    }
+
+    /// Demotes the lossless followers whose bound ran out at `now`; each (client,
+    /// session, output position it was sent up to) is an ordinary follower from now on.
+    pub fn demote_due(&mut self, now: Instant) -> Vec<(u64, Arc<str>, u64)> {
+        self.pacers
+            .demote_due(now)
+            .into_iter()
+            .map(|(client, session)| {
+                let pos = self
+                    .cursors
+                    .get(&session)
+                    .and_then(|s| s.get(client))
+                    .map_or(0, |c| c.pos);
+                (client, session, pos)
+            })
+            .collect()
     }
 }
 

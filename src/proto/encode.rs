@@ -99,3 +99,13 @@ pub fn dropped(session: &str, from: u64, to: u64, out: &mut Vec<u8>) {
     };
     event.write(out);
 }
+
+/// Appends a `demoted` event: the subscriber's lossless subscription to `session` is an
+/// ordinary one from output position `pos` on.
+pub fn demoted(session: &str, pos: u64, out: &mut Vec<u8>) {
+    let event = WireEvent::Demoted {
+        session: session.into(),
+        pos,
+    };
+    event.write(out);
+}

@@ -99,6 +99,14 @@ pub enum WireEvent<'a> {
         /// First position not missed.
         to: u64,
     },
+    /// This subscriber's lossless subscription to the session became an ordinary one: it
+    /// took nothing for its `demote_after` while the session's output waited for it.
+    Demoted {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// The session output position it had been sent up to when demoted.
+        pos: u64,
+    },
 }
 
 /// Why a generation never ran, as the wire carries it: the core's [`SpawnError`] plus the
@@ -258,6 +266,7 @@ impl<'a> WireEvent<'a> {
             WireEvent::Unkillable { .. } => "unkillable",
             WireEvent::InputClosed { .. } => "input_closed",
             WireEvent::Dropped { .. } => "dropped",
+            WireEvent::Demoted { .. } => "demoted",
         }
     }
 
@@ -271,7 +280,8 @@ impl<'a> WireEvent<'a> {
             | WireEvent::State { session, .. }
             | WireEvent::Unkillable { session, .. }
             | WireEvent::InputClosed { session, .. }
-            | WireEvent::Dropped { session, .. } => session,
+            | WireEvent::Dropped { session, .. }
+            | WireEvent::Demoted { session, .. } => session,
         }
     }
 
@@ -315,7 +325,7 @@ impl<'a> WireEvent<'a> {
             | WireEvent::Unkillable { gen, .. }
             | WireEvent::InputClosed { gen, .. } => Some(*gen),
             WireEvent::State { gen, .. } => *gen,
-            WireEvent::Dropped { .. } => None,
+            WireEvent::Dropped { .. } | WireEvent::Demoted { .. } => None,
         }
     }
 
@@ -454,6 +464,10 @@ impl<'a> WireEvent<'a> {
                 session: own(session),
                 from,
                 to,
+            },
+            WireEvent::Demoted { session, pos } => WireEvent::Demoted {
+                session: own(session),
+                pos,
             },
         }
     }

@@ -22,6 +22,8 @@ mod tests;
 pub use decode::decode;
 pub use encode::encode;
 
+use std::time::Duration;
+
 use crate::core::{Command, OnBusy, Spec};
 use crate::proto::error::ProtoError;
 use crate::proto::json::{FieldError, ObjWriter, Object};
@@ -50,6 +52,32 @@ pub enum Replay {
     Start,
 }
 
+/// The terms of a lossless subscription (`"lossless": true`): the daemon stops reading
+/// the session's output while this subscriber's queue is full, so the child waits on its
+/// pipe instead of the subscriber losing output; see docs/protocol.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lossless {
+    /// How long the subscriber may take nothing while output waits for it before it is
+    /// demoted to an ordinary subscription (so a dead reader cannot stop a session).
+    pub demote_after: Duration,
+}
+
+impl Lossless {
+    /// The bound when the request names none: long enough for a log shipper's network
+    /// hiccup, short enough that a hung reader does not stall a session for long.
+    pub const DEFAULT_DEMOTE_AFTER: Duration = Duration::from_secs(30);
+    /// The longest bound a request may ask for.
+    pub const MAX_DEMOTE_AFTER: Duration = Duration::from_secs(24 * 3600);
+}
+
+impl Default for Lossless {
+    fn default() -> Self {
+        Lossless {
+            demote_after: Self::DEFAULT_DEMOTE_AFTER,
+        }
+    }
+}
+
 /// What a request asks for: decoded by the daemon, built and encoded by clients.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -62,7 +90,12 @@ pub enum Op {
     /// name order. The classic `list`, every session at once, is `Op::Core(Command::List)`.
     ListPage { after: Option<String>, limit: usize },
     /// Start receiving events.
-    Subscribe { target: Target, replay: Replay },
+    Subscribe {
+        target: Target,
+        replay: Replay,
+        /// `Some` for a lossless subscription.
+        lossless: Option<Lossless>,
+    },
     /// Stop receiving events.
     Unsubscribe { target: Target },
     /// Answer once generation `gen` (default: the current one) has ended.

@@ -259,8 +259,8 @@ pub fn read_records(
                 ))
             }
             WireEvent::Output(f) => (f.gen, f.data.len() as u64),
-            WireEvent::Dropped { .. } => {
-                return Some(format!("record {seq}: a client's `dropped` event"))
+            WireEvent::Dropped { .. } | WireEvent::Demoted { .. } => {
+                return Some(format!("record {seq}: a client's `{}` event", event.name()))
             }
             WireEvent::State {
                 session,

@@ -3,6 +3,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry};
@@ -15,7 +16,7 @@ use super::super::subscriptions::{Cursor, Subscriptions};
 use super::super::token::Source;
 use super::super::upgrade::state::{ClientsImage, CursorImage, WaitImage};
 use super::{ClientLimits, Clients, Hello};
-use crate::proto::request::Replay;
+use crate::proto::request::{Lossless, Replay};
 
 /// `Replay` as the image spells it.
 pub fn replay_name(replay: Replay) -> String {
@@ -41,6 +42,18 @@ pub fn replay_of(name: &str) -> Replay {
     }
 }
 
+/// A duration in whole milliseconds, as the image keeps a `demote_after`.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The lossless terms an image names (a bound of 0 would demote at once: at least 1 ms).
+fn lossless_of(ms: u64) -> Lossless {
+    Lossless {
+        demote_after: Duration::from_millis(ms.max(1)),
+    }
+}
+
 impl Clients {
     /// Every connection and what is owed to it, for an upgrade image.
     pub fn export(&self, logs: &Logs) -> ClientsImage {
@@ -51,17 +64,19 @@ impl Clients {
             .iter()
             .map(|(&id, c)| {
                 let mut image = c.export(id, find);
-                let (cursors, all) = self.subs.export_client(id);
+                let (cursors, all, all_lossless) = self.subs.export_client(id);
                 image.cursors = cursors
                     .into_iter()
-                    .map(|(session, cur, behind)| CursorImage {
+                    .map(|(session, cur, behind, lossless)| CursorImage {
                         session: session.to_string(),
                         seq: cur.seq,
                         pos: cur.pos,
                         behind,
+                        lossless_ms: lossless.map(|l| millis(l.demote_after)),
                     })
                     .collect();
                 image.all = all.map(replay_name);
+                image.all_lossless_ms = all_lossless.map(|l| millis(l.demote_after));
                 image
             })
             .collect();
@@ -143,10 +158,13 @@ impl Clients {
                         seq: cur.seq,
                         pos: cur.pos,
                     };
-                    (Arc::<str>::from(cur.session.as_str()), cursor, cur.behind)
+                    let session = Arc::<str>::from(cur.session.as_str());
+                    let lossless = cur.lossless_ms.map(lossless_of);
+                    (session, cursor, cur.behind, lossless)
                 })
                 .collect();
-            subs.import_client(id, cursors, c.all.as_deref().map(replay_of));
+            let all_lossless = c.all_lossless_ms.map(lossless_of);
+            subs.import_client(id, cursors, c.all.as_deref().map(replay_of), all_lossless);
             let client = Client::resumed(stream, c, limits.max_line, limits.outbox_bytes, logs);
             clients.table.insert(id, client);
             clients.dirty.push(id);

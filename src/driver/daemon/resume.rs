@@ -158,7 +158,7 @@ impl Daemon {
         children.resume(driver.children, poll.registry());
         let hello = super::hello(&cfg, &children);
         let (limits, policy) = super::client_rules(&cfg);
-        let logs = persist.open_logs(&core, log_capacities(&core));
+        let mut logs = persist.open_logs(&core, log_capacities(&core));
         let mut clients = Clients::resume(
             driver.clients,
             poll.registry(),
@@ -167,6 +167,12 @@ impl Daemon {
             hello,
             &logs,
         );
+        // The logs lossless subscribers follow are as large as they had them.
+        for session in logs.sessions().cloned().collect::<Vec<_>>() {
+            if clients.paces(&session) {
+                logs.ensure_capacity(&session, super::super::clients::LOSSLESS_LOG_BYTES);
+            }
+        }
         let mut unverified = Unverified::default();
         for k in driver.unverified {
             persist.keep_unverified(k.gen);
@@ -218,6 +224,7 @@ impl Daemon {
             persist,
             unverified,
             again: Vec::new(),
+            parked: Default::default(),
             read_buf: vec![0; READ_BUF_BYTES],
             upgrade: None,
             own_program,

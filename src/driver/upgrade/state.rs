@@ -129,6 +129,9 @@ pub struct CursorImage {
     pub pos: u64,
     /// Its queue filled before it caught up.
     pub behind: bool,
+    /// A lossless subscription: its `demote_after` in milliseconds (how long it has held
+    /// the output back is not kept: the next program starts that count afresh).
+    pub lossless_ms: Option<u64>,
 }
 
 /// A `wait` answer held until the exit record it follows is queued.
@@ -159,6 +162,8 @@ pub struct ClientImage {
     /// Follows every session: how it starts on sessions that exist when it subscribed,
     /// as `Replay` is spelled on the wire (`now`, `start`, `tail:N`, `pos:N`, `gen:N`).
     pub all: Option<String>,
+    /// Follows every session losslessly: its `demote_after` in milliseconds.
+    pub all_lossless_ms: Option<u64>,
 }
 
 /// A `wait` registered for a live generation.

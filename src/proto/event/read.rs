@@ -29,6 +29,7 @@ impl WireEvent<'static> {
             "unkillable" => ("unkillable", unkillable(obj)),
             "input_closed" => ("input_closed", input_closed(obj)),
             "dropped" => ("dropped", dropped(obj)),
+            "demoted" => ("demoted", demoted(obj)),
             "output" => (
                 "output",
                 Err(FieldError::invalid(
@@ -167,6 +168,13 @@ fn input_closed(obj: &Object) -> Result<WireEvent<'static>> {
     Ok(WireEvent::InputClosed {
         session: session(obj)?,
         gen: obj.req_u64("gen")?,
+    })
+}
+
+fn demoted(obj: &Object) -> Result<WireEvent<'static>> {
+    Ok(WireEvent::Demoted {
+        session: session(obj)?,
+        pos: obj.req_u64("pos")?,
     })
 }
 

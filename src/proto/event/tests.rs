@@ -96,6 +96,10 @@ fn every_event() -> Vec<WireEvent<'static>> {
             from: 10,
             to: 4096,
         },
+        WireEvent::Demoted {
+            session: s("web"),
+            pos: 1 << 33,
+        },
     ]
 }
 
@@ -218,6 +222,19 @@ fn core_events_become_the_documented_lines() {
         out,
         b"{\"event\":\"dropped\",\"session\":\"web\",\"from\":1,\"to\":9}\n"
     );
+}
+
+#[test]
+fn demoted_is_the_documented_line() {
+    let mut out = Vec::new();
+    crate::proto::encode::demoted("web", 77, &mut out);
+    assert_eq!(
+        out,
+        b"{\"event\":\"demoted\",\"session\":\"web\",\"pos\":77}\n"
+    );
+    assert!(decode(r#"{"event":"demoted","session":"web"}"#)
+        .unwrap_err()
+        .contains("pos"));
 }
 
 fn decode(line: &str) -> Result<WireEvent<'static>, String> {

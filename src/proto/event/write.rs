@@ -50,6 +50,9 @@ impl WireEvent<'_> {
             WireEvent::Dropped { from, to, .. } => {
                 w.u64("from", *from).u64("to", *to);
             }
+            WireEvent::Demoted { pos, .. } => {
+                w.u64("pos", *pos);
+            }
             // Framed above; never a JSON line.
             WireEvent::Output(_) => {}
         }

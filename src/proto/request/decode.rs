@@ -2,7 +2,7 @@
 
 use super::fields::{bad, input_bytes, opt_duration, session, signal, u16_field, Result};
 use super::spec::{on_busy, spec, SPAWN_FIELDS};
-use super::{Op, Replay, Target};
+use super::{Lossless, Op, Replay, Target};
 use crate::core::{Command, Scope};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::{FieldError, Object};
@@ -107,10 +107,20 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             })
         }
         "subscribe" => {
-            fields(&["session", "all", "tail", "from_pos", "from_gen", "from_start"])?;
+            fields(&[
+                "session",
+                "all",
+                "tail",
+                "from_pos",
+                "from_gen",
+                "from_start",
+                "lossless",
+                "demote_after",
+            ])?;
             Op::Subscribe {
                 target: target(args)?,
                 replay: replay(args)?,
+                lossless: lossless(args)?,
             }
         }
         "unsubscribe" => {
@@ -164,6 +174,31 @@ fn target(args: &Object) -> Result<Target> {
         )),
         (_, Some(true)) => Ok(Target::All),
         _ => Ok(Target::Session(session(args)?)),
+    }
+}
+
+/// `"lossless": true`, with an optional `demote_after` (which means nothing without it).
+fn lossless(args: &Object) -> Result<Option<Lossless>> {
+    let on = args.opt_bool("lossless").map_err(bad)?.unwrap_or(false);
+    let after = opt_duration(args, "demote_after")?;
+    match (on, after) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(ProtoError::new(
+            ErrorCode::BadRequest,
+            "`demote_after` applies to a lossless subscription: give `lossless: true`",
+        )),
+        (true, Some(d)) if d.is_zero() || d > Lossless::MAX_DEMOTE_AFTER => {
+            Err(bad(FieldError::invalid(
+                "demote_after",
+                format!(
+                    "must be above 0 and at most {}s",
+                    Lossless::MAX_DEMOTE_AFTER.as_secs()
+                ),
+            )))
+        }
+        (true, after) => Ok(Some(Lossless {
+            demote_after: after.unwrap_or(Lossless::DEFAULT_DEMOTE_AFTER),
+        })),
     }
 }
 

@@ -5,7 +5,7 @@
 //! decode alike, so the line stays what a person would type.
 
 use super::spec::write_spec;
-use super::{Op, Replay, Target};
+use super::{Lossless, Op, Replay, Target};
 use crate::core::{Command, Scope};
 use crate::proto::base64;
 use crate::proto::duration::write_wire;
@@ -57,9 +57,19 @@ fn write(id: &RequestId, op: &Op, out: &mut Vec<u8>) -> Result<(), FieldError> {
     match op {
         Op::Hello => {}
         Op::Core(cmd) => command(&mut w, cmd)?,
-        Op::Subscribe { target, replay } => {
+        Op::Subscribe {
+            target,
+            replay,
+            lossless,
+        } => {
             write_target(&mut w, target);
             write_replay(&mut w, *replay);
+            if let Some(l) = lossless {
+                w.bool("lossless", true);
+                if l.demote_after != Lossless::DEFAULT_DEMOTE_AFTER {
+                    w.with("demote_after", |out| write_wire(l.demote_after, out));
+                }
+            }
         }
         Op::Unsubscribe { target } => write_target(&mut w, target),
         Op::Wait { session, gen } => {

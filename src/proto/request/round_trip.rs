@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{decode, encode, Op, Replay, Target};
+use super::{decode, encode, Lossless, Op, Replay, Target};
 use crate::core::{Command, Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr};
 use crate::proto::envelope::{Request, RequestId};
 use crate::proto::json::Limits;
@@ -178,8 +178,21 @@ fn every_operation_round_trips() {
         Replay::Gen(7),
         Replay::Start,
     ] {
+        let lossless = [
+            None,
+            Some(Lossless::default()),
+            Some(Lossless {
+                demote_after: Duration::from_millis(250),
+            }),
+        ];
         for target in [Target::All, Target::Session(session())] {
-            ops.push(Op::Subscribe { target, replay });
+            for lossless in lossless {
+                ops.push(Op::Subscribe {
+                    target: target.clone(),
+                    replay,
+                    lossless,
+                });
+            }
         }
     }
     ops.push(spawn(Spec::new(vec![b"true".to_vec()]), OnBusy::Replace));

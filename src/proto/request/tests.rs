@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{decode, Op, Replay, Target};
+use super::{decode, Lossless, Op, Replay, Target};
 use crate::core::{Command, IoMode, OnBusy, OnExit, Restart};
 use crate::proto::error::ProtoError;
 use crate::proto::json::parse;
@@ -108,14 +108,16 @@ fn subscriptions_and_waits() {
         dec(r#"{"op":"subscribe","all":true,"tail":100}"#).unwrap(),
         Op::Subscribe {
             target: Target::All,
-            replay: Replay::Tail(100)
+            replay: Replay::Tail(100),
+            lossless: None,
         }
     );
     assert_eq!(
         dec(r#"{"op":"subscribe","session":"s"}"#).unwrap(),
         Op::Subscribe {
             target: Target::Session("s".into()),
-            replay: Replay::Now
+            replay: Replay::Now,
+            lossless: None,
         }
     );
     assert_eq!(
@@ -167,4 +169,36 @@ fn list_is_classic_without_after_and_limit_and_paged_with_either() {
     assert!(err(r#"{"op":"list","limit":0}"#).contains("`limit`"));
     assert!(err(r#"{"op":"list","after":3}"#).contains("`after`"));
     assert!(err(r#"{"op":"list","size":3}"#).contains("size"));
+}
+
+#[test]
+fn lossless_subscriptions() {
+    let sub = |lossless| Op::Subscribe {
+        target: Target::Session("s".into()),
+        replay: Replay::Start,
+        lossless,
+    };
+    assert_eq!(
+        dec(r#"{"op":"subscribe","session":"s","from_start":true,"lossless":true}"#).unwrap(),
+        sub(Some(Lossless::default()))
+    );
+    let quick = Lossless {
+        demote_after: std::time::Duration::from_millis(1500),
+    };
+    for after in ["1500", r#""1.5s""#] {
+        let line = format!(
+            r#"{{"op":"subscribe","session":"s","from_start":true,"lossless":true,"demote_after":{after}}}"#
+        );
+        assert_eq!(dec(&line).unwrap(), sub(Some(quick)));
+    }
+    assert_eq!(
+        dec(r#"{"op":"subscribe","session":"s","from_start":true,"lossless":false}"#).unwrap(),
+        sub(None)
+    );
+    let e = err(r#"{"op":"subscribe","session":"s","demote_after":5}"#);
+    assert!(e.contains("lossless"), "{e}");
+    let e = err(r#"{"op":"subscribe","session":"s","lossless":true,"demote_after":0}"#);
+    assert!(e.contains("demote_after"), "{e}");
+    let e = err(r#"{"op":"subscribe","session":"s","lossless":"yes"}"#);
+    assert!(e.contains("lossless"), "{e}");
 }

@@ -265,11 +265,13 @@ fn write_clients(w: &mut Writer, c: &ClientsImage) {
                 .u64(cur.seq)
                 .u64(cur.pos)
                 .bool(cur.behind);
+            w.opt_u64(cur.lossless_ms);
         }
         match &cl.all {
             None => w.u8(0),
             Some(replay) => w.u8(1).str(replay),
         };
+        w.opt_u64(cl.all_lossless_ms);
     }
     w.count(c.waits.len());
     for wait in &c.waits {
@@ -336,6 +338,7 @@ fn read_clients(r: &mut Reader<'_>) -> Result<ClientsImage, ImageError> {
                 seq: r.u64()?,
                 pos: r.u64()?,
                 behind: r.bool()?,
+                lossless_ms: r.opt_u64()?,
             });
         }
         let all = match r.u8()? {
@@ -343,6 +346,7 @@ fn read_clients(r: &mut Reader<'_>) -> Result<ClientsImage, ImageError> {
             1 => Some(r.str()?.to_owned()),
             t => return Err(ImageError(format!("{t} is not a subscription tag"))),
         };
+        let all_lossless_ms = r.opt_u64()?;
         clients.push(ClientImage {
             id,
             fd,
@@ -356,6 +360,7 @@ fn read_clients(r: &mut Reader<'_>) -> Result<ClientsImage, ImageError> {
             deferred,
             cursors,
             all,
+            all_lossless_ms,
         });
     }
     let n = r.count(9)?;

@@ -70,8 +70,10 @@ fn sample() -> DriverImage {
                     seq: 3,
                     pos: 10,
                     behind: true,
+                    lossless_ms: Some(1500),
                 }],
                 all: Some("tail:5".into()),
+                all_lossless_ms: Some(30_000),
             }],
             waits: vec![WaitImage {
                 gen: 7,
