@@ -60,6 +60,13 @@ fn every_result_prints_as_documented_json() {
     let failed = objects(&failed.stdout);
     assert_eq!(failed[0]["event"], "spawn_failed");
 
+    let listed = objects(&gw(&d, &["ls", "--json"]).ok());
+    let names: Vec<&str> = listed.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["f", "s"], "one session per line: {listed:?}");
+    let one = objects(&gw(&d, &["ls", "s", "--json"]).ok());
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["name"], "s");
+
     let upgraded = objects(&gw(&d, &["upgrade", "--json"]).ok());
     assert_eq!(upgraded[0]["version"], json!(env!("CARGO_PKG_VERSION")));
     assert!(upgraded[0]["pause_ms"].is_u64(), "{upgraded:?}");

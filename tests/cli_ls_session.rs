@@ -53,8 +53,13 @@ fn ls_name_shows_one_session_in_full() {
     }
     assert!(!text.contains("echo one"), "{text}");
 
+    // `--json`: the session object itself, on one line.
     let json: Value = serde_json::from_str(&gw(&d, &["ls", "web", "--json"]).ok()).unwrap();
-    let s = &json["session"];
+    assert!(
+        json.get("ok").is_none() && json.get("id").is_none(),
+        "{json}"
+    );
+    let s = &json;
     assert_eq!(s["name"], "web");
     assert_eq!(s["current"].to_string(), g2);
     assert_eq!(s["recent_ends"][0]["gen"].to_string(), g1);
@@ -90,7 +95,7 @@ fn ls_counts_restarts() {
     let deadline = Instant::now() + PATIENCE;
     let restarts = loop {
         let json: Value = serde_json::from_str(&gw(&d, &["ls", "flap", "--json"]).ok()).unwrap();
-        let n = json["session"]["restarts"].as_u64().unwrap();
+        let n = json["restarts"].as_u64().unwrap();
         if n >= 1 {
             break n;
         }

@@ -267,17 +267,10 @@ fn ls_one(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .and_then(Value::as_object)
         .ok_or_else(|| ClientError::Protocol("get answered without `session`".into()))?;
     if m.flag("json") {
-        return print_reply(&resp);
+        super::json_out::print(s.clone())?;
+        return Ok(ExitCode::SUCCESS);
     }
     write_stdout(render_session(s, now_unix_ms()).as_bytes())?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `--json`: the daemon's answer as it came, on one line.
-fn print_reply(resp: &Object) -> CommandResult {
-    let mut out = Value::Object(resp.clone()).to_bytes();
-    out.push(b'\n');
-    write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -310,8 +303,8 @@ pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where the listing goes as pages arrive: a table, or one JSON object shaped like the
-/// classic `list` answer (`{"ok":true,"sessions":[...]}`) written a page at a time.
+/// Where the listing goes as pages arrive: a table, or JSON lines, one session object per
+/// line (docs/cli-json.md).
 enum Listing<'a> {
     Table { table: Streamed<'a>, entries: usize },
     Json { written: usize },
@@ -326,16 +319,11 @@ impl Listing<'_> {
                 write_stdout(table.part(&rows).as_bytes())
             }
             Listing::Json { written } => {
+                // JSON lines: one session object per line (docs/cli-json.md).
                 let mut bytes = Vec::new();
-                // Opened by the first session: an empty listing is written whole at the end.
-                if *written == 0 && !sessions.is_empty() {
-                    bytes.extend_from_slice(br#"{"ok":true,"sessions":["#);
-                }
                 for s in sessions {
-                    if *written > 0 {
-                        bytes.push(b',');
-                    }
                     bytes.extend_from_slice(&s.to_bytes());
+                    bytes.push(b'\n');
                     *written += 1;
                 }
                 write_stdout(&bytes)
@@ -350,8 +338,7 @@ impl Listing<'_> {
                 let none: [Vec<String>; 0] = [];
                 write_stdout(table.part(&none).as_bytes())
             }
-            Listing::Json { written: 0 } => write_stdout(b"{\"ok\":true,\"sessions\":[]}\n"),
-            Listing::Json { .. } => write_stdout(b"]}\n"),
+            Listing::Json { .. } => Ok(()),
         }
     }
 }
