@@ -116,6 +116,26 @@ fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
     None
 }
 
+/// Bytes of PTY output gathered into one record when they are already there: a terminal
+/// hands out at most a line discipline's buffer (about 4 KiB) per read, and a frame per
+/// 4 KiB would cost a header, a journal record and a delivery each.
+const PTY_COALESCE: usize = 64 * 1024;
+
+/// Reads on from a PTY master after a read that returned `n` bytes, while more is there at
+/// once and fewer than [`PTY_COALESCE`] are gathered; returns how many `buf` holds. Never
+/// waits: what is not there yet comes with the next readiness. An end of file or error met
+/// here is met again by the next read, which reports it.
+fn coalesce_pty(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8], mut n: usize) -> usize {
+    let limit = buf.len().min(PTY_COALESCE);
+    while n < limit {
+        match read_nonblocking(fd, &mut buf[n..limit]) {
+            Ok(ReadOutcome::Data(m)) => n += m,
+            _ => break,
+        }
+    }
+    n
+}
+
 /// A status read from the process as the core's [`ExitStatus`]; an unreadable one is lost.
 fn exited(gen: u64, exit: Exit) -> LeaderState {
     match exit {
@@ -465,6 +485,9 @@ impl Children {
             return Read::Gone;
         };
         match read_nonblocking(fd, buf) {
+            Ok(ReadOutcome::Data(n)) if stream == Stream::Pty => {
+                Read::Data(coalesce_pty(fd, buf, n))
+            }
             Ok(ReadOutcome::Data(n)) => Read::Data(n),
             Ok(ReadOutcome::WouldBlock) => Read::WouldBlock,
             Ok(ReadOutcome::Eof) => {
