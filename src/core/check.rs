@@ -851,6 +851,11 @@ impl Checker {
     }
 
     fn check_bounds(&self, core: &Core) {
+        assert_eq!(
+            core.next_deadline(),
+            core.scan_deadline(),
+            "the deadline index differs from a scan of the tables"
+        );
         let c = core.config();
         let list = core.list();
         assert!(

@@ -196,7 +196,9 @@ impl Core {
         // Its state was announced by the daemon that saved it; only changes from here on
         // are news (and an `Adopt` about one session announces nothing about another).
         s.announced = Some(self.state_of(&s));
+        let name = r.name.clone();
         self.sessions.insert(r.name, s);
+        self.sync_restart(&name);
         Ok(())
     }
 
@@ -234,6 +236,7 @@ impl Core {
         );
         let name = s.name.clone();
         self.gens.insert(gen, g);
+        self.sync_gen(gen);
         self.dirty.insert(name);
     }
 
@@ -300,5 +303,6 @@ impl Core {
         }
         self.dirty.insert(name.clone());
         self.on_end(name, gen, Ended::Lost);
+        self.sync_restart(name);
     }
 }

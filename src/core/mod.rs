@@ -10,6 +10,7 @@ mod action;
 pub mod check;
 mod commands;
 mod config;
+mod deadlines;
 mod durable;
 mod error;
 mod generation;
@@ -127,6 +128,8 @@ pub struct Core {
     shutdown: Shutdown,
     /// Sessions whose record changed since [`take_dirty_sessions`](Core::take_dirty_sessions).
     dirty: BTreeSet<Arc<str>>,
+    /// Every pending deadline in time order: what a loop turn reads instead of a scan.
+    deadlines: deadlines::Deadlines,
 }
 
 /// How far the daemon's shutdown got.
@@ -162,6 +165,7 @@ impl Core {
             actions: VecDeque::new(),
             shutdown: Shutdown::Running,
             dirty: BTreeSet::new(),
+            deadlines: deadlines::Deadlines::default(),
         }
     }
 
@@ -491,6 +495,7 @@ impl Core {
         };
         let session = g.session.clone();
         let outcome = g.on(self.now, input, &mut self.actions);
+        self.sync_gen(gen);
         self.apply(&session, gen, outcome);
     }
 
@@ -501,9 +506,11 @@ impl Core {
                 self.dirty.insert(name.clone());
             }
             self.on_end(name, gen, ended);
+            self.sync_restart(name);
         }
         if outcome.gone {
             self.gens.remove(&gen);
+            self.sync_gen(gen);
             self.advance_session(name);
         }
     }
@@ -575,6 +582,7 @@ impl Core {
         if s.removing {
             if !live_other(None) {
                 self.sessions.remove(name);
+                self.sync_restart(name);
                 self.dirty.insert(name.clone());
                 let event = Event::State {
                     session: name.clone(),
@@ -615,6 +623,7 @@ impl Core {
         self.next_gen += 1;
         self.gens
             .insert(gen, Generation::new(gen, session.clone(), spec, self.now));
+        self.sync_gen(gen);
         Ok(gen)
     }
 }
