@@ -856,6 +856,11 @@ impl Checker {
             core.scan_deadline(),
             "the deadline index differs from a scan of the tables"
         );
+        assert_eq!(
+            core.unannounced_states(),
+            0,
+            "a state change went unannounced"
+        );
         let c = core.config();
         let list = core.list();
         assert!(

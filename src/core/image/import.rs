@@ -353,6 +353,7 @@ fn build(config: Config, image: CoreImage) -> Core {
         },
         dirty,
         deadlines: Default::default(),
+        touched: Default::default(),
     };
     core.index_deadlines();
     core
