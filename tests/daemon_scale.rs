@@ -4,42 +4,7 @@
 mod util;
 
 use serde_json::{json, Value};
-use util::daemon::{Client, Daemon, Msg};
-
-/// Requests sent before their answers are read: keeps the socket busy without letting a
-/// batch of starts pile up more children (and descriptors) than a test machine allows.
-const BATCH: usize = 250;
-
-/// Sends `reqs` in batches, each request's answer read before the next batch, and
-/// returns the answers in order.
-fn pipelined(c: &mut Client, reqs: &[Value]) -> Vec<Value> {
-    let mut answers = Vec::with_capacity(reqs.len());
-    for (b, batch) in reqs.chunks(BATCH).enumerate() {
-        let mut bytes = Vec::new();
-        for (i, req) in batch.iter().enumerate() {
-            let mut req = req.clone();
-            req["id"] = json!(format!("p{b}.{i}"));
-            serde_json::to_writer(&mut bytes, &req).unwrap();
-            bytes.push(b'\n');
-        }
-        c.send_raw(&bytes);
-        let mut got = vec![Value::Null; batch.len()];
-        let mut left = batch.len();
-        while left > 0 {
-            let Msg::Json(v) = c.read_msg() else { continue };
-            let Some(id) = v["id"].as_str().map(str::to_owned) else {
-                continue;
-            };
-            let (rb, i) = id[1..].split_once('.').unwrap();
-            if rb.parse::<usize>().unwrap() == b {
-                got[i.parse::<usize>().unwrap()] = v;
-                left -= 1;
-            }
-        }
-        answers.extend(got);
-    }
-    answers
-}
+use util::daemon::Daemon;
 
 #[test]
 fn ten_thousand_sessions_are_served_and_the_next_is_refused_with_limit() {
@@ -49,7 +14,7 @@ fn ten_thousand_sessions_are_served_and_the_next_is_refused_with_limit() {
     let spawns: Vec<Value> = (0..N)
         .map(|i| json!({"op": "spawn", "session": format!("s{i}"), "argv": ["true"]}))
         .collect();
-    for (i, r) in pipelined(&mut c, &spawns).iter().enumerate() {
+    for (i, r) in c.pipelined(&spawns).iter().enumerate() {
         assert_eq!(r["ok"], json!(true), "spawn of s{i}: {r}");
     }
     let r = c.err(
@@ -62,7 +27,7 @@ fn ten_thousand_sessions_are_served_and_the_next_is_refused_with_limit() {
     let gets: Vec<Value> = (0..N)
         .map(|i| json!({"op": "get", "session": format!("s{i}")}))
         .collect();
-    for (i, r) in pipelined(&mut c, &gets).iter().enumerate() {
+    for (i, r) in c.pipelined(&gets).iter().enumerate() {
         assert_eq!(r["ok"], json!(true), "get of s{i}: {r}");
         assert_eq!(r["session"]["name"], json!(format!("s{i}")), "{r}");
     }
