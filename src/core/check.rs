@@ -861,6 +861,10 @@ impl Checker {
             0,
             "a state change went unannounced"
         );
+        assert!(
+            core.generation_index_is_exact(),
+            "the generations by session differ from a scan of the table"
+        );
         let c = core.config();
         let list = core.list();
         assert!(

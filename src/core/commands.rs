@@ -306,12 +306,7 @@ impl Core {
         s.restart_at = None;
         let name = s.name.clone();
         self.sync_restart(&name);
-        let gens: Vec<u64> = self
-            .gens
-            .values()
-            .filter(|g| g.session == name)
-            .map(|g| g.gen)
-            .collect();
+        let gens: Vec<u64> = self.gens_of(&name).collect();
         for gen in gens {
             self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
         }

@@ -236,6 +236,7 @@ impl Core {
         );
         let name = s.name.clone();
         self.gens.insert(gen, g);
+        self.by_session.insert((name.clone(), gen));
         self.sync_gen(gen);
         self.dirty.insert(name);
     }
@@ -267,9 +268,8 @@ impl Core {
             self.lost_unseen(name, gen);
         }
         let adopted: Vec<(u64, StopReason)> = self
-            .gens
-            .values()
-            .filter(|g| g.session == *name)
+            .gens_of(name)
+            .filter_map(|gen| self.gens.get(&gen))
             .filter_map(|g| {
                 let stop = stop_current || (stop_lost_io && !g.io_kept());
                 match (Some(g.gen) == current, stop) {

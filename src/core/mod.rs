@@ -132,6 +132,9 @@ pub struct Core {
     deadlines: deadlines::Deadlines,
     /// Sessions a generation input reached since the last announcement of states.
     touched: BTreeSet<Arc<str>>,
+    /// Every tracked generation under its session's name, so one session's generations
+    /// are found without a scan of the whole table (`get`, a start, a remove).
+    by_session: BTreeSet<(Arc<str>, u64)>,
 }
 
 /// How far the daemon's shutdown got.
@@ -169,6 +172,7 @@ impl Core {
             dirty: BTreeSet::new(),
             deadlines: deadlines::Deadlines::default(),
             touched: BTreeSet::new(),
+            by_session: BTreeSet::new(),
         }
     }
 
@@ -392,9 +396,8 @@ impl Core {
 
     fn snapshot(&self, s: &Session) -> SessionSnapshot {
         let generations = self
-            .gens
-            .values()
-            .filter(|g| g.session == s.name)
+            .gens_of(&s.name)
+            .filter_map(|gen| self.gens.get(&gen))
             .map(|g| g.snapshot(s.current != Some(g.gen)))
             .collect();
         SessionSnapshot {
@@ -440,6 +443,23 @@ impl Core {
             }),
             ..self.snapshot(s)
         }
+    }
+
+    /// The numbers of `name`'s tracked generations, oldest first, from the index.
+    fn gens_of(&self, name: &Arc<str>) -> impl Iterator<Item = u64> + '_ {
+        let span = (name.clone(), 0)..=(name.clone(), u64::MAX);
+        self.by_session.range(span).map(|(_, gen)| *gen)
+    }
+
+    /// Whether the per-session index of generations equals a scan of the table: the
+    /// oracle of the invariant checker.
+    pub fn generation_index_is_exact(&self) -> bool {
+        let scan: BTreeSet<(Arc<str>, u64)> = self
+            .gens
+            .values()
+            .map(|g| (g.session.clone(), g.gen))
+            .collect();
+        scan == self.by_session
     }
 
     /// Sessions whose state changed and was not announced, by a scan of the table: the
@@ -526,6 +546,7 @@ impl Core {
         }
         if outcome.gone {
             self.gens.remove(&gen);
+            self.by_session.remove(&(name.clone(), gen));
             self.sync_gen(gen);
             self.advance_session(name);
         }
@@ -590,13 +611,8 @@ impl Core {
         let Some(s) = self.sessions.get(name) else {
             return;
         };
-        let live_other = |gen: Option<u64>| {
-            self.gens
-                .values()
-                .any(|g| g.session == *name && Some(g.gen) != gen)
-        };
         if s.removing {
-            if !live_other(None) {
+            if self.gens_of(name).next().is_none() {
                 self.sessions.remove(name);
                 self.sync_restart(name);
                 self.dirty.insert(name.clone());
@@ -614,10 +630,7 @@ impl Core {
             .gens
             .get(&cur)
             .is_some_and(|g| g.phase == Phase::Pending);
-        let older_live = self
-            .gens
-            .values()
-            .any(|g| g.session == *name && g.gen < cur);
+        let older_live = self.gens_of(name).next().is_some_and(|g| g < cur);
         if pending && !older_live {
             self.dispatch(cur, GenInput::Start);
         }
@@ -639,6 +652,7 @@ impl Core {
         self.next_gen += 1;
         self.gens
             .insert(gen, Generation::new(gen, session.clone(), spec, self.now));
+        self.by_session.insert((session.clone(), gen));
         self.sync_gen(gen);
         Ok(gen)
     }

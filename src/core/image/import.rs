@@ -354,7 +354,13 @@ fn build(config: Config, image: CoreImage) -> Core {
         dirty,
         deadlines: Default::default(),
         touched: Default::default(),
+        by_session: Default::default(),
     };
+    core.by_session = core
+        .gens
+        .values()
+        .map(|g| (g.session.clone(), g.gen))
+        .collect();
     core.index_deadlines();
     core
 }
