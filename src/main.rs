@@ -132,6 +132,15 @@ fn resume(rest: &[String]) -> Result<ExitCode, String> {
     ))
 }
 
+/// A table limit from the command line: a positive count.
+fn limit(option: &str, value: &str) -> Result<usize, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|&n: &usize| n > 0)
+        .ok_or_else(|| format!("--{option} {value}: expected a positive count"))
+}
+
 fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> {
     init_logging();
     let (state, socket) = state_dir::resolve(m.value("state-dir").map(PathBuf::from), socket)
@@ -171,6 +180,12 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
         let d = genward::proto::duration::parse_duration(hold)
             .map_err(|e| format!("--keeper-hold {hold}: {e}"))?;
         cfg.keeper_hold = Some(d);
+    }
+    if let Some(n) = m.value("max-sessions") {
+        cfg.max_sessions = limit("max-sessions", n)?;
+    }
+    if let Some(n) = m.value("max-running") {
+        cfg.max_running = limit("max-running", n)?;
     }
     if m.flag("no-keeper") {
         cfg.keeper_hold = None;

@@ -54,6 +54,16 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "DURATION",
             "how long the keeper holds the sessions' I/O after a crash of the daemon, for the next one (default 10m)",
         ),
+        OptSpec::value(
+            "max-sessions",
+            "N",
+            "most sessions in the table; one more is refused with `limit` (default 100000)",
+        ),
+        OptSpec::value(
+            "max-running",
+            "N",
+            "most generations running, starting or stopping at once; a start beyond is refused with `limit` (default 16384)",
+        ),
         OptSpec::flag(
             "no-keeper",
             "run without a keeper: a crash of the daemon loses the sessions' I/O (they are still taken back)",

@@ -851,6 +851,20 @@ impl Checker {
     }
 
     fn check_bounds(&self, core: &Core) {
+        assert_eq!(
+            core.next_deadline(),
+            core.scan_deadline(),
+            "the deadline index differs from a scan of the tables"
+        );
+        assert_eq!(
+            core.unannounced_states(),
+            0,
+            "a state change went unannounced"
+        );
+        assert!(
+            core.generation_index_is_exact(),
+            "the generations by session differ from a scan of the table"
+        );
         let c = core.config();
         let list = core.list();
         assert!(

@@ -153,6 +153,10 @@ impl Core {
         s.want_up = true;
         s.removing = false;
         s.restart_at = None;
+        self.sync_restart(name);
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
         let old = s.current.replace(gen);
         if let Some(old) = old {
             self.dispatch(old, GenInput::Stop(StopReason::Superseded, None));
@@ -260,6 +264,8 @@ impl Core {
         if s.restart_at.take().is_some() {
             s.rest = super::Rest::Stopped;
         }
+        let name = s.name.clone();
+        self.sync_restart(&name);
         match current {
             Some(gen) => {
                 self.dispatch(gen, GenInput::Stop(StopReason::Requested, grace));
@@ -299,12 +305,8 @@ impl Core {
         s.removing = true;
         s.restart_at = None;
         let name = s.name.clone();
-        let gens: Vec<u64> = self
-            .gens
-            .values()
-            .filter(|g| g.session == name)
-            .map(|g| g.gen)
-            .collect();
+        self.sync_restart(&name);
+        let gens: Vec<u64> = self.gens_of(&name).collect();
         for gen in gens {
             self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
         }
@@ -334,11 +336,16 @@ impl Core {
                 Some(Duration::ZERO)
             }
         };
+        let mut waiting = Vec::new();
         for s in self.sessions.values_mut() {
             s.want_up = false;
             if s.restart_at.take().is_some() {
                 s.rest = super::Rest::Stopped;
+                waiting.push(s.name.clone());
             }
+        }
+        for name in waiting {
+            self.sync_restart(&name);
         }
         let gens: Vec<u64> = self.gens.keys().copied().collect();
         for gen in gens {

@@ -196,7 +196,9 @@ impl Core {
         // Its state was announced by the daemon that saved it; only changes from here on
         // are news (and an `Adopt` about one session announces nothing about another).
         s.announced = Some(self.state_of(&s));
+        let name = r.name.clone();
         self.sessions.insert(r.name, s);
+        self.sync_restart(&name);
         Ok(())
     }
 
@@ -234,6 +236,8 @@ impl Core {
         );
         let name = s.name.clone();
         self.gens.insert(gen, g);
+        self.by_session.insert((name.clone(), gen));
+        self.sync_gen(gen);
         self.dirty.insert(name);
     }
 
@@ -264,9 +268,8 @@ impl Core {
             self.lost_unseen(name, gen);
         }
         let adopted: Vec<(u64, StopReason)> = self
-            .gens
-            .values()
-            .filter(|g| g.session == *name)
+            .gens_of(name)
+            .filter_map(|gen| self.gens.get(&gen))
             .filter_map(|g| {
                 let stop = stop_current || (stop_lost_io && !g.io_kept());
                 match (Some(g.gen) == current, stop) {
@@ -300,5 +303,6 @@ impl Core {
         }
         self.dirty.insert(name.clone());
         self.on_end(name, gen, Ended::Lost);
+        self.sync_restart(name);
     }
 }

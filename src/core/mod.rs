@@ -10,6 +10,7 @@ mod action;
 pub mod check;
 mod commands;
 mod config;
+mod deadlines;
 mod durable;
 mod error;
 mod generation;
@@ -128,6 +129,13 @@ pub struct Core {
     shutdown: Shutdown,
     /// Sessions whose record changed since [`take_dirty_sessions`](Core::take_dirty_sessions).
     dirty: BTreeSet<Arc<str>>,
+    /// Every pending deadline in time order: what a loop turn reads instead of a scan.
+    deadlines: deadlines::Deadlines,
+    /// Sessions a generation input reached since the last announcement of states.
+    touched: BTreeSet<Arc<str>>,
+    /// Every tracked generation under its session's name, so one session's generations
+    /// are found without a scan of the whole table (`get`, a start, a remove).
+    by_session: BTreeSet<(Arc<str>, u64)>,
 }
 
 /// How far the daemon's shutdown got.
@@ -163,6 +171,9 @@ impl Core {
             actions: VecDeque::new(),
             shutdown: Shutdown::Running,
             dirty: BTreeSet::new(),
+            deadlines: deadlines::Deadlines::default(),
+            touched: BTreeSet::new(),
+            by_session: BTreeSet::new(),
         }
     }
 
@@ -409,9 +420,8 @@ impl Core {
 
     fn snapshot(&self, s: &Session) -> SessionSnapshot {
         let generations = self
-            .gens
-            .values()
-            .filter(|g| g.session == s.name)
+            .gens_of(&s.name)
+            .filter_map(|gen| self.gens.get(&gen))
             .map(|g| g.snapshot(s.current != Some(g.gen)))
             .collect();
         SessionSnapshot {
@@ -459,6 +469,30 @@ impl Core {
         }
     }
 
+    /// The numbers of `name`'s tracked generations, oldest first, from the index.
+    fn gens_of(&self, name: &Arc<str>) -> impl Iterator<Item = u64> + '_ {
+        let span = (name.clone(), 0)..=(name.clone(), u64::MAX);
+        self.by_session.range(span).map(|(_, gen)| *gen)
+    }
+
+    /// Whether the per-session index of generations equals a scan of the table: the
+    /// oracle of the invariant checker.
+    pub fn generation_index_is_exact(&self) -> bool {
+        let scan: BTreeSet<(Arc<str>, u64)> = self
+            .gens
+            .values()
+            .map(|g| (g.session.clone(), g.gen))
+            .collect();
+        scan == self.by_session
+    }
+
+    /// Sessions whose state changed and was not announced, by a scan of the table: the
+    /// oracle of the invariant checker (always 0 between calls).
+    pub fn unannounced_states(&self) -> usize {
+        let stale = |s: &&Session| s.announced != Some(self.state_of(s));
+        self.sessions.values().filter(stale).count()
+    }
+
     fn state_of(&self, s: &Session) -> SessionState {
         if s.removing {
             return SessionState::Removing;
@@ -485,10 +519,15 @@ impl Core {
     }
 
     /// Emits a `State` event for every session whose state changed since last announced.
+    /// Only sessions touched since the last call are looked at — those a generation input
+    /// reached, and those whose record changed — so an input costs the same with one
+    /// session or 100,000; the order is the table's (by name), as a scan would give.
     fn announce_states(&mut self) {
-        let changed: Vec<(Arc<str>, Option<u64>, SessionState)> = self
-            .sessions
-            .values()
+        let mut names = std::mem::take(&mut self.touched);
+        names.extend(self.dirty.iter().cloned());
+        let changed: Vec<(Arc<str>, Option<u64>, SessionState)> = names
+            .iter()
+            .filter_map(|n| self.sessions.get(n))
             .filter_map(|s| {
                 let state = self.state_of(s);
                 (s.announced != Some(state))
@@ -515,6 +554,8 @@ impl Core {
         };
         let session = g.session.clone();
         let outcome = g.on(self.now, input, &mut self.actions);
+        self.sync_gen(gen);
+        self.touched.insert(session.clone());
         self.apply(&session, gen, outcome);
     }
 
@@ -525,9 +566,12 @@ impl Core {
                 self.dirty.insert(name.clone());
             }
             self.on_end(name, gen, ended);
+            self.sync_restart(name);
         }
         if outcome.gone {
             self.gens.remove(&gen);
+            self.by_session.remove(&(name.clone(), gen));
+            self.sync_gen(gen);
             self.advance_session(name);
         }
     }
@@ -591,14 +635,10 @@ impl Core {
         let Some(s) = self.sessions.get(name) else {
             return;
         };
-        let live_other = |gen: Option<u64>| {
-            self.gens
-                .values()
-                .any(|g| g.session == *name && Some(g.gen) != gen)
-        };
         if s.removing {
-            if !live_other(None) {
+            if self.gens_of(name).next().is_none() {
                 self.sessions.remove(name);
+                self.sync_restart(name);
                 self.dirty.insert(name.clone());
                 let event = Event::State {
                     session: name.clone(),
@@ -614,10 +654,7 @@ impl Core {
             .gens
             .get(&cur)
             .is_some_and(|g| g.phase == Phase::Pending);
-        let older_live = self
-            .gens
-            .values()
-            .any(|g| g.session == *name && g.gen < cur);
+        let older_live = self.gens_of(name).next().is_some_and(|g| g < cur);
         if pending && !older_live {
             self.dispatch(cur, GenInput::Start);
         }
@@ -639,6 +676,8 @@ impl Core {
         self.next_gen += 1;
         self.gens
             .insert(gen, Generation::new(gen, session.clone(), spec, self.now));
+        self.by_session.insert((session.clone(), gen));
+        self.sync_gen(gen);
         Ok(gen)
     }
 }

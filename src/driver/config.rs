@@ -28,6 +28,12 @@ pub struct DaemonConfig {
     pub client_outbox_bytes: usize,
     /// Longest request line, bytes.
     pub max_line: usize,
+    /// Most sessions in the table (removing ones included); one more is refused with
+    /// `limit`.
+    pub max_sessions: usize,
+    /// Most generations tracked at once — running, starting, stopping or draining; a start
+    /// beyond it is refused with `limit`.
+    pub max_running: usize,
     /// What holds each generation's process tree.
     pub containment: ContainmentMode,
     /// How long the keeper holds the children's descriptors after this daemon died,
@@ -39,6 +45,14 @@ pub struct DaemonConfig {
 /// The keeper's default hold: long enough for a service manager, or a person, to start
 /// the daemon again.
 pub const DEFAULT_KEEPER_HOLD: Duration = Duration::from_secs(600);
+
+/// Sessions by default: enough for a fleet of agents on one host; each idle session costs
+/// a few KiB (docs/operations.md, *Limits*).
+pub const DEFAULT_MAX_SESSIONS: usize = 100_000;
+
+/// Live generations by default. Ten thousand running sessions need about 40,000
+/// descriptors (pipes mode), which the daemon raises its limit towards.
+pub const DEFAULT_MAX_RUNNING: usize = 16_384;
 
 /// How generations are contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -65,6 +79,8 @@ impl DaemonConfig {
             max_clients: 4096,
             client_outbox_bytes: 4 << 20,
             max_line: 1 << 20,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_running: DEFAULT_MAX_RUNNING,
             containment: ContainmentMode::Auto,
             keeper_hold: Some(DEFAULT_KEEPER_HOLD),
         }

@@ -130,11 +130,12 @@ pub(super) fn client_rules(cfg: &DaemonConfig) -> (ClientLimits, PeerPolicy) {
     (limits, PeerPolicy::new(cfg.allow_uids.clone()))
 }
 
-/// The core's limits (the same on start and on resume).
-pub(super) fn core_config() -> CoreConfig {
+/// The core's limits, from the daemon's configuration (which an upgrade carries, so the
+/// resumed daemon checks the imported core against the same).
+pub(super) fn core_config(cfg: &DaemonConfig) -> CoreConfig {
     CoreConfig {
-        max_sessions: 4096,
-        max_generations: 8192,
+        max_sessions: cfg.max_sessions,
+        max_generations: cfg.max_running,
         ..CoreConfig::default()
     }
 }
@@ -171,7 +172,7 @@ impl Daemon {
             start: Instant::now(),
             wire: encode::Clock { epoch_unix_ms },
         };
-        let mut core = Core::new(core_config(), left.first_gen);
+        let mut core = Core::new(core_config(&cfg), left.first_gen);
         // Before taking back: what the previous daemon's keeper held comes back with it.
         let (mut keeper, mut kept) = match cfg.keeper_hold {
             Some(hold) => find_or_start(&cfg.state_dir, hold),

@@ -339,7 +339,7 @@ fn build(config: Config, image: CoreImage) -> Core {
         .map(|g| (g.gen, generation(name_of(&g.session), g)))
         .collect();
     let dirty = image.dirty.iter().map(name_of).collect();
-    Core {
+    let mut core = Core {
         config,
         now: image.now,
         next_gen: image.next_gen,
@@ -352,7 +352,17 @@ fn build(config: Config, image: CoreImage) -> Core {
             super::ShutdownImage::Killing => Shutdown::Killing,
         },
         dirty,
-    }
+        deadlines: Default::default(),
+        touched: Default::default(),
+        by_session: Default::default(),
+    };
+    core.by_session = core
+        .gens
+        .values()
+        .map(|g| (g.session.clone(), g.gen))
+        .collect();
+    core.index_deadlines();
+    core
 }
 
 fn generation(session: Arc<str>, g: GenerationImage) -> Generation {

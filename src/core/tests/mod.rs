@@ -1,6 +1,7 @@
 //! Unit tests of the core, all driven through the invariant checker.
 
 mod commands;
+mod deadlines;
 mod harness;
 mod image;
 mod image_refusals;

@@ -42,6 +42,8 @@ fn config(c: &ConfigImage) -> DaemonConfig {
     cfg.max_clients = c.max_clients as usize;
     cfg.client_outbox_bytes = c.outbox_bytes as usize;
     cfg.max_line = c.max_line as usize;
+    cfg.max_sessions = c.max_sessions as usize;
+    cfg.max_running = c.max_running as usize;
     cfg.keeper_hold = c.keeper_hold_ms.map(std::time::Duration::from_millis);
     cfg.containment = match c.containment {
         1 => ContainmentMode::Cgroup,
@@ -83,12 +85,12 @@ impl Daemon {
         let driver = DriverImage::decode(image.require("driver").map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
         driver.check_descriptors().map_err(|e| e.to_string())?;
+        let cfg = config(&driver.config);
         let core = core_section::import(
             image.require("core").map_err(|e| e.to_string())?,
-            core_config(),
+            core_config(&cfg),
         )
         .map_err(|e| e.to_string())?;
-        let cfg = config(&driver.config);
         let mut persist =
             Persist::reopen(&cfg.state_dir, core.next_generation().saturating_sub(1))?;
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;

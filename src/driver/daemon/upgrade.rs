@@ -121,6 +121,8 @@ impl Daemon {
             max_clients: c.max_clients as u64,
             outbox_bytes: c.client_outbox_bytes as u64,
             max_line: c.max_line as u64,
+            max_sessions: c.max_sessions as u64,
+            max_running: c.max_running as u64,
             containment: match c.containment {
                 ContainmentMode::Auto => 0,
                 ContainmentMode::Cgroup => 1,

@@ -70,6 +70,9 @@ pub struct ConfigImage {
     pub max_clients: u64,
     pub outbox_bytes: u64,
     pub max_line: u64,
+    /// The core's table limits: the imported core is checked against them.
+    pub max_sessions: u64,
+    pub max_running: u64,
     /// 0 auto, 1 cgroup, 2 session.
     pub containment: u8,
     /// The program the daemon was started as: the default of the next upgrade.

@@ -5,6 +5,7 @@ use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 use super::*;
+use crate::driver::config::{DEFAULT_MAX_RUNNING, DEFAULT_MAX_SESSIONS};
 use crate::proto::envelope::RequestId;
 use crate::store::image::{ImageError, Reader, Writer};
 
@@ -53,6 +54,7 @@ impl DriverImage {
                 w.str(&r.previous_version).u64(r.paused_at_ns);
             }
         }
+        w.u64(c.max_sessions).u64(c.max_running);
         w.finish()
     }
 
@@ -65,7 +67,7 @@ impl DriverImage {
         for _ in 0..n {
             allow_uids.push(r.u32()?);
         }
-        let config = ConfigImage {
+        let mut config = ConfigImage {
             state_dir,
             socket,
             allow_uids,
@@ -74,6 +76,9 @@ impl DriverImage {
             max_clients: r.u64()?,
             outbox_bytes: r.u64()?,
             max_line: r.u64()?,
+            // Read at the end (see below).
+            max_sessions: 0,
+            max_running: 0,
             containment: small(r.u8()?, 2, "containment")?,
             program: path(&mut r)?,
             keeper_hold_ms: r.opt_u64()?,
@@ -118,6 +123,14 @@ impl DriverImage {
             }),
             t => return Err(ImageError(format!("{t} is not a requester tag"))),
         };
+        // Last, so an image of a build before them still reads: then the defaults.
+        if r.is_empty() {
+            config.max_sessions = DEFAULT_MAX_SESSIONS as u64;
+            config.max_running = DEFAULT_MAX_RUNNING as u64;
+        } else {
+            config.max_sessions = r.u64()?;
+            config.max_running = r.u64()?;
+        }
         r.end("the driver's state")?;
         Ok(DriverImage {
             config,

@@ -1,0 +1,183 @@
+//! Cost against the number of sessions N (100, 10,000, 100,000), each session idle
+//! (stopped, its last end recorded):
+//! - the daemon's resident memory per session (RSS after the N sessions, less before),
+//! - a spawn's and a `get`'s latency through the daemon (median of serial requests),
+//! - the daemon's CPU while idle,
+//! - a loop turn in the core itself (`next_deadline` + `handle_timeout`), beside the scan
+//!   of the tables it replaced (`scan_deadline`).
+//!
+//! The daemon's state directory goes to /dev/shm where there is one, so the figures are
+//! the daemon's, not the disk's `fsync`s. Run with `cargo bench --bench scale`; without
+//! `--bench` (as `cargo test --all-targets` runs it) a smoke run with small N.
+
+#[path = "../tests/util/daemon.rs"]
+mod daemon;
+
+use std::time::{Duration, Instant};
+
+use daemon::Daemon;
+use genward::core::{
+    Action, Command, Config, Core, Input, OnBusy, SpawnError, SpawnErrorKind, Spec, Time,
+};
+use genward::testkit::proc;
+use serde_json::{json, Value};
+
+/// Serial requests timed for a latency.
+const SAMPLES: usize = 200;
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let sizes: &[usize] = if full {
+        &[100, 10_000, 100_000]
+    } else {
+        &[10, 100]
+    };
+    if std::path::Path::new("/dev/shm").is_dir() {
+        std::env::set_var("TMPDIR", "/dev/shm");
+    }
+    println!("| N sessions | RSS/session | spawn p50 | get p50 | idle CPU | core turn | scan |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for &n in sizes {
+        let d = through_daemon(n, if full { 2.0 } else { 0.1 });
+        let (turn, scan) = core_turn(n);
+        println!(
+            "| {n} | {:.0} B | {:.0} µs | {:.0} µs | {:.2} % | {:.2} µs | {:.2} µs |",
+            d.rss_per_session, d.spawn_us, d.get_us, d.idle_cpu_pct, turn, scan
+        );
+    }
+}
+
+struct DaemonFigures {
+    rss_per_session: f64,
+    spawn_us: f64,
+    get_us: f64,
+    idle_cpu_pct: f64,
+}
+
+fn through_daemon(n: usize, idle_secs: f64) -> DaemonFigures {
+    let max = (n + 2 * SAMPLES + 10).to_string();
+    let d = Daemon::start("bench-scale", &["--max-sessions", &max]);
+    let pid = d.child.id();
+    let mut c = d.client();
+    c.ok(json!({"op": "hello"}));
+    let rss = || proc::status_number(pid, "VmRSS").unwrap_or(0) * 1024;
+    let before = rss();
+    let spawns: Vec<Value> = (0..n)
+        .map(|i| json!({"op": "spawn", "session": format!("s{i}"), "argv": ["true"]}))
+        .collect();
+    for r in c.pipelined(&spawns) {
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    // Idle: every session stopped, its end recorded.
+    let gets: Vec<Value> = (0..n)
+        .map(|i| json!({"op": "get", "session": format!("s{i}")}))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while c
+        .pipelined(&gets)
+        .iter()
+        .any(|r| r["session"]["current"].is_u64())
+    {
+        assert!(Instant::now() < deadline, "sessions did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let rss_per_session = rss().saturating_sub(before) as f64 / n as f64;
+    let get_us = median_us((0..SAMPLES).map(|i| {
+        let req = json!({"op": "get", "session": format!("s{}", i * n / SAMPLES)});
+        timed(|| {
+            c.ok(req.clone());
+        })
+    }));
+    let spawn_us = median_us((0..SAMPLES).map(|i| {
+        let req = json!({"op": "spawn", "session": format!("extra{i}"), "argv": ["true"]});
+        timed(|| {
+            c.ok(req.clone());
+        })
+    }));
+    std::thread::sleep(Duration::from_millis(500));
+    let cpu = || proc::stat(pid).map_or(0, |s| s.utime + s.stime);
+    let (t0, c0) = (Instant::now(), cpu());
+    std::thread::sleep(Duration::from_secs_f64(idle_secs));
+    let ticks = (cpu() - c0) as f64;
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let idle_cpu_pct = 100.0 * ticks / hz / t0.elapsed().as_secs_f64();
+    DaemonFigures {
+        rss_per_session,
+        spawn_us,
+        get_us,
+        idle_cpu_pct,
+    }
+}
+
+/// Microseconds per loop turn of a core holding `n` idle sessions: the index against the
+/// scan it replaced.
+fn core_turn(n: usize) -> (f64, f64) {
+    let config = Config {
+        max_sessions: n,
+        max_generations: n,
+        ..Config::default()
+    };
+    let mut core = Core::new(config, 1);
+    let spec = Spec::new(vec![b"true".to_vec()]);
+    let failed = || SpawnError {
+        kind: SpawnErrorKind::NotFound,
+        errno: libc::ENOENT,
+        message: None,
+    };
+    let mut now = Time::from_millis(1);
+    for i in 0..n {
+        let command = Command::Spawn {
+            session: format!("s{i}"),
+            spec: Box::new(spec.clone()),
+            on_busy: OnBusy::Replace,
+        };
+        core.handle(
+            now,
+            Input::Command {
+                request: 0,
+                command,
+            },
+        );
+        let mut spawned = Vec::new();
+        while let Some(a) = core.poll_action() {
+            if let Action::Spawn { gen, .. } = a {
+                spawned.push(gen);
+            }
+        }
+        for gen in spawned {
+            let result = Err(failed());
+            core.handle(now, Input::SpawnResult { gen, result });
+            while core.poll_action().is_some() {}
+        }
+        core.take_dirty_sessions();
+    }
+    let turns = 2000;
+    let t = Instant::now();
+    for _ in 0..turns {
+        now = Time::from_millis(now.as_millis() + 1);
+        std::hint::black_box(core.next_deadline());
+        core.handle_timeout(now);
+    }
+    let turn = t.elapsed().as_secs_f64() * 1e6 / turns as f64;
+    let scans = 20;
+    let t = Instant::now();
+    for _ in 0..scans {
+        std::hint::black_box(core.scan_deadline());
+    }
+    let scan = t.elapsed().as_secs_f64() * 1e6 / scans as f64;
+    (turn, scan)
+}
+
+fn timed(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+fn median_us(samples: impl Iterator<Item = Duration>) -> f64 {
+    let mut v: Vec<Duration> = samples.collect();
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1e6
+}

@@ -1,0 +1,62 @@
+//! Many sessions through one daemon: its table limits, and ten thousand sessions served
+//! as one.
+
+mod util;
+
+use serde_json::{json, Value};
+use util::daemon::Daemon;
+
+#[test]
+fn ten_thousand_sessions_are_served_and_the_next_is_refused_with_limit() {
+    const N: usize = 10_000;
+    let d = Daemon::start("scale-10k", &["--max-sessions", "10000"]);
+    let mut c = d.client();
+    let spawns: Vec<Value> = (0..N)
+        .map(|i| json!({"op": "spawn", "session": format!("s{i}"), "argv": ["true"]}))
+        .collect();
+    for (i, r) in c.pipelined(&spawns).iter().enumerate() {
+        assert_eq!(r["ok"], json!(true), "spawn of s{i}: {r}");
+    }
+    let r = c.err(
+        json!({"op": "spawn", "session": "one-more", "argv": ["true"]}),
+        "limit",
+    );
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("10000 sessions"), "{r}");
+    // Every session answers for itself, and an existing one still takes a new start.
+    let gets: Vec<Value> = (0..N)
+        .map(|i| json!({"op": "get", "session": format!("s{i}")}))
+        .collect();
+    for (i, r) in c.pipelined(&gets).iter().enumerate() {
+        assert_eq!(r["ok"], json!(true), "get of s{i}: {r}");
+        assert_eq!(r["session"]["name"], json!(format!("s{i}")), "{r}");
+    }
+    c.ok(json!({"op": "spawn", "session": "s0", "argv": ["true"]}));
+}
+
+#[test]
+fn a_start_beyond_the_live_generations_limit_is_refused_with_limit() {
+    let d = Daemon::start("scale-running", &["--max-running", "2"]);
+    let mut c = d.client();
+    for name in ["a", "b"] {
+        c.ok(json!({"op": "spawn", "session": name, "argv": ["sleep", "1000"]}));
+    }
+    let r = c.err(
+        json!({"op": "spawn", "session": "c", "argv": ["sleep", "1000"]}),
+        "limit",
+    );
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("2 generations"), "{r}");
+    c.ok(json!({"op": "shutdown"}));
+}
+
+#[test]
+fn a_limit_that_is_not_a_positive_count_is_refused_at_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_genward"))
+        .args(["daemon", "--max-sessions", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max-sessions 0"), "{err}");
+}
