@@ -14,42 +14,15 @@ mod util;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Instant;
 
-use genward::sys::pidfd_ext::{exit_info, ExitInfo};
 use genward::testkit::wait;
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use serde_json::{json, Value};
-use util::daemon::{output_of, Client, Daemon, Msg, LAZY_SUBREAPER, PATIENCE, SUBREAPER};
-
-fn skip(why: &str) -> bool {
-    println!("SKIP: {why}");
-    eprintln!("SKIP: {why}");
-    true
-}
-
-/// Whether this test cannot run here (said out loud): it needs `python3` for the
-/// subreaper, and a kernel that keeps exit statuses for pidfds.
-fn cannot_run() -> bool {
-    let python = Command::new("python3")
-        .args(["-c", ""])
-        .stdin(Stdio::null())
-        .status();
-    if !python.is_ok_and(|s| s.success()) {
-        return skip("no python3 for the subreaper");
-    }
-    let mut child = Command::new("true").spawn().expect("run true");
-    let pid = Pid::from_raw(child.id() as i32).unwrap();
-    let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("pidfd_open");
-    child.wait().unwrap();
-    match exit_info(pidfd.as_fd()) {
-        Ok(ExitInfo::Exited(_)) => false,
-        other => skip(&format!(
-            "no exit status kept for pidfds on this kernel (PIDFD_INFO_EXIT, 6.15+): {other:?}"
-        )),
-    }
-}
+use util::daemon::{
+    cannot_take_back_exits, output_of, Client, Daemon, Msg, LAZY_SUBREAPER, PATIENCE, SUBREAPER,
+};
 
 fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().unwrap()
@@ -158,7 +131,7 @@ const EXIT_7: &str = r#"read line < "$1"; exit 7"#;
 
 #[test]
 fn an_adopted_process_that_ends_by_itself_reports_its_own_code() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let (mut d, mut c) = daemon("adopted-code");
@@ -184,7 +157,7 @@ fn an_adopted_process_that_ends_by_itself_reports_its_own_code() {
 
 #[test]
 fn stopping_an_adopted_process_reports_stopped_and_takes_its_group_with_it() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let (mut d, mut c) = daemon("adopted-stop");
@@ -211,7 +184,7 @@ fn stopping_an_adopted_process_reports_stopped_and_takes_its_group_with_it() {
 
 #[test]
 fn a_tree_signal_reaches_an_adopted_process_group_through_the_pidfd() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let (mut d, mut c) = daemon("adopted-tree");
@@ -261,7 +234,7 @@ impl Drop for Lazy {
 
 #[test]
 fn a_status_published_after_the_exit_is_still_the_one_reported() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let mut d = Daemon::start_wrapped("adopted-late", &LAZY_SUBREAPER, &["--no-keeper"], None);

@@ -15,43 +15,14 @@ mod util;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Instant;
 
 use genward::store::keeper_file::{decode_keeper, KEEPER_FILE};
-use genward::sys::pidfd_ext::{exit_info, ExitInfo};
 use genward::testkit::wait;
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use serde_json::{json, Value};
-use util::daemon::{output_of, Client, Daemon, Msg, PATIENCE, SUBREAPER};
-
-fn skip(why: &str) -> bool {
-    println!("SKIP: {why}");
-    eprintln!("SKIP: {why}");
-    true
-}
-
-/// Whether this test cannot run here (said out loud): it needs `python3` for the
-/// subreaper, and a kernel that keeps exit statuses for pidfds.
-fn cannot_run() -> bool {
-    let python = Command::new("python3")
-        .args(["-c", ""])
-        .stdin(Stdio::null())
-        .status();
-    if !python.is_ok_and(|s| s.success()) {
-        return skip("no python3 for the subreaper");
-    }
-    let mut child = Command::new("true").spawn().expect("run true");
-    let pid = Pid::from_raw(child.id() as i32).unwrap();
-    let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("pidfd_open");
-    child.wait().unwrap();
-    match exit_info(pidfd.as_fd()) {
-        Ok(ExitInfo::Exited(_)) => false,
-        other => skip(&format!(
-            "no exit status kept for pidfds on this kernel (PIDFD_INFO_EXIT, 6.15+): {other:?}"
-        )),
-    }
-}
+use util::daemon::{cannot_take_back_exits, output_of, Client, Daemon, Msg, PATIENCE, SUBREAPER};
 
 fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().unwrap()
@@ -161,7 +132,7 @@ const FLOOD_ALL: u32 = 300_000;
 
 #[test]
 fn a_crash_with_the_keeper_alive_loses_nothing() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let mut d = Daemon::start_wrapped("keeper-crash", &SUBREAPER, &[], None);
@@ -290,7 +261,7 @@ fn a_crash_with_the_keeper_alive_loses_nothing() {
 
 #[test]
 fn with_the_keeper_killed_too_the_durable_state_takes_over() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let mut d = Daemon::start_wrapped("keeper-killed", &SUBREAPER, &[], None);
@@ -427,7 +398,7 @@ fn the_keeper_hands_nothing_to_a_process_that_does_not_hold_the_lease() {
 /// held, and a crash after the upgrade resumes both with their I/O.
 #[test]
 fn the_keeper_keeps_holding_across_an_upgrade() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let mut d = Daemon::start_wrapped("keeper-upgrade", &SUBREAPER, &[], None);
@@ -479,7 +450,7 @@ fn the_keeper_keeps_holding_across_an_upgrade() {
 /// one's end reported once it is stopped.
 #[test]
 fn generations_taken_back_cross_an_upgrade() {
-    if cannot_run() {
+    if cannot_take_back_exits() {
         return;
     }
     let mut d = Daemon::start_wrapped("keeper-then-upgrade", &SUBREAPER, &[], None);

@@ -26,13 +26,7 @@ use genward::sys::pidfd_ext::{exit_info, ExitInfo};
 use genward::testkit::wait;
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 use serde_json::{json, Value};
-use util::daemon::{Client, Daemon, Msg, PATIENCE, SUBREAPER};
-
-fn skip(why: &str) -> bool {
-    println!("SKIP: {why}");
-    eprintln!("SKIP: {why}");
-    true
-}
+use util::daemon::{skip_because, Client, Daemon, Msg, PATIENCE, SUBREAPER};
 
 /// Whether there is no `python3` for the subreaper (said out loud).
 fn no_subreaper() -> bool {
@@ -40,7 +34,7 @@ fn no_subreaper() -> bool {
         .args(["-c", ""])
         .stdin(Stdio::null())
         .status();
-    !python.is_ok_and(|s| s.success()) && skip("no python3 for the subreaper")
+    !python.is_ok_and(|s| s.success()) && skip_because("no python3 for the subreaper")
 }
 
 /// Whether this kernel keeps the exit status of a process for pidfds (`PIDFD_INFO_EXIT`,
@@ -217,7 +211,7 @@ fn stopped_once_verified(reaper: &[&str]) {
         return;
     }
     let Some(ps) = real_ps() else {
-        skip("no ps");
+        skip_because("no ps");
         return;
     };
     let (mut d, mut c) = daemon("unverified-match", reaper);
@@ -225,7 +219,7 @@ fn stopped_once_verified(reaper: &[&str]) {
     let token = match ps_token(pid as i32) {
         Observed::Token(t) => t,
         other => {
-            skip(&format!("ps cannot read a start time here: {other:?}"));
+            skip_because(&format!("ps cannot read a start time here: {other:?}"));
             return;
         }
     };

@@ -291,21 +291,7 @@ impl Child {
     /// A process a previous daemon started, taken back: watched through its pidfd, with
     /// no streams of ours.
     pub fn adopted(gen: u64, process: Process, registry: &Registry) -> Child {
-        let mut child = Child {
-            gen,
-            process,
-            outputs: [None, None, None],
-            stdin: None,
-            hung_up_pty: None,
-            pidfd_watched: false,
-            input: Vec::new(),
-            close_input_when_written: false,
-            cgroup: None,
-            watch: None,
-            closed: Roles::NONE,
-        };
-        child.register_all(registry, true);
-        child
+        Child::adopted_with_io(gen, process, [None, None, None], None, registry)
     }
 
     /// Its state for an upgrade image: its process and the numbers of the descriptors

@@ -529,3 +529,35 @@ pub fn output_of(msgs: &[Msg], gen: u64) -> Vec<u8> {
 pub fn daemon_binary() -> std::ffi::OsString {
     std::env::var_os("GENWARD_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_genward").into())
 }
+
+/// Says why a test is skipped, on both outputs (visible however the tests are run).
+pub fn skip_because(why: &str) -> bool {
+    println!("SKIP: {why}");
+    eprintln!("SKIP: {why}");
+    true
+}
+
+/// Whether tests of processes taken back after a crash cannot run here (said out loud):
+/// they need `python3` for the subreaper, and a kernel that keeps exit statuses for
+/// pidfds (PIDFD_INFO_EXIT).
+pub fn cannot_take_back_exits() -> bool {
+    use genward::sys::pidfd_ext::{exit_info, ExitInfo};
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let python = Command::new("python3")
+        .args(["-c", ""])
+        .stdin(Stdio::null())
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        return skip_because("no python3 for the subreaper");
+    }
+    let mut child = Command::new("true").spawn().expect("run true");
+    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    let pidfd = pidfd_open(pid, PidfdFlags::empty()).expect("pidfd_open");
+    child.wait().unwrap();
+    match exit_info(pidfd.as_fd()) {
+        Ok(ExitInfo::Exited(_)) => false,
+        other => skip_because(&format!(
+            "no exit status kept for pidfds on this kernel (PIDFD_INFO_EXIT, 6.15+): {other:?}"
+        )),
+    }
+}
