@@ -13,7 +13,6 @@
 mod util;
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::process::Child;
 use std::time::Instant;
 
@@ -21,7 +20,8 @@ use genward::testkit::wait;
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use serde_json::{json, Value};
 use util::daemon::{
-    cannot_take_back_exits, output_of, Client, Daemon, Msg, LAZY_SUBREAPER, PATIENCE, SUBREAPER,
+    cannot_take_back_exits, fifo, output_of, release, Client, Daemon, Msg, LAZY_SUBREAPER,
+    PATIENCE, SUBREAPER,
 };
 
 fn gen_of(v: &Value) -> u64 {
@@ -46,41 +46,6 @@ fn spawn_kept(c: &mut Client, session: &str, script: &str, args: &[&str]) -> (u6
     let seen = c.events_until(|m| m.is("spawned", gen));
     let pid = seen.last().unwrap().json()["pid"].as_u64().unwrap();
     (gen, pid as u32)
-}
-
-/// A fifo in the daemon's directory, and the argument that names it.
-fn fifo(d: &Daemon) -> std::path::PathBuf {
-    let fifo = d.dir.join("go");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
-        0,
-    )
-    .unwrap();
-    fifo
-}
-
-/// Writes a line into `fifo` for the process that reads it; its open of the fifo may still
-/// be on its way.
-fn release(fifo: &std::path::Path) {
-    let deadline = Instant::now() + PATIENCE;
-    let mut writer = loop {
-        let open = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(fifo);
-        match open {
-            Ok(f) => break f,
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                assert!(Instant::now() < deadline, "nobody opened the fifo");
-                std::thread::yield_now();
-            }
-            Err(e) => panic!("open the fifo: {e}"),
-        }
-    };
-    std::io::Write::write_all(&mut writer, b"go\n").unwrap();
 }
 
 /// The pid a generation printed as `child=<pid>.`, and a pidfd for it (it runs: the pidfd
@@ -135,7 +100,7 @@ fn an_adopted_process_that_ends_by_itself_reports_its_own_code() {
         return;
     }
     let (mut d, mut c) = daemon("adopted-code");
-    let fifo = fifo(&d);
+    let fifo = fifo(&d, "go");
     let (gen, _) = spawn_kept(&mut c, "job", EXIT_7, &[fifo.to_str().unwrap()]);
     drop(c);
 
@@ -240,7 +205,7 @@ fn a_status_published_after_the_exit_is_still_the_one_reported() {
     let mut d = Daemon::start_wrapped("adopted-late", &LAZY_SUBREAPER, &["--no-keeper"], None);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let fifo = fifo(&d);
+    let fifo = fifo(&d, "go");
     let (gen, pid) = spawn_kept(&mut c, "late", EXIT_7, &[fifo.to_str().unwrap()]);
     drop(c);
 

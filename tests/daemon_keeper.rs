@@ -13,8 +13,7 @@
 mod util;
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Child;
 use std::time::Instant;
 
@@ -22,7 +21,9 @@ use genward::store::keeper_file::{decode_keeper, KEEPER_FILE};
 use genward::testkit::wait;
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use serde_json::{json, Value};
-use util::daemon::{cannot_take_back_exits, output_of, Client, Daemon, Msg, PATIENCE, SUBREAPER};
+use util::daemon::{
+    cannot_take_back_exits, fifo, output_of, release, Client, Daemon, Msg, PATIENCE, SUBREAPER,
+};
 
 fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().unwrap()
@@ -44,41 +45,6 @@ fn await_exit(fd: &OwnedFd, what: &str) {
 fn keeper_pid(state: &Path) -> u32 {
     let bytes = std::fs::read(state.join(KEEPER_FILE)).expect("the keeper's record");
     decode_keeper(&bytes).expect("a well-formed record").pid
-}
-
-/// A fifo in the daemon's directory.
-fn fifo(d: &Daemon, name: &str) -> PathBuf {
-    let fifo = d.dir.join(name);
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
-        0,
-    )
-    .unwrap();
-    fifo
-}
-
-/// Writes a line into `fifo` for the process that reads it; its open of the fifo may still
-/// be on its way.
-fn release(fifo: &Path) {
-    let deadline = Instant::now() + PATIENCE;
-    let mut writer = loop {
-        let open = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(fifo);
-        match open {
-            Ok(f) => break f,
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                assert!(Instant::now() < deadline, "nobody opened the fifo");
-                std::thread::yield_now();
-            }
-            Err(e) => panic!("open the fifo: {e}"),
-        }
-    };
-    std::io::Write::write_all(&mut writer, b"go\n").unwrap();
 }
 
 /// Spawns `spec` (a spawn request's members) as `session`; its generation and pid.

@@ -561,3 +561,39 @@ pub fn cannot_take_back_exits() -> bool {
         )),
     }
 }
+
+/// A fifo in the daemon's directory.
+pub fn fifo(d: &Daemon, name: &str) -> PathBuf {
+    let fifo = d.dir.join(name);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        0,
+    )
+    .unwrap();
+    fifo
+}
+
+/// Writes a line into `fifo` for the process that reads it; its open of the fifo may still
+/// be on its way.
+pub fn release(fifo: &Path) {
+    let deadline = Instant::now() + PATIENCE;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut writer = loop {
+        let open = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo);
+        match open {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(Instant::now() < deadline, "nobody opened the fifo");
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("open the fifo: {e}"),
+        }
+    };
+    std::io::Write::write_all(&mut writer, b"go\n").unwrap();
+}
