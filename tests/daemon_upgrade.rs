@@ -321,7 +321,7 @@ fn waits_and_exit_codes(extra: &[&str]) {
 /// A stop under way keeps its escalation: the core's clock continues across the exec, so
 /// SIGKILL comes when the grace given before the upgrade runs out.
 #[test]
-fn a_stop_under_way_escalates_on_time_after_an_upgrade() {
+fn a_stop_under_way_still_escalates_after_an_upgrade() {
     let d = Daemon::start("upgrade-stop", &[]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));

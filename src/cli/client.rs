@@ -358,6 +358,16 @@ pub fn str_of<'a>(obj: &'a Object, key: &str) -> Option<&'a str> {
     obj.get(key).and_then(Value::as_str)
 }
 
+/// The objects of array member `key` (none if it is absent or not an array).
+pub fn objects_of<'a>(obj: &'a Object, key: &str) -> Vec<&'a Object> {
+    obj.get(key)
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_object)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

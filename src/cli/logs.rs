@@ -23,7 +23,7 @@ mod when;
 use std::process::ExitCode;
 
 use super::args::Matches;
-use super::client::{response_for, u64_of, Connection};
+use super::client::{objects_of, response_for, u64_of, Connection};
 use super::dispatch::{gen_arg, session_arg, write_stderr, CommandError, CommandResult, Context};
 use super::wait::{describe, last_end};
 use crate::core::Command;
@@ -44,6 +44,14 @@ struct Options {
     json: bool,
 }
 
+impl Options {
+    /// Whether following ends with the end of generation `gen`: the one asked for by
+    /// number, or the one followed (unless restarts are followed too).
+    fn ends_with(&self, followed: Option<u64>, gen: u64) -> bool {
+        self.only == Some(gen) || (followed == Some(gen) && !self.follow_restarts)
+    }
+}
+
 /// The generations a `get` answer knows for its session: current, live, recent ends.
 fn known_gens(snap: &Object) -> Vec<u64> {
     let Some(s) = snap.get("session").and_then(Value::as_object) else {
@@ -51,14 +59,11 @@ fn known_gens(snap: &Object) -> Vec<u64> {
     };
     let mut gens: Vec<u64> = u64_of(s, "current").into_iter().collect();
     for key in ["generations", "recent_ends"] {
-        if let Some(items) = s.get(key).and_then(Value::as_array) {
-            gens.extend(
-                items
-                    .iter()
-                    .filter_map(Value::as_object)
-                    .filter_map(|g| u64_of(g, "gen")),
-            );
-        }
+        gens.extend(
+            objects_of(s, key)
+                .into_iter()
+                .filter_map(|g| u64_of(g, "gen")),
+        );
     }
     if let Ok(Some(end)) = last_end(snap) {
         gens.push(end.gen());
@@ -72,12 +77,9 @@ fn known_gens(snap: &Object) -> Vec<u64> {
 fn live_gens(snap: &Object) -> Vec<u64> {
     snap.get("session")
         .and_then(Value::as_object)
-        .and_then(|s| s.get("generations"))
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_object)
+        .map(|s| {
+            objects_of(s, "generations")
+                .into_iter()
                 .filter_map(|g| u64_of(g, "gen"))
                 .collect()
         })
@@ -198,12 +200,8 @@ fn replay(
                 if o.only.is_none_or(|g| ev.gen() == Some(g)) || ev.gen().is_none() {
                     crate::cli::json_out::print(crate::cli::events::event_object(ev))?;
                 }
-                if let Some(end) = ev.end() {
-                    if followed == Some(end.gen()) && !o.follow_restarts
-                        || o.only == Some(end.gen())
-                    {
-                        return Ok(ExitCode::SUCCESS);
-                    }
+                if ev.end().is_some_and(|end| o.ends_with(followed, end.gen())) {
+                    return Ok(ExitCode::SUCCESS);
                 }
                 if let WireEvent::Spawned { gen, .. } = ev {
                     followed = followed.or(Some(*gen));
@@ -245,10 +243,7 @@ fn replay(
                         .as_bytes(),
                     )?;
                 }
-                if followed == Some(end.gen()) && !o.follow_restarts {
-                    return Ok(ExitCode::SUCCESS);
-                }
-                if o.only == Some(end.gen()) {
+                if o.ends_with(followed, end.gen()) {
                     return Ok(ExitCode::SUCCESS);
                 }
             }

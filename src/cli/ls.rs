@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::args::Matches;
-use super::client::{str_of, u64_of, ClientError};
+use super::client::{objects_of, str_of, u64_of, ClientError};
 use super::dispatch::{session_arg, write_stdout, CommandError, CommandResult, Context};
 use super::list_pages::Pages;
 use super::table::{render, Column, Streamed};
@@ -70,13 +70,7 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
         .and_then(Value::as_object)
         .map(last_end)
         .unwrap_or_else(|| "-".into());
-    let gens: Vec<&Object> = s
-        .get("generations")
-        .and_then(Value::as_array)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_object)
-        .collect();
+    let gens = objects_of(s, "generations");
     if gens.is_empty() {
         let mut state = state;
         if let Some(at) = u64_of(s, "restart_at_unix_ms") {
@@ -185,13 +179,7 @@ pub fn render_session(s: &Object, now: u64) -> String {
         "restarts",
         u64_of(s, "restarts").map_or_else(|| "?".into(), |n| n.to_string()),
     );
-    let gens: Vec<&Object> = s
-        .get("generations")
-        .and_then(Value::as_array)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_object)
-        .collect();
+    let gens = objects_of(s, "generations");
     out.push_str("\nGenerations:\n");
     if gens.is_empty() {
         out.push_str("  (none running)\n");

@@ -348,8 +348,12 @@ impl Clients {
 
     /// Whether `session`'s output must wait: a lossless follower is behind its log.
     pub fn holds_back(&self, session: &str, logs: &Logs) -> bool {
-        logs.get(session)
-            .is_some_and(|ring| self.subs.holds_back(session, ring))
+        // Asked after every read: without a lossless subscriber anywhere, nothing is
+        // looked up.
+        self.subs.has_pacers()
+            && logs
+                .get(session)
+                .is_some_and(|ring| self.subs.holds_back(session, ring))
     }
 
     /// `session`'s output waits from `now` for its lossless followers that are behind.

@@ -341,9 +341,6 @@ impl Subscriptions {
     /// Whether a lossless follower of `session` is behind its log (its queue is full):
     /// then the session's output must wait, or the log would move past it.
     pub fn holds_back(&self, session: &str, ring: &Ring) -> bool {
-        if self.pacers.is_empty() {
-            return false;
-        }
         let Some(subs) = self.cursors.get(session) else {
             return false;
         };
@@ -351,6 +348,11 @@ impl Subscriptions {
         self.pacers
             .clients_of(session)
             .any(|c| subs.get(c).is_some_and(|cur| cur.seq < end))
+    }
+
+    /// Whether any subscription anywhere is lossless.
+    pub fn has_pacers(&self) -> bool {
+        !self.pacers.is_empty()
     }
 
     /// The output of `session` waits from `now` for the lossless followers behind.
