@@ -165,7 +165,10 @@ impl Terminal {
             if self.seen_by(b'z', t.min(deadline)) {
                 return;
             }
-            assert!(Instant::now() < deadline, "the attached program never answered");
+            assert!(
+                Instant::now() < deadline,
+                "the attached program never answered"
+            );
         }
     }
 
@@ -228,9 +231,14 @@ fn genward_side(floods: usize, keys: usize) -> (Vec<Duration>, f64) {
     c.ok(json!({"op": "spawn", "session": "typed", "argv": ["sh", "-c", ECHOER], "pty": true}));
     let (mut term, slave) = open_terminal();
     let mut cmd = Command::new(daemon::daemon_binary());
-    cmd.arg("--socket")
-        .arg(&d.socket)
-        .args(["attach", "typed", "--detach-key", "none", "--redraw", "none"]);
+    cmd.arg("--socket").arg(&d.socket).args([
+        "attach",
+        "typed",
+        "--detach-key",
+        "none",
+        "--redraw",
+        "none",
+    ]);
     let mut client = start_on_terminal(cmd, slave);
     term.await_ready();
     let before = (Instant::now(), flood_bytes(&mut c));
@@ -295,7 +303,12 @@ fn have_dtach() -> bool {
 
 fn min_med_max(mut v: Vec<f64>) -> String {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    format!("{:.2} / {:.2} / {:.2}", v[0], v[v.len() / 2], v[v.len() - 1])
+    format!(
+        "{:.2} / {:.2} / {:.2}",
+        v[0],
+        v[v.len() / 2],
+        v[v.len() - 1]
+    )
 }
 
 fn main() {
@@ -319,10 +332,14 @@ fn main() {
             // Alternate which side goes first.
             let (ours, theirs) = if round % 2 == 0 {
                 let g = genward_side(floods, z.keys);
-                let t = dtach.then(|| dtach_side(&scratch, floods, z.keys)).flatten();
+                let t = dtach
+                    .then(|| dtach_side(&scratch, floods, z.keys))
+                    .flatten();
                 (g, t)
             } else {
-                let t = dtach.then(|| dtach_side(&scratch, floods, z.keys)).flatten();
+                let t = dtach
+                    .then(|| dtach_side(&scratch, floods, z.keys))
+                    .flatten();
                 (genward_side(floods, z.keys), t)
             };
             let g = side(&ours.0);
@@ -357,7 +374,11 @@ fn main() {
         println!("| floods | p50 ratio min / median / max | p99 ratio min / median / max |");
         println!("|---:|---|---|");
         for (floods, p50s, p99s) in ratios {
-            println!("| {floods} | {} | {} |", min_med_max(p50s), min_med_max(p99s));
+            println!(
+                "| {floods} | {} | {} |",
+                min_med_max(p50s),
+                min_med_max(p99s)
+            );
         }
     }
 }

@@ -1,0 +1,244 @@
+//! Spawns per second through the daemon, side by side in one run with a shell loop and
+//! with supervisord.
+//!
+//! Each side starts `/bin/true` N times and sees every one end:
+//! - **genward, one at a time**: spawn, wait for `exited`, again (one session);
+//! - **genward, pipelined**: a window of W sessions, each spawned again as soon as its
+//!   previous generation's `exited` arrives, requests pipelined on one connection — how an
+//!   orchestrator starting many tools at once drives the daemon;
+//! - **shell loop**: `sh -c 'while ...; do /bin/true; done'`, a fork/exec/wait per spawn
+//!   and nothing else (no pidfd, no cgroup, no record, no one told);
+//! - **supervisord** (where installed): `supervisorctl start` of a group of N programs
+//!   running `/bin/true` (`startsecs=0`), timed until the command returns with all started;
+//!   its own batch form, the fastest way it offers.
+//!
+//! Sides alternate in each round; `--rounds R` (default 3) and the summary gives
+//! min/median/max of the ratios over rounds.
+//!
+//! Run with `cargo bench --bench spawn_rate` (`make bench`). Prints markdown tables.
+
+#[path = "../tests/util/daemon.rs"]
+mod daemon;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon::Daemon;
+use serde_json::json;
+
+struct Sizes {
+    spawns: usize,
+    window: usize,
+    supervised: usize,
+    rounds: usize,
+}
+
+const FULL: Sizes = Sizes {
+    spawns: 3000,
+    window: 64,
+    supervised: 500,
+    rounds: 3,
+};
+
+const SMOKE: Sizes = Sizes {
+    spawns: 20,
+    window: 4,
+    supervised: 5,
+    rounds: 1,
+};
+
+/// Seconds for `n` spawns, one at a time.
+fn genward_serial(d: &Daemon, n: usize) -> f64 {
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let t = Instant::now();
+    for _ in 0..n {
+        let gen = c.ok(json!({"op": "spawn", "session": "serial", "argv": ["/bin/true"]}))["gen"]
+            .as_u64()
+            .unwrap();
+        c.events_until(|m| m.is("exited", gen));
+    }
+    t.elapsed().as_secs_f64()
+}
+
+/// Seconds for `n` spawns with `window` sessions kept busy.
+fn genward_pipelined(d: &Daemon, n: usize, window: usize) -> f64 {
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let spawn = |i: usize| json!({"op": "spawn", "session": format!("w{}", i % window), "argv": ["/bin/true"]});
+    let t = Instant::now();
+    let mut sent = window.min(n);
+    let mut ended = 0;
+    for i in 0..sent {
+        c.send_raw(format!("{}\n", spawn(i)).as_bytes());
+    }
+    while ended < n {
+        let m = c.read_msg();
+        let v = m.json();
+        if v.get("ok").is_some() {
+            assert_eq!(v["ok"], true, "spawn refused: {v}");
+            continue;
+        }
+        match v["event"].as_str() {
+            Some("exited") => {
+                ended += 1;
+                if sent < n {
+                    c.send_raw(format!("{}\n", spawn(sent)).as_bytes());
+                    sent += 1;
+                }
+            }
+            Some("spawn_failed") => panic!("spawn failed: {v}"),
+            _ => {}
+        }
+    }
+    t.elapsed().as_secs_f64()
+}
+
+fn shell_loop(n: usize) -> f64 {
+    let t = Instant::now();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done"
+        ))
+        .status()
+        .expect("run sh");
+    assert!(st.success());
+    t.elapsed().as_secs_f64()
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// supervisord with `n` programs running `/bin/true`; seconds for `supervisorctl start`
+/// of all of them.
+fn supervisord(dir: &Path, n: usize) -> f64 {
+    let conf = dir.join("supervisord.conf");
+    let sock = dir.join("supervisor.sock");
+    let _ = std::fs::remove_file(&sock);
+    std::fs::write(
+        &conf,
+        format!(
+            "[unix_http_server]\nfile={sock}\n\n[supervisord]\nnodaemon=true\nlogfile={dir}/supervisord.log\npidfile={dir}/supervisord.pid\nchildlogdir={dir}\nloglevel=warn\n\n[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n[supervisorctl]\nserverurl=unix://{sock}\n\n[program:t]\ncommand=/bin/true\nprocess_name=%(program_name)s_%(process_num)d\nnumprocs={n}\nautostart=false\nautorestart=false\nstartsecs=0\nstdout_logfile=NONE\nstderr_logfile=NONE\n",
+            sock = sock.display(),
+            dir = dir.display(),
+        ),
+    )
+    .unwrap();
+    let mut sv = Command::new("supervisord")
+        .arg("-c")
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start supervisord");
+    let ctl = |args: &[&str]| {
+        Command::new("supervisorctl")
+            .arg("-c")
+            .arg(&conf)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run supervisorctl")
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ctl(&["pid"]).success() {
+        assert!(Instant::now() < deadline, "supervisord did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = Instant::now();
+    ctl(&["start", "t:*"]);
+    let secs = t.elapsed().as_secs_f64();
+    let _ = sv.kill();
+    let _ = sv.wait();
+    secs
+}
+
+fn min_med_max(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    format!(
+        "{:.2} / {:.2} / {:.2}",
+        v[0],
+        v[v.len() / 2],
+        v[v.len() - 1]
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench");
+    let mut z = if full { FULL } else { SMOKE };
+    if let Some(i) = args.iter().position(|a| a == "--rounds") {
+        z.rounds = args[i + 1].parse().expect("--rounds N");
+    }
+    let supervisor = have("supervisord") && have("supervisorctl");
+    if !supervisor {
+        println!("SKIP supervisord baseline: supervisord not installed");
+    }
+    let scratch = genward::testkit::scratch::ScratchDir::new("bench-supervisord");
+    println!(
+        "| round | genward, one at a time | genward, pipelined ({} at once) | shell loop | supervisord (`start` of {}) |",
+        z.window, z.supervised
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    let (mut serial_vs_loop, mut piped_vs_loop, mut piped_vs_sv) = (vec![], vec![], vec![]);
+    for round in 0..z.rounds {
+        let rate = |n: usize, secs: f64| n as f64 / secs;
+        let genward_side = || {
+            let d = Daemon::start("bench-spawn-rate", &[]);
+            let serial = rate(z.spawns, genward_serial(&d, z.spawns));
+            (
+                serial,
+                rate(z.spawns, genward_pipelined(&d, z.spawns, z.window)),
+            )
+        };
+        let baseline_side = || {
+            let shell = rate(z.spawns, shell_loop(z.spawns));
+            let sv = supervisor.then(|| rate(z.supervised, supervisord(&scratch, z.supervised)));
+            (shell, sv)
+        };
+        // Alternate which side goes first.
+        let ((serial, piped), (shell, sv)) = if round % 2 == 0 {
+            let g = genward_side();
+            (g, baseline_side())
+        } else {
+            let b = baseline_side();
+            (genward_side(), b)
+        };
+        serial_vs_loop.push(serial / shell);
+        piped_vs_loop.push(piped / shell);
+        if let Some(sv) = sv {
+            piped_vs_sv.push(piped / sv);
+        }
+        println!(
+            "| {} | {serial:.0} /s | {piped:.0} /s | {shell:.0} /s | {} |",
+            round + 1,
+            sv.map_or("SKIP".into(), |v| format!("{v:.0} /s"))
+        );
+    }
+    println!();
+    println!("| ratio | min / median / max |");
+    println!("|---|---|");
+    println!(
+        "| genward one at a time / shell loop | {} |",
+        min_med_max(serial_vs_loop)
+    );
+    println!(
+        "| genward pipelined / shell loop | {} |",
+        min_med_max(piped_vs_loop)
+    );
+    if !piped_vs_sv.is_empty() {
+        println!(
+            "| genward pipelined / supervisord | {} |",
+            min_med_max(piped_vs_sv)
+        );
+    }
+}
