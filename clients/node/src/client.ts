@@ -285,7 +285,19 @@ export class Client extends EventEmitter {
             return;
           }
           if (m.kind === 'output') {
-            items.push({ type: 'output', ...(m.header as any), data: m.data });
+            let { data } = m;
+            const h = { ...(m.header as any) };
+            delete h.event;
+            delete h.len;
+            // The daemon replays whole records: start exactly at `fromPos`.
+            if (opts.fromPos !== undefined && typeof h.pos === 'number' && h.pos < opts.fromPos) {
+              const skip = Math.min(opts.fromPos - h.pos, data.length);
+              if (skip === data.length) return;
+              data = data.subarray(skip);
+              h.pos += skip;
+              h.offset += skip;
+            }
+            items.push({ ...h, type: 'output', data });
             bytes += m.data.length;
             if (bytes > this.highWaterMark) sock.pause();
           } else {
