@@ -450,7 +450,7 @@ export class Client extends EventEmitter {
       try {
         this.decoder.push(chunk, (m) => this.dispatch(m));
       } catch (e) {
-        this.emit('error', e);
+        this.fault(e);
         sock.destroy();
       }
     });
@@ -500,7 +500,7 @@ export class Client extends EventEmitter {
       const id = m.body.id;
       const p = typeof id === 'number' ? this.pending.get(id) : undefined;
       if (!p) {
-        if (!m.body.ok) this.emit('error', errorFromWire(m.body.error));
+        if (!m.body.ok) this.fault(errorFromWire(m.body.error));
         return;
       }
       this.pending.delete(id);
@@ -640,8 +640,13 @@ export class Client extends EventEmitter {
       `could not reconnect to the genward daemon at ${this.socketPath}: ${last instanceof Error ? last.message : String(last)}`,
     );
     this.failAll(err);
-    this.emit('error', err);
+    this.fault(err);
     this.emit('close');
+  }
+
+  /** `error` reaches listeners if there are any; it never throws out of the client. */
+  private fault(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
   }
 
   private failAll(err: Error): void {

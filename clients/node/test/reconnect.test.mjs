@@ -66,8 +66,9 @@ test('a handle\'s wait carries on across a daemon crash', async () => {
   try {
     const h = await client.spawn('inflight', ['cat']);
     const exit = h.wait();
+    const disconnected = once(client, 'disconnect');
     await daemon.crash();
-    await once(client, 'disconnect');
+    await disconnected;
     const reconnected = once(client, 'reconnect');
     await daemon.start();
     await reconnected;
