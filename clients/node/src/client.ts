@@ -173,13 +173,23 @@ export class Client extends EventEmitter {
           : typeof opts.pty === 'object'
             ? { cols: opts.pty.cols, rows: opts.pty.rows }
             : undefined;
+    // The subscription goes in the same write, right behind the spawn: the daemon takes
+    // both in one turn, before the process can have written anything, so a lossless
+    // client follows the new generation from its first byte.
+    this.sock?.cork();
+    const spawned = this.send('spawn', spawnArgs(name, argv, opts), {
+      onResponse: (body) => {
+        // Synchronously, before any later message is read: nothing of it is missed.
+        handle = this.track(sub, body.gen, size);
+      },
+    });
+    if (!sub.subscribed) {
+      sub.subscribed = true;
+      this.send('subscribe', this.subscribeArgs(sub, {})).catch(() => {});
+    }
+    this.sock?.uncork();
     try {
-      await this.send('spawn', spawnArgs(name, argv, opts), {
-        onResponse: (body) => {
-          // Synchronously, before any later message is read: nothing of it is missed.
-          handle = this.track(sub, body.gen, size);
-        },
-      });
+      await spawned;
     } catch (e) {
       sub.pendingSpawns--;
       this.release(sub);
