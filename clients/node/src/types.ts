@@ -70,9 +70,13 @@ export interface ExitInfo {
 /** How a generation ended, as `list`/`get` report it (`last_end`, `recent_ends`). */
 export interface EndSummary {
   gen: number;
-  code: number | null;
-  signal: string | null;
+  /** `exited`, `signaled`, `stopped`, `killed`, `superseded`, `lost`, or `spawn_failed`. */
   cause: string;
+  /** Absent for a generation that could not start (`cause: 'spawn_failed'`). */
+  code?: number | null;
+  signal?: string | null;
+  /** Why it could not start, for `cause: 'spawn_failed'`. */
+  error?: { kind: string; errno?: number | null; message: string };
   [more: string]: unknown;
 }
 
