@@ -39,10 +39,14 @@ export class Daemon {
     return d;
   }
 
-  /** Starts (or starts again) the daemon on this state directory; resolves once it serves. */
-  async start() {
+  /**
+   * Starts (or starts again) the daemon on this state directory; resolves once it serves.
+   * `socket`: listen there instead of the state directory's socket (which clients find).
+   */
+  async start({ socket } = {}) {
     const log = openSync(this.logPath, 'a');
-    const proc = spawn(genwardBin(), ['daemon', '--state-dir', this.stateDir, '--ready-fd', '3'], {
+    const where = socket ? ['--socket', socket] : [];
+    const proc = spawn(genwardBin(), [...where, 'daemon', '--state-dir', this.stateDir, '--ready-fd', '3'], {
       stdio: ['ignore', log, log, 'pipe'],
     });
     closeSync(log);

@@ -3,6 +3,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { renameSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client, ConnectionLostError } from '../dist/esm/index.js';
 import { Daemon, collect, until } from './daemon.mjs';
 
@@ -82,8 +84,7 @@ test('a handle\'s wait carries on across a daemon crash', async () => {
 test('output the daemon read and let go while the client was away is reported as dropped', async () => {
   const client = await Client.connect({ socket: daemon.socket });
   try {
-    // Writes 2 MiB a second after starting: while the daemon is away the keeper holds the
-    // pipe; the next daemon reads it all into a 64 KiB log before the client is back.
+    // Writes 2 MiB a second after starting: while no daemon runs, the keeper holds the pipe.
     const script = 'echo start; sleep 1; head -c 2097152 /dev/zero; echo; echo end; cat';
     const h = await client.spawn('gap', ['sh', '-c', script], { buffer: 65536 });
     const dropped = [];
@@ -94,9 +95,15 @@ test('output the daemon read and let go while the client was away is reported as
     const disconnected = once(client, 'disconnect');
     await daemon.crash();
     await disconnected;
-    await new Promise((r) => setTimeout(r, 1500));
+    // The next daemon listens where the client does not look yet, reads all of it into
+    // its 64 KiB log, and only then becomes reachable: the client comes back too late.
+    const hidden = join(daemon.dir, 'hidden.sock');
+    await daemon.start({ socket: hidden });
+    const probe = await Client.connect({ socket: hidden, reconnect: false });
+    await until(async () => (await probe.get('gap')).generations[0].offsets.stdout === 6 + 2097152 + 5, 10_000, 'the read');
+    probe.close();
     const reconnected = once(client, 'reconnect');
-    await daemon.start();
+    renameSync(hidden, daemon.socket);
     await reconnected;
     await until(() => Buffer.concat(chunks).includes('end\n'), 10_000, 'end');
     const total = 6 + 2097152 + 1 + 4;
@@ -104,6 +111,7 @@ test('output the daemon read and let go while the client was away is reported as
     const missed = dropped.reduce((n, d) => n + (d.to - d.from), 0);
     assert.ok(dropped.length > 0, 'the gap was reported');
     assert.equal(got + missed, total);
+    assert.ok(Buffer.concat(chunks).toString().startsWith('start\n'));
     await h.closeInput();
     assert.equal((await h.wait()).code, 0);
   } finally {

@@ -86,7 +86,6 @@ test('a reader that falls behind gets `dropped`, then what is retained', async (
     // Read one chunk, then nothing until the process is long done: the reads pause.
     const first = await it.next();
     assert.equal(first.done, false);
-    const ended = await client.get('lossy');
     await new Promise((r) => setTimeout(r, 300));
     let got = first.value.data.length;
     let next = first.value.pos + first.value.data.length;
@@ -98,7 +97,6 @@ test('a reader that falls behind gets `dropped`, then what is retained', async (
       got += c.data.length;
       next = c.pos + c.data.length;
     }
-    assert.ok(ended);
     assert.ok(dropped.length > 0, 'some output was dropped');
     assert.deepEqual(clientDropped, dropped);
     assert.ok(got < 24 * 1024 * 1024);
