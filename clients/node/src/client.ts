@@ -108,10 +108,20 @@ function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<str
     drain: o.drain,
     on_exit: o.onExit,
     on_busy: o.onBusy,
-    restart: o.restart,
+    restart: o.restart && {
+      mode: o.restart.mode,
+      initial: o.restart.initial,
+      max: o.restart.max,
+      reset_after: o.restart.resetAfter,
+      max_restarts: o.restart.maxRestarts,
+    },
     buffer: o.buffer,
     on_recover: o.onRecover,
-    limits: o.limits,
+    limits: o.limits && {
+      memory_max: o.limits.memoryMax,
+      pids_max: o.limits.pidsMax,
+      cpu_max: o.limits.cpuMax && { quota_us: o.limits.cpuMax.quotaUs, period_us: o.limits.cpuMax.periodUs },
+    },
   };
 }
 

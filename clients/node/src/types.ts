@@ -37,19 +37,20 @@ export interface SpawnOptions {
   drain?: Duration;
   onExit?: 'kill_group' | 'leave';
   onBusy?: 'replace' | 'overlap' | 'reject';
+  /** Restarts by the daemon itself, each a new generation (handles stay bound to theirs). */
   restart?: {
     mode: 'never' | 'on-failure' | 'always';
     initial?: Duration;
     max?: Duration;
-    reset_after?: Duration;
-    max_restarts?: number;
+    resetAfter?: Duration;
+    maxRestarts?: number;
   };
   buffer?: number;
   onRecover?: 'stop' | 'keep';
   limits?: {
-    memory_max?: number;
-    pids_max?: number;
-    cpu_max?: { quota_us: number; period_us: number };
+    memoryMax?: number;
+    pidsMax?: number;
+    cpuMax?: { quotaUs: number; periodUs: number };
   };
 }
 

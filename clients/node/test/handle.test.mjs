@@ -261,6 +261,29 @@ test('attach follows a generation spawned elsewhere, from its retained output', 
   other.close();
 });
 
+test('spawn options reach the daemon as the protocol spells them', async () => {
+  const h = await client.spawn('opts', ['sh', '-c', 'echo "$GREETING $PWD"; exit 1'], {
+    env: { GREETING: 'hi' },
+    cwd: '/',
+    stderr: 'merge',
+    grace: '2s',
+    killGrace: 1500,
+    stopSignal: 'INT',
+    restart: { mode: 'on-failure', initial: '10s', maxRestarts: 2, resetAfter: '1m' },
+    buffer: 65536,
+  });
+  const out = collect(h);
+  assert.equal((await h.wait()).code, 1);
+  assert.equal(out.text(), 'hi /\n');
+  const { spec } = await client.get('opts');
+  assert.equal(spec.cwd, '/');
+  assert.equal(spec.env.GREETING, 'hi');
+  assert.equal(spec.stderr, 'merge');
+  assert.equal(spec.restart.mode, 'on-failure');
+  assert.equal(spec.restart.max_restarts, 2);
+  await client.stop('opts');
+});
+
 test('the CommonJS build loads with require()', async () => {
   const { createRequire } = await import('node:module');
   const require = createRequire(import.meta.url);
