@@ -35,7 +35,12 @@ export class Daemon {
 
   static async start() {
     const d = new Daemon();
-    await d.start();
+    try {
+      await d.start();
+    } catch (e) {
+      await d.stop();
+      throw e;
+    }
     return d;
   }
 
@@ -51,7 +56,10 @@ export class Daemon {
     });
     closeSync(log);
     this.proc = proc;
-    const exited = new Promise((r) => proc.once('exit', (code, sig) => r({ code, sig })));
+    const exited = new Promise((r) => {
+      proc.once('exit', (code, sig) => r({ code, sig }));
+      proc.once('error', (e) => r({ code: null, sig: e.message }));
+    });
     this.exited = exited;
     await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`daemon not ready after 15s:\n${this.log()}`)), 15_000);
@@ -83,7 +91,7 @@ export class Daemon {
 
   /** SIGTERM (stops every session, then the keeper), SIGKILL if it lingers; removes the directory. */
   async stop() {
-    if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) {
+    if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null && this.proc.pid !== undefined) {
       this.proc.kill('SIGTERM');
       const t = setTimeout(() => this.proc.kill('SIGKILL'), 15_000);
       await this.exited;
