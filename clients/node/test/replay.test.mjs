@@ -105,3 +105,27 @@ test('a reader that falls behind gets `dropped`, then what is retained', async (
     slow.close();
   }
 });
+
+test('a lossless reader that takes nothing is demoted, and told so', async () => {
+  const file = join(daemon.dir, 'demote.bin');
+  writeFileSync(file, randomBytes(16 * 1024 * 1024));
+  const stalled = await Client.connect({ socket: daemon.socket, lossless: true, demoteAfter: '300ms', highWaterMark: 64 * 1024 });
+  try {
+    const h = await stalled.spawn('demote', ['cat', file]);
+    const demoted = [];
+    const dropped = [];
+    h.on('demoted', (d) => demoted.push(d));
+    h.on('dropped', (d) => dropped.push(d));
+    const it = h.output();
+    await it.next();
+    // Take nothing: after 300 ms the daemon lets the output flow again without us.
+    await new Promise((r) => setTimeout(r, 1500));
+    for await (const _ of it);
+    assert.equal(demoted.length, 1);
+    assert.equal(typeof demoted[0].pos, 'number');
+    assert.ok(dropped.length > 0, 'what the demoted reader missed is reported');
+    assert.equal((await h.wait()).code, 0);
+  } finally {
+    stalled.close();
+  }
+});
