@@ -195,7 +195,7 @@ export class Client extends EventEmitter {
     });
     if (!sub.subscribed) {
       sub.subscribed = true;
-      this.send('subscribe', this.subscribeArgs(sub, {})).catch(() => {});
+      this.send('subscribe', this.subscribeArgs(sub, {})).catch((e) => this.unsubscribed(sub, e));
     }
     this.sock?.uncork();
     try {
@@ -387,7 +387,7 @@ export class Client extends EventEmitter {
     sub.handles.set(gen, h);
     if (!sub.subscribed) {
       sub.subscribed = true;
-      this.send('subscribe', this.subscribeArgs(sub, { from_gen: gen })).catch(() => {});
+      this.send('subscribe', this.subscribeArgs(sub, { from_gen: gen })).catch((e) => this.unsubscribed(sub, e));
     }
     // On a subscribed connection this is answered after the generation's exit event and
     // all of its output: the end is never missed, even past a `dropped`.
@@ -400,6 +400,26 @@ export class Client extends EventEmitter {
       },
     );
     return h;
+  }
+
+  /** A subscription the daemon refused: the next spawn or attach asks again. */
+  private unsubscribed(sub: Sub, e: unknown): void {
+    if (e instanceof GenwardError) sub.subscribed = false;
+  }
+
+  /**
+   * Asks whether a handle's process started, for when its `spawned` event may have been
+   * missed (inside a `dropped` range, or across a reconnection).
+   */
+  private probe(h: SessionHandle): void {
+    if (h._isStarted) return;
+    this.send('get', { session: h.session }, { retry: true }).then(
+      (body) => {
+        const g = (body.session as SessionDetail).generations.find((x) => x.gen === h.gen);
+        if (g && g.pid !== null) h._spawned(g.pid);
+      },
+      () => {},
+    );
   }
 
   private subscribeArgs(sub: Sub, start: Record<string, unknown>): Record<string, unknown> {
@@ -484,7 +504,7 @@ export class Client extends EventEmitter {
         const gens = [...sub.handles.keys()];
         const start =
           sub.nextPos !== null ? { from_pos: sub.nextPos } : gens.length > 0 ? { from_gen: Math.min(...gens) } : {};
-        this.sendNow(sock, 'subscribe', this.subscribeArgs(sub, start)).catch(() => {});
+        this.sendNow(sock, 'subscribe', this.subscribeArgs(sub, start)).catch((e) => this.unsubscribed(sub, e));
       }
     }
     for (const p of [...this.pending.values()].sort((a, b) => a.id - b.id)) {
@@ -600,7 +620,10 @@ export class Client extends EventEmitter {
     if (reconnect) info.reconnect = true;
     if (sub) {
       if (sub.nextPos === null || to > sub.nextPos) sub.nextPos = to;
-      for (const h of sub.handles.values()) h._event('dropped', info);
+      for (const h of sub.handles.values()) {
+        h._event('dropped', info);
+        this.probe(h);
+      }
     }
     this.emit('dropped', info);
   }
@@ -645,6 +668,7 @@ export class Client extends EventEmitter {
       try {
         await this.open(true);
         if (this.closed) return;
+        for (const sub of this.subs.values()) for (const h of sub.handles.values()) this.probe(h);
         this.emit('reconnect', this.hello);
         return;
       } catch (e) {

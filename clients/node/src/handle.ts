@@ -248,6 +248,11 @@ export class SessionHandle extends EventEmitter {
   // ---- fed by the client ---------------------------------------------------------------
 
   /** @internal */
+  get _isStarted(): boolean {
+    return this.startedFlag || this.endedFlag;
+  }
+
+  /** @internal */
   _spawned(pid: number): void {
     if (this.startedFlag) return;
     this.startedFlag = true;
