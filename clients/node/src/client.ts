@@ -172,9 +172,6 @@ export class Client extends EventEmitter {
    * `SpawnFailedError` (its `kind`, `errno` and message) when it could not start.
    */
   async spawn(name: string, argv: string[], opts: SpawnOptions = {}): Promise<SessionHandle> {
-    const sub = this.sub(name);
-    sub.pendingSpawns++;
-    let handle: SessionHandle | undefined;
     const size =
       opts.cols !== undefined || opts.rows !== undefined
         ? { cols: opts.cols ?? 80, rows: opts.rows ?? 24 }
@@ -183,11 +180,35 @@ export class Client extends EventEmitter {
           : typeof opts.pty === 'object'
             ? { cols: opts.pty.cols, rows: opts.pty.rows }
             : undefined;
-    // The subscription goes in the same write, right behind the spawn: the daemon takes
+    return this.start(name, 'spawn', spawnArgs(name, argv, opts), size);
+  }
+
+  /**
+   * Replaces the session's current generation with a new one of the same spec (`ifGen`:
+   * only if that is still the current one), and resolves with the new generation's
+   * handle once it started.
+   */
+  async restart(name: string, opts: { ifGen?: number } = {}): Promise<SessionHandle> {
+    const spec = (await this.get(name)).spec as { pty?: boolean | { rows: number; cols: number } };
+    const size = spec.pty === true ? { cols: 80, rows: 24 } : typeof spec.pty === 'object' && spec.pty ? spec.pty : undefined;
+    return this.start(name, 'restart', { session: name, if_gen: opts.ifGen }, size);
+  }
+
+  /** `spawn` or `restart`: the request, then a handle on the generation it answers with. */
+  private async start(
+    name: string,
+    op: string,
+    args: Record<string, unknown>,
+    size: { cols: number; rows: number } | undefined,
+  ): Promise<SessionHandle> {
+    const sub = this.sub(name);
+    sub.pendingSpawns++;
+    let handle: SessionHandle | undefined;
+    // The subscription goes in the same write, right behind the request: the daemon takes
     // both in one turn, before the process can have written anything, so a lossless
     // client follows the new generation from its first byte.
     this.sock?.cork();
-    const spawned = this.send('spawn', spawnArgs(name, argv, opts), {
+    const spawned = this.send(op, args, {
       onResponse: (body) => {
         // Synchronously, before any later message is read: nothing of it is missed.
         handle = this.track(sub, body.gen, size);

@@ -186,6 +186,15 @@ export class SessionHandle extends EventEmitter {
     await this.call('stop', { grace: opts.grace });
   }
 
+  /**
+   * Replaces this generation with a new one of the same spec, and resolves with the new
+   * generation's handle once it started; refused (`StaleGenerationError`) if this one was
+   * already replaced.
+   */
+  restart(): Promise<SessionHandle> {
+    return this.client.restart(this.session, { ifGen: this.gen });
+  }
+
   /** Closes the process's input (in a PTY: sends end-of-file). */
   async closeInput(): Promise<void> {
     await this.call('close_input', {});

@@ -215,6 +215,23 @@ test('a handle of a replaced generation is refused and never reaches its success
   assert.equal((await next.wait()).cause, 'exited');
 });
 
+test('restart gives the handle of the new generation; the old handle may not restart again', async () => {
+  const first = await client.spawn('again', ['sh', '-c', 'echo run $GENWARD_GEN; exec cat']);
+  const firstOut = collect(first);
+  await until(() => firstOut.text().startsWith('run '), 10_000, 'the first run');
+  const second = await first.restart();
+  assert.ok(second.gen > first.gen);
+  assert.equal((await first.wait()).cause, 'superseded');
+  const out = collect(second);
+  await second.write('again\n');
+  await until(() => out.text() === 'again\n' || out.text().endsWith('again\n'), 10_000, 'the echo');
+  await assert.rejects(first.restart(), StaleGenerationError);
+  const s = await client.get('again');
+  assert.equal(s.current, second.gen);
+  await second.closeInput();
+  assert.equal((await second.wait()).code, 0);
+});
+
 test('requests are pipelined and matched by id', async () => {
   const h = await client.spawn('pipe', ['cat']);
   const out = collect(h);
