@@ -4,7 +4,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_TOOLCHAIN ?= nightly
 TORTURE_KILLS ?= 200
 
-.PHONY: build release run test torture lint fmt fuzz fuzz-smoke bench clean install uninstall
+.PHONY: build release run test test-node torture lint fmt fuzz fuzz-smoke bench clean install uninstall
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/...
 PREFIX  ?= /usr/local
@@ -28,6 +28,12 @@ run: release
 
 test:
 	$(CARGO) test --all-targets
+
+# The Node client library (clients/node): its tests and the examples in examples/node, each
+# test file against a daemon of its own, run from the newest of target/{release,debug}
+# (GENWARD_BIN=path overrides).
+test-node: build
+	cd clients/node && npm install && npm test
 
 # The crash-recovery torture test at full length: the daemon SIGKILLed TORTURE_KILLS times
 # at random points and restarted on the same state directory (`make test` runs 30).

@@ -1,0 +1,723 @@
+import { EventEmitter } from 'node:events';
+import * as net from 'node:net';
+import { ConnectionLostError, GenwardError, NotRunningError, ProtocolError, errorFromWire } from './errors.js';
+import { FrameDecoder, type Message } from './frame.js';
+import { SessionHandle } from './handle.js';
+import { defaultSocketPath } from './socket.js';
+import type {
+  Duration,
+  DroppedInfo,
+  EventRecord,
+  HelloInfo,
+  OutputChunk,
+  ReplayOptions,
+  SessionDetail,
+  SessionInfo,
+  SpawnOptions,
+} from './types.js';
+
+/** The protocol version this client speaks. */
+export const PROTOCOL_VERSION = 1;
+/** Capabilities this client needs from every daemon. */
+export const REQUIRED_CAPABILITIES = ['output_frames', 'replay', 'if_gen', 'wait'];
+
+export interface ConnectOptions {
+  /** The daemon's socket; default: `GENWARD_SOCKET`, else the CLI's default. */
+  socket?: string;
+  /** Reconnect when the daemon goes away (restart, crash), resuming every subscription. Default true. */
+  reconnect?: boolean;
+  /** How long to keep trying to reconnect, in ms, before failing everything (default 60000). */
+  reconnectTimeout?: number;
+  /** Follow sessions losslessly: a slow reader holds the process's output back instead of losing it. */
+  lossless?: boolean;
+  /** With `lossless`: after how long without taking a byte the daemon demotes the subscription. */
+  demoteAfter?: Duration;
+  /** Bytes an output iterator may hold unread before the client stops reading (default 8 MiB). */
+  highWaterMark?: number;
+  /** Capabilities to require besides the ones this client always needs (e.g. `['pty']`). */
+  capabilities?: string[];
+}
+
+interface Pending {
+  id: number;
+  op: string;
+  line: string;
+  /** Safe to send again after a reconnection (it changes nothing, or was never sent). */
+  retry: boolean;
+  sent: boolean;
+  resolve: (body: any) => void;
+  reject: (err: unknown) => void;
+  onResponse?: (body: any) => void;
+}
+
+interface Sub {
+  name: string;
+  handles: Map<number, SessionHandle>;
+  pendingSpawns: number;
+  subscribed: boolean;
+  /** The next session output position expected (last `pos` + `len` seen). */
+  nextPos: number | null;
+}
+
+function openSocket(path: string): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const sock = net.createConnection({ path });
+    const onError = (e: Error) => {
+      sock.destroy();
+      reject(e);
+    };
+    sock.once('error', onError);
+    sock.once('connect', () => {
+      sock.off('error', onError);
+      resolve(sock);
+    });
+  });
+}
+
+function checkHello(hello: HelloInfo, extra: string[]): void {
+  if (hello.protocol !== PROTOCOL_VERSION) {
+    throw new ProtocolError(`the daemon speaks protocol ${String(hello.protocol)}, this client ${PROTOCOL_VERSION}`);
+  }
+  const caps = Array.isArray(hello.capabilities) ? hello.capabilities : [];
+  const missing = [...REQUIRED_CAPABILITIES, ...extra].filter((c) => !caps.includes(c));
+  if (missing.length > 0) {
+    throw new ProtocolError(`the daemon (genward ${hello.version}) lacks capabilities: ${missing.join(', ')}`);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Maps `SpawnOptions` to the `spawn` request's members. */
+function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<string, unknown> {
+  let pty: unknown = o.pty;
+  if (o.cols !== undefined || o.rows !== undefined) {
+    pty = { rows: o.rows ?? 24, cols: o.cols ?? 80 };
+  }
+  return {
+    session,
+    argv,
+    cwd: o.cwd,
+    env: o.env,
+    unset_env: o.unsetEnv,
+    clear_env: o.clearEnv,
+    pty: pty === false ? undefined : pty,
+    stderr: o.stderr,
+    stop_signal: o.stopSignal,
+    grace: o.grace,
+    kill_grace: o.killGrace,
+    drain: o.drain,
+    on_exit: o.onExit,
+    on_busy: o.onBusy,
+    restart: o.restart && {
+      mode: o.restart.mode,
+      initial: o.restart.initial,
+      max: o.restart.max,
+      reset_after: o.restart.resetAfter,
+      max_restarts: o.restart.maxRestarts,
+    },
+    buffer: o.buffer,
+    on_recover: o.onRecover,
+    limits: o.limits && {
+      memory_max: o.limits.memoryMax,
+      pids_max: o.limits.pidsMax,
+      cpu_max: o.limits.cpuMax && { quota_us: o.limits.cpuMax.quotaUs, period_us: o.limits.cpuMax.periodUs },
+    },
+  };
+}
+
+/**
+ * A connection to the genward daemon. Requests are pipelined and matched by id; session
+ * handles follow their sessions' events and output. When the daemon goes away the client
+ * reconnects and resumes every subscription from the last position it saw, reporting any
+ * gap as `dropped`.
+ *
+ * Events: `disconnect` (Error), `reconnect` (HelloInfo), `close`, `error` (Error),
+ * `event` (every non-output event, as sent), `dropped` (DroppedInfo).
+ */
+export class Client extends EventEmitter {
+  readonly socketPath: string;
+  /** What the daemon answered to `hello` (updated on each reconnection). */
+  hello!: HelloInfo;
+  /** @internal */
+  readonly highWaterMark: number;
+  private readonly opts: ConnectOptions;
+  private sock: net.Socket | null = null;
+  private decoder = new FrameDecoder();
+  private nextId = 1;
+  private pending = new Map<number, Pending>();
+  private subs = new Map<string, Sub>();
+  private pausers = new Set<object>();
+  private closed = false;
+  private reconnecting: Promise<void> | null = null;
+
+  private constructor(opts: ConnectOptions) {
+    super();
+    this.opts = opts;
+    this.socketPath = opts.socket ?? defaultSocketPath();
+    this.highWaterMark = opts.highWaterMark ?? 8 * 1024 * 1024;
+  }
+
+  /** Connects to the daemon and checks its protocol version and capabilities. */
+  static async connect(opts: ConnectOptions = {}): Promise<Client> {
+    const c = new Client(opts);
+    await c.open(false);
+    return c;
+  }
+
+  // ---- sessions ------------------------------------------------------------------------
+
+  /**
+   * Starts `argv` as a new generation of session `name` (creating it if needed). Resolves
+   * once the process started, with a handle bound to that generation; rejects with
+   * `SpawnFailedError` (its `kind`, `errno` and message) when it could not start.
+   */
+  async spawn(name: string, argv: string[], opts: SpawnOptions = {}): Promise<SessionHandle> {
+    const size =
+      opts.cols !== undefined || opts.rows !== undefined
+        ? { cols: opts.cols ?? 80, rows: opts.rows ?? 24 }
+        : opts.pty === true
+          ? { cols: 80, rows: 24 }
+          : typeof opts.pty === 'object'
+            ? { cols: opts.pty.cols, rows: opts.pty.rows }
+            : undefined;
+    return this.start(name, 'spawn', spawnArgs(name, argv, opts), size);
+  }
+
+  /**
+   * Replaces the session's current generation with a new one of the same spec (`ifGen`:
+   * only if that is still the current one), and resolves with the new generation's
+   * handle once it started.
+   */
+  async restart(name: string, opts: { ifGen?: number } = {}): Promise<SessionHandle> {
+    const spec = (await this.get(name)).spec as { pty?: boolean | { rows: number; cols: number } };
+    const size = spec.pty === true ? { cols: 80, rows: 24 } : typeof spec.pty === 'object' && spec.pty ? spec.pty : undefined;
+    return this.start(name, 'restart', { session: name, if_gen: opts.ifGen }, size);
+  }
+
+  /** `spawn` or `restart`: the request, then a handle on the generation it answers with. */
+  private async start(
+    name: string,
+    op: string,
+    args: Record<string, unknown>,
+    size: { cols: number; rows: number } | undefined,
+  ): Promise<SessionHandle> {
+    const sub = this.sub(name);
+    sub.pendingSpawns++;
+    let handle: SessionHandle | undefined;
+    // The subscription goes in the same write, right behind the request: the daemon takes
+    // both in one turn, before the process can have written anything, so a lossless
+    // client follows the new generation from its first byte.
+    this.sock?.cork();
+    const spawned = this.send(op, args, {
+      onResponse: (body) => {
+        // Synchronously, before any later message is read: nothing of it is missed.
+        handle = this.track(sub, body.gen, size);
+      },
+    });
+    if (!sub.subscribed) {
+      sub.subscribed = true;
+      this.send('subscribe', this.subscribeArgs(sub, {})).catch((e) => this.unsubscribed(sub, e));
+    }
+    this.sock?.uncork();
+    try {
+      await spawned;
+    } catch (e) {
+      sub.pendingSpawns--;
+      this.release(sub);
+      throw e;
+    }
+    sub.pendingSpawns--;
+    const h = handle!;
+    await h._started;
+    h._reveal();
+    return h;
+  }
+
+  /**
+   * A handle on the session's current generation (or generation `gen`), as if it had been
+   * spawned here: it delivers the generation's retained output, then follows it.
+   */
+  async attach(name: string, gen?: number): Promise<SessionHandle> {
+    const s = await this.get(name);
+    const g = gen ?? s.current;
+    const info = s.generations.find((x) => x.gen === g);
+    if (g === null || g === undefined || !info) {
+      throw new NotRunningError(`session \`${name}\` has no running generation${gen ? ` ${gen}` : ''}`);
+    }
+    const sub = this.sub(name);
+    const existing = sub.handles.get(g);
+    if (existing) return existing;
+    const h = this.track(sub, g);
+    if (info.pid !== null) h._spawned(info.pid);
+    await h._started;
+    h._reveal();
+    return h;
+  }
+
+  /** Every session, typed; read in pages when the daemon lists in pages. */
+  async list(): Promise<SessionInfo[]> {
+    if (!this.hello.capabilities.includes('list_pages')) {
+      return (await this.send('list', {}, { retry: true })).sessions;
+    }
+    const all: SessionInfo[] = [];
+    let after: string | null = null;
+    do {
+      const page: { sessions: SessionInfo[]; next: string | null } = await this.send(
+        'list',
+        { limit: 1000, after: after ?? undefined },
+        { retry: true },
+      );
+      all.push(...page.sessions);
+      after = page.next;
+    } while (after !== null);
+    return all;
+  }
+
+  /** One session in full: its generations, recent ends and spec. */
+  async get(name: string): Promise<SessionDetail> {
+    return (await this.send('get', { session: name }, { retry: true })).session;
+  }
+
+  /** Stops whatever the session runs (any generation); `ifGen` makes it conditional. */
+  async stop(name: string, opts: { grace?: Duration; ifGen?: number } = {}): Promise<{ gen: number | null }> {
+    return this.send('stop', { session: name, grace: opts.grace, if_gen: opts.ifGen });
+  }
+
+  /** Stops everything of the session and forgets it. */
+  async remove(name: string): Promise<void> {
+    await this.send('remove', { session: name });
+  }
+
+  /**
+   * Replays a session's retained output and events from where `opts` says (`fromStart`,
+   * `tail`, `fromPos`, `fromGen`; default: from the start), on a connection of its own.
+   * Ends after the retained records unless `follow` is set.
+   */
+  async *replay(name: string, opts: ReplayOptions = {}): AsyncGenerator<OutputChunk | EventRecord> {
+    const start: Record<string, unknown> = {};
+    if (opts.tail !== undefined) start.tail = opts.tail;
+    else if (opts.fromPos !== undefined) start.from_pos = opts.fromPos;
+    else if (opts.fromGen !== undefined) start.from_gen = opts.fromGen;
+    else start.from_start = true;
+    const sock = await openSocket(this.socketPath);
+    const decoder = new FrameDecoder();
+    const items: (OutputChunk | EventRecord)[] = [];
+    let bytes = 0;
+    let wake: (() => void) | null = null;
+    let done = false;
+    let failure: unknown = null;
+    const poke = () => {
+      const w = wake;
+      wake = null;
+      w?.();
+    };
+    const finish = (err?: unknown) => {
+      if (err !== undefined && failure === null && !done) failure = err;
+      done = true;
+      poke();
+    };
+    sock.on('data', (chunk: Buffer) => {
+      try {
+        decoder.push(chunk, (m) => {
+          if (done) return;
+          if (m.kind === 'response') {
+            if (m.body.ok !== true) finish(errorFromWire(m.body.error));
+            else if (m.body.id === 2 && !opts.follow) finish();
+            return;
+          }
+          if (m.kind === 'output') {
+            let { data } = m;
+            const h = { ...(m.header as any) };
+            delete h.event;
+            delete h.len;
+            // The daemon replays whole records: start exactly at `fromPos`.
+            if (opts.fromPos !== undefined && typeof h.pos === 'number' && h.pos < opts.fromPos) {
+              const skip = Math.min(opts.fromPos - h.pos, data.length);
+              if (skip === data.length) return;
+              data = data.subarray(skip);
+              h.pos += skip;
+              h.offset += skip;
+            }
+            items.push({ ...h, type: 'output', data });
+            bytes += m.data.length;
+            if (bytes > this.highWaterMark) sock.pause();
+          } else {
+            items.push({ type: 'event', ...(m.body as any) });
+          }
+          poke();
+        });
+      } catch (e) {
+        finish(e);
+        sock.destroy();
+      }
+    });
+    sock.on('error', (e) => finish(e));
+    sock.on('close', () => finish(opts.follow ? undefined : new ConnectionLostError()));
+    const sub = { id: 1, op: 'subscribe', session: name, ...start, lossless: opts.lossless || undefined };
+    // Answered after every replayed record: the end of the replay.
+    const marker = { id: 2, op: 'hello' };
+    sock.write(JSON.stringify(sub) + '\n' + JSON.stringify(marker) + '\n');
+    try {
+      for (;;) {
+        const item = items.shift();
+        if (item !== undefined) {
+          if (item.type === 'output') {
+            bytes -= item.data.length;
+            if (bytes <= this.highWaterMark / 2 && sock.isPaused()) sock.resume();
+          }
+          yield item;
+          continue;
+        }
+        if (done) break;
+        await new Promise<void>((r) => (wake = r));
+      }
+      if (failure !== null) throw failure;
+    } finally {
+      sock.destroy();
+    }
+  }
+
+  /** Sends any request (`{op, ...args}`) and resolves with the daemon's answer. */
+  request(op: string, args: Record<string, unknown> = {}): Promise<any> {
+    return this.send(op, args);
+  }
+
+  /** Closes the connection; handles still waiting fail with ConnectionLostError. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.sock?.destroy();
+    this.failAll(new ConnectionLostError('the client was closed'));
+    this.emit('close');
+  }
+
+  // ---- internals -----------------------------------------------------------------------
+
+  private sub(name: string): Sub {
+    let s = this.subs.get(name);
+    if (!s) {
+      s = { name, handles: new Map(), pendingSpawns: 0, subscribed: false, nextPos: null };
+      this.subs.set(name, s);
+    }
+    return s;
+  }
+
+  /** Makes the handle of `gen`, subscribes to its session if needed, and waits for its end. */
+  private track(sub: Sub, gen: number, size?: { cols: number; rows: number }): SessionHandle {
+    const h = new SessionHandle(this, sub.name, gen, size);
+    sub.handles.set(gen, h);
+    if (!sub.subscribed) {
+      sub.subscribed = true;
+      this.send('subscribe', this.subscribeArgs(sub, { from_gen: gen })).catch((e) => this.unsubscribed(sub, e));
+    }
+    // On a subscribed connection this is answered after the generation's exit event and
+    // all of its output: the end is never missed, even past a `dropped`.
+    this.send('wait', { session: sub.name, gen }, { retry: true }).then(
+      (body) => h._end(body.end),
+      (e) => {
+        if (e instanceof GenwardError && e.code === 'not_running') {
+          h._end({ event: 'exited', code: null, signal: null, cause: 'lost' });
+        }
+      },
+    );
+    return h;
+  }
+
+  /** A subscription the daemon refused: the next spawn or attach asks again. */
+  private unsubscribed(sub: Sub, e: unknown): void {
+    if (e instanceof GenwardError) sub.subscribed = false;
+  }
+
+  /**
+   * Asks whether a handle's process started, for when its `spawned` event may have been
+   * missed (inside a `dropped` range, or across a reconnection).
+   */
+  private probe(h: SessionHandle): void {
+    if (h._isStarted) return;
+    this.send('get', { session: h.session }, { retry: true }).then(
+      (body) => {
+        const g = (body.session as SessionDetail).generations.find((x) => x.gen === h.gen);
+        if (g && g.pid !== null) h._spawned(g.pid);
+      },
+      () => {},
+    );
+  }
+
+  private subscribeArgs(sub: Sub, start: Record<string, unknown>): Record<string, unknown> {
+    return {
+      session: sub.name,
+      ...start,
+      lossless: this.opts.lossless || undefined,
+      demote_after: this.opts.lossless ? this.opts.demoteAfter : undefined,
+    };
+  }
+
+  /** @internal A handle's generation ended: stop following its session if nothing else does. */
+  _forget(h: SessionHandle): void {
+    const sub = this.subs.get(h.session);
+    if (!sub || sub.handles.get(h.gen) !== h) return;
+    sub.handles.delete(h.gen);
+    this.release(sub);
+  }
+
+  private release(sub: Sub): void {
+    if (sub.handles.size > 0 || sub.pendingSpawns > 0) return;
+    this.subs.delete(sub.name);
+    if (sub.subscribed && this.sock) {
+      this.send('unsubscribe', { session: sub.name }).catch(() => {});
+    }
+  }
+
+  /** @internal An output iterator is full: stop reading the socket. */
+  _pauseReads(token: object): void {
+    this.pausers.add(token);
+    this.sock?.pause();
+  }
+
+  /** @internal */
+  _resumeReads(token: object): void {
+    if (this.pausers.delete(token) && this.pausers.size === 0) this.sock?.resume();
+  }
+
+  private send(
+    op: string,
+    args: Record<string, unknown>,
+    o: { retry?: boolean; onResponse?: (body: any) => void } = {},
+  ): Promise<any> {
+    if (this.closed) return Promise.reject(new ConnectionLostError('the client was closed'));
+    const id = this.nextId++;
+    const line = JSON.stringify({ id, op, ...args }) + '\n';
+    return new Promise((resolve, reject) => {
+      const p: Pending = { id, op, line, retry: o.retry ?? false, sent: false, resolve, reject, onResponse: o.onResponse };
+      this.pending.set(id, p);
+      if (this.sock && !this.reconnecting) {
+        p.sent = true;
+        this.sock.write(line);
+      }
+    });
+  }
+
+  private async open(reconnecting: boolean): Promise<void> {
+    const sock = await openSocket(this.socketPath);
+    if (this.closed) {
+      sock.destroy();
+      return;
+    }
+    this.sock = sock;
+    this.decoder = new FrameDecoder();
+    if (this.pausers.size > 0) sock.pause();
+    sock.on('data', (chunk: Buffer) => {
+      if (this.sock !== sock) return;
+      try {
+        this.decoder.push(chunk, (m) => this.dispatch(m));
+      } catch (e) {
+        this.fault(e);
+        sock.destroy();
+      }
+    });
+    sock.on('error', () => {});
+    sock.on('close', () => this.onClose(sock));
+    // hello first, then the subscriptions again from where they were, then what waits.
+    const helloP = this.sendNow(sock, 'hello', {});
+    if (reconnecting) {
+      for (const sub of this.subs.values()) {
+        if (!sub.subscribed) continue;
+        const gens = [...sub.handles.keys()];
+        const start =
+          sub.nextPos !== null ? { from_pos: sub.nextPos } : gens.length > 0 ? { from_gen: Math.min(...gens) } : {};
+        this.sendNow(sock, 'subscribe', this.subscribeArgs(sub, start)).catch((e) => this.unsubscribed(sub, e));
+      }
+    }
+    for (const p of [...this.pending.values()].sort((a, b) => a.id - b.id)) {
+      if (!p.sent) {
+        p.sent = true;
+        sock.write(p.line);
+      }
+    }
+    let hello: HelloInfo;
+    try {
+      hello = await helloP;
+      checkHello(hello, this.opts.capabilities ?? (this.opts.lossless ? ['lossless'] : []));
+    } catch (e) {
+      this.sock = null;
+      sock.destroy();
+      throw e;
+    }
+    this.hello = hello;
+  }
+
+  /** Sends on `sock` now, even while reconnecting. */
+  private sendNow(sock: net.Socket, op: string, args: Record<string, unknown>): Promise<any> {
+    const id = this.nextId++;
+    const line = JSON.stringify({ id, op, ...args }) + '\n';
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { id, op, line, retry: false, sent: true, resolve, reject });
+      sock.write(line);
+    });
+  }
+
+  private dispatch(m: Message): void {
+    if (m.kind === 'response') {
+      const id = m.body.id;
+      const p = typeof id === 'number' ? this.pending.get(id) : undefined;
+      if (!p) {
+        if (!m.body.ok) this.fault(errorFromWire(m.body.error));
+        return;
+      }
+      this.pending.delete(id);
+      if (m.body.ok === true) {
+        p.onResponse?.(m.body);
+        p.resolve(m.body);
+      } else {
+        p.reject(errorFromWire(m.body.error));
+      }
+      return;
+    }
+    if (m.kind === 'output') {
+      this.onOutput(m.header, m.data);
+      return;
+    }
+    const ev = m.body;
+    const sub = typeof ev.session === 'string' ? this.subs.get(ev.session) : undefined;
+    if (ev.event === 'dropped') {
+      this.onDropped(sub, ev.session, ev.from, ev.to, false);
+      return;
+    }
+    if (this.listenerCount('event') > 0) this.emit('event', ev);
+    if (!sub) return;
+    const h = typeof ev.gen === 'number' ? sub.handles.get(ev.gen) : undefined;
+    switch (ev.event) {
+      case 'spawned':
+        h?._spawned(ev.pid);
+        break;
+      case 'spawn_failed':
+      case 'exited':
+        h?._end(ev);
+        break;
+      case 'input_closed':
+      case 'state':
+        h?._event(ev.event, ev);
+        break;
+      case 'demoted':
+        for (const x of sub.handles.values()) x._event('demoted', ev);
+        break;
+    }
+  }
+
+  private onOutput(header: Record<string, any>, data: Buffer): void {
+    const sub = this.subs.get(header.session);
+    if (!sub) return;
+    let pos: number = header.pos;
+    let offset: number = header.offset;
+    if (typeof pos === 'number' && sub.nextPos !== null) {
+      if (pos + data.length <= sub.nextPos) return; // seen before a reconnection
+      if (pos < sub.nextPos) {
+        const skip = sub.nextPos - pos;
+        data = data.subarray(skip);
+        pos += skip;
+        offset += skip;
+      } else if (pos > sub.nextPos) {
+        // A gap the daemon did not announce: say so.
+        this.onDropped(sub, sub.name, sub.nextPos, pos, true);
+      }
+    }
+    if (typeof pos === 'number') sub.nextPos = pos + data.length;
+    const h = sub.handles.get(header.gen);
+    if (!h) return;
+    h._output({
+      type: 'output',
+      session: sub.name,
+      gen: header.gen,
+      stream: header.stream,
+      offset,
+      pos,
+      t: header.t,
+      data,
+    });
+  }
+
+  private onDropped(sub: Sub | undefined, session: string, from: number, to: number, reconnect: boolean): void {
+    const info: DroppedInfo = { session, from, to };
+    if (reconnect) info.reconnect = true;
+    if (sub) {
+      if (sub.nextPos === null || to > sub.nextPos) sub.nextPos = to;
+      for (const h of sub.handles.values()) {
+        h._event('dropped', info);
+        this.probe(h);
+      }
+    }
+    this.emit('dropped', info);
+  }
+
+  private onClose(sock: net.Socket): void {
+    if (this.sock !== sock) return;
+    this.sock = null;
+    if (this.closed) return;
+    const err = new ConnectionLostError();
+    for (const p of [...this.pending.values()]) {
+      if (p.sent && !p.retry) {
+        this.pending.delete(p.id);
+        p.reject(err);
+      } else {
+        p.sent = false;
+      }
+    }
+    this.emit('disconnect', err);
+    if (this.opts.reconnect === false) {
+      this.closed = true;
+      this.failAll(err);
+      this.emit('close');
+      return;
+    }
+    this.reconnecting = this.reconnectLoop().finally(() => {
+      this.reconnecting = null;
+      // Whatever was asked while reconnecting.
+      for (const p of [...this.pending.values()].sort((a, b) => a.id - b.id)) {
+        if (!p.sent && this.sock) {
+          p.sent = true;
+          this.sock.write(p.line);
+        }
+      }
+    });
+  }
+
+  private async reconnectLoop(): Promise<void> {
+    const deadline = Date.now() + (this.opts.reconnectTimeout ?? 60_000);
+    let delay = 25;
+    let last: unknown = null;
+    while (!this.closed && Date.now() < deadline) {
+      try {
+        await this.open(true);
+        if (this.closed) return;
+        for (const sub of this.subs.values()) for (const h of sub.handles.values()) this.probe(h);
+        this.emit('reconnect', this.hello);
+        return;
+      } catch (e) {
+        last = e;
+        if (e instanceof ProtocolError) break;
+      }
+      await sleep(delay);
+      delay = Math.min(delay * 2, 500);
+    }
+    if (this.closed) return;
+    this.closed = true;
+    const err = new ConnectionLostError(
+      `could not reconnect to the genward daemon at ${this.socketPath}: ${last instanceof Error ? last.message : String(last)}`,
+    );
+    this.failAll(err);
+    this.fault(err);
+    this.emit('close');
+  }
+
+  /** `error` reaches listeners if there are any; it never throws out of the client. */
+  private fault(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+  }
+
+  private failAll(err: Error): void {
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+    for (const sub of this.subs.values()) for (const h of sub.handles.values()) h._fail(err);
+    this.subs.clear();
+  }
+}

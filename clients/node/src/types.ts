@@ -1,0 +1,160 @@
+/** Typed shapes of genward's protocol (docs/protocol.md). Members keep their wire names. */
+
+/** A duration: milliseconds, or a string such as `"5s"`, `"250ms"`, `"1m30s"`. */
+export type Duration = number | string;
+
+/** A signal: a name (`"TERM"`, `"SIGTERM"`, `"RTMIN+3"`) or a number. */
+export type Signal = string | number;
+
+/** What `hello` answers. */
+export interface HelloInfo {
+  protocol: number;
+  version: string;
+  pid: number;
+  identity?: string;
+  reaper?: string;
+  containment?: string;
+  keeper?: boolean;
+  capabilities: string[];
+  [more: string]: unknown;
+}
+
+/** Options of `spawn` (the protocol's `spawn` arguments, camelCased). */
+export interface SpawnOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  unsetEnv?: string[];
+  clearEnv?: boolean;
+  /** `true` (24×80) or a size: run in a pseudo-terminal. */
+  pty?: boolean | { rows: number; cols: number };
+  /** node-pty style size; implies a pseudo-terminal. */
+  cols?: number;
+  rows?: number;
+  stderr?: 'pipe' | 'merge' | 'null';
+  stopSignal?: Signal;
+  grace?: Duration;
+  killGrace?: Duration;
+  drain?: Duration;
+  onExit?: 'kill_group' | 'leave';
+  onBusy?: 'replace' | 'overlap' | 'reject';
+  /** Restarts by the daemon itself, each a new generation (handles stay bound to theirs). */
+  restart?: {
+    mode: 'never' | 'on-failure' | 'always';
+    initial?: Duration;
+    max?: Duration;
+    resetAfter?: Duration;
+    maxRestarts?: number;
+  };
+  buffer?: number;
+  onRecover?: 'stop' | 'keep';
+  limits?: {
+    memoryMax?: number;
+    pidsMax?: number;
+    cpuMax?: { quotaUs: number; periodUs: number };
+  };
+}
+
+/** How a generation ended (its `exited` event). */
+export interface ExitInfo {
+  session: string;
+  gen: number;
+  /** Exit status in shell convention (128+signal); `null` if unknown (cause `lost`). */
+  code: number | null;
+  /** The signal's name (`"SIGTERM"`) or `null`. */
+  signal: string | null;
+  /** `exited`, `signaled`, `stopped`, `killed`, `superseded` or `lost`. */
+  cause: string;
+  discarded?: number;
+  truncated?: boolean;
+}
+
+/** How a generation ended, as `list`/`get` report it (`last_end`, `recent_ends`). */
+export interface EndSummary {
+  gen: number;
+  /** `exited`, `signaled`, `stopped`, `killed`, `superseded`, `lost`, or `spawn_failed`. */
+  cause: string;
+  /** Absent for a generation that could not start (`cause: 'spawn_failed'`). */
+  code?: number | null;
+  signal?: string | null;
+  /** Why it could not start, for `cause: 'spawn_failed'`. */
+  error?: { kind: string; errno?: number | null; message: string };
+  [more: string]: unknown;
+}
+
+export interface GenerationInfo {
+  gen: number;
+  pid: number | null;
+  lifecycle: string;
+  since_unix_ms: number;
+  superseded: boolean;
+  offsets: Record<string, number>;
+  discarded: number;
+  pending_input: number;
+  containment?: string;
+  adopted?: { since_unix_ms: number; io_lost: boolean; verified: boolean };
+  [more: string]: unknown;
+}
+
+/** One session as `list` reports it. */
+export interface SessionInfo {
+  name: string;
+  /** `starting`, `running`, `stopping`, `exiting`, `backoff`, `stopped`, `exited`, `failed`, `removing`, `removed`. */
+  state: string;
+  current: number | null;
+  restarts: number;
+  last_end: EndSummary | null;
+  generations: GenerationInfo[];
+  [more: string]: unknown;
+}
+
+/** One session as `get` reports it: `list`'s entry plus its recent ends and its spec. */
+export interface SessionDetail extends SessionInfo {
+  recent_ends: EndSummary[];
+  spec: Record<string, unknown>;
+}
+
+/** A range of session output positions `[from, to)` this client missed. */
+export interface DroppedInfo {
+  session: string;
+  from: number;
+  to: number;
+  /** `true` when the gap was found while resuming after a reconnection. */
+  reconnect?: boolean;
+}
+
+/** A chunk of output with where it comes from, as replay and `outputChunks()` give it. */
+export interface OutputChunk {
+  type: 'output';
+  session: string;
+  gen: number;
+  stream: string;
+  offset: number;
+  pos: number;
+  t?: number;
+  data: Buffer;
+}
+
+/** Any other event, as the daemon sent it (`spawned`, `exited`, `state`, `dropped`, ...). */
+export interface EventRecord {
+  type: 'event';
+  event: string;
+  session?: string;
+  gen?: number;
+  [more: string]: unknown;
+}
+
+/** Where a replay starts: at most one of these. */
+export interface ReplayOptions {
+  fromStart?: boolean;
+  tail?: number;
+  fromPos?: number;
+  fromGen?: number;
+  /** Keep following after the retained records (default: end after them). */
+  follow?: boolean;
+  lossless?: boolean;
+}
+
+/** Something that can be undone, as node-pty's `IDisposable`. */
+export interface Disposable {
+  dispose(): void;
+}
