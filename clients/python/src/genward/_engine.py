@@ -1,0 +1,486 @@
+"""What the synchronous and the asyncio client share: request ids and pending answers,
+the sessions a connection follows and how far, routing events to the handle of their
+generation, and what a reconnection sends again. No I/O here: the two clients supply
+futures, the transport and how callbacks and waiters are woken.
+
+Callers of the ``_Engine`` methods hold the client's lock (the sync client) or run on
+its event loop (the asyncio client).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+
+from ._wire import PROTOCOL, REQUIRED_CAPABILITIES, encode_request
+from .errors import (
+    ConnectionLost,
+    DaemonError,
+    IncompatibleDaemon,
+    SpawnFailed,
+    error_from_response,
+)
+from .types import (
+    Dropped,
+    Event,
+    Exit,
+    Output,
+    ServerInfo,
+    Spawned,
+    SpawnFailure,
+    event_from_json,
+)
+
+log = logging.getLogger("genward")
+
+#: Requests that may be sent again after a reconnection when their answer was lost:
+#: asking them twice is the same as asking once.
+_RETRYABLE = frozenset({"hello", "list", "get", "wait", "subscribe", "unsubscribe"})
+
+#: Output a handle keeps for iteration (and for its first ``on_data`` listener) before
+#: it discards the oldest, by default.
+DEFAULT_KEEP = 16 << 20
+
+
+class _Pending:
+    __slots__ = ("op", "line", "fut", "sent", "hook", "on_error")
+
+    def __init__(
+        self,
+        op: str,
+        line: bytes,
+        fut: Any,
+        hook: Optional[Callable[[Dict[str, Any]], Any]],
+        on_error: Optional[Callable[[BaseException], None]],
+    ):
+        self.op = op
+        self.line = line
+        self.fut = fut
+        self.sent = False
+        self.hook = hook
+        self.on_error = on_error
+
+
+class _Stream:
+    """Events waiting for an iterator, bounded by ``cap`` bytes of output."""
+
+    __slots__ = ("session", "items", "size", "cap", "done", "error", "waker", "lossy")
+
+    def __init__(self, session: str, cap: int, lossy: bool):
+        self.session = session
+        self.items: Deque[Event] = collections.deque()
+        self.size = 0
+        self.cap = cap
+        self.done = False
+        self.error: Optional[BaseException] = None
+        self.waker: Any = None
+        self.lossy = lossy
+
+    def push(self, ev: Event) -> None:
+        self.items.append(ev)
+        if isinstance(ev, Output):
+            self.size += len(ev.data)
+            if self.lossy and self.size > self.cap:
+                self._discard_oldest()
+
+    def _discard_oldest(self) -> None:
+        start: Optional[int] = None
+        end = 0
+        items = self.items
+        while self.size > self.cap and items and isinstance(items[0], (Output, Dropped)):
+            ev = items.popleft()
+            if isinstance(ev, Output):
+                self.size -= len(ev.data)
+                if start is None:
+                    start = ev.pos
+                end = ev.pos + len(ev.data)
+            else:
+                if start is None:
+                    start = ev.start
+                end = max(end, ev.end)
+        if start is not None:
+            items.appendleft(Dropped(self.session, start, end))
+
+    def pop(self) -> Optional[Event]:
+        if not self.items:
+            return None
+        ev = self.items.popleft()
+        if isinstance(ev, Output):
+            self.size -= len(ev.data)
+        return ev
+
+    @property
+    def full(self) -> bool:
+        return self.size > self.cap
+
+
+class _Follow:
+    """A session this connection subscribes to, and the next output position it expects."""
+
+    __slots__ = ("session", "next_pos", "start", "extra", "sink")
+
+    def __init__(self, session: str, start: Dict[str, Any], extra: Dict[str, Any], sink: Optional[_Stream]):
+        self.session = session
+        self.next_pos: Optional[int] = None
+        self.start = start
+        self.extra = extra
+        self.sink = sink
+
+    def resume_args(self) -> Dict[str, Any]:
+        args: Dict[str, Any] = {"op": "subscribe", "session": self.session}
+        if self.next_pos is not None:
+            args["from_pos"] = self.next_pos
+        else:
+            args.update(self.start)
+        args.update(self.extra)
+        return args
+
+
+class ProcState:
+    """Everything the client knows about one generation it spawned."""
+
+    def __init__(self, engine: "_Engine", session: str, gen: int, pty: bool, keep: int):
+        self.session = session
+        self.gen = gen
+        self.pty = pty
+        self.pid: Optional[int] = None
+        self.started = engine._future()
+        self.exited = engine._future()
+        self.exit: Optional[Exit] = None
+        self.stream = _Stream(session, keep, lossy=True)
+        self.unheard: Optional[_Stream] = _Stream(session, keep, lossy=True)
+        self.data_listeners: List[Callable[[bytes], Any]] = []
+        self.exit_listeners: List[Callable[[Exit], Any]] = []
+        self.dropped_listeners: List[Callable[[Dropped], Any]] = []
+        self.wait_sent = False
+
+
+class _Engine:
+    """Shared state of one connection; see the module's doc."""
+
+    def __init__(self, path: str, reconnect: bool, reconnect_timeout: float):
+        self.path = path
+        self.reconnect = reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.server: Optional[ServerInfo] = None
+        self._next_id = 1
+        self._pending: Dict[int, _Pending] = {}
+        self._follows: Dict[str, _Follow] = {}
+        self._procs: Dict[Tuple[str, int], ProcState] = {}
+        self._connected = False
+        self._closed = False
+        self._close_error: Optional[BaseException] = None
+        #: Times the connection was established again after a loss.
+        self.reconnects = 0
+
+    # ---- supplied by the transport ---------------------------------------------------
+
+    def _future(self) -> Any:
+        raise NotImplementedError
+
+    def _send_bytes(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _wake(self, stream: Optional[_Stream]) -> None:
+        raise NotImplementedError
+
+    def _emit(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        raise NotImplementedError
+
+    # ---- futures -----------------------------------------------------------------------
+
+    @staticmethod
+    def _settle(fut: Any, value: Any = None, exc: Optional[BaseException] = None) -> None:
+        if fut.done():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)
+
+    # ---- requests ------------------------------------------------------------------------
+
+    def _request(
+        self,
+        args: Mapping[str, Any],
+        hook: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        on_error: Optional[Callable[[BaseException], None]] = None,
+    ) -> Any:
+        """Queues a request (``args`` holds ``op``); returns the future of its answer
+        (what ``hook`` returns, else the response), failed with the daemon's error."""
+        fut = self._future()
+        if self._closed:
+            self._settle(fut, exc=self._close_error or ConnectionLost("the client is closed"))
+            return fut
+        rid = self._next_id
+        self._next_id += 1
+        line = encode_request({"id": rid, **args})
+        p = _Pending(str(args["op"]), line, fut, hook, on_error)
+        self._pending[rid] = p
+        if self._connected:
+            p.sent = True
+            self._send_bytes(line)
+        return fut
+
+    def _on_response(self, msg: Dict[str, Any]) -> None:
+        rid = msg.get("id")
+        p = self._pending.pop(rid, None) if isinstance(rid, int) else None
+        if p is None:
+            if msg.get("ok") is False:
+                log.warning("genward: unmatched error from the daemon: %s", msg.get("error"))
+            return
+        if msg.get("ok") is True:
+            try:
+                value = p.hook(msg) if p.hook else msg
+            except BaseException as e:  # a hook refusing the answer (hello's checks)
+                self._settle(p.fut, exc=e)
+                return
+            self._settle(p.fut, value)
+        else:
+            err = error_from_response(msg)
+            if p.on_error:
+                p.on_error(err)
+            self._settle(p.fut, exc=err)
+
+    def _check_hello(self, resp: Dict[str, Any]) -> ServerInfo:
+        info = ServerInfo.from_json(resp)
+        if info.protocol != PROTOCOL:
+            raise IncompatibleDaemon(
+                f"the daemon at {self.path} speaks protocol {info.protocol}; this client speaks {PROTOCOL}"
+            )
+        missing = [c for c in REQUIRED_CAPABILITIES if c not in info.capabilities]
+        if missing:
+            raise IncompatibleDaemon(f"the daemon at {self.path} lacks capabilities {missing}")
+        self.server = info
+        return info
+
+    # ---- messages --------------------------------------------------------------------
+
+    def _on_message(self, msg: Dict[str, Any]) -> None:
+        if "event" in msg:
+            self._on_event(msg)
+        elif "ok" in msg:
+            self._on_response(msg)
+
+    def _on_event(self, msg: Dict[str, Any]) -> None:
+        session = str(msg.get("session", ""))
+        follow = self._follows.get(session)
+        if follow is None:
+            return
+        ev = event_from_json(msg, msg.get("_data", b""))
+        if isinstance(ev, Output):
+            expected = follow.next_pos
+            if expected is not None:
+                if ev.pos + len(ev.data) <= expected and ev.data:
+                    return  # seen before the connection was resumed
+                if ev.pos > expected:
+                    self._deliver(follow, Dropped(session, expected, ev.pos))
+            follow.next_pos = ev.pos + len(ev.data)
+        elif isinstance(ev, Dropped):
+            if follow.next_pos is not None and ev.end <= follow.next_pos:
+                return
+            follow.next_pos = max(follow.next_pos or 0, ev.end)
+        self._deliver(follow, ev)
+
+    def _deliver(self, follow: _Follow, ev: Event) -> None:
+        if follow.sink is not None:
+            follow.sink.push(ev)
+            self._wake(follow.sink)
+        if isinstance(ev, Dropped):
+            for (name, _), st in list(self._procs.items()):
+                if name == ev.session:
+                    self._proc_event(st, ev)
+            return
+        gen = getattr(ev, "gen", None)
+        if gen is None:
+            return
+        st = self._procs.get((follow.session, gen))
+        if st is not None:
+            self._proc_event(st, ev)
+
+    def _proc_event(self, st: ProcState, ev: Event) -> None:
+        if isinstance(ev, Spawned):
+            st.pid = ev.pid
+            self._settle(st.started, ev.pid)
+        elif isinstance(ev, SpawnFailure):
+            err = SpawnFailed(ev.message, kind=ev.kind, errno=ev.errno, session=ev.session, gen=ev.gen)
+            self._settle(st.started, exc=err)
+            self._settle(st.exited, exc=err)
+            st.stream.error = err
+            self._finish(st)
+            return
+        elif isinstance(ev, Exit):
+            self._set_exit(st, ev)
+            return
+        elif isinstance(ev, Output):
+            if st.data_listeners:
+                for fn in st.data_listeners:
+                    self._emit(fn, ev.data)
+            elif st.unheard is not None:
+                st.unheard.push(ev)
+        elif isinstance(ev, Dropped):
+            for fn in st.dropped_listeners:
+                self._emit(fn, ev)
+        st.stream.push(ev)
+        self._wake(st.stream)
+
+    def _set_exit(self, st: ProcState, ev: Exit) -> None:
+        if st.exit is not None:
+            return
+        st.exit = ev
+        self._settle(st.started, st.pid)
+        self._settle(st.exited, ev)
+        st.stream.push(ev)
+        for fn in st.exit_listeners:
+            self._emit(fn, ev)
+        self._finish(st)
+
+    def _finish(self, st: ProcState) -> None:
+        """A generation ended: its stream ends, and the session is no longer followed
+        once no handle of it and no subscription needs it."""
+        st.stream.done = True
+        self._wake(st.stream)
+        self._procs.pop((st.session, st.gen), None)
+        follow = self._follows.get(st.session)
+        if follow is not None and follow.sink is None and not any(n == st.session for n, _ in self._procs):
+            del self._follows[st.session]
+            self._request({"op": "unsubscribe", "session": st.session}, on_error=lambda e: None)
+
+    # ---- spawn ---------------------------------------------------------------------------
+
+    def _spawn_request(self, args: Dict[str, Any], keep: int) -> Any:
+        """Sends ``spawn``; its future resolves to the generation's :class:`ProcState`,
+        registered (and its session followed from that generation) as the answer is read,
+        so that none of its events can pass unseen."""
+        session = str(args["session"])
+        pty = bool(args.get("pty"))
+
+        def hook(resp: Dict[str, Any]) -> ProcState:
+            gen = int(resp["gen"])
+            st = ProcState(self, session, gen, pty, keep)
+            self._procs[(session, gen)] = st
+            if session not in self._follows:
+                self._follows[session] = _Follow(session, {"from_gen": gen}, {}, None)
+                self._request(
+                    {"op": "subscribe", "session": session, "from_gen": gen},
+                    on_error=lambda e: self._session_gone(session, e),
+                )
+            return st
+
+        return self._request(args, hook=hook)
+
+    def _session_gone(self, session: str, err: BaseException) -> None:
+        """Following ``session`` was refused: its handles learn why."""
+        for (name, _), st in list(self._procs.items()):
+            if name == session:
+                self._settle(st.started, exc=err)
+                self._settle(st.exited, exc=err)
+                st.stream.error = err
+                self._finish(st)
+        self._follows.pop(session, None)
+
+    def _wait_request(self, st: ProcState) -> None:
+        """Asks the daemon for the generation's end once (answered after its exit event
+        and output on this connection): a backstop for an exit event a ``dropped`` swallowed."""
+        if st.wait_sent or st.exit is not None:
+            return
+        st.wait_sent = True
+
+        def hook(resp: Dict[str, Any]) -> Dict[str, Any]:
+            end = resp.get("end") or {}
+            if end.get("event") == "exited":
+                self._set_exit(st, Exit.from_json(end))
+            elif end.get("event") == "spawn_failed":
+                self._proc_event(st, SpawnFailure.from_json(end))
+            return resp
+
+        def on_error(err: BaseException) -> None:
+            self._settle(st.exited, exc=err)
+
+        self._request({"op": "wait", "session": st.session, "gen": st.gen}, hook=hook, on_error=on_error)
+
+    # ---- connection changes ---------------------------------------------------------
+
+    def _on_lost(self) -> None:
+        """The connection broke: answers of requests already sent are lost. Those safe to
+        ask again wait for the next connection; the others fail with ConnectionLost."""
+        self._connected = False
+        for rid, p in list(self._pending.items()):
+            if p.sent and p.op not in _RETRYABLE:
+                del self._pending[rid]
+                self._settle(
+                    p.fut,
+                    exc=ConnectionLost(f"the connection to the daemon broke before `{p.op}` was answered; it may or may not have been done"),
+                )
+            else:
+                p.sent = False
+
+    def _on_connected(self, first: bool) -> None:
+        """A (new) connection is up: says hello, follows every session again from the
+        next position it expects, then sends what waited."""
+        self._connected = True
+        if not first:
+            self.reconnects += 1
+            batch: List[bytes] = []
+            hello = self._next_id
+            self._next_id += 1
+            self._pending[hello] = _Pending("hello", encode_request({"id": hello, "op": "hello"}), self._future(), self._reconnect_hello, None)
+            for follow in self._follows.values():
+                rid = self._next_id
+                self._next_id += 1
+                session = follow.session
+                line = encode_request({"id": rid, **follow.resume_args()})
+                self._pending[rid] = _Pending("subscribe", line, self._future(), None, lambda e, s=session: self._session_gone(s, e))
+            # hello first, then the subscriptions, then what waited, in id order.
+            for rid in sorted(self._pending):
+                p = self._pending[rid]
+                if not p.sent:
+                    p.sent = True
+                    batch.append(p.line)
+            self._send_bytes(b"".join(batch))
+        else:
+            for rid in sorted(self._pending):
+                p = self._pending[rid]
+                if not p.sent:
+                    p.sent = True
+                    self._send_bytes(p.line)
+
+    def _reconnect_hello(self, resp: Dict[str, Any]) -> ServerInfo:
+        try:
+            return self._check_hello(resp)
+        except IncompatibleDaemon as e:
+            self._shut(e)
+            raise
+
+    def _shut(self, err: BaseException) -> None:
+        """Ends the client: every pending request, handle and subscription fails with ``err``."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_error = err
+        self._connected = False
+        for p in self._pending.values():
+            self._settle(p.fut, exc=err)
+        self._pending.clear()
+        for st in list(self._procs.values()):
+            self._settle(st.started, exc=err)
+            self._settle(st.exited, exc=err)
+            st.stream.error = err
+            st.stream.done = True
+            self._wake(st.stream)
+        self._procs.clear()
+        for follow in self._follows.values():
+            if follow.sink is not None:
+                follow.sink.done = True
+                follow.sink.error = err
+                self._wake(follow.sink)
+
+
+def check_ok(resp: Dict[str, Any]) -> Dict[str, Any]:
+    if resp.get("ok") is not True:
+        raise error_from_response(resp)
+    return resp
+
+
+__all__ = ["DaemonError", "ProcState", "DEFAULT_KEEP", "check_ok"]
