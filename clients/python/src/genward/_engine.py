@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tuple
 
 from ._wire import PROTOCOL, REQUIRED_CAPABILITIES, encode_request
 from .errors import (
@@ -154,6 +154,7 @@ class ProcState:
         self.exit_listeners: List[Callable[[Exit], Any]] = []
         self.dropped_listeners: List[Callable[[Dropped], Any]] = []
         self.wait_sent = False
+        self.streams_seen: Set[str] = set()
 
 
 class _Engine:
@@ -271,6 +272,12 @@ class _Engine:
         ev = event_from_json(msg, msg.get("_data", b""))
         if isinstance(ev, Output):
             expected = follow.next_pos
+            if expected is None and ev.offset > 0:
+                # Followed from a generation's start and nothing seen yet (a reconnection
+                # before its first output): what its stream wrote before was missed.
+                st = self._procs.get((session, ev.gen))
+                if st is not None and ev.stream not in st.streams_seen:
+                    self._deliver(follow, Dropped(session, max(0, ev.pos - ev.offset), ev.pos))
             if expected is not None:
                 if ev.pos + len(ev.data) <= expected and ev.data:
                     return  # seen before the connection was resumed
@@ -314,6 +321,7 @@ class _Engine:
             self._set_exit(st, ev)
             return
         elif isinstance(ev, Output):
+            st.streams_seen.add(ev.stream)
             if st.data_listeners:
                 for fn in st.data_listeners:
                     self._emit(fn, ev.data)
@@ -349,7 +357,7 @@ class _Engine:
 
     # ---- spawn ---------------------------------------------------------------------------
 
-    def _spawn_request(self, args: Dict[str, Any], keep: int) -> Any:
+    def _spawn_request(self, args: Dict[str, Any], keep: int, lossless: bool = False) -> Any:
         """Sends ``spawn``; its future resolves to the generation's :class:`ProcState`,
         registered (and its session followed from that generation) as the answer is read,
         so that none of its events can pass unseen."""
@@ -361,9 +369,10 @@ class _Engine:
             st = ProcState(self, session, gen, pty, keep)
             self._procs[(session, gen)] = st
             if session not in self._follows:
-                self._follows[session] = _Follow(session, {"from_gen": gen}, {}, None)
+                extra = {"lossless": True} if lossless else {}
+                self._follows[session] = _Follow(session, {"from_gen": gen}, extra, None)
                 self._request(
-                    {"op": "subscribe", "session": session, "from_gen": gen},
+                    {"op": "subscribe", "session": session, "from_gen": gen, **extra},
                     on_error=lambda e: self._session_gone(session, e),
                 )
             return st

@@ -216,12 +216,13 @@ class AsyncClient(_Engine):
         argv: Sequence[str],
         *,
         keep: int = DEFAULT_KEEP,
+        lossless: bool = False,
         timeout: Optional[float] = None,
         **opts: Any,
     ) -> "AsyncProcess":
         """See :meth:`Client.spawn`."""
         args = spawn_args(session, list(argv), opts)
-        st: ProcState = await _result(self._spawn_request(args, keep), self.timeout)
+        st: ProcState = await _result(self._spawn_request(args, keep, lossless), self.timeout)
         await _result(st.started, timeout)
         return AsyncProcess(self, st)
 

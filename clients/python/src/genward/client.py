@@ -269,6 +269,7 @@ class Client(_Engine):
         argv: Sequence[str],
         *,
         keep: int = DEFAULT_KEEP,
+        lossless: bool = False,
         timeout: Optional[float] = None,
         **opts: Any,
     ) -> "Process":
@@ -280,12 +281,15 @@ class Client(_Engine):
         ``clear_env``, ``pty`` (``True`` or ``(rows, cols)``), ``stderr``, ``stop_signal``,
         ``grace``/``kill_grace``/``drain`` (ms or ``"5s"``), ``on_exit``, ``on_busy``,
         ``restart``, ``buffer``, ``on_recover``, ``limits``. ``keep`` bounds the output
-        the handle holds for iteration. ``timeout`` bounds the wait for the start (a
+        the handle holds for iteration (the oldest goes first, reported to ``events()``
+        as :class:`Dropped`). ``lossless`` makes the connection follow the session
+        losslessly (if it does not follow it already): the daemon then holds the
+        process's output back rather than let this client miss any. ``timeout`` bounds the wait for the start (a
         replacement waits for its predecessor to be gone first).
         """
         args = spawn_args(session, list(argv), opts)
         with self._lock:
-            fut = self._spawn_request(args, keep)
+            fut = self._spawn_request(args, keep, lossless)
         st: ProcState = _result(fut, self.timeout)
         _result(st.started, timeout)
         return Process(self, st)
