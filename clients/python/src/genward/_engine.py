@@ -10,6 +10,7 @@ its event loop (the asyncio client).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tuple
 
@@ -281,6 +282,10 @@ class _Engine:
             if expected is not None:
                 if ev.pos + len(ev.data) <= expected and ev.data:
                     return  # seen before the connection was resumed
+                if ev.pos < expected:
+                    # A record that starts before the position asked for: only its rest.
+                    cut = expected - ev.pos
+                    ev = dataclasses.replace(ev, data=ev.data[cut:], pos=expected, offset=ev.offset + cut)
                 if ev.pos > expected:
                     self._deliver(follow, Dropped(session, expected, ev.pos))
             follow.next_pos = ev.pos + len(ev.data)
