@@ -4,7 +4,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_TOOLCHAIN ?= nightly
 TORTURE_KILLS ?= 200
 
-.PHONY: build release run test torture lint fmt fuzz fuzz-smoke bench clean install uninstall
+.PHONY: build release run test test-python torture lint fmt fuzz fuzz-smoke bench clean install uninstall
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/...
 PREFIX  ?= /usr/local
@@ -28,6 +28,11 @@ run: release
 
 test:
 	$(CARGO) test --all-targets
+
+# The Python client library's tests and examples, each run against a daemon of its own
+# started from the release binary (GENWARD_BIN overrides which binary).
+test-python: release
+	cd clients/python && python3 -m unittest discover -v
 
 # The crash-recovery torture test at full length: the daemon SIGKILLed TORTURE_KILLS times
 # at random points and restarted on the same state directory (`make test` runs 30).

@@ -2,7 +2,7 @@
 a temporary directory, started before the tests that need it and stopped after them.
 
 The binary is ``GENWARD_BIN`` if set, else the repository's ``target/release/genward``
-or ``target/debug/genward``, whichever was built last.
+or ``target/debug/genward`` (under ``CARGO_TARGET_DIR`` if set), whichever was built last.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def find_binary() -> str:
         if not os.access(env, os.X_OK):
             raise RuntimeError(f"GENWARD_BIN={env} is not an executable")
         return env
-    candidates = [os.path.join(REPO, "target", kind, "genward") for kind in ("release", "debug")]
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
+    candidates = [os.path.join(target, kind, "genward") for kind in ("release", "debug")]
     built = [c for c in candidates if os.access(c, os.X_OK)]
     if not built:
         raise RuntimeError(

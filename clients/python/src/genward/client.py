@@ -131,6 +131,14 @@ class Client(_Engine):
     def _emit(self, fn: Callable[[Any], Any], arg: Any) -> None:
         self._callbacks.put((fn, arg))
 
+    def _flush_callbacks(self, timeout: float = 10.0) -> None:
+        """Returns once the callbacks queued so far have run (unless called from one)."""
+        if threading.current_thread() is self._cb_thread or not self._cb_thread.is_alive():
+            return
+        done = threading.Event()
+        self._callbacks.put((lambda _: done.set(), None))
+        done.wait(timeout)
+
     def _run_callbacks(self) -> None:
         while True:
             item = self._callbacks.get()
@@ -250,6 +258,8 @@ class Client(_Engine):
         self._callbacks.put(None)
         if threading.current_thread() is not self._reader:
             self._reader.join(5)
+        if threading.current_thread() is not self._cb_thread:
+            self._cb_thread.join(5)  # the callbacks already queued run first
         with self._lock:
             self._drop_socket()
 
@@ -453,12 +463,15 @@ class Process:
         self._call("stop", grace=None if grace is None else duration(grace))
 
     def wait(self, timeout: Optional[float] = None) -> Exit:
-        """Waits for its end, after all its output was delivered."""
+        """Waits for its end; returns after every ``on_data`` and ``on_exit`` callback
+        for it has run (when not called from a callback)."""
         st = self._st
         if st.exit is None:
             with self._client._lock:
                 self._client._wait_request(st)
-        return _result(st.exited, timeout)
+        end = _result(st.exited, timeout)
+        self._client._flush_callbacks()
+        return end
 
     def _listen(self, listeners: List[Any], fn: Any) -> Callable[[], None]:
         with self._client._lock:
