@@ -39,13 +39,15 @@ def main() -> int:
             print(f"{s.name:28} {s.state:8} {gen.gen if gen else '-':>5} {gen.pid if gen else '-':>7}  {last}")
 
         by_name = {s.name: s for s in mine}
+        crash_end = by_name[f"{PREFIX}crash"].last_end
+        killed_end = by_name[f"{PREFIX}killed"].last_end
         ok = (
             len(mine) == 5
             and all(by_name[h.session].state == "running" for h in healthy)
             and all(by_name[h.session].generations[0].pid == h.pid for h in healthy)
             and by_name[f"{PREFIX}missing"].failed
-            and by_name[f"{PREFIX}crash"].failed and by_name[f"{PREFIX}crash"].last_end.code == 3
-            and by_name[f"{PREFIX}killed"].failed and by_name[f"{PREFIX}killed"].last_end.signal == "SIGKILL"
+            and by_name[f"{PREFIX}crash"].failed and crash_end is not None and crash_end.code == 3
+            and by_name[f"{PREFIX}killed"].failed and killed_end is not None and killed_end.signal == "SIGKILL"
         )
         for s in mine:
             client.remove(s.name)

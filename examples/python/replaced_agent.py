@@ -17,6 +17,7 @@ check holds.
 
 import sys
 import time
+from typing import List
 
 import genward
 
@@ -29,14 +30,15 @@ NEW_TURN = ["sh", "-c", "echo new turn: working; while read line; do echo new tu
 def main() -> int:
     with genward.Client() as client:
         old = client.spawn(SESSION, OLD_TURN, grace="5s")
-        old_out = []
+        old_out: List[bytes] = []
         old.on_data(old_out.append)
         print(f"turn 1 runs as gen {old.gen} (pid {old.pid})")
         time.sleep(0.2)
 
         # The new turn starts at once; the old one is stopped meanwhile, and takes its time.
         new = client.spawn(SESSION, NEW_TURN, on_busy="overlap")
-        new_out, new_exits = [], []
+        new_out: List[bytes] = []
+        new_exits: List[genward.Exit] = []
         new.on_data(new_out.append)
         new.on_exit(new_exits.append)
         print(f"turn 2 runs as gen {new.gen} (pid {new.pid}); turn 1 is being stopped")

@@ -96,7 +96,7 @@ class _Stream:
                 if start is None:
                     start = ev.pos
                 end = ev.pos + len(ev.data)
-            else:
+            elif isinstance(ev, Dropped):
                 if start is None:
                     start = ev.start
                 end = max(end, ev.end)
@@ -300,9 +300,9 @@ class _Engine:
             follow.sink.push(ev)
             self._wake(follow.sink)
         if isinstance(ev, Dropped):
-            for (name, _), st in list(self._procs.items()):
+            for (name, _), each in list(self._procs.items()):
                 if name == ev.session:
-                    self._proc_event(st, ev)
+                    self._proc_event(each, ev)
             return
         gen = getattr(ev, "gen", None)
         if gen is None:
@@ -333,8 +333,8 @@ class _Engine:
             elif st.unheard is not None:
                 st.unheard.push(ev)
         elif isinstance(ev, Dropped):
-            for fn in st.dropped_listeners:
-                self._emit(fn, ev)
+            for on_dropped in st.dropped_listeners:
+                self._emit(on_dropped, ev)
         st.stream.push(ev)
         self._wake(st.stream)
 
@@ -383,6 +383,9 @@ class _Engine:
             return st
 
         return self._request(args, hook=hook)
+
+    def _gone_hook(self, session: str) -> Callable[[BaseException], None]:
+        return lambda err: self._session_gone(session, err)
 
     def _session_gone(self, session: str, err: BaseException) -> None:
         """Following ``session`` was refused: its handles learn why."""
@@ -443,9 +446,8 @@ class _Engine:
             for follow in self._follows.values():
                 rid = self._next_id
                 self._next_id += 1
-                session = follow.session
                 line = encode_request({"id": rid, **follow.resume_args()})
-                self._pending[rid] = _Pending("subscribe", line, self._future(), None, lambda e, s=session: self._session_gone(s, e))
+                self._pending[rid] = _Pending("subscribe", line, self._future(), None, self._gone_hook(follow.session))
             # hello first, then the subscriptions, then what waited, in id order.
             for rid in sorted(self._pending):
                 p = self._pending[rid]

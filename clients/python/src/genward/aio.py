@@ -185,7 +185,8 @@ class AsyncClient(_Engine):
 
     async def request(self, op: str, **args: Any) -> Dict[str, Any]:
         """Sends any operation and returns its response (see :meth:`Client.request`)."""
-        return await self._call({"op": op, **args})
+        resp: Dict[str, Any] = await self._call({"op": op, **args})
+        return resp
 
     async def close(self) -> None:
         """Closes the connection; handles and subscriptions of this client end."""
@@ -208,7 +209,8 @@ class AsyncClient(_Engine):
     # ---- operations ----------------------------------------------------------------------
 
     async def hello(self) -> ServerInfo:
-        return await self._call({"op": "hello"}, hook=self._check_hello)
+        info: ServerInfo = await self._call({"op": "hello"}, hook=self._check_hello)
+        return info
 
     async def spawn(
         self,
@@ -248,7 +250,8 @@ class AsyncClient(_Engine):
 
     async def stop(self, session: str, *, grace: Optional[Duration] = None, if_gen: Optional[int] = None) -> Optional[int]:
         args = {"op": "stop", "session": session, "if_gen": if_gen, "grace": None if grace is None else duration(grace)}
-        return (await self._call(args)).get("gen")
+        gen: Optional[int] = (await self._call(args)).get("gen")
+        return gen
 
     async def restart(self, session: str, *, if_gen: Optional[int] = None) -> int:
         return int((await self._call({"op": "restart", "session": session, "if_gen": if_gen}))["gen"])
@@ -351,7 +354,8 @@ class AsyncProcess:
         return self._st.exit
 
     async def _call(self, op: str, **args: Any) -> Dict[str, Any]:
-        return await self._client._call({"op": op, "session": self.session, "if_gen": self.gen, **args})
+        resp: Dict[str, Any] = await self._client._call({"op": op, "session": self.session, "if_gen": self.gen, **args})
+        return resp
 
     async def write(self, data: Data) -> None:
         key, value = input_member(data)
@@ -373,7 +377,8 @@ class AsyncProcess:
         st = self._st
         if st.exit is None:
             self._client._wait_request(st)
-        return await _result(st.exited, timeout)
+        end: Exit = await _result(st.exited, timeout)
+        return end
 
     def _listen(self, listeners: List[Any], fn: Any) -> Callable[[], None]:
         listeners.append(fn)

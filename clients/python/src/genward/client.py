@@ -239,7 +239,8 @@ class Client(_Engine):
     def request(self, op: str, **args: Any) -> Dict[str, Any]:
         """Sends any operation (named and spelled as in the protocol) and returns its
         response; raises the :class:`DaemonError` for a refusal."""
-        return self._call({"op": op, **args})
+        resp: Dict[str, Any] = self._call({"op": op, **args})
+        return resp
 
     def close(self) -> None:
         """Closes the connection; handles and subscriptions of this client end."""
@@ -271,7 +272,8 @@ class Client(_Engine):
 
     def hello(self) -> ServerInfo:
         """Asks the daemon again who it is (``server`` holds the last answer)."""
-        return self._call({"op": "hello"}, hook=self._check_hello)
+        info: ServerInfo = self._call({"op": "hello"}, hook=self._check_hello)
+        return info
 
     def spawn(
         self,
@@ -331,7 +333,8 @@ class Client(_Engine):
         """Stops the session's current generation (stop signal, SIGKILL after the grace);
         returns the generation stopped, if one ran."""
         args = {"op": "stop", "session": session, "if_gen": if_gen, "grace": None if grace is None else duration(grace)}
-        return self._call(args).get("gen")
+        gen: Optional[int] = self._call(args).get("gen")
+        return gen
 
     def restart(self, session: str, *, if_gen: Optional[int] = None) -> int:
         """Replaces the current generation with a new one of the same spec; returns it."""
@@ -437,7 +440,8 @@ class Process:
         return self._st.exit
 
     def _call(self, op: str, **args: Any) -> Dict[str, Any]:
-        return self._client._call({"op": op, "session": self.session, "if_gen": self.gen, **args})
+        resp: Dict[str, Any] = self._client._call({"op": op, "session": self.session, "if_gen": self.gen, **args})
+        return resp
 
     def write(self, data: Data) -> None:
         """Queues input: ``str`` as text (UTF-8), bytes as they are."""
@@ -469,7 +473,7 @@ class Process:
         if st.exit is None:
             with self._client._lock:
                 self._client._wait_request(st)
-        end = _result(st.exited, timeout)
+        end: Exit = _result(st.exited, timeout)
         self._client._flush_callbacks()
         return end
 
