@@ -359,6 +359,18 @@ class TestReconnect(unittest.TestCase):
         got = b"".join(e.data for e in sub.until_exit(p.gen, timeout=10) if isinstance(e, Output))
         self.assertEqual(got, b"0 a\n1 b\n2 c\n")
 
+    def test_an_upgrade_in_place_keeps_everything(self) -> None:
+        client = genward.Client(self.daemon.socket)
+        self.addCleanup(client.close)
+        p = client.spawn("up", [PY, "-u", "-c", "import sys\nfor l in sys.stdin: print('got', l.strip())"])
+        p.write("1\n")
+        answer = client.upgrade()
+        self.assertEqual(answer["pid"], client.server.pid)
+        p.write("2\n")
+        p.close_input()
+        self.assertEqual(p.read_all(10), b"got 1\ngot 2\n")
+        self.assertEqual((p.wait(10).code, client.reconnects), (0, 0))
+
     def test_a_gap_while_away_is_reported_as_dropped(self) -> None:
         for seen_before in (True, False):
             with self.subTest(output_seen_before_the_crash=seen_before):

@@ -266,6 +266,11 @@ class AsyncClient(_Engine):
         key, value = input_member(data)
         await self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
 
+    async def upgrade(self, binary: Optional[str] = None) -> Dict[str, Any]:
+        """See :meth:`Client.upgrade`."""
+        resp: Dict[str, Any] = await self._call({"op": "upgrade", "binary": binary}, timeout=None)
+        return resp
+
     async def shutdown(self) -> None:
         await self._call({"op": "shutdown"})
 

@@ -353,6 +353,13 @@ class Client(_Engine):
         key, value = input_member(data)
         self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
 
+    def upgrade(self, binary: Optional[str] = None) -> Dict[str, Any]:
+        """Replaces the daemon's program in place (``binary``: an absolute path; default
+        the program it was started as), keeping every session and connection; returns
+        the answer (``version``, ``previous``, ``pause_ms``...)."""
+        resp: Dict[str, Any] = self._call({"op": "upgrade", "binary": binary}, timeout=None)
+        return resp
+
     def shutdown(self) -> None:
         """Asks the daemon to stop every session and exit."""
         self._call({"op": "shutdown"})
