@@ -78,6 +78,22 @@ class TestAsyncClient(AsyncDaemonCase):
         self.assertEqual((n, drops), (FLOOD, []))
         self.assertEqual(h.hexdigest(), flood_digest())
 
+    async def test_a_slow_iterator_loses_nothing_when_lossless(self) -> None:
+        total = 8 << 20
+        script = f"import sys\nsys.stdout.buffer.write(b'y' * {total}); sys.stdout.flush()\nsys.stdin.readline()"
+        p = await self.client.spawn(self.name(), [PY, "-c", script], lossless=True, keep=256 << 10)
+        n = 0
+        wrote = False
+        async for ev in p.events(30):
+            self.assertNotIsInstance(ev, Dropped)
+            if isinstance(ev, Output):
+                n += len(ev.data)
+                await asyncio.sleep(0.002)
+                if not wrote and n > (1 << 20):
+                    await p.write("done\n")
+                    wrote = True
+        self.assertEqual((n, p.exit.code), (total, 0))
+
     async def test_input_callbacks_and_wait(self) -> None:
         got: List[bytes] = []
         ends: List[Exit] = []

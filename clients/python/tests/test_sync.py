@@ -177,6 +177,22 @@ class TestOutput(DaemonCase):
         self.assertEqual(h.hexdigest(), flood_digest())
         self.assertEqual(p.exit.code, 0)
 
+    def test_a_slow_iterator_holds_the_output_back_and_may_call_the_client(self) -> None:
+        total = 8 << 20
+        script = f"import sys\nsys.stdout.buffer.write(b'y' * {total}); sys.stdout.flush()\nsys.stdin.readline()"
+        p = self.client.spawn(self.name(), [PY, "-c", script], lossless=True, keep=256 << 10)
+        n = 0
+        wrote = False
+        for ev in p.events(30):
+            self.assertNotIsInstance(ev, Dropped)
+            if isinstance(ev, Output):
+                n += len(ev.data)
+                time.sleep(0.002)  # slower than the daemon
+                if not wrote and n > (1 << 20):
+                    p.write("done\n")  # an answer is read even while the reader holds back
+                    wrote = True
+        self.assertEqual((n, p.exit.code), (total, 0))
+
     def test_a_late_listener_hears_from_the_start(self) -> None:
         p = self.client.spawn(self.name(), ["sh", "-c", "echo early; exit 0"])
         p.wait(10)

@@ -42,6 +42,8 @@ _RETRYABLE = frozenset({"hello", "list", "get", "wait", "subscribe", "unsubscrib
 #: Output a handle keeps for iteration (and for its first ``on_data`` listener) before
 #: it discards the oldest, by default.
 DEFAULT_KEEP = 16 << 20
+#: What one read of the socket may add beyond a stream's cap before the reader checks.
+_READ_SLACK = 4 << 20
 
 
 class _Pending:
@@ -66,7 +68,7 @@ class _Pending:
 class _Stream:
     """Events waiting for an iterator, bounded by ``cap`` bytes of output."""
 
-    __slots__ = ("session", "items", "size", "cap", "done", "error", "waker", "lossy")
+    __slots__ = ("session", "items", "size", "cap", "done", "error", "waker", "lossy", "readers")
 
     def __init__(self, session: str, cap: int, lossy: bool):
         self.session = session
@@ -76,13 +78,18 @@ class _Stream:
         self.done = False
         self.error: Optional[BaseException] = None
         self.waker: Any = None
+        #: Whether output beyond the cap (and a read's worth more) is discarded.
         self.lossy = lossy
+        #: Iterators reading it now: while one does, a full stream holds the reader back.
+        self.readers = 0
 
     def push(self, ev: Event) -> None:
         self.items.append(ev)
         if isinstance(ev, Output):
             self.size += len(ev.data)
-            if self.lossy and self.size > self.cap:
+            # An iterated stream is never cut: its reader holds back instead (past the cap
+            # only while a caller waits for an answer queued behind its output).
+            if self.lossy and not self.readers and self.size > self.cap + _READ_SLACK:
                 self._discard_oldest()
 
     def _discard_oldest(self) -> None:
@@ -113,7 +120,12 @@ class _Stream:
 
     @property
     def full(self) -> bool:
-        return self.size > self.cap
+        return self.size >= self.cap
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether the reader should wait for this stream's iterator to catch up."""
+        return self.full and not self.done and (self.readers > 0 or not self.lossy)
 
 
 class _Follow:
@@ -175,6 +187,8 @@ class _Engine:
         self._close_error: Optional[BaseException] = None
         #: Times the connection was established again after a loss.
         self.reconnects = 0
+        #: Callers waiting for an answer or a start: while any does, the reader reads on.
+        self._busy = 0
 
     # ---- supplied by the transport ---------------------------------------------------
 
@@ -189,6 +203,19 @@ class _Engine:
 
     def _emit(self, fn: Callable[[Any], Any], arg: Any) -> None:
         raise NotImplementedError
+
+    def _must_hold_back(self) -> bool:
+        """Whether the reader should stop reading the socket for now: an iterator (or a
+        subscription) is a full buffer behind and nobody waits for an answer. The daemon
+        then holds a lossless follower's output back, or tells an ordinary one what it
+        dropped; a caller waiting for an answer lets the reader go on, so that a consumer
+        calling the client from its loop is never stuck behind itself."""
+        if self._closed or self._busy:
+            return False
+        for follow in self._follows.values():
+            if follow.sink is not None and follow.sink.holds_back:
+                return True
+        return any(st.stream.holds_back for st in self._procs.values())
 
     # ---- futures -----------------------------------------------------------------------
 

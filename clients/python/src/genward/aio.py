@@ -54,6 +54,7 @@ class AsyncClient(_Engine):
         self._task: Optional["asyncio.Task[None]"] = None
         self._decoder = Decoder()
         self._user_closed = False
+        self._progress = asyncio.Event()
         self._tasks: "set[asyncio.Task[Any]]" = set()
 
     @classmethod
@@ -131,16 +132,21 @@ class AsyncClient(_Engine):
                 return
 
     async def _hold_back(self) -> None:
-        for f in list(self._follows.values()):
-            sink = f.sink
-            while sink is not None and sink.full and not self._closed and not sink.done:
-                if sink.waker is None:
-                    sink.waker = asyncio.Event()
-                sink.waker.clear()
-                try:
-                    await asyncio.wait_for(sink.waker.wait(), 0.5)
-                except asyncio.TimeoutError:
-                    pass
+        while self._must_hold_back():
+            self._progress.clear()
+            try:
+                await asyncio.wait_for(self._progress.wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _waiting(self, fut: Any, timeout: Optional[float]) -> Any:
+        """``_result``, counted as a caller waiting (so the reader never holds back)."""
+        self._busy += 1
+        self._progress.set()
+        try:
+            return await _result(fut, timeout)
+        finally:
+            self._busy -= 1
 
     def _drop_transport(self) -> None:
         w, self._writer, self._reader = self._writer, None, None
@@ -181,7 +187,7 @@ class AsyncClient(_Engine):
                 await w.drain()
             except (OSError, RuntimeError):
                 pass
-        return await _result(fut, self.timeout if timeout == -1.0 else timeout)
+        return await self._waiting(fut, self.timeout if timeout == -1.0 else timeout)
 
     async def request(self, op: str, **args: Any) -> Dict[str, Any]:
         """Sends any operation and returns its response (see :meth:`Client.request`)."""
@@ -224,8 +230,8 @@ class AsyncClient(_Engine):
     ) -> "AsyncProcess":
         """See :meth:`Client.spawn`."""
         args = spawn_args(session, list(argv), opts)
-        st: ProcState = await _result(self._spawn_request(args, keep, lossless), self.timeout)
-        await _result(st.started, timeout)
+        st: ProcState = await self._waiting(self._spawn_request(args, keep, lossless), self.timeout)
+        await self._waiting(st.started, timeout)
         return AsyncProcess(self, st)
 
     async def list(self) -> List[Session]:
@@ -429,22 +435,28 @@ class AsyncProcess:
 async def _aiterate(client: AsyncClient, stream: _Stream, timeout: Optional[float]) -> AsyncIterator[Event]:
     if stream.waker is None:
         stream.waker = asyncio.Event()
-    while True:
-        ev = stream.pop()
-        if ev is not None:
-            if not stream.full:
-                stream.waker.set()  # lets a held-back reader go on
-            yield ev
-            continue
-        if stream.done:
-            if stream.error is not None and not client._user_closed:
-                raise stream.error
-            return
-        stream.waker.clear()
-        try:
-            await asyncio.wait_for(stream.waker.wait(), timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError("no event in time") from None
+    stream.readers += 1
+    try:
+        while True:
+            was_full = stream.full
+            ev = stream.pop()
+            if ev is not None:
+                if was_full and not stream.full:
+                    client._progress.set()  # lets a held-back reader go on
+                yield ev
+                continue
+            if stream.done:
+                if stream.error is not None and not client._user_closed:
+                    raise stream.error
+                return
+            stream.waker.clear()
+            try:
+                await asyncio.wait_for(stream.waker.wait(), timeout)
+            except asyncio.TimeoutError:
+                raise TimeoutError("no event in time") from None
+    finally:
+        stream.readers -= 1
+        client._progress.set()
 
 
 class AsyncSubscription:

@@ -184,10 +184,19 @@ class Client(_Engine):
                 return
 
     def _hold_back(self) -> None:
-        """A subscription whose reader lags: stop reading (the daemon then holds output
-        back for a lossless subscriber, or tells an ordinary one what it dropped)."""
-        while not self._closed and any(f.sink is not None and f.sink.full for f in self._follows.values()):
+        while self._must_hold_back():
             self._cond.wait(0.5)
+
+    def _waiting(self, fut: Any, timeout: Optional[float]) -> Any:
+        """``_result``, counted as a caller waiting (so the reader never holds back)."""
+        with self._lock:
+            self._busy += 1
+            self._cond.notify_all()
+        try:
+            return _result(fut, timeout)
+        finally:
+            with self._lock:
+                self._busy -= 1
 
     def _drop_socket(self) -> None:
         sock, self._sock = self._sock, None
@@ -234,7 +243,7 @@ class Client(_Engine):
     ) -> Any:
         with self._lock:
             fut = self._request(args, hook)
-        return _result(fut, self.timeout if timeout == -1.0 else timeout)
+        return self._waiting(fut, self.timeout if timeout == -1.0 else timeout)
 
     def request(self, op: str, **args: Any) -> Dict[str, Any]:
         """Sends any operation (named and spelled as in the protocol) and returns its
@@ -293,17 +302,19 @@ class Client(_Engine):
         ``clear_env``, ``pty`` (``True`` or ``(rows, cols)``), ``stderr``, ``stop_signal``,
         ``grace``/``kill_grace``/``drain`` (ms or ``"5s"``), ``on_exit``, ``on_busy``,
         ``restart``, ``buffer``, ``on_recover``, ``limits``. ``keep`` bounds the output
-        the handle holds for iteration (the oldest goes first, reported to ``events()``
-        as :class:`Dropped`). ``lossless`` makes the connection follow the session
-        losslessly (if it does not follow it already): the daemon then holds the
-        process's output back rather than let this client miss any. ``timeout`` bounds the wait for the start (a
+        the handle holds for its iterator: while an iterator reads it, the client stops
+        reading from the daemon once ``keep`` bytes wait; while none does, the oldest
+        goes first (reported to ``events()`` as :class:`Dropped`). ``lossless`` makes
+        the connection follow the session losslessly (if it does not follow it already):
+        the daemon then holds the process's output back rather than let this client
+        miss any, however slow its loop. ``timeout`` bounds the wait for the start (a
         replacement waits for its predecessor to be gone first).
         """
         args = spawn_args(session, list(argv), opts)
         with self._lock:
             fut = self._spawn_request(args, keep, lossless)
-        st: ProcState = _result(fut, self.timeout)
-        _result(st.started, timeout)
+        st: ProcState = self._waiting(fut, self.timeout)
+        self._waiting(st.started, timeout)
         return Process(self, st)
 
     def list(self) -> List[Session]:
@@ -407,7 +418,7 @@ class Client(_Engine):
             with conn._lock:
                 conn._follows[session] = follow
                 fut = conn._request({"op": "subscribe", "session": session, **start, **extra})
-            _result(fut, self.timeout)
+            conn._waiting(fut, self.timeout)
         except BaseException:
             conn.close()
             raise
@@ -541,24 +552,32 @@ class Process:
 
 
 def _iterate(client: Client, stream: _Stream, timeout: Optional[float]) -> Iterator[Event]:
-    while True:
-        with client._cond:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                ev = stream.pop()
-                if ev is not None:
-                    if not stream.full:
-                        client._cond.notify_all()
-                    break
-                if stream.done:
-                    if stream.error is not None and not client._user_closed:
-                        raise stream.error
-                    return
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError("no event in time")
-                client._cond.wait(left)
-        yield ev
+    with client._lock:
+        stream.readers += 1
+    try:
+        while True:
+            with client._cond:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while True:
+                    was_full = stream.full
+                    ev = stream.pop()
+                    if ev is not None:
+                        if was_full and not stream.full:
+                            client._cond.notify_all()
+                        break
+                    if stream.done:
+                        if stream.error is not None and not client._user_closed:
+                            raise stream.error
+                        return
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError("no event in time")
+                    client._cond.wait(left)
+            yield ev
+    finally:
+        with client._lock:
+            stream.readers -= 1
+            client._cond.notify_all()
 
 
 class Subscription:
