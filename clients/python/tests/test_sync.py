@@ -375,6 +375,23 @@ class TestReconnect(unittest.TestCase):
         got = b"".join(e.data for e in sub.until_exit(p.gen, timeout=10) if isinstance(e, Output))
         self.assertEqual(got, b"0 a\n1 b\n2 c\n")
 
+    def test_a_wait_pending_across_a_restart_is_answered(self) -> None:
+        client = genward.Client(self.daemon.socket, reconnect_timeout=20)
+        self.addCleanup(client.close)
+        p = client.spawn("waited", ["sh", "-c", "read x; echo bye $x; exit 7"])
+        got: List[bytes] = []
+        p.on_data(got.append)
+        ends: List[Exit] = []
+        waiter = threading.Thread(target=lambda: ends.append(p.wait(30)))
+        waiter.start()
+        time.sleep(0.2)
+        self.daemon.kill()
+        self.daemon.start()
+        p.write("now\n")
+        waiter.join(30)
+        self.assertEqual([(e.gen, e.code) for e in ends], [(p.gen, 7)])
+        self.assertEqual(b"".join(got), b"bye now\n")
+
     def test_an_upgrade_in_place_keeps_everything(self) -> None:
         client = genward.Client(self.daemon.socket)
         self.addCleanup(client.close)

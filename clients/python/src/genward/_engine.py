@@ -466,22 +466,26 @@ class _Engine:
         self._connected = True
         if not first:
             self.reconnects += 1
-            batch: List[bytes] = []
-            hello = self._next_id
+            # Hello, then every session followed again, then what waited (in the order it
+            # was asked): a `wait` must come after its session's subscription, so that its
+            # answer follows the generation's output.
+            again: List[_Pending] = []
+            rid = self._next_id
             self._next_id += 1
-            self._pending[hello] = _Pending("hello", encode_request({"id": hello, "op": "hello"}), self._future(), self._reconnect_hello, None)
+            hello = _Pending("hello", encode_request({"id": rid, "op": "hello"}), self._future(), self._reconnect_hello, None)
+            self._pending[rid] = hello
+            again.append(hello)
             for follow in self._follows.values():
                 rid = self._next_id
                 self._next_id += 1
                 line = encode_request({"id": rid, **follow.resume_args()})
-                self._pending[rid] = _Pending("subscribe", line, self._future(), None, self._gone_hook(follow.session))
-            # hello first, then the subscriptions, then what waited, in id order.
-            for rid in sorted(self._pending):
-                p = self._pending[rid]
-                if not p.sent:
-                    p.sent = True
-                    batch.append(p.line)
-            self._send_bytes(b"".join(batch))
+                p = _Pending("subscribe", line, self._future(), None, self._gone_hook(follow.session))
+                self._pending[rid] = p
+                again.append(p)
+            waited = [self._pending[r] for r in sorted(self._pending) if not self._pending[r].sent and self._pending[r] not in again]
+            for p in again + waited:
+                p.sent = True
+            self._send_bytes(b"".join(p.line for p in again + waited))
         else:
             for rid in sorted(self._pending):
                 p = self._pending[rid]
