@@ -255,6 +255,21 @@ class TestControl(DaemonCase):
         p.stop()
         p.wait(10)
 
+    def test_attach_to_a_generation_another_client_started(self) -> None:
+        name = self.name()
+        started = self.client.spawn(name, ["sh", "-c", "echo ready; cat"])
+        with genward.Client(self.daemon.socket) as other:
+            p = other.attach(name)
+            self.assertEqual((p.gen, p.pid), (started.gen, started.pid))
+            p.write("via attach\n")
+            p.close_input()
+            self.assertEqual(p.read_all(10), b"ready\nvia attach\n")
+            self.assertEqual(p.wait(10).code, 0)
+            with self.assertRaises(genward.NotRunning):
+                other.attach(name)
+            with self.assertRaises(genward.StaleGeneration):
+                p.write("x")
+
     def test_stale_handle_is_refused_after_replacement(self) -> None:
         name = self.name()
         old = self.client.spawn(name, ["sleep", "30"], grace="200ms")

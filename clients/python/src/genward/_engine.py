@@ -411,6 +411,24 @@ class _Engine:
 
         return self._request(args, hook=hook)
 
+    def _attach_state(self, session: str, gen: int, pid: Optional[int], keep: int) -> ProcState:
+        """A handle's state for a generation this client did not spawn (it runs
+        already): followed from that generation's first retained record."""
+        st = self._procs.get((session, gen))
+        if st is not None:
+            return st
+        st = ProcState(self, session, gen, False, keep)
+        st.pid = pid
+        self._settle(st.started, pid)
+        self._procs[(session, gen)] = st
+        if session not in self._follows:
+            self._follows[session] = _Follow(session, {"from_gen": gen}, {}, None)
+            self._request(
+                {"op": "subscribe", "session": session, "from_gen": gen},
+                on_error=self._gone_hook(session),
+            )
+        return st
+
     def _gone_hook(self, session: str) -> Callable[[BaseException], None]:
         return lambda err: self._session_gone(session, err)
 

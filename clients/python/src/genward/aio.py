@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence,
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _Stream
 from ._wire import Decoder, Duration, default_socket_path, duration, input_member, spawn_args
-from .errors import ConnectionLost, NoDaemon, ProtocolError
+from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
@@ -233,6 +233,15 @@ class AsyncClient(_Engine):
         st: ProcState = await self._waiting(self._spawn_request(args, keep, lossless), self.timeout)
         await self._waiting(st.started, timeout)
         return AsyncProcess(self, st)
+
+    async def attach(self, session: str, *, keep: int = DEFAULT_KEEP) -> "AsyncProcess":
+        """See :meth:`Client.attach`."""
+        s = await self.get(session)
+        gen = s.current
+        live = [g for g in s.generations if g.gen == gen]
+        if gen is None or not live:
+            raise NotRunning("not_running", f"session `{session}` has no running generation")
+        return AsyncProcess(self, self._attach_state(session, gen, live[0].pid, keep))
 
     async def list(self) -> List[Session]:
         if self.server and "list_pages" in self.server.capabilities:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _Stream
 from ._wire import Decoder, Duration, default_socket_path, duration, input_member, spawn_args
-from .errors import ConnectionLost, NoDaemon, ProtocolError
+from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
@@ -315,6 +315,20 @@ class Client(_Engine):
             fut = self._spawn_request(args, keep, lossless)
         st: ProcState = self._waiting(fut, self.timeout)
         self._waiting(st.started, timeout)
+        return Process(self, st)
+
+    def attach(self, session: str, *, keep: int = DEFAULT_KEEP) -> "Process":
+        """A handle on the session's current generation, started by anyone (another
+        program, this one before it restarted): bound to that generation like one
+        ``spawn`` returns; its iteration starts with the generation's retained output.
+        Raises :class:`NotRunning` when nothing runs."""
+        s = self.get(session)
+        gen = s.current
+        live = [g for g in s.generations if g.gen == gen]
+        if gen is None or not live:
+            raise NotRunning("not_running", f"session `{session}` has no running generation")
+        with self._lock:
+            st = self._attach_state(session, gen, live[0].pid, keep)
         return Process(self, st)
 
     def list(self) -> List[Session]:
