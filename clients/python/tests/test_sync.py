@@ -231,6 +231,7 @@ class TestControl(DaemonCase):
                 seen += ev.data
         self.assertIn(b"24 80", seen)
         self.assertIn(b"40 132", seen)
+        self.assertEqual((p.rows, p.cols), (40, 132))
         self.assertEqual(p.exit.code, 0)
 
     def test_kill_with_a_signal(self) -> None:

@@ -158,6 +158,8 @@ class ProcState:
         self.gen = gen
         self.pty = pty
         self.pid: Optional[int] = None
+        #: The PTY's size as last set through this client, if it runs in one.
+        self.size: Optional[Tuple[int, int]] = None
         self.started = engine._future()
         self.exited = engine._future()
         self.exit: Optional[Exit] = None
@@ -394,11 +396,17 @@ class _Engine:
         registered (and its session followed from that generation) as the answer is read,
         so that none of its events can pass unseen."""
         session = str(args["session"])
-        pty = bool(args.get("pty"))
+        pty = args.get("pty")
+        size: Optional[Tuple[int, int]] = None
+        if isinstance(pty, dict):
+            size = (int(pty.get("rows", 24)), int(pty.get("cols", 80)))
+        elif pty:
+            size = (24, 80)
 
         def hook(resp: Dict[str, Any]) -> ProcState:
             gen = int(resp["gen"])
-            st = ProcState(self, session, gen, pty, keep)
+            st = ProcState(self, session, gen, bool(pty), keep)
+            st.size = size
             self._procs[(session, gen)] = st
             if session not in self._follows:
                 extra = {"lossless": True} if lossless else {}

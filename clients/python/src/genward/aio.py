@@ -370,6 +370,17 @@ class AsyncProcess:
         return self._st.pid
 
     @property
+    def rows(self) -> Optional[int]:
+        """The PTY's rows as spawned or last resized through this handle (``None``
+        without a PTY, or for one attached to)."""
+        return self._st.size[0] if self._st.size else None
+
+    @property
+    def cols(self) -> Optional[int]:
+        """The PTY's columns, as :attr:`rows`."""
+        return self._st.size[1] if self._st.size else None
+
+    @property
     def exit(self) -> Optional[Exit]:
         return self._st.exit
 
@@ -386,6 +397,7 @@ class AsyncProcess:
 
     async def resize(self, rows: int, cols: int) -> None:
         await self._call("resize", rows=int(rows), cols=int(cols))
+        self._st.size = (int(rows), int(cols))
 
     async def kill(self, signal: Union[str, int] = "TERM", *, scope: Optional[str] = None) -> None:
         await self._call("signal", signal=signal, scope=scope)

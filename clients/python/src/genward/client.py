@@ -467,6 +467,17 @@ class Process:
         return self._st.pid
 
     @property
+    def rows(self) -> Optional[int]:
+        """The PTY's rows as spawned or last resized through this handle (``None``
+        without a PTY, or for one attached to)."""
+        return self._st.size[0] if self._st.size else None
+
+    @property
+    def cols(self) -> Optional[int]:
+        """The PTY's columns, as :attr:`rows`."""
+        return self._st.size[1] if self._st.size else None
+
+    @property
     def exit(self) -> Optional[Exit]:
         """How it ended, once it has."""
         return self._st.exit
@@ -487,6 +498,7 @@ class Process:
     def resize(self, rows: int, cols: int) -> None:
         """Sets the PTY's window size (the process gets SIGWINCH)."""
         self._call("resize", rows=int(rows), cols=int(cols))
+        self._st.size = (int(rows), int(cols))
 
     def kill(self, signal: Union[str, int] = "TERM", *, scope: Optional[str] = None) -> None:
         """Sends ``signal`` (a name like ``"INT"`` or a number); ``scope`` ``leader``
