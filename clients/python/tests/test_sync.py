@@ -193,6 +193,20 @@ class TestOutput(DaemonCase):
                     wrote = True
         self.assertEqual((n, p.exit.code), (total, 0))
 
+    def test_a_loop_may_wait_on_another_handle_while_behind(self) -> None:
+        # The loop's own stream is full while it waits for another process's end, whose
+        # answer comes behind the output it has not taken: the client reads on for it.
+        total = 8 << 20
+        flood = self.client.spawn(self.name(), [PY, "-c", f"import sys; sys.stdout.buffer.write(b'z' * {total})"], lossless=True, keep=64 << 10)
+        other = self.client.spawn(self.name() + "-other", ["sh", "-c", "sleep 0.3"])
+        n = 0
+        for chunk in flood:
+            if n == 0:
+                self.assertEqual(other.wait(10).code, 0)
+                self.assertEqual(self.client.wait(other.session, other.gen, timeout=10).code, 0)
+            n += len(chunk)
+        self.assertEqual(n, total)
+
     def test_a_late_listener_hears_from_the_start(self) -> None:
         p = self.client.spawn(self.name(), ["sh", "-c", "echo early; exit 0"])
         p.wait(10)

@@ -80,8 +80,8 @@ class _Stream:
         self.waker: Any = None
         #: Whether output beyond the cap (and a read's worth more) is discarded.
         self.lossy = lossy
-        #: Iterators reading it now: while one does, a full stream holds the reader back.
-        self.readers = 0
+        #: Who iterates it now (a thread, or a task), and how many times over.
+        self.readers: Dict[Any, int] = {}
 
     def push(self, ev: Event) -> None:
         self.items.append(ev)
@@ -122,10 +122,15 @@ class _Stream:
     def full(self) -> bool:
         return self.size >= self.cap
 
-    @property
-    def holds_back(self) -> bool:
-        """Whether the reader should wait for this stream's iterator to catch up."""
-        return self.full and not self.done and (self.readers > 0 or not self.lossy)
+    def add_reader(self, owner: Any) -> None:
+        self.readers[owner] = self.readers.get(owner, 0) + 1
+
+    def remove_reader(self, owner: Any) -> None:
+        n = self.readers.get(owner, 0) - 1
+        if n > 0:
+            self.readers[owner] = n
+        else:
+            self.readers.pop(owner, None)
 
 
 class _Follow:
@@ -189,8 +194,8 @@ class _Engine:
         self._close_error: Optional[BaseException] = None
         #: Times the connection was established again after a loss.
         self.reconnects = 0
-        #: Callers waiting for an answer or a start: while any does, the reader reads on.
-        self._busy = 0
+        #: Threads (or tasks) waiting in a call of this client, and how many times over.
+        self._blocked: Dict[Any, int] = {}
 
     # ---- supplied by the transport ---------------------------------------------------
 
@@ -207,17 +212,34 @@ class _Engine:
         raise NotImplementedError
 
     def _must_hold_back(self) -> bool:
-        """Whether the reader should stop reading the socket for now: an iterator (or a
-        subscription) is a full buffer behind and nobody waits for an answer. The daemon
-        then holds a lossless follower's output back, or tells an ordinary one what it
-        dropped; a caller waiting for an answer lets the reader go on, so that a consumer
-        calling the client from its loop is never stuck behind itself."""
-        if self._closed or self._busy:
+        """Whether the reader should stop reading the socket for now: a loop iterating a
+        handle (or a subscription) is a full buffer behind. The daemon then holds a
+        lossless follower's output back, or tells an ordinary one what it dropped. A loop
+        that is itself waiting in a call of this client is not held back for: its answer
+        may be behind the output it has not taken yet."""
+        if self._closed:
             return False
         for follow in self._follows.values():
-            if follow.sink is not None and follow.sink.holds_back:
+            if follow.sink is not None and self._holds_back(follow.sink):
                 return True
-        return any(st.stream.holds_back for st in self._procs.values())
+        return any(self._holds_back(st.stream) for st in self._procs.values())
+
+    def _holds_back(self, stream: _Stream) -> bool:
+        if not stream.full or stream.done:
+            return False
+        if stream.readers:
+            return any(owner not in self._blocked for owner in stream.readers)
+        return not stream.lossy  # a subscription is there to be read
+
+    def _block(self, owner: Any) -> None:
+        self._blocked[owner] = self._blocked.get(owner, 0) + 1
+
+    def _unblock(self, owner: Any) -> None:
+        n = self._blocked.get(owner, 0) - 1
+        if n > 0:
+            self._blocked[owner] = n
+        else:
+            self._blocked.pop(owner, None)
 
     # ---- futures -----------------------------------------------------------------------
 

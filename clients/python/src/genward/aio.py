@@ -140,13 +140,14 @@ class AsyncClient(_Engine):
                 pass
 
     async def _waiting(self, fut: Any, timeout: Optional[float]) -> Any:
-        """``_result``, counted as a caller waiting (so the reader never holds back)."""
-        self._busy += 1
+        """``_result``, with this task counted as waiting (see ``_must_hold_back``)."""
+        me = asyncio.current_task()
+        self._block(me)
         self._progress.set()
         try:
             return await _result(fut, timeout)
         finally:
-            self._busy -= 1
+            self._unblock(me)
 
     def _drop_transport(self) -> None:
         w, self._writer, self._reader = self._writer, None, None
@@ -409,7 +410,7 @@ class AsyncProcess:
         st = self._st
         if st.exit is None:
             self._client._wait_request(st)
-        end: Exit = await _result(st.exited, timeout)
+        end: Exit = await self._client._waiting(st.exited, timeout)
         return end
 
     def _listen(self, listeners: List[Any], fn: Any) -> Callable[[], None]:
@@ -456,7 +457,8 @@ class AsyncProcess:
 async def _aiterate(client: AsyncClient, stream: _Stream, timeout: Optional[float]) -> AsyncIterator[Event]:
     if stream.waker is None:
         stream.waker = asyncio.Event()
-    stream.readers += 1
+    me = asyncio.current_task()
+    stream.add_reader(me)
     try:
         while True:
             was_full = stream.full
@@ -476,7 +478,7 @@ async def _aiterate(client: AsyncClient, stream: _Stream, timeout: Optional[floa
             except asyncio.TimeoutError:
                 raise TimeoutError("no event in time") from None
     finally:
-        stream.readers -= 1
+        stream.remove_reader(me)
         client._progress.set()
 
 

@@ -188,15 +188,16 @@ class Client(_Engine):
             self._cond.wait(0.5)
 
     def _waiting(self, fut: Any, timeout: Optional[float]) -> Any:
-        """``_result``, counted as a caller waiting (so the reader never holds back)."""
+        """``_result``, with this thread counted as waiting (see ``_must_hold_back``)."""
+        me = threading.get_ident()
         with self._lock:
-            self._busy += 1
+            self._block(me)
             self._cond.notify_all()
         try:
             return _result(fut, timeout)
         finally:
             with self._lock:
-                self._busy -= 1
+                self._unblock(me)
 
     def _drop_socket(self) -> None:
         sock, self._sock = self._sock, None
@@ -517,7 +518,7 @@ class Process:
         if st.exit is None:
             with self._client._lock:
                 self._client._wait_request(st)
-        end: Exit = _result(st.exited, timeout)
+        end: Exit = self._client._waiting(st.exited, timeout)
         self._client._flush_callbacks()
         return end
 
@@ -579,7 +580,7 @@ class Process:
 
 def _iterate(client: Client, stream: _Stream, timeout: Optional[float]) -> Iterator[Event]:
     with client._lock:
-        stream.readers += 1
+        stream.add_reader(threading.get_ident())
     try:
         while True:
             with client._cond:
@@ -602,7 +603,7 @@ def _iterate(client: Client, stream: _Stream, timeout: Optional[float]) -> Itera
             yield ev
     finally:
         with client._lock:
-            stream.readers -= 1
+            stream.remove_reader(threading.get_ident())
             client._cond.notify_all()
 
 
