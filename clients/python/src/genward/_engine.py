@@ -17,7 +17,6 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tup
 from ._wire import PROTOCOL, REQUIRED_CAPABILITIES, encode_request
 from .errors import (
     ConnectionLost,
-    DaemonError,
     IncompatibleDaemon,
     SpawnFailed,
     error_from_response,
@@ -570,12 +569,3 @@ class _Engine:
                 follow.sink.done = True
                 follow.sink.error = err
                 self._wake(follow.sink)
-
-
-def check_ok(resp: Dict[str, Any]) -> Dict[str, Any]:
-    if resp.get("ok") is not True:
-        raise error_from_response(resp)
-    return resp
-
-
-__all__ = ["DaemonError", "ProcState", "DEFAULT_KEEP", "check_ok"]

@@ -3,7 +3,6 @@ node-pty's, and subscriptions for replay."""
 
 from __future__ import annotations
 
-import errno as _errno
 import logging
 import queue
 import socket

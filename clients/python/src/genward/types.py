@@ -8,7 +8,7 @@ without a protocol change, and a program can still reach them there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Mapping, Optional, Tuple, Union
 
 
 def _opt_int(v: Any) -> Optional[int]:
@@ -334,10 +334,3 @@ def event_from_json(o: Mapping[str, Any], data: bytes = b"") -> Event:
     if name == "demoted":
         return Demoted(session, int(o.get("pos", 0)))
     return UnknownEvent(str(name), dict(o))
-
-
-def sessions_from_json(items: List[Mapping[str, Any]]) -> List[Session]:
-    return [Session.from_json(s) for s in items]
-
-
-JSON = Dict[str, Any]
