@@ -73,5 +73,54 @@ class TestSocketPath(unittest.TestCase):
             self.assertEqual(default_socket_path(), "/run/genward/genward.sock")
 
 
+
+class FakeDaemon:
+    """A socket that answers `hello` as told, to test what the client makes of it."""
+
+    def __init__(self, hello: dict) -> None:
+        import socket
+        import tempfile
+        import threading
+
+        self.dir = tempfile.mkdtemp(prefix="gw-fake-")
+        self.path = os.path.join(self.dir, "fake.sock")
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(self.path)
+        self.srv.listen(1)
+        self.hello = hello
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        conn, _ = self.srv.accept()
+        with conn, conn.makefile("rwb") as f:
+            for line in f:
+                req = json.loads(line)
+                f.write(json.dumps({"id": req["id"], "ok": True, **self.hello}).encode() + b"\n")
+                f.flush()
+
+    def close(self) -> None:
+        import shutil
+
+        self.srv.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class TestHelloChecks(unittest.TestCase):
+    def check(self, hello: dict) -> None:
+        import genward
+
+        fake = FakeDaemon(hello)
+        self.addCleanup(fake.close)
+        with self.assertRaises(genward.IncompatibleDaemon):
+            genward.Client(fake.path, reconnect=False)
+
+    def test_another_protocol_is_refused(self) -> None:
+        self.check({"protocol": 2, "capabilities": ["output_frames", "replay", "if_gen", "wait"]})
+
+    def test_a_missing_capability_is_refused(self) -> None:
+        self.check({"protocol": 1, "capabilities": ["output_frames", "replay", "wait"]})
+
+
 if __name__ == "__main__":
     unittest.main()
