@@ -422,6 +422,19 @@ class TestReconnect(unittest.TestCase):
         self.assertEqual([(e.gen, e.code) for e in ends], [(p.gen, 7)])
         self.assertEqual(b"".join(got), b"bye now\n")
 
+    def test_a_request_given_up_while_away_is_never_sent(self) -> None:
+        client = genward.Client(self.daemon.socket, timeout=0.5, reconnect_timeout=20)
+        self.addCleanup(client.close)
+        p = client.spawn("given-up", ["cat"])
+        self.daemon.kill()
+        with self.assertRaises(TimeoutError):
+            p.write("too late\n")
+        self.daemon.start()
+        client.timeout = 10
+        p.write("in time\n")
+        p.close_input()
+        self.assertEqual(p.read_all(10), b"in time\n")
+
     def test_an_upgrade_in_place_keeps_everything(self) -> None:
         client = genward.Client(self.daemon.socket)
         self.addCleanup(client.close)

@@ -275,6 +275,13 @@ class _Engine:
             self._send_bytes(line)
         return fut
 
+    def _withdraw(self, fut: Any) -> None:
+        """A caller gave up waiting: its request is never sent if it was not yet (sent,
+        its answer is ignored when it comes)."""
+        for rid, p in list(self._pending.items()):
+            if p.fut is fut and not p.sent:
+                del self._pending[rid]
+
     def _on_response(self, msg: Dict[str, Any]) -> None:
         rid = msg.get("id")
         p = self._pending.pop(rid, None) if isinstance(rid, int) else None

@@ -146,6 +146,9 @@ class AsyncClient(_Engine):
         self._progress.set()
         try:
             return await _result(fut, timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            self._withdraw(fut)
+            raise
         finally:
             self._unblock(me)
 

@@ -194,6 +194,10 @@ class Client(_Engine):
             self._cond.notify_all()
         try:
             return _result(fut, timeout)
+        except TimeoutError:
+            with self._lock:
+                self._withdraw(fut)
+            raise
         finally:
             with self._lock:
                 self._unblock(me)
