@@ -4,7 +4,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_TOOLCHAIN ?= nightly
 TORTURE_KILLS ?= 200
 
-.PHONY: build release run test test-node torture lint fmt fuzz fuzz-smoke bench clean install uninstall
+.PHONY: build release run test test-rust test-node test-python torture lint fmt fuzz fuzz-smoke bench clean install uninstall
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/...
 PREFIX  ?= /usr/local
@@ -26,7 +26,10 @@ release:
 run: release
 	./target/release/genward daemon
 
-test:
+# Everything: the crate's tests, then each client library's against the daemon just built.
+test: test-rust test-node test-python
+
+test-rust:
 	$(CARGO) test --all-targets
 
 # The Node client library (clients/node): its tests and the examples in examples/node, each
@@ -34,6 +37,11 @@ test:
 # (GENWARD_BIN=path overrides).
 test-node: build
 	cd clients/node && npm install && npm test
+
+# The Python client library's tests and examples, each run against a daemon of its own,
+# run from the newest of target/{release,debug} (GENWARD_BIN=path overrides).
+test-python: build
+	cd clients/python && python3 -m unittest discover -v
 
 # The crash-recovery torture test at full length: the daemon SIGKILLed TORTURE_KILLS times
 # at random points and restarted on the same state directory (`make test` runs 30).

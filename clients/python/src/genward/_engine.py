@@ -1,0 +1,578 @@
+"""What the synchronous and the asyncio client share: request ids and pending answers,
+the sessions a connection follows and how far, routing events to the handle of their
+generation, and what a reconnection sends again. No I/O here: the two clients supply
+futures, the transport and how callbacks and waiters are woken.
+
+Callers of the ``_Engine`` methods hold the client's lock (the sync client) or run on
+its event loop (the asyncio client).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tuple
+
+from ._wire import PROTOCOL, REQUIRED_CAPABILITIES, encode_request
+from .errors import (
+    ConnectionLost,
+    IncompatibleDaemon,
+    SpawnFailed,
+    error_from_response,
+)
+from .types import (
+    Dropped,
+    Event,
+    Exit,
+    Output,
+    ServerInfo,
+    Spawned,
+    SpawnFailure,
+    event_from_json,
+)
+
+log = logging.getLogger("genward")
+
+#: Requests that may be sent again after a reconnection when their answer was lost:
+#: asking them twice is the same as asking once.
+_RETRYABLE = frozenset({"hello", "list", "get", "wait", "subscribe", "unsubscribe"})
+
+#: Output a handle keeps for iteration (and for its first ``on_data`` listener) before
+#: it discards the oldest, by default.
+DEFAULT_KEEP = 16 << 20
+#: What one read of the socket may add beyond a stream's cap before the reader checks.
+_READ_SLACK = 4 << 20
+
+
+class _Pending:
+    __slots__ = ("op", "line", "fut", "sent", "hook", "on_error")
+
+    def __init__(
+        self,
+        op: str,
+        line: bytes,
+        fut: Any,
+        hook: Optional[Callable[[Dict[str, Any]], Any]],
+        on_error: Optional[Callable[[BaseException], None]],
+    ):
+        self.op = op
+        self.line = line
+        self.fut = fut
+        self.sent = False
+        self.hook = hook
+        self.on_error = on_error
+
+
+class _Stream:
+    """Events waiting for an iterator, bounded by ``cap`` bytes of output."""
+
+    __slots__ = ("session", "items", "size", "cap", "done", "error", "waker", "lossy", "readers")
+
+    def __init__(self, session: str, cap: int, lossy: bool):
+        self.session = session
+        self.items: Deque[Event] = collections.deque()
+        self.size = 0
+        self.cap = cap
+        self.done = False
+        self.error: Optional[BaseException] = None
+        self.waker: Any = None
+        #: Whether output beyond the cap (and a read's worth more) is discarded.
+        self.lossy = lossy
+        #: Who iterates it now (a thread, or a task), and how many times over.
+        self.readers: Dict[Any, int] = {}
+
+    def push(self, ev: Event) -> None:
+        self.items.append(ev)
+        if isinstance(ev, Output):
+            self.size += len(ev.data)
+            # An iterated stream is never cut: its reader holds back instead (past the cap
+            # only while a caller waits for an answer queued behind its output).
+            if self.lossy and not self.readers and self.size > self.cap + _READ_SLACK:
+                self._discard_oldest()
+
+    def _discard_oldest(self) -> None:
+        start: Optional[int] = None
+        end = 0
+        items = self.items
+        while self.size > self.cap and items and isinstance(items[0], (Output, Dropped)):
+            ev = items.popleft()
+            if isinstance(ev, Output):
+                self.size -= len(ev.data)
+                if start is None:
+                    start = ev.pos
+                end = ev.pos + len(ev.data)
+            elif isinstance(ev, Dropped):
+                if start is None:
+                    start = ev.start
+                end = max(end, ev.end)
+        if start is not None:
+            items.appendleft(Dropped(self.session, start, end))
+
+    def pop(self) -> Optional[Event]:
+        if not self.items:
+            return None
+        ev = self.items.popleft()
+        if isinstance(ev, Output):
+            self.size -= len(ev.data)
+        return ev
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.cap
+
+    def add_reader(self, owner: Any) -> None:
+        self.readers[owner] = self.readers.get(owner, 0) + 1
+
+    def remove_reader(self, owner: Any) -> None:
+        n = self.readers.get(owner, 0) - 1
+        if n > 0:
+            self.readers[owner] = n
+        else:
+            self.readers.pop(owner, None)
+
+
+class _Follow:
+    """A session this connection subscribes to, and the next output position it expects."""
+
+    __slots__ = ("session", "next_pos", "start", "extra", "sink")
+
+    def __init__(self, session: str, start: Dict[str, Any], extra: Dict[str, Any], sink: Optional[_Stream]):
+        self.session = session
+        self.next_pos: Optional[int] = None
+        self.start = start
+        self.extra = extra
+        self.sink = sink
+
+    def resume_args(self) -> Dict[str, Any]:
+        args: Dict[str, Any] = {"op": "subscribe", "session": self.session}
+        if self.next_pos is not None:
+            args["from_pos"] = self.next_pos
+        else:
+            args.update(self.start)
+        args.update(self.extra)
+        return args
+
+
+class ProcState:
+    """Everything the client knows about one generation it spawned."""
+
+    def __init__(self, engine: "_Engine", session: str, gen: int, pty: bool, keep: int):
+        self.session = session
+        self.gen = gen
+        self.pty = pty
+        self.pid: Optional[int] = None
+        #: The PTY's size as last set through this client, if it runs in one.
+        self.size: Optional[Tuple[int, int]] = None
+        self.started = engine._future()
+        self.exited = engine._future()
+        self.exit: Optional[Exit] = None
+        self.stream = _Stream(session, keep, lossy=True)
+        self.unheard: Optional[_Stream] = _Stream(session, keep, lossy=True)
+        self.data_listeners: List[Callable[[bytes], Any]] = []
+        self.exit_listeners: List[Callable[[Exit], Any]] = []
+        self.dropped_listeners: List[Callable[[Dropped], Any]] = []
+        self.wait_sent = False
+        self.streams_seen: Set[str] = set()
+
+
+class _Engine:
+    """Shared state of one connection; see the module's doc."""
+
+    def __init__(self, path: str, reconnect: bool, reconnect_timeout: float):
+        self.path = path
+        self.reconnect = reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.server: Optional[ServerInfo] = None
+        self._next_id = 1
+        self._pending: Dict[int, _Pending] = {}
+        self._follows: Dict[str, _Follow] = {}
+        self._procs: Dict[Tuple[str, int], ProcState] = {}
+        self._connected = False
+        self._closed = False
+        self._close_error: Optional[BaseException] = None
+        #: Times the connection was established again after a loss.
+        self.reconnects = 0
+        #: Threads (or tasks) waiting in a call of this client, and how many times over.
+        self._blocked: Dict[Any, int] = {}
+
+    # ---- supplied by the transport ---------------------------------------------------
+
+    def _future(self) -> Any:
+        raise NotImplementedError
+
+    def _send_bytes(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _wake(self, stream: Optional[_Stream]) -> None:
+        raise NotImplementedError
+
+    def _emit(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        raise NotImplementedError
+
+    def _must_hold_back(self) -> bool:
+        """Whether the reader should stop reading the socket for now: a loop iterating a
+        handle (or a subscription) is a full buffer behind. The daemon then holds a
+        lossless follower's output back, or tells an ordinary one what it dropped. A loop
+        that is itself waiting in a call of this client is not held back for: its answer
+        may be behind the output it has not taken yet."""
+        if self._closed:
+            return False
+        for follow in self._follows.values():
+            if follow.sink is not None and self._holds_back(follow.sink):
+                return True
+        return any(self._holds_back(st.stream) for st in self._procs.values())
+
+    def _holds_back(self, stream: _Stream) -> bool:
+        if not stream.full or stream.done:
+            return False
+        if stream.readers:
+            return any(owner not in self._blocked for owner in stream.readers)
+        return not stream.lossy  # a subscription is there to be read
+
+    def _block(self, owner: Any) -> None:
+        self._blocked[owner] = self._blocked.get(owner, 0) + 1
+
+    def _unblock(self, owner: Any) -> None:
+        n = self._blocked.get(owner, 0) - 1
+        if n > 0:
+            self._blocked[owner] = n
+        else:
+            self._blocked.pop(owner, None)
+
+    # ---- futures -----------------------------------------------------------------------
+
+    @staticmethod
+    def _settle(fut: Any, value: Any = None, exc: Optional[BaseException] = None) -> None:
+        if fut.done():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)
+
+    # ---- requests ------------------------------------------------------------------------
+
+    def _request(
+        self,
+        args: Mapping[str, Any],
+        hook: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        on_error: Optional[Callable[[BaseException], None]] = None,
+    ) -> Any:
+        """Queues a request (``args`` holds ``op``); returns the future of its answer
+        (what ``hook`` returns, else the response), failed with the daemon's error."""
+        fut = self._future()
+        if self._closed:
+            self._settle(fut, exc=self._close_error or ConnectionLost("the client is closed"))
+            return fut
+        rid = self._next_id
+        self._next_id += 1
+        line = encode_request({"id": rid, **args})
+        p = _Pending(str(args["op"]), line, fut, hook, on_error)
+        self._pending[rid] = p
+        if self._connected:
+            p.sent = True
+            self._send_bytes(line)
+        return fut
+
+    def _withdraw(self, fut: Any) -> None:
+        """A caller gave up waiting: its request is never sent if it was not yet (sent,
+        its answer is ignored when it comes)."""
+        for rid, p in list(self._pending.items()):
+            if p.fut is fut and not p.sent:
+                del self._pending[rid]
+
+    def _on_response(self, msg: Dict[str, Any]) -> None:
+        rid = msg.get("id")
+        p = self._pending.pop(rid, None) if isinstance(rid, int) else None
+        if p is None:
+            if msg.get("ok") is False:
+                log.warning("genward: unmatched error from the daemon: %s", msg.get("error"))
+            return
+        if msg.get("ok") is True:
+            try:
+                value = p.hook(msg) if p.hook else msg
+            except BaseException as e:  # a hook refusing the answer (hello's checks)
+                self._settle(p.fut, exc=e)
+                return
+            self._settle(p.fut, value)
+        else:
+            err = error_from_response(msg)
+            if p.on_error:
+                p.on_error(err)
+            self._settle(p.fut, exc=err)
+
+    def _check_hello(self, resp: Dict[str, Any]) -> ServerInfo:
+        info = ServerInfo.from_json(resp)
+        if info.protocol != PROTOCOL:
+            raise IncompatibleDaemon(
+                f"the daemon at {self.path} speaks protocol {info.protocol}; this client speaks {PROTOCOL}"
+            )
+        missing = [c for c in REQUIRED_CAPABILITIES if c not in info.capabilities]
+        if missing:
+            raise IncompatibleDaemon(f"the daemon at {self.path} lacks capabilities {missing}")
+        self.server = info
+        return info
+
+    # ---- messages --------------------------------------------------------------------
+
+    def _on_message(self, msg: Dict[str, Any]) -> None:
+        if "event" in msg:
+            self._on_event(msg)
+        elif "ok" in msg:
+            self._on_response(msg)
+
+    def _on_event(self, msg: Dict[str, Any]) -> None:
+        session = str(msg.get("session", ""))
+        follow = self._follows.get(session)
+        if follow is None:
+            return
+        ev = event_from_json(msg, msg.get("_data", b""))
+        if isinstance(ev, Output):
+            expected = follow.next_pos
+            if expected is None and ev.offset > 0:
+                # Followed from a generation's start and nothing seen yet (a reconnection
+                # before its first output): what its stream wrote before was missed.
+                st = self._procs.get((session, ev.gen))
+                if st is not None and ev.stream not in st.streams_seen:
+                    self._deliver(follow, Dropped(session, max(0, ev.pos - ev.offset), ev.pos))
+            if expected is not None:
+                if ev.pos + len(ev.data) <= expected and ev.data:
+                    return  # seen before the connection was resumed
+                if ev.pos < expected:
+                    # A record that starts before the position asked for: only its rest.
+                    cut = expected - ev.pos
+                    ev = dataclasses.replace(ev, data=ev.data[cut:], pos=expected, offset=ev.offset + cut)
+                if ev.pos > expected:
+                    self._deliver(follow, Dropped(session, expected, ev.pos))
+            follow.next_pos = ev.pos + len(ev.data)
+        elif isinstance(ev, Dropped):
+            if follow.next_pos is not None and ev.end <= follow.next_pos:
+                return
+            follow.next_pos = max(follow.next_pos or 0, ev.end)
+        self._deliver(follow, ev)
+
+    def _deliver(self, follow: _Follow, ev: Event) -> None:
+        if follow.sink is not None:
+            follow.sink.push(ev)
+            self._wake(follow.sink)
+        if isinstance(ev, Dropped):
+            for (name, _), each in list(self._procs.items()):
+                if name == ev.session:
+                    self._proc_event(each, ev)
+            return
+        gen = getattr(ev, "gen", None)
+        if gen is None:
+            return
+        st = self._procs.get((follow.session, gen))
+        if st is not None:
+            self._proc_event(st, ev)
+
+    def _proc_event(self, st: ProcState, ev: Event) -> None:
+        if isinstance(ev, Spawned):
+            st.pid = ev.pid
+            self._settle(st.started, ev.pid)
+        elif isinstance(ev, SpawnFailure):
+            err = SpawnFailed(ev.message, kind=ev.kind, errno=ev.errno, session=ev.session, gen=ev.gen)
+            self._settle(st.started, exc=err)
+            self._settle(st.exited, exc=err)
+            st.stream.error = err
+            self._finish(st)
+            return
+        elif isinstance(ev, Exit):
+            self._set_exit(st, ev)
+            return
+        elif isinstance(ev, Output):
+            st.streams_seen.add(ev.stream)
+            if st.data_listeners:
+                for fn in st.data_listeners:
+                    self._emit(fn, ev.data)
+            elif st.unheard is not None:
+                st.unheard.push(ev)
+        elif isinstance(ev, Dropped):
+            for on_dropped in st.dropped_listeners:
+                self._emit(on_dropped, ev)
+        st.stream.push(ev)
+        self._wake(st.stream)
+
+    def _set_exit(self, st: ProcState, ev: Exit) -> None:
+        if st.exit is not None:
+            return
+        st.exit = ev
+        self._settle(st.started, st.pid)
+        self._settle(st.exited, ev)
+        st.stream.push(ev)
+        for fn in st.exit_listeners:
+            self._emit(fn, ev)
+        self._finish(st)
+
+    def _finish(self, st: ProcState) -> None:
+        """A generation ended: its stream ends, and the session is no longer followed
+        once no handle of it and no subscription needs it."""
+        st.stream.done = True
+        self._wake(st.stream)
+        self._procs.pop((st.session, st.gen), None)
+        follow = self._follows.get(st.session)
+        if follow is not None and follow.sink is None and not any(n == st.session for n, _ in self._procs):
+            del self._follows[st.session]
+            self._request({"op": "unsubscribe", "session": st.session}, on_error=lambda e: None)
+
+    # ---- spawn ---------------------------------------------------------------------------
+
+    def _spawn_request(self, args: Dict[str, Any], keep: int, lossless: bool = False) -> Any:
+        """Sends ``spawn``; its future resolves to the generation's :class:`ProcState`,
+        registered (and its session followed from that generation) as the answer is read,
+        so that none of its events can pass unseen."""
+        session = str(args["session"])
+        pty = args.get("pty")
+        size: Optional[Tuple[int, int]] = None
+        if isinstance(pty, dict):
+            size = (int(pty.get("rows", 24)), int(pty.get("cols", 80)))
+        elif pty:
+            size = (24, 80)
+
+        def hook(resp: Dict[str, Any]) -> ProcState:
+            gen = int(resp["gen"])
+            st = ProcState(self, session, gen, bool(pty), keep)
+            st.size = size
+            self._procs[(session, gen)] = st
+            if session not in self._follows:
+                extra = {"lossless": True} if lossless else {}
+                self._follows[session] = _Follow(session, {"from_gen": gen}, extra, None)
+                self._request(
+                    {"op": "subscribe", "session": session, "from_gen": gen, **extra},
+                    on_error=lambda e: self._session_gone(session, e),
+                )
+            return st
+
+        return self._request(args, hook=hook)
+
+    def _attach_state(self, session: str, gen: int, pid: Optional[int], keep: int) -> ProcState:
+        """A handle's state for a generation this client did not spawn (it runs
+        already): followed from that generation's first retained record."""
+        st = self._procs.get((session, gen))
+        if st is not None:
+            return st
+        st = ProcState(self, session, gen, False, keep)
+        st.pid = pid
+        self._settle(st.started, pid)
+        self._procs[(session, gen)] = st
+        if session not in self._follows:
+            self._follows[session] = _Follow(session, {"from_gen": gen}, {}, None)
+            self._request(
+                {"op": "subscribe", "session": session, "from_gen": gen},
+                on_error=self._gone_hook(session),
+            )
+        return st
+
+    def _gone_hook(self, session: str) -> Callable[[BaseException], None]:
+        return lambda err: self._session_gone(session, err)
+
+    def _session_gone(self, session: str, err: BaseException) -> None:
+        """Following ``session`` was refused: its handles learn why."""
+        for (name, _), st in list(self._procs.items()):
+            if name == session:
+                self._settle(st.started, exc=err)
+                self._settle(st.exited, exc=err)
+                st.stream.error = err
+                self._finish(st)
+        self._follows.pop(session, None)
+
+    def _wait_request(self, st: ProcState) -> None:
+        """Asks the daemon for the generation's end once (answered after its exit event
+        and output on this connection): a backstop for an exit event a ``dropped`` swallowed."""
+        if st.wait_sent or st.exit is not None:
+            return
+        st.wait_sent = True
+
+        def hook(resp: Dict[str, Any]) -> Dict[str, Any]:
+            end = resp.get("end") or {}
+            if end.get("event") == "exited":
+                self._set_exit(st, Exit.from_json(end))
+            elif end.get("event") == "spawn_failed":
+                self._proc_event(st, SpawnFailure.from_json(end))
+            return resp
+
+        def on_error(err: BaseException) -> None:
+            self._settle(st.exited, exc=err)
+
+        self._request({"op": "wait", "session": st.session, "gen": st.gen}, hook=hook, on_error=on_error)
+
+    # ---- connection changes ---------------------------------------------------------
+
+    def _on_lost(self) -> None:
+        """The connection broke: answers of requests already sent are lost. Those safe to
+        ask again wait for the next connection; the others fail with ConnectionLost."""
+        self._connected = False
+        for rid, p in list(self._pending.items()):
+            if p.sent and p.op not in _RETRYABLE:
+                del self._pending[rid]
+                self._settle(
+                    p.fut,
+                    exc=ConnectionLost(f"the connection to the daemon broke before `{p.op}` was answered; it may or may not have been done"),
+                )
+            else:
+                p.sent = False
+
+    def _on_connected(self, first: bool) -> None:
+        """A (new) connection is up: says hello, follows every session again from the
+        next position it expects, then sends what waited."""
+        self._connected = True
+        if not first:
+            self.reconnects += 1
+            # Hello, then every session followed again, then what waited (in the order it
+            # was asked): a `wait` must come after its session's subscription, so that its
+            # answer follows the generation's output.
+            again: List[_Pending] = []
+            rid = self._next_id
+            self._next_id += 1
+            hello = _Pending("hello", encode_request({"id": rid, "op": "hello"}), self._future(), self._reconnect_hello, None)
+            self._pending[rid] = hello
+            again.append(hello)
+            for follow in self._follows.values():
+                rid = self._next_id
+                self._next_id += 1
+                line = encode_request({"id": rid, **follow.resume_args()})
+                p = _Pending("subscribe", line, self._future(), None, self._gone_hook(follow.session))
+                self._pending[rid] = p
+                again.append(p)
+            waited = [self._pending[r] for r in sorted(self._pending) if not self._pending[r].sent and self._pending[r] not in again]
+            for p in again + waited:
+                p.sent = True
+            self._send_bytes(b"".join(p.line for p in again + waited))
+        else:
+            for rid in sorted(self._pending):
+                p = self._pending[rid]
+                if not p.sent:
+                    p.sent = True
+                    self._send_bytes(p.line)
+
+    def _reconnect_hello(self, resp: Dict[str, Any]) -> ServerInfo:
+        try:
+            return self._check_hello(resp)
+        except IncompatibleDaemon as e:
+            self._shut(e)
+            raise
+
+    def _shut(self, err: BaseException) -> None:
+        """Ends the client: every pending request, handle and subscription fails with ``err``."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_error = err
+        self._connected = False
+        for p in self._pending.values():
+            self._settle(p.fut, exc=err)
+        self._pending.clear()
+        for st in list(self._procs.values()):
+            self._settle(st.started, exc=err)
+            self._settle(st.exited, exc=err)
+            st.stream.error = err
+            st.stream.done = True
+            self._wake(st.stream)
+        self._procs.clear()
+        for follow in self._follows.values():
+            if follow.sink is not None:
+                follow.sink.done = True
+                follow.sink.error = err
+                self._wake(follow.sink)

@@ -1,0 +1,152 @@
+"""The wire format, without I/O: where the socket is, how a request is encoded, and a
+decoder that turns the bytes the daemon sends into messages (JSON lines, and output
+frames: a header line, ``len`` raw bytes, one ``\\n``)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from .errors import NoDaemon, ProtocolError
+
+#: The protocol version this client speaks.
+PROTOCOL = 1
+#: Capabilities the client relies on; a daemon without them is refused.
+REQUIRED_CAPABILITIES = ("output_frames", "replay", "if_gen", "wait")
+#: The daemon's line limit (1 MiB, not counting the ``\n``); a line may also carry
+#: JSON whitespace (a ``\r``) around it, hence a little slack.
+MAX_LINE = 1 << 20
+_LINE_SLACK = 64
+#: The largest output frame the daemon sends.
+MAX_FRAME = 1 << 20
+
+Duration = Union[int, str, datetime.timedelta]
+
+
+def default_socket_path() -> str:
+    """The daemon's socket, by the command line's rules: ``GENWARD_SOCKET``, else
+    ``genward.sock`` in ``GENWARD_STATE_DIR``, else in the default state directory
+    (``/run/genward`` as root, ``$XDG_RUNTIME_DIR/genward`` otherwise)."""
+    sock = os.environ.get("GENWARD_SOCKET")
+    if sock:
+        return sock
+    state = os.environ.get("GENWARD_STATE_DIR")
+    if not state:
+        if os.geteuid() == 0:
+            state = "/run/genward"
+        else:
+            xdg = os.environ.get("XDG_RUNTIME_DIR")
+            if not xdg:
+                raise NoDaemon(
+                    "no default daemon socket: XDG_RUNTIME_DIR is unset; "
+                    "pass a socket path or set GENWARD_SOCKET"
+                )
+            state = os.path.join(xdg, "genward")
+    return os.path.join(state, "genward.sock")
+
+
+def encode_request(obj: Mapping[str, Any]) -> bytes:
+    """One request line: compact JSON, UTF-8, ``\\n``-terminated; ``None`` members are
+    left out (the daemon reads ``null`` as absent anyway)."""
+    clean = {k: v for k, v in obj.items() if v is not None}
+    return json.dumps(clean, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def duration(v: Duration) -> Union[int, str]:
+    """A duration as the protocol spells it: milliseconds, or a string like ``"5s"``."""
+    if isinstance(v, datetime.timedelta):
+        return int(v.total_seconds() * 1000)
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise TypeError(f"a duration is milliseconds (int), a string like '5s' or a timedelta, not {v!r}")
+    return v
+
+
+def input_member(data: Union[bytes, bytearray, memoryview, str]) -> Tuple[str, str]:
+    """The request member carrying input: ``data`` for text, ``data_b64`` for bytes."""
+    if isinstance(data, str):
+        return "data", data
+    return "data_b64", base64.b64encode(bytes(data)).decode("ascii")
+
+
+_DURATIONS = ("grace", "kill_grace", "drain")
+
+
+def spawn_args(session: str, argv: List[str], opts: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ``spawn`` request's members, from :meth:`Client.spawn`'s keyword options
+    (named as the protocol names them)."""
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv is a list of strings (no shell): ['sh', '-c', '...']")
+    args: Dict[str, Any] = {"op": "spawn", "session": session, "argv": [str(a) for a in argv]}
+    for key, value in opts.items():
+        if value is None:
+            continue
+        if key in _DURATIONS:
+            value = duration(value)
+        elif key == "pty":
+            if isinstance(value, tuple):
+                rows, cols = value
+                value = {"rows": int(rows), "cols": int(cols)}
+        elif key == "env":
+            value = {str(k): str(v) for k, v in dict(value).items()}
+        elif key == "restart" and isinstance(value, str):
+            value = {"mode": value}
+        args[key] = value
+    return args
+
+
+class Decoder:
+    """Turns the daemon's byte stream into messages.
+
+    :meth:`feed` returns each complete message as a dict; an output frame's bytes are in
+    its ``"_data"`` member. Raises :class:`ProtocolError` when the stream is out of step
+    (a line over the limit, a frame not ended by ``\\n``, invalid JSON).
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._frame: Optional[Dict[str, Any]] = None
+        self._scan = 0
+
+    def feed(self, data: bytes) -> List[Dict[str, Any]]:
+        buf = self._buf
+        buf += data
+        out: List[Dict[str, Any]] = []
+        while True:
+            frame = self._frame
+            if frame is not None:
+                n = frame["len"]
+                if len(buf) < n + 1:
+                    break
+                if buf[n] != 0x0A:
+                    raise ProtocolError("output frame not followed by a newline: the stream is out of step")
+                frame["_data"] = bytes(buf[:n])
+                del buf[: n + 1]
+                self._frame = None
+                out.append(frame)
+                continue
+            nl = buf.find(b"\n", self._scan)
+            if nl < 0:
+                if len(buf) > MAX_LINE + _LINE_SLACK:
+                    raise ProtocolError(f"a line from the daemon is longer than {MAX_LINE} bytes")
+                self._scan = len(buf)
+                break
+            line = bytes(buf[:nl])
+            del buf[: nl + 1]
+            self._scan = 0
+            try:
+                msg = json.loads(line)
+            except ValueError as e:
+                raise ProtocolError(f"invalid JSON from the daemon: {e}") from None
+            if not isinstance(msg, dict):
+                raise ProtocolError(f"a message from the daemon is not an object: {line[:80]!r}")
+            if msg.get("event") == "output":
+                n = msg.get("len")
+                if not isinstance(n, int) or isinstance(n, bool) or n < 0 or n > MAX_FRAME:
+                    raise ProtocolError(f"output frame with a bad len: {n!r}")
+                self._frame = msg
+                continue
+            out.append(msg)
+        return out

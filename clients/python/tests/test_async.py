@@ -1,0 +1,200 @@
+"""The asyncio AsyncClient against a real daemon: the same behaviours as the sync client."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+import unittest
+from typing import List
+
+import genward
+from genward import Dropped, Exit, Output
+
+from .daemon import Daemon
+from .test_sync import FLOOD, FLOOD_SCRIPT, PY, flood_digest
+
+
+class AsyncDaemonCase(unittest.IsolatedAsyncioTestCase):
+    daemon: Daemon
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.daemon = Daemon().start()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.daemon.close()
+
+    async def asyncSetUp(self) -> None:
+        self.client = await genward.AsyncClient.connect(self.daemon.socket)
+
+    async def asyncTearDown(self) -> None:
+        await self.client.close()
+
+    def name(self) -> str:
+        return "a-" + self.id().rsplit(".", 1)[-1].replace("test_", "")[:60]
+
+
+class TestAsyncClient(AsyncDaemonCase):
+    async def test_hello_and_default_socket(self) -> None:
+        self.assertEqual(self.client.server.protocol, genward.PROTOCOL)
+        old = os.environ.get("GENWARD_SOCKET")
+        os.environ["GENWARD_SOCKET"] = self.daemon.socket
+        try:
+            async with await genward.AsyncClient.connect() as c:
+                self.assertEqual(c.server.pid, self.client.server.pid)
+        finally:
+            if old is None:
+                del os.environ["GENWARD_SOCKET"]
+            else:
+                os.environ["GENWARD_SOCKET"] = old
+
+    async def test_spawn_ok_and_failure(self) -> None:
+        p = await self.client.spawn(self.name(), ["sh", "-c", "echo hi; exit 5"])
+        self.assertIsInstance(p.pid, int)
+        self.assertEqual([c async for c in p], [b"hi\n"])
+        end = await p.wait(10)
+        self.assertEqual((end.code, end.cause), (5, "exited"))
+        with self.assertRaises(genward.SpawnFailed) as cm:
+            await self.client.spawn(self.name() + "-bad", ["genward-no-such-program-xyz"])
+        self.assertEqual(cm.exception.kind, "not_found")
+
+    async def test_output_byte_exact(self) -> None:
+        data = bytes(range(256)) * 2 + b"\xff\xfe\x80\n\x00"
+        p = await self.client.spawn(self.name(), [PY, "-c", f"import sys; sys.stdout.buffer.write({data!r})"])
+        self.assertEqual(await p.read_all(10), data)
+
+    async def test_flood_64mib(self) -> None:
+        h = hashlib.sha256()
+        n = 0
+        drops: List[Dropped] = []
+        p = await self.client.spawn(self.name(), [PY, "-c", FLOOD_SCRIPT], lossless=True)
+        p.on_dropped(drops.append)
+        async for chunk in p:
+            h.update(chunk)
+            n += len(chunk)
+        self.assertEqual((n, drops), (FLOOD, []))
+        self.assertEqual(h.hexdigest(), flood_digest())
+
+    async def test_a_slow_iterator_loses_nothing_when_lossless(self) -> None:
+        total = 8 << 20
+        script = f"import sys\nsys.stdout.buffer.write(b'y' * {total}); sys.stdout.flush()\nsys.stdin.readline()"
+        p = await self.client.spawn(self.name(), [PY, "-c", script], lossless=True, keep=256 << 10)
+        n = 0
+        wrote = False
+        async for ev in p.events(30):
+            self.assertNotIsInstance(ev, Dropped)
+            if isinstance(ev, Output):
+                n += len(ev.data)
+                await asyncio.sleep(0.002)
+                if not wrote and n > (1 << 20):
+                    await p.write("done\n")
+                    wrote = True
+        self.assertEqual((n, p.exit.code), (total, 0))
+
+    async def test_input_callbacks_and_wait(self) -> None:
+        got: List[bytes] = []
+        ends: List[Exit] = []
+        p = await self.client.spawn(self.name(), ["cat"])
+        p.on_data(got.append)
+        p.on_exit(ends.append)
+        await p.write(b"\x00\xffbin\n")
+        await p.write("text\n")
+        await p.close_input()
+        end = await p.wait(10)
+        self.assertEqual(b"".join(got), b"\x00\xffbin\ntext\n")
+        self.assertEqual(ends, [end])
+
+    async def test_resize_in_a_pty(self) -> None:
+        p = await self.client.spawn(self.name(), ["sh", "-c", "stty size; read x; stty size"], pty=(24, 80))
+        seen = b""
+        events = p.events(10)
+        async for ev in events:
+            if isinstance(ev, Output):
+                seen += ev.data
+                if b"24 80" in seen:
+                    break
+        await p.resize(50, 100)
+        await p.write("\n")
+        async for ev in events:
+            if isinstance(ev, Output):
+                seen += ev.data
+        self.assertIn(b"50 100", seen)
+
+    async def test_stop_kill_and_stale_after_replacement(self) -> None:
+        name = self.name()
+        old = await self.client.spawn(name, ["sleep", "30"], grace="200ms")
+        new = await self.client.spawn(name, ["sleep", "30"])
+        with self.assertRaises(genward.StaleGeneration):
+            await old.write("x")
+        with self.assertRaises(genward.StaleGeneration):
+            await old.kill("KILL")
+        self.assertEqual((await old.wait(10)).cause, "superseded")
+        self.assertIsNone(new.exit)
+        await new.stop()
+        end = await new.wait(10)
+        self.assertEqual((end.gen, end.code, end.cause), (new.gen, 143, "stopped"))
+        k = await self.client.spawn(name, ["sleep", "30"])
+        await k.kill("KILL")
+        self.assertEqual((await k.wait(10)).signal, "SIGKILL")
+
+    async def test_replay_and_list(self) -> None:
+        name = self.name()
+        p = await self.client.spawn(name, ["sh", "-c", "echo one; echo two; exit 1"])
+        await p.wait(10)
+        async with await self.client.subscribe(name, from_start=True) as sub:
+            evs = await sub.until_exit(p.gen, timeout=10)
+        self.assertEqual(b"".join(e.data for e in evs if isinstance(e, Output)), b"one\ntwo\n")
+        async with await self.client.subscribe(name, tail=4) as sub:
+            evs = await sub.until_exit(p.gen, timeout=10)
+        self.assertTrue(b"one\ntwo\n".endswith(b"".join(e.data for e in evs if isinstance(e, Output))))
+        sessions = {s.name: s for s in await self.client.list()}
+        self.assertTrue(sessions[name].failed)
+        self.assertEqual((await self.client.get(name)).last_end.code, 1)
+        self.assertEqual((await self.client.wait(name, p.gen)).gen, p.gen)
+
+
+class TestAsyncReconnect(unittest.IsolatedAsyncioTestCase):
+    def setUp(self) -> None:
+        self.daemon = Daemon().start()
+        self.addCleanup(self.daemon.close)
+
+    async def test_resumes_across_a_restart(self) -> None:
+        client = await genward.AsyncClient.connect(self.daemon.socket, reconnect_timeout=20)
+        try:
+            p = await client.spawn("echoer", [PY, "-u", "-c", "import sys\nfor i, l in enumerate(sys.stdin): print(i, l.strip())"])
+            drops: List[Dropped] = []
+            p.on_dropped(drops.append)
+            events = p.events(20)
+            await p.write("a\n")
+            self.assertEqual(await _collect(events, b"0 a\n"), b"0 a\n")
+            await asyncio.get_running_loop().run_in_executor(None, self._restart)
+            await p.write("b\n")
+            self.assertEqual(await _collect(events, b"1 b\n"), b"1 b\n")
+            self.assertGreaterEqual(client.reconnects, 1)
+            await p.close_input()
+            self.assertEqual((await p.wait(10)).code, 0)
+            self.assertEqual(drops, [])
+        finally:
+            await client.close()
+
+    def _restart(self) -> None:
+        self.daemon.kill()
+        time.sleep(0.2)
+        self.daemon.start()
+
+
+async def _collect(events, want: bytes) -> bytes:  # type: ignore[no-untyped-def]
+    got = b""
+    async for ev in events:
+        if isinstance(ev, Output):
+            got += ev.data
+            if len(got) >= len(want):
+                break
+    return got
+
+
+if __name__ == "__main__":
+    unittest.main()

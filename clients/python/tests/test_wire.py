@@ -1,0 +1,126 @@
+"""The wire format without a daemon: frame decoding, request encoding, socket rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import unittest
+from unittest import mock
+
+from genward import ProtocolError, types
+from genward._wire import Decoder, default_socket_path, encode_request, input_member, spawn_args
+
+
+def frame(data: bytes, pos: int = 0) -> bytes:
+    head = {"event": "output", "session": "s", "gen": 1, "stream": "stdout", "offset": pos, "pos": pos, "len": len(data)}
+    return json.dumps(head).encode() + b"\n" + data + b"\n"
+
+
+class TestDecoder(unittest.TestCase):
+    def test_frames_and_lines_split_anywhere(self) -> None:
+        payload = b'\n{"event":"exited"}\n\x00\xff'
+        stream = b'{"id":1,"ok":true}\n' + frame(payload) + b'{"event":"exited","session":"s","gen":1}\n'
+        for cut in range(len(stream) + 1):
+            d = Decoder()
+            msgs = d.feed(stream[:cut]) + d.feed(stream[cut:])
+            self.assertEqual([m.get("event", "resp") for m in msgs], ["resp", "output", "exited"], cut)
+            self.assertEqual(msgs[1]["_data"], payload)
+        one_byte = Decoder()
+        msgs = [m for b in stream for m in one_byte.feed(bytes([b]))]
+        self.assertEqual(len(msgs), 3)
+
+    def test_out_of_step_frame_is_refused(self) -> None:
+        bad = frame(b"abc")[:-1] + b"X"
+        with self.assertRaises(ProtocolError):
+            Decoder().feed(bad)
+
+    def test_overlong_line_is_refused(self) -> None:
+        with self.assertRaises(ProtocolError):
+            Decoder().feed(b"{" + b" " * (2 << 20))
+
+    def test_typed_events(self) -> None:
+        ev = types.event_from_json({"event": "dropped", "session": "s", "from": 3, "to": 10})
+        self.assertEqual(ev, types.Dropped("s", 3, 10))
+        self.assertEqual(ev.missed, 7)
+        ev = types.event_from_json({"event": "brand_new", "session": "s", "x": 1})
+        self.assertIsInstance(ev, types.UnknownEvent)
+
+
+class TestEncoding(unittest.TestCase):
+    def test_requests(self) -> None:
+        self.assertEqual(encode_request({"id": 1, "op": "get", "session": "é", "if_gen": None}),
+                         '{"id":1,"op":"get","session":"é"}\n'.encode())
+        self.assertEqual(input_member(b"\x00\xff"), ("data_b64", "AP8="))
+        self.assertEqual(input_member("hi"), ("data", "hi"))
+        args = spawn_args("s", ["a", "b"], {"pty": (10, 20), "grace": "1s", "restart": "always", "cwd": None})
+        self.assertEqual(args, {"op": "spawn", "session": "s", "argv": ["a", "b"],
+                                "pty": {"rows": 10, "cols": 20}, "grace": "1s",
+                                "restart": {"mode": "always"}})
+        with self.assertRaises(TypeError):
+            spawn_args("s", "echo hi", {})  # type: ignore[arg-type]
+
+
+class TestSocketPath(unittest.TestCase):
+    def test_rules(self) -> None:
+        with mock.patch.dict(os.environ, {"GENWARD_SOCKET": "/x/s.sock", "GENWARD_STATE_DIR": "/y"}):
+            self.assertEqual(default_socket_path(), "/x/s.sock")
+        with mock.patch.dict(os.environ, {"GENWARD_SOCKET": "", "GENWARD_STATE_DIR": "/y"}):
+            self.assertEqual(default_socket_path(), "/y/genward.sock")
+        env = {"GENWARD_SOCKET": "", "GENWARD_STATE_DIR": "", "XDG_RUNTIME_DIR": "/run/user/7"}
+        with mock.patch.dict(os.environ, env), mock.patch("os.geteuid", return_value=1000):
+            self.assertEqual(default_socket_path(), "/run/user/7/genward/genward.sock")
+        with mock.patch.dict(os.environ, env), mock.patch("os.geteuid", return_value=0):
+            self.assertEqual(default_socket_path(), "/run/genward/genward.sock")
+
+
+
+class FakeDaemon:
+    """A socket that answers `hello` as told, to test what the client makes of it."""
+
+    def __init__(self, hello: dict) -> None:
+        import socket
+        import tempfile
+        import threading
+
+        self.dir = tempfile.mkdtemp(prefix="gw-fake-")
+        self.path = os.path.join(self.dir, "fake.sock")
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(self.path)
+        self.srv.listen(1)
+        self.hello = hello
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        conn, _ = self.srv.accept()
+        with conn, conn.makefile("rwb") as f:
+            for line in f:
+                req = json.loads(line)
+                f.write(json.dumps({"id": req["id"], "ok": True, **self.hello}).encode() + b"\n")
+                f.flush()
+
+    def close(self) -> None:
+        import shutil
+
+        self.srv.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class TestHelloChecks(unittest.TestCase):
+    def check(self, hello: dict) -> None:
+        import genward
+
+        fake = FakeDaemon(hello)
+        self.addCleanup(fake.close)
+        with self.assertRaises(genward.IncompatibleDaemon):
+            genward.Client(fake.path, reconnect=False)
+
+    def test_another_protocol_is_refused(self) -> None:
+        self.check({"protocol": 2, "capabilities": ["output_frames", "replay", "if_gen", "wait"]})
+
+    def test_a_missing_capability_is_refused(self) -> None:
+        self.check({"protocol": 1, "capabilities": ["output_frames", "replay", "wait"]})
+
+
+if __name__ == "__main__":
+    unittest.main()
