@@ -318,6 +318,7 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rounds") {
         z.rounds = args[i + 1].parse().expect("--rounds N");
     }
+    state_on_tmpfs();
     let dtach = have_dtach();
     if !dtach {
         println!("SKIP interactive baseline: dtach not installed (genward measured alone)");
@@ -380,5 +381,14 @@ fn main() {
                 min_med_max(p99s)
             );
         }
+    }
+}
+
+/// Daemons keep their state where the default puts it, in RAM (`/run` is a tmpfs on most
+/// systems): scratch directories go to `/dev/shm` unless `TMPDIR` says otherwise.
+fn state_on_tmpfs() {
+    if std::env::var_os("TMPDIR").is_none() && Path::new("/dev/shm").is_dir() {
+        // SAFETY: called first thing in main, before any thread exists.
+        unsafe { std::env::set_var("TMPDIR", "/dev/shm") };
     }
 }

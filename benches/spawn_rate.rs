@@ -66,12 +66,12 @@ fn genward_serial(d: &Daemon, n: usize) -> f64 {
 fn genward_pipelined(d: &Daemon, n: usize, window: usize) -> f64 {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let spawn = |i: usize| json!({"op": "spawn", "session": format!("w{}", i % window), "argv": ["/bin/true"]});
+    let spawn = |session: &str| json!({"op": "spawn", "session": session, "argv": ["/bin/true"]});
     let t = Instant::now();
     let mut sent = window.min(n);
     let mut ended = 0;
     for i in 0..sent {
-        c.send_raw(format!("{}\n", spawn(i)).as_bytes());
+        c.send_raw(format!("{}\n", spawn(&format!("w{i}"))).as_bytes());
     }
     while ended < n {
         let m = c.read_msg();
@@ -84,7 +84,9 @@ fn genward_pipelined(d: &Daemon, n: usize, window: usize) -> f64 {
             Some("exited") => {
                 ended += 1;
                 if sent < n {
-                    c.send_raw(format!("{}\n", spawn(sent)).as_bytes());
+                    // The session that just ended runs again.
+                    let again = spawn(v["session"].as_str().unwrap());
+                    c.send_raw(format!("{again}\n").as_bytes());
                     sent += 1;
                 }
             }
@@ -179,6 +181,7 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rounds") {
         z.rounds = args[i + 1].parse().expect("--rounds N");
     }
+    state_on_tmpfs();
     let supervisor = have("supervisord") && have("supervisorctl");
     if !supervisor {
         println!("SKIP supervisord baseline: supervisord not installed");
@@ -240,5 +243,14 @@ fn main() {
             "| genward pipelined / supervisord | {} |",
             min_med_max(piped_vs_sv)
         );
+    }
+}
+
+/// Daemons keep their state where the default puts it, in RAM (`/run` is a tmpfs on most
+/// systems): scratch directories go to `/dev/shm` unless `TMPDIR` says otherwise.
+fn state_on_tmpfs() {
+    if std::env::var_os("TMPDIR").is_none() && Path::new("/dev/shm").is_dir() {
+        // SAFETY: called first thing in main, before any thread exists.
+        unsafe { std::env::set_var("TMPDIR", "/dev/shm") };
     }
 }

@@ -39,14 +39,23 @@ impl Dir {
     /// with power. For a batch of writes followed by one [`sync`](Dir::sync).
     pub fn write_and_rename(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let tmp = temporary_name(name);
-        // A temporary file left by a daemon that died mid-write.
-        self.unlink(&tmp)?;
-        let fd = rfs::openat(
-            self,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::RUSR | Mode::WUSR,
-        )
+        let create = || {
+            rfs::openat(
+                self,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::RUSR | Mode::WUSR,
+            )
+        };
+        // Temporaries a dead daemon left are removed at start and a failed write removes
+        // its own, so one is found here only after an unlink that failed: removed then.
+        let fd = match create() {
+            Err(rustix::io::Errno::EXIST) => {
+                self.unlink(&tmp)?;
+                create()
+            }
+            other => other,
+        }
         .map_err(|e| self.io(e))?;
         let written = write_all(&fd, bytes)
             .and_then(|()| rfs::fsync(&fd))

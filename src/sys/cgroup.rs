@@ -530,6 +530,13 @@ fn mkdir(path: &Path) -> io::Result<()> {
 /// go; the first error otherwise (`EBUSY` for one that still holds a process). Never
 /// blocks.
 fn remove_tree(path: &Path) -> io::Result<()> {
+    // Most often nothing was made below it: one `rmdir`, no listing.
+    match fs::remove_dir(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => {}
+        Err(e) => return Err(e),
+    }
     let entries = match fs::read_dir(path) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -695,7 +702,9 @@ impl CgroupRoot {
             remove_tree(&path)?;
             mkdir(&path)?;
         }
-        GenCgroup::open(path, join_cgroup(&self.name_in_hierarchy, &name)).inspect_err(|_| {
+        // A child cgroup has what its parent enables for its subtree: known, not read.
+        let name_in_hierarchy = join_cgroup(&self.name_in_hierarchy, &name);
+        GenCgroup::open(path, name_in_hierarchy, Some(self.controllers)).inspect_err(|_| {
             let _ = fs::remove_dir(self.path.join(&name));
         })
     }
@@ -778,10 +787,15 @@ impl GenCgroup {
     /// directory, its `cgroup.events` opened afresh (a populated change is then read on
     /// the first look).
     pub fn reopen(path: PathBuf, name_in_hierarchy: String) -> io::Result<GenCgroup> {
-        GenCgroup::open(path, name_in_hierarchy)
+        GenCgroup::open(path, name_in_hierarchy, None)
     }
 
-    fn open(path: PathBuf, name_in_hierarchy: String) -> io::Result<GenCgroup> {
+    /// Opens the cgroup at `path`; its `controllers` are read unless given.
+    fn open(
+        path: PathBuf,
+        name_in_hierarchy: String,
+        controllers: Option<Controllers>,
+    ) -> io::Result<GenCgroup> {
         let dir = CgroupDir::open(&path)?;
         // Opened now, before any process is in the cgroup, so that every change of
         // `populated` from here on is reported on it.
@@ -791,9 +805,11 @@ impl GenCgroup {
             OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
             Mode::empty(),
         )?;
-        let controllers = read(&path.join("cgroup.controllers"))
-            .map(|t| Controllers::parse(&t))
-            .unwrap_or_default();
+        let controllers = controllers.unwrap_or_else(|| {
+            read(&path.join("cgroup.controllers"))
+                .map(|t| Controllers::parse(&t))
+                .unwrap_or_default()
+        });
         Ok(GenCgroup {
             path,
             name_in_hierarchy,
