@@ -25,14 +25,14 @@ use super::keeper_link::KeeperLink;
 use super::keeper_start::find_or_start;
 use super::listener::{self, PeerPolicy};
 use super::logs::Logs;
-use super::parked::Parked;
 use super::persist::{claim_directories, unix_ms, Persist};
 use super::ready::notify_ready;
 use super::recover::{sweep, take_back, TakenBack};
 use super::signals::{ControlSignal, Signals};
 use super::subscriptions::Terms;
 use super::token::Source;
-use super::unverified::Unverified;
+use super::turn::Turn;
+use super::upgrade::upgrader::Upgrader;
 use crate::core::{
     Action, Command, Config as CoreConfig, Core, Event, Input, SessionState, Spec, Started, Stream,
     Time,
@@ -41,13 +41,8 @@ use crate::proto::encode;
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::{Op, Target};
-use crate::store::lease::Lease;
 use crate::sys::identity::{adopt, Adoption};
 use crate::sys::process::ReaperMode;
-
-/// One read from a child or a client: large enough to empty a grown pipe buffer in a few
-/// calls, small enough that one frame stays well under the protocol's 1 MiB payload limit.
-pub(super) const READ_BUF_BYTES: usize = 256 * 1024;
 
 /// Reads of one output stream per turn before other sources get theirs: a child writing
 /// flat out cannot starve the loop; the stream is revisited before the next sleep.
@@ -85,24 +80,11 @@ pub struct Daemon {
     clients: Clients,
     logs: Logs,
     persist: Persist,
-    /// Generations taken back whose identity could not be verified, checked again on a
-    /// timer; the driver holds no process for them.
-    unverified: Unverified,
-    /// Sources with work left after their bounded turn: serviced again before sleeping.
-    again: Vec<Token>,
-    /// Output streams not read while a lossless subscriber of their session is behind.
-    parked: Parked,
-    read_buf: Vec<u8>,
-    /// An upgrade checked and waiting for a turn without starts in flight.
-    upgrade: Option<super::upgrade::Pending>,
-    /// The running program's file, opened at start: what a failed upgrade runs again.
-    own_program: Option<std::os::fd::OwnedFd>,
-    /// The program the daemon was started as: what `upgrade` runs by default.
-    program_path: std::path::PathBuf,
+    turn: Turn,
+    upgrade: Upgrader,
     /// The link to the keeper holding the children's descriptors across a crash; `None`
     /// without one (disabled, or given up after a failure).
     keeper: Option<KeeperLink>,
-    _lease: Lease,
 }
 
 /// What `hello` says about this daemon.
@@ -158,7 +140,7 @@ impl Daemon {
             crate::sys::orphans::become_subreaper().map_err(start_err("PR_SET_CHILD_SUBREAPER"))?;
         }
         let epoch_unix_ms = unix_ms();
-        let (mut persist, left) = Persist::open(&cfg.state_dir).map_err(StartError)?;
+        let (mut persist, left) = Persist::open(&cfg.state_dir, lease).map_err(StartError)?;
         let cgroups = cgroup_root(cfg.containment, persist.dir_id()).map_err(StartError)?;
         let mut children = Children::new(
             cfg.reaper,
@@ -179,11 +161,7 @@ impl Daemon {
             None => (None, Default::default()),
         };
         let handed: Vec<u64> = kept.keys().copied().collect();
-        let TakenBack {
-            unverified,
-            logs,
-            with_io,
-        } = take_back(
+        let TakenBack { logs, with_io } = take_back(
             &mut core,
             &mut children,
             &mut persist,
@@ -215,17 +193,9 @@ impl Daemon {
             clients: Clients::new(listener, policy, limits, hello),
             logs,
             persist,
-            unverified,
-            again: Vec::new(),
-            parked: Parked::default(),
-            read_buf: vec![0; READ_BUF_BYTES],
-            upgrade: None,
-            own_program: crate::sys::reexec::open_own_program()
-                .map_err(|e| log::warn!("opening the running program (for upgrades): {e}"))
-                .ok(),
-            program_path: std::env::current_exe().unwrap_or_else(|_| "genward".into()),
+            turn: Turn::default(),
+            upgrade: Upgrader::started(),
             keeper,
-            _lease: lease,
         })
     }
 
@@ -247,7 +217,7 @@ impl Daemon {
                 match self.core.generation_count() {
                     0 => log::info!("all sessions stopped; exiting"),
                     n => {
-                        let unverified = self.unverified.len();
+                        let unverified = self.persist.checks().len();
                         log::warn!(
                             "exiting; {n} process(es) left behind: {unverified} never verified (never signalled, still described), the rest survived SIGKILL"
                         )
@@ -266,7 +236,7 @@ impl Daemon {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            let again = std::mem::take(&mut self.again);
+            let again = self.turn.take_again();
             for event in events.iter() {
                 self.dispatch(
                     event.token(),
@@ -297,16 +267,16 @@ impl Daemon {
     }
 
     fn poll_timeout(&self) -> Option<Duration> {
-        if !self.again.is_empty() {
+        if self.turn.has_work_left() {
             return Some(Duration::ZERO);
         }
         let now = self.clock.now();
         let core = self.core.next_deadline().map(|d| d.since(now));
         let status = [
             self.children.status_deadline(),
-            self.unverified.deadline(),
+            self.persist.checks().deadline(),
             self.clients.demote_deadline(),
-            self.upgrade_deadline(),
+            self.upgrade.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -338,7 +308,7 @@ impl Daemon {
                 if readable {
                     self.serve_client(id, token);
                 } else if resume {
-                    self.again.push(token);
+                    self.turn.again(token);
                 }
             }
             Source::Output { gen, stream } => {
@@ -413,7 +383,7 @@ impl Daemon {
         }
         for id in self.clients.flush_dirty(self.poll.registry(), &self.logs) {
             if let Some(token) = Source::Client(id).token() {
-                self.again.push(token);
+                self.turn.again(token);
             }
         }
         self.unpark(false);
@@ -423,21 +393,20 @@ impl Daemon {
     /// caught up, demoted) or, with `ends`, where the leader has exited: its streams are
     /// serviced on the next turn as if they had just become readable.
     fn unpark(&mut self, ends: bool) {
-        if self.parked.is_empty() || !(self.clients.take_moved() || ends) {
+        if self.turn.nothing_parked() || !(self.clients.take_moved() || ends) {
             return;
         }
         let (clients, logs, core) = (&self.clients, &self.logs, &self.core);
         let mut still = Vec::new();
-        let released = self.parked.release(|gen, session| {
+        let released = self.turn.unpark(|gen, session| {
             let flows = !core.awaits_exit(gen) || !clients.holds_back(session, logs);
             if !flows {
                 still.push(session.clone());
             }
             flows
         });
-        for (session, token) in released {
+        for session in released {
             self.clients.release(&session);
-            self.again.push(token);
         }
         // Who holds what may have changed (one caught up, another subscribed behind):
         // every follower now holding the output back has its clock running.
@@ -527,19 +496,19 @@ impl Daemon {
     /// While a lossless subscriber of the session is behind, the stream is parked instead
     /// (see `parked.rs`): the child waits on its pipe until the subscriber catches up.
     fn read_output(&mut self, gen: u64, stream: Stream, token: Token) {
-        if self.parked.holds(gen) {
-            return self.parked.park_also(gen, token);
+        if self.turn.holds(gen) {
+            return self.turn.park_also(gen, token);
         }
         for _ in 0..READS_PER_TURN {
             let registry = self.poll.registry();
             match self
                 .children
-                .read(registry, gen, stream, &mut self.read_buf)
+                .read(registry, gen, stream, self.turn.read_buf())
             {
                 Read::Data(n) => {
                     if let Some(at) = self.core.output(gen, stream, n) {
                         let t = self.clock.wire.unix_ms(self.clock.now());
-                        let data = &self.read_buf[..n];
+                        let data = &self.turn.read_buf()[..n];
                         let seq =
                             self.logs
                                 .push_output(&at.session, gen, stream, at.offset, data, t);
@@ -551,7 +520,7 @@ impl Daemon {
                             && self.core.awaits_exit(gen)
                         {
                             self.clients.hold(&at.session, &self.logs, Instant::now());
-                            return self.parked.park(gen, &at.session, token);
+                            return self.turn.park(gen, &at.session, token);
                         }
                     }
                 }
@@ -562,7 +531,7 @@ impl Daemon {
                 Read::WouldBlock | Read::Gone => return,
             }
         }
-        self.again.push(token);
+        self.turn.again(token);
     }
 
     /// Writes a generation's queued input as far as it goes and tells the core.
@@ -620,24 +589,23 @@ impl Daemon {
     /// before a `match`.
     fn check_unverified(&mut self) {
         let now = Instant::now();
-        let due = self.unverified.due(now, CHECKS_PER_TURN);
+        let due = self.persist.checks().due(now, CHECKS_PER_TURN);
         if due.is_empty() {
             return;
         }
         for gen in due {
-            let Some(kept) = self.unverified.get(gen) else {
+            let Some(kept) = self.persist.checks().get(gen) else {
                 continue;
             };
             if !self.core.awaits_exit(gen) {
                 // The core no longer tracks it: nothing to check it for.
-                self.unverified.forget(gen);
+                self.persist.stop_checking(gen);
                 continue;
             }
             let (session, pid) = (kept.session.clone(), kept.pid);
             match adopt(pid as i32, &kept.token, self.cfg.reaper) {
                 Adoption::Adopted(process) => {
                     log::info!("{session} gen {gen}: pid {pid} verified: taken back");
-                    self.unverified.forget(gen);
                     self.persist.resolved(gen);
                     self.children.adopt(self.poll.registry(), gen, process);
                     self.tell(Input::Verified { gen });
@@ -648,14 +616,13 @@ impl Daemon {
                     log::info!(
                         "{session} gen {gen}: pid {pid} is another process now, or none: lost"
                     );
-                    self.unverified.forget(gen);
                     self.persist.resolved(gen);
                     self.tell(Input::Lost { gen });
                     sweep(self.persist.dir_id(), |g| g != gen);
                 }
                 Adoption::Unverifiable(why) => {
                     log::debug!("{session} gen {gen}: pid {pid} still cannot be verified ({why})");
-                    self.unverified.checked(gen, now);
+                    self.persist.still_unverified(gen, now);
                 }
             }
         }
@@ -706,12 +673,12 @@ impl Daemon {
             let registry = self.poll.registry();
             match self
                 .clients
-                .next_request(registry, id, &mut self.read_buf, &mut budget)
+                .next_request(registry, id, self.turn.read_buf(), &mut budget)
             {
                 Next::Request(rid, op) => self.handle_op(id, rid, op),
                 Next::Idle => break,
                 Next::Again => {
-                    self.again.push(token);
+                    self.turn.again(token);
                     break;
                 }
             }
@@ -719,7 +686,7 @@ impl Daemon {
             self.run_actions();
         }
         if self.clients.flush(self.poll.registry(), id, &self.logs) {
-            self.again.push(token);
+            self.turn.again(token);
         }
     }
 

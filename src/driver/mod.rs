@@ -40,6 +40,7 @@ mod ring;
 mod signals;
 mod subscriptions;
 mod token;
+mod turn;
 mod unverified;
 pub mod upgrade;
 
