@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use mio::Poll;
 
-use super::{core_config, Clock, Daemon};
+use super::start::{client_rules, core_config, hello};
+use super::{Clock, Daemon};
 use crate::driver::children::Children;
 use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
@@ -158,8 +159,8 @@ impl Daemon {
             persist.dir_id().to_owned(),
         );
         children.resume(driver.children, poll.registry());
-        let hello = super::hello(&cfg, &children);
-        let (limits, policy) = super::client_rules(&cfg);
+        let hello = hello(&cfg, &children);
+        let (limits, policy) = client_rules(&cfg);
         let mut logs = persist.open_logs(&core, log_capacities(&core));
         let mut clients = Clients::resume(
             driver.clients,
