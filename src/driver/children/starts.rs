@@ -1,15 +1,24 @@
-//! Starting a generation without waiting for its exec: a cgroup of its own where the
+//! Starting a generation without waiting for its exec: its spawn request made from the
+//! spec (with the marker every child carries), a cgroup of its own where the
 //! daemon may create one, the start watched through its status pipe, and what was asked
 //! of it meanwhile (input, size, signals) handed over once it runs.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 
 use mio::Registry;
 
 use super::{Child, Children};
+use crate::core;
 use crate::core::{Containment, ResourceLimits, SpawnError, SpawnErrorKind, Spec, Started};
-use crate::driver::child::spawn_request;
 use crate::driver::launch::Launch;
 use crate::sys::cgroup::{self, GenCgroup};
-use crate::sys::spawn::{start_in, SpawnError as SysSpawnError};
+use crate::sys::process::ReaperMode;
+use crate::sys::spawn::{
+    start_in, Env, IoMode, SpawnError as SysSpawnError, SpawnRequest, StderrMode,
+};
+use crate::sys::tree;
 
 /// A spec's limits in the cgroup layer's terms.
 fn cgroup_limits(l: &ResourceLimits) -> cgroup::Limits {
@@ -33,6 +42,69 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
         other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
     };
     SpawnError::new(kind, errno).with_message(e.to_string())
+}
+
+fn os(bytes: &[u8]) -> OsString {
+    OsString::from_vec(bytes.to_vec())
+}
+
+/// Variables a service manager gives the daemon itself (readiness, socket activation,
+/// watchdog): a child inheriting them would talk to the daemon's manager as if it were
+/// the daemon. Removed from an inherited environment unless the spec sets them.
+const DAEMON_ONLY_VARS: &[&str] = &[
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+];
+
+/// The operating system's spawn request for generation `gen` of a core spec.
+///
+/// Every child carries `GENWARD_GEN=<state dir id>:<gen>` in its environment, inherited by
+/// whatever it starts: a process knows its generation, one that left its session can
+/// still be told apart, and after a crash one that was started but not yet described is
+/// found (and told from another directory's).
+pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode, dir_id: &str) -> SpawnRequest {
+    let mut unset: Vec<OsString> = spec.env.unset.iter().map(|k| os(k)).collect();
+    if spec.env.inherit {
+        let set_by_spec = |v: &str| spec.env.set.iter().any(|(k, _)| k == v.as_bytes());
+        unset.extend(
+            DAEMON_ONLY_VARS
+                .iter()
+                .filter(|v| !set_by_spec(v))
+                .map(OsString::from),
+        );
+    }
+    let mut set: Vec<(OsString, OsString)> =
+        spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect();
+    set.retain(|(k, _)| k != tree::GEN_MARKER);
+    set.push((tree::GEN_MARKER.into(), format!("{dir_id}:{gen}").into()));
+    SpawnRequest {
+        argv: spec.argv.iter().map(|a| os(a)).collect(),
+        cwd: spec.cwd.as_ref().map(|c| PathBuf::from(os(c))),
+        env: Env {
+            inherit: spec.env.inherit,
+            set,
+            unset,
+        },
+        io: match spec.io {
+            core::IoMode::Pipes { stderr } => IoMode::Pipes {
+                stderr: match stderr {
+                    core::Stderr::Pipe => StderrMode::Pipe,
+                    core::Stderr::Merge => StderrMode::Merge,
+                    core::Stderr::Null => StderrMode::Null,
+                },
+            },
+            core::IoMode::Pty { rows, cols } => IoMode::Pty {
+                rows,
+                cols,
+                term: None,
+            },
+        },
+        reaper,
+    }
 }
 
 impl Children {
