@@ -58,12 +58,13 @@ pub struct Daemon {
     children: Children,
     clients: Clients,
     logs: Logs,
-    persist: Persist,
     turn: Turn,
     upgrade: Upgrader,
     /// The link to the keeper holding the children's descriptors across a crash; `None`
     /// without one (disabled, or given up after a failure).
     keeper: Option<KeeperLink>,
+    /// Last, so that the lease it holds is let go after everything else is closed.
+    persist: Persist,
 }
 
 impl Daemon {
