@@ -2,26 +2,25 @@
 //! stdio, and the input the core accepted but the child has not read yet.
 //!
 //! Nothing here decides anything about the generation's lifecycle; the core does. A
-//! `Child` only knows how to move bytes and signals, and registers what it owns.
+//! `Child` only knows how to move bytes and signals, and registers what it owns; how it is
+//! taken back, kept by the keeper and carried across an upgrade is in `handover.rs`.
 
-use std::ffi::OsString;
+mod handover;
+
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
 use super::token::Source;
-use super::upgrade::state::ChildImage;
-use crate::core::{self, Spec, Stream};
+use crate::core::Stream;
 use crate::keeper::wire::{Role, Roles};
 use crate::sys::cgroup::GenCgroup;
 use crate::sys::fd::{write_nonblocking, WriteOutcome};
-use crate::sys::process::{Process, ReaperMode, SignalError};
-use crate::sys::spawn::{self, Env, IoMode, SpawnRequest, StderrMode};
-use crate::sys::tree::{self, SessionWatch, WatchState};
+use crate::sys::process::{Process, SignalError};
+use crate::sys::spawn;
+use crate::sys::tree::{SessionWatch, WatchState};
 
 /// The byte a PTY's line discipline turns into end-of-file (VEOF, Ctrl-D).
 const PTY_EOF: u8 = 0x04;
@@ -59,69 +58,6 @@ pub struct Child {
     watch: Option<Box<SessionWatch>>,
     /// Descriptors closed since [`Child::take_closed`] was last called.
     closed: Roles,
-}
-
-fn os(bytes: &[u8]) -> OsString {
-    OsString::from_vec(bytes.to_vec())
-}
-
-/// Variables a service manager gives the daemon itself (readiness, socket activation,
-/// watchdog): a child inheriting them would talk to the daemon's manager as if it were
-/// the daemon. Removed from an inherited environment unless the spec sets them.
-const DAEMON_ONLY_VARS: &[&str] = &[
-    "NOTIFY_SOCKET",
-    "LISTEN_FDS",
-    "LISTEN_PID",
-    "LISTEN_FDNAMES",
-    "WATCHDOG_USEC",
-    "WATCHDOG_PID",
-];
-
-/// The operating system's spawn request for generation `gen` of a core spec.
-///
-/// Every child carries `GENWARD_GEN=<state dir id>:<gen>` in its environment, inherited by
-/// whatever it starts: a process knows its generation, one that left its session can
-/// still be told apart, and after a crash one that was started but not yet described is
-/// found (and told from another directory's).
-pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode, dir_id: &str) -> SpawnRequest {
-    let mut unset: Vec<OsString> = spec.env.unset.iter().map(|k| os(k)).collect();
-    if spec.env.inherit {
-        let set_by_spec = |v: &str| spec.env.set.iter().any(|(k, _)| k == v.as_bytes());
-        unset.extend(
-            DAEMON_ONLY_VARS
-                .iter()
-                .filter(|v| !set_by_spec(v))
-                .map(OsString::from),
-        );
-    }
-    let mut set: Vec<(OsString, OsString)> =
-        spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect();
-    set.retain(|(k, _)| k != tree::GEN_MARKER);
-    set.push((tree::GEN_MARKER.into(), format!("{dir_id}:{gen}").into()));
-    SpawnRequest {
-        argv: spec.argv.iter().map(|a| os(a)).collect(),
-        cwd: spec.cwd.as_ref().map(|c| PathBuf::from(os(c))),
-        env: Env {
-            inherit: spec.env.inherit,
-            set,
-            unset,
-        },
-        io: match spec.io {
-            core::IoMode::Pipes { stderr } => IoMode::Pipes {
-                stderr: match stderr {
-                    core::Stderr::Pipe => StderrMode::Pipe,
-                    core::Stderr::Merge => StderrMode::Merge,
-                    core::Stderr::Null => StderrMode::Null,
-                },
-            },
-            core::IoMode::Pty { rows, cols } => IoMode::Pty {
-                rows,
-                cols,
-                term: None,
-            },
-        },
-        reaper,
-    }
 }
 
 /// Kernel buffer asked for each output pipe (see [`crate::sys::fd::grow_pipe`]).
@@ -225,143 +161,6 @@ impl Child {
             self.pidfd_watched =
                 register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
         }
-    }
-
-    /// A process a previous daemon started, taken back with the descriptors a keeper
-    /// held for it: its streams (by [`Stream::index`]) and stdin are registered and used
-    /// exactly like a spawned child's. They are the same open files the previous daemon
-    /// read and wrote (already non-blocking; made so again in case).
-    pub fn adopted_with_io(
-        gen: u64,
-        process: Process,
-        outputs: [Option<OwnedFd>; 3],
-        stdin: Option<OwnedFd>,
-        registry: &Registry,
-    ) -> Child {
-        for fd in outputs.iter().chain([&stdin]).flatten() {
-            if let Err(e) = crate::sys::fd::set_nonblocking(fd) {
-                log::warn!("gen {gen}: a descriptor taken back: {e}");
-            }
-        }
-        let mut child = Child {
-            gen,
-            process,
-            outputs,
-            stdin,
-            hung_up_pty: None,
-            pidfd_watched: false,
-            input: Vec::new(),
-            close_input_when_written: false,
-            cgroup: None,
-            watch: None,
-            closed: Roles::NONE,
-        };
-        child.watch_io(registry, true);
-        child
-    }
-
-    /// The descriptors a keeper is to hold for it, in role order: its pidfd, stdin and
-    /// open output streams.
-    pub fn keepable(&self) -> (Roles, Vec<BorrowedFd<'_>>) {
-        let all = [
-            (Role::Pidfd, self.process.pidfd()),
-            (Role::Stdin, self.stdin.as_ref().map(AsFd::as_fd)),
-            (Role::Stdout, self.output(Stream::Stdout)),
-            (Role::Stderr, self.output(Stream::Stderr)),
-            (Role::Pty, self.output(Stream::Pty)),
-        ];
-        let mut roles = Roles::NONE;
-        let mut fds = Vec::with_capacity(all.len());
-        for (role, fd) in all {
-            if let Some(fd) = fd {
-                roles = roles.with(role);
-                fds.push(fd);
-            }
-        }
-        (roles, fds)
-    }
-
-    /// The roles a keeper holds for it that it has closed since the last call (EOF, the
-    /// drain deadline, its input closed): the keeper's copies are to go too, or a child
-    /// would never see its stdin close, nor a grandchild its pipe's reader go.
-    pub fn take_closed(&mut self) -> Roles {
-        std::mem::take(&mut self.closed)
-    }
-
-    /// A process a previous daemon started, taken back: watched through its pidfd, with
-    /// no streams of ours.
-    pub fn adopted(gen: u64, process: Process, registry: &Registry) -> Child {
-        Child::adopted_with_io(gen, process, [None, None, None], None, registry)
-    }
-
-    /// Its state for an upgrade image: its process and the numbers of the descriptors
-    /// it holds, its unwritten input, its cgroup's path. A session watch is not carried:
-    /// the next program walks the session afresh when asked.
-    pub fn export(&self) -> ChildImage {
-        let raw = |fd: &Option<OwnedFd>| fd.as_ref().map(AsRawFd::as_raw_fd);
-        ChildImage {
-            gen: self.gen,
-            pid: self.process.pid(),
-            pidfd: self.process.pidfd().map(|fd| fd.as_raw_fd()),
-            token: self.process.token().map(str::to_owned),
-            is_child: self.process.is_child(),
-            outputs: [
-                raw(&self.outputs[0]),
-                raw(&self.outputs[1]),
-                raw(&self.outputs[2]),
-            ],
-            stdin: raw(&self.stdin),
-            hung_up_pty: raw(&self.hung_up_pty),
-            input: self.input.clone(),
-            close_input_when_written: self.close_input_when_written,
-            cgroup: self
-                .cgroup
-                .as_ref()
-                .map(|cg| (cg.path().to_owned(), cg.name_in_hierarchy().to_owned())),
-            awaits_status: false,
-        }
-    }
-
-    /// A generation carried across an upgrade, on its inherited descriptors (checked
-    /// open and named once), registered again. A cgroup that cannot be opened again is
-    /// logged: the generation then has session containment's view of its tree.
-    pub fn resumed(image: ChildImage, registry: &Registry) -> Child {
-        let own = |fd: Option<i32>| {
-            fd.map(|raw| {
-                // SAFETY: the image's descriptors were checked open and named once; each
-                // is taken by exactly one owner.
-                let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-                let _ = crate::sys::reexec::set_close_on_exec(fd.as_fd(), true);
-                fd
-            })
-        };
-        let gen = image.gen;
-        let pid = rustix::process::Pid::from_raw(image.pid).expect("checked positive");
-        let process = Process::resumed(pid, own(image.pidfd), image.token, image.is_child);
-        let cgroup = image.cgroup.and_then(|(path, name)| {
-            GenCgroup::reopen(path, name)
-                .map_err(|e| log::warn!("gen {gen}: opening its cgroup again: {e}"))
-                .ok()
-        });
-        let mut child = Child {
-            gen,
-            process,
-            outputs: [
-                own(image.outputs[0]),
-                own(image.outputs[1]),
-                own(image.outputs[2]),
-            ],
-            stdin: own(image.stdin),
-            hung_up_pty: own(image.hung_up_pty),
-            pidfd_watched: false,
-            input: image.input,
-            close_input_when_written: image.close_input_when_written,
-            cgroup,
-            watch: None,
-            closed: Roles::NONE,
-        };
-        child.register_all(registry, false);
-        child
     }
 
     /// The process handle.

@@ -4,27 +4,29 @@
 //! Every method takes the generation it is about and touches only that child; a
 //! generation that is not here (never spawned, or already released) is ignored, so a
 //! late readiness event or action can never reach another process.
+//!
+//! Starting is in `starts.rs`, signals and whether a tree emptied in `trees.rs`, whether
+//! a leader exited in `leaders.rs`; reading, writing, reaping and releasing here.
+
+mod leaders;
+mod starts;
+mod trees;
 
 use std::collections::{HashMap, HashSet};
-use std::io;
 use std::time::Instant;
 
 use mio::Registry;
 
-use super::child::{spawn_request, Child, InputProgress};
+use super::child::{Child, InputProgress};
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
 use super::upgrade::state::ChildImage;
-use crate::core::{
-    Containment, ExitStatus, ResourceLimits, Scope, SpawnError, SpawnErrorKind, Spec, Started,
-    Stream,
-};
-use crate::sys::cgroup::{self, CgroupRoot, GenCgroup};
+use crate::core::{Containment, Stream};
+use crate::sys::cgroup::CgroupRoot;
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
-use crate::sys::pidfd_ext::ExitInfo;
-use crate::sys::process::{Exit, Process, ReaperMode, SignalError};
-use crate::sys::spawn::{start_in, SpawnError as SysSpawnError};
-use crate::sys::tree;
+use crate::sys::process::{Process, ReaperMode};
+
+pub use leaders::LeaderState;
 
 /// The result of one read from a child's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,22 +39,6 @@ pub enum Read {
     Eof,
     /// No such stream: already closed, or the generation is gone.
     Gone,
-}
-
-/// What became of a leader the core still thinks is running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaderState {
-    /// Still running.
-    Running,
-    /// Exited (a zombie, not reaped) with this status; for an adopted process, reaped by
-    /// its real parent, with the status the kernel kept.
-    Exited(ExitStatus),
-    /// An adopted process exited, and its status is not published yet (its real parent
-    /// has not reaped it): asked again at [`Children::status_deadline`].
-    Waiting,
-    /// It can no longer be observed (`waitid` failed, or not our child and no status to
-    /// be had): report it lost.
-    Lost,
 }
 
 /// Every spawned, unreleased generation, and those still starting.
@@ -79,43 +65,6 @@ pub struct Children {
     rechecks: Rechecks,
 }
 
-/// A spec's limits in the cgroup layer's terms.
-fn cgroup_limits(l: &ResourceLimits) -> cgroup::Limits {
-    cgroup::Limits {
-        memory_max: l.memory_max,
-        pids_max: l.pids_max,
-        cpu_max: l.cpu_max.map(|c| cgroup::CpuMax {
-            quota_us: c.quota_us,
-            period_us: c.period_us,
-        }),
-    }
-}
-
-/// The core's view of a failed start: the class and errno clients act on. The step and
-/// path are logged here.
-fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
-    log::warn!("gen {gen}: spawn failed: {e}");
-    let (kind, errno) = match e {
-        SysSpawnError::NotFound { .. } => (SpawnErrorKind::NotFound, libc::ENOENT),
-        SysSpawnError::PermissionDenied { .. } => (SpawnErrorKind::PermissionDenied, libc::EACCES),
-        other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
-    };
-    SpawnError::new(kind, errno).with_message(e.to_string())
-}
-
-/// `Signal::from_named_raw` covers the named signals; real-time ones are valid too.
-fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
-    if let Some(s) = rustix::process::Signal::from_named_raw(sig) {
-        return Some(s);
-    }
-    if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&sig) {
-        // SAFETY: `sig` is a real-time signal number in the range the C library reports as
-        // usable by applications, so it is a valid signal and not one libc reserves.
-        return Some(unsafe { rustix::process::Signal::from_raw_unchecked(sig) });
-    }
-    None
-}
-
 /// Bytes of PTY output gathered into one record when they are already there: a terminal
 /// hands out at most a line discipline's buffer (about 4 KiB) per read, and a frame per
 /// 4 KiB would cost a header, a journal record and a delivery each.
@@ -134,36 +83,6 @@ fn coalesce_pty(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8], mut n: usize) -
         }
     }
     n
-}
-
-/// A status read from the process as the core's [`ExitStatus`]; an unreadable one is lost.
-fn exited(gen: u64, exit: Exit) -> LeaderState {
-    match exit {
-        Exit::Code(c) => LeaderState::Exited(ExitStatus::Code(c)),
-        Exit::Signal { signal, .. } => LeaderState::Exited(ExitStatus::Signal(signal)),
-        Exit::Unknown => {
-            // Never counted as a success.
-            log::warn!("gen {gen}: exit status unknown; reporting the generation lost");
-            LeaderState::Lost
-        }
-    }
-}
-
-/// The status of an exited process that is not our child, as the kernel keeps it once its
-/// real parent reaped it.
-fn published(gen: u64, process: &Process) -> LeaderState {
-    match process.published_exit() {
-        Ok(ExitInfo::Exited(exit)) => exited(gen, exit),
-        Ok(ExitInfo::NotYet) => LeaderState::Waiting,
-        Ok(ExitInfo::Unsupported) => {
-            log::warn!("gen {gen}: exit status not kept by this system; reporting it lost");
-            LeaderState::Lost
-        }
-        Err(e) => {
-            log::warn!("gen {gen}: reading its exit status: {e}; reporting it lost");
-            LeaderState::Lost
-        }
-    }
 }
 
 impl Children {
@@ -322,159 +241,6 @@ impl Children {
         }
     }
 
-    /// A cgroup of its own for `gen`, with `limits` set; none under session containment,
-    /// where limits cannot be enforced and are refused.
-    fn cgroup_for(
-        &self,
-        gen: u64,
-        limits: &ResourceLimits,
-    ) -> Result<Option<GenCgroup>, SpawnError> {
-        let fail = |message: String| {
-            log::warn!("gen {gen}: {message}");
-            SpawnError::new(SpawnErrorKind::Other, 0).with_message(message)
-        };
-        let Some(root) = &self.cgroups else {
-            if limits.is_empty() {
-                return Ok(None);
-            }
-            return Err(fail(
-                "limits need cgroup containment, which this daemon does not have (see `hello`)"
-                    .into(),
-            ));
-        };
-        let limits = cgroup_limits(limits);
-        root.check_limits(&limits)
-            .map_err(|e| fail(e.to_string()))?;
-        let cg = root
-            .create_generation(gen)
-            .map_err(|e| fail(format!("creating its cgroup: {e}")))?;
-        if !limits.is_empty() {
-            cg.set_limits(&limits).map_err(|e| fail(e.to_string()))?;
-        }
-        Ok(Some(cg))
-    }
-
-    /// Under session containment: whether `gen`'s session is proven empty (its leader
-    /// aside); `None` for a generation with a cgroup, or gone.
-    pub fn session_empty(&mut self, registry: &Registry, gen: u64) -> Option<bool> {
-        if self.table.get(&gen)?.cgroup().is_some() {
-            return None;
-        }
-        let others = self.others(gen);
-        let empty = self.table.get_mut(&gen)?.session_empty(registry, &others);
-        self.watched.insert(gen);
-        Some(empty)
-    }
-
-    /// The soonest a session watch wants to look again.
-    pub fn watch_deadline(&self) -> Option<std::time::Instant> {
-        self.watched
-            .iter()
-            .filter_map(|gen| self.table.get(gen)?.watch_deadline())
-            .min()
-    }
-
-    /// Whether `gen`'s cgroup still holds a process; `None` without a cgroup. Reading it
-    /// also re-arms the kernel's notification.
-    pub fn cgroup_populated(&self, gen: u64) -> Option<bool> {
-        let cg = self.table.get(&gen)?.cgroup()?;
-        match cg.is_populated() {
-            Ok(populated) => Some(populated),
-            Err(e) => {
-                log::warn!("gen {gen}: reading cgroup.events: {e}");
-                Some(true)
-            }
-        }
-    }
-
-    /// Starts generation `gen` without waiting for it to exec: its result comes through
-    /// [`launched`](Self::launched) when the status pipe is readable.
-    pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
-        let cgroup = self.cgroup_for(gen, &spec.limits)?;
-        let request = spawn_request(gen, spec, self.reaper, &self.dir_id);
-        let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
-            .map_err(|e| spawn_error(gen, &e))?;
-        let launch = Launch::new(gen, starting, cgroup, registry).map_err(|e| {
-            log::error!("gen {gen}: watch spawn status: {e}");
-            SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
-                .with_message(format!("watching the start: {e}"))
-        })?;
-        self.launching.insert(gen, launch);
-        Ok(())
-    }
-
-    /// The exec result of `gen`, if it is known now: the leader's pid, its descriptors
-    /// registered, what was held for it handed over.
-    pub fn launched(
-        &mut self,
-        registry: &Registry,
-        gen: u64,
-    ) -> Option<Result<Started, SpawnError>> {
-        let ready = self.launching.get_mut(&gen)?.ready();
-        ready.then(|| self.finish_launch(registry, gen))?
-    }
-
-    /// Gives up starting `gen`: the process if it already runs our program (it is then
-    /// stopped like any other), else `cancelled`. `None` if `gen` is not starting.
-    pub fn cancel_launch(
-        &mut self,
-        registry: &Registry,
-        gen: u64,
-    ) -> Option<Result<Started, SpawnError>> {
-        if self.launching.get_mut(&gen)?.ready() {
-            return self.finish_launch(registry, gen);
-        }
-        self.take_launch(gen)?.abandon(registry);
-        log::info!("gen {gen}: start cancelled before exec");
-        let why = "stopped before it started (its start did not finish within the stop's grace)";
-        Some(Err(
-            SpawnError::new(SpawnErrorKind::Cancelled, 0).with_message(why)
-        ))
-    }
-
-    /// Takes a start out of the table, which gives its memory back once no start is left
-    /// (a burst of spawns would otherwise keep its peak for good).
-    fn take_launch(&mut self, gen: u64) -> Option<Launch> {
-        let launch = self.launching.remove(&gen);
-        if self.launching.is_empty() {
-            self.launching.shrink_to_fit();
-        }
-        launch
-    }
-
-    fn finish_launch(
-        &mut self,
-        registry: &Registry,
-        gen: u64,
-    ) -> Option<Result<Started, SpawnError>> {
-        let (result, held) = self.take_launch(gen)?.finish(registry);
-        let spawned = match result {
-            Ok(spawned) => spawned,
-            Err(e) => return Some(Err(spawn_error(gen, &e))),
-        };
-        let pid = spawned.process.pid();
-        let containment = match held.cgroup {
-            Some(_) => Containment::Cgroup,
-            None => Containment::Session,
-        };
-        let mut child = Child::new(gen, spawned, held.cgroup, registry);
-        child.queue_input(&held.input);
-        if held.close_input {
-            child.close_input_when_written();
-        }
-        self.table.insert(gen, child);
-        if let Some((rows, cols)) = held.size {
-            self.resize(gen, rows, cols);
-        }
-        for (signal, scope) in held.signals {
-            self.signal(registry, gen, signal, scope);
-        }
-        Some(Ok(Started {
-            pid: pid as u32,
-            containment,
-        }))
-    }
-
     /// Reads once from `gen`'s `stream` into `buf`. End of file (or a read error) closes
     /// the stream.
     pub fn read(&mut self, registry: &Registry, gen: u64, stream: Stream, buf: &mut [u8]) -> Read {
@@ -529,191 +295,6 @@ impl Children {
         self.table
             .get_mut(&gen)
             .map_or_else(InputProgress::default, |c| c.flush_input(registry))
-    }
-
-    /// The leaders of every other generation not reaped yet (and of those starting):
-    /// a walk of one generation's session need not enter theirs.
-    fn others(&self, gen: u64) -> Vec<i32> {
-        let running = self
-            .table
-            .iter()
-            .filter(|(g, c)| **g != gen && !c.process().is_reaped())
-            .map(|(_, c)| c.process().pid());
-        running
-            .chain(self.launching.values().map(Launch::pid))
-            .collect()
-    }
-
-    /// Sends `signal` to `gen`'s leader, tree or terminal's foreground group, never to a
-    /// process whose identity was not verified.
-    pub fn signal(&mut self, registry: &Registry, gen: u64, signal: i32, scope: Scope) {
-        if let Some(launch) = self.launching.get_mut(&gen) {
-            launch.hold_signal(signal, scope);
-            return;
-        }
-        let Some(sig) = to_signal(signal) else {
-            log::warn!("gen {gen}: signal {signal} is not deliverable");
-            return;
-        };
-        let others = match scope {
-            Scope::Leader => Vec::new(),
-            Scope::Tree | Scope::Foreground => self.others(gen),
-        };
-        let Some(child) = self.table.get_mut(&gen) else {
-            // No process held (released, or taken back unverified): a pid alone is never
-            // signalled.
-            log::debug!("gen {gen}: no process held; signal {signal} not sent");
-            return;
-        };
-        let result = match (scope, child.cgroup()) {
-            (Scope::Leader, _) => child.process().signal(sig),
-            // The whole cgroup, escaped processes included: SIGKILL at once through
-            // `cgroup.kill`, any other signal to each member through a verified pidfd.
-            (Scope::Tree, Some(cg)) if signal == libc::SIGKILL => {
-                cg.kill().map_err(SignalError::Os)
-            }
-            (Scope::Tree, Some(cg)) => cg.signal(sig).map(|_| ()).map_err(SignalError::Os),
-            // Taken back after a restart: its process group, leader included, through its
-            // pidfd while it runs (one call, no scan of the host; its session's other
-            // groups, a job-control shell's jobs, are found by their marker when it ends).
-            (Scope::Tree, None) if !child.process().is_child() => {
-                child.process().signal_adopted_group(sig)
-            }
-            // The session: its members, watched until it is empty, and the leader.
-            (Scope::Tree, None) => {
-                self.watched.insert(gen);
-                child.signal_session(registry, &others, sig).and_then(|()| {
-                    match child.process().signal(sig) {
-                        // Already exited (the usual case at its exit): its members matter.
-                        Err(SignalError::Exited) => Ok(()),
-                        other => other,
-                    }
-                })
-            }
-            (Scope::Foreground, _) => match child.pty() {
-                Some(tty) => tree::signal_foreground(child.process(), tty, &others, sig).map(drop),
-                None => Err(SignalError::Os(io::Error::from_raw_os_error(libc::ENOTTY))),
-            },
-        };
-        match &result {
-            Ok(()) => log::debug!("gen {gen}: sent signal {signal} to {scope:?}"),
-            Err(e) => log::info!("gen {gen}: signal {signal} to {scope:?} not sent: {e}"),
-        }
-        // An adopted process without a pidfd: a signal may end it, so it is looked at
-        // again soon; one that found another process (or none) on its pid, at once.
-        if self.rechecks.is_watched(gen) {
-            match result {
-                Ok(()) => self.rechecks.watch(gen, Instant::now()),
-                Err(SignalError::Mismatch | SignalError::Exited) => {
-                    self.rechecks.now(gen, Instant::now())
-                }
-                Err(_) => {}
-            }
-        }
-    }
-
-    /// Asks, without reaping, whether `gen`'s leader exited. Only for a leader the core
-    /// still thinks is running: a pidfd stays readable after the exit.
-    ///
-    /// An adopted leader's status is asked of the kernel (see [`Process::published_exit`]);
-    /// while it is not published the answer is [`LeaderState::Waiting`], until [`GIVE_UP`]
-    /// after the exit was first seen, when it is [`LeaderState::Lost`].
-    ///
-    /// [`GIVE_UP`]: super::exits::GIVE_UP
-    pub fn leader_state(&mut self, gen: u64, now: Instant) -> LeaderState {
-        let Some(child) = self.table.get(&gen) else {
-            return LeaderState::Running;
-        };
-        let state = match child.process().exit_status_nowait() {
-            Ok(None) => LeaderState::Running,
-            Ok(Some(Exit::Unknown)) if child.process().pidfd().is_none() => {
-                log::info!(
-                    "gen {gen}: no longer runs (its pid is free, another process's, or a zombie's); without a pidfd its status cannot be had: lost"
-                );
-                LeaderState::Lost
-            }
-            Ok(Some(Exit::Unknown)) => published(gen, child.process()),
-            Ok(Some(exit)) => exited(gen, exit),
-            Err(e) => {
-                // ECHILD and friends: it can no longer be observed or reaped by us.
-                log::error!("gen {gen}: waitid: {e}; reporting the generation lost");
-                LeaderState::Lost
-            }
-        };
-        if self.rechecks.is_watched(gen) {
-            match state {
-                LeaderState::Running => self.rechecks.looked(gen, now),
-                _ => self.rechecks.forget(gen),
-            }
-        }
-        match state {
-            LeaderState::Waiting if !self.exits.missed(gen, now) => {
-                log::warn!("gen {gen}: its parent did not reap it in time; reporting it lost");
-                LeaderState::Lost
-            }
-            LeaderState::Waiting | LeaderState::Running => state,
-            LeaderState::Exited(_) | LeaderState::Lost => {
-                self.exits.forget(gen);
-                state
-            }
-        }
-    }
-
-    /// Whether `gen`'s exit was seen and its status is awaited (see [`LeaderState::Waiting`]).
-    pub fn awaits_status(&self, gen: u64) -> bool {
-        self.exits.is_waiting(gen)
-    }
-
-    /// Stops waiting for `gen`'s status or end: the core no longer waits for its exit.
-    pub fn forget_status(&mut self, gen: u64) {
-        self.exits.forget(gen);
-        self.rechecks.forget(gen);
-    }
-
-    /// When an adopted process is to be asked again for its status (it exited), or, one
-    /// without a pidfd, whether it still runs.
-    pub fn status_deadline(&self) -> Option<Instant> {
-        [self.exits.deadline(), self.rechecks.deadline()]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    /// The generations to be asked again at `now` (see [`status_deadline`]).
-    ///
-    /// [`status_deadline`]: Self::status_deadline
-    pub fn status_due(&self, now: Instant) -> Vec<u64> {
-        let mut due = self.exits.due(now);
-        due.extend(self.rechecks.due(now));
-        due.sort_unstable();
-        due.dedup();
-        due
-    }
-
-    /// Generations whose exit is learned from SIGCHLD rather than a watched pidfd.
-    pub fn without_pidfd(&self) -> Vec<u64> {
-        self.table
-            .iter()
-            .filter(|(_, c)| !c.pidfd_watched())
-            .map(|(g, _)| *g)
-            .collect()
-    }
-
-    /// Reaps orphaned descendants reparented to us, by pid, leaving our own leaders to
-    /// their generations (never `waitpid(-1)`, which would steal them).
-    pub fn reap_orphans(&self) {
-        if !self.adopts_orphans {
-            return;
-        }
-        let tracked = |pid: i32| {
-            self.table.values().any(|c| c.process().pid() == pid)
-                || self.launching.values().any(|l| l.pid() == pid)
-        };
-        match crate::sys::orphans::reap_orphans(tracked) {
-            Ok(0) => {}
-            Ok(n) => log::debug!("reaped {n} orphaned process(es)"),
-            Err(e) => log::warn!("reaping orphans: {e}"),
-        }
     }
 
     /// Reaps `gen`'s leader: after this nothing about it is ever signalled.

@@ -1,18 +1,27 @@
 //! The daemon: a single-threaded mio loop that routes each readiness to the one owner of
 //! that state and executes the core's actions.
 //!
-//! - `daemon.rs`: the loop and the routing between owners.
-//! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues.
+//! - `daemon.rs`: the loop and the routing between owners; `daemon/`: starting
+//!   (`start.rs`), a child's output on its way to subscribers (`output.rs`), requests
+//!   (`requests.rs`), what processes tell the core (`processes.rs`), and both sides of an
+//!   upgrade (`upgrade.rs`, `resume.rs`). `turn.rs`: what one turn hands the next.
+//! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues;
+//!   `children/`: starting, a tree's signals and emptiness, a leader's exit; `child/`:
+//!   a child taken back, kept by the keeper, carried across an upgrade. `launch.rs`: one
+//!   start in flight.
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
-//! - `recover.rs`: taking back what a previous daemon left; `unverified.rs`: the
-//!   generations taken back whose identity is checked again until it can be told.
-//! - `clients.rs`, `client.rs`, `subscriptions.rs`: connections, answers, who follows
-//!   which session and how far they got.
+//! - `recover.rs`: taking back what a previous daemon left; `persist.rs`: the state
+//!   directory (lease, descriptors, sessions) and the generations taken back unverified,
+//!   whose identity `unverified.rs` schedules checks of until it can be told.
+//! - `clients.rs`, `client.rs`: connections; `clients/`: answers, following, waits;
+//!   `subscriptions.rs` (and `subscriptions/`): who follows which session and how far they
+//!   got; `pacers.rs`, `parked.rs`: lossless followers and output held back for them.
 //! - `logs.rs`, `ring.rs`: each session's replay log; `frame.rs`: a record's bytes (in
 //!   the output journal's mapping); `journaled.rs`: which journal segments are needed.
 //! - `token.rs`: what a poll token stands for.
 //! - `keeper_link.rs`: the link to the keeper (see [`crate::keeper`]); `keeper_start.rs`:
 //!   finding, verifying and emptying the state directory's keeper at start, or starting one.
+//! - `upgrade/`: the image, the probe, and what waits between turns (`upgrader.rs`).
 
 mod child;
 mod children;
@@ -40,6 +49,7 @@ mod ring;
 mod signals;
 mod subscriptions;
 mod token;
+mod turn;
 mod unverified;
 pub mod upgrade;
 

@@ -2,15 +2,20 @@
 //! high-water mark, each session's record, each live generation's descriptor — and, at
 //! start, taking those back (see `store`'s module docs for the protocol this follows).
 //!
+//! The lease (one daemon per directory) is held here for the daemon's lifetime, and the
+//! generations whose identity could not be verified are checked again from here: their
+//! descriptors stay until a check can tell.
+//!
 //! The core decides what a session is; this only writes what the core says changed, and
 //! reads it back once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::config::StartError;
 use super::logs::Logs;
+use super::unverified::Unverified;
 use crate::core::{Core, SessionRecord, Time, WallClock};
 use crate::store::journal::Journal;
 use crate::store::lease::Lease;
@@ -30,6 +35,31 @@ pub struct Persist {
     /// descriptors stay on disk (this daemon, or a later one, may still verify them) until
     /// a check says `match` or `mismatch` ([`Persist::resolved`]).
     unverified: HashSet<u64>,
+    /// Their identity checks, on a backed-off timer.
+    checks: Unverified,
+    /// One daemon per directory, for as long as this one runs.
+    lease: Lease,
+}
+
+/// The state directory opened again after an upgrade, before the lease is owned (the
+/// image may still be refused, and the previous program then needs the lease as it was).
+#[derive(Debug)]
+pub struct Reopened {
+    store: Store,
+    alloc: GenAllocator,
+}
+
+impl Reopened {
+    /// Holds the lease from now on.
+    pub fn leased(self, lease: Lease) -> Persist {
+        Persist {
+            store: self.store,
+            alloc: self.alloc,
+            unverified: HashSet::new(),
+            checks: Unverified::default(),
+            lease,
+        }
+    }
 }
 
 /// What the previous daemon left.
@@ -88,7 +118,7 @@ pub fn claim_directories(
 
 impl Persist {
     /// Opens the state in `dir` (already leased) and reads what was left.
-    pub fn open(dir: &std::path::Path) -> Result<(Persist, Left), String> {
+    pub fn open(dir: &std::path::Path, lease: Lease) -> Result<(Persist, Left), String> {
         let store = Store::open(dir).map_err(|e| e.to_string())?;
         let sessions = store
             .load_sessions(MAX_RECORDS)
@@ -104,11 +134,7 @@ impl Persist {
         let floor = generation_floor(&sessions.records, descriptors.records.iter().map(|d| d.gen));
         let (alloc, first_gen) =
             GenAllocator::open(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
-        let persist = Persist {
-            store,
-            alloc,
-            unverified: HashSet::new(),
-        };
+        let persist = Reopened { store, alloc }.leased(lease);
         let left = Left {
             sessions: sessions.records,
             descriptors: descriptors.records,
@@ -121,15 +147,16 @@ impl Persist {
     /// and generations come from the upgrade image, so the files that record them are not
     /// read (they say the same); `floor` is the highest generation number it has handed
     /// out.
-    pub fn reopen(dir: &std::path::Path, floor: u64) -> Result<Persist, String> {
+    pub fn reopen(dir: &std::path::Path, floor: u64) -> Result<Reopened, String> {
         let store = Store::open(dir).map_err(|e| e.to_string())?;
         let (alloc, _) =
             GenAllocator::open(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
-        Ok(Persist {
-            store,
-            alloc,
-            unverified: HashSet::new(),
-        })
+        Ok(Reopened { store, alloc })
+    }
+
+    /// The lease's descriptor, carried across an upgrade.
+    pub fn lease_fd(&self) -> std::os::fd::RawFd {
+        self.lease.as_raw_fd()
     }
 
     /// Keeps the durable high-water mark above every number the core may hand out next:
@@ -215,6 +242,28 @@ impl Persist {
     /// Its descriptor goes when it is forgotten, as any other's.
     pub fn resolved(&mut self, gen: u64) {
         self.unverified.remove(&gen);
+        self.checks.forget(gen);
+    }
+
+    /// Checks again, on its timer, the identity of unverified `gen` (its process recorded
+    /// as `pid` with `token`).
+    pub fn check_again(&mut self, gen: u64, session: Arc<str>, pid: u32, token: String) {
+        self.checks.keep(gen, session, pid, token, Instant::now());
+    }
+
+    /// The unverified generations being checked again.
+    pub fn checks(&self) -> &Unverified {
+        &self.checks
+    }
+
+    /// `gen` was checked at `now` and still cannot be verified: checked later.
+    pub fn still_unverified(&mut self, gen: u64, now: Instant) {
+        self.checks.checked(gen, now);
+    }
+
+    /// Stops checking `gen`, whose end the core no longer awaits; its descriptor stays.
+    pub fn stop_checking(&mut self, gen: u64) {
+        self.checks.forget(gen);
     }
 
     /// Forgets a generation that is gone (reaped, or its record proved wrong); the

@@ -5,7 +5,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
 
 use mio::Poll;
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
@@ -14,7 +13,6 @@ use super::children::Children;
 use super::keeper_start::{Kept, KeptIo};
 use super::logs::Logs;
 use super::persist::{unix_ms, Left, Persist};
-use super::unverified::Unverified;
 use crate::core::{AdoptedIo, Containment, Core, Input, OnExit, Stream, Time, WallClock};
 use crate::keeper::wire::Role;
 use crate::sys::identity::{adopt, adopt_kept, Adoption};
@@ -23,8 +21,6 @@ use crate::sys::process::ReaperMode;
 /// What taking back a previous daemon's state gave.
 #[derive(Debug)]
 pub struct TakenBack {
-    /// The generations kept unverified, to be checked again.
-    pub unverified: Unverified,
     /// The replay logs, with what the previous daemon retained.
     pub logs: Logs,
     /// The generations resumed with the I/O a keeper held (its copies are still needed).
@@ -51,7 +47,7 @@ pub fn take_back(
     now: Time,
     reaper: ReaperMode,
 ) -> TakenBack {
-    let mut unverified = Unverified::default();
+    let mut unverified = 0;
     let mut with_io = HashSet::new();
     let capacities = left.log_capacities();
     let wall = WallClock {
@@ -179,7 +175,8 @@ pub fn take_back(
                 core.handle(now, input);
                 if core.awaits_exit(d.gen) {
                     let token = token.to_owned();
-                    unverified.keep(d.gen, d.session.clone(), d.pid, token, Instant::now());
+                    persist.check_again(d.gen, d.session.clone(), d.pid, token);
+                    unverified += 1;
                 }
             }
         }
@@ -190,16 +187,12 @@ pub fn take_back(
         log::info!(
             "took back {sessions} session(s), {adopted} running process(es) ({} with their I/O), {} unverified",
             with_io.len(),
-            unverified.len()
+            unverified
         );
     }
     // Handed over for generations no descriptor names: closed.
     kept.clear();
-    TakenBack {
-        unverified,
-        logs,
-        with_io,
-    }
+    TakenBack { logs, with_io }
 }
 
 /// What the core is told of a generation's I/O a keeper held: each output stream handed

@@ -11,25 +11,22 @@
 //! delivering a record touches only that session's subscribers. A lossless subscriber
 //! (see `pacers.rs`) is never let behind the log: the daemon asks
 //! [`Subscriptions::holds_back`] before reading more of the session's output.
+//!
+//! A cursor and the pumping are in `cursor.rs`; holding output back for lossless
+//! followers in `lossless.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+
+mod cursor;
+mod lossless;
 
 use super::outbox::Outbox;
 use super::pacers::Pacers;
-use super::ring::{Lookup, Ring};
-use crate::proto::encode;
+use super::ring::Ring;
 use crate::proto::request::{Lossless, Replay};
 
-/// A subscriber's position in one session's log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cursor {
-    /// Next record to deliver.
-    pub seq: u64,
-    /// Session output position delivered so far (for `dropped` ranges).
-    pub pos: u64,
-}
+pub use cursor::{cursor_at, pump, start_cursor, Cursor};
 
 /// One session's followers and their cursors. A session rarely has more than a few, so
 /// a short vector beats a map, in memory above all (one per session).
@@ -337,205 +334,5 @@ impl Subscriptions {
     }
 }
 
-impl Subscriptions {
-    /// Whether a lossless follower of `session` is behind its log (its queue is full):
-    /// then the session's output must wait, or the log would move past it.
-    pub fn holds_back(&self, session: &str, ring: &Ring) -> bool {
-        let Some(subs) = self.cursors.get(session) else {
-            return false;
-        };
-        let end = ring.end_seq();
-        self.pacers
-            .clients_of(session)
-            .any(|c| subs.get(c).is_some_and(|cur| cur.seq < end))
-    }
-
-    /// Whether any subscription anywhere is lossless.
-    pub fn has_pacers(&self) -> bool {
-        !self.pacers.is_empty()
-    }
-
-    /// The output of `session` waits from `now` for the lossless followers behind.
-    pub fn hold(&mut self, session: &str, ring: &Ring, now: Instant) {
-        let end = ring.end_seq();
-        let subs = self.cursors.get(session);
-        let behind = |c| subs.and_then(|s| s.get(c)).is_some_and(|cur| cur.seq < end);
-        self.pacers.holding(session, now, behind);
-    }
-
-    /// The output of `session` flows again.
-    pub fn release(&mut self, session: &str) {
-        self.pacers.released(session);
-    }
-
-    /// Whether `client` follows something losslessly (its progress is then noted).
-    pub fn is_pacer(&self, client: u64) -> bool {
-        !self.pacers.is_empty() && self.pacers.has_client(client)
-    }
-
-    /// Whether `session` has lossless followers, or will have (a lossless subscriber to
-    /// every session meets it with its first record).
-    pub fn paces(&self, session: &str) -> bool {
-        self.pacers.paces(session) || !self.all_lossless.is_empty()
-    }
-
-    /// `client`'s socket took bytes at `now`.
-    pub fn progress(&mut self, client: u64, now: Instant) {
-        self.pacers.progress(client, now);
-    }
-
-    /// Whether held output may flow again since the last call (a pacer went or caught up).
-    pub fn take_moved(&mut self) -> bool {
-        self.pacers.take_moved()
-    }
-
-    /// When the next lossless follower is due to be demoted.
-    pub fn demote_deadline(&self) -> Option<Instant> {
-        self.pacers.deadline()
-    }
-
-    /// Demotes the lossless followers whose bound ran out at `now`; each (client,
-    /// session, output position it was sent up to) is an ordinary follower from now on.
-    pub fn demote_due(&mut self, now: Instant) -> Vec<(u64, Arc<str>, u64)> {
-        self.pacers
-            .demote_due(now)
-            .into_iter()
-            .map(|(client, session)| {
-                let pos = self
-                    .cursors
-                    .get(&session)
-                    .and_then(|s| s.get(client))
-                    .map_or(0, |c| c.pos);
-                (client, session, pos)
-            })
-            .collect()
-    }
-}
-
-/// Where a new subscription to `ring` starts.
-pub fn start_cursor(ring: &Ring, replay: Replay) -> Cursor {
-    let seq = match replay {
-        Replay::Now => ring.end_seq(),
-        Replay::Tail(n) => ring.seq_for_tail(n),
-        Replay::Pos(p) => ring.seq_for_pos(p),
-        Replay::Gen(g) => ring.seq_for_gen(g),
-        Replay::Start => ring.first_seq(),
-    };
-    let Cursor { pos, .. } = cursor_at(ring, seq);
-    match replay {
-        // Asked for bytes the log no longer holds: start "before" the oldest record, so
-        // the first pump reports `dropped {from: p, ..}` instead of skipping silently.
-        Replay::Pos(p) if p < pos && ring.first_seq() > 0 => Cursor {
-            seq: ring.first_seq() - 1,
-            pos: p,
-        },
-        _ => Cursor { seq, pos },
-    }
-}
-
-/// A cursor at record `seq` (or at the end of the log).
-pub fn cursor_at(ring: &Ring, seq: u64) -> Cursor {
-    let pos = match ring.lookup(seq, 0) {
-        Lookup::Record(r) => r.pos,
-        _ => ring.end_pos(),
-    };
-    Cursor { seq, pos }
-}
-
-/// Copies records from `ring` at `cursor` into `outbox` while it has room. Returns whether
-/// the cursor reached the end of the log.
-pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox) -> bool {
-    while outbox.has_room() {
-        match ring.lookup(cursor.seq, cursor.pos) {
-            Lookup::Record(r) => {
-                outbox.push_shared(&r.frame);
-                cursor.seq = r.seq + 1;
-                cursor.pos = r.pos + r.out_len;
-            }
-            Lookup::Evicted { resume, to } => {
-                let mut line = Vec::with_capacity(96);
-                encode::dropped(session, cursor.pos, to, &mut line);
-                outbox.push(&line);
-                log::debug!(
-                    "subscriber of {session} fell behind: dropped {}..{to}",
-                    cursor.pos
-                );
-                cursor.seq = resume;
-                cursor.pos = to;
-            }
-            Lookup::End => return true,
-        }
-    }
-    cursor.seq >= ring.end_seq()
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn frame(n: usize) -> Vec<u8> {
-        vec![b'x'; n]
-    }
-
-    #[test]
-    fn a_stalled_subscriber_gets_one_dropped_then_resumes() {
-        let mut ring = Ring::new(4096);
-        let mut cursor = start_cursor(&ring, Replay::Now);
-        let mut outbox = Outbox::new(1024);
-        for _ in 0..100 {
-            ring.push_output(1, 100, frame(100), None);
-        }
-        // The subscriber had not read anything: the ring moved past it.
-        let done = pump("s", &ring, &mut cursor, &mut outbox);
-        assert!(!done, "outbox limit stops the pump");
-        let mut sink = Vec::new();
-        outbox.flush_to(&mut sink).unwrap();
-        let text = String::from_utf8_lossy(&sink);
-        assert!(
-            text.starts_with(r#"{"event":"dropped","session":"s","from":0,"to":"#),
-            "{text}"
-        );
-        // Keep draining until caught up; exactly one dropped in total.
-        while !pump("s", &ring, &mut cursor, &mut outbox) {
-            outbox.flush_to(&mut sink).unwrap();
-        }
-        outbox.flush_to(&mut sink).unwrap();
-        let text = String::from_utf8_lossy(&sink);
-        assert_eq!(text.matches("dropped").count(), 1);
-        assert_eq!(cursor.pos, 100 * 100);
-        assert_eq!(cursor.seq, ring.end_seq());
-    }
-
-    #[test]
-    fn replaying_from_an_evicted_position_reports_the_gap() {
-        let mut ring = Ring::new(1024);
-        for _ in 0..100 {
-            ring.push_output(1, 100, frame(100), None);
-        }
-        let mut cursor = start_cursor(&ring, Replay::Pos(50));
-        let mut outbox = Outbox::new(1 << 20);
-        pump("s", &ring, &mut cursor, &mut outbox);
-        let mut sink = Vec::new();
-        outbox.flush_to(&mut sink).unwrap();
-        let first_pos = match ring.lookup(ring.first_seq(), 0) {
-            Lookup::Record(r) => r.pos,
-            other => panic!("{other:?}"),
-        };
-        let expected = format!(r#"{{"event":"dropped","session":"s","from":50,"to":{first_pos}}}"#);
-        assert!(String::from_utf8_lossy(&sink).starts_with(&expected));
-    }
-
-    #[test]
-    fn replay_positions() {
-        let mut ring = Ring::new(1 << 16);
-        ring.push_output(1, 3, b"abc".to_vec(), None);
-        ring.push_event(1, b"E".to_vec(), None);
-        ring.push_output(2, 3, b"def".to_vec(), None);
-        let c = start_cursor(&ring, Replay::Tail(3));
-        assert_eq!(c, Cursor { seq: 2, pos: 3 });
-        let c = start_cursor(&ring, Replay::Start);
-        assert_eq!(c, Cursor { seq: 0, pos: 0 });
-        let c = start_cursor(&ring, Replay::Now);
-        assert_eq!(c, Cursor { seq: 3, pos: 6 });
-    }
-}
+mod tests;

@@ -7,15 +7,17 @@ use std::time::Instant;
 
 use mio::Poll;
 
-use super::{core_config, Clock, Daemon, READ_BUF_BYTES};
+use super::start::{client_rules, core_config, hello};
+use super::{Clock, Daemon};
 use crate::driver::children::Children;
 use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
 use crate::driver::keeper_link::KeeperLink;
 use crate::driver::persist::Persist;
 use crate::driver::signals::Signals;
-use crate::driver::unverified::Unverified;
+use crate::driver::turn::Turn;
 use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage};
+use crate::driver::upgrade::upgrader::{refused, Upgrader};
 use crate::driver::upgrade::{core_section, ResumeArgs, FAULT_VAR};
 use crate::driver::ContainmentMode;
 use crate::proto::encode;
@@ -91,8 +93,7 @@ impl Daemon {
             core_config(&cfg),
         )
         .map_err(|e| e.to_string())?;
-        let mut persist =
-            Persist::reopen(&cfg.state_dir, core.next_generation().saturating_sub(1))?;
+        let reopened = Persist::reopen(&cfg.state_dir, core.next_generation().saturating_sub(1))?;
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
 
         // From here on nothing fails: every descriptor is owned by one owner.
@@ -127,7 +128,7 @@ impl Daemon {
         // SAFETY: the lease's descriptor was checked open and named once.
         let lease_fd = unsafe { OwnedFd::from_raw_fd(driver.lease) };
         let _ = reexec::set_close_on_exec(std::os::fd::AsFd::as_fd(&lease_fd), true);
-        let lease = Lease::inherited(lease_fd);
+        let mut persist = reopened.leased(Lease::inherited(lease_fd));
         let keeper = driver.keeper.and_then(|raw| {
             // SAFETY: checked open and named once; owned by the link alone.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -158,8 +159,8 @@ impl Daemon {
             persist.dir_id().to_owned(),
         );
         children.resume(driver.children, poll.registry());
-        let hello = super::hello(&cfg, &children);
-        let (limits, policy) = super::client_rules(&cfg);
+        let hello = hello(&cfg, &children);
+        let (limits, policy) = client_rules(&cfg);
         let mut logs = persist.open_logs(&core, log_capacities(&core));
         let mut clients = Clients::resume(
             driver.clients,
@@ -175,10 +176,9 @@ impl Daemon {
                 logs.ensure_capacity(&session, super::super::clients::LOSSLESS_LOG_BYTES);
             }
         }
-        let mut unverified = Unverified::default();
         for k in driver.unverified {
             persist.keep_unverified(k.gen);
-            unverified.keep(k.gen, k.session.into(), k.pid, k.token, Instant::now());
+            persist.check_again(k.gen, k.session.into(), k.pid, k.token);
         }
         let clock = Clock {
             start: mono::from_ns(driver.clock_start_ns),
@@ -206,7 +206,7 @@ impl Daemon {
                 }
                 Some(why) => {
                     log::error!("upgrade rolled back: the new program could not resume: {why}");
-                    let e = super::upgrade::refused(format!(
+                    let e = refused(format!(
                         "the new program could not resume ({why}); the previous one was run again"
                     ));
                     clients.send_error(r.client, &r.rid, &e);
@@ -224,15 +224,9 @@ impl Daemon {
             clients,
             logs,
             persist,
-            unverified,
-            again: Vec::new(),
-            parked: Default::default(),
-            read_buf: vec![0; READ_BUF_BYTES],
-            upgrade: None,
-            own_program,
-            program_path,
+            turn: Turn::default(),
+            upgrade: Upgrader::resumed(own_program, program_path),
             keeper,
-            _lease: lease,
         };
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.

@@ -4,89 +4,44 @@
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::PathBuf;
 use std::time::Instant;
 
 use super::Daemon;
 use crate::driver::keeper_link::KeeperLink;
 use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage, RequesterImage};
-use crate::driver::upgrade::{core_section, probe, Pending, ResumeArgs, LAUNCH_WAIT};
+use crate::driver::upgrade::upgrader::{refused, Due};
+use crate::driver::upgrade::{core_section, Pending, ResumeArgs, LAUNCH_WAIT};
 use crate::driver::ContainmentMode;
 use crate::proto::envelope::RequestId;
-use crate::proto::error::{ErrorCode, ProtoError};
 use crate::store::image::ImageBuilder;
 use crate::sys::process::ReaperMode;
 use crate::sys::reexec;
-
-/// An `upgrade_failed` error that says the daemon runs on unchanged.
-pub(super) fn refused(why: impl std::fmt::Display) -> ProtoError {
-    ProtoError::new(
-        ErrorCode::UpgradeFailed,
-        format!(
-            "{why}; genward {} runs on unchanged",
-            env!("CARGO_PKG_VERSION")
-        ),
-    )
-}
 
 impl Daemon {
     /// `upgrade`: the program is opened and asked which images it reads now; the rest
     /// happens at the end of a turn without starts in flight ([`try_upgrade`]).
     pub(super) fn begin_upgrade(&mut self, id: u64, rid: RequestId, binary: Option<String>) {
-        let refuse = |d: &mut Daemon, e: ProtoError| d.clients.send_error(id, &rid, &e);
-        if self.core.is_shutting_down() {
-            return refuse(self, refused("the daemon is shutting down"));
-        }
-        if self.upgrade.is_some() {
-            let e = ProtoError::new(ErrorCode::Busy, "an upgrade is already under way");
-            return refuse(self, e);
-        }
-        if self.own_program.is_none() {
-            let why = "the running program could not be opened at start, so a failed upgrade could not go back to it";
-            return refuse(self, refused(why));
-        }
-        let path = binary.map_or_else(|| self.program_path.clone(), PathBuf::from);
-        let program = match reexec::open_program(&path) {
-            Ok(p) => p,
-            Err(e) => return refuse(self, refused(format!("{}: {e}", path.display()))),
+        let asked = if self.core.is_shutting_down() {
+            Err(refused("the daemon is shutting down"))
+        } else {
+            self.upgrade.ask(id, &rid, binary)
         };
-        let probed = match probe::probe(program.as_fd()) {
-            Ok(p) => p,
-            Err(e) => return refuse(self, refused(format!("{}: {e}", path.display()))),
-        };
-        log::info!(
-            "upgrade to {} (genward {}) asked",
-            path.display(),
-            probed.version
-        );
-        self.upgrade = Some(Pending {
-            client: id,
-            rid,
-            program,
-            path,
-            version: probed.version,
-            asked: Instant::now(),
-        });
+        if let Err(e) = asked {
+            self.clients.send_error(id, &rid, &e);
+        }
     }
 
     /// Runs a pending upgrade if no generation is starting; refuses it once starts kept
     /// it waiting for [`LAUNCH_WAIT`]. Called at the end of a turn, when the core's
     /// actions are all executed.
     pub(super) fn try_upgrade(&mut self) {
-        let Some(pending) = &self.upgrade else {
-            return;
-        };
-        if self.children.is_launching() {
-            if pending.asked.elapsed() >= LAUNCH_WAIT {
-                if let Some(p) = self.upgrade.take() {
-                    let why = format!("generations kept starting for {} s", LAUNCH_WAIT.as_secs());
-                    self.clients.send_error(p.client, &p.rid, &refused(why));
-                }
+        match self.upgrade.due(self.children.is_launching()) {
+            None => {}
+            Some(Due::Run(p)) => self.execute_upgrade(p),
+            Some(Due::GaveUp(p)) => {
+                let why = format!("generations kept starting for {} s", LAUNCH_WAIT.as_secs());
+                self.clients.send_error(p.client, &p.rid, &refused(why));
             }
-            return;
-        }
-        if let Some(p) = self.upgrade.take() {
-            self.execute_upgrade(p);
         }
     }
 
@@ -100,11 +55,6 @@ impl Daemon {
             },
             Err(e) => log::warn!("keeper link: {e}; carrying on without a keeper"),
         }
-    }
-
-    /// When a pending upgrade gives up waiting for starts to finish.
-    pub(super) fn upgrade_deadline(&self) -> Option<Instant> {
-        self.upgrade.as_ref().map(|p| p.asked + LAUNCH_WAIT)
     }
 
     fn config_image(&self) -> ConfigImage {
@@ -128,7 +78,7 @@ impl Daemon {
                 ContainmentMode::Cgroup => 1,
                 ContainmentMode::Session => 2,
             },
-            program: self.program_path.clone(),
+            program: self.upgrade.program_path().to_path_buf(),
             keeper_hold_ms: c.keeper_hold.map(|d| d.as_millis() as u64),
         }
     }
@@ -147,12 +97,12 @@ impl Daemon {
             config: self.config_image(),
             clock_start_ns: mono::to_ns(self.clock.start),
             epoch_unix_ms: self.clock.wire.epoch_unix_ms,
-            lease: self._lease.as_raw_fd(),
+            lease: self.persist.lease_fd(),
             cgroup_root: self.children.cgroup_root_name(),
             keeper: keeper.as_ref().map(AsRawFd::as_raw_fd),
             children: self.children.export(),
             clients: self.clients.export(&self.logs),
-            unverified: self.unverified.export(),
+            unverified: self.persist.checks().export(),
             requester: Some(RequesterImage {
                 client: p.client,
                 rid: p.rid.clone(),
@@ -179,7 +129,7 @@ impl Daemon {
             Ok(fd) => fd,
             Err(e) => return fail(self, format!("writing the state image: {e}")),
         };
-        let Some(own) = &self.own_program else {
+        let Some(own) = self.upgrade.own_program() else {
             return fail(self, "the running program is not open".into());
         };
         let mut keep = driver.descriptors();

@@ -3,7 +3,7 @@
 //! for its own re-execution.
 //!
 //! The sequence, from the request to the answer (the daemon's side is in
-//! `daemon/upgrade.rs` and `daemon/resume.rs`):
+//! `daemon/upgrade.rs` and `daemon/resume.rs`; what waits between turns in [`upgrader`]):
 //! 1. The program named (default: the one the daemon was started as) is opened, and run
 //!    once to ask which image formats it reads ([`probe`]); refused here, nothing changed.
 //! 2. The upgrade waits (bounded) until no generation is between `fork` and `execve`.
@@ -23,6 +23,7 @@
 pub mod core_section;
 pub mod probe;
 pub mod state;
+pub mod upgrader;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;

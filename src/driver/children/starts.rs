@@ -1,0 +1,230 @@
+//! Starting a generation without waiting for its exec: its spawn request made from the
+//! spec (with the marker every child carries), a cgroup of its own where the
+//! daemon may create one, the start watched through its status pipe, and what was asked
+//! of it meanwhile (input, size, signals) handed over once it runs.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use mio::Registry;
+
+use super::{Child, Children};
+use crate::core;
+use crate::core::{Containment, ResourceLimits, SpawnError, SpawnErrorKind, Spec, Started};
+use crate::driver::launch::Launch;
+use crate::sys::cgroup::{self, GenCgroup};
+use crate::sys::process::ReaperMode;
+use crate::sys::spawn::{
+    start_in, Env, IoMode, SpawnError as SysSpawnError, SpawnRequest, StderrMode,
+};
+use crate::sys::tree;
+
+/// A spec's limits in the cgroup layer's terms.
+fn cgroup_limits(l: &ResourceLimits) -> cgroup::Limits {
+    cgroup::Limits {
+        memory_max: l.memory_max,
+        pids_max: l.pids_max,
+        cpu_max: l.cpu_max.map(|c| cgroup::CpuMax {
+            quota_us: c.quota_us,
+            period_us: c.period_us,
+        }),
+    }
+}
+
+/// The core's view of a failed start: the class and errno clients act on. The step and
+/// path are logged here.
+fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
+    log::warn!("gen {gen}: spawn failed: {e}");
+    let (kind, errno) = match e {
+        SysSpawnError::NotFound { .. } => (SpawnErrorKind::NotFound, libc::ENOENT),
+        SysSpawnError::PermissionDenied { .. } => (SpawnErrorKind::PermissionDenied, libc::EACCES),
+        other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
+    };
+    SpawnError::new(kind, errno).with_message(e.to_string())
+}
+
+fn os(bytes: &[u8]) -> OsString {
+    OsString::from_vec(bytes.to_vec())
+}
+
+/// Variables a service manager gives the daemon itself (readiness, socket activation,
+/// watchdog): a child inheriting them would talk to the daemon's manager as if it were
+/// the daemon. Removed from an inherited environment unless the spec sets them.
+const DAEMON_ONLY_VARS: &[&str] = &[
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+];
+
+/// The operating system's spawn request for generation `gen` of a core spec.
+///
+/// Every child carries `GENWARD_GEN=<state dir id>:<gen>` in its environment, inherited by
+/// whatever it starts: a process knows its generation, one that left its session can
+/// still be told apart, and after a crash one that was started but not yet described is
+/// found (and told from another directory's).
+pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode, dir_id: &str) -> SpawnRequest {
+    let mut unset: Vec<OsString> = spec.env.unset.iter().map(|k| os(k)).collect();
+    if spec.env.inherit {
+        let set_by_spec = |v: &str| spec.env.set.iter().any(|(k, _)| k == v.as_bytes());
+        unset.extend(
+            DAEMON_ONLY_VARS
+                .iter()
+                .filter(|v| !set_by_spec(v))
+                .map(OsString::from),
+        );
+    }
+    let mut set: Vec<(OsString, OsString)> =
+        spec.env.set.iter().map(|(k, v)| (os(k), os(v))).collect();
+    set.retain(|(k, _)| k != tree::GEN_MARKER);
+    set.push((tree::GEN_MARKER.into(), format!("{dir_id}:{gen}").into()));
+    SpawnRequest {
+        argv: spec.argv.iter().map(|a| os(a)).collect(),
+        cwd: spec.cwd.as_ref().map(|c| PathBuf::from(os(c))),
+        env: Env {
+            inherit: spec.env.inherit,
+            set,
+            unset,
+        },
+        io: match spec.io {
+            core::IoMode::Pipes { stderr } => IoMode::Pipes {
+                stderr: match stderr {
+                    core::Stderr::Pipe => StderrMode::Pipe,
+                    core::Stderr::Merge => StderrMode::Merge,
+                    core::Stderr::Null => StderrMode::Null,
+                },
+            },
+            core::IoMode::Pty { rows, cols } => IoMode::Pty {
+                rows,
+                cols,
+                term: None,
+            },
+        },
+        reaper,
+    }
+}
+
+impl Children {
+    /// Starts generation `gen` without waiting for it to exec: its result comes through
+    /// [`launched`](Self::launched) when the status pipe is readable.
+    pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
+        let cgroup = self.cgroup_for(gen, &spec.limits)?;
+        let request = spawn_request(gen, spec, self.reaper, &self.dir_id);
+        let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
+            .map_err(|e| spawn_error(gen, &e))?;
+        let launch = Launch::new(gen, starting, cgroup, registry).map_err(|e| {
+            log::error!("gen {gen}: watch spawn status: {e}");
+            SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
+                .with_message(format!("watching the start: {e}"))
+        })?;
+        self.launching.insert(gen, launch);
+        Ok(())
+    }
+
+    /// The exec result of `gen`, if it is known now: the leader's pid, its descriptors
+    /// registered, what was held for it handed over.
+    pub fn launched(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+    ) -> Option<Result<Started, SpawnError>> {
+        let ready = self.launching.get_mut(&gen)?.ready();
+        ready.then(|| self.finish_launch(registry, gen))?
+    }
+
+    /// Gives up starting `gen`: the process if it already runs our program (it is then
+    /// stopped like any other), else `cancelled`. `None` if `gen` is not starting.
+    pub fn cancel_launch(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+    ) -> Option<Result<Started, SpawnError>> {
+        if self.launching.get_mut(&gen)?.ready() {
+            return self.finish_launch(registry, gen);
+        }
+        self.take_launch(gen)?.abandon(registry);
+        log::info!("gen {gen}: start cancelled before exec");
+        let why = "stopped before it started (its start did not finish within the stop's grace)";
+        Some(Err(
+            SpawnError::new(SpawnErrorKind::Cancelled, 0).with_message(why)
+        ))
+    }
+
+    /// Takes a start out of the table, which gives its memory back once no start is left
+    /// (a burst of spawns would otherwise keep its peak for good).
+    pub(super) fn take_launch(&mut self, gen: u64) -> Option<Launch> {
+        let launch = self.launching.remove(&gen);
+        if self.launching.is_empty() {
+            self.launching.shrink_to_fit();
+        }
+        launch
+    }
+
+    fn finish_launch(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+    ) -> Option<Result<Started, SpawnError>> {
+        let (result, held) = self.take_launch(gen)?.finish(registry);
+        let spawned = match result {
+            Ok(spawned) => spawned,
+            Err(e) => return Some(Err(spawn_error(gen, &e))),
+        };
+        let pid = spawned.process.pid();
+        let containment = match held.cgroup {
+            Some(_) => Containment::Cgroup,
+            None => Containment::Session,
+        };
+        let mut child = Child::new(gen, spawned, held.cgroup, registry);
+        child.queue_input(&held.input);
+        if held.close_input {
+            child.close_input_when_written();
+        }
+        self.table.insert(gen, child);
+        if let Some((rows, cols)) = held.size {
+            self.resize(gen, rows, cols);
+        }
+        for (signal, scope) in held.signals {
+            self.signal(registry, gen, signal, scope);
+        }
+        Some(Ok(Started {
+            pid: pid as u32,
+            containment,
+        }))
+    }
+
+    /// A cgroup of its own for `gen`, with `limits` set; none under session containment,
+    /// where limits cannot be enforced and are refused.
+    fn cgroup_for(
+        &self,
+        gen: u64,
+        limits: &ResourceLimits,
+    ) -> Result<Option<GenCgroup>, SpawnError> {
+        let fail = |message: String| {
+            log::warn!("gen {gen}: {message}");
+            SpawnError::new(SpawnErrorKind::Other, 0).with_message(message)
+        };
+        let Some(root) = &self.cgroups else {
+            if limits.is_empty() {
+                return Ok(None);
+            }
+            return Err(fail(
+                "limits need cgroup containment, which this daemon does not have (see `hello`)"
+                    .into(),
+            ));
+        };
+        let limits = cgroup_limits(limits);
+        root.check_limits(&limits)
+            .map_err(|e| fail(e.to_string()))?;
+        let cg = root
+            .create_generation(gen)
+            .map_err(|e| fail(format!("creating its cgroup: {e}")))?;
+        if !limits.is_empty() {
+            cg.set_limits(&limits).map_err(|e| fail(e.to_string()))?;
+        }
+        Ok(Some(cg))
+    }
+}

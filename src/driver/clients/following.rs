@@ -1,0 +1,151 @@
+//! Who follows which session, held once (in [`Subscriptions`]): subscribing, bringing
+//! each follower up to date as records are appended to a log, and holding a session's
+//! output back while a lossless follower is behind (see `pacers.rs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Clients, LOSSLESS_LOG_BYTES};
+use crate::driver::logs::Logs;
+use crate::driver::subscriptions::{start_cursor, Terms};
+use crate::proto::encode;
+use crate::proto::envelope::RequestId;
+use crate::proto::request::Target;
+
+impl Clients {
+    /// Subscribes `id` to `sessions` (and, for `all`, to every session created later),
+    /// starting each per `terms` (where, and whether losslessly).
+    pub fn subscribe(
+        &mut self,
+        id: u64,
+        rid: &RequestId,
+        sessions: &[Arc<str>],
+        all: bool,
+        terms: Terms,
+        logs: &mut Logs,
+    ) {
+        let Terms { replay, lossless } = terms;
+        self.send_ok(id, rid);
+        if all {
+            self.subs.add_all(id, replay, lossless);
+        }
+        let Some(client) = self.table.get_mut(&id) else {
+            return;
+        };
+        for session in sessions {
+            if lossless.is_some() {
+                logs.ensure_capacity(session, LOSSLESS_LOG_BYTES);
+            }
+            let ring = logs.get_or_create(session);
+            self.subs
+                .add(id, session, start_cursor(ring, replay), lossless);
+            self.subs.pump(id, session, ring, &mut client.outbox);
+        }
+    }
+
+    /// Stops `id` following `target`.
+    pub fn unsubscribe(&mut self, id: u64, rid: &RequestId, target: &Target) {
+        match target {
+            Target::All => self.subs.remove_client(id),
+            Target::Session(name) => self.subs.remove(id, name),
+        }
+        self.send_ok(id, rid);
+    }
+
+    /// Brings every follower of `session` up to date after record `seq` was appended.
+    pub fn deliver(&mut self, session: &Arc<str>, seq: u64, logs: &Logs) {
+        let Some(ring) = logs.get(session) else {
+            return;
+        };
+        for id in self.subs.followers(session, ring, seq) {
+            if let Some(client) = self.table.get_mut(&id) {
+                if client.stalled() && !client.outbox.has_room() {
+                    // Nothing can move until its socket drains: just remember the session.
+                    self.subs.fall_behind(id, session);
+                    continue;
+                }
+                self.subs.pump(id, session, ring, &mut client.outbox);
+                if !client.dirty {
+                    client.dirty = true;
+                    self.dirty.push(id);
+                }
+            }
+        }
+    }
+
+    /// A removed session: followers still behind lose the rest of its log with it, and
+    /// are told so, counted.
+    pub fn forget_session(&mut self, session: &str, logs: &Logs) {
+        if let Some(ring) = logs.get(session) {
+            let end = ring.end_pos();
+            for (id, cursor) in self.subs.cursors_of(session) {
+                if cursor.seq < ring.end_seq() {
+                    let mut line = Vec::new();
+                    encode::dropped(session, cursor.pos, end.max(cursor.pos), &mut line);
+                    self.push(id, &line);
+                }
+            }
+        }
+        self.subs.remove_session(session);
+    }
+
+    /// Journal segments given up while frames in them were still queued: those frames are
+    /// copied out, so the segments' memory goes now.
+    pub fn detach_frames(&mut self, segments: &[crate::store::journal::Segment]) {
+        for &seg in segments {
+            let mut copies = HashMap::new();
+            for client in self.table.values_mut() {
+                client.outbox.detach(seg, &mut copies);
+            }
+        }
+    }
+
+    /// Whether `session`'s output must wait: a lossless follower is behind its log.
+    pub fn holds_back(&self, session: &str, logs: &Logs) -> bool {
+        // Asked after every read: without a lossless subscriber anywhere, nothing is
+        // looked up.
+        self.subs.has_pacers()
+            && logs
+                .get(session)
+                .is_some_and(|ring| self.subs.holds_back(session, ring))
+    }
+
+    /// `session`'s output waits from `now` for its lossless followers that are behind.
+    pub fn hold(&mut self, session: &str, logs: &Logs, now: Instant) {
+        if let Some(ring) = logs.get(session) {
+            self.subs.hold(session, ring, now);
+        }
+    }
+
+    /// Whether `session` has lossless followers.
+    pub fn paces(&self, session: &str) -> bool {
+        self.subs.paces(session)
+    }
+
+    /// `session`'s output flows again.
+    pub fn release(&mut self, session: &str) {
+        self.subs.release(session);
+    }
+
+    /// Whether held output may flow again since the last call.
+    pub fn take_moved(&mut self) -> bool {
+        self.subs.take_moved()
+    }
+
+    /// When the next lossless follower is due to be demoted.
+    pub fn demote_deadline(&self) -> Option<Instant> {
+        self.subs.demote_deadline()
+    }
+
+    /// Demotes the lossless followers that held output back for their `demote_after`
+    /// without taking a byte, and tells each (`demoted`, after what it was already sent).
+    pub fn demote_due(&mut self, now: Instant) {
+        for (id, session, pos) in self.subs.demote_due(now) {
+            log::info!("client {id}: lossless subscription to {session} demoted at byte {pos}: it took nothing for its demote_after");
+            let mut line = Vec::new();
+            encode::demoted(&session, pos, &mut line);
+            self.push(id, &line);
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! `wait`: answered at once when the generation's end is known, else when its terminal
+//! event is appended to the session's log — never before the output that precedes it.
+
+use std::sync::Arc;
+
+use super::Clients;
+use crate::core::{Error as CoreError, WaitFor};
+use crate::driver::client::Deferred;
+use crate::proto::encode;
+use crate::proto::envelope::{begin_ok_response, RequestId};
+use crate::proto::error::{ErrorCode, ProtoError};
+
+/// Most unanswered `wait` requests one connection may have.
+const MAX_WAITS: usize = 1024;
+
+/// The answer to a `wait`: `{"id":..,"ok":true,"end":<terminal event>}`.
+fn wait_answer(id: &RequestId, event_line: &[u8]) -> Vec<u8> {
+    let mut line = Vec::new();
+    let mut w = begin_ok_response(id, &mut line);
+    let body = event_line.strip_suffix(b"\n").unwrap_or(event_line);
+    w.with("end", |out| out.extend_from_slice(body));
+    w.finish();
+    line.push(b'\n');
+    line
+}
+
+impl Clients {
+    /// Answers a `wait` now (an end already known, or an error), or registers it to be
+    /// answered with the generation's terminal event.
+    pub fn wait(&mut self, id: u64, rid: RequestId, target: Result<WaitFor, CoreError>) {
+        match target {
+            Err(e) => self.send_error(id, &rid, &encode::core_error(&e)),
+            Ok(WaitFor::Ended(event)) => {
+                let mut line = Vec::new();
+                encode::event(&event, &mut line);
+                let answer = wait_answer(&rid, &line);
+                self.push(id, &answer);
+            }
+            Ok(WaitFor::Live(gen)) => {
+                let Some(client) = self.table.get_mut(&id) else {
+                    return;
+                };
+                if client.waiting >= MAX_WAITS {
+                    let why =
+                        format!("{MAX_WAITS} wait requests already pending on this connection");
+                    self.send_error(id, &rid, &ProtoError::new(ErrorCode::Limit, why));
+                    return;
+                }
+                client.waiting += 1;
+                self.waits.entry(gen).or_default().push((id, rid));
+            }
+        }
+    }
+
+    /// Answers every `wait` for `gen` with its terminal event, the record `seq` of
+    /// `session`'s log. A waiter that also follows the session gets its answer only after
+    /// that record was queued to it, so the answer never overtakes the output it follows.
+    pub fn answer_waits(&mut self, session: &Arc<str>, gen: u64, seq: u64, event_line: &[u8]) {
+        for (id, rid) in self.waits.remove(&gen).unwrap_or_default() {
+            if let Some(c) = self.table.get_mut(&id) {
+                c.defer(Deferred {
+                    session: session.clone(),
+                    seq,
+                    line: wait_answer(&rid, event_line),
+                });
+            }
+            self.mark_dirty(id);
+        }
+    }
+}

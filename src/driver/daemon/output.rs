@@ -1,0 +1,140 @@
+//! A child's output and the core's events on their way to subscribers: read from the
+//! child's fd, framed into the session's log, delivered to each follower's outbox, written
+//! to its socket — and held back at the child's pipe while a lossless follower is behind.
+
+use std::time::Instant;
+
+use mio::Token;
+
+use super::Daemon;
+use crate::core::{Event, Input, SessionState, Stream};
+use crate::driver::children::Read;
+use crate::driver::token::Source;
+use crate::proto::encode;
+
+/// Reads of one output stream per turn before other sources get theirs: a child writing
+/// flat out cannot starve the loop; the stream is revisited before the next sleep.
+const READS_PER_TURN: usize = 16;
+
+impl Daemon {
+    /// Reads a generation's output stream until it would block (bounded per turn),
+    /// framing each read into its session's log and delivering it.
+    ///
+    /// While a lossless subscriber of the session is behind, the stream is parked instead
+    /// (see `parked.rs`): the child waits on its pipe until the subscriber catches up.
+    pub(super) fn read_output(&mut self, gen: u64, stream: Stream, token: Token) {
+        if self.turn.holds(gen) {
+            return self.turn.park_also(gen, token);
+        }
+        for _ in 0..READS_PER_TURN {
+            let registry = self.poll.registry();
+            match self
+                .children
+                .read(registry, gen, stream, self.turn.read_buf())
+            {
+                Read::Data(n) => {
+                    if let Some(at) = self.core.output(gen, stream, n) {
+                        let t = self.clock.wire.unix_ms(self.clock.now());
+                        let data = &self.turn.read_buf()[..n];
+                        let seq =
+                            self.logs
+                                .push_output(&at.session, gen, stream, at.offset, data, t);
+                        self.clients.deliver(&at.session, seq, &self.logs);
+                        // Live readers get each record as it comes (a fast one keeps up
+                        // with the child); ones that stopped reading cost nothing here.
+                        self.flush_clients();
+                        if self.clients.holds_back(&at.session, &self.logs)
+                            && self.core.awaits_exit(gen)
+                        {
+                            self.clients.hold(&at.session, &self.logs, Instant::now());
+                            return self.turn.park(gen, &at.session, token);
+                        }
+                    }
+                }
+                Read::Eof => {
+                    self.keeper_closed(gen);
+                    return self.tell(Input::Eof { gen, stream });
+                }
+                Read::WouldBlock | Read::Gone => return,
+            }
+        }
+        self.turn.again(token);
+    }
+
+    /// Appends an event to its session's log, answers `wait`s for a generation's end, and
+    /// delivers it to subscribers.
+    pub(super) fn emit(&mut self, event: Event) {
+        crate::driver::logs::log_event(&event);
+        if let Event::Spawned { session, gen, .. } = &event {
+            // Described before anyone hears of it: a successor can find it.
+            if let Some((process, pty)) = self.children.describe(*gen) {
+                self.persist.describe(session, *gen, process, pty);
+            }
+            // And its descriptors held by the keeper, so that a crash loses none of it.
+            if let (Some(keeper), Some((roles, fds))) =
+                (self.keeper.as_mut(), self.children.keepable(*gen))
+            {
+                if let Err(e) = keeper.hold(*gen, roles, &fds) {
+                    self.lose_keeper(&e);
+                }
+            }
+        }
+        let session = event.session().clone();
+        let mut line = Vec::new();
+        encode::event(&event, &mut line);
+        let terminal = event.is_terminal().then(|| line.clone());
+        let seq = self.logs.push_event(&session, &event, line);
+        if let (Some(line), Some(gen)) = (terminal, event.gen()) {
+            self.clients.answer_waits(&session, gen, seq, &line);
+        }
+        self.clients.deliver(&session, seq, &self.logs);
+        if let Event::State {
+            state: SessionState::Removed,
+            ..
+        } = event
+        {
+            self.clients.forget_session(&session, &self.logs);
+            self.logs.remove(&session);
+        }
+    }
+
+    pub(super) fn flush_clients(&mut self) {
+        let released = self.logs.take_released();
+        if !released.is_empty() {
+            self.clients.detach_frames(&released);
+        }
+        for id in self.clients.flush_dirty(self.poll.registry(), &self.logs) {
+            if let Some(token) = Source::Client(id).token() {
+                self.turn.again(token);
+            }
+        }
+        self.unpark(false);
+    }
+
+    /// Lets held output flow again where no lossless follower is behind any more (gone,
+    /// caught up, demoted) or, with `ends`, where the leader has exited: its streams are
+    /// serviced on the next turn as if they had just become readable.
+    pub(super) fn unpark(&mut self, ends: bool) {
+        if self.turn.nothing_parked() || !(self.clients.take_moved() || ends) {
+            return;
+        }
+        let (clients, logs, core) = (&self.clients, &self.logs, &self.core);
+        let mut still = Vec::new();
+        let released = self.turn.unpark(|gen, session| {
+            let flows = !core.awaits_exit(gen) || !clients.holds_back(session, logs);
+            if !flows {
+                still.push(session.clone());
+            }
+            flows
+        });
+        for session in released {
+            self.clients.release(&session);
+        }
+        // Who holds what may have changed (one caught up, another subscribed behind):
+        // every follower now holding the output back has its clock running.
+        let now = Instant::now();
+        for session in still {
+            self.clients.hold(&session, &self.logs, now);
+        }
+    }
+}

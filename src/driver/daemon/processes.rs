@@ -1,0 +1,146 @@
+//! What the loop learns about processes and tells the core: a start's result, input
+//! written, a leader's exit, and the identity checks of generations taken back
+//! unverified.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::Daemon;
+use crate::core::{Input, Spec, Started};
+use crate::driver::children::LeaderState;
+use crate::driver::recover::sweep;
+use crate::sys::identity::{adopt, Adoption};
+
+/// Identity checks of unverified generations per turn (one may run `ps`): the rest due
+/// are checked on the next turns.
+const CHECKS_PER_TURN: usize = 8;
+
+impl Daemon {
+    /// Starts a generation; its exec result arrives later as a readiness event.
+    pub(super) fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Spec) {
+        self.logs.set_capacity(session, spec.buffer_bytes);
+        if self.clients.paces(session) {
+            self.logs
+                .ensure_capacity(session, crate::driver::clients::LOSSLESS_LOG_BYTES);
+        }
+        if let Err(e) = self.children.start(self.poll.registry(), gen, spec) {
+            self.tell(Input::SpawnResult {
+                gen,
+                result: Err(e),
+            });
+        }
+    }
+
+    pub(super) fn spawn_result(
+        &mut self,
+        gen: u64,
+        result: Result<Started, crate::core::SpawnError>,
+    ) {
+        let spawned = result.is_ok();
+        if let Ok(started) = result {
+            log::info!("gen {gen}: spawned pid {}", started.pid);
+        }
+        self.tell(Input::SpawnResult { gen, result });
+        if spawned {
+            // It may have exited before its pidfd was registered: edge-triggered readiness
+            // still fires for a pidfd that is already readable, but look once anyway.
+            self.check_exit(gen);
+        }
+    }
+
+    /// Writes a generation's queued input as far as it goes and tells the core.
+    pub(super) fn flush_input(&mut self, gen: u64) {
+        let progress = self.children.flush_input(self.poll.registry(), gen);
+        self.keeper_closed(gen);
+        if progress.done > 0 {
+            self.tell(Input::InputWritten {
+                gen,
+                len: progress.done,
+            });
+        }
+        if progress.broken {
+            self.tell(Input::InputError { gen });
+        }
+    }
+
+    /// Tells the core if a leader it thinks is running has exited (without reaping it).
+    /// An adopted leader's status may come a little after its exit (see `exits.rs`): it is
+    /// told then, exactly like a child's, or as lost if it never comes.
+    pub(super) fn check_exit(&mut self, gen: u64) {
+        if !self.core.awaits_exit(gen) {
+            self.children.forget_status(gen);
+            return;
+        }
+        let seen_before = self.children.awaits_status(gen);
+        let state = self.children.leader_state(gen, Instant::now());
+        if state != LeaderState::Running && !seen_before && self.children.is_adopted(gen) {
+            // A process taken back after a restart: once it exited nothing pins its group,
+            // so what it started is found by its marker, as soon as its exit is seen.
+            sweep(self.persist.dir_id(), |g| g != gen);
+        }
+        match state {
+            LeaderState::Running => {}
+            LeaderState::Waiting if !seen_before => {
+                log::debug!("gen {gen}: exited; its status comes once its parent reaps it");
+                // Dead already: its stop must not escalate (nor call it unkillable) while
+                // the status is awaited.
+                self.tell(Input::LeaderGone { gen });
+            }
+            LeaderState::Waiting => {}
+            LeaderState::Exited(status) => {
+                self.tell(Input::LeaderExited { gen, status });
+                self.children.look_soon();
+            }
+            LeaderState::Lost => self.tell(Input::Lost { gen }),
+        }
+    }
+
+    /// Checks again the identity of the unverified generations whose check is due (a
+    /// bounded number per turn): `match` — the process is held and watched like any
+    /// adopted one, and the core told it is verified; `mismatch` — it is reported lost,
+    /// its descriptor goes and what still carries its marker is stopped; still
+    /// `unverifiable` — checked again later, less often. Nothing is ever sent to its pid
+    /// before a `match`.
+    pub(super) fn check_unverified(&mut self) {
+        let now = Instant::now();
+        let due = self.persist.checks().due(now, CHECKS_PER_TURN);
+        if due.is_empty() {
+            return;
+        }
+        for gen in due {
+            let Some(kept) = self.persist.checks().get(gen) else {
+                continue;
+            };
+            if !self.core.awaits_exit(gen) {
+                // The core no longer tracks it: nothing to check it for.
+                self.persist.stop_checking(gen);
+                continue;
+            }
+            let (session, pid) = (kept.session.clone(), kept.pid);
+            match adopt(pid as i32, &kept.token, self.cfg.reaper) {
+                Adoption::Adopted(process) => {
+                    log::info!("{session} gen {gen}: pid {pid} verified: taken back");
+                    self.persist.resolved(gen);
+                    self.children.adopt(self.poll.registry(), gen, process);
+                    self.tell(Input::Verified { gen });
+                    // It may have exited already: its pidfd was readable when registered.
+                    self.check_exit(gen);
+                }
+                Adoption::Mismatch => {
+                    log::info!(
+                        "{session} gen {gen}: pid {pid} is another process now, or none: lost"
+                    );
+                    self.persist.resolved(gen);
+                    self.tell(Input::Lost { gen });
+                    sweep(self.persist.dir_id(), |g| g != gen);
+                }
+                Adoption::Unverifiable(why) => {
+                    log::debug!("{session} gen {gen}: pid {pid} still cannot be verified ({why})");
+                    self.persist.still_unverified(gen, now);
+                }
+            }
+        }
+        self.run_actions();
+        self.flush_clients();
+    }
+}

@@ -1,0 +1,84 @@
+//! A client's requests: read from its socket (bounded per turn), decoded by the clients'
+//! owner, and routed — commands to the core, whose replies come back as actions, the rest
+//! answered from the owner that holds what they ask.
+
+use mio::Token;
+
+use super::Daemon;
+use crate::core::Input;
+use crate::driver::clients::Next;
+use crate::driver::subscriptions::Terms;
+use crate::proto::envelope::RequestId;
+use crate::proto::error::{ErrorCode, ProtoError};
+use crate::proto::request::{Op, Target};
+
+/// Bytes read from one client per turn, so one chatty client cannot starve the rest.
+const CLIENT_READ_PER_TURN: usize = 256 * 1024;
+
+impl Daemon {
+    pub(super) fn serve_client(&mut self, id: u64, token: Token) {
+        let mut budget = CLIENT_READ_PER_TURN;
+        loop {
+            let registry = self.poll.registry();
+            match self
+                .clients
+                .next_request(registry, id, self.turn.read_buf(), &mut budget)
+            {
+                Next::Request(rid, op) => self.handle_op(id, rid, op),
+                Next::Idle => break,
+                Next::Again => {
+                    self.turn.again(token);
+                    break;
+                }
+            }
+            // Each request's actions run before the next request is read.
+            self.run_actions();
+        }
+        if self.clients.flush(self.poll.registry(), id, &self.logs) {
+            self.turn.again(token);
+        }
+    }
+
+    /// Routes a decoded request: commands to the core, the rest to the clients.
+    fn handle_op(&mut self, id: u64, rid: RequestId, op: Op) {
+        match op {
+            Op::Core(command) => {
+                let request = self.clients.expect_reply(id, rid);
+                self.tell(Input::Command { request, command });
+            }
+            Op::Hello => self.clients.send_hello(id, &rid, self.keeper.is_some()),
+            Op::ListPage { after, limit } => {
+                let (sessions, more) = self.core.list_page(after.as_deref(), limit);
+                self.clients
+                    .send_page(id, &rid, &sessions, more, self.clock.wire);
+            }
+            Op::Subscribe {
+                target,
+                replay,
+                lossless,
+            } => {
+                let sessions = match &target {
+                    Target::All => self.logs.sessions().cloned().collect(),
+                    Target::Session(name) => match self.core.get(name) {
+                        Some(s) => vec![s.name],
+                        None => {
+                            let why = format!("no session named `{name}`");
+                            let e = ProtoError::new(ErrorCode::NoSuchSession, why);
+                            return self.clients.send_error(id, &rid, &e);
+                        }
+                    },
+                };
+                let all = target == Target::All;
+                let terms = Terms { replay, lossless };
+                self.clients
+                    .subscribe(id, &rid, &sessions, all, terms, &mut self.logs);
+            }
+            Op::Unsubscribe { target } => self.clients.unsubscribe(id, &rid, &target),
+            Op::Wait { session, gen } => {
+                let target = self.core.wait_for(&session, gen);
+                self.clients.wait(id, rid, target);
+            }
+            Op::Upgrade { binary } => self.begin_upgrade(id, rid, binary),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Starting afresh: the state directory claimed, what a previous daemon left taken back
+//! (with what its keeper held), then every owner built.
+
+use std::time::Instant;
+
+use mio::Poll;
+
+use super::{Clock, Daemon};
+use crate::core::{Config as CoreConfig, Core};
+use crate::driver::children::Children;
+use crate::driver::clients::{ClientLimits, Clients, Hello};
+use crate::driver::config::{start_err, DaemonConfig, StartError};
+use crate::driver::containment::cgroup_root;
+use crate::driver::keeper_start::find_or_start;
+use crate::driver::listener::{self, PeerPolicy};
+use crate::driver::persist::{claim_directories, unix_ms, Persist};
+use crate::driver::recover::{take_back, TakenBack};
+use crate::driver::signals::Signals;
+use crate::driver::turn::Turn;
+use crate::driver::upgrade::upgrader::Upgrader;
+use crate::proto::encode;
+use crate::sys::process::ReaperMode;
+
+/// What `hello` says about this daemon.
+pub(super) fn hello(cfg: &DaemonConfig, children: &Children) -> Hello {
+    let fallback =
+        cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
+    let identity = match crate::sys::identity::observe(std::process::id() as i32, None) {
+        crate::sys::identity::Observed::Token(t) => t,
+        _ => String::new(),
+    };
+    Hello {
+        identity,
+        reaper: if fallback { "sigchld" } else { "pidfd" },
+        containment: children.containment().as_str(),
+    }
+}
+
+/// The limits of every connection and who may connect.
+pub(super) fn client_rules(cfg: &DaemonConfig) -> (ClientLimits, PeerPolicy) {
+    let limits = ClientLimits {
+        max_clients: cfg.max_clients,
+        max_line: cfg.max_line,
+        outbox_bytes: cfg.client_outbox_bytes,
+    };
+    (limits, PeerPolicy::new(cfg.allow_uids.clone()))
+}
+
+/// The core's limits, from the daemon's configuration (which an upgrade carries, so the
+/// resumed daemon checks the imported core against the same).
+pub(super) fn core_config(cfg: &DaemonConfig) -> CoreConfig {
+    CoreConfig {
+        max_sessions: cfg.max_sessions,
+        max_generations: cfg.max_running,
+        ..CoreConfig::default()
+    }
+}
+
+impl Daemon {
+    /// Prepares the state directory, lease, socket and signal handling.
+    pub fn new(cfg: DaemonConfig) -> Result<Daemon, StartError> {
+        let shared = !cfg.allow_uids.is_empty();
+        let lease = claim_directories(&cfg.state_dir, &cfg.socket, shared)?;
+        if let Some(old) = crate::sys::rlimit::raise_nofile_limit() {
+            log::debug!(
+                "descriptor limit raised from {old} to {:?}",
+                crate::sys::rlimit::nofile_soft_limit()
+            );
+        }
+        let poll = Poll::new().map_err(start_err("epoll"))?;
+        let listener = listener::open(&cfg.socket, shared, poll.registry())?;
+        let signals = Signals::new(poll.registry()).map_err(start_err("signal handlers"))?;
+        if cfg.subreaper {
+            crate::sys::orphans::become_subreaper().map_err(start_err("PR_SET_CHILD_SUBREAPER"))?;
+        }
+        let epoch_unix_ms = unix_ms();
+        let (mut persist, left) = Persist::open(&cfg.state_dir, lease).map_err(StartError)?;
+        let cgroups = cgroup_root(cfg.containment, persist.dir_id()).map_err(StartError)?;
+        let mut children = Children::new(
+            cfg.reaper,
+            crate::sys::orphans::adopts_orphans(),
+            cgroups,
+            persist.dir_id().to_owned(),
+        );
+        let hello = hello(&cfg, &children);
+        let (limits, policy) = client_rules(&cfg);
+        let clock = Clock {
+            start: Instant::now(),
+            wire: encode::Clock { epoch_unix_ms },
+        };
+        let mut core = Core::new(core_config(&cfg), left.first_gen);
+        // Before taking back: what the previous daemon's keeper held comes back with it.
+        let (mut keeper, mut kept) = match cfg.keeper_hold {
+            Some(hold) => find_or_start(&cfg.state_dir, hold),
+            None => (None, Default::default()),
+        };
+        let handed: Vec<u64> = kept.keys().copied().collect();
+        let TakenBack { logs, with_io } = take_back(
+            &mut core,
+            &mut children,
+            &mut persist,
+            left,
+            &mut kept,
+            &poll,
+            clock.now(),
+            cfg.reaper,
+        );
+        if let Some(link) = &mut keeper {
+            // Its copies of what was not resumed with its I/O are no longer needed.
+            let forgotten = handed.iter().filter(|g| !with_io.contains(g));
+            let result = forgotten
+                .copied()
+                .try_for_each(|gen| link.forget(gen))
+                .and_then(|()| link.register(poll.registry()));
+            if let Err(e) = result {
+                log::error!("keeper link: {e}; carrying on without a keeper");
+                keeper = None;
+            }
+        }
+        Ok(Daemon {
+            children,
+            cfg,
+            poll,
+            core,
+            clock,
+            signals,
+            clients: Clients::new(listener, policy, limits, hello),
+            logs,
+            persist,
+            turn: Turn::default(),
+            upgrade: Upgrader::started(),
+            keeper,
+        })
+    }
+}

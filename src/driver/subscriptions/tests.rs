@@ -1,0 +1,68 @@
+use super::*;
+use crate::driver::ring::Lookup;
+
+fn frame(n: usize) -> Vec<u8> {
+    vec![b'x'; n]
+}
+
+#[test]
+fn a_stalled_subscriber_gets_one_dropped_then_resumes() {
+    let mut ring = Ring::new(4096);
+    let mut cursor = start_cursor(&ring, Replay::Now);
+    let mut outbox = Outbox::new(1024);
+    for _ in 0..100 {
+        ring.push_output(1, 100, frame(100), None);
+    }
+    // The subscriber had not read anything: the ring moved past it.
+    let done = pump("s", &ring, &mut cursor, &mut outbox);
+    assert!(!done, "outbox limit stops the pump");
+    let mut sink = Vec::new();
+    outbox.flush_to(&mut sink).unwrap();
+    let text = String::from_utf8_lossy(&sink);
+    assert!(
+        text.starts_with(r#"{"event":"dropped","session":"s","from":0,"to":"#),
+        "{text}"
+    );
+    // Keep draining until caught up; exactly one dropped in total.
+    while !pump("s", &ring, &mut cursor, &mut outbox) {
+        outbox.flush_to(&mut sink).unwrap();
+    }
+    outbox.flush_to(&mut sink).unwrap();
+    let text = String::from_utf8_lossy(&sink);
+    assert_eq!(text.matches("dropped").count(), 1);
+    assert_eq!(cursor.pos, 100 * 100);
+    assert_eq!(cursor.seq, ring.end_seq());
+}
+
+#[test]
+fn replaying_from_an_evicted_position_reports_the_gap() {
+    let mut ring = Ring::new(1024);
+    for _ in 0..100 {
+        ring.push_output(1, 100, frame(100), None);
+    }
+    let mut cursor = start_cursor(&ring, Replay::Pos(50));
+    let mut outbox = Outbox::new(1 << 20);
+    pump("s", &ring, &mut cursor, &mut outbox);
+    let mut sink = Vec::new();
+    outbox.flush_to(&mut sink).unwrap();
+    let first_pos = match ring.lookup(ring.first_seq(), 0) {
+        Lookup::Record(r) => r.pos,
+        other => panic!("{other:?}"),
+    };
+    let expected = format!(r#"{{"event":"dropped","session":"s","from":50,"to":{first_pos}}}"#);
+    assert!(String::from_utf8_lossy(&sink).starts_with(&expected));
+}
+
+#[test]
+fn replay_positions() {
+    let mut ring = Ring::new(1 << 16);
+    ring.push_output(1, 3, b"abc".to_vec(), None);
+    ring.push_event(1, b"E".to_vec(), None);
+    ring.push_output(2, 3, b"def".to_vec(), None);
+    let c = start_cursor(&ring, Replay::Tail(3));
+    assert_eq!(c, Cursor { seq: 2, pos: 3 });
+    let c = start_cursor(&ring, Replay::Start);
+    assert_eq!(c, Cursor { seq: 0, pos: 0 });
+    let c = start_cursor(&ring, Replay::Now);
+    assert_eq!(c, Cursor { seq: 3, pos: 6 });
+}

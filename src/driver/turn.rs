@@ -1,0 +1,85 @@
+//! What one turn of the loop hands to the next: the sources whose bounded turn left work
+//! (serviced again before the loop sleeps, since edge-triggered readiness would not fire
+//! again for them), the output streams parked behind a lossless follower, and the one
+//! buffer every read goes through.
+
+use std::sync::Arc;
+
+use mio::Token;
+
+use super::parked::Parked;
+
+/// One read from a child or a client: large enough to empty a grown pipe buffer in a few
+/// calls, small enough that one frame stays well under the protocol's 1 MiB payload limit.
+const READ_BUF_BYTES: usize = 256 * 1024;
+
+/// The loop's carry-over between turns.
+#[derive(Debug)]
+pub struct Turn {
+    again: Vec<Token>,
+    parked: Parked,
+    read_buf: Vec<u8>,
+}
+
+impl Default for Turn {
+    fn default() -> Turn {
+        Turn {
+            again: Vec::new(),
+            parked: Parked::default(),
+            read_buf: vec![0; READ_BUF_BYTES],
+        }
+    }
+}
+
+impl Turn {
+    /// `token` has work left: it is serviced again before the loop sleeps.
+    pub fn again(&mut self, token: Token) {
+        self.again.push(token);
+    }
+
+    /// Whether some source has work left (the poll must not wait).
+    pub fn has_work_left(&self) -> bool {
+        !self.again.is_empty()
+    }
+
+    /// The sources left with work by the previous turn, to service in this one.
+    pub fn take_again(&mut self) -> Vec<Token> {
+        std::mem::take(&mut self.again)
+    }
+
+    /// The buffer reads go through.
+    pub fn read_buf(&mut self) -> &mut [u8] {
+        &mut self.read_buf
+    }
+
+    /// Whether `gen`'s output is parked (its other streams wait too).
+    pub fn holds(&self, gen: u64) -> bool {
+        self.parked.holds(gen)
+    }
+
+    /// Parks one more stream of a generation already held.
+    pub fn park_also(&mut self, gen: u64, token: Token) {
+        self.parked.park_also(gen, token);
+    }
+
+    /// Parks `gen`'s stream `token`, whose output goes to `session`'s log.
+    pub fn park(&mut self, gen: u64, session: &Arc<str>, token: Token) {
+        self.parked.park(gen, session, token);
+    }
+
+    /// Whether nothing is parked.
+    pub fn nothing_parked(&self) -> bool {
+        self.parked.is_empty()
+    }
+
+    /// Unparks the generations `flows(gen, session)` lets go: their streams are serviced
+    /// on the next turn as if they had just become readable. Returns their sessions.
+    pub fn unpark(&mut self, flows: impl FnMut(u64, &Arc<str>) -> bool) -> Vec<Arc<str>> {
+        let mut sessions = Vec::new();
+        for (session, token) in self.parked.release(flows) {
+            self.again.push(token);
+            sessions.push(session);
+        }
+        sessions
+    }
+}
