@@ -47,6 +47,10 @@ pub struct Child {
     /// open until the generation is released — closing it would hang up the terminal and
     /// send SIGHUP to a process that merely closed its stdio.
     hung_up_pty: Option<OwnedFd>,
+    /// The PTY master reported a hang-up (every slave descriptor closed): reading it on
+    /// reports the end even when nothing is queued. Not carried across an upgrade:
+    /// registering the master again reports the hang-up again.
+    pty_hangup_seen: bool,
     pidfd_watched: bool,
     input: Vec<u8>,
     close_input_when_written: bool,
@@ -104,6 +108,7 @@ impl Child {
             outputs: [spawned.stdout, spawned.stderr, spawned.pty],
             stdin: spawned.stdin,
             hung_up_pty: None,
+            pty_hangup_seen: false,
             pidfd_watched: false,
             input: Vec::new(),
             close_input_when_written: false,
@@ -179,6 +184,14 @@ impl Child {
     }
 
     /// An open output stream.
+    pub fn pty_hangup_seen(&self) -> bool {
+        self.pty_hangup_seen
+    }
+
+    pub fn saw_pty_hangup(&mut self) {
+        self.pty_hangup_seen = true;
+    }
+
     pub fn output(&self, stream: Stream) -> Option<BorrowedFd<'_>> {
         self.outputs[stream.index()].as_ref().map(AsFd::as_fd)
     }

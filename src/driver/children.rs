@@ -23,7 +23,7 @@ use super::launch::Launch;
 use super::upgrade::state::ChildImage;
 use crate::core::{Containment, Stream};
 use crate::sys::cgroup::CgroupRoot;
-use crate::sys::fd::{read_nonblocking, ReadOutcome};
+use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
 
 pub use leaders::LeaderState;
@@ -77,7 +77,12 @@ const PTY_COALESCE: usize = 64 * 1024;
 fn coalesce_pty(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8], mut n: usize) -> usize {
     let limit = buf.len().min(PTY_COALESCE);
     while n < limit {
-        match read_nonblocking(fd, &mut buf[n..limit]) {
+        // Only what is there: a read finding nothing would wait for the terminal's worker.
+        let queued = match queued_bytes(fd) {
+            Ok(0) | Err(_) => break,
+            Ok(q) => q,
+        };
+        match read_nonblocking(fd, &mut buf[n..limit.min(n + queued)]) {
             Ok(ReadOutcome::Data(m)) => n += m,
             _ => break,
         }
@@ -250,6 +255,11 @@ impl Children {
         let Some(fd) = child.output(stream) else {
             return Read::Gone;
         };
+        // A terminal with nothing queued is not read (see `queued_bytes`) unless its other
+        // side has closed: then the read reports the end.
+        if stream == Stream::Pty && !child.pty_hangup_seen() && matches!(queued_bytes(fd), Ok(0)) {
+            return Read::WouldBlock;
+        }
         match read_nonblocking(fd, buf) {
             Ok(ReadOutcome::Data(n)) if stream == Stream::Pty => {
                 Read::Data(coalesce_pty(fd, buf, n))
@@ -268,6 +278,13 @@ impl Children {
                 child.close_output(registry, stream);
                 Read::Eof
             }
+        }
+    }
+
+    /// Notes that `gen`'s PTY master reported a hang-up.
+    pub fn saw_pty_hangup(&mut self, gen: u64) {
+        if let Some(c) = self.table.get_mut(&gen) {
+            c.saw_pty_hangup();
         }
     }
 

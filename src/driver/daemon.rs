@@ -105,13 +105,26 @@ impl Daemon {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            // What has waited its turn is serviced after what just became ready: a few
+            // slices of bulk output per turn, never ahead of a keystroke.
             let again = self.turn.take_again();
             for event in events.iter() {
-                self.dispatch(
-                    event.token(),
-                    event.is_readable() || event.is_read_closed() || event.is_error(),
-                    event.is_writable() || event.is_write_closed(),
-                );
+                let token = event.token();
+                let readable = event.is_readable() || event.is_read_closed() || event.is_error();
+                let writable = event.is_writable() || event.is_write_closed();
+                if event.is_read_closed() || event.is_error() {
+                    if let Source::Output {
+                        gen,
+                        stream: Stream::Pty,
+                    } = Source::of(token)
+                    {
+                        self.children.saw_pty_hangup(gen);
+                    }
+                }
+                let readable = readable && !self.turn.defers(token);
+                if readable || writable {
+                    self.dispatch(token, readable, writable);
+                }
             }
             for token in again {
                 self.dispatch(token, true, false);

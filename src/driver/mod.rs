@@ -23,6 +23,7 @@
 //!   finding, verifying and emptying the state directory's keeper at start, or starting one.
 //! - `upgrade/`: the image, the probe, and what waits between turns (`upgrader.rs`).
 
+mod backlog;
 mod child;
 mod children;
 mod client;

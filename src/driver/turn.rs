@@ -1,12 +1,13 @@
-//! What one turn of the loop hands to the next: the sources whose bounded turn left work
+//! What one turn of the loop hands to the next: the sources whose bounded slice left work
 //! (serviced again before the loop sleeps, since edge-triggered readiness would not fire
-//! again for them), the output streams parked behind a lossless follower, and the one
-//! buffer every read goes through.
+//! again for them, a few per turn: see `backlog.rs`), the output streams parked behind a
+//! lossless follower, and the one buffer every read goes through.
 
 use std::sync::Arc;
 
 use mio::Token;
 
+use super::backlog::Backlog;
 use super::parked::Parked;
 
 /// One read from a child or a client: large enough to empty a grown pipe buffer in a few
@@ -16,7 +17,7 @@ const READ_BUF_BYTES: usize = 256 * 1024;
 /// The loop's carry-over between turns.
 #[derive(Debug)]
 pub struct Turn {
-    again: Vec<Token>,
+    backlog: Backlog,
     parked: Parked,
     read_buf: Vec<u8>,
 }
@@ -24,7 +25,7 @@ pub struct Turn {
 impl Default for Turn {
     fn default() -> Turn {
         Turn {
-            again: Vec::new(),
+            backlog: Backlog::default(),
             parked: Parked::default(),
             read_buf: vec![0; READ_BUF_BYTES],
         }
@@ -34,17 +35,38 @@ impl Default for Turn {
 impl Turn {
     /// `token` has work left: it is serviced again before the loop sleeps.
     pub fn again(&mut self, token: Token) {
-        self.again.push(token);
+        self.backlog.push(token);
     }
 
     /// Whether some source has work left (the poll must not wait).
     pub fn has_work_left(&self) -> bool {
-        !self.again.is_empty()
+        !self.backlog.is_empty()
     }
 
-    /// The sources left with work by the previous turn, to service in this one.
+    /// The sources with work left to service in this turn (a few, oldest first).
     pub fn take_again(&mut self) -> Vec<Token> {
-        std::mem::take(&mut self.again)
+        self.backlog.take_turn()
+    }
+
+    /// Whether a readiness of `token` waits for its turn (a bulk stream) instead of being
+    /// serviced now.
+    pub fn defers(&mut self, token: Token) -> bool {
+        self.backlog.defers(token)
+    }
+
+    /// A stream's slice was `bytes` long.
+    pub fn sliced(&mut self, token: Token, bytes: usize) {
+        self.backlog.sliced(token, bytes);
+    }
+
+    /// A stream was found with nothing to read.
+    pub fn drained(&mut self, token: Token) {
+        self.backlog.drained(token);
+    }
+
+    /// A stream ended or its generation went.
+    pub fn forget(&mut self, token: Token) {
+        self.backlog.forget(token);
     }
 
     /// The buffer reads go through.
@@ -77,7 +99,7 @@ impl Turn {
     pub fn unpark(&mut self, flows: impl FnMut(u64, &Arc<str>) -> bool) -> Vec<Arc<str>> {
         let mut sessions = Vec::new();
         for (session, token) in self.parked.release(flows) {
-            self.again.push(token);
+            self.backlog.push(token);
             sessions.push(session);
         }
         sessions

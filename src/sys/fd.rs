@@ -54,6 +54,19 @@ pub fn read_nonblocking(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<ReadOu
     }
 }
 
+/// `ioctl(fd, FIONREAD)`: bytes that a read of `fd` would return at once.
+///
+/// For a terminal (a PTY master) this is what its line discipline holds, and asking never
+/// waits — unlike a read or a poll that finds the line discipline empty, which first waits
+/// for the kernel worker that moves the terminal's pending bytes into it (`flush_work`),
+/// however busy the system's workers are with other terminals.
+///
+/// # References
+///  - [Linux `ioctl_tty(2)`](https://man7.org/linux/man-pages/man2/ioctl_tty.2.html)
+pub fn queued_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    Ok(rustix::io::ioctl_fionread(fd)? as usize)
+}
+
 /// `write(fd, buf)` on a non-blocking fd, retrying `EINTR`.
 ///
 /// `EPIPE` (the process ignores `SIGPIPE`, as Rust programs do) and `EIO` (a PTY master

@@ -12,13 +12,10 @@ use crate::driver::children::Read;
 use crate::driver::token::Source;
 use crate::proto::encode;
 
-/// Reads of one output stream per turn before other sources get theirs: a child writing
-/// flat out cannot starve the loop; the stream is revisited before the next sleep.
-const READS_PER_TURN: usize = 16;
-
 impl Daemon {
-    /// Reads a generation's output stream until it would block (bounded per turn),
-    /// framing each read into its session's log and delivering it.
+    /// Reads one slice of a generation's output stream (one read), frames it into its
+    /// session's log and delivers it; a stream that had something is serviced again in
+    /// its turn (see `backlog.rs`), until it has nothing.
     ///
     /// While a lossless subscriber of the session is behind, the stream is parked instead
     /// (see `parked.rs`): the child waits on its pipe until the subscriber catches up.
@@ -26,13 +23,14 @@ impl Daemon {
         if self.turn.holds(gen) {
             return self.turn.park_also(gen, token);
         }
-        for _ in 0..READS_PER_TURN {
+        {
             let registry = self.poll.registry();
             match self
                 .children
                 .read(registry, gen, stream, self.turn.read_buf())
             {
                 Read::Data(n) => {
+                    self.turn.sliced(token, n);
                     if let Some(at) = self.core.output(gen, stream, n) {
                         let t = self.clock.wire.unix_ms(self.clock.now());
                         let data = &self.turn.read_buf()[..n];
@@ -52,10 +50,12 @@ impl Daemon {
                     }
                 }
                 Read::Eof => {
+                    self.turn.forget(token);
                     self.keeper_closed(gen);
                     return self.tell(Input::Eof { gen, stream });
                 }
-                Read::WouldBlock | Read::Gone => return,
+                Read::WouldBlock => return self.turn.drained(token),
+                Read::Gone => return self.turn.forget(token),
             }
         }
         self.turn.again(token);
