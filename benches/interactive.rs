@@ -62,7 +62,7 @@ struct Terminal {
 fn open_terminal() -> (Terminal, OwnedFd) {
     let mut master = -1;
     let mut slave = -1;
-    let mut size = libc::winsize {
+    let size = libc::winsize {
         ws_row: 24,
         ws_col: 80,
         ws_xpixel: 0,
@@ -75,7 +75,7 @@ fn open_terminal() -> (Terminal, OwnedFd) {
             &mut slave,
             std::ptr::null_mut(),
             std::ptr::null(),
-            &mut size,
+            &size,
         )
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());

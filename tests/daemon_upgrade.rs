@@ -23,6 +23,19 @@ fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().expect("a generation number")
 }
 
+/// Spawns `req` through `c` and returns its generation once it has started (its
+/// `spawned` event, awaited on a connection of its own): a listing taken then names its
+/// pid. The connection is returned unsubscribed, for the test to keep: closing it would
+/// change the daemon's descriptors at a moment the test does not know.
+fn spawn_started(d: &Daemon, c: &mut Client, req: Value) -> (u64, Client) {
+    let mut events = d.client();
+    events.ok(json!({"op": "subscribe", "all": true}));
+    let gen = gen_of(&c.ok(req));
+    events.events_until(|m| m.is("spawned", gen));
+    events.ok(json!({"op": "unsubscribe", "all": true}));
+    (gen, events)
+}
+
 /// Asks for an upgrade (to `binary`, or the program the daemon runs) on `c` and returns
 /// the answer.
 fn upgrade(c: &mut Client, binary: Option<&Path>) -> Value {
@@ -32,7 +45,7 @@ fn upgrade(c: &mut Client, binary: Option<&Path>) -> Value {
     }
 }
 
-/// `(session, gen, pid)` of every listed session.
+/// `(session, current gen, its pid)` of every listed session (0 for none).
 fn listing(c: &mut Client) -> Vec<(String, u64, u64)> {
     let list = c.ok(json!({"op": "list"}));
     let mut rows: Vec<_> = list["sessions"]
@@ -40,11 +53,15 @@ fn listing(c: &mut Client) -> Vec<(String, u64, u64)> {
         .unwrap()
         .iter()
         .map(|s| {
-            (
-                s["name"].as_str().unwrap().to_owned(),
-                s["gen"].as_u64().unwrap_or(0),
-                s["pid"].as_u64().unwrap_or(0),
-            )
+            let current = s["current"].as_u64().unwrap_or(0);
+            let pid = s["generations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|g| g["gen"].as_u64() == Some(current))
+                .and_then(|g| g["pid"].as_u64())
+                .unwrap_or(0);
+            (s["name"].as_str().unwrap().to_owned(), current, pid)
         })
         .collect();
     rows.sort();
@@ -91,12 +108,20 @@ fn a_flood_crosses_a_hundred_upgrades_byte_exact() {
     let d = Daemon::start("upgrade-flood", &[]);
     let mut c = d.client();
     // Numbered lines, in bursts, for as long as the test upgrades.
-    let flood = gen_of(&c.ok(json!({"op": "spawn", "session": "flood",
+    let (flood, _started) = spawn_started(
+        &d,
+        &mut c,
+        json!({"op": "spawn", "session": "flood",
         "buffer": 4 << 20,
         "argv": ["sh", "-c",
-            "i=0; while :; do seq $i $((i+499)); i=$((i+500)); sleep 0.002; done"]})));
-    let idle = gen_of(&c.ok(json!({"op": "spawn", "session": "idle",
-        "argv": ["sleep", "1000"]})));
+            "i=0; while :; do seq $i $((i+499)); i=$((i+500)); sleep 0.002; done"]}),
+    );
+    let (idle, _started_too) = spawn_started(
+        &d,
+        &mut c,
+        json!({"op": "spawn", "session": "idle",
+        "argv": ["sleep", "1000"]}),
+    );
     let before = listing(&mut c);
 
     // The subscriber reads on its own thread, as a live client would.
@@ -373,7 +398,11 @@ fn an_attached_shell_keeps_answering_across_an_upgrade() {
 fn a_program_that_cannot_take_over_is_refused_or_rolled_back() {
     let d = Daemon::start("upgrade-refused", &[]);
     let mut c = d.client();
-    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]})));
+    let (gen, _started) = spawn_started(
+        &d,
+        &mut c,
+        json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]}),
+    );
     let before = listing(&mut c);
     let cases: Vec<(std::path::PathBuf, &str)> = {
         let not_genward = d.dir.join("not-genward");
@@ -422,10 +451,13 @@ fn a_program_that_cannot_take_over_is_refused_or_rolled_back() {
 fn an_adopted_process_crosses_an_upgrade() {
     let mut d = Daemon::start("upgrade-adopted", &["--no-keeper"]);
     let mut c = d.client();
-    let gen = gen_of(&c.ok(
+    // Started (and so described) before the crash: the restart takes back a process.
+    let (gen, _started) = spawn_started(
+        &d,
+        &mut c,
         json!({"op": "spawn", "session": "job", "on_recover": "keep",
         "argv": ["sleep", "1000"]}),
-    ));
+    );
     let before = listing(&mut c);
     drop(c);
     d.crash_and_restart(&["--no-keeper"]);
