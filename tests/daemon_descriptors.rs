@@ -1,12 +1,16 @@
-//! Running out of descriptors: a connection that arrives while the daemon has none left is
-//! told so at once (`limit`), never left hanging, and service resumes once descriptors
-//! free up.
+//! Running out of descriptors: spawns are refused (`limit`) while descriptors are still
+//! kept in reserve, so clients can still connect and be answered; a connection that
+//! arrives while the daemon has none left at all is told so at once (`limit`), never left
+//! hanging; and service resumes once descriptors free up.
 
 mod util;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
+use std::time::{Duration, Instant};
+
+use genward::testkit::proc;
 use serde_json::{json, Value};
 use util::daemon::{Daemon, PATIENCE};
 
@@ -80,5 +84,138 @@ fn connections_beyond_the_descriptor_limit_are_refused_not_left_hanging() {
                 "still refused once descriptors are free: {other:?}"
             ),
         }
+    }
+}
+
+/// The soft descriptor limit of process `pid`.
+fn nofile_of(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+/// The number before `what` in `message` (`... 57 in use, ...`).
+fn number_before(message: &str, what: &str) -> usize {
+    let head = &message[..message.find(what).unwrap_or_else(|| panic!("{message}"))];
+    head.trim_end()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number before {what:?} in {message}"))
+}
+
+#[test]
+fn spawns_are_refused_while_descriptors_are_kept_for_clients() {
+    const LIMIT: u64 = 160;
+    let wrapper = ["sh", "-c", "ulimit -n 160 && \"$@\"; :", "sh"];
+    let d = Daemon::start_wrapped("fd-reserve", &wrapper, &[], None);
+    if nofile_of(d.pid) != LIMIT {
+        // Allowed to raise its hard limit again (CAP_SYS_RESOURCE): nothing to run out of.
+        println!("SKIP spawns_are_refused: the daemon raised its limit");
+        return;
+    }
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // A session the restart policy starts again once it exits, which it does when told.
+    let restarting = c.ok(json!({"op": "spawn", "session": "again",
+        "restart": {"mode": "always", "initial": "10ms"},
+        "argv": ["sh", "-c", "read _"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", restarting));
+
+    let mut gens = Vec::new();
+    let refused = loop {
+        let name = format!("s{}", gens.len());
+        let r = c.request(json!({"op": "spawn", "session": name, "argv": ["sleep", "1000"]}));
+        if r["ok"] == json!(true) {
+            let gen = r["gen"].as_u64().unwrap();
+            // Started before the next, so the count is of what children hold.
+            c.events_until(|m| m.is("spawned", gen));
+            gens.push(gen);
+            assert!(gens.len() < LIMIT as usize, "never refused");
+            continue;
+        }
+        assert_eq!(r["error"]["code"], json!("limit"), "{r}");
+        break r["error"]["message"].as_str().unwrap().to_owned();
+    };
+    assert!(
+        gens.len() >= 4,
+        "refused after {} spawns: {refused}",
+        gens.len()
+    );
+    assert!(refused.contains("descriptor limit 160"), "{refused}");
+
+    // What the daemon counts is never less than what it holds, and not far above.
+    let counted = number_before(&refused, "in use");
+    let open = proc::fd_count(d.pid);
+    println!(
+        "{} spawns, then refused: {refused} ({open} open)",
+        gens.len()
+    );
+    assert!(counted >= open, "counted {counted}, {open} open: {refused}");
+    assert!(
+        counted <= open + 8,
+        "counted {counted}, {open} open: {refused}"
+    );
+    // The reserve is left: the refusal came before the limit was near.
+    let reserve = number_before(&refused, "are kept in reserve");
+    assert!(
+        open as u64 + reserve as u64 <= LIMIT,
+        "{open} open: {refused}"
+    );
+
+    // A new client is served in full.
+    let mut other = d.client();
+    other.ok(json!({"op": "hello"}));
+    let list = other.ok(json!({"op": "list"}));
+    assert_eq!(
+        list["sessions"].as_array().unwrap().len(),
+        gens.len() + 1,
+        "{list}"
+    );
+
+    // More clients, each served from the reserve, so that what the restarting session's
+    // end gives back is not enough for its next start either.
+    let more: Vec<_> = (0..10)
+        .map(|_| {
+            let mut m = d.client();
+            m.ok(json!({"op": "hello"}));
+            m
+        })
+        .collect();
+    // The policy's restart fails as a spawn of its own, and the daemon carries on.
+    c.ok(json!({"op": "write", "session": "again", "data": "go\n"}));
+    c.events_until(|m| m.is("exited", restarting));
+    let seen = c.events_until(|m| m.json()["event"] == "spawn_failed");
+    let failed = seen.last().unwrap().json();
+    assert_eq!(failed["session"], json!("again"), "{failed}");
+    assert!(failed["gen"].as_u64().unwrap() > restarting, "{failed}");
+    let why = failed["error"]["message"].as_str().unwrap_or("");
+    assert!(why.contains("descriptor limit 160"), "{failed}");
+    other.ok(json!({"op": "hello"}));
+    drop(more);
+
+    // Sessions removed: their descriptors are given back, and spawns work again.
+    c.ok(json!({"op": "remove", "session": "again"}));
+    for i in 0..gens.len() {
+        c.ok(json!({"op": "remove", "session": format!("s{i}")}));
+    }
+    for gen in &gens {
+        c.events_until(|m| m.is("exited", *gen));
+    }
+    // Released once reaped, a moment after the exit is reported: bounded retries.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let r = c.request(json!({"op": "spawn", "session": "after", "argv": ["true"]}));
+        if r["ok"] == json!(true) {
+            break;
+        }
+        assert_eq!(r["error"]["code"], json!("limit"), "{r}");
+        assert!(Instant::now() < deadline, "still refused: {r}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -62,6 +62,8 @@ pub struct Child {
     watch: Option<Box<SessionWatch>>,
     /// Descriptors closed since [`Child::take_closed`] was last called.
     closed: Roles,
+    /// Descriptors it held when taken in (see [`Child::count_descriptors`]).
+    counted: usize,
 }
 
 /// Kernel buffer asked for each output pipe (see [`crate::sys::fd::grow_pipe`]).
@@ -115,6 +117,7 @@ impl Child {
             cgroup,
             watch: None,
             closed: Roles::NONE,
+            counted: 0,
         };
         child.register_all(registry, true);
         child
@@ -166,6 +169,23 @@ impl Child {
             self.pidfd_watched =
                 register(registry, pidfd, Source::Pidfd { gen }, Interest::READABLE);
         }
+    }
+
+    /// Counts the descriptors it holds now, to be given back by [`Child::counted`] when it
+    /// is released: what it closes meanwhile stays counted, so a count of what children
+    /// hold is never short (see `driver::descriptors`).
+    pub fn count_descriptors(&mut self) -> usize {
+        let streams = self.outputs.iter().chain([&self.stdin, &self.hung_up_pty]);
+        let pidfd = usize::from(self.process.pidfd().is_some());
+        // A cgroup's directory and its `cgroup.events`.
+        let cgroup = if self.cgroup.is_some() { 2 } else { 0 };
+        self.counted = streams.flatten().count() + pidfd + cgroup;
+        self.counted
+    }
+
+    /// What [`Child::count_descriptors`] counted.
+    pub fn counted(&self) -> usize {
+        self.counted
     }
 
     /// The process handle.

@@ -47,6 +47,9 @@ pub struct Children {
     table: HashMap<u64, Child>,
     launching: HashMap<u64, Launch>,
     reaper: ReaperMode,
+    /// Descriptors the children in `table` held when taken in (see
+    /// [`Child::count_descriptors`]).
+    held: usize,
     /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
     adopts_orphans: bool,
     /// Where generations get cgroups of their own, when the daemon may create them.
@@ -102,6 +105,7 @@ impl Children {
         Children {
             table: HashMap::new(),
             launching: HashMap::new(),
+            held: 0,
             reaper,
             adopts_orphans,
             cgroups,
@@ -110,6 +114,21 @@ impl Children {
             dir_id,
             exits: PendingExits::default(),
             rechecks: Rechecks::default(),
+        }
+    }
+
+    /// Descriptors held by children, counted from above: what each held when taken in,
+    /// and the most a child still starting may hold.
+    pub fn descriptors(&self) -> usize {
+        self.held + self.launching.len() * super::descriptors::LAUNCH_HELD
+    }
+
+    /// Takes in `child`, counting its descriptors.
+    fn insert(&mut self, gen: u64, mut child: Child) {
+        self.held += child.count_descriptors();
+        if let Some(old) = self.table.insert(gen, child) {
+            // Not expected (a generation is taken in once), but its count goes with it.
+            self.held -= old.counted();
         }
     }
 
@@ -137,7 +156,7 @@ impl Children {
         if !child.pidfd_watched() {
             self.rechecks.watch(gen, Instant::now());
         }
-        self.table.insert(gen, child);
+        self.insert(gen, child);
     }
 
     /// Whether a generation is still starting: an upgrade waits for none to be (a start
@@ -181,7 +200,7 @@ impl Children {
             if awaits {
                 self.exits.missed(gen, now);
             }
-            self.table.insert(gen, child);
+            self.insert(gen, child);
         }
         self.look_soon = true;
     }
@@ -207,7 +226,7 @@ impl Children {
         if !child.pidfd_watched() {
             self.rechecks.watch(gen, Instant::now());
         }
-        self.table.insert(gen, child);
+        self.insert(gen, child);
     }
 
     /// The descriptors of `gen` a keeper is to hold (see [`Child::keepable`]).
@@ -357,6 +376,7 @@ impl Children {
         self.exits.forget(gen);
         self.rechecks.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
+            self.held -= child.counted();
             child.release(registry);
             log::debug!("gen {gen}: released");
         }

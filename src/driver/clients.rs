@@ -88,6 +88,11 @@ pub struct Clients {
 }
 
 impl Clients {
+    /// Connections open (each holds a descriptor).
+    pub fn count(&self) -> usize {
+        self.table.len()
+    }
+
     /// Serves connections arriving at `listener`.
     pub fn new(
         listener: UnixListener,

@@ -147,7 +147,8 @@ fn is_out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
-/// One descriptor held in reserve, so that a connection arriving while descriptors are
+/// One descriptor held back, for when even the reserve that spawns may not take (see
+/// `driver::descriptors`) is spent, so that a connection arriving while descriptors are
 /// exhausted is accepted, told `limit`, and closed instead of left hanging.
 #[derive(Debug)]
 struct SpareFd(Option<std::fs::File>);

@@ -31,6 +31,7 @@ mod clients;
 pub mod config;
 mod containment;
 mod daemon;
+mod descriptors;
 mod exits;
 mod frame;
 mod groups;

@@ -35,8 +35,9 @@ pub fn adopts_orphans() -> bool {
 /// Our children are read from our own `children` files (see [`crate::sys::tree::children`]),
 /// and each one not tracked is asked with `waitpid(pid, WNOHANG)`: a child that still runs
 /// answers "not yet", a zombie is reaped. The cost grows with our children, never with the
-/// host's processes.
-pub fn reap_orphans(is_tracked: impl Fn(i32) -> bool) -> io::Result<usize> {
+/// host's processes; `is_tracked` is asked once per child, so it should answer in constant
+/// time (a set built once, not a scan of a table).
+pub fn reap_orphans(mut is_tracked: impl FnMut(i32) -> bool) -> io::Result<usize> {
     let me = getpid().as_raw_nonzero().get();
     let mut reaped = 0;
     for pid in children(me)? {

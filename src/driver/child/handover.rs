@@ -49,6 +49,7 @@ impl Child {
             cgroup: None,
             watch: None,
             closed: Roles::NONE,
+            counted: 0,
         };
         child.watch_io(registry, true);
         child
@@ -148,6 +149,7 @@ impl Child {
             cgroup,
             watch: None,
             closed: Roles::NONE,
+            counted: 0,
         };
         child.register_all(registry, false);
         child

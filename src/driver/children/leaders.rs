@@ -3,6 +3,7 @@
 //! taken back after a restart, from the status the kernel keeps once its real parent
 //! reaped it (see `exits.rs`).
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use super::Children;
@@ -146,18 +147,31 @@ impl Children {
 
     /// Reaps orphaned descendants reparented to us, by pid, leaving our own leaders to
     /// their generations (never `waitpid(-1)`, which would steal them).
+    ///
+    /// Runs on every SIGCHLD, with as many of our children listed as there are running
+    /// generations: the tracked pids are gathered once, so a call costs time linear in
+    /// the children, not their square.
     pub fn reap_orphans(&self) {
         if !self.adopts_orphans {
             return;
         }
+        let mut pids = None;
         let tracked = |pid: i32| {
-            self.table.values().any(|c| c.process().pid() == pid)
-                || self.launching.values().any(|l| l.pid() == pid)
+            let pids: &HashSet<i32> = pids.get_or_insert_with(|| self.tracked_pids());
+            pids.contains(&pid)
         };
         match crate::sys::orphans::reap_orphans(tracked) {
             Ok(0) => {}
             Ok(n) => log::debug!("reaped {n} orphaned process(es)"),
             Err(e) => log::warn!("reaping orphans: {e}"),
         }
+    }
+
+    /// The pids of every process we track: leaders of spawned generations and children
+    /// still starting.
+    fn tracked_pids(&self) -> HashSet<i32> {
+        let table = self.table.values().map(|c| c.process().pid());
+        let launching = self.launching.values().map(|l| l.pid());
+        table.chain(launching).collect()
     }
 }

@@ -183,7 +183,7 @@ impl Children {
         if held.close_input {
             child.close_input_when_written();
         }
-        self.table.insert(gen, child);
+        self.insert(gen, child);
         if let Some((rows, cols)) = held.size {
             self.resize(gen, rows, cols);
         }

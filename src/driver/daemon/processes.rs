@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Daemon;
-use crate::core::{Input, Spec, Started};
+use crate::core::{Input, SpawnError, SpawnErrorKind, Spec, Started};
 use crate::driver::children::LeaderState;
 use crate::driver::recover::sweep;
+use crate::proto::error::ProtoError;
 use crate::sys::identity::{adopt, Adoption};
 
 /// Identity checks of unverified generations per turn (one may run `ps`): the rest due
@@ -23,12 +24,30 @@ impl Daemon {
             self.logs
                 .ensure_capacity(session, crate::driver::clients::LOSSLESS_LOG_BYTES);
         }
+        // A restart the policy asked for, or a spawn that waited for its predecessor:
+        // refused like a client's spawn would be, as this generation's spawn failure.
+        if let Err(e) = self.spawn_room() {
+            log::warn!("gen {gen}: not spawned: {}", e.message);
+            let error = SpawnError::new(SpawnErrorKind::Other, libc::EMFILE);
+            self.tell(Input::SpawnResult {
+                gen,
+                result: Err(error.with_message(e.message)),
+            });
+            return;
+        }
         if let Err(e) = self.children.start(self.poll.registry(), gen, spec) {
             self.tell(Input::SpawnResult {
                 gen,
                 result: Err(e),
             });
         }
+    }
+
+    /// Whether one more spawn leaves the descriptors kept in reserve (see
+    /// `driver::descriptors`); if not, the `limit` error that says so.
+    pub(super) fn spawn_room(&self) -> Result<(), ProtoError> {
+        let held = self.children.descriptors() + self.clients.count();
+        self.descriptors.admit_spawn(held)
     }
 
     pub(super) fn spawn_result(

@@ -5,7 +5,7 @@
 use mio::Token;
 
 use super::Daemon;
-use crate::core::Input;
+use crate::core::{Command, Input};
 use crate::driver::clients::Next;
 use crate::driver::subscriptions::Terms;
 use crate::proto::envelope::RequestId;
@@ -43,6 +43,11 @@ impl Daemon {
     fn handle_op(&mut self, id: u64, rid: RequestId, op: Op) {
         match op {
             Op::Core(command) => {
+                if starts_a_process(&command) {
+                    if let Err(e) = self.spawn_room() {
+                        return self.clients.send_error(id, &rid, &e);
+                    }
+                }
                 let request = self.clients.expect_reply(id, rid);
                 self.tell(Input::Command { request, command });
             }
@@ -81,4 +86,9 @@ impl Daemon {
             Op::Upgrade { binary } => self.begin_upgrade(id, rid, binary),
         }
     }
+}
+
+/// Whether `command` starts a new generation, and so needs descriptors of its own.
+fn starts_a_process(command: &Command) -> bool {
+    matches!(command, Command::Spawn { .. } | Command::Restart { .. })
 }

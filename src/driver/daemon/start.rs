@@ -11,6 +11,7 @@ use crate::driver::children::Children;
 use crate::driver::clients::{ClientLimits, Clients, Hello};
 use crate::driver::config::{start_err, DaemonConfig, StartError};
 use crate::driver::containment::cgroup_root;
+use crate::driver::descriptors::Descriptors;
 use crate::driver::keeper_start::find_or_start;
 use crate::driver::listener::{self, PeerPolicy};
 use crate::driver::persist::{claim_directories, unix_ms, Persist};
@@ -117,6 +118,8 @@ impl Daemon {
                 keeper = None;
             }
         }
+        let clients = Clients::new(listener, policy, limits, hello);
+        let descriptors = Descriptors::measure(children.descriptors() + clients.count());
         Ok(Daemon {
             children,
             cfg,
@@ -124,12 +127,13 @@ impl Daemon {
             core,
             clock,
             signals,
-            clients: Clients::new(listener, policy, limits, hello),
+            clients,
             logs,
             persist,
             turn: Turn::default(),
             upgrade: Upgrader::started(),
             keeper,
+            descriptors,
         })
     }
 }

@@ -1,0 +1,53 @@
+//! The orphan reaper takes the zombies it is not told about, by pid, and never one that is
+//! tracked: the exit status of a tracked child stays for its owner to collect.
+//!
+//! One test in this binary: the reaper looks at every child of the process, and another
+//! test's children would be taken for orphans.
+
+use std::process::Command;
+
+use genward::sys::orphans::reap_orphans;
+use genward::testkit::proc;
+use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+
+/// Waits until `pid` (our child) has exited, leaving it a zombie.
+fn wait_exited_unreaped(pid: u32) {
+    let pid = Pid::from_raw(pid as i32).unwrap();
+    waitid(
+        WaitId::Pid(pid),
+        WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+    )
+    .expect("waitid")
+    .expect("an exited child");
+}
+
+#[test]
+fn untracked_zombies_are_reaped_and_tracked_ones_left_alone() {
+    let mut tracked = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+    let untracked: Vec<u32> = (0..3)
+        .map(|_| Command::new("true").spawn().unwrap().id())
+        .collect();
+    wait_exited_unreaped(tracked.id());
+    for &pid in &untracked {
+        wait_exited_unreaped(pid);
+    }
+
+    let mut asked = Vec::new();
+    let reaped = reap_orphans(|pid| {
+        asked.push(pid);
+        pid == tracked.id() as i32
+    })
+    .unwrap();
+    assert_eq!(reaped, untracked.len(), "asked about {asked:?}");
+    for &pid in &untracked {
+        assert!(proc::stat(pid).is_none(), "zombie {pid} left unreaped");
+    }
+    // Each child was asked about once.
+    asked.sort_unstable();
+    asked.dedup();
+    assert_eq!(asked.len(), untracked.len() + 1, "asked about {asked:?}");
+
+    // Still a zombie, and its status still ours to take.
+    assert_eq!(proc::stat(tracked.id()).unwrap().state, "Z");
+    assert_eq!(tracked.wait().unwrap().code(), Some(7));
+}
