@@ -18,10 +18,12 @@ use std::time::Instant;
 use mio::Registry;
 
 use super::child::{Child, InputProgress};
+use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
 use super::upgrade::state::ChildImage;
 use crate::core::{Containment, Stream};
+use crate::proto::error::ProtoError;
 use crate::sys::cgroup::CgroupRoot;
 use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
@@ -50,6 +52,8 @@ pub struct Children {
     /// Descriptors the children in `table` held when taken in (see
     /// [`Child::count_descriptors`]).
     held: usize,
+    /// The daemon's descriptor budget: a spawn that would eat into the reserve is refused.
+    budget: Descriptors,
     /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
     adopts_orphans: bool,
     /// Where generations get cgroups of their own, when the daemon may create them.
@@ -106,6 +110,7 @@ impl Children {
             table: HashMap::new(),
             launching: HashMap::new(),
             held: 0,
+            budget: Descriptors::unmeasured(),
             reaper,
             adopts_orphans,
             cgroups,
@@ -121,6 +126,19 @@ impl Children {
     /// and the most a child still starting may hold.
     pub fn descriptors(&self) -> usize {
         self.held + self.launching.len() * super::descriptors::LAUNCH_HELD
+    }
+
+    /// Measures the descriptor budget once everything the daemon starts with is open, with
+    /// `connections` clients connected.
+    pub fn measure_descriptors(&mut self, connections: usize) {
+        self.budget = Descriptors::measure(self.descriptors() + connections);
+    }
+
+    /// Whether one more spawn leaves the descriptors kept in reserve (see
+    /// `driver::descriptors`) with `connections` clients connected; if not, the `limit`
+    /// error that says so.
+    pub fn admit_spawn(&self, connections: usize) -> Result<(), ProtoError> {
+        self.budget.admit_spawn(self.descriptors() + connections)
     }
 
     /// Takes in `child`, counting its descriptors.

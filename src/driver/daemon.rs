@@ -22,7 +22,6 @@ use mio::{Events, Poll, Token};
 use super::children::Children;
 use super::clients::Clients;
 use super::config::DaemonConfig;
-use super::descriptors::Descriptors;
 use super::groups;
 use super::keeper_link::KeeperLink;
 use super::logs::Logs;
@@ -64,8 +63,6 @@ pub struct Daemon {
     /// The link to the keeper holding the children's descriptors across a crash; `None`
     /// without one (disabled, or given up after a failure).
     keeper: Option<KeeperLink>,
-    /// How many descriptors a spawn may take (see `driver::descriptors`).
-    descriptors: Descriptors,
     /// Last, so that the lease it holds is let go after everything else is closed.
     persist: Persist,
 }

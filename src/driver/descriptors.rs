@@ -60,6 +60,14 @@ impl Descriptors {
         Descriptors { limit, own }
     }
 
+    /// No budget yet: everything is admitted until [`Descriptors::measure`] replaces it.
+    pub fn unmeasured() -> Descriptors {
+        Descriptors {
+            limit: None,
+            own: 0,
+        }
+    }
+
     /// The limit and its reserve, for people (`None` when unlimited).
     pub fn limit(&self) -> Option<(u64, u64)> {
         self.limit.map(|l| (l, reserve_for(l)))

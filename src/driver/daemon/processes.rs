@@ -46,8 +46,7 @@ impl Daemon {
     /// Whether one more spawn leaves the descriptors kept in reserve (see
     /// `driver::descriptors`); if not, the `limit` error that says so.
     pub(super) fn spawn_room(&self) -> Result<(), ProtoError> {
-        let held = self.children.descriptors() + self.clients.count();
-        self.descriptors.admit_spawn(held)
+        self.children.admit_spawn(self.clients.count())
     }
 
     pub(super) fn spawn_result(

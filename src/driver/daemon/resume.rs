@@ -12,7 +12,6 @@ use super::{Clock, Daemon};
 use crate::driver::children::Children;
 use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
-use crate::driver::descriptors::Descriptors;
 use crate::driver::keeper_link::KeeperLink;
 use crate::driver::persist::Persist;
 use crate::driver::signals::Signals;
@@ -215,7 +214,7 @@ impl Daemon {
             }
         }
         let program_path = driver.config.program.clone();
-        let descriptors = Descriptors::measure(children.descriptors() + clients.count());
+        children.measure_descriptors(clients.count());
         let mut daemon = Daemon {
             children,
             cfg,
@@ -229,7 +228,6 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::resumed(own_program, program_path),
             keeper,
-            descriptors,
         };
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.

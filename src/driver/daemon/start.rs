@@ -11,7 +11,6 @@ use crate::driver::children::Children;
 use crate::driver::clients::{ClientLimits, Clients, Hello};
 use crate::driver::config::{start_err, DaemonConfig, StartError};
 use crate::driver::containment::cgroup_root;
-use crate::driver::descriptors::Descriptors;
 use crate::driver::keeper_start::find_or_start;
 use crate::driver::listener::{self, PeerPolicy};
 use crate::driver::persist::{claim_directories, unix_ms, Persist};
@@ -119,7 +118,7 @@ impl Daemon {
             }
         }
         let clients = Clients::new(listener, policy, limits, hello);
-        let descriptors = Descriptors::measure(children.descriptors() + clients.count());
+        children.measure_descriptors(clients.count());
         Ok(Daemon {
             children,
             cfg,
@@ -133,7 +132,6 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::started(),
             keeper,
-            descriptors,
         })
     }
 }
