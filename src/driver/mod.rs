@@ -4,11 +4,13 @@
 //! - `daemon.rs`: the loop and the routing between owners; `daemon/`: starting
 //!   (`start.rs`), a child's output on its way to subscribers (`output.rs`), requests
 //!   (`requests.rs`), what processes tell the core (`processes.rs`), and both sides of an
-//!   upgrade (`upgrade.rs`, `resume.rs`). `turn.rs`: what one turn hands the next.
+//!   upgrade (`upgrade.rs`, `resume.rs`). `turn.rs`: what one turn hands the next;
+//!   `backlog.rs`: fairness between sources (bulk output waits behind what trickles).
 //! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues;
 //!   `children/`: starting, a tree's signals and emptiness, a leader's exit; `child/`:
 //!   a child taken back, kept by the keeper, carried across an upgrade. `launch.rs`: one
-//!   start in flight.
+//!   start in flight. `descriptors.rs`: the descriptors kept in reserve, counted from what
+//!   the children and connections hold.
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
 //! - `recover.rs`: taking back what a previous daemon left; `persist.rs`: the state
 //!   directory (lease, descriptors, sessions) and the generations taken back unverified,
