@@ -19,6 +19,8 @@
 
 #[path = "../tests/util/daemon.rs"]
 mod daemon;
+#[path = "util/rounds.rs"]
+mod rounds;
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -292,25 +294,6 @@ fn dtach_side(scratch: &Path, floods: usize, keys: usize) -> Option<Vec<Duration
     Some(times)
 }
 
-fn have_dtach() -> bool {
-    Command::new("dtach")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
-fn min_med_max(mut v: Vec<f64>) -> String {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    format!(
-        "{:.2} / {:.2} / {:.2}",
-        v[0],
-        v[v.len() / 2],
-        v[v.len() - 1]
-    )
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let full = args.iter().any(|a| a == "--bench");
@@ -318,8 +301,8 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rounds") {
         z.rounds = args[i + 1].parse().expect("--rounds N");
     }
-    state_on_tmpfs();
-    let dtach = have_dtach();
+    rounds::state_on_tmpfs();
+    let dtach = rounds::installed("dtach");
     if !dtach {
         println!("SKIP interactive baseline: dtach not installed (genward measured alone)");
     }
@@ -377,18 +360,9 @@ fn main() {
         for (floods, p50s, p99s) in ratios {
             println!(
                 "| {floods} | {} | {} |",
-                min_med_max(p50s),
-                min_med_max(p99s)
+                rounds::min_med_max(p50s),
+                rounds::min_med_max(p99s)
             );
         }
-    }
-}
-
-/// Daemons keep their state where the default puts it, in RAM (`/run` is a tmpfs on most
-/// systems): scratch directories go to `/dev/shm` unless `TMPDIR` says otherwise.
-fn state_on_tmpfs() {
-    if std::env::var_os("TMPDIR").is_none() && Path::new("/dev/shm").is_dir() {
-        // SAFETY: called first thing in main, before any thread exists.
-        unsafe { std::env::set_var("TMPDIR", "/dev/shm") };
     }
 }

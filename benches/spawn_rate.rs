@@ -19,6 +19,8 @@
 
 #[path = "../tests/util/daemon.rs"]
 mod daemon;
+#[path = "util/rounds.rs"]
+mod rounds;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -110,15 +112,6 @@ fn shell_loop(n: usize) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
 /// supervisord with `n` programs running `/bin/true`; seconds for `supervisorctl start`
 /// of all of them.
 fn supervisord(dir: &Path, n: usize) -> f64 {
@@ -164,16 +157,6 @@ fn supervisord(dir: &Path, n: usize) -> f64 {
     secs
 }
 
-fn min_med_max(mut v: Vec<f64>) -> String {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    format!(
-        "{:.2} / {:.2} / {:.2}",
-        v[0],
-        v[v.len() / 2],
-        v[v.len() - 1]
-    )
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let full = args.iter().any(|a| a == "--bench");
@@ -181,8 +164,8 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rounds") {
         z.rounds = args[i + 1].parse().expect("--rounds N");
     }
-    state_on_tmpfs();
-    let supervisor = have("supervisord") && have("supervisorctl");
+    rounds::state_on_tmpfs();
+    let supervisor = rounds::installed("supervisord") && rounds::installed("supervisorctl");
     if !supervisor {
         println!("SKIP supervisord baseline: supervisord not installed");
     }
@@ -232,25 +215,16 @@ fn main() {
     println!("|---|---|");
     println!(
         "| genward one at a time / shell loop | {} |",
-        min_med_max(serial_vs_loop)
+        rounds::min_med_max(serial_vs_loop)
     );
     println!(
         "| genward pipelined / shell loop | {} |",
-        min_med_max(piped_vs_loop)
+        rounds::min_med_max(piped_vs_loop)
     );
     if !piped_vs_sv.is_empty() {
         println!(
             "| genward pipelined / supervisord | {} |",
-            min_med_max(piped_vs_sv)
+            rounds::min_med_max(piped_vs_sv)
         );
-    }
-}
-
-/// Daemons keep their state where the default puts it, in RAM (`/run` is a tmpfs on most
-/// systems): scratch directories go to `/dev/shm` unless `TMPDIR` says otherwise.
-fn state_on_tmpfs() {
-    if std::env::var_os("TMPDIR").is_none() && Path::new("/dev/shm").is_dir() {
-        // SAFETY: called first thing in main, before any thread exists.
-        unsafe { std::env::set_var("TMPDIR", "/dev/shm") };
     }
 }

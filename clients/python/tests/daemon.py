@@ -102,3 +102,17 @@ class Daemon:
                 return f.read()[-4000:]
         except OSError:
             return ""
+
+
+class DaemonPerClass:
+    """Mixin for a test case: one daemon for the whole class, in ``cls.daemon``."""
+
+    daemon: Daemon
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.daemon = Daemon().start()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.daemon.close()

@@ -12,21 +12,11 @@ from typing import List
 import genward
 from genward import Dropped, Exit, Output
 
-from .daemon import Daemon
+from .daemon import Daemon, DaemonPerClass
 from .test_sync import FLOOD, FLOOD_SCRIPT, PY, flood_digest
 
 
-class AsyncDaemonCase(unittest.IsolatedAsyncioTestCase):
-    daemon: Daemon
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.daemon = Daemon().start()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.daemon.close()
-
+class AsyncDaemonCase(DaemonPerClass, unittest.IsolatedAsyncioTestCase):
     async def asyncSetUp(self) -> None:
         self.client = await genward.AsyncClient.connect(self.daemon.socket)
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import unittest
 
-from .daemon import REPO, Daemon
+from .daemon import REPO, DaemonPerClass
 
 EXAMPLES = os.path.join(REPO, "examples", "python")
 SRC = os.path.join(REPO, "clients", "python", "src")
@@ -21,17 +21,7 @@ def snippet(path: str) -> str:
     return text[start:text.index("# snippet:end")]
 
 
-class TestExamples(unittest.TestCase):
-    daemon: Daemon
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.daemon = Daemon().start()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.daemon.close()
-
+class TestExamples(DaemonPerClass, unittest.TestCase):
     def run_example(self, name: str) -> str:
         env = self.daemon.env
         env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")

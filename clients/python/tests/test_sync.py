@@ -13,7 +13,7 @@ from typing import List
 import genward
 from genward import Dropped, Exit, Output
 
-from .daemon import Daemon
+from .daemon import Daemon, DaemonPerClass
 
 PY = "python3"
 FLOOD = 64 << 20
@@ -35,18 +35,8 @@ def flood_digest() -> str:
     return h.hexdigest()
 
 
-class DaemonCase(unittest.TestCase):
+class DaemonCase(DaemonPerClass, unittest.TestCase):
     """A daemon for the class; a client per test."""
-
-    daemon: Daemon
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.daemon = Daemon().start()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.daemon.close()
 
     def setUp(self) -> None:
         self.client = genward.Client(self.daemon.socket)
