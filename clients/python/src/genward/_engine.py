@@ -576,3 +576,38 @@ class _Engine:
                 follow.sink.done = True
                 follow.sink.error = err
                 self._wake(follow.sink)
+
+
+class _ProcessView:
+    """What a process handle tells about its generation, the same for the synchronous
+    and the asyncio handle (both keep their :class:`ProcState` in ``_st``)."""
+
+    _st: ProcState
+
+    @property
+    def session(self) -> str:
+        return self._st.session
+
+    @property
+    def gen(self) -> int:
+        return self._st.gen
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._st.pid
+
+    @property
+    def rows(self) -> Optional[int]:
+        """The PTY's rows as spawned or last resized through this handle (``None``
+        without a PTY, or for one attached to)."""
+        return self._st.size[0] if self._st.size else None
+
+    @property
+    def cols(self) -> Optional[int]:
+        """The PTY's columns, as :attr:`rows`."""
+        return self._st.size[1] if self._st.size else None
+
+    @property
+    def exit(self) -> Optional[Exit]:
+        """How it ended, once it has."""
+        return self._st.exit

@@ -8,7 +8,7 @@ import inspect
 import logging
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
 
-from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _Stream
+from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
 from ._wire import Decoder, Duration, default_socket_path, duration, input_member, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
@@ -350,7 +350,7 @@ async def _result(fut: Any, timeout: Optional[float]) -> Any:
         raise TimeoutError("no answer from the daemon in time") from None
 
 
-class AsyncProcess:
+class AsyncProcess(_ProcessView):
     """The asyncio twin of :class:`genward.Process`: the same methods, as coroutines;
     ``async for chunk in proc`` iterates its output."""
 
@@ -360,33 +360,6 @@ class AsyncProcess:
 
     def __repr__(self) -> str:
         return f"<genward.AsyncProcess session={self.session!r} gen={self.gen} pid={self.pid}>"
-
-    @property
-    def session(self) -> str:
-        return self._st.session
-
-    @property
-    def gen(self) -> int:
-        return self._st.gen
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self._st.pid
-
-    @property
-    def rows(self) -> Optional[int]:
-        """The PTY's rows as spawned or last resized through this handle (``None``
-        without a PTY, or for one attached to)."""
-        return self._st.size[0] if self._st.size else None
-
-    @property
-    def cols(self) -> Optional[int]:
-        """The PTY's columns, as :attr:`rows`."""
-        return self._st.size[1] if self._st.size else None
-
-    @property
-    def exit(self) -> Optional[Exit]:
-        return self._st.exit
 
     async def _call(self, op: str, **args: Any) -> Dict[str, Any]:
         resp: Dict[str, Any] = await self._client._call({"op": op, "session": self.session, "if_gen": self.gen, **args})

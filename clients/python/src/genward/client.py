@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
-from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _Stream
+from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
 from ._wire import Decoder, Duration, default_socket_path, duration, input_member, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
@@ -443,7 +443,7 @@ class Client(_Engine):
         return Subscription(conn, sink)
 
 
-class Process:
+class Process(_ProcessView):
     """A handle on one generation of a session, shaped like node-pty's ``IPty``.
 
     Every call carries ``if_gen``: once the session has moved on to another generation,
@@ -457,34 +457,6 @@ class Process:
 
     def __repr__(self) -> str:
         return f"<genward.Process session={self.session!r} gen={self.gen} pid={self.pid}>"
-
-    @property
-    def session(self) -> str:
-        return self._st.session
-
-    @property
-    def gen(self) -> int:
-        return self._st.gen
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self._st.pid
-
-    @property
-    def rows(self) -> Optional[int]:
-        """The PTY's rows as spawned or last resized through this handle (``None``
-        without a PTY, or for one attached to)."""
-        return self._st.size[0] if self._st.size else None
-
-    @property
-    def cols(self) -> Optional[int]:
-        """The PTY's columns, as :attr:`rows`."""
-        return self._st.size[1] if self._st.size else None
-
-    @property
-    def exit(self) -> Optional[Exit]:
-        """How it ended, once it has."""
-        return self._st.exit
 
     def _call(self, op: str, **args: Any) -> Dict[str, Any]:
         resp: Dict[str, Any] = self._client._call({"op": op, "session": self.session, "if_gen": self.gen, **args})
