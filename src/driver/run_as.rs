@@ -1,0 +1,205 @@
+//! A spec's `user`, `group`, `groups`, `umask`, `env_file` and `rlimits` made into what
+//! the child applies: names resolved to ids and the environment file read here, in the
+//! daemon, before the start (the child may only make raw system calls).
+//!
+//! Resolved twice: when a `spawn` is requested, so an unknown name or an identity the
+//! daemon may not take is refused to the client at once (`bad_request`,
+//! `permission_denied`); and before every start, restarts included, since the databases
+//! may have changed meanwhile (then a `spawn_failed`).
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use crate::core::{Rlimit, RlimitBound, RunAs};
+use crate::proto::error::{ErrorCode, ProtoError};
+use crate::sys::spawn::{Credentials, ResourceLimit, SpawnRequest, RLIM_INFINITY};
+use crate::sys::users;
+
+/// The identity a spec asks for, as numbers; `None` when it keeps the daemon's.
+pub fn credentials(r: &RunAs) -> Result<Option<Credentials>, ProtoError> {
+    if r.user.is_none() && r.group.is_none() && r.groups.is_none() {
+        return Ok(None);
+    }
+    let user = match &r.user {
+        None => None,
+        Some(u) => Some(user(u)?),
+    };
+    let gid = match (&r.group, &user) {
+        (Some(g), _) => group(g, "group")?,
+        (None, Some(u)) => u.gid,
+        // SAFETY: getegid cannot fail.
+        (None, None) => unsafe { libc::getegid() },
+    };
+    let groups = match (&r.groups, &user) {
+        (Some(names), _) => names
+            .iter()
+            .enumerate()
+            .map(|(i, g)| group(g, &format!("groups[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?,
+        // A user without an entry (a bare uid) has no memberships to look up.
+        (None, Some(u)) if u.name.is_empty() => Vec::new(),
+        (None, Some(u)) => {
+            users::groups_of(&u.name, gid).map_err(|e| lookup_failed("groups", e))?
+        }
+        (None, None) => users::own_groups().map_err(|e| lookup_failed("groups", e))?,
+    };
+    // SAFETY: geteuid cannot fail.
+    let uid = user
+        .as_ref()
+        .map_or_else(|| unsafe { libc::geteuid() }, |u| u.uid);
+    let wanted = Credentials { uid, gid, groups };
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(Some(wanted));
+    }
+    // Unprivileged, the daemon can only run children as itself: what it is, it need not
+    // change; anything else the kernel would refuse in the child, so refuse it here.
+    // SAFETY: getegid cannot fail.
+    let (my_uid, my_gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let mine = users::own_groups().map_err(|e| lookup_failed("groups", e))?;
+    let same_groups = r.groups.is_none() || {
+        let (mut a, mut b) = (wanted.groups.clone(), mine);
+        a.sort_unstable();
+        b.sort_unstable();
+        a.dedup();
+        b.dedup();
+        a == b
+    };
+    if wanted.uid != my_uid || wanted.gid != my_gid || !same_groups {
+        return Err(ProtoError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "the daemon runs as uid {my_uid}, not root: it cannot start a process as uid {} gid {}{}",
+                wanted.uid,
+                wanted.gid,
+                if same_groups { "" } else { " with other groups" }
+            ),
+        ));
+    }
+    Ok(None)
+}
+
+fn lookup_failed(field: &str, e: std::io::Error) -> ProtoError {
+    ProtoError::new(
+        ErrorCode::BadRequest,
+        format!("{field}: the user database could not be read: {e}"),
+    )
+}
+
+/// A user by name or uid. A uid without an entry is allowed (containers often have none)
+/// when `group` says which group it runs in; its name is then empty.
+fn user(u: &str) -> Result<users::User, ProtoError> {
+    if let Ok(uid) = u.parse::<u32>() {
+        return match users::user_by_uid(uid).map_err(|e| lookup_failed("user", e))? {
+            Some(entry) => Ok(entry),
+            None => Ok(users::User {
+                name: String::new(),
+                uid,
+                // SAFETY: getegid cannot fail. Replaced by `group` when given; without it a
+                // bare uid is refused below.
+                gid: unsafe { libc::getegid() },
+            }),
+        };
+    }
+    users::user_by_name(u)
+        .map_err(|e| lookup_failed("user", e))?
+        .ok_or_else(|| ProtoError::new(ErrorCode::BadRequest, format!("user: no user named `{u}`")))
+}
+
+fn group(g: &str, field: &str) -> Result<u32, ProtoError> {
+    if let Ok(gid) = g.parse::<u32>() {
+        return Ok(gid);
+    }
+    users::group_by_name(g)
+        .map_err(|e| lookup_failed(field, e))?
+        .ok_or_else(|| {
+            ProtoError::new(
+                ErrorCode::BadRequest,
+                format!("{field}: no group named `{g}`"),
+            )
+        })
+}
+
+/// Checks a spec's identity as a request arrives: names exist, the daemon may take it.
+pub fn check(r: &RunAs) -> Result<(), ProtoError> {
+    if let Some(u) = &r.user {
+        let bare_uid = u
+            .parse::<u32>()
+            .is_ok_and(|uid| users::user_by_uid(uid).ok().flatten().is_none());
+        if bare_uid && r.group.is_none() {
+            return Err(ProtoError::new(
+                ErrorCode::BadRequest,
+                format!("user: uid {u} has no entry in the user database, so no primary group: give `group`"),
+            ));
+        }
+    }
+    credentials(r).map(drop)
+}
+
+/// `setrlimit`'s resource number of `r`.
+fn resource(r: Rlimit) -> i32 {
+    #[allow(clippy::unnecessary_cast)]
+    let n = match r {
+        Rlimit::As => libc::RLIMIT_AS,
+        Rlimit::Core => libc::RLIMIT_CORE,
+        Rlimit::Cpu => libc::RLIMIT_CPU,
+        Rlimit::Data => libc::RLIMIT_DATA,
+        Rlimit::Fsize => libc::RLIMIT_FSIZE,
+        Rlimit::Locks => libc::RLIMIT_LOCKS,
+        Rlimit::Memlock => libc::RLIMIT_MEMLOCK,
+        Rlimit::Msgqueue => libc::RLIMIT_MSGQUEUE,
+        Rlimit::Nice => libc::RLIMIT_NICE,
+        Rlimit::Nofile => libc::RLIMIT_NOFILE,
+        Rlimit::Nproc => libc::RLIMIT_NPROC,
+        Rlimit::Rss => libc::RLIMIT_RSS,
+        Rlimit::Rtprio => libc::RLIMIT_RTPRIO,
+        Rlimit::Rttime => libc::RLIMIT_RTTIME,
+        Rlimit::Sigpending => libc::RLIMIT_SIGPENDING,
+        Rlimit::Stack => libc::RLIMIT_STACK,
+    } as i32;
+    n
+}
+
+fn bound(b: RlimitBound) -> u64 {
+    match b {
+        RlimitBound::Finite(n) => n,
+        RlimitBound::Infinity => RLIM_INFINITY,
+    }
+}
+
+/// Completes `req` with what `r` asks: identity, umask, limits, and the environment file's
+/// variables under the spec's own (`req.env.set` wins: the file's are put first, and a
+/// later `set` of the same name replaces an earlier one in the child).
+pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
+    req.credentials = credentials(r).map_err(|e| e.message)?;
+    req.umask = r.umask;
+    req.rlimits = r
+        .rlimits
+        .iter()
+        .map(|(res, v)| ResourceLimit {
+            resource: resource(*res),
+            soft: bound(v.soft),
+            hard: bound(v.hard),
+        })
+        .collect();
+    if let Some(path) = &r.env_file {
+        use std::os::unix::ffi::OsStrExt;
+        let path = Path::new(std::ffi::OsStr::from_bytes(path));
+        let vars = crate::cli::run::read_env_file(path).map_err(|why| {
+            // Parse errors already name the file and line; open and read errors do not.
+            if why.starts_with(&path.display().to_string()) {
+                format!("env_file {why}")
+            } else {
+                format!("env_file {}: {why}", path.display())
+            }
+        })?;
+        let mut set: Vec<(OsString, OsString)> = vars
+            .into_iter()
+            .filter(|(k, _)| !req.env.set.iter().any(|(s, _)| s.as_os_str() == k.as_str()))
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        set.append(&mut req.env.set);
+        req.env.set = set;
+    }
+    Ok(())
+}
