@@ -20,10 +20,11 @@ pub struct User {
 /// a few hundred bytes; a group with many members can be larger).
 const MAX_BUF: usize = 1 << 20;
 
-/// Calls a `get*_r` function with a growing buffer: `Ok(false)` when there is no entry.
-fn with_buffer(
-    mut call: impl FnMut(&mut [libc::c_char]) -> (libc::c_int, bool),
-) -> io::Result<bool> {
+/// Calls a `get*_r` function with a growing buffer; `call` takes what it needs out of the
+/// entry while the buffer the entry points into is alive. `Ok(None)`: no entry.
+fn with_buffer<T>(
+    mut call: impl FnMut(&mut [libc::c_char]) -> (libc::c_int, Option<T>),
+) -> io::Result<Option<T>> {
     let mut buf = vec![0 as libc::c_char; 1024];
     loop {
         let (rc, found) = call(&mut buf);
@@ -31,7 +32,7 @@ fn with_buffer(
             0 => return Ok(found),
             libc::ERANGE if buf.len() < MAX_BUF => buf.resize(buf.len() * 4, 0),
             // "Not found" spellings some C libraries use instead of a null result.
-            libc::ENOENT | libc::ESRCH | libc::EBADF | libc::EPERM => return Ok(false),
+            libc::ENOENT | libc::ESRCH | libc::EBADF | libc::EPERM => return Ok(None),
             e => return Err(io::Error::from_raw_os_error(e)),
         }
     }
@@ -45,7 +46,7 @@ pub fn user_by_name(name: &str) -> io::Result<Option<User>> {
     // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids).
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
-    let found = with_buffer(|buf| {
+    with_buffer(|buf| {
         // SAFETY: every pointer is valid for the call; `buf` for its length.
         let rc = unsafe {
             libc::getpwnam_r(
@@ -56,9 +57,8 @@ pub fn user_by_name(name: &str) -> io::Result<Option<User>> {
                 &mut out,
             )
         };
-        (rc, !out.is_null())
-    })?;
-    Ok(found.then(|| user_of(&pw)))
+        (rc, (!out.is_null()).then(|| user_of(&pw)))
+    })
 }
 
 /// The user of uid `uid`, `None` when the database has no entry for it.
@@ -66,20 +66,19 @@ pub fn user_by_uid(uid: u32) -> io::Result<Option<User>> {
     // SAFETY: all-zero is a valid `passwd`.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
-    let found = with_buffer(|buf| {
+    with_buffer(|buf| {
         // SAFETY: every pointer is valid for the call; `buf` for its length.
         let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
-        (rc, !out.is_null())
-    })?;
-    Ok(found.then(|| user_of(&pw)))
+        (rc, (!out.is_null()).then(|| user_of(&pw)))
+    })
 }
 
 fn user_of(pw: &libc::passwd) -> User {
     let name = if pw.pw_name.is_null() {
         String::new()
     } else {
-        // SAFETY: a found entry's name is a NUL-terminated string in the buffer, which is
-        // still alive here.
+        // SAFETY: a found entry's name is a NUL-terminated string in the buffer, which
+        // `with_buffer` keeps alive while this runs.
         unsafe { CStr::from_ptr(pw.pw_name) }
             .to_string_lossy()
             .into_owned()
@@ -99,7 +98,7 @@ pub fn group_by_name(name: &str) -> io::Result<Option<u32>> {
     // SAFETY: all-zero is a valid `group`.
     let mut gr: libc::group = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::group = std::ptr::null_mut();
-    let found = with_buffer(|buf| {
+    with_buffer(|buf| {
         // SAFETY: every pointer is valid for the call; `buf` for its length.
         let rc = unsafe {
             libc::getgrnam_r(
@@ -110,9 +109,8 @@ pub fn group_by_name(name: &str) -> io::Result<Option<u32>> {
                 &mut out,
             )
         };
-        (rc, !out.is_null())
-    })?;
-    Ok(found.then_some(gr.gr_gid))
+        (rc, (!out.is_null()).then_some(gr.gr_gid))
+    })
 }
 
 /// The groups `user` belongs to: `gid` first, then every group that lists it as a member.
