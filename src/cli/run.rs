@@ -20,7 +20,10 @@ use super::args::Matches;
 use super::client::{u64_of, ClientError, Connection};
 use super::dispatch::{session_arg, CommandError, CommandResult, Context};
 use super::wait::{describe, status};
-use crate::core::{Command, IoMode, OnBusy, Restart, RestartPolicy, Spec};
+use crate::core::{
+    check_id_name, Command, IoMode, OnBusy, Restart, RestartPolicy, Rlimit, RlimitBound,
+    RlimitValue, Spec,
+};
 use crate::proto::duration::parse_duration;
 use crate::proto::event::WireEvent;
 use crate::proto::framing::Message;
@@ -99,6 +102,7 @@ pub fn spawn_op(
     if let Some(grace) = m.value_with("grace", parse_duration)? {
         spec.grace = whole_millis(grace);
     }
+    set_run_as(m, &mut spec, cwd_now)?;
     Ok(Op::Core(Command::Spawn {
         session,
         spec: Box::new(spec),
@@ -166,6 +170,100 @@ pub fn set_environment(
         set_env(spec, k, v);
     }
     Ok(())
+}
+
+/// The options of whom the process runs as (`run`'s and `restart`'s).
+pub const RUN_AS_OPTIONS: [&str; 6] = [
+    "user",
+    "group",
+    "groups",
+    "umask",
+    "daemon-env-file",
+    "rlimit",
+];
+
+/// Whom the spec runs as, per the command line: each option given replaces that part of
+/// `spec.run_as`; the rest is kept (so `restart --user` keeps the session's limits). The
+/// daemon checks names and permissions; here only the form is checked, as the protocol
+/// would, so a mistake is reported against the option that made it.
+pub fn set_run_as(m: &Matches<'_>, spec: &mut Spec, cwd_now: &Path) -> Result<(), CommandError> {
+    let r = &mut spec.run_as;
+    for (opt, slot) in [("user", &mut r.user), ("group", &mut r.group)] {
+        if let Some(v) = m.value(opt) {
+            check_id_name(opt, v).map_err(|e| m.invalid(&format!("--{opt}"), v, e.message))?;
+            *slot = Some(v.to_owned());
+        }
+    }
+    if let Some(v) = m.value("groups") {
+        let groups: Vec<String> = v
+            .split(',')
+            .filter(|g| !g.is_empty())
+            .map(str::to_owned)
+            .collect();
+        for g in &groups {
+            check_id_name("groups", g).map_err(|e| m.invalid("--groups", v, e.message))?;
+        }
+        r.groups = Some(groups);
+    }
+    if let Some(v) = m.value("umask") {
+        let octal = !v.is_empty() && v.len() <= 4 && v.bytes().all(|b| (b'0'..=b'7').contains(&b));
+        match u32::from_str_radix(v, 8) {
+            Ok(mask) if octal && mask <= 0o777 => r.umask = Some(mask),
+            _ => {
+                return Err(m
+                    .invalid("--umask", v, "expected an octal mode, 000 to 777")
+                    .into())
+            }
+        }
+    }
+    if let Some(v) = m.value("daemon-env-file") {
+        // The daemon has its own working directory: send the path this shell means.
+        let path = cwd_now.join(v);
+        let path = path
+            .to_str()
+            .ok_or_else(|| m.invalid("--daemon-env-file", v, "not valid UTF-8"))?;
+        r.env_file = Some(path.as_bytes().to_vec());
+    }
+    for kv in m.values("rlimit") {
+        let (res, limit) = parse_rlimit(kv).map_err(|why| m.invalid("--rlimit", kv, why))?;
+        match r.rlimits.iter_mut().find(|(have, _)| *have == res) {
+            Some((_, v)) => *v = limit,
+            None => r.rlimits.push((res, limit)),
+        }
+        r.rlimits.sort_by_key(|(res, _)| *res);
+    }
+    Ok(())
+}
+
+/// `RES=LIMIT`, LIMIT a number or `infinity`, or `SOFT:HARD` of those.
+fn parse_rlimit(kv: &str) -> Result<(Rlimit, RlimitValue), String> {
+    let (name, value) = kv
+        .split_once('=')
+        .ok_or("expected RESOURCE=LIMIT, e.g. nofile=4096 or core=0:infinity")?;
+    let res = Rlimit::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Rlimit::ALL.iter().map(|r| r.name()).collect();
+        format!("unknown resource `{name}`; one of {}", known.join(", "))
+    })?;
+    let bound = |s: &str| match s {
+        "infinity" | "unlimited" => Ok(RlimitBound::Infinity),
+        n => match n.parse::<u64>() {
+            Ok(n) if n != u64::MAX => Ok(RlimitBound::Finite(n)),
+            _ => Err(format!("`{n}` is not a number or infinity")),
+        },
+    };
+    let (soft, hard) = match value.split_once(':') {
+        Some((s, h)) => (bound(s)?, bound(h)?),
+        None => (bound(value)?, bound(value)?),
+    };
+    let fits = match (soft, hard) {
+        (_, RlimitBound::Infinity) => true,
+        (RlimitBound::Infinity, _) => false,
+        (RlimitBound::Finite(s), RlimitBound::Finite(h)) => s <= h,
+    };
+    if !fits {
+        return Err("the soft limit is above the hard limit".into());
+    }
+    Ok((res, RlimitValue { soft, hard }))
 }
 
 /// Sets `key` to `value`, replacing an earlier value of the same key in place (a request
@@ -375,6 +473,54 @@ mod tests {
         args.remove("id");
         args.remove("op");
         Ok(String::from_utf8(Value::Object(args).to_bytes()).unwrap())
+    }
+
+    #[test]
+    fn run_as_options_become_spawn_fields() {
+        let json = spawn(&[
+            "a",
+            "--user",
+            "www-data",
+            "--group",
+            "33",
+            "--groups",
+            "adm,4",
+            "--umask",
+            "27",
+            "--daemon-env-file",
+            "app.env",
+            "--rlimit",
+            "nofile=4096",
+            "--rlimit",
+            "core=0:infinity",
+            "--rlimit",
+            "nofile=8192",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        for part in [
+            r#""user":"www-data","group":"33","groups":["adm","4"],"umask":"027""#,
+            r#""env_file":"/home/u/app.env""#,
+            r#""rlimits":{"core":{"soft":0,"hard":"infinity"},"nofile":8192}"#,
+        ] {
+            assert!(json.contains(part), "{part} in {json}");
+        }
+        assert!(spawn(&["a", "--groups", "", "--", "true"])
+            .unwrap()
+            .contains(r#""groups":[]"#));
+        for (opt, value, want) in [
+            ("--umask", "0o27", "octal"),
+            ("--umask", "1000", "octal"),
+            ("--user", "a:b", "user"),
+            ("--rlimit", "files=3", "unknown resource"),
+            ("--rlimit", "nofile", "RESOURCE=LIMIT"),
+            ("--rlimit", "nofile=9:3", "above"),
+            ("--rlimit", "nofile=lots", "lots"),
+        ] {
+            let e = spawn(&["a", opt, value, "--", "true"]).unwrap_err();
+            assert!(e.contains(opt) && e.contains(want), "{opt} {value}: {e}");
+        }
     }
 
     #[test]
