@@ -216,3 +216,55 @@ fn rlimits_are_seen_by_the_child_and_a_refused_one_names_the_step() {
     let why = end["error"]["message"].as_str().unwrap();
     assert!(why.contains("setrlimit"), "{end}");
 }
+
+/// `genward run` and `restart` with the options: `restart` changes only what it names, and
+/// the environment file is the one this shell means.
+#[test]
+fn the_cli_sets_them_and_restart_changes_only_what_it_names() {
+    use util::cli::{command, run_cmd};
+    let (d, _) = daemon("runas-cli");
+    write(&d.dir.join("app.env"), "A=from-file\n");
+    let gw = |args: &[&str]| {
+        let mut cmd = command(&d, args);
+        cmd.current_dir(&*d.dir);
+        run_cmd(cmd, b"")
+    };
+    let script = r#"echo "n=$(ulimit -n) c=$(ulimit -c) m=$(umask) A=$A""#;
+    let gen = gw(&[
+        "run",
+        "s",
+        "--rlimit",
+        "nofile=100",
+        "--umask",
+        "077",
+        "--daemon-env-file",
+        "app.env",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+    .ok();
+    let gen = gen.trim();
+    assert_eq!(gw(&["wait", "s", "--gen", gen]).code, Some(0));
+    assert_eq!(
+        gw(&["logs", "s", "--gen", gen]).ok(),
+        format!("n=100 c={} m=0077 A=from-file\n", core_limit_here())
+    );
+    let gen = gw(&["restart", "s", "--rlimit", "core=0"]).ok();
+    let gen = gen.trim();
+    assert_eq!(gw(&["wait", "s", "--gen", gen]).code, Some(0));
+    assert_eq!(
+        gw(&["logs", "s", "--gen", gen]).ok(),
+        "n=100 c=0 m=0077 A=from-file\n"
+    );
+}
+
+/// This process's soft core limit as `ulimit -c` prints it, which a child inherits.
+fn core_limit_here() -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -c"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
