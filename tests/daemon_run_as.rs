@@ -84,6 +84,13 @@ fn a_root_daemon_runs_the_process_as_the_user_with_its_groups_umask_and_limits()
         json!({"core": {"soft": 0, "hard": "infinity"}, "nofile": 777}),
         "{got}"
     );
+    // The user's own variables, as a login would set them; the spec's win.
+    let (text, _) = run(
+        &mut c,
+        json!({"session": "vars", "cwd": "/", "user": "nobody", "env": {"HOME": "/tmp"},
+            "argv": ["sh", "-c", r#"printf '%s|%s|%s' "$USER" "$LOGNAME" "$HOME""#]}),
+    );
+    assert_eq!(text, "nobody|nobody|/tmp");
     // Ids that name no entry, and explicit groups: exactly those.
     let (text, end) = run(
         &mut c,

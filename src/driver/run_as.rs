@@ -17,8 +17,13 @@ use crate::sys::users;
 
 /// The identity a spec asks for, as numbers; `None` when it keeps the daemon's.
 pub fn credentials(r: &RunAs) -> Result<Option<Credentials>, ProtoError> {
+    resolve(r).map(|(c, _)| c)
+}
+
+/// [`credentials`], with the user's entry when `user` names one.
+fn resolve(r: &RunAs) -> Result<(Option<Credentials>, Option<users::User>), ProtoError> {
     if r.user.is_none() && r.group.is_none() && r.groups.is_none() {
-        return Ok(None);
+        return Ok((None, None));
     }
     let user = match &r.user {
         None => None,
@@ -50,7 +55,7 @@ pub fn credentials(r: &RunAs) -> Result<Option<Credentials>, ProtoError> {
     let wanted = Credentials { uid, gid, groups };
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        return Ok(Some(wanted));
+        return Ok((Some(wanted), user));
     }
     // Unprivileged, the daemon can only run children as itself: what it is, it need not
     // change; anything else the kernel would refuse in the child, so refuse it here.
@@ -76,7 +81,7 @@ pub fn credentials(r: &RunAs) -> Result<Option<Credentials>, ProtoError> {
             ),
         ));
     }
-    Ok(None)
+    Ok((None, user))
 }
 
 fn lookup_failed(field: &str, e: std::io::Error) -> ProtoError {
@@ -94,6 +99,8 @@ fn user(u: &str) -> Result<users::User, ProtoError> {
             Some(entry) => Ok(entry),
             None => Ok(users::User {
                 name: String::new(),
+                home: String::new(),
+                shell: String::new(),
                 uid,
                 // SAFETY: getegid cannot fail. Replaced by `group` when given; without it a
                 // bare uid is refused below.
@@ -136,6 +143,11 @@ pub fn check(r: &RunAs) -> Result<(), ProtoError> {
     credentials(r).map(drop)
 }
 
+/// Whether `name` is among the variables to remove.
+fn is_unset(unset: &[OsString], name: &str) -> bool {
+    unset.iter().any(|u| u.as_os_str() == name)
+}
+
 /// `setrlimit`'s resource number of `r`.
 fn resource(r: Rlimit) -> i32 {
     #[allow(clippy::unnecessary_cast)]
@@ -170,8 +182,29 @@ fn bound(b: RlimitBound) -> u64 {
 /// Completes `req` with what `r` asks: identity, umask, limits, and the environment file's
 /// variables under the spec's own (`req.env.set` wins: the file's are put first, and a
 /// later `set` of the same name replaces an earlier one in the child).
+///
+/// A `user` with an entry also gives the child `USER`, `LOGNAME`, `HOME` and `SHELL` from
+/// it, as `login` and systemd's `User=` do: the daemon's own (root's home, say) would be
+/// wrong for it and often unwritable. The environment file and the spec's `env` win, and
+/// `unset_env` removes them.
 pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
-    req.credentials = credentials(r).map_err(|e| e.message)?;
+    let (credentials, user) = resolve(r).map_err(|e| e.message)?;
+    req.credentials = credentials;
+    let mut first: Vec<(OsString, OsString)> = Vec::new();
+    if let Some(u) = user.filter(|u| !u.name.is_empty()) {
+        for (k, v) in [
+            ("USER", &u.name),
+            ("LOGNAME", &u.name),
+            ("HOME", &u.home),
+            ("SHELL", &u.shell),
+        ] {
+            // A spec that removes one of them means it.
+            let unset = is_unset(&req.env.unset, k);
+            if !v.is_empty() && !unset {
+                first.push((k.into(), v.into()));
+            }
+        }
+    }
     req.umask = r.umask;
     req.rlimits = r
         .rlimits
@@ -193,13 +226,21 @@ pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
                 format!("env_file {}: {why}", path.display())
             }
         })?;
-        let mut set: Vec<(OsString, OsString)> = vars
-            .into_iter()
-            .filter(|(k, _)| !req.env.set.iter().any(|(s, _)| s.as_os_str() == k.as_str()))
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
-        set.append(&mut req.env.set);
-        req.env.set = set;
+        first.extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
     }
+    // Later entries win: the user's variables, then the file's, then the spec's, one of
+    // each name, where its first setting was.
+    let mut set: Vec<(OsString, OsString)> = Vec::with_capacity(first.len() + req.env.set.len());
+    let mut at: std::collections::HashMap<OsString, usize> = std::collections::HashMap::new();
+    for (k, v) in first.into_iter().chain(req.env.set.drain(..)) {
+        match at.get(&k) {
+            Some(&i) => set[i].1 = v,
+            None => {
+                at.insert(k.clone(), set.len());
+                set.push((k, v));
+            }
+        }
+    }
+    req.env.set = set;
     Ok(())
 }

@@ -14,6 +14,10 @@ pub struct User {
     pub uid: u32,
     /// The primary gid.
     pub gid: u32,
+    /// The home directory (empty if the entry has none).
+    pub home: String,
+    /// The login shell (empty if the entry has none).
+    pub shell: String,
 }
 
 /// Entries larger than this are refused rather than read (a sane database has lines of
@@ -74,19 +78,21 @@ pub fn user_by_uid(uid: u32) -> io::Result<Option<User>> {
 }
 
 fn user_of(pw: &libc::passwd) -> User {
-    let name = if pw.pw_name.is_null() {
-        String::new()
-    } else {
-        // SAFETY: a found entry's name is a NUL-terminated string in the buffer, which
-        // `with_buffer` keeps alive while this runs.
-        unsafe { CStr::from_ptr(pw.pw_name) }
-            .to_string_lossy()
-            .into_owned()
+    let text = |p: *const libc::c_char| {
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a found entry's strings are NUL-terminated in the buffer, which
+            // `with_buffer` keeps alive while this runs.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
     };
     User {
-        name,
+        name: text(pw.pw_name),
         uid: pw.pw_uid,
         gid: pw.pw_gid,
+        home: text(pw.pw_dir),
+        shell: text(pw.pw_shell),
     }
 }
 
