@@ -6,6 +6,10 @@
 //! daemon may not take is refused to the client at once (`bad_request`,
 //! `permission_denied`); and before every start, restarts included, since the databases
 //! may have changed meanwhile (then a `spawn_failed`).
+//!
+//! The lookups go through the C library, so through NSS: with local files they take
+//! microseconds; a remote source (LDAP, say) that hangs would hold the loop while it does,
+//! which is why nothing is looked up for a spec without these options.
 
 use std::ffi::OsString;
 use std::path::Path;
