@@ -10,7 +10,6 @@
 //! and fails with the daemon's reason and the shell's status (127, 126, 1). Prints the new
 //! generation number, alone on a line, for scripts (`gen=$(genward run ...)`).
 
-use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,14 +23,12 @@ use crate::core::{
     check_id_name, Command, IoMode, OnBusy, Restart, RestartPolicy, Rlimit, RlimitBound,
     RlimitValue, Spec,
 };
+use crate::env_file::{check_env_name, read_env_file};
 use crate::proto::duration::parse_duration;
 use crate::proto::event::WireEvent;
 use crate::proto::framing::Message;
 use crate::proto::request::{Op, Replay, Target};
 use crate::sys::terminal::window_size;
-
-/// The largest `--env-file` read.
-pub const ENV_FILE_MAX: u64 = 1024 * 1024;
 
 /// How long `run` waits for the generation to start (a replaced predecessor is stopped
 /// first, within its grace) before it prints the generation and leaves it starting.
@@ -276,59 +273,6 @@ fn set_env(spec: &mut Spec, key: &str, value: &str) {
     }
 }
 
-/// Why `name` cannot be an environment variable's name, if it cannot.
-fn check_env_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        Err("a variable name cannot be empty")
-    } else if name.contains('=') {
-        Err("a variable name cannot contain '='")
-    } else if name.contains('\0') {
-        Err("a variable name cannot contain NUL")
-    } else if name.chars().any(char::is_whitespace) {
-        Err("a variable name cannot contain whitespace")
-    } else {
-        Ok(())
-    }
-}
-
-/// Reads an env file: `KEY=VALUE` lines, the value taken literally up to the end of the
-/// line (no quotes, no expansion); blank lines and lines starting with `#` are skipped.
-/// An error names the line.
-pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(ENV_FILE_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > ENV_FILE_MAX {
-        return Err(format!("larger than {ENV_FILE_MAX} bytes"));
-    }
-    parse_env_file(&bytes, &path.display().to_string())
-}
-
-/// Parses the contents of env file `name` (see [`read_env_file`]).
-pub fn parse_env_file(bytes: &[u8], name: &str) -> Result<Vec<(String, String)>, String> {
-    let mut vars = Vec::new();
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let at = format!("{name}:{}", i + 1);
-        let line = std::str::from_utf8(line).map_err(|_| format!("{at}: not valid UTF-8"))?;
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let Some((k, v)) = trimmed.split_once('=') else {
-            return Err(format!("{at}: expected KEY=VALUE, got `{line}`"));
-        };
-        check_env_name(k).map_err(|why| format!("{at}: {why}"))?;
-        if v.contains('\0') {
-            return Err(format!("{at}: a value cannot contain NUL"));
-        }
-        vars.push((k.to_string(), v.to_string()));
-    }
-    Ok(vars)
-}
-
 /// A duration rounded up to whole milliseconds (so `1us` is not zero): the protocol's
 /// plainest unit, and what `--grace` has always sent.
 pub fn whole_millis(d: Duration) -> Duration {
@@ -476,6 +420,12 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_env_file_is_named() {
+        let e = spawn(&["a", "--env-file", "/nonexistent/genward.env", "--", "true"]).unwrap_err();
+        assert!(e.contains("--env-file") && e.contains("cannot open"), "{e}");
+    }
+
+    #[test]
     fn run_as_options_become_spawn_fields() {
         let json = spawn(&[
             "a",
@@ -609,24 +559,5 @@ mod tests {
         assert!(e.contains("--unset-env") && e.contains("'='"), "{e}");
         let e = spawn(&["a", "--env", "A B=1", "--", "true"]).unwrap_err();
         assert!(e.contains("whitespace"), "{e}");
-    }
-
-    #[test]
-    fn env_files_skip_comments_and_name_a_bad_line() {
-        let vars = parse_env_file(b"# c\n\nA=1\r\n  B=x=y # not a comment\nC=\n", "f").unwrap();
-        let want = [("A", "1"), ("B", "x=y # not a comment"), ("C", "")];
-        let want: Vec<(String, String)> = want
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        assert_eq!(vars, want);
-        let e = parse_env_file(b"A=1\n\nbroken line\n", "vars.env").unwrap_err();
-        assert!(e.starts_with("vars.env:3: expected KEY=VALUE"), "{e}");
-        let e = parse_env_file(b"=1\n", "f").unwrap_err();
-        assert!(e.starts_with("f:1: ") && e.contains("empty"), "{e}");
-        let e = parse_env_file(b"A=\xff\n", "f").unwrap_err();
-        assert_eq!(e, "f:1: not valid UTF-8");
-        let e = spawn(&["a", "--env-file", "/nonexistent/genward.env", "--", "true"]).unwrap_err();
-        assert!(e.contains("--env-file") && e.contains("cannot open"), "{e}");
     }
 }

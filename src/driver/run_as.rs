@@ -222,7 +222,7 @@ pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
     if let Some(path) = &r.env_file {
         use std::os::unix::ffi::OsStrExt;
         let path = Path::new(std::ffi::OsStr::from_bytes(path));
-        let vars = crate::cli::run::read_env_file(path).map_err(|why| {
+        let vars = crate::env_file::read_env_file(path).map_err(|why| {
             // Parse errors already name the file and line; open and read errors do not.
             if why.starts_with(&path.display().to_string()) {
                 format!("env_file {why}")
