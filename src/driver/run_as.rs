@@ -19,12 +19,8 @@ use crate::proto::error::{ErrorCode, ProtoError};
 use crate::sys::spawn::{Credentials, ResourceLimit, SpawnRequest, RLIM_INFINITY};
 use crate::sys::users;
 
-/// The identity a spec asks for, as numbers; `None` when it keeps the daemon's.
-pub fn credentials(r: &RunAs) -> Result<Option<Credentials>, ProtoError> {
-    resolve(r).map(|(c, _)| c)
-}
-
-/// [`credentials`], with the user's entry when `user` names one.
+/// The identity a spec asks for, as numbers (`None` when it keeps the daemon's), with the
+/// user's entry when `user` names one.
 fn resolve(r: &RunAs) -> Result<(Option<Credentials>, Option<users::User>), ProtoError> {
     if r.user.is_none() && r.group.is_none() && r.groups.is_none() {
         return Ok((None, None));
@@ -35,6 +31,15 @@ fn resolve(r: &RunAs) -> Result<(Option<Credentials>, Option<users::User>), Prot
     };
     let gid = match (&r.group, &user) {
         (Some(g), _) => group(g, "group")?,
+        (None, Some(u)) if u.name.is_empty() => {
+            return Err(ProtoError::new(
+                ErrorCode::BadRequest,
+                format!(
+                "user: uid {} has no entry in the user database, so no primary group: give `group`",
+                u.uid
+            ),
+            ))
+        }
         (None, Some(u)) => u.gid,
         // SAFETY: getegid cannot fail.
         (None, None) => unsafe { libc::getegid() },
@@ -101,14 +106,13 @@ fn user(u: &str) -> Result<users::User, ProtoError> {
     if let Ok(uid) = u.parse::<u32>() {
         return match users::user_by_uid(uid).map_err(|e| lookup_failed("user", e))? {
             Some(entry) => Ok(entry),
+            // Its gid is never used: `group` is required for a bare uid (see `resolve`).
             None => Ok(users::User {
                 name: String::new(),
                 home: String::new(),
                 shell: String::new(),
                 uid,
-                // SAFETY: getegid cannot fail. Replaced by `group` when given; without it a
-                // bare uid is refused below.
-                gid: unsafe { libc::getegid() },
+                gid: u32::MAX,
             }),
         };
     }
@@ -133,18 +137,7 @@ fn group(g: &str, field: &str) -> Result<u32, ProtoError> {
 
 /// Checks a spec's identity as a request arrives: names exist, the daemon may take it.
 pub fn check(r: &RunAs) -> Result<(), ProtoError> {
-    if let Some(u) = &r.user {
-        let bare_uid = u
-            .parse::<u32>()
-            .is_ok_and(|uid| users::user_by_uid(uid).ok().flatten().is_none());
-        if bare_uid && r.group.is_none() {
-            return Err(ProtoError::new(
-                ErrorCode::BadRequest,
-                format!("user: uid {u} has no entry in the user database, so no primary group: give `group`"),
-            ));
-        }
-    }
-    credentials(r).map(drop)
+    resolve(r).map(drop)
 }
 
 /// Whether `name` is among the variables to remove.

@@ -33,7 +33,9 @@ pub(crate) struct Plan {
     /// Whom to become; its group list is read in place (it never moves while the plan
     /// lives).
     pub credentials: Option<super::Credentials>,
+    /// The file mode creation mask to set.
     pub umask: Option<u32>,
+    /// Limits to set, in order, before the identity changes.
     pub rlimits: Vec<super::ResourceLimit>,
 }
 
