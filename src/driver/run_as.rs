@@ -145,28 +145,35 @@ fn is_unset(unset: &[OsString], name: &str) -> bool {
     unset.iter().any(|u| u.as_os_str() == name)
 }
 
-/// `setrlimit`'s resource number of `r`.
-fn resource(r: Rlimit) -> i32 {
-    #[allow(clippy::unnecessary_cast)]
+/// `setrlimit`'s resource number of `r`; `None` for one this system does not have.
+fn resource(r: Rlimit) -> Option<i32> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let linux_only = match r {
+        Rlimit::Locks => Some(libc::RLIMIT_LOCKS),
+        Rlimit::Msgqueue => Some(libc::RLIMIT_MSGQUEUE),
+        Rlimit::Nice => Some(libc::RLIMIT_NICE),
+        Rlimit::Rtprio => Some(libc::RLIMIT_RTPRIO),
+        Rlimit::Rttime => Some(libc::RLIMIT_RTTIME),
+        Rlimit::Sigpending => Some(libc::RLIMIT_SIGPENDING),
+        _ => None,
+    };
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let linux_only = None;
     let n = match r {
         Rlimit::As => libc::RLIMIT_AS,
         Rlimit::Core => libc::RLIMIT_CORE,
         Rlimit::Cpu => libc::RLIMIT_CPU,
         Rlimit::Data => libc::RLIMIT_DATA,
         Rlimit::Fsize => libc::RLIMIT_FSIZE,
-        Rlimit::Locks => libc::RLIMIT_LOCKS,
         Rlimit::Memlock => libc::RLIMIT_MEMLOCK,
-        Rlimit::Msgqueue => libc::RLIMIT_MSGQUEUE,
-        Rlimit::Nice => libc::RLIMIT_NICE,
         Rlimit::Nofile => libc::RLIMIT_NOFILE,
         Rlimit::Nproc => libc::RLIMIT_NPROC,
         Rlimit::Rss => libc::RLIMIT_RSS,
-        Rlimit::Rtprio => libc::RLIMIT_RTPRIO,
-        Rlimit::Rttime => libc::RLIMIT_RTTIME,
-        Rlimit::Sigpending => libc::RLIMIT_SIGPENDING,
         Rlimit::Stack => libc::RLIMIT_STACK,
-    } as i32;
-    n
+        _ => linux_only?,
+    };
+    #[allow(clippy::unnecessary_cast)]
+    Some(n as i32)
 }
 
 fn bound(b: RlimitBound) -> u64 {
@@ -206,12 +213,16 @@ pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
     req.rlimits = r
         .rlimits
         .iter()
-        .map(|(res, v)| ResourceLimit {
-            resource: resource(*res),
-            soft: bound(v.soft),
-            hard: bound(v.hard),
+        .map(|(res, v)| {
+            Ok(ResourceLimit {
+                resource: resource(*res).ok_or_else(|| {
+                    format!("rlimits.{}: this system has no such limit", res.name())
+                })?,
+                soft: bound(v.soft),
+                hard: bound(v.hard),
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     if let Some(path) = &r.env_file {
         use std::os::unix::ffi::OsStrExt;
         let path = Path::new(std::ffi::OsStr::from_bytes(path));
@@ -240,4 +251,42 @@ pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
     }
     req.env.set = set;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn every_resource_has_its_number_here() {
+        for r in Rlimit::ALL {
+            assert!(resource(r).is_some(), "{r:?}");
+        }
+        assert_eq!(resource(Rlimit::Nofile), Some(libc::RLIMIT_NOFILE as i32));
+    }
+
+    #[test]
+    fn the_spec_env_wins_over_the_file_and_the_user() {
+        let dir = crate::testkit::scratch::ScratchDir::new("run-as-env");
+        let file = dir.join("a.env");
+        std::fs::write(&file, "A=file\nB=file\nA=file2\n").unwrap();
+        let r = RunAs {
+            env_file: Some(file.to_str().unwrap().as_bytes().to_vec()),
+            ..RunAs::default()
+        };
+        let mut req = SpawnRequest::default();
+        req.env.set = vec![("B".into(), "spec".into())];
+        apply(&r, &mut req).unwrap();
+        let set: Vec<(String, String)> = req
+            .env
+            .set
+            .iter()
+            .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
+            .collect();
+        assert_eq!(
+            set,
+            [("A".into(), "file2".into()), ("B".into(), "spec".into())]
+        );
+    }
 }
