@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod core;
 pub mod driver;
+pub mod env_file;
 pub mod keeper;
 pub mod proto;
 pub mod store;

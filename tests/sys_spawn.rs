@@ -360,3 +360,101 @@ fn start_never_waits_for_a_child_hung_on_a_dead_mount() {
         "{err:?}"
     );
 }
+
+/// Whom the child becomes, its umask and its limits, applied between fork and exec.
+#[test]
+fn credentials_umask_and_limits_are_applied_in_the_child() {
+    use genward::sys::spawn::{Credentials, ResourceLimit, RLIM_INFINITY};
+    let mut req = request(&[
+        "sh",
+        "-c",
+        "echo $(id -u) $(id -g) $(id -G) $(umask) $(ulimit -Sn) $(ulimit -Hn) $(ulimit -Hc)",
+    ]);
+    req.umask = Some(0o027);
+    req.rlimits = vec![
+        ResourceLimit {
+            resource: libc::RLIMIT_NOFILE as i32,
+            soft: 50,
+            hard: 60,
+        },
+        ResourceLimit {
+            resource: libc::RLIMIT_CORE as i32,
+            soft: 0,
+            hard: RLIM_INFINITY,
+        },
+    ];
+    let root = is_root();
+    let hard_core = if root {
+        "unlimited".to_string()
+    } else {
+        // Unprivileged, a hard limit cannot be raised: keep ours.
+        let out = std::process::Command::new("sh")
+            .args(["-c", "ulimit -Hc"])
+            .output()
+            .unwrap();
+        req.rlimits[1].hard = match lossy(&out.stdout).trim() {
+            "unlimited" => RLIM_INFINITY,
+            n => n.parse().unwrap(),
+        };
+        lossy(&out.stdout).trim().to_string()
+    };
+    let ids = if root {
+        req.credentials = Some(Credentials {
+            uid: 4321,
+            gid: 4322,
+            groups: vec![4323, 4324],
+        });
+        "4321 4322 4322 4323 4324".to_string()
+    } else {
+        skip(
+            "credentials_umask_and_limits_are_applied_in_the_child",
+            "changing the user needs root",
+        );
+        // SAFETY: getuid and getgid cannot fail.
+        let (u, g) = unsafe { (libc::getuid(), libc::getgid()) };
+        let out = std::process::Command::new("id").arg("-G").output().unwrap();
+        format!("{u} {g} {}", lossy(&out.stdout).trim())
+    };
+    let (out, exit) = output_of(&req);
+    assert_eq!(exit, Exit::Code(0), "{out}");
+    assert_eq!(out.trim(), format!("{ids} 0027 50 60 {hard_core}"));
+}
+
+/// A step the kernel refuses comes back through the status pipe, named.
+#[test]
+fn a_refused_limit_or_identity_is_reported_naming_the_step() {
+    use genward::sys::spawn::{Credentials, ResourceLimit};
+    let mut req = request(&["/bin/true"]);
+    req.rlimits = vec![ResourceLimit {
+        resource: libc::RLIMIT_NOFILE as i32,
+        soft: 1 << 40,
+        hard: 1 << 40,
+    }];
+    let err = spawn(&req).unwrap_err();
+    assert_eq!(err.step(), Some(Step::Rlimit), "{err:?}");
+    assert!(err.to_string().starts_with("setrlimit: "), "{err}");
+    let mut req = request(&["/bin/true"]);
+    req.credentials = Some(Credentials {
+        uid: u32::MAX,
+        gid: 0,
+        groups: Vec::new(),
+    });
+    assert!(matches!(spawn(&req), Err(SpawnError::Invalid(_))));
+    if is_root() {
+        skip(
+            "a_refused_limit_or_identity_is_reported_naming_the_step",
+            "root may become anyone: no refused identity to test",
+        );
+        return;
+    }
+    // SAFETY: getuid cannot fail.
+    let me = unsafe { libc::getuid() };
+    req.credentials = Some(Credentials {
+        uid: me + 1,
+        gid: 0,
+        groups: Vec::new(),
+    });
+    let err = spawn(&req).unwrap_err();
+    assert_eq!(err.step(), Some(Step::Setgroups), "{err:?}");
+    assert!(err.to_string().starts_with("setgroups: "), "{err}");
+}

@@ -101,6 +101,33 @@ const DAEMON_ENV: OptSpec = OptSpec::flag(
     "start from the daemon's environment instead of this command's (the default)",
 );
 
+const USER: OptSpec = OptSpec::value(
+    "user",
+    "USER",
+    "run as this user (name or uid); needs a daemon running as root",
+);
+const GROUP: OptSpec = OptSpec::value(
+    "group",
+    "GROUP",
+    "run in this group (name or gid; default the user's primary group)",
+);
+const GROUPS: OptSpec = OptSpec::value(
+    "groups",
+    "G,G",
+    "supplementary groups, comma-separated (default the user's; empty for none)",
+);
+const UMASK: OptSpec = OptSpec::value("umask", "MODE", "file mode creation mask, octal (027)");
+const DAEMON_ENV_FILE: OptSpec = OptSpec::value(
+    "daemon-env-file",
+    "FILE",
+    "a KEY=VALUE file the daemon reads at every start, under --env (relative to here)",
+);
+const RLIMIT: OptSpec = OptSpec::repeated(
+    "rlimit",
+    "RES=LIMIT",
+    "a resource limit: nofile=4096, core=0:infinity (soft:hard), as=infinity, ...",
+);
+
 /// `genward run`.
 pub const RUN: CommandSpec = CommandSpec {
     positionals: &[NAME],
@@ -125,6 +152,12 @@ pub const RUN: CommandSpec = CommandSpec {
             "DURATION",
             "time between SIGTERM and SIGKILL on stop",
         ),
+        USER,
+        GROUP,
+        GROUPS,
+        UMASK,
+        DAEMON_ENV_FILE,
+        RLIMIT,
         JSON_RESULT,
     ],
     exclusive: &[
@@ -140,6 +173,7 @@ pub const RUN: CommandSpec = CommandSpec {
         "run shell --pty -- bash -l",
         "run web --env PORT=8080 --grace 5s -- python -m http.server",
         "run job --env-file .env --unset-env DEBUG -- ./job.sh",
+        "run web --user www-data --umask 027 --rlimit nofile=4096 -- ./serve",
     ],
     ..CommandSpec::new(
         "run",
@@ -292,12 +326,22 @@ pub const RESTART: CommandSpec = CommandSpec {
         UNSET_ENV,
         CLEAR_ENV,
         DAEMON_ENV,
+        USER,
+        GROUP,
+        GROUPS,
+        UMASK,
+        DAEMON_ENV_FILE,
+        RLIMIT,
     ],
     exclusive: &[&["clear-env", "daemon-env"]],
-    examples: &["restart web", "restart web --env PORT=9090"],
+    examples: &[
+        "restart web",
+        "restart web --env PORT=9090",
+        "restart web --user www-data --rlimit nofile=8192",
+    ],
     ..CommandSpec::new(
         "restart",
-        "start a new generation with the same spec, or with changes to its directory or environment (which then starts from this command's, as run's does)",
+        "start a new generation with the same spec, or with changes to its directory, environment (which then starts from this command's, as run's does), user or limits",
     )
 };
 

@@ -149,17 +149,28 @@ pub fn kill(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether `restart` was given changes to the spec (its directory or environment).
-fn restart_changes(m: &Matches<'_>) -> bool {
+/// Whether `restart` was given changes to the spec's directory or environment (which
+/// then starts from this command's, as `run`'s does).
+fn place_changes(m: &Matches<'_>) -> bool {
     ["clear-env", "daemon-env"].iter().any(|f| m.flag(f))
         || ["cwd", "env", "env-file", "unset-env"]
             .iter()
             .any(|o| !m.values(o).is_empty())
 }
 
+/// Whether `restart` was given changes to the spec: its directory, environment, user or
+/// limits.
+fn restart_changes(m: &Matches<'_>) -> bool {
+    place_changes(m)
+        || super::run::RUN_AS_OPTIONS
+            .iter()
+            .any(|o| !m.values(o).is_empty())
+}
+
 /// `genward restart NAME`: prints the new generation. With changes (`--env`, `--cwd`,
-/// ...), the session's spec is read, changed as `run` would make it — the environment
-/// then starts from this command's, as `run`'s does — and started as a replacement.
+/// `--user`, ...), the session's spec is read, changed as `run` would make it — a changed
+/// directory or environment then starts from this command's, as `run`'s does — and
+/// started as a replacement.
 pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let (session, if_gen) = target(m)?;
     let mut conn = ctx.connect()?;
@@ -212,11 +223,16 @@ fn changed_spawn(
         .ok_or_else(|| ClientError::Protocol("get answered without `spec`".into()))?;
     let mut spec = crate::proto::request::decode_spec_object(spec)
         .map_err(|e| ClientError::Protocol(format!("the session's spec: {}", e.message)))?;
-    super::run::set_environment(m, &mut spec, &super::run::caller_env())?;
+    let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    // A new user or limit alone keeps the spec's environment.
+    if place_changes(m) {
+        super::run::set_environment(m, &mut spec, &super::run::caller_env())?;
+    }
     if !m.values("cwd").is_empty() {
-        let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
         super::run::set_cwd(m, &mut spec, &here)?;
     }
+    // Only what the command line names changes; the rest of whom it runs as stays.
+    super::run::set_run_as(m, &mut spec, &here)?;
     Ok(Op::Core(Command::Spawn {
         session: session.to_owned(),
         spec: Box::new(spec),

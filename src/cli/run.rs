@@ -10,7 +10,6 @@
 //! and fails with the daemon's reason and the shell's status (127, 126, 1). Prints the new
 //! generation number, alone on a line, for scripts (`gen=$(genward run ...)`).
 
-use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,15 +19,16 @@ use super::args::Matches;
 use super::client::{u64_of, ClientError, Connection};
 use super::dispatch::{session_arg, CommandError, CommandResult, Context};
 use super::wait::{describe, status};
-use crate::core::{Command, IoMode, OnBusy, Restart, RestartPolicy, Spec};
+use crate::core::{
+    check_id_name, Command, IoMode, OnBusy, Restart, RestartPolicy, Rlimit, RlimitBound,
+    RlimitValue, Spec,
+};
+use crate::env_file::{check_env_name, read_env_file};
 use crate::proto::duration::parse_duration;
 use crate::proto::event::WireEvent;
 use crate::proto::framing::Message;
 use crate::proto::request::{Op, Replay, Target};
 use crate::sys::terminal::window_size;
-
-/// The largest `--env-file` read.
-pub const ENV_FILE_MAX: u64 = 1024 * 1024;
 
 /// How long `run` waits for the generation to start (a replaced predecessor is stopped
 /// first, within its grace) before it prints the generation and leaves it starting.
@@ -99,6 +99,7 @@ pub fn spawn_op(
     if let Some(grace) = m.value_with("grace", parse_duration)? {
         spec.grace = whole_millis(grace);
     }
+    set_run_as(m, &mut spec, cwd_now)?;
     Ok(Op::Core(Command::Spawn {
         session,
         spec: Box::new(spec),
@@ -168,6 +169,100 @@ pub fn set_environment(
     Ok(())
 }
 
+/// The options of whom the process runs as (`run`'s and `restart`'s).
+pub const RUN_AS_OPTIONS: [&str; 6] = [
+    "user",
+    "group",
+    "groups",
+    "umask",
+    "daemon-env-file",
+    "rlimit",
+];
+
+/// Whom the spec runs as, per the command line: each option given replaces that part of
+/// `spec.run_as`; the rest is kept (so `restart --user` keeps the session's limits). The
+/// daemon checks names and permissions; here only the form is checked, as the protocol
+/// would, so a mistake is reported against the option that made it.
+pub fn set_run_as(m: &Matches<'_>, spec: &mut Spec, cwd_now: &Path) -> Result<(), CommandError> {
+    let r = &mut spec.run_as;
+    for (opt, slot) in [("user", &mut r.user), ("group", &mut r.group)] {
+        if let Some(v) = m.value(opt) {
+            check_id_name(opt, v).map_err(|e| m.invalid(&format!("--{opt}"), v, e.message))?;
+            *slot = Some(v.to_owned());
+        }
+    }
+    if let Some(v) = m.value("groups") {
+        let groups: Vec<String> = v
+            .split(',')
+            .filter(|g| !g.is_empty())
+            .map(str::to_owned)
+            .collect();
+        for g in &groups {
+            check_id_name("groups", g).map_err(|e| m.invalid("--groups", v, e.message))?;
+        }
+        r.groups = Some(groups);
+    }
+    if let Some(v) = m.value("umask") {
+        let octal = !v.is_empty() && v.len() <= 4 && v.bytes().all(|b| (b'0'..=b'7').contains(&b));
+        match u32::from_str_radix(v, 8) {
+            Ok(mask) if octal && mask <= 0o777 => r.umask = Some(mask),
+            _ => {
+                return Err(m
+                    .invalid("--umask", v, "expected an octal mode, 000 to 777")
+                    .into())
+            }
+        }
+    }
+    if let Some(v) = m.value("daemon-env-file") {
+        // The daemon has its own working directory: send the path this shell means.
+        let path = cwd_now.join(v);
+        let path = path
+            .to_str()
+            .ok_or_else(|| m.invalid("--daemon-env-file", v, "not valid UTF-8"))?;
+        r.env_file = Some(path.as_bytes().to_vec());
+    }
+    for kv in m.values("rlimit") {
+        let (res, limit) = parse_rlimit(kv).map_err(|why| m.invalid("--rlimit", kv, why))?;
+        match r.rlimits.iter_mut().find(|(have, _)| *have == res) {
+            Some((_, v)) => *v = limit,
+            None => r.rlimits.push((res, limit)),
+        }
+        r.rlimits.sort_by_key(|(res, _)| *res);
+    }
+    Ok(())
+}
+
+/// `RES=LIMIT`, LIMIT a number or `infinity`, or `SOFT:HARD` of those.
+fn parse_rlimit(kv: &str) -> Result<(Rlimit, RlimitValue), String> {
+    let (name, value) = kv
+        .split_once('=')
+        .ok_or("expected RESOURCE=LIMIT, e.g. nofile=4096 or core=0:infinity")?;
+    let res = Rlimit::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Rlimit::ALL.iter().map(|r| r.name()).collect();
+        format!("unknown resource `{name}`; one of {}", known.join(", "))
+    })?;
+    let bound = |s: &str| match s {
+        "infinity" | "unlimited" => Ok(RlimitBound::Infinity),
+        n => match n.parse::<u64>() {
+            Ok(n) if n != u64::MAX => Ok(RlimitBound::Finite(n)),
+            _ => Err(format!("`{n}` is not a number or infinity")),
+        },
+    };
+    let (soft, hard) = match value.split_once(':') {
+        Some((s, h)) => (bound(s)?, bound(h)?),
+        None => (bound(value)?, bound(value)?),
+    };
+    let fits = match (soft, hard) {
+        (_, RlimitBound::Infinity) => true,
+        (RlimitBound::Infinity, _) => false,
+        (RlimitBound::Finite(s), RlimitBound::Finite(h)) => s <= h,
+    };
+    if !fits {
+        return Err("the soft limit is above the hard limit".into());
+    }
+    Ok((res, RlimitValue { soft, hard }))
+}
+
 /// Sets `key` to `value`, replacing an earlier value of the same key in place (a request
 /// cannot carry a key twice; the last one given wins, as in a shell).
 fn set_env(spec: &mut Spec, key: &str, value: &str) {
@@ -176,59 +271,6 @@ fn set_env(spec: &mut Spec, key: &str, value: &str) {
         Some((_, v)) => *v = value,
         None => spec.env.set.push((key.as_bytes().to_vec(), value)),
     }
-}
-
-/// Why `name` cannot be an environment variable's name, if it cannot.
-fn check_env_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        Err("a variable name cannot be empty")
-    } else if name.contains('=') {
-        Err("a variable name cannot contain '='")
-    } else if name.contains('\0') {
-        Err("a variable name cannot contain NUL")
-    } else if name.chars().any(char::is_whitespace) {
-        Err("a variable name cannot contain whitespace")
-    } else {
-        Ok(())
-    }
-}
-
-/// Reads an env file: `KEY=VALUE` lines, the value taken literally up to the end of the
-/// line (no quotes, no expansion); blank lines and lines starting with `#` are skipped.
-/// An error names the line.
-pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(ENV_FILE_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > ENV_FILE_MAX {
-        return Err(format!("larger than {ENV_FILE_MAX} bytes"));
-    }
-    parse_env_file(&bytes, &path.display().to_string())
-}
-
-/// Parses the contents of env file `name` (see [`read_env_file`]).
-pub fn parse_env_file(bytes: &[u8], name: &str) -> Result<Vec<(String, String)>, String> {
-    let mut vars = Vec::new();
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let at = format!("{name}:{}", i + 1);
-        let line = std::str::from_utf8(line).map_err(|_| format!("{at}: not valid UTF-8"))?;
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let Some((k, v)) = trimmed.split_once('=') else {
-            return Err(format!("{at}: expected KEY=VALUE, got `{line}`"));
-        };
-        check_env_name(k).map_err(|why| format!("{at}: {why}"))?;
-        if v.contains('\0') {
-            return Err(format!("{at}: a value cannot contain NUL"));
-        }
-        vars.push((k.to_string(), v.to_string()));
-    }
-    Ok(vars)
 }
 
 /// A duration rounded up to whole milliseconds (so `1us` is not zero): the protocol's
@@ -378,6 +420,60 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_env_file_is_named() {
+        let e = spawn(&["a", "--env-file", "/nonexistent/genward.env", "--", "true"]).unwrap_err();
+        assert!(e.contains("--env-file") && e.contains("cannot open"), "{e}");
+    }
+
+    #[test]
+    fn run_as_options_become_spawn_fields() {
+        let json = spawn(&[
+            "a",
+            "--user",
+            "www-data",
+            "--group",
+            "33",
+            "--groups",
+            "adm,4",
+            "--umask",
+            "27",
+            "--daemon-env-file",
+            "app.env",
+            "--rlimit",
+            "nofile=4096",
+            "--rlimit",
+            "core=0:infinity",
+            "--rlimit",
+            "nofile=8192",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        for part in [
+            r#""user":"www-data","group":"33","groups":["adm","4"],"umask":"027""#,
+            r#""env_file":"/home/u/app.env""#,
+            r#""rlimits":{"core":{"soft":0,"hard":"infinity"},"nofile":8192}"#,
+        ] {
+            assert!(json.contains(part), "{part} in {json}");
+        }
+        assert!(spawn(&["a", "--groups", "", "--", "true"])
+            .unwrap()
+            .contains(r#""groups":[]"#));
+        for (opt, value, want) in [
+            ("--umask", "0o27", "octal"),
+            ("--umask", "1000", "octal"),
+            ("--user", "a:b", "user"),
+            ("--rlimit", "files=3", "unknown resource"),
+            ("--rlimit", "nofile", "RESOURCE=LIMIT"),
+            ("--rlimit", "nofile=9:3", "above"),
+            ("--rlimit", "nofile=lots", "lots"),
+        ] {
+            let e = spawn(&["a", opt, value, "--", "true"]).unwrap_err();
+            assert!(e.contains(opt) && e.contains(want), "{opt} {value}: {e}");
+        }
+    }
+
+    #[test]
     fn options_become_spawn_fields() {
         let json = spawn(&[
             "web",
@@ -463,24 +559,5 @@ mod tests {
         assert!(e.contains("--unset-env") && e.contains("'='"), "{e}");
         let e = spawn(&["a", "--env", "A B=1", "--", "true"]).unwrap_err();
         assert!(e.contains("whitespace"), "{e}");
-    }
-
-    #[test]
-    fn env_files_skip_comments_and_name_a_bad_line() {
-        let vars = parse_env_file(b"# c\n\nA=1\r\n  B=x=y # not a comment\nC=\n", "f").unwrap();
-        let want = [("A", "1"), ("B", "x=y # not a comment"), ("C", "")];
-        let want: Vec<(String, String)> = want
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        assert_eq!(vars, want);
-        let e = parse_env_file(b"A=1\n\nbroken line\n", "vars.env").unwrap_err();
-        assert!(e.starts_with("vars.env:3: expected KEY=VALUE"), "{e}");
-        let e = parse_env_file(b"=1\n", "f").unwrap_err();
-        assert!(e.starts_with("f:1: ") && e.contains("empty"), "{e}");
-        let e = parse_env_file(b"A=\xff\n", "f").unwrap_err();
-        assert_eq!(e, "f:1: not valid UTF-8");
-        let e = spawn(&["a", "--env-file", "/nonexistent/genward.env", "--", "true"]).unwrap_err();
-        assert!(e.contains("--env-file") && e.contains("cannot open"), "{e}");
     }
 }

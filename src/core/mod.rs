@@ -18,6 +18,7 @@ mod image;
 mod input;
 mod persist;
 mod restart;
+mod run_as;
 mod session;
 pub mod signal;
 mod snapshot;
@@ -42,6 +43,7 @@ pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
+pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
     Adopted, GenerationSnapshot, LastEnd, Lifecycle, SessionDetail, SessionSnapshot, StopReason,

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::config::Config;
 use super::error::Error;
+use super::run_as::RunAs;
 use super::signal;
 
 /// Everything needed to start one generation of a session.
@@ -38,6 +39,8 @@ pub struct Spec {
     pub limits: ResourceLimits,
     /// What a restarted daemon does with a process of this spec still running.
     pub on_recover: OnRecover,
+    /// The user, groups, umask, environment file and per-process limits it runs with.
+    pub run_as: RunAs,
 }
 
 /// Limits a generation's whole tree shares, enforced by its cgroup.
@@ -101,6 +104,7 @@ impl Spec {
             buffer_bytes: 1 << 20,
             limits: ResourceLimits::default(),
             on_recover: OnRecover::Stop,
+            run_as: RunAs::default(),
         }
     }
 
@@ -131,6 +135,7 @@ impl Spec {
         }
         self.env.validate()?;
         self.limits.validate()?;
+        self.run_as.validate()?;
         if self
             .cwd
             .as_ref()
@@ -177,7 +182,7 @@ impl Spec {
         let argv: usize = self.argv.iter().map(Vec::len).sum();
         let set: usize = self.env.set.iter().map(|(k, v)| k.len() + v.len()).sum();
         let unset: usize = self.env.unset.iter().map(Vec::len).sum();
-        argv + set + unset + self.cwd.as_ref().map_or(0, Vec::len)
+        argv + set + unset + self.cwd.as_ref().map_or(0, Vec::len) + self.run_as.byte_size()
     }
 }
 

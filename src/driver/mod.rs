@@ -50,6 +50,7 @@ mod persist;
 mod ready;
 mod recover;
 mod ring;
+mod run_as;
 mod signals;
 mod subscriptions;
 mod token;

@@ -231,6 +231,22 @@ mod tests {
         let name: Arc<str> = Arc::from("web");
         let mut spec = Spec::new(vec![b"sh".to_vec(), b"-c".to_vec(), b"exit 3".to_vec()]);
         spec.restart.mode = Restart::OnFailure;
+        // Whom it runs as travels with the spec, so a restarted daemon starts the session's
+        // next generation as the same user, with the same limits.
+        spec.run_as = crate::core::RunAs {
+            user: Some("nobody".into()),
+            group: Some("65534".into()),
+            groups: Some(Vec::new()),
+            umask: Some(0o077),
+            env_file: Some(b"/etc/web.env".to_vec()),
+            rlimits: vec![(
+                crate::core::Rlimit::Nofile,
+                crate::core::RlimitValue {
+                    soft: crate::core::RlimitBound::Finite(1024),
+                    hard: crate::core::RlimitBound::Infinity,
+                },
+            )],
+        };
         SessionRecord {
             name: name.clone(),
             spec,

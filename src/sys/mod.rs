@@ -37,3 +37,4 @@ pub mod signal_pipe;
 pub mod spawn;
 pub mod terminal;
 pub mod tree;
+pub mod users;

@@ -104,6 +104,7 @@ pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode, dir_id: &str) ->
             },
         },
         reaper,
+        ..SpawnRequest::default()
     }
 }
 
@@ -112,7 +113,11 @@ impl Children {
     /// [`launched`](Self::launched) when the status pipe is readable.
     pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
         let cgroup = self.cgroup_for(gen, &spec.limits)?;
-        let request = spawn_request(gen, spec, self.reaper, &self.dir_id);
+        let mut request = spawn_request(gen, spec, self.reaper, &self.dir_id);
+        crate::driver::run_as::apply(&spec.run_as, &mut request).map_err(|why| {
+            log::warn!("gen {gen}: spawn failed: {why}");
+            SpawnError::new(SpawnErrorKind::Other, libc::EINVAL).with_message(why)
+        })?;
         let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
             .map_err(|e| spawn_error(gen, &e))?;
         let launch = Launch::new(gen, starting, cgroup, registry).map_err(|e| {

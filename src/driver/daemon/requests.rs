@@ -43,6 +43,13 @@ impl Daemon {
     fn handle_op(&mut self, id: u64, rid: RequestId, op: Op) {
         match op {
             Op::Core(command) => {
+                // Whom it would run as is checked now, so an unknown user or one the daemon
+                // may not become is the requester's error, not a later spawn failure.
+                if let Command::Spawn { spec, .. } = &command {
+                    if let Err(e) = crate::driver::run_as::check(&spec.run_as) {
+                        return self.clients.send_error(id, &rid, &e);
+                    }
+                }
                 if starts_a_process(&command) {
                     if let Err(e) = self.spawn_room() {
                         return self.clients.send_error(id, &rid, &e);

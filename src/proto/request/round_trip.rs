@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use super::{decode, encode, Lossless, Op, Replay, Target};
-use crate::core::{Command, Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Spec, Stderr};
+use crate::core::{
+    Command, Env, IoMode, OnBusy, OnExit, Restart, RestartPolicy, Rlimit, RlimitBound, RlimitValue,
+    Spec, Stderr,
+};
 use crate::proto::envelope::{Request, RequestId};
 use crate::proto::json::Limits;
 
@@ -80,6 +83,36 @@ fn every_option() -> Spec {
             }),
         },
         on_recover: crate::core::OnRecover::Keep,
+        run_as: crate::core::RunAs {
+            user: Some("www-data".into()),
+            group: Some("33".into()),
+            groups: Some(vec!["ssl-cert".into(), "44".into()]),
+            umask: Some(0o027),
+            env_file: Some(b"/etc/app dir/.env".to_vec()),
+            rlimits: vec![
+                (
+                    Rlimit::Core,
+                    RlimitValue {
+                        soft: RlimitBound::Finite(0),
+                        hard: RlimitBound::Infinity,
+                    },
+                ),
+                (
+                    Rlimit::Nofile,
+                    RlimitValue {
+                        soft: RlimitBound::Finite(4096),
+                        hard: RlimitBound::Finite(4096),
+                    },
+                ),
+                (
+                    Rlimit::Stack,
+                    RlimitValue {
+                        soft: RlimitBound::Infinity,
+                        hard: RlimitBound::Infinity,
+                    },
+                ),
+            ],
+        },
     }
 }
 
@@ -243,7 +276,9 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             r#""restart":{"mode":"on-failure","initial":"250000ns","max":30000,"reset_after":600000,"max_restarts":0},"#,
             r#""stop_signal":2,"grace":1500,"kill_grace":"2s1ns","drain":0,"on_exit":"leave","buffer":65536,"#,
             r#""limits":{"memory_max":1073741824,"pids_max":64,"cpu_max":{"quota_us":50000,"period_us":100000}},"#,
-            r#""on_recover":"keep"}"#
+            r#""on_recover":"keep","user":"www-data","group":"33","groups":["ssl-cert","44"],"#,
+            r#""umask":"027","env_file":"/etc/app dir/.env","#,
+            r#""rlimits":{"core":{"soft":0,"hard":"infinity"},"nofile":4096,"stack":"infinity"}}"#
         )
     );
     assert_eq!(

@@ -29,6 +29,12 @@ pub(super) const SPAWN_FIELDS: &[&str] = &[
     "buffer",
     "limits",
     "on_recover",
+    "user",
+    "group",
+    "groups",
+    "umask",
+    "env_file",
+    "rlimits",
 ];
 
 /// Decodes the spec of a `spawn` request.
@@ -87,6 +93,7 @@ pub(super) fn spec(args: &Object) -> Result<Spec> {
             )))
         }
     };
+    spec.run_as = super::run_as::decode(args)?;
     Ok(spec)
 }
 
@@ -350,7 +357,7 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     if spec.on_recover == OnRecover::Keep {
         w.str("on_recover", "keep");
     }
-    Ok(())
+    super::run_as::write(w, &spec.run_as)
 }
 
 /// Which optional members a restart policy needs, checked before anything is written.

@@ -202,3 +202,96 @@ fn lossless_subscriptions() {
     let e = err(r#"{"op":"subscribe","session":"s","lossless":"yes"}"#);
     assert!(e.contains("lossless"), "{e}");
 }
+
+fn spawn_spec(members: &str) -> crate::core::Spec {
+    match dec(&format!(
+        r#"{{"op":"spawn","session":"s","argv":["true"],{members}}}"#
+    )) {
+        Ok(Op::Core(Command::Spawn { spec, .. })) => *spec,
+        other => panic!("{members}: {other:?}"),
+    }
+}
+
+fn spawn_err(members: &str) -> String {
+    err(&format!(
+        r#"{{"op":"spawn","session":"s","argv":["true"],{members}}}"#
+    ))
+}
+
+#[test]
+fn spawn_run_as_options() {
+    use crate::core::{Rlimit, RlimitBound, RlimitValue};
+    let spec = spawn_spec(
+        r#""user":"nobody","group":65534,"groups":["adm",4],"umask":"0027",
+        "env_file":"/etc/app.env",
+        "rlimits":{"nofile":{"soft":1024,"hard":4096},"core":0,"as":"infinity","cpu":"unlimited"}"#,
+    );
+    let r = &spec.run_as;
+    assert_eq!(r.user.as_deref(), Some("nobody"));
+    assert_eq!(r.group.as_deref(), Some("65534"));
+    assert_eq!(r.groups, Some(vec!["adm".to_string(), "4".to_string()]));
+    assert_eq!(r.umask, Some(0o027));
+    assert_eq!(r.env_file.as_deref(), Some(&b"/etc/app.env"[..]));
+    let both = |b| RlimitValue { soft: b, hard: b };
+    // Kept in one order whatever the request's, so equal specs compare equal.
+    assert_eq!(
+        r.rlimits,
+        vec![
+            (Rlimit::As, both(RlimitBound::Infinity)),
+            (Rlimit::Core, both(RlimitBound::Finite(0))),
+            (Rlimit::Cpu, both(RlimitBound::Infinity)),
+            (
+                Rlimit::Nofile,
+                RlimitValue {
+                    soft: RlimitBound::Finite(1024),
+                    hard: RlimitBound::Finite(4096)
+                }
+            ),
+        ]
+    );
+    assert!(spawn_spec(r#""groups":[]"#).run_as.groups == Some(Vec::new()));
+    assert!(spawn_spec(r#""user":null"#).run_as.is_empty());
+}
+
+#[test]
+fn spawn_run_as_refusals_name_the_field() {
+    for (members, want) in [
+        (r#""user":"""#, "user"),
+        (r#""user":"a:b""#, "user"),
+        (r#""user":-1"#, "user"),
+        (r#""user":true"#, "user"),
+        (r#""user":4294967295"#, "user"),
+        (r#""group":"-g""#, "group"),
+        (r#""groups":"adm""#, "groups"),
+        (r#""groups":["adm",""]"#, "groups[1]"),
+        (r#""umask":27"#, "umask"),
+        (r#""umask":"8""#, "umask"),
+        (r#""umask":"1000""#, "umask"),
+        (r#""umask":"""#, "umask"),
+        (r#""umask":"0o22""#, "umask"),
+        (r#""env_file":"app.env""#, "env_file"),
+        (r#""env_file":3"#, "env_file"),
+        (r#""rlimits":[]"#, "rlimits"),
+        (r#""rlimits":{"files":3}"#, "rlimits.files"),
+        (r#""rlimits":{"nofile":-1}"#, "rlimits.nofile"),
+        (r#""rlimits":{"nofile":"lots"}"#, "rlimits.nofile"),
+        (r#""rlimits":{"nofile":1.5}"#, "rlimits.nofile"),
+        (r#""rlimits":{"nofile":{"soft":1}}"#, "rlimits.nofile.hard"),
+        (
+            r#""rlimits":{"nofile":{"soft":1,"hard":2,"x":3}}"#,
+            "rlimits.nofile.x",
+        ),
+        (
+            r#""rlimits":{"nofile":{"soft":5,"hard":2}}"#,
+            "rlimits.nofile",
+        ),
+        (
+            r#""rlimits":{"nofile":{"soft":"infinity","hard":2}}"#,
+            "rlimits.nofile",
+        ),
+    ] {
+        let e = spawn_err(members);
+        assert!(e.starts_with("bad_request: "), "{members}: {e}");
+        assert!(e.contains(want), "{members}: {e}");
+    }
+}

@@ -18,6 +18,16 @@ fn spec(argv0: &str) -> Arc<Spec> {
         cols: 100,
     };
     spec.grace = Duration::from_micros(1500);
+    // The upgraded daemon restarts a session as the user its spec names.
+    spec.run_as.user = Some("daemon".into());
+    spec.run_as.umask = Some(0);
+    spec.run_as.rlimits = vec![(
+        crate::core::Rlimit::Core,
+        crate::core::RlimitValue {
+            soft: crate::core::RlimitBound::Infinity,
+            hard: crate::core::RlimitBound::Infinity,
+        },
+    )];
     Arc::new(spec)
 }
 

@@ -30,6 +30,13 @@ pub(crate) struct Plan {
     /// A close-on-exec descriptor of a cgroup's `cgroup.procs`, opened for writing, when
     /// the child must enter that cgroup itself (no `clone3(CLONE_INTO_CGROUP)`).
     pub cgroup_procs: Option<RawFd>,
+    /// Whom to become; its group list is read in place (it never moves while the plan
+    /// lives).
+    pub credentials: Option<super::Credentials>,
+    /// The file mode creation mask to set.
+    pub umask: Option<u32>,
+    /// Limits to set, in order, before the identity changes.
+    pub rlimits: Vec<super::ResourceLimit>,
 }
 
 /// The descriptor the status pipe is moved to in the child, right above stdio, so that
@@ -147,6 +154,29 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
         // Best effort: a child with our raised limit still works.
         let _ = raw::set_nofile(limit);
     }
+    // Limits while still privileged (raising a hard limit needs it), then the mask, then
+    // the identity: groups and group before the user, whose change gives up the right to
+    // set them. Each failure names its step; nothing runs with half an identity.
+    for l in &plan.rlimits {
+        if let Err(e) = raw::set_rlimit(l.resource, l.soft, l.hard) {
+            fail(pipe, Step::Rlimit, e, NO_PATH);
+        }
+    }
+    if let Some(mask) = plan.umask {
+        raw::umask(mask);
+    }
+    if let Some(c) = &plan.credentials {
+        if let Err(e) = raw::setgroups(&c.groups) {
+            fail(pipe, Step::Setgroups, e, NO_PATH);
+        }
+        if let Err(e) = raw::setgid(c.gid) {
+            fail(pipe, Step::Setgid, e, NO_PATH);
+        }
+        if let Err(e) = raw::setuid(c.uid) {
+            fail(pipe, Step::Setuid, e, NO_PATH);
+        }
+    }
+    // After the identity, so the directory is entered with the user's own permissions.
     if let Some(cwd) = &plan.prepared.cwd {
         if let Err(e) = raw::chdir(cwd) {
             fail(pipe, Step::Chdir, e, NO_PATH);

@@ -71,7 +71,42 @@ pub struct SpawnRequest {
     pub io: IoMode,
     /// How the child will be watched.
     pub reaper: ReaperMode,
+    /// Whom the child becomes before exec; the caller's identity when `None`. Plain numbers:
+    /// names are resolved by the caller, since the child may not look anything up.
+    pub credentials: Option<Credentials>,
+    /// The child's file mode creation mask; ours when `None`.
+    pub umask: Option<u32>,
+    /// Resource limits set in the child, before it gives up its privileges (an
+    /// unprivileged process could not raise a hard limit).
+    pub rlimits: Vec<ResourceLimit>,
 }
+
+/// A user and its groups, applied in the child as `setgroups`, `setgid`, `setuid` (each
+/// the real, effective and saved id): the groups first, while the child may still change
+/// them, the user last, since it gives up the right to change the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user id.
+    pub uid: u32,
+    /// The primary group id.
+    pub gid: u32,
+    /// The supplementary group ids (may be empty: none).
+    pub groups: Vec<u32>,
+}
+
+/// One `setrlimit` for the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLimit {
+    /// `libc::RLIMIT_*`.
+    pub resource: i32,
+    /// The soft limit; [`RLIM_INFINITY`] for none.
+    pub soft: u64,
+    /// The hard limit; [`RLIM_INFINITY`] for none.
+    pub hard: u64,
+}
+
+/// "No limit" in [`ResourceLimit`] (the kernel's `RLIM64_INFINITY`).
+pub const RLIM_INFINITY: u64 = u64::MAX;
 
 /// The child's environment: ours (or none), then `unset`, then `set`.
 #[derive(Debug, Clone)]
@@ -157,6 +192,14 @@ pub enum Step {
     /// Entering the cgroup: the child writing itself into `cgroup.procs`, or opening that
     /// file for it (in the parent). A refused `clone3(CLONE_INTO_CGROUP)` is [`Step::Fork`].
     Cgroup = 9,
+    /// `setrlimit` of a requested limit (in the child).
+    Rlimit = 10,
+    /// `setgroups`: the supplementary groups (in the child).
+    Setgroups = 11,
+    /// `setgid` (in the child).
+    Setgid = 12,
+    /// `setuid` (in the child).
+    Setuid = 13,
 }
 
 impl Step {
@@ -171,6 +214,10 @@ impl Step {
             7 => Step::Chdir,
             8 => Step::Exec,
             9 => Step::Cgroup,
+            10 => Step::Rlimit,
+            11 => Step::Setgroups,
+            12 => Step::Setgid,
+            13 => Step::Setuid,
             _ => return None,
         })
     }
@@ -187,6 +234,10 @@ impl Step {
             Step::Chdir => "chdir",
             Step::Exec => "exec",
             Step::Cgroup => "cgroup",
+            Step::Rlimit => "setrlimit",
+            Step::Setgroups => "setgroups",
+            Step::Setgid => "setgid",
+            Step::Setuid => "setuid",
         }
     }
 }
@@ -751,6 +802,9 @@ fn start_with(
         pointers,
         status_pipe: status_w.as_raw_fd(),
         cgroup_procs: cgroup_procs.as_ref().map(|fd| fd.as_raw_fd()),
+        credentials: req.credentials.clone(),
+        umask: req.umask,
+        rlimits: req.rlimits.clone(),
     });
     let Launched {
         pid,

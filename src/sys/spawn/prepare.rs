@@ -99,6 +99,19 @@ pub(crate) fn prepare(req: &SpawnRequest, term: Option<&OsStr>) -> Result<Prepar
             "more than {MAX_ARGS} arguments"
         )));
     }
+    if let Some(c) = &req.credentials {
+        // -1 means "leave unchanged" to the set*id calls: the child would keep our identity
+        // while the caller believes it changed.
+        if c.uid == u32::MAX || c.gid == u32::MAX || c.groups.contains(&u32::MAX) {
+            return Err(SpawnError::Invalid("uid or gid 4294967295 (-1)".to_owned()));
+        }
+        if c.groups.len() > 65536 {
+            return Err(SpawnError::Invalid("more than 65536 groups".to_owned()));
+        }
+    }
+    if req.umask.is_some_and(|m| m > 0o777) {
+        return Err(SpawnError::Invalid("umask above 0777".to_owned()));
+    }
     let vars = environment(&req.env, term)?;
     let bytes: usize = req.argv.iter().map(|a| a.len() + 1).sum::<usize>()
         + vars

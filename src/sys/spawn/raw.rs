@@ -272,6 +272,66 @@ mod imp {
         .map(drop)
     }
 
+    /// `prlimit64(0, resource, {soft, hard}, NULL)`.
+    pub fn set_rlimit(resource: i32, soft: u64, hard: u64) -> Result<(), Errno> {
+        let raw = [soft, hard];
+        // SAFETY: `raw` is a valid `struct rlimit64`; the old-limit pointer is null.
+        unsafe {
+            call(
+                libc::SYS_prlimit64,
+                [0, resource as usize, raw.as_ptr() as usize, 0, 0, 0],
+            )
+        }
+        .map(drop)
+    }
+
+    /// `umask(mask)`; it cannot fail.
+    pub fn umask(mask: u32) {
+        // SAFETY: an integer argument, no memory.
+        let _ = unsafe { call(libc::SYS_umask, [mask as usize, 0, 0, 0, 0, 0]) };
+    }
+
+    // The 32-bit ids' calls: on these targets the plain numbers are the old 16-bit ones.
+    #[cfg(any(target_arch = "x86", target_arch = "arm"))]
+    const SYS_SETGROUPS: libc::c_long = libc::SYS_setgroups32;
+    #[cfg(any(target_arch = "x86", target_arch = "arm"))]
+    const SYS_SETRESGID: libc::c_long = libc::SYS_setresgid32;
+    #[cfg(any(target_arch = "x86", target_arch = "arm"))]
+    const SYS_SETRESUID: libc::c_long = libc::SYS_setresuid32;
+    #[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+    const SYS_SETGROUPS: libc::c_long = libc::SYS_setgroups;
+    #[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+    const SYS_SETRESGID: libc::c_long = libc::SYS_setresgid;
+    #[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+    const SYS_SETRESUID: libc::c_long = libc::SYS_setresuid;
+
+    /// `setgroups(len, groups)`. The raw call changes this process only, which is what a
+    /// child wants (the C library's wrapper would signal every thread of the process).
+    pub fn setgroups(groups: &[u32]) -> Result<(), Errno> {
+        // SAFETY: `groups` is readable for its length of `gid_t`s (u32 on Linux).
+        unsafe {
+            call(
+                SYS_SETGROUPS,
+                [groups.len(), groups.as_ptr() as usize, 0, 0, 0, 0],
+            )
+        }
+        .map(drop)
+    }
+
+    /// `setresgid(gid, gid, gid)`.
+    pub fn setgid(gid: u32) -> Result<(), Errno> {
+        let g = gid as usize;
+        // SAFETY: integer arguments only.
+        unsafe { call(SYS_SETRESGID, [g, g, g, 0, 0, 0]) }.map(drop)
+    }
+
+    /// `setresuid(uid, uid, uid)`.
+    pub fn setuid(uid: u32) -> Result<(), Errno> {
+        let u = uid as usize;
+        // SAFETY: integer arguments only.
+        unsafe { call(SYS_SETRESUID, [u, u, u, 0, 0, 0]) }.map(drop)
+    }
+
     pub fn chdir(path: &CStr) -> Result<(), Errno> {
         // SAFETY: `path` is a NUL-terminated string.
         unsafe { call(libc::SYS_chdir, [path.as_ptr() as usize, 0, 0, 0, 0, 0]) }.map(drop)
@@ -393,6 +453,42 @@ mod imp {
     pub fn set_nofile(limit: &libc::rlimit) -> Result<(), Errno> {
         // SAFETY: `limit` is a valid rlimit.
         check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, limit) })
+    }
+
+    pub fn set_rlimit(resource: i32, soft: u64, hard: u64) -> Result<(), Errno> {
+        let clamp = |v: u64| {
+            if v == u64::MAX {
+                libc::RLIM_INFINITY
+            } else {
+                v as libc::rlim_t
+            }
+        };
+        let limit = libc::rlimit {
+            rlim_cur: clamp(soft),
+            rlim_max: clamp(hard),
+        };
+        // SAFETY: `limit` is a valid rlimit.
+        check(unsafe { libc::setrlimit(resource as _, &limit) })
+    }
+
+    pub fn umask(mask: u32) {
+        // SAFETY: an integer argument.
+        unsafe { libc::umask(mask as libc::mode_t) };
+    }
+
+    pub fn setgroups(groups: &[u32]) -> Result<(), Errno> {
+        // SAFETY: `groups` is readable for its length of `gid_t`s.
+        check(unsafe { libc::setgroups(groups.len() as _, groups.as_ptr().cast()) })
+    }
+
+    pub fn setgid(gid: u32) -> Result<(), Errno> {
+        // SAFETY: an integer argument.
+        check(unsafe { libc::setgid(gid as libc::gid_t) })
+    }
+
+    pub fn setuid(uid: u32) -> Result<(), Errno> {
+        // SAFETY: an integer argument.
+        check(unsafe { libc::setuid(uid as libc::uid_t) })
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {
