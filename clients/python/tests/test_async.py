@@ -41,6 +41,23 @@ class TestAsyncClient(AsyncDaemonCase):
             else:
                 os.environ["GENWARD_SOCKET"] = old
 
+    async def test_async_with_a_constructed_client_connects(self) -> None:
+        # `async with AsyncClient(path) as c:` works as `with Client(path) as c:` does.
+        async with genward.AsyncClient(self.daemon.socket, timeout=5) as c:
+            self.assertEqual(c.server.pid, self.client.server.pid)
+            self.assertIsInstance(await c.list(), list)
+        self.assertTrue(c.closed)
+        with self.assertRaises(genward.NoDaemon):
+            async with genward.AsyncClient(self.daemon.socket + ".none"):
+                pass
+
+    async def test_connect_takes_the_constructors_options(self) -> None:
+        import inspect
+
+        for cls in (genward.Client, genward.AsyncClient):
+            init = list(inspect.signature(cls.__init__).parameters.values())[1:]
+            self.assertEqual(list(inspect.signature(cls.connect).parameters.values()), init, cls)
+
     async def test_spawn_ok_and_failure(self) -> None:
         p = await self.client.spawn(self.name(), ["sh", "-c", "echo hi; exit 5"])
         self.assertIsInstance(p.pid, int)

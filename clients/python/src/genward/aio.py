@@ -58,9 +58,22 @@ class AsyncClient(_Engine):
         self._tasks: "set[asyncio.Task[Any]]" = set()
 
     @classmethod
-    async def connect(cls, path: Optional[str] = None, **kwargs: Any) -> "AsyncClient":
+    async def connect(
+        cls,
+        path: Optional[str] = None,
+        *,
+        timeout: Optional[float] = 10.0,
+        reconnect: bool = True,
+        reconnect_timeout: float = 30.0,
+    ) -> "AsyncClient":
         """Connects, says hello and checks the daemon's protocol and capabilities."""
-        self = cls(path, **kwargs)
+        self = cls(path, timeout=timeout, reconnect=reconnect, reconnect_timeout=reconnect_timeout)
+        await self._start()
+        return self
+
+    async def _start(self) -> None:
+        if self._user_closed:
+            raise ConnectionLost("the client was closed")
         self._reader, self._writer = await _open(self.path, self.timeout)
         self._on_connected(first=True)
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -69,9 +82,11 @@ class AsyncClient(_Engine):
         except BaseException:
             await self.close()
             raise
-        return self
 
     async def __aenter__(self) -> "AsyncClient":
+        # `async with AsyncClient(path) as c:` connects here, as `Client(path)` does.
+        if self._task is None:
+            await self._start()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

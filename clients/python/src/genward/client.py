@@ -98,9 +98,16 @@ class Client(_Engine):
             raise
 
     @classmethod
-    def connect(cls, path: Optional[str] = None, **kwargs: Any) -> "Client":
+    def connect(
+        cls,
+        path: Optional[str] = None,
+        *,
+        timeout: Optional[float] = 10.0,
+        reconnect: bool = True,
+        reconnect_timeout: float = 30.0,
+    ) -> "Client":
         """Same as ``Client(path, ...)``."""
-        return cls(path, **kwargs)
+        return cls(path, timeout=timeout, reconnect=reconnect, reconnect_timeout=reconnect_timeout)
 
     def __enter__(self) -> "Client":
         return self
