@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
-import { ConnectionLostError, GenwardError, NotRunningError, ProtocolError, errorFromWire } from './errors.js';
+import { ConnectionLostError, GenwardError, NoDaemonError, NotRunningError, ProtocolError, errorFromWire } from './errors.js';
 import { FrameDecoder, type Message } from './frame.js';
 import { SessionHandle } from './handle.js';
 import { defaultSocketPath } from './socket.js';
@@ -36,6 +36,8 @@ export interface ConnectOptions {
   highWaterMark?: number;
   /** Capabilities to require besides the ones this client always needs (e.g. `['pty']`). */
   capabilities?: string[];
+  /** How long to wait for the daemon's answer to `hello` when connecting, in ms (default 10000). */
+  connectTimeout?: number;
 }
 
 interface Pending {
@@ -62,9 +64,16 @@ interface Sub {
 function openSocket(path: string): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const sock = net.createConnection({ path });
-    const onError = (e: Error) => {
+    const onError = (e: NodeJS.ErrnoException) => {
       sock.destroy();
-      reject(e);
+      const code = e.code ?? 'EIO';
+      const why =
+        code === 'ENOENT'
+          ? 'start one with `genward daemon` (or set GENWARD_SOCKET)'
+          : code === 'ECONNREFUSED'
+            ? 'nothing listens there'
+            : e.message;
+      reject(new NoDaemonError(path, code, `no genward daemon at ${path}: ${why}`));
     };
     sock.once('error', onError);
     sock.once('connect', () => {
@@ -535,13 +544,25 @@ export class Client extends EventEmitter {
       }
     }
     let hello: HelloInfo;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      hello = await helloP;
+      const limit = this.opts.connectTimeout ?? 10_000;
+      hello = await Promise.race([
+        helloP,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new NoDaemonError(this.socketPath, 'ETIMEDOUT', `no answer to hello from ${this.socketPath} within ${limit} ms`)),
+            limit,
+          );
+        }),
+      ]);
       checkHello(hello, this.opts.capabilities ?? (this.opts.lossless ? ['lossless'] : []));
     } catch (e) {
       this.sock = null;
       sock.destroy();
       throw e;
+    } finally {
+      clearTimeout(timer);
     }
     this.hello = hello;
   }

@@ -1,0 +1,47 @@
+// Connecting where no daemon serves: a clear, typed error at once, never a hang.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, NoDaemonError } from '../dist/esm/index.js';
+
+test('no daemon at the socket: NoDaemonError naming the socket', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-connect-'));
+  try {
+    const socket = join(dir, 'genward.sock');
+    await assert.rejects(Client.connect({ socket }), (e) => {
+      assert.ok(e instanceof NoDaemonError, String(e));
+      assert.equal(e.code, 'ENOENT');
+      assert.equal(e.socket, socket);
+      assert.match(e.message, /no genward daemon at .*genward daemon/);
+      return true;
+    });
+    // A directory (or a socket nobody listens on) is refused the same way.
+    await assert.rejects(Client.connect({ socket: dir }), NoDaemonError);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('something that never answers hello: NoDaemonError after connectTimeout', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-connect-'));
+  const socket = join(dir, 'mute.sock');
+  const conns = [];
+  const server = createServer((c) => conns.push(c));
+  await new Promise((r) => server.listen(socket, r));
+  try {
+    const t0 = Date.now();
+    await assert.rejects(Client.connect({ socket, connectTimeout: 300 }), (e) => {
+      assert.ok(e instanceof NoDaemonError, String(e));
+      assert.equal(e.code, 'ETIMEDOUT');
+      return true;
+    });
+    assert.ok(Date.now() - t0 < 5000);
+  } finally {
+    for (const c of conns) c.destroy();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
