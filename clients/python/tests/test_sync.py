@@ -350,6 +350,12 @@ class TestReplayAndTypes(DaemonCase):
         self.assertEqual(sessions[ok.session].generations[0].gen, ok.gen)
         self.assertEqual(sessions[ok.session].generations[0].pid, ok.pid)
         self.assertTrue(sessions[self.name() + "-bad"].failed)
+        bad_end = sessions[self.name() + "-bad"].last_end
+        self.assertEqual(bad_end.cause, "spawn_failed")
+        self.assertIsInstance(bad_end.error, genward.SpawnFailure)
+        self.assertEqual((bad_end.error.session, bad_end.error.kind), (self.name() + "-bad", "not_found"))
+        self.assertEqual(self.client.get(self.name() + "-bad").recent_ends[-1].error, bad_end.error)
+        self.assertIsNone(sessions[ok.session].last_end)
         self.assertTrue(sessions[crash.session].failed)
         self.assertEqual(sessions[crash.session].last_end, genward.End(crash.gen, 2, None, "exited"))
         got = self.client.get(crash.session)
