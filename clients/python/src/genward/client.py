@@ -41,10 +41,8 @@ def _connect(path: str, timeout: Optional[float]) -> socket.socket:
 def _result(fut: Any, timeout: Optional[float]) -> Any:
     try:
         return fut.result(timeout)
-    except TimeoutError:
-        raise
     except Exception as e:  # concurrent.futures.TimeoutError is not TimeoutError before 3.11
-        if type(e).__name__ == "TimeoutError":
+        if isinstance(e, TimeoutError) or type(e).__name__ == "TimeoutError":
             raise TimeoutError("no answer from the daemon in time") from None
         raise
 
