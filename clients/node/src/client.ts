@@ -560,6 +560,17 @@ export class Client extends EventEmitter {
     } catch (e) {
       this.sock = null;
       sock.destroy();
+      // What went out on this socket is answered by no one: ask again on the next one
+      // what may be asked again, and fail the rest, as a dropped connection does.
+      for (const p of [...this.pending.values()]) {
+        if (!p.sent) continue;
+        if (p.retry) {
+          p.sent = false;
+        } else {
+          this.pending.delete(p.id);
+          p.reject(new ConnectionLostError());
+        }
+      }
       throw e;
     } finally {
       clearTimeout(timer);

@@ -2,10 +2,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, NoDaemonError } from '../dist/esm/index.js';
+import { Daemon } from './daemon.mjs';
 
 test('no daemon at the socket: NoDaemonError naming the socket', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'genward-node-connect-'));
@@ -43,5 +45,37 @@ test('something that never answers hello: NoDaemonError after connectTimeout', a
     for (const c of conns) c.destroy();
     await new Promise((r) => server.close(r));
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('reconnecting to something that never answers hello: what was asked meanwhile is asked again of the daemon that comes back', async () => {
+  const daemon = await Daemon.start();
+  const mute = createServer((c) => conns.push(c));
+  const conns = [];
+  try {
+    const client = await Client.connect({ socket: daemon.socket, connectTimeout: 200 });
+    const disconnected = once(client, 'disconnect');
+    await daemon.crash();
+    await disconnected;
+    rmSync(daemon.socket, { force: true });
+    await new Promise((r) => mute.listen(daemon.socket, r));
+    const listed = client.list();
+    // Long enough for hellos to go unanswered there, with the list behind them.
+    await new Promise((r) => setTimeout(r, 700));
+    assert.ok(conns.length > 0, 'the client tried the mute socket');
+    // It stops listening; the connections it took stay open (and mute) till the end.
+    mute.close();
+    rmSync(daemon.socket, { force: true });
+    await daemon.start();
+    const sessions = await Promise.race([
+      listed,
+      new Promise((_, reject) => setTimeout(() => reject(new Error('list never answered')), 10_000)),
+    ]);
+    assert.ok(Array.isArray(sessions));
+    client.close();
+  } finally {
+    for (const c of conns) c.destroy();
+    if (mute.listening) mute.close();
+    await daemon.stop();
   }
 });
