@@ -101,6 +101,24 @@ class TestAsyncClient(AsyncDaemonCase):
                     wrote = True
         self.assertEqual((n, p.exit.code), (total, 0))
 
+    async def test_long_writes_go_in_pieces(self) -> None:
+        # It reads once it said so: a write finds at most 1 MiB queued (the daemon's limit).
+        script = (
+            "import sys, hashlib; print('reading', flush=True); d = sys.stdin.buffer.read(); "
+            "print(len(d), hashlib.sha256(d).hexdigest())"
+        )
+        blob = os.urandom(3 << 20)
+        p = await self.client.spawn(self.name(), [PY, "-c", script])
+        async for chunk in p:
+            if b"reading" in chunk:
+                break
+        await p.write(blob)
+        await self.client.write(p.session, "é" * (700 << 10), if_gen=p.gen)
+        await p.close_input()
+        want = blob + ("é" * (700 << 10)).encode()
+        out = (await p.read_all(30)).split()[-2:]
+        self.assertEqual(out, [str(len(want)).encode(), hashlib.sha256(want).hexdigest().encode()])
+
     async def test_input_callbacks_and_wait(self) -> None:
         got: List[bytes] = []
         ends: List[Exit] = []

@@ -219,6 +219,25 @@ class TestControl(DaemonCase):
         self.assertEqual(p.read_all(10), "héllo\n".encode() + b"\x00\xff\xfe\n")
         self.assertEqual(p.exit.code, 0)
 
+    def test_long_writes_go_in_pieces(self) -> None:
+        # Past one request line's 1 MiB: bytes and text alike, through the handle and the client.
+        # It reads once it said so: a write finds at most 1 MiB queued (the daemon's limit).
+        script = (
+            "import sys, hashlib; print('reading', flush=True); d = sys.stdin.buffer.read(); "
+            "print(len(d), hashlib.sha256(d).hexdigest())"
+        )
+        blob = os.urandom(3 << 20)
+        text = "é" * (700 << 10)
+        p = self.client.spawn(self.name(), [PY, "-c", script])
+        for chunk in p:
+            if b"reading" in chunk:
+                break
+        p.write(blob)
+        self.client.write(p.session, text, if_gen=p.gen)
+        p.close_input()
+        want = blob + text.encode()
+        self.assertEqual(p.read_all(30).split()[-2:], [str(len(want)).encode(), hashlib.sha256(want).hexdigest().encode()])
+
     def test_resize_is_seen_by_stty_in_a_pty(self) -> None:
         p = self.client.spawn(self.name(), ["sh", "-c", "stty size; read x; stty size"], pty=(24, 80))
         seen = b""

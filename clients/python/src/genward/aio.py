@@ -9,7 +9,7 @@ import logging
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_member, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
 
@@ -297,8 +297,8 @@ class AsyncClient(_Engine):
         await self._call({"op": "signal", "session": session, "signal": signal, "scope": scope, "if_gen": if_gen})
 
     async def write(self, session: str, data: Data, *, if_gen: Optional[int] = None) -> None:
-        key, value = input_member(data)
-        await self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
+        for key, value in input_pieces(data):
+            await self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
 
     async def upgrade(self, binary: Optional[str] = None) -> Dict[str, Any]:
         """See :meth:`Client.upgrade`."""
@@ -381,8 +381,8 @@ class AsyncProcess(_ProcessView):
         return resp
 
     async def write(self, data: Data) -> None:
-        key, value = input_member(data)
-        await self._call("write", **{key: value})
+        for key, value in input_pieces(data):
+            await self._call("write", **{key: value})
 
     async def close_input(self) -> None:
         await self._call("close_input")
