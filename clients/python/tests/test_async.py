@@ -101,6 +101,12 @@ class TestAsyncClient(AsyncDaemonCase):
                     wrote = True
         self.assertEqual((n, p.exit.code), (total, 0))
 
+    async def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
+        with self.assertRaises(genward.Limit):
+            await self.client.spawn(self.name(), ["true"], env={"BIG": "x" * (1 << 20)})
+        p = await self.client.spawn(self.name(), ["true"])
+        self.assertEqual((await p.wait(10)).cause, "exited")
+
     async def test_long_writes_go_in_pieces(self) -> None:
         # It reads once it said so: a write finds at most 1 MiB queued (the daemon's limit).
         script = (

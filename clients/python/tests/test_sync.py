@@ -219,6 +219,13 @@ class TestControl(DaemonCase):
         self.assertEqual(p.read_all(10), "héllo\n".encode() + b"\x00\xff\xfe\n")
         self.assertEqual(p.exit.code, 0)
 
+    def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
+        start = time.monotonic()
+        with self.assertRaises(genward.Limit):
+            self.client.spawn(self.name(), ["true"], env={"BIG": "x" * (1 << 20)})
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(self.client.spawn(self.name(), ["true"]).wait(10).cause, "exited")
+
     def test_long_writes_go_in_pieces(self) -> None:
         # Past one request line's 1 MiB: bytes and text alike, through the handle and the client.
         # It reads once it said so: a write finds at most 1 MiB queued (the daemon's limit).
