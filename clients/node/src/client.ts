@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import { ConnectionLostError, GenwardError, NoDaemonError, NotRunningError, ProtocolError, errorFromWire } from './errors.js';
-import { FrameDecoder, type Message } from './frame.js';
+import { FrameDecoder, MAX_LINE, type Message } from './frame.js';
 import { SessionHandle } from './handle.js';
 import { defaultSocketPath } from './socket.js';
 import type {
@@ -496,6 +496,13 @@ export class Client extends EventEmitter {
     if (this.closed) return Promise.reject(new ConnectionLostError('the client was closed'));
     const id = this.nextId++;
     const line = JSON.stringify({ id, op, ...args }) + '\n';
+    const size = Buffer.byteLength(line) - 1;
+    if (size > MAX_LINE) {
+      // The daemon would answer it with an id-less `limit` that no call could match.
+      return Promise.reject(
+        errorFromWire({ code: 'limit', message: `the \`${op}\` request is ${size} bytes, longer than a request line's limit of ${MAX_LINE}` }),
+      );
+    }
     return new Promise((resolve, reject) => {
       const p: Pending = { id, op, line, retry: o.retry ?? false, sent: false, resolve, reject, onResponse: o.onResponse };
       this.pending.set(id, p);

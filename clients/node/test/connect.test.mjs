@@ -79,3 +79,21 @@ test('reconnecting to something that never answers hello: what was asked meanwhi
     await daemon.stop();
   }
 });
+
+test('a request past the 1 MiB line limit is refused at once with `limit`, and the client goes on', { timeout: 20_000 }, async () => {
+  const daemon = await Daemon.start();
+  try {
+    const client = await Client.connect({ socket: daemon.socket });
+    const start = Date.now();
+    await assert.rejects(client.spawn('big', ['true'], { env: { BIG: 'x'.repeat(1 << 20) } }), (e) => {
+      assert.equal(e.code, 'limit');
+      return true;
+    });
+    assert.ok(Date.now() - start < 5000);
+    const h = await client.spawn('small', ['true']);
+    assert.equal((await h.wait()).cause, 'exited');
+    client.close();
+  } finally {
+    await daemon.stop();
+  }
+});
