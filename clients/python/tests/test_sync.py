@@ -219,6 +219,25 @@ class TestControl(DaemonCase):
         self.assertEqual(p.read_all(10), "héllo\n".encode() + b"\x00\xff\xfe\n")
         self.assertEqual(p.exit.code, 0)
 
+    def test_a_long_write_to_a_slow_reader_leaves_no_hole(self) -> None:
+        script = (
+            "import sys, time, hashlib\nh = hashlib.sha256(); n = 0\nwhile True:\n"
+            " b = sys.stdin.buffer.read1(65536)\n if not b: break\n h.update(b); n += len(b); time.sleep(0.002)\n"
+            "print(n, h.hexdigest())"
+        )
+        p = self.client.spawn(self.name(), [PY, "-c", script])
+        data = os.urandom(6 << 20)
+        refused = False
+        try:
+            p.write(data)
+        except genward.Limit:
+            refused = True
+        p.close_input()
+        n, digest = p.read_all(60).split()
+        if not refused:
+            self.assertEqual(int(n), len(data))
+        self.assertEqual(hashlib.sha256(data[: int(n)]).hexdigest().encode(), digest)
+
     def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
         start = time.monotonic()
         with self.assertRaises(genward.Limit):
