@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
-import { ConnectionLostError, GenwardError, NotRunningError, ProtocolError, errorFromWire } from './errors.js';
-import { FrameDecoder, type Message } from './frame.js';
+import { ConnectionLostError, GenwardError, NoDaemonError, NotRunningError, ProtocolError, errorFromWire } from './errors.js';
+import { FrameDecoder, MAX_LINE, type Message } from './frame.js';
 import { SessionHandle } from './handle.js';
 import { defaultSocketPath } from './socket.js';
 import type {
@@ -36,6 +36,8 @@ export interface ConnectOptions {
   highWaterMark?: number;
   /** Capabilities to require besides the ones this client always needs (e.g. `['pty']`). */
   capabilities?: string[];
+  /** How long to wait for the daemon's answer to `hello` when connecting, in ms (default 10000). */
+  connectTimeout?: number;
 }
 
 interface Pending {
@@ -62,9 +64,16 @@ interface Sub {
 function openSocket(path: string): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const sock = net.createConnection({ path });
-    const onError = (e: Error) => {
+    const onError = (e: NodeJS.ErrnoException) => {
       sock.destroy();
-      reject(e);
+      const code = e.code ?? 'EIO';
+      const why =
+        code === 'ENOENT'
+          ? 'start one with `genward daemon` (or set GENWARD_SOCKET)'
+          : code === 'ECONNREFUSED'
+            ? 'nothing listens there'
+            : e.message;
+      reject(new NoDaemonError(path, code, `no genward daemon at ${path}: ${why}`));
     };
     sock.once('error', onError);
     sock.once('connect', () => {
@@ -487,6 +496,13 @@ export class Client extends EventEmitter {
     if (this.closed) return Promise.reject(new ConnectionLostError('the client was closed'));
     const id = this.nextId++;
     const line = JSON.stringify({ id, op, ...args }) + '\n';
+    const size = Buffer.byteLength(line) - 1;
+    if (size > MAX_LINE) {
+      // The daemon would answer it with an id-less `limit` that no call could match.
+      return Promise.reject(
+        errorFromWire({ code: 'limit', message: `the \`${op}\` request is ${size} bytes, longer than a request line's limit of ${MAX_LINE}` }),
+      );
+    }
     return new Promise((resolve, reject) => {
       const p: Pending = { id, op, line, retry: o.retry ?? false, sent: false, resolve, reject, onResponse: o.onResponse };
       this.pending.set(id, p);
@@ -535,13 +551,36 @@ export class Client extends EventEmitter {
       }
     }
     let hello: HelloInfo;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      hello = await helloP;
+      const limit = this.opts.connectTimeout ?? 10_000;
+      hello = await Promise.race([
+        helloP,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new NoDaemonError(this.socketPath, 'ETIMEDOUT', `no answer to hello from ${this.socketPath} within ${limit} ms`)),
+            limit,
+          );
+        }),
+      ]);
       checkHello(hello, this.opts.capabilities ?? (this.opts.lossless ? ['lossless'] : []));
     } catch (e) {
       this.sock = null;
       sock.destroy();
+      // What went out on this socket is answered by no one: ask again on the next one
+      // what may be asked again, and fail the rest, as a dropped connection does.
+      for (const p of [...this.pending.values()]) {
+        if (!p.sent) continue;
+        if (p.retry) {
+          p.sent = false;
+        } else {
+          this.pending.delete(p.id);
+          p.reject(new ConnectionLostError());
+        }
+      }
       throw e;
+    } finally {
+      clearTimeout(timer);
     }
     this.hello = hello;
   }

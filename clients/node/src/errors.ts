@@ -90,6 +90,21 @@ export class ConnectionLostError extends Error {
   }
 }
 
+/**
+ * No daemon could be reached at the socket: nothing there (`ENOENT`), nothing listening
+ * (`ECONNREFUSED`), or no answer to `hello` in time (`ETIMEDOUT`). `code` is the system's.
+ */
+export class NoDaemonError extends Error {
+  readonly code: string;
+  readonly socket: string;
+  constructor(socket: string, code: string, message: string) {
+    super(message);
+    this.name = 'NoDaemonError';
+    this.code = code;
+    this.socket = socket;
+  }
+}
+
 /** The daemon said something this client cannot follow (out of step, wrong protocol). */
 export class ProtocolError extends Error {
   constructor(message: string) {

@@ -90,7 +90,7 @@ function sizeOf(item: unknown): number {
   return (item as OutputChunk).data.length;
 }
 
-/** Size of one `write` request's payload; a longer write is sent in pieces, in order. */
+/** Size of one `write` request's payload; a longer write is sent in pieces, one after another. */
 const WRITE_PIECE = 256 * 1024;
 
 /**
@@ -161,12 +161,12 @@ export class SessionHandle extends EventEmitter {
       await this.call('write', { data: '' });
       return;
     }
-    const sends: Promise<unknown>[] = [];
+    // One piece at a time: a piece refused (`limit`: the queue is full) ends the write, so
+    // what the process gets is always a prefix of `data`, never data with a hole in it.
     for (let i = 0; i < bytes.length; i += WRITE_PIECE) {
       const piece = bytes.subarray(i, i + WRITE_PIECE);
-      sends.push(this.call('write', { data_b64: piece.toString('base64') }));
+      await this.call('write', { data_b64: piece.toString('base64') });
     }
-    await Promise.all(sends);
   }
 
   /** Sets the terminal's size (PTY generations); the process gets SIGWINCH. */

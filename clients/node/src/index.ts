@@ -11,6 +11,7 @@ export {
   BusyError,
   InputClosedError,
   ConnectionLostError,
+  NoDaemonError,
   ProtocolError,
   type SpawnFailure,
 } from './errors.js';

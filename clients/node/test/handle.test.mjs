@@ -312,3 +312,23 @@ test('the CommonJS build loads with require()', async () => {
   assert.equal(c.hello.protocol, 1);
   c.close();
 });
+
+test('a long write to a slow reader: the process gets a prefix of the data, never one with a hole', async () => {
+  // Reads slowly, then says how much it got and its hash.
+  const reader = `
+    const h = require('crypto').createHash('sha256'); let n = 0;
+    process.stdin.on('data', (b) => { h.update(b); n += b.length; process.stdin.pause(); setTimeout(() => process.stdin.resume(), 2); });
+    process.stdin.on('end', () => console.log(n, h.digest('hex')));`;
+  const h = await client.spawn('slow-reader', [process.execPath, '-e', reader]);
+  const out = collect(h);
+  const data = randomBytes(6 << 20);
+  let refused = null;
+  await h.write(data).catch((e) => (refused = e));
+  if (refused) assert.equal(refused.code, 'limit');
+  await h.closeInput();
+  await h.wait();
+  const [n, hex] = out.text().trim().split(' ');
+  const got = Number(n);
+  if (!refused) assert.equal(got, data.length);
+  assert.equal(createHash('sha256').update(data.subarray(0, got)).digest('hex'), hex, `the first ${got} bytes`);
+});

@@ -41,6 +41,23 @@ class TestAsyncClient(AsyncDaemonCase):
             else:
                 os.environ["GENWARD_SOCKET"] = old
 
+    async def test_async_with_a_constructed_client_connects(self) -> None:
+        # `async with AsyncClient(path) as c:` works as `with Client(path) as c:` does.
+        async with genward.AsyncClient(self.daemon.socket, timeout=5) as c:
+            self.assertEqual(c.server.pid, self.client.server.pid)
+            self.assertIsInstance(await c.list(), list)
+        self.assertTrue(c.closed)
+        with self.assertRaises(genward.NoDaemon):
+            async with genward.AsyncClient(self.daemon.socket + ".none"):
+                pass
+
+    async def test_connect_takes_the_constructors_options(self) -> None:
+        import inspect
+
+        for cls in (genward.Client, genward.AsyncClient):
+            init = list(inspect.signature(cls.__init__).parameters.values())[1:]
+            self.assertEqual(list(inspect.signature(cls.connect).parameters.values()), init, cls)
+
     async def test_spawn_ok_and_failure(self) -> None:
         p = await self.client.spawn(self.name(), ["sh", "-c", "echo hi; exit 5"])
         self.assertIsInstance(p.pid, int)
@@ -83,6 +100,30 @@ class TestAsyncClient(AsyncDaemonCase):
                     await p.write("done\n")
                     wrote = True
         self.assertEqual((n, p.exit.code), (total, 0))
+
+    async def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
+        with self.assertRaises(genward.Limit):
+            await self.client.spawn(self.name(), ["true"], env={"BIG": "x" * (1 << 20)})
+        p = await self.client.spawn(self.name(), ["true"])
+        self.assertEqual((await p.wait(10)).cause, "exited")
+
+    async def test_long_writes_go_in_pieces(self) -> None:
+        # It reads once it said so: a write finds at most 1 MiB queued (the daemon's limit).
+        script = (
+            "import sys, hashlib; print('reading', flush=True); d = sys.stdin.buffer.read(); "
+            "print(len(d), hashlib.sha256(d).hexdigest())"
+        )
+        blob = os.urandom(3 << 20)
+        p = await self.client.spawn(self.name(), [PY, "-c", script])
+        async for chunk in p:
+            if b"reading" in chunk:
+                break
+        await p.write(blob)
+        await self.client.write(p.session, "é" * (700 << 10), if_gen=p.gen)
+        await p.close_input()
+        want = blob + ("é" * (700 << 10)).encode()
+        out = (await p.read_all(30)).split()[-2:]
+        self.assertEqual(out, [str(len(want)).encode(), hashlib.sha256(want).hexdigest().encode()])
 
     async def test_input_callbacks_and_wait(self) -> None:
         got: List[bytes] = []

@@ -219,6 +219,51 @@ class TestControl(DaemonCase):
         self.assertEqual(p.read_all(10), "héllo\n".encode() + b"\x00\xff\xfe\n")
         self.assertEqual(p.exit.code, 0)
 
+    def test_a_long_write_to_a_slow_reader_leaves_no_hole(self) -> None:
+        script = (
+            "import sys, time, hashlib\nh = hashlib.sha256(); n = 0\nwhile True:\n"
+            " b = sys.stdin.buffer.read1(65536)\n if not b: break\n h.update(b); n += len(b); time.sleep(0.002)\n"
+            "print(n, h.hexdigest())"
+        )
+        p = self.client.spawn(self.name(), [PY, "-c", script])
+        data = os.urandom(6 << 20)
+        refused = False
+        try:
+            p.write(data)
+        except genward.Limit:
+            refused = True
+        p.close_input()
+        n, digest = p.read_all(60).split()
+        if not refused:
+            self.assertEqual(int(n), len(data))
+        self.assertEqual(hashlib.sha256(data[: int(n)]).hexdigest().encode(), digest)
+
+    def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
+        start = time.monotonic()
+        with self.assertRaises(genward.Limit):
+            self.client.spawn(self.name(), ["true"], env={"BIG": "x" * (1 << 20)})
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(self.client.spawn(self.name(), ["true"]).wait(10).cause, "exited")
+
+    def test_long_writes_go_in_pieces(self) -> None:
+        # Past one request line's 1 MiB: bytes and text alike, through the handle and the client.
+        # It reads once it said so: a write finds at most 1 MiB queued (the daemon's limit).
+        script = (
+            "import sys, hashlib; print('reading', flush=True); d = sys.stdin.buffer.read(); "
+            "print(len(d), hashlib.sha256(d).hexdigest())"
+        )
+        blob = os.urandom(3 << 20)
+        text = "é" * (700 << 10)
+        p = self.client.spawn(self.name(), [PY, "-c", script])
+        for chunk in p:
+            if b"reading" in chunk:
+                break
+        p.write(blob)
+        self.client.write(p.session, text, if_gen=p.gen)
+        p.close_input()
+        want = blob + text.encode()
+        self.assertEqual(p.read_all(30).split()[-2:], [str(len(want)).encode(), hashlib.sha256(want).hexdigest().encode()])
+
     def test_resize_is_seen_by_stty_in_a_pty(self) -> None:
         p = self.client.spawn(self.name(), ["sh", "-c", "stty size; read x; stty size"], pty=(24, 80))
         seen = b""
@@ -350,6 +395,12 @@ class TestReplayAndTypes(DaemonCase):
         self.assertEqual(sessions[ok.session].generations[0].gen, ok.gen)
         self.assertEqual(sessions[ok.session].generations[0].pid, ok.pid)
         self.assertTrue(sessions[self.name() + "-bad"].failed)
+        bad_end = sessions[self.name() + "-bad"].last_end
+        self.assertEqual(bad_end.cause, "spawn_failed")
+        self.assertIsInstance(bad_end.error, genward.SpawnFailure)
+        self.assertEqual((bad_end.error.session, bad_end.error.kind), (self.name() + "-bad", "not_found"))
+        self.assertEqual(self.client.get(self.name() + "-bad").recent_ends[-1].error, bad_end.error)
+        self.assertIsNone(sessions[ok.session].last_end)
         self.assertTrue(sessions[crash.session].failed)
         self.assertEqual(sessions[crash.session].last_end, genward.End(crash.gen, 2, None, "exited"))
         got = self.client.get(crash.session)

@@ -124,3 +124,33 @@ class TestHelloChecks(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestNoAnswer(unittest.TestCase):
+    """A socket where something listens but never answers ``hello``."""
+
+    def test_both_clients_time_out_with_the_same_error(self) -> None:
+        import asyncio
+        import socket
+        import tempfile
+
+        import genward
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "mute.sock")
+            srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            srv.bind(path)
+            srv.listen(4)
+            try:
+                with self.assertRaises(TimeoutError) as cm:
+                    genward.Client(path, timeout=0.3)
+                self.assertEqual(str(cm.exception), "no answer from the daemon in time")
+
+                async def connect() -> None:
+                    await genward.AsyncClient.connect(path, timeout=0.3)
+
+                with self.assertRaises(TimeoutError) as cm:
+                    asyncio.run(connect())
+                self.assertEqual(str(cm.exception), "no answer from the daemon in time")
+            finally:
+                srv.close()

@@ -14,10 +14,11 @@ import dataclasses
 import logging
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tuple
 
-from ._wire import PROTOCOL, REQUIRED_CAPABILITIES, encode_request
+from ._wire import MAX_LINE, PROTOCOL, REQUIRED_CAPABILITIES, encode_request
 from .errors import (
     ConnectionLost,
     IncompatibleDaemon,
+    Limit,
     SpawnFailed,
     error_from_response,
 )
@@ -268,6 +269,11 @@ class _Engine:
         rid = self._next_id
         self._next_id += 1
         line = encode_request({"id": rid, **args})
+        if len(line) - 1 > MAX_LINE:
+            # The daemon would answer it with an id-less `limit` no caller could match.
+            msg = f"the `{args['op']}` request is {len(line) - 1} bytes, longer than a request line's limit of {MAX_LINE}"
+            self._settle(fut, exc=Limit("limit", msg))
+            return fut
         p = _Pending(str(args["op"]), line, fut, hook, on_error)
         self._pending[rid] = p
         if self._connected:

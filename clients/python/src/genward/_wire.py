@@ -71,6 +71,20 @@ def input_member(data: Union[bytes, bytearray, memoryview, str]) -> Tuple[str, s
     return "data_b64", base64.b64encode(bytes(data)).decode("ascii")
 
 
+#: Bytes of input per ``write`` request: a request is one line of at most 1 MiB, and
+#: base64 makes bytes a third longer. A longer write goes in pieces, in order.
+WRITE_PIECE = 256 * 1024
+
+
+def input_pieces(data: Union[bytes, bytearray, memoryview, str]) -> List[Tuple[str, str]]:
+    """The input members of the ``write`` requests that carry ``data``, in order: one for
+    anything up to :data:`WRITE_PIECE` bytes, else pieces of that many bytes."""
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if len(raw) <= WRITE_PIECE:
+        return [input_member(data)]
+    return [input_member(raw[i : i + WRITE_PIECE]) for i in range(0, len(raw), WRITE_PIECE)]
+
+
 _DURATIONS = ("grace", "kill_grace", "drain")
 
 

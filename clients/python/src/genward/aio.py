@@ -9,7 +9,7 @@ import logging
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_member, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
 
@@ -58,9 +58,22 @@ class AsyncClient(_Engine):
         self._tasks: "set[asyncio.Task[Any]]" = set()
 
     @classmethod
-    async def connect(cls, path: Optional[str] = None, **kwargs: Any) -> "AsyncClient":
+    async def connect(
+        cls,
+        path: Optional[str] = None,
+        *,
+        timeout: Optional[float] = 10.0,
+        reconnect: bool = True,
+        reconnect_timeout: float = 30.0,
+    ) -> "AsyncClient":
         """Connects, says hello and checks the daemon's protocol and capabilities."""
-        self = cls(path, **kwargs)
+        self = cls(path, timeout=timeout, reconnect=reconnect, reconnect_timeout=reconnect_timeout)
+        await self._start()
+        return self
+
+    async def _start(self) -> None:
+        if self._user_closed:
+            raise ConnectionLost("the client was closed")
         self._reader, self._writer = await _open(self.path, self.timeout)
         self._on_connected(first=True)
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -69,9 +82,11 @@ class AsyncClient(_Engine):
         except BaseException:
             await self.close()
             raise
-        return self
 
     async def __aenter__(self) -> "AsyncClient":
+        # `async with AsyncClient(path) as c:` connects here, as `Client(path)` does.
+        if self._task is None:
+            await self._start()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -282,8 +297,8 @@ class AsyncClient(_Engine):
         await self._call({"op": "signal", "session": session, "signal": signal, "scope": scope, "if_gen": if_gen})
 
     async def write(self, session: str, data: Data, *, if_gen: Optional[int] = None) -> None:
-        key, value = input_member(data)
-        await self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
+        for key, value in input_pieces(data):
+            await self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
 
     async def upgrade(self, binary: Optional[str] = None) -> Dict[str, Any]:
         """See :meth:`Client.upgrade`."""
@@ -366,8 +381,8 @@ class AsyncProcess(_ProcessView):
         return resp
 
     async def write(self, data: Data) -> None:
-        key, value = input_member(data)
-        await self._call("write", **{key: value})
+        for key, value in input_pieces(data):
+            await self._call("write", **{key: value})
 
     async def close_input(self) -> None:
         await self._call("close_input")

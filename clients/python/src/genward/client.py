@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_member, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
 
@@ -41,10 +41,8 @@ def _connect(path: str, timeout: Optional[float]) -> socket.socket:
 def _result(fut: Any, timeout: Optional[float]) -> Any:
     try:
         return fut.result(timeout)
-    except TimeoutError:
-        raise
     except Exception as e:  # concurrent.futures.TimeoutError is not TimeoutError before 3.11
-        if type(e).__name__ == "TimeoutError":
+        if isinstance(e, TimeoutError) or type(e).__name__ == "TimeoutError":
             raise TimeoutError("no answer from the daemon in time") from None
         raise
 
@@ -98,9 +96,16 @@ class Client(_Engine):
             raise
 
     @classmethod
-    def connect(cls, path: Optional[str] = None, **kwargs: Any) -> "Client":
+    def connect(
+        cls,
+        path: Optional[str] = None,
+        *,
+        timeout: Optional[float] = 10.0,
+        reconnect: bool = True,
+        reconnect_timeout: float = 30.0,
+    ) -> "Client":
         """Same as ``Client(path, ...)``."""
-        return cls(path, **kwargs)
+        return cls(path, timeout=timeout, reconnect=reconnect, reconnect_timeout=reconnect_timeout)
 
     def __enter__(self) -> "Client":
         return self
@@ -379,8 +384,8 @@ class Client(_Engine):
 
     def write(self, session: str, data: Data, *, if_gen: Optional[int] = None) -> None:
         """Queues input for the current generation: ``str`` as text, bytes as they are."""
-        key, value = input_member(data)
-        self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
+        for key, value in input_pieces(data):
+            self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
 
     def upgrade(self, binary: Optional[str] = None) -> Dict[str, Any]:
         """Replaces the daemon's program in place (``binary``: an absolute path; default
@@ -463,9 +468,10 @@ class Process(_ProcessView):
         return resp
 
     def write(self, data: Data) -> None:
-        """Queues input: ``str`` as text (UTF-8), bytes as they are."""
-        key, value = input_member(data)
-        self._call("write", **{key: value})
+        """Queues input: ``str`` as text (UTF-8), bytes as they are; a long write goes
+        in pieces, in order."""
+        for key, value in input_pieces(data):
+            self._call("write", **{key: value})
 
     def close_input(self) -> None:
         """Closes its stdin once the queued input is written (Ctrl-D on a PTY)."""

@@ -46,22 +46,26 @@ class ServerInfo:
 
 @dataclass(frozen=True)
 class End:
-    """How a generation ended, as ``last_end`` and ``recent_ends`` report it."""
+    """How a generation ended, as ``last_end`` and ``recent_ends`` report it; ``error``
+    says why one that could not start (``cause == "spawn_failed"``) did not."""
 
     gen: int
     code: Optional[int]
     signal: Optional[str]
     cause: str
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    error: Optional[SpawnFailure] = None
 
     @classmethod
-    def from_json(cls, o: Mapping[str, Any]) -> "End":
+    def from_json(cls, o: Mapping[str, Any], session: str = "") -> "End":
+        err = o.get("error")
         return cls(
             gen=int(o.get("gen", 0)),
             code=_opt_int(o.get("code")),
             signal=o.get("signal"),
             cause=str(o.get("cause", "")),
             raw=dict(o),
+            error=SpawnFailure.from_json({"session": session, **o}) if isinstance(err, Mapping) else None,
         )
 
 
@@ -139,14 +143,15 @@ class Session:
     def from_json(cls, o: Mapping[str, Any]) -> "Session":
         last = o.get("last_end")
         spec = o.get("spec")
+        name = str(o.get("name", ""))
         return cls(
-            name=str(o.get("name", "")),
+            name=name,
             state=str(o.get("state", "")),
             current=_opt_int(o.get("current")),
             restarts=int(o.get("restarts", 0) or 0),
-            last_end=End.from_json(last) if isinstance(last, Mapping) else None,
+            last_end=End.from_json(last, name) if isinstance(last, Mapping) else None,
             generations=tuple(Generation.from_json(g) for g in o.get("generations") or ()),
-            recent_ends=tuple(End.from_json(e) for e in o.get("recent_ends") or ()),
+            recent_ends=tuple(End.from_json(e, name) for e in o.get("recent_ends") or ()),
             spec=dict(spec) if isinstance(spec, Mapping) else None,
             raw=dict(o),
         )
