@@ -295,13 +295,10 @@ fn dtach_side(scratch: &Path, floods: usize, keys: usize) -> Option<Vec<Duration
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench");
-    let mut z = if full { FULL } else { SMOKE };
-    if let Some(i) = args.iter().position(|a| a == "--rounds") {
-        z.rounds = args[i + 1].parse().expect("--rounds N");
-    }
     rounds::state_on_tmpfs();
+    let (full, asked) = rounds::run_kind();
+    let mut z = if full { FULL } else { SMOKE };
+    z.rounds = asked.unwrap_or(z.rounds);
     let dtach = rounds::installed("dtach");
     if !dtach {
         println!("SKIP interactive baseline: dtach not installed (genward measured alone)");

@@ -158,13 +158,10 @@ fn supervisord(dir: &Path, n: usize) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench");
-    let mut z = if full { FULL } else { SMOKE };
-    if let Some(i) = args.iter().position(|a| a == "--rounds") {
-        z.rounds = args[i + 1].parse().expect("--rounds N");
-    }
     rounds::state_on_tmpfs();
+    let (full, asked) = rounds::run_kind();
+    let mut z = if full { FULL } else { SMOKE };
+    z.rounds = asked.unwrap_or(z.rounds);
     let supervisor = rounds::installed("supervisord") && rounds::installed("supervisorctl");
     if !supervisor {
         println!("SKIP supervisord baseline: supervisord not installed");

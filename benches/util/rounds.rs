@@ -6,6 +6,18 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// How this run was asked for: a real run (`cargo bench` passes `--bench`) or the smoke
+/// run `cargo test --all-targets` makes of every bench target, and `--rounds N` if given.
+pub fn run_kind() -> (bool, Option<usize>) {
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench");
+    let rounds = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .map(|i| args[i + 1].parse().expect("--rounds N"));
+    (full, rounds)
+}
+
 /// Daemons keep their state where the default puts it, in RAM (`/run` is a tmpfs on most
 /// systems): scratch directories go to `/dev/shm` unless `TMPDIR` says otherwise. Call it
 /// first thing in `main`.
