@@ -47,7 +47,8 @@ impl Backlog {
     /// a bulk stream does (and is queued, once); anything else is serviced at once, even
     /// if it is queued too (its turn then finds little or nothing to do).
     pub(super) fn defers(&mut self, token: Token) -> bool {
-        if self.bulk.contains(&token) {
+        // Asked for every readiness: nothing flooding (the usual case) costs no hashing.
+        if !self.bulk.is_empty() && self.bulk.contains(&token) {
             self.push(token);
             return true;
         }
