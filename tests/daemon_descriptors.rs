@@ -8,7 +8,6 @@ mod util;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
-
 use genward::testkit::proc;
 use serde_json::{json, Value};
 use util::daemon::{Daemon, PATIENCE};
