@@ -6,5 +6,6 @@ pub mod daemon;
 pub mod fuse;
 pub mod pidns;
 pub mod recorded;
+pub mod setup;
 pub mod sys;
 pub mod tmux;

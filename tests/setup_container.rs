@@ -1,0 +1,146 @@
+//! The container setup of `examples/container`: its entrypoint run as PID 1 of a new PID
+//! namespace (`unshare --pid --fork --mount-proc`, as a container runtime would), so that
+//! genward is the namespace's init. It starts the example application in dependency
+//! order, reaps the orphans a session leaves, restarts the crashing worker after a
+//! backoff, and on SIGTERM stops every session and exits 0.
+
+mod util;
+
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use genward::testkit::{proc, wait};
+use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+use serde_json::json;
+use util::daemon::{output_of, PATIENCE};
+use util::setup::{app_env, await_socket, example, free_port, unique_tag, App};
+
+const UNSHARE: [&str; 5] = [
+    "unshare",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--kill-child=KILL",
+];
+
+/// The entrypoint in a new PID namespace; killed with everything in it when dropped.
+struct Container {
+    unshare: Child,
+}
+
+impl Container {
+    /// Starts `examples/container/entrypoint` as PID 1 of a new namespace, or says why it
+    /// cannot run here.
+    fn start(env: &[(String, std::ffi::OsString)]) -> Result<Container, String> {
+        if !rustix::process::geteuid().is_root() {
+            return Err("needs root for a PID namespace".into());
+        }
+        let works = Command::new(UNSHARE[0])
+            .args(&UNSHARE[1..])
+            .arg("true")
+            .stderr(Stdio::null())
+            .status();
+        if !works.is_ok_and(|s| s.success()) {
+            return Err("unshare --pid --fork --mount-proc does not work here".into());
+        }
+        let mut cmd = Command::new(UNSHARE[0]);
+        cmd.args(&UNSHARE[1..])
+            .arg(example("container/entrypoint"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        // SAFETY: prctl is async-signal-safe and takes no pointers here.
+        unsafe {
+            // If the test dies, unshare dies, and with it (--kill-child) the namespace.
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let unshare = cmd.spawn().map_err(|e| format!("cannot run unshare: {e}"))?;
+        Ok(Container { unshare })
+    }
+
+    /// The namespace's PID 1 (the entrypoint, which became genward), as this process sees
+    /// it.
+    fn init(&self) -> u32 {
+        *proc::children(self.unshare.id())
+            .first()
+            .expect("unshare's child, the namespace's init")
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
+}
+
+#[test]
+fn genward_as_pid_1_runs_the_example_and_stops_it_on_sigterm() {
+    let test = "genward_as_pid_1_runs_the_example_and_stops_it_on_sigterm";
+    let scratch = genward::testkit::scratch::ScratchDir::new("setup-container");
+    let state = scratch.join("state");
+    let port = free_port();
+    let container = match Container::start(&app_env(&state, port, &unique_tag(test))) {
+        Ok(c) => c,
+        Err(why) => {
+            println!("SKIP {test}: {why}");
+            eprintln!("SKIP {test}: {why}");
+            return;
+        }
+    };
+    let mut app = App::watch(await_socket(&state.join("genward.sock")));
+    let init = container.init();
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{init}/comm")).unwrap().trim(),
+        "genward",
+        "PID 1 of the namespace is genward"
+    );
+
+    let started = app.await_started();
+    app.await_web_serves(started.web, port);
+    app.await_worker_restarted(started.worker, 2);
+
+    // A session leaves an orphan: its middle shell starts a background sleep and exits,
+    // so the kernel hands the sleep to PID 1.
+    let c = app.client();
+    let gen = c.ok(json!({"op": "spawn", "session": "orphans", "on_exit": "leave",
+        "argv": ["sh", "-c", "sh -c 'sleep 1000 & echo orphan=$!'; echo middle-gone; exec sleep 1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.output_until(gen, "middle-gone");
+    let text = String::from_utf8_lossy(&output_of(&seen, gen)).into_owned();
+    let reported: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("orphan="))
+        .expect("the orphan's pid")
+        .parse()
+        .unwrap();
+    let orphan = proc::pid_in_namespace_of(init, reported).expect("the orphan, still running");
+    // The sleep cannot end by itself, so this pid is the orphan's while the pidfd is open.
+    let pidfd = pidfd_open(Pid::from_raw(orphan as i32).unwrap(), PidfdFlags::empty())
+        .expect("pidfd_open the orphan");
+    assert_eq!(proc::stat(orphan).unwrap().ppid, init, "adopted by PID 1");
+    pidfd_send_signal(&pidfd, Signal::KILL).unwrap();
+    assert!(wait::readable(pidfd.as_fd(), Instant::now() + PATIENCE));
+    // Reaping shows from outside only as the /proc entry going away: bounded polling,
+    // after the exit itself was awaited on the pidfd.
+    let deadline = Instant::now() + PATIENCE;
+    while let Some(stat) = proc::stat(orphan) {
+        assert!(Instant::now() < deadline, "orphan left as {}", stat.state);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // `docker stop`: SIGTERM to PID 1. Every session is stopped, and genward exits 0.
+    // SAFETY: kill with the pid of the namespace's init, which lives until unshare (our
+    // unreaped child) has reaped it.
+    unsafe { libc::kill(init as i32, libc::SIGTERM) };
+    let ends = app.await_all_stopped(started);
+    let mut container = container;
+    let status = wait::child_exit(&mut container.unshare, PATIENCE)
+        .expect("PID 1 exits after SIGTERM");
+    assert_eq!(status.code(), Some(0), "PID 1's exit status; ends: {ends:?}");
+}

@@ -1,0 +1,275 @@
+//! The example application of `examples/` (a database stand-in, a web server that starts
+//! once the database is ready, a worker that crashes) run under a real init system or
+//! service manager, and watched from outside through the daemon's socket: what every
+//! `tests/setup_*.rs` checks the same way.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use genward::testkit::proc;
+use serde_json::{json, Value};
+
+use super::daemon::{output_of, Client, Msg, PATIENCE};
+
+/// A path under the repository's `examples/`.
+pub fn example(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(path)
+}
+
+/// Whether `program` can be run here (found on PATH); says so with a SKIP line if not.
+pub fn have(test: &str, program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", "command -v \"$1\" >/dev/null", "sh", program])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        println!("SKIP {test}: {program} is not installed");
+        eprintln!("SKIP {test}: {program} is not installed");
+    }
+    found
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+/// The environment a setup's supervisor is started with, so that what it runs finds this
+/// build's `genward` (on PATH and as `GENWARD`), the example application (`APP_DIR`), a
+/// state directory of the test's own (`GENWARD_STATE_DIR`, `GENWARD_SOCKET`), a free port
+/// for the web server, and stand-ins that start and crash quickly. `tag` is put in the
+/// environment as `GENWARD_SETUP_TAG`, which every process of the setup inherits: see
+/// [`tagged`].
+pub fn app_env(state: &Path, port: u16, tag: &str) -> Vec<(String, OsString)> {
+    let bin = Path::new(env!("CARGO_BIN_EXE_genward"));
+    let mut path = OsString::from(bin.parent().expect("the binary's directory"));
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()));
+    [
+        ("PATH", path),
+        ("GENWARD", bin.into()),
+        ("APP_DIR", example("app").into()),
+        ("GENWARD_STATE_DIR", state.into()),
+        ("GENWARD_SOCKET", state.join("genward.sock").into()),
+        ("WEB_PORT", port.to_string().into()),
+        ("DB_STARTUP", "0.2".into()),
+        ("WORKER_CRASH_AFTER", "0.2".into()),
+        ("GENWARD_SETUP_TAG", tag.into()),
+        (
+            "RUST_LOG",
+            std::env::var_os("RUST_LOG").unwrap_or_else(|| "warn".into()),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// A tag unique to this test run, for [`app_env`].
+pub fn unique_tag(test: &str) -> String {
+    format!("{test}-{}", std::process::id())
+}
+
+/// The processes (zombies left out) whose environment carries `GENWARD_SETUP_TAG=tag`.
+pub fn tagged(tag: &str) -> Vec<u32> {
+    let want = format!("GENWARD_SETUP_TAG={tag}");
+    proc::pids()
+        .into_iter()
+        .filter(|&pid| proc::stat(pid).is_some_and(|s| !s.is_zombie()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|e| e == want.as_bytes()))
+        })
+        .collect()
+}
+
+/// Waits until no process but those in `except` carries `tag`. Processes end on their own
+/// schedule after the supervisor that was awaited has gone; there is no event for the last
+/// of them, so this polls, bounded by [`PATIENCE`].
+#[track_caller]
+pub fn await_none_tagged(tag: &str, except: &[u32]) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let left: Vec<u32> = tagged(tag)
+            .into_iter()
+            .filter(|p| !except.contains(p))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of the setup left behind: {:?}",
+            left.iter()
+                .map(|p| (p, std::fs::read_to_string(format!("/proc/{p}/cmdline"))))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Connects to `socket` once the daemon listens on it. The daemon was started by a service
+/// manager, not by this test, so there is no readiness pipe to read: the socket appearing
+/// is the event, polled for at short intervals, bounded by [`PATIENCE`].
+#[track_caller]
+pub fn await_socket(socket: &Path) -> Client {
+    let deadline = Instant::now() + PATIENCE;
+    while UnixStream::connect(socket).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no daemon listening on {}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Client::connect(socket)
+}
+
+/// The example application, watched through one subscription to every session from the
+/// start of what is retained: each session's events arrive in order.
+pub struct App {
+    client: Client,
+    seen: Vec<Msg>,
+}
+
+/// The generations the start step began, one per session.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    pub db: u64,
+    pub web: u64,
+    pub worker: u64,
+}
+
+impl App {
+    /// Subscribes `client` to everything, from the start.
+    pub fn watch(mut client: Client) -> App {
+        client.ok(json!({"op": "subscribe", "all": true, "from_start": true}));
+        App {
+            client,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The connection, for requests of the test's own.
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Reads events until `pred` matches one (or one already read matches).
+    #[track_caller]
+    fn until(&mut self, mut pred: impl FnMut(&Value) -> bool) -> Value {
+        if let Some(m) = self.seen.iter().find(|m| pred(m.json())) {
+            return m.json().clone();
+        }
+        let more = self.client.events_until(|m| pred(m.json()));
+        let hit = more.last().expect("the matching event").json().clone();
+        self.seen.extend(more);
+        hit
+    }
+
+    /// Waits until all three sessions were started, and checks the order: the database
+    /// first, the web server only after the database said `ready`, then the worker.
+    #[track_caller]
+    pub fn await_started(&mut self) -> Started {
+        let spawned = |session: &'static str| {
+            move |v: &Value| v["event"] == "spawned" && v["session"] == session
+        };
+        let db = self.until(spawned("db"))["gen"].as_u64().unwrap();
+        let web = self.until(spawned("web"))["gen"].as_u64().unwrap();
+        let worker = self.until(spawned("worker"))["gen"].as_u64().unwrap();
+        let db_output = String::from_utf8_lossy(&output_of(&self.seen, db)).into_owned();
+        assert!(
+            db_output.lines().any(|l| l == "ready"),
+            "web started before db was ready; db printed {db_output:?}"
+        );
+        assert!(db < web && web < worker, "start order: {db} {web} {worker}");
+        Started { db, web, worker }
+    }
+
+    /// Waits until the web server listens, then fetches its index over HTTP.
+    #[track_caller]
+    pub fn await_web_serves(&mut self, gen: u64, port: u16) {
+        let mut text = Vec::new();
+        let seen = self.client.events_until(|m| {
+            text.extend_from_slice(&output_of(std::slice::from_ref(m), gen));
+            String::from_utf8_lossy(&text).contains("Serving HTTP")
+        });
+        self.seen.extend(seen);
+        let mut conn = TcpStream::connect(("127.0.0.1", port)).expect("connect to web");
+        conn.set_read_timeout(Some(PATIENCE)).unwrap();
+        conn.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.0 200"), "web answered {answer:?}");
+    }
+
+    /// Waits until the worker that crashes has been restarted at least `times` times, each
+    /// after a backoff (the session in state `backoff` between the crash and the restart);
+    /// checks that the session counts the restarts.
+    #[track_caller]
+    pub fn await_worker_restarted(&mut self, first: u64, times: usize) {
+        let mut gen = first;
+        for _ in 0..times {
+            let end = self.until(|v| v["event"] == "exited" && v["gen"] == gen);
+            assert_eq!(end["code"], 1, "the worker crashes with 1: {end}");
+            assert_eq!(end["cause"], "exited", "{end}");
+            self.until(|v| {
+                v["event"] == "state" && v["session"] == "worker" && v["state"] == "backoff"
+            });
+            let next = self.until(|v| {
+                v["event"] == "spawned" && v["session"] == "worker" && v["gen"].as_u64() > Some(gen)
+            });
+            gen = next["gen"].as_u64().unwrap();
+            // The next backoff is another `state` event: forget this one.
+            self.seen.retain(|m| m.json()["event"] != "state");
+        }
+        let got = self.client.ok(json!({"op": "get", "session": "worker"}));
+        let restarts = got["session"]["restarts"].as_u64().unwrap();
+        assert!(restarts >= times as u64, "restarts {restarts}: {got}");
+    }
+
+    /// Reads every event until the daemon closes the connection (it exits), then checks
+    /// that every generation that started has ended exactly once, and that the database's
+    /// and the web server's ended by the stop (cause `stopped`). Returns each generation's
+    /// end.
+    #[track_caller]
+    pub fn await_all_stopped(mut self, started: Started) -> BTreeMap<u64, Value> {
+        while let Some(m) = self.client.read_msg_or_eof() {
+            self.seen.push(m);
+        }
+        let mut spawned = Vec::new();
+        let mut ends: HashMap<u64, Vec<Value>> = HashMap::new();
+        for m in &self.seen {
+            let v = m.json();
+            let gen = v["gen"].as_u64();
+            match (v["event"].as_str(), gen) {
+                (Some("spawned"), Some(g)) => spawned.push(g),
+                (Some("exited" | "spawn_failed"), Some(g)) => {
+                    ends.entry(g).or_default().push(v.clone())
+                }
+                _ => {}
+            }
+        }
+        let mut out = BTreeMap::new();
+        for g in spawned {
+            let e = ends.get(&g).map(Vec::as_slice).unwrap_or_default();
+            assert_eq!(e.len(), 1, "generation {g} ended {} times: {e:?}", e.len());
+            out.insert(g, e[0].clone());
+        }
+        for g in [started.db, started.web] {
+            assert_eq!(out[&g]["cause"], "stopped", "generation {g}: {}", out[&g]);
+        }
+        out
+    }
+}
