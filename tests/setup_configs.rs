@@ -25,8 +25,8 @@ fn config(setup: &str) -> BTreeMap<String, Value> {
         let name = path.file_stem().unwrap().to_str().unwrap().to_string();
         assert_eq!(path.extension().and_then(|e| e.to_str()), Some("json"));
         let text = std::fs::read(&path).unwrap();
-        let value: Value = serde_json::from_slice(&text)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let value: Value =
+            serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         out.insert(name, value);
     }
     out
@@ -52,7 +52,10 @@ fn every_config_is_a_spawn_spec_with_readiness_and_dependencies() {
             }
             if let Some(deps) = spec.remove("depends_on") {
                 for (dep, when) in deps.as_object().expect("depends_on is an object") {
-                    assert!(sessions.contains_key(dep), "{setup}/{name}: no session {dep}");
+                    assert!(
+                        sessions.contains_key(dep),
+                        "{setup}/{name}: no session {dep}"
+                    );
                     assert_eq!(when, "ready", "{setup}/{name}");
                 }
             }

@@ -58,7 +58,9 @@ impl Container {
                 Ok(())
             });
         }
-        let unshare = cmd.spawn().map_err(|e| format!("cannot run unshare: {e}"))?;
+        let unshare = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run unshare: {e}"))?;
         Ok(Container { unshare })
     }
 
@@ -95,7 +97,9 @@ fn genward_as_pid_1_runs_the_example_and_stops_it_on_sigterm() {
     let mut app = App::watch(await_socket(&state.join("genward.sock")));
     let init = container.init();
     assert_eq!(
-        std::fs::read_to_string(format!("/proc/{init}/comm")).unwrap().trim(),
+        std::fs::read_to_string(format!("/proc/{init}/comm"))
+            .unwrap()
+            .trim(),
         "genward",
         "PID 1 of the namespace is genward"
     );
@@ -140,7 +144,11 @@ fn genward_as_pid_1_runs_the_example_and_stops_it_on_sigterm() {
     unsafe { libc::kill(init as i32, libc::SIGTERM) };
     let ends = app.await_all_stopped(started);
     let mut container = container;
-    let status = wait::child_exit(&mut container.unshare, PATIENCE)
-        .expect("PID 1 exits after SIGTERM");
-    assert_eq!(status.code(), Some(0), "PID 1's exit status; ends: {ends:?}");
+    let status =
+        wait::child_exit(&mut container.unshare, PATIENCE).expect("PID 1 exits after SIGTERM");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "PID 1's exit status; ends: {ends:?}"
+    );
 }

@@ -147,7 +147,10 @@ fn runsv_runs_genward_up_and_down() {
     let down = r.sv_ok(&["-w", "20", "down"]);
     assert!(down.starts_with("ok: down:"), "{down}");
     app.await_all_stopped(started);
-    assert_eq!(r.line("genward exited:"), "genward exited: code 0, signal 0");
+    assert_eq!(
+        r.line("genward exited:"),
+        "genward exited: code 0, signal 0"
+    );
 
     r.sv_ok(&["exit"]);
     let status = wait::child_exit(&mut r.runsv, PATIENCE).expect("runsv exits");

@@ -28,8 +28,8 @@ fn verify(unit: &Path) -> (bool, String) {
         .spawn()
         .expect("run systemd-analyze");
     let out = wait_bounded(child);
-    let text = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     (out.status.success(), text.trim().to_string())
 }
 
@@ -45,7 +45,11 @@ fn cannot_verify(dir: &Path) -> Option<String> {
         return Some("systemd-analyze is not installed".into());
     }
     let good = dir.join("known-good.service");
-    std::fs::write(&good, "[Service]\nType=oneshot\nExecStart=/bin/sh -c true\n").unwrap();
+    std::fs::write(
+        &good,
+        "[Service]\nType=oneshot\nExecStart=/bin/sh -c true\n",
+    )
+    .unwrap();
     match verify(&good) {
         (true, text) if text.is_empty() => None,
         (_, text) => Some(format!(
@@ -69,9 +73,8 @@ fn installed_copy(dir: &Path) -> std::path::PathBuf {
     std::fs::write(&unit, localize(text)).unwrap();
     let dropins = dir.join("genward.service.d");
     std::fs::create_dir(&dropins).unwrap();
-    let text =
-        std::fs::read_to_string(example("systemd/genward.service.d/example-sessions.conf"))
-            .unwrap();
+    let text = std::fs::read_to_string(example("systemd/genward.service.d/example-sessions.conf"))
+        .unwrap();
     std::fs::write(dropins.join("example-sessions.conf"), localize(text)).unwrap();
     unit
 }
@@ -151,7 +154,10 @@ fn ready_then_serving(listener: &UnixDatagram, mut daemon: Child, dir: &Path) {
 
     // Ready means serving: the socket takes a connection and answers at once.
     let socket = dir.join("state").join("genward.sock");
-    assert!(UnixStream::connect(&socket).is_ok(), "ready but not serving");
+    assert!(
+        UnixStream::connect(&socket).is_ok(),
+        "ready but not serving"
+    );
     Client::connect(&socket).ok(json!({"op": "list"}));
 
     // `systemctl stop`: SIGTERM to the main process.

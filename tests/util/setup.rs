@@ -211,7 +211,10 @@ impl App {
         conn.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
         let mut answer = String::new();
         conn.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.0 200"), "web answered {answer:?}");
+        assert!(
+            answer.starts_with("HTTP/1.0 200"),
+            "web answered {answer:?}"
+        );
     }
 
     /// Waits until the worker that crashes has been restarted at least `times` times, each
