@@ -89,8 +89,7 @@ fn genward_as_pid_1_runs_the_example_and_stops_it_on_sigterm() {
     let container = match Container::start(&app_env(&state, port, &unique_tag(test))) {
         Ok(c) => c,
         Err(why) => {
-            println!("SKIP {test}: {why}");
-            eprintln!("SKIP {test}: {why}");
+            util::sys::skip(test, &why);
             return;
         }
     };

@@ -84,8 +84,7 @@ fn the_example_unit_verifies_cleanly() {
     let test = "the_example_unit_verifies_cleanly";
     let scratch = ScratchDir::new("setup-systemd");
     if let Some(why) = cannot_verify(&scratch) {
-        println!("SKIP {test}: {why}");
-        eprintln!("SKIP {test}: {why}");
+        util::sys::skip(test, &why);
         return;
     }
     let unit = installed_copy(&scratch);

@@ -31,8 +31,7 @@ pub fn have(test: &str, program: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !found {
-        println!("SKIP {test}: {program} is not installed");
-        eprintln!("SKIP {test}: {program} is not installed");
+        super::sys::skip(test, &format!("{program} is not installed"));
     }
     found
 }
