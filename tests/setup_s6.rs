@@ -1,5 +1,6 @@
 //! The s6 setup of `examples/s6`: the service directory `genward/` (its `run` script and
-//! `notification-fd`) under a real `s6-supervise`. `s6-svwait -U` returns once genward is
+//! `notification-fd`) in a scan directory of a real `s6-svscan`, which runs `s6-supervise`
+//! on it. `s6-svwait -U` returns once genward is
 //! ready, the example application runs, and `s6-svc -d` stops everything: every session
 //! ends by the stop, genward exits 0, and no process of the setup is left.
 
@@ -17,33 +18,37 @@ use util::setup::{
     app_env, await_none_tagged, await_socket, example, free_port, have, unique_tag, App,
 };
 
-/// `s6-supervise` on a copy of the example's service directory; on drop, the service is
-/// brought down and the supervisor told to exit, or killed.
+/// `s6-svscan` on a scan directory holding a copy of the example's service directory; on
+/// drop, it is told to bring every service down and exit, or killed.
 struct Supervised {
-    supervise: Child,
+    svscan: Child,
+    scan: PathBuf,
     service: PathBuf,
     env: Vec<(String, std::ffi::OsString)>,
 }
 
 impl Supervised {
     fn start(dir: &Path, env: Vec<(String, std::ffi::OsString)>) -> Supervised {
-        let service = dir.join("genward");
-        std::fs::create_dir(&service).unwrap();
+        let scan = dir.join("scan");
+        let service = scan.join("genward");
+        std::fs::create_dir_all(&service).unwrap();
         for file in ["run", "notification-fd"] {
             std::fs::copy(example("s6/genward").join(file), service.join(file)).unwrap();
         }
-        let supervise = Command::new("s6-supervise")
-            .arg(&service)
+        let svscan = Command::new("s6-svscan")
+            .arg(&scan)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .spawn()
-            .expect("run s6-supervise");
+            .expect("run s6-svscan");
         let s = Supervised {
-            supervise,
+            svscan,
+            scan,
             service,
             env,
         };
-        // s6-supervise has no readiness of its own: `s6-svok` says when it listens.
+        // s6-svscan and s6-supervise have no readiness of their own: `s6-svok` says when
+        // the service's supervisor listens.
         let deadline = Instant::now() + PATIENCE;
         while !s.s6(&["s6-svok"]).status.success() {
             assert!(Instant::now() < deadline, "s6-supervise did not start");
@@ -54,9 +59,14 @@ impl Supervised {
 
     /// Runs `PROGRAM ARGS... SERVICE-DIR`, bounded by [`PATIENCE`].
     fn s6(&self, cmd: &[&str]) -> std::process::Output {
+        self.s6_on(cmd, &self.service)
+    }
+
+    /// Runs `PROGRAM ARGS... DIR`, bounded by [`PATIENCE`].
+    fn s6_on(&self, cmd: &[&str], dir: &Path) -> std::process::Output {
         let child = Command::new(cmd[0])
             .args(&cmd[1..])
-            .arg(&self.service)
+            .arg(dir)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -76,20 +86,20 @@ impl Supervised {
 
 impl Drop for Supervised {
     fn drop(&mut self) {
-        if let Ok(None) = self.supervise.try_wait() {
-            let _ = self.s6(&["s6-svc", "-dx"]);
-            if wait::child_exit(&mut self.supervise, PATIENCE).is_none() {
-                let _ = self.supervise.kill();
-                let _ = self.supervise.wait();
+        if let Ok(None) = self.svscan.try_wait() {
+            let _ = self.s6_on(&["s6-svscanctl", "-t"], &self.scan);
+            if wait::child_exit(&mut self.svscan, PATIENCE).is_none() {
+                let _ = self.svscan.kill();
+                let _ = self.svscan.wait();
             }
         }
     }
 }
 
 #[test]
-fn s6_supervise_runs_genward_ready_and_down() {
-    let test = "s6_supervise_runs_genward_ready_and_down";
-    if !have(test, "s6-supervise") || !have(test, "python3") {
+fn s6_svscan_runs_genward_ready_and_down() {
+    let test = "s6_svscan_runs_genward_ready_and_down";
+    if !have(test, "s6-svscan") || !have(test, "python3") {
         return;
     }
     let scratch = ScratchDir::new("setup-s6");
@@ -112,8 +122,9 @@ fn s6_supervise_runs_genward_ready_and_down() {
     app.await_all_stopped(started);
     assert_eq!(s.s6_ok(&["s6-svstat", "-o", "up,exitcode"]), "false 0");
 
-    s.s6_ok(&["s6-svc", "-x"]);
-    let status = wait::child_exit(&mut s.supervise, PATIENCE).expect("s6-supervise exits");
-    assert!(status.success(), "s6-supervise: {status:?}");
+    let out = s.s6_on(&["s6-svscanctl", "-t"], &s.scan);
+    assert!(out.status.success(), "s6-svscanctl -t: {out:?}");
+    let status = wait::child_exit(&mut s.svscan, PATIENCE).expect("s6-svscan exits");
+    assert!(status.success(), "s6-svscan: {status:?}");
     await_none_tagged(&tag, &[]);
 }
