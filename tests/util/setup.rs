@@ -178,7 +178,8 @@ impl App {
     }
 
     /// Waits until all three sessions were started, and checks the order: the database
-    /// first, the web server only after the database said `ready`, then the worker.
+    /// first, the web server only after the database said `ready` (by the daemon's clock:
+    /// the time the line was read, the time web's generation started), then the worker.
     #[track_caller]
     pub fn await_started(&mut self) -> Started {
         let spawned = |session: &'static str| {
@@ -187,24 +188,59 @@ impl App {
         let db = self.until(spawned("db"))["gen"].as_u64().unwrap();
         let web = self.until(spawned("web"))["gen"].as_u64().unwrap();
         let worker = self.until(spawned("worker"))["gen"].as_u64().unwrap();
-        let db_output = String::from_utf8_lossy(&output_of(&self.seen, db)).into_owned();
-        assert!(
-            db_output.lines().any(|l| l == "ready"),
-            "web started before db was ready; db printed {db_output:?}"
-        );
         assert!(db < web && web < worker, "start order: {db} {web} {worker}");
+        let ready_at = self.line_read_at(db, "ready");
+        let got = self.client.ok(json!({"op": "get", "session": "web"}));
+        let web_since = got["session"]["generations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["gen"] == web)
+            .and_then(|g| g["since_unix_ms"].as_u64())
+            .unwrap_or_else(|| panic!("web's generation {web}: {got}"));
+        assert!(
+            ready_at <= web_since,
+            "web started at {web_since}, before db was ready at {ready_at}"
+        );
         Started { db, web, worker }
+    }
+
+    /// The daemon's time (`t`, Unix ms) of the output frame that completed the line `line`
+    /// of generation `gen`.
+    #[track_caller]
+    fn line_read_at(&mut self, gen: u64, line: &str) -> u64 {
+        let want = format!("{line}\n");
+        let after_newline = format!("\n{want}");
+        self.output_until(gen, |text| {
+            text.starts_with(&want) || text.contains(&after_newline)
+        })
+    }
+
+    /// Reads, from what was already seen and then what follows, until generation `gen`'s
+    /// output put together satisfies `done`; returns the time (`t`, Unix ms) of the output
+    /// frame that completed it.
+    #[track_caller]
+    fn output_until(&mut self, gen: u64, done: impl Fn(&str) -> bool) -> u64 {
+        let mut text = Vec::new();
+        let mut complete = |m: &Msg| {
+            let piece = output_of(std::slice::from_ref(m), gen);
+            text.extend_from_slice(&piece);
+            !piece.is_empty() && done(&String::from_utf8_lossy(&text))
+        };
+        let time = |m: &Msg| m.json()["t"].as_u64().expect("an output frame's time");
+        if let Some(m) = self.seen.iter().find(|m| complete(m)) {
+            return time(m);
+        }
+        let more = self.client.events_until(complete);
+        let t = time(more.last().unwrap());
+        self.seen.extend(more);
+        t
     }
 
     /// Waits until the web server listens, then fetches its index over HTTP.
     #[track_caller]
     pub fn await_web_serves(&mut self, gen: u64, port: u16) {
-        let mut text = Vec::new();
-        let seen = self.client.events_until(|m| {
-            text.extend_from_slice(&output_of(std::slice::from_ref(m), gen));
-            String::from_utf8_lossy(&text).contains("Serving HTTP")
-        });
-        self.seen.extend(seen);
+        self.output_until(gen, |text| text.contains("Serving HTTP"));
         let mut conn = TcpStream::connect(("127.0.0.1", port)).expect("connect to web");
         conn.set_read_timeout(Some(PATIENCE)).unwrap();
         conn.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
