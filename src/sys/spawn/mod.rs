@@ -499,6 +499,25 @@ impl Starting {
         self.status.as_fd()
     }
 
+    /// Our end of the child's stdout pipe (pipes mode), non-blocking: for a child whose
+    /// output is wanted before [`Starting::finish`] (a helper that answers and exits). It
+    /// is closed by `finish` (which hands it over) and on drop, so deregister it first.
+    pub fn stdout_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.stdout.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// Why the child did not exec, once [`Starting::poll`] has returned `true`: the failed
+    /// step, as [`Starting::finish`] would return it. `None` while that is not known, or
+    /// when it exec'd.
+    pub fn failure(&self) -> Option<SpawnError> {
+        let started = self.child.as_ref()?;
+        match self.outcome? {
+            Outcome::Exec => None,
+            Outcome::Failed(report) => Some(self.error_of(started, report)),
+            Outcome::Broken(errno) => Some(SpawnError::from_errno(Step::Setup, errno, None)),
+        }
+    }
+
     /// Reads what the status pipe holds, without blocking. Returns `true` once the outcome
     /// is known (then stop watching [`Starting::status_fd`] and call
     /// [`Starting::finish`]); `false` means wait for the next readiness.
