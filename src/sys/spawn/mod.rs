@@ -72,7 +72,8 @@ pub struct SpawnRequest {
     /// How the child will be watched.
     pub reaper: ReaperMode,
     /// Whom the child becomes before exec; the caller's identity when `None`. Plain numbers:
-    /// names are resolved by the caller, since the child may not look anything up.
+    /// names are resolved beforehand (see `crate::lookup`), since the child may not look
+    /// anything up.
     pub credentials: Option<Credentials>,
     /// The child's file mode creation mask; ours when `None`.
     pub umask: Option<u32>,
