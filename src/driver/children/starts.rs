@@ -62,6 +62,13 @@ fn logged(gen: u64, e: SpawnError) -> SpawnError {
     e
 }
 
+/// The start could not be watched (registering its descriptor failed).
+fn watch_failed(gen: u64, e: &std::io::Error) -> SpawnError {
+    log::error!("gen {gen}: watch spawn status: {e}");
+    SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
+        .with_message(format!("watching the start: {e}"))
+}
+
 fn os(bytes: &[u8]) -> OsString {
     OsString::from_vec(bytes.to_vec())
 }
@@ -152,11 +159,7 @@ impl Children {
                 Launch::new(gen, starting, cgroup, registry)
             }
         }
-        .map_err(|e| {
-            log::error!("gen {gen}: watch spawn status: {e}");
-            SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
-                .with_message(format!("watching the start: {e}"))
-        })?;
+        .map_err(|e| watch_failed(gen, &e))?;
         self.launching.insert(gen, launch);
         Ok(())
     }
@@ -180,14 +183,9 @@ impl Children {
                     start_in(&request, launch.cgroup_dir()).map_err(|e| spawn_error(gen, &e))
                 })
                 .and_then(|starting| {
-                    launch.exec(gen, starting, registry).map_err(|e| {
-                        log::error!("gen {gen}: watch spawn status: {e}");
-                        SpawnError::new(
-                            SpawnErrorKind::Other,
-                            e.raw_os_error().unwrap_or(libc::EIO),
-                        )
-                        .with_message(format!("watching the start: {e}"))
-                    })
+                    launch
+                        .exec(gen, starting, registry)
+                        .map_err(|e| watch_failed(gen, &e))
                 });
             if let Err(e) = started {
                 self.take_launch(gen)?.abandon(registry);
