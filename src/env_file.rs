@@ -1,6 +1,6 @@
 //! Environment files: `KEY=VALUE` lines, as `genward run --env-file` reads them on the
-//! client's side and the daemon reads a spec's `env_file` before each start. One parser,
-//! so a file means the same thing wherever it is named.
+//! client's side and the lookup helper (`crate::lookup`) reads a spec's `env_file` before
+//! each start. One parser, so a file means the same thing wherever it is named.
 
 use std::io::Read;
 use std::path::Path;

@@ -102,43 +102,64 @@ fn a_root_daemon_runs_the_process_as_the_user_with_its_groups_umask_and_limits()
         text.starts_with(&format!("u={uid} g=4242 G=4242 4243 4244 ")),
         "{text}"
     );
-    // A bare uid has no primary group to default to.
-    c.err(
-        json!({"op": "spawn", "session": "bare", "argv": ["true"], "user": 4245}),
-        "bad_request",
+    // A bare uid has no primary group to default to: known once its entry was looked up.
+    let (_, end) = run(
+        &mut c,
+        json!({"session": "bare", "argv": ["true"], "user": 4245}),
     );
+    assert_eq!(end["event"], "spawn_failed", "{end}");
+    let why = end["error"]["message"].as_str().unwrap();
+    assert!(why.contains("uid 4245") && why.contains("`group`"), "{end}");
     drop(d);
 }
 
+/// Names are looked up at the start, by a helper process (never in the daemon's loop): an
+/// unknown one is the generation's `spawn_failed`, naming the field and the name.
 #[test]
-fn unknown_users_and_groups_are_refused_when_requested() {
+fn unknown_users_and_groups_fail_the_start_naming_the_field() {
     let (_d, mut c) = daemon("runas-unknown");
     for (members, field) in [
         (json!({"user": "no-such-user-genward"}), "user"),
         (json!({"group": "no-such-group-genward"}), "group"),
-        (json!({"groups": ["no-such-group-genward"]}), "groups[0]"),
+        (json!({"groups": [0, "no-such-group-genward"]}), "groups[1]"),
     ] {
-        let mut req = json!({"op": "spawn", "session": "x", "argv": ["true"]});
+        let mut req = json!({"session": "x", "argv": ["true"]});
         for (k, v) in members.as_object().unwrap() {
             req[k] = v.clone();
         }
-        let e = c.err(req, "bad_request");
-        let why = e["error"]["message"].as_str().unwrap();
-        assert!(why.contains(field) && why.contains("no-such"), "{e}");
+        let (_, end) = run(&mut c, req);
+        assert_eq!(end["event"], "spawn_failed", "{end}");
+        assert_eq!(end["error"]["kind"], "other", "{end}");
+        let why = end["error"]["message"].as_str().unwrap();
+        assert!(
+            why.starts_with(&format!("{field}: no ")) && why.contains("`no-such-"),
+            "{end}"
+        );
     }
-    // Nothing was created by a refused request.
-    c.err(json!({"op": "get", "session": "x"}), "no_such_session");
     if is_root() {
         skip_because("permission_denied for another user needs a daemon not running as root");
         return;
     }
+    // A number the daemon cannot become is refused at once; a name, once looked up.
     let e = c.err(
-        json!({"op": "spawn", "session": "x", "argv": ["true"], "user": "root"}),
+        json!({"op": "spawn", "session": "x", "argv": ["true"], "user": 0}),
         "permission_denied",
     );
     assert!(
         e["error"]["message"].as_str().unwrap().contains("not root"),
         "{e}"
+    );
+    let (_, end) = run(
+        &mut c,
+        json!({"session": "x", "argv": ["true"], "user": "root"}),
+    );
+    assert_eq!(end["error"]["kind"], "permission_denied", "{end}");
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not root"),
+        "{end}"
     );
 }
 

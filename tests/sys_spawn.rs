@@ -139,6 +139,34 @@ fn start_does_not_look_for_the_program_a_failed_exec_arrives_on_the_status_pipe(
     }
 }
 
+/// What a helper that answers on its stdout and exits needs (the daemon's lookup helper):
+/// its output read before `finish`, and once it ended, why it did not exec (if it did not)
+/// known without `finish`, which is never called for it.
+#[test]
+fn a_starting_childs_stdout_is_read_before_finish_and_its_failure_known_without_it() {
+    let mut answered = start(&request(&["echo", "answer"])).expect("start");
+    let out = read_to_eof(answered.stdout_fd().expect("pipes"));
+    assert_eq!(lossy(&out), "answer\n");
+    // Its stdout ended: its status pipe has said all it will.
+    assert!(answered.poll());
+    assert!(answered.failure().is_none());
+    drop(answered);
+    let mut failed = start(&request(&["/nonexistent/genward-no-such-program"])).expect("start");
+    assert!(read_to_eof(failed.stdout_fd().expect("pipes")).is_empty());
+    assert!(failed.poll());
+    let err = failed.failure();
+    assert!(
+        matches!(
+            err,
+            Some(SpawnError::NotFound {
+                step: Step::Exec,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+}
+
 #[test]
 fn dropping_a_starting_child_kills_and_reaps_it() {
     let starting = start(&request(&["sleep", "1000"])).expect("start");

@@ -1,8 +1,8 @@
 //! Whom a session's process runs as and under which per-process limits: pure data, as the
 //! spec was written. Names are kept as names (not resolved uids) so that a spec reads back
-//! as it was given and follows a user database that changes between generations; the
-//! driver resolves them in the daemon before each start and the child applies plain
-//! numbers between fork and exec.
+//! as it was given and follows a user database that changes between generations; they are
+//! resolved before each start, off the daemon's loop (see `crate::lookup`), and the child
+//! applies plain numbers between fork and exec.
 
 use super::error::Error;
 
@@ -19,8 +19,8 @@ pub struct RunAs {
     pub groups: Option<Vec<String>>,
     /// The file mode creation mask, `0..=0o777`.
     pub umask: Option<u32>,
-    /// An absolute path of `KEY=VALUE` lines the daemon reads at each start; the spec's own
-    /// `env` wins over it.
+    /// An absolute path of `KEY=VALUE` lines read at each start (by the lookup helper); the
+    /// spec's own `env` wins over it.
     pub env_file: Option<Vec<u8>>,
     /// Per-process limits, one per resource, in [`Rlimit::ALL`] order.
     pub rlimits: Vec<(Rlimit, RlimitValue)>,

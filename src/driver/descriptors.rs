@@ -26,7 +26,8 @@ pub const RESERVE_MIN: u64 = 8;
 pub const SPAWN_PEAK: usize = 12;
 
 /// Descriptors a child still starting holds at most: its status pipe, our ends of its
-/// stdio (or a terminal's master), its pidfd and its cgroup's two.
+/// stdio (or a terminal's master), its pidfd and its cgroup's two. While its lookup helper
+/// runs, the helper's status pipe, stdin, stdout and pidfd take the place of the child's.
 pub const LAUNCH_HELD: usize = 8;
 
 /// Descriptors kept in reserve under `limit`: a quarter of it, between [`RESERVE_MIN`] and

@@ -9,7 +9,7 @@
 //! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues;
 //!   `children/`: starting, a tree's signals and emptiness, a leader's exit; `child/`:
 //!   a child taken back, kept by the keeper, carried across an upgrade. `launch.rs`: one
-//!   start in flight. `descriptors.rs`: the descriptors kept in reserve, counted from what
+//!   start in flight; `lookup.rs`: the lookup helper it may wait for first. `descriptors.rs`: the descriptors kept in reserve, counted from what
 //!   the children and connections hold.
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
 //! - `recover.rs`: taking back what a previous daemon left; `persist.rs`: the state
@@ -43,6 +43,7 @@ mod keeper_start;
 mod launch;
 mod listener;
 mod logs;
+mod lookup;
 mod outbox;
 mod pacers;
 mod parked;

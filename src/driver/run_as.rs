@@ -1,143 +1,130 @@
 //! A spec's `user`, `group`, `groups`, `umask`, `env_file` and `rlimits` made into what
-//! the child applies: names resolved to ids and the environment file read here, in the
-//! daemon, before the start (the child may only make raw system calls).
+//! the child applies, from what was looked up for it (see [`crate::lookup`]: names and the
+//! environment file are resolved and read by a helper process, never in the loop).
 //!
-//! Resolved twice: when a `spawn` is requested, so an unknown name or an identity the
-//! daemon may not take is refused to the client at once (`bad_request`,
-//! `permission_denied`); and before every start, restarts included, since the databases
-//! may have changed meanwhile (then a `spawn_failed`).
-//!
-//! The lookups go through the C library, so through NSS: with local files they take
-//! microseconds; a remote source (LDAP, say) that hangs would hold the loop while it does,
-//! which is why nothing is looked up for a spec without these options.
+//! When a `spawn` is requested only what needs no lookup is checked ([`check_now`]): an
+//! unprivileged daemon asked for another numeric uid or gid is refused at once
+//! (`permission_denied`). Everything else surfaces at the start, restarts included, as a
+//! `spawn_failed` event naming the field or the file: an unknown name, an unreadable
+//! database or environment file, a name that resolves to an identity the daemon may not
+//! take.
 
 use std::ffi::OsString;
-use std::path::Path;
 
-use crate::core::{Rlimit, RlimitBound, RunAs};
+use crate::core::{Rlimit, RlimitBound, RunAs, SpawnError, SpawnErrorKind};
+use crate::lookup::answer::Found;
+use crate::lookup::{resolve, Query};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::sys::spawn::{Credentials, ResourceLimit, SpawnRequest, RLIM_INFINITY};
 use crate::sys::users;
 
-/// The identity a spec asks for, as numbers (`None` when it keeps the daemon's), with the
-/// user's entry when `user` names one.
-fn resolve(r: &RunAs) -> Result<(Option<Credentials>, Option<users::User>), ProtoError> {
-    if r.user.is_none() && r.group.is_none() && r.groups.is_none() {
-        return Ok((None, None));
-    }
-    let user = match &r.user {
-        None => None,
-        Some(u) => Some(user(u)?),
-    };
-    let gid = match (&r.group, &user) {
-        (Some(g), _) => group(g, "group")?,
-        (None, Some(u)) if u.name.is_empty() => {
-            return Err(ProtoError::new(
-                ErrorCode::BadRequest,
-                format!(
-                "user: uid {} has no entry in the user database, so no primary group: give `group`",
-                u.uid
-            ),
-            ))
-        }
-        (None, Some(u)) => u.gid,
-        // SAFETY: getegid cannot fail.
-        (None, None) => unsafe { libc::getegid() },
-    };
-    let groups = match (&r.groups, &user) {
-        (Some(names), _) => names
-            .iter()
-            .enumerate()
-            .map(|(i, g)| group(g, &format!("groups[{i}]")))
-            .collect::<Result<Vec<_>, _>>()?,
-        // A user without an entry (a bare uid) has no memberships to look up.
-        (None, Some(u)) if u.name.is_empty() => Vec::new(),
-        (None, Some(u)) => {
-            users::groups_of(&u.name, gid).map_err(|e| lookup_failed("groups", e))?
-        }
-        (None, None) => users::own_groups().map_err(|e| lookup_failed("groups", e))?,
-    };
-    // SAFETY: geteuid cannot fail.
-    let uid = user
-        .as_ref()
-        .map_or_else(|| unsafe { libc::geteuid() }, |u| u.uid);
-    let wanted = Credentials { uid, gid, groups };
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return Ok((Some(wanted), user));
-    }
-    // Unprivileged, the daemon can only run children as itself: what it is, it need not
-    // change; anything else the kernel would refuse in the child, so refuse it here.
-    // SAFETY: getegid cannot fail.
-    let (my_uid, my_gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let mine = users::own_groups().map_err(|e| lookup_failed("groups", e))?;
-    let same_groups = r.groups.is_none() || {
-        let (mut a, mut b) = (wanted.groups.clone(), mine);
-        a.sort_unstable();
-        b.sort_unstable();
-        a.dedup();
-        b.dedup();
-        a == b
-    };
-    if wanted.uid != my_uid || wanted.gid != my_gid || !same_groups {
-        return Err(ProtoError::new(
-            ErrorCode::PermissionDenied,
-            format!(
-                "the daemon runs as uid {my_uid}, not root: it cannot start a process as uid {} gid {}{}",
-                wanted.uid,
-                wanted.gid,
-                if same_groups { "" } else { " with other groups" }
-            ),
-        ));
-    }
-    Ok((None, user))
-}
-
-fn lookup_failed(field: &str, e: std::io::Error) -> ProtoError {
-    ProtoError::new(
-        ErrorCode::BadRequest,
-        format!("{field}: the user database could not be read: {e}"),
+/// Our own identity: effective uid and gid.
+fn own_ids() -> (u32, u32) {
+    (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
     )
 }
 
-/// A user by name or uid. A uid without an entry is allowed (containers often have none)
-/// when `group` says which group it runs in; its name is then empty.
-fn user(u: &str) -> Result<users::User, ProtoError> {
-    if let Ok(uid) = u.parse::<u32>() {
-        return match users::user_by_uid(uid).map_err(|e| lookup_failed("user", e))? {
-            Some(entry) => Ok(entry),
-            // Its gid is never used: `group` is required for a bare uid (see `resolve`).
-            None => Ok(users::User {
-                name: String::new(),
-                home: String::new(),
-                shell: String::new(),
-                uid,
-                gid: u32::MAX,
-            }),
-        };
-    }
-    users::user_by_name(u)
-        .map_err(|e| lookup_failed("user", e))?
-        .ok_or_else(|| ProtoError::new(ErrorCode::BadRequest, format!("user: no user named `{u}`")))
+fn denied(my_uid: u32, what: String) -> String {
+    format!("the daemon runs as uid {my_uid}, not root: it cannot start a process as {what}")
 }
 
-fn group(g: &str, field: &str) -> Result<u32, ProtoError> {
-    if let Ok(gid) = g.parse::<u32>() {
-        return Ok(gid);
+/// Checks a spec's identity as a request arrives, with nothing looked up: an unprivileged
+/// daemon cannot take another numeric uid, gid or set of gids. Names are resolved at the
+/// start (by the lookup helper), and refused there.
+pub fn check_now(r: &RunAs) -> Result<(), ProtoError> {
+    let (my_uid, my_gid) = own_ids();
+    if my_uid == 0 {
+        return Ok(());
     }
-    users::group_by_name(g)
-        .map_err(|e| lookup_failed(field, e))?
-        .ok_or_else(|| {
-            ProtoError::new(
-                ErrorCode::BadRequest,
-                format!("{field}: no group named `{g}`"),
-            )
-        })
+    let number = |s: &Option<String>| s.as_deref().and_then(|s| s.parse::<u32>().ok());
+    let refuse = |what: String| {
+        Err(ProtoError::new(
+            ErrorCode::PermissionDenied,
+            denied(my_uid, what),
+        ))
+    };
+    if let Some(uid) = number(&r.user).filter(|&u| u != my_uid) {
+        return refuse(format!("uid {uid}"));
+    }
+    if let Some(gid) = number(&r.group).filter(|&g| g != my_gid) {
+        return refuse(format!("gid {gid}"));
+    }
+    if let Some(groups) = &r.groups {
+        let numbers: Option<Vec<u32>> = groups.iter().map(|g| g.parse().ok()).collect();
+        if let (Some(wanted), Ok(mine)) = (numbers, users::own_groups()) {
+            if !same_set(wanted, mine) {
+                return refuse("other groups".into());
+            }
+        }
+    }
+    Ok(())
 }
 
-/// Checks a spec's identity as a request arrives: names exist, the daemon may take it.
-pub fn check(r: &RunAs) -> Result<(), ProtoError> {
-    resolve(r).map(drop)
+fn same_set(mut a: Vec<u32>, mut b: Vec<u32>) -> bool {
+    a.sort_unstable();
+    b.sort_unstable();
+    a.dedup();
+    b.dedup();
+    a == b
+}
+
+/// What a start needs before its child can be started.
+#[derive(Debug)]
+pub enum Resolution {
+    /// The helper must look these up.
+    Lookup(Query),
+    /// Nothing to look up (no run-as options, or numbers alone: the kernel was asked):
+    /// what was found, at once.
+    Known(Result<Found, String>),
+}
+
+/// What `r` needs looked up, if anything.
+pub fn resolution(r: &RunAs) -> Resolution {
+    let (query, helper) = Query::of(r);
+    if helper {
+        return Resolution::Lookup(query);
+    }
+    Resolution::Known(
+        resolve::identity(&query).map(|(credentials, account)| Found {
+            credentials,
+            account,
+            env: Vec::new(),
+        }),
+    )
+}
+
+/// The credentials the child gets: `None` when it keeps ours. An unprivileged daemon can
+/// only run children as itself: what it is, it need not change; anything else the kernel
+/// would refuse in the child, so it is refused here.
+fn credentials(r: &RunAs, wanted: Option<Credentials>) -> Result<Option<Credentials>, String> {
+    let Some(wanted) = wanted else {
+        return Ok(None);
+    };
+    let (my_uid, my_gid) = own_ids();
+    if my_uid == 0 {
+        return Ok(Some(wanted));
+    }
+    let mine =
+        users::own_groups().map_err(|e| format!("groups: our own could not be read: {e}"))?;
+    let same_groups = r.groups.is_none() || same_set(wanted.groups.clone(), mine);
+    if wanted.uid != my_uid || wanted.gid != my_gid || !same_groups {
+        return Err(denied(
+            my_uid,
+            format!(
+                "uid {} gid {}{}",
+                wanted.uid,
+                wanted.gid,
+                if same_groups {
+                    ""
+                } else {
+                    " with other groups"
+                }
+            ),
+        ));
+    }
+    Ok(None)
 }
 
 /// Whether `name` is among the variables to remove.
@@ -183,19 +170,25 @@ fn bound(b: RlimitBound) -> u64 {
     }
 }
 
-/// Completes `req` with what `r` asks: identity, umask, limits, and the environment file's
-/// variables under the spec's own (`req.env.set` wins: the file's are put first, and a
-/// later `set` of the same name replaces an earlier one in the child).
+/// Completes `req` with what `r` asks and what was `found` for it: identity, umask,
+/// limits, and the environment file's variables under the spec's own (`req.env.set` wins:
+/// the file's are put first, and a later `set` of the same name replaces an earlier one in
+/// the child). The failure is the generation's `spawn_failed`.
 ///
 /// A `user` with an entry also gives the child `USER`, `LOGNAME`, `HOME` and `SHELL` from
 /// it, as `login` and systemd's `User=` do: the daemon's own (root's home, say) would be
 /// wrong for it and often unwritable. The environment file and the spec's `env` win, and
 /// `unset_env` removes them.
-pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
-    let (credentials, user) = resolve(r).map_err(|e| e.message)?;
-    req.credentials = credentials;
+pub fn apply(r: &RunAs, found: Found, req: &mut SpawnRequest) -> Result<(), SpawnError> {
+    fn fail<T>(kind: SpawnErrorKind, errno: i32, why: String) -> Result<T, SpawnError> {
+        Err(SpawnError::new(kind, errno).with_message(why))
+    }
+    req.credentials = match credentials(r, found.credentials) {
+        Ok(c) => c,
+        Err(why) => return fail(SpawnErrorKind::PermissionDenied, libc::EPERM, why),
+    };
     let mut first: Vec<(OsString, OsString)> = Vec::new();
-    if let Some(u) = user.filter(|u| !u.name.is_empty()) {
+    if let Some(u) = found.account {
         for (k, v) in [
             ("USER", &u.name),
             ("LOGNAME", &u.name),
@@ -222,20 +215,9 @@ pub fn apply(r: &RunAs, req: &mut SpawnRequest) -> Result<(), String> {
                 hard: bound(v.hard),
             })
         })
-        .collect::<Result<_, String>>()?;
-    if let Some(path) = &r.env_file {
-        use std::os::unix::ffi::OsStrExt;
-        let path = Path::new(std::ffi::OsStr::from_bytes(path));
-        let vars = crate::env_file::read_env_file(path).map_err(|why| {
-            // Parse errors already name the file and line; open and read errors do not.
-            if why.starts_with(&path.display().to_string()) {
-                format!("env_file {why}")
-            } else {
-                format!("env_file {}: {why}", path.display())
-            }
-        })?;
-        first.extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
-    }
+        .collect::<Result<Vec<_>, String>>()
+        .or_else(|why| fail(SpawnErrorKind::Other, libc::EINVAL, why))?;
+    first.extend(found.env.into_iter().map(|(k, v)| (k.into(), v.into())));
     // Later entries win: the user's variables, then the file's, then the spec's, one of
     // each name, where its first setting was.
     let mut set: Vec<(OsString, OsString)> = Vec::with_capacity(first.len() + req.env.set.len());
@@ -275,9 +257,13 @@ mod tests {
             env_file: Some(file.to_str().unwrap().as_bytes().to_vec()),
             ..RunAs::default()
         };
+        let Resolution::Lookup(query) = resolution(&r) else {
+            panic!("an env_file needs the helper")
+        };
+        let found = crate::lookup::resolve::answer(&query).unwrap();
         let mut req = SpawnRequest::default();
         req.env.set = vec![("B".into(), "spec".into())];
-        apply(&r, &mut req).unwrap();
+        apply(&r, found, &mut req).unwrap();
         let set: Vec<(String, String)> = req
             .env
             .set

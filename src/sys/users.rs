@@ -1,6 +1,7 @@
 //! The user and group databases, through the C library (so `/etc/passwd`, `/etc/group`
-//! and whatever NSS adds), for the parent of a child that changes identity: the child
-//! itself may look nothing up between fork and exec.
+//! and whatever NSS adds, which may wait on the network), for the lookup helper
+//! (`crate::lookup`): the daemon's loop must not wait for them, and a child may look
+//! nothing up between fork and exec.
 
 use std::ffi::{CStr, CString};
 use std::io;

@@ -131,7 +131,21 @@ function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<str
       pids_max: o.limits.pidsMax,
       cpu_max: o.limits.cpuMax && { quota_us: o.limits.cpuMax.quotaUs, period_us: o.limits.cpuMax.periodUs },
     },
+    user: o.user,
+    group: o.group,
+    groups: o.groups,
+    umask: typeof o.umask === 'number' ? umaskDigits(o.umask) : o.umask,
+    env_file: o.envFile,
+    rlimits: o.rlimits,
   };
+}
+
+/** A mode as the octal digits the protocol's `umask` takes (`0o27` → `'027'`). */
+function umaskDigits(mode: number): string {
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o777) {
+    throw new RangeError(`umask: ${mode} is not a mode from 0o000 to 0o777`);
+  }
+  return mode.toString(8).padStart(3, '0');
 }
 
 /**

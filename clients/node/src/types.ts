@@ -52,7 +52,51 @@ export interface SpawnOptions {
     pidsMax?: number;
     cpuMax?: { quotaUs: number; periodUs: number };
   };
+  /**
+   * Whom the process runs as: a user name or a uid. Needs a daemon running as root unless
+   * it is the daemon's own identity. Names are looked up at each start (off the daemon's
+   * loop): an unknown one rejects the spawn with `SpawnFailedError` naming the field.
+   */
+  user?: string | number;
+  /** A group name or gid; the user's primary group by default. */
+  group?: string | number;
+  /** Supplementary groups, names or gids; `[]` for none. The user's groups by default. */
+  groups?: Array<string | number>;
+  /**
+   * The file mode creation mask: octal digits as a string (`'027'`), or the mode as a
+   * number (`0o027`), sent as its octal digits.
+   */
+  umask?: string | number;
+  /** An absolute path of `KEY=VALUE` lines read at each start; `env` wins over it. */
+  envFile?: string;
+  /** Per-process limits (`setrlimit`), set in the child before it changes user. */
+  rlimits?: Partial<Record<RlimitName, RlimitValue>>;
 }
+
+/** The resources `rlimits` may limit, with `setrlimit`'s units. */
+export type RlimitName =
+  | 'as'
+  | 'core'
+  | 'cpu'
+  | 'data'
+  | 'fsize'
+  | 'locks'
+  | 'memlock'
+  | 'msgqueue'
+  | 'nice'
+  | 'nofile'
+  | 'nproc'
+  | 'rss'
+  | 'rtprio'
+  | 'rttime'
+  | 'sigpending'
+  | 'stack';
+
+/** One limit's bound: a number, or no limit. */
+export type RlimitBound = number | 'infinity';
+
+/** A limit: one bound for soft and hard alike, or each. */
+export type RlimitValue = RlimitBound | { soft: RlimitBound; hard: RlimitBound };
 
 /** How a generation ended (its `exited` event). */
 export interface ExitInfo {

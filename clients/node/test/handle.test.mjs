@@ -302,6 +302,35 @@ test('spawn options reach the daemon as the protocol spells them', async () => {
   await client.stop('opts');
 });
 
+test('run-as options reach the daemon: user, group, umask, envFile, rlimits', async () => {
+  const envFile = join(daemon.dir, 'app.env');
+  writeFileSync(envFile, 'FROM_FILE=yes\n');
+  const uid = process.geteuid();
+  const gid = process.getegid();
+  const script = 'echo "u=$(id -u) g=$(id -g) m=$(umask) n=$(ulimit -n) c=$(ulimit -c) f=$FROM_FILE"';
+  const run = async (name, opts) => {
+    const h = await client.spawn(name, ['sh', '-c', script], opts);
+    const out = collect(h);
+    assert.equal((await h.wait()).code, 0);
+    return out.text().trim();
+  };
+  const opts = { user: uid, group: gid, envFile, rlimits: { nofile: 321, core: { soft: 0, hard: 'infinity' } } };
+  assert.equal(await run('runas', { ...opts, umask: '027' }), `u=${uid} g=${gid} m=0027 n=321 c=0 f=yes`);
+  // A mode given as a number goes as its octal digits.
+  assert.equal(await run('runas', { ...opts, umask: 0o077 }), `u=${uid} g=${gid} m=0077 n=321 c=0 f=yes`);
+  const { spec } = await client.get('runas');
+  assert.equal(spec.umask, '077');
+  assert.equal(spec.env_file, envFile);
+  assert.deepEqual(spec.rlimits, { core: { soft: 0, hard: 'infinity' }, nofile: 321 });
+  // An unknown user is looked up at the start, which fails naming the field.
+  await assert.rejects(client.spawn('nobody-here', ['true'], { user: 'genward-no-such-user' }), (e) => {
+    assert.ok(e instanceof SpawnFailedError, String(e));
+    assert.match(e.message, /user: no user named `genward-no-such-user`/);
+    return true;
+  });
+  await assert.rejects(client.spawn('bad-umask', ['true'], { umask: 0o1000 }), RangeError);
+});
+
 test('the CommonJS build loads with require()', async () => {
   const { createRequire } = await import('node:module');
   const require = createRequire(import.meta.url);

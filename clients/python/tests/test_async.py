@@ -7,7 +7,7 @@ import hashlib
 import os
 import time
 import unittest
-from typing import List
+from typing import Dict, List
 
 import genward
 from genward import Dropped, Exit, Output
@@ -67,6 +67,15 @@ class TestAsyncClient(AsyncDaemonCase):
         with self.assertRaises(genward.SpawnFailed) as cm:
             await self.client.spawn(self.name() + "-bad", ["genward-no-such-program-xyz"])
         self.assertEqual(cm.exception.kind, "not_found")
+
+    async def test_run_as_options_reach_the_daemon(self) -> None:
+        script = 'echo "m=$(umask) n=$(ulimit -Sn) h=$(ulimit -Hn)"'
+        limits: Dict[str, genward.RlimitValue] = {"nofile": genward.Rlimit(100, 200)}
+        p = await self.client.spawn(self.name(), ["sh", "-c", script], umask=0o022, rlimits=limits)
+        self.assertEqual((await p.read_all(10)).decode().strip(), "m=0022 n=100 h=200")
+        with self.assertRaises(genward.SpawnFailed) as cm:
+            await self.client.spawn(self.name() + "-who", ["true"], group="genward-no-such-group")
+        self.assertIn("group: no group named", cm.exception.message)
 
     async def test_output_byte_exact(self) -> None:
         data = bytes(range(256)) * 2 + b"\xff\xfe\x80\n\x00"

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 import unittest
-from typing import List
+from typing import Dict, List, Tuple, Union
 
 import genward
 from genward import Dropped, Exit, Output
@@ -110,6 +110,31 @@ class TestSpawn(DaemonCase):
         with self.assertRaises(genward.SpawnFailed) as cm:
             self.client.spawn(self.name() + "-cwd", ["true"], cwd="/no/such/dir")
         self.assertEqual(cm.exception.kind, "not_found")
+
+    def test_run_as_options_reach_the_daemon(self) -> None:
+        env_file = os.path.join(self.daemon.dir, "app.env")
+        with open(env_file, "w") as f:
+            f.write("FROM_FILE=yes\n")
+        uid, gid = os.geteuid(), os.getegid()
+        script = 'echo "u=$(id -u) g=$(id -g) m=$(umask) n=$(ulimit -n) c=$(ulimit -c) f=$FROM_FILE"'
+        limits: Dict[str, genward.RlimitValue] = {"nofile": 321, "core": genward.Rlimit(0, "infinity")}
+        umasks: List[Tuple[Union[str, int], str]] = [("027", "0027"), (0o077, "0077")]
+        for umask, shown in umasks:
+            p = self.client.spawn(
+                self.name(), ["sh", "-c", script], user=uid, group=gid, umask=umask, env_file=env_file, rlimits=limits
+            )
+            self.assertEqual(p.wait(10).code, 0)
+            self.assertEqual(p.read_all(10).decode().strip(), f"u={uid} g={gid} m={shown} n=321 c=0 f=yes")
+        spec = self.client.get(self.name()).raw["spec"]
+        self.assertEqual(spec["umask"], "077")
+        self.assertEqual(spec["env_file"], env_file)
+        self.assertEqual(spec["rlimits"], {"core": {"soft": 0, "hard": "infinity"}, "nofile": 321})
+        # Names are looked up at the start, which fails naming the field.
+        with self.assertRaises(genward.SpawnFailed) as cm:
+            self.client.spawn(self.name() + "-who", ["true"], user="genward-no-such-user")
+        self.assertIn("user: no user named `genward-no-such-user`", cm.exception.message)
+        with self.assertRaises(ValueError):
+            self.client.spawn(self.name() + "-mask", ["true"], umask=0o1000)
 
     def test_bad_request_is_typed(self) -> None:
         with self.assertRaises(genward.BadRequest):

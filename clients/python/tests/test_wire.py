@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import unittest
+from typing import Any, Dict, List
 from unittest import mock
 
+import genward
 from genward import ProtocolError, types
-from genward._wire import Decoder, default_socket_path, encode_request, input_member, spawn_args
+from genward._wire import Decoder, default_socket_path, encode_request, input_member, run_as_members, spawn_args
 
 
 def frame(data: bytes, pos: int = 0) -> bytes:
@@ -61,6 +64,37 @@ class TestEncoding(unittest.TestCase):
 
 
 class TestSocketPath(unittest.TestCase):
+    def test_run_as_members(self) -> None:
+        none = run_as_members(user=None, group=None, groups=None, umask=None, env_file=None, rlimits=None)
+        self.assertEqual(none, {})
+        got = run_as_members(
+            user="www-data",
+            group=33,
+            groups=["adm", 4],
+            umask=0o27,
+            env_file=pathlib.Path("/etc/app.env"),
+            rlimits={"nofile": 4096, "core": genward.Rlimit(0, "infinity"), "cpu": "infinity"},
+        )
+        self.assertEqual(
+            got,
+            {
+                "user": "www-data",
+                "group": 33,
+                "groups": ["adm", 4],
+                "umask": "027",
+                "env_file": "/etc/app.env",
+                "rlimits": {"nofile": 4096, "core": {"soft": 0, "hard": "infinity"}, "cpu": "infinity"},
+            },
+        )
+        bads: List[Dict[str, Any]] = [{"groups": "adm"}, {"rlimits": {"nofile": -1}}, {"rlimits": {"nofile": "lots"}}]
+        for bad in bads:
+            kw: Dict[str, Any] = dict(user=None, group=None, groups=None, umask=None, env_file=None, rlimits=None)
+            kw.update(bad)
+            with self.assertRaises(TypeError, msg=str(bad)):
+                run_as_members(**kw)
+        with self.assertRaises(ValueError):
+            run_as_members(user=None, group=None, groups=None, umask=0o1000, env_file=None, rlimits=None)
+
     def test_rules(self) -> None:
         with mock.patch.dict(os.environ, {"GENWARD_SOCKET": "/x/s.sock", "GENWARD_STATE_DIR": "/y"}):
             self.assertEqual(default_socket_path(), "/x/s.sock")

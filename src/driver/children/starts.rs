@@ -13,6 +13,8 @@ use super::{Child, Children};
 use crate::core;
 use crate::core::{Containment, ResourceLimits, SpawnError, SpawnErrorKind, Spec, Started};
 use crate::driver::launch::Launch;
+use crate::driver::lookup::Lookup;
+use crate::driver::run_as::{self, Resolution};
 use crate::sys::cgroup::{self, GenCgroup};
 use crate::sys::process::ReaperMode;
 use crate::sys::spawn::{
@@ -42,6 +44,29 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
         other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
     };
     SpawnError::new(kind, errno).with_message(e.to_string())
+}
+
+/// A lookup's failure (an unknown name, an unreadable database or environment file) as
+/// the core's: the message names the field or the file.
+fn lookup_failed(gen: u64, why: String) -> SpawnError {
+    log::warn!("gen {gen}: spawn failed: {why}");
+    SpawnError::new(SpawnErrorKind::Other, libc::EINVAL).with_message(why)
+}
+
+/// A failure the driver decided, logged.
+fn logged(gen: u64, e: SpawnError) -> SpawnError {
+    log::warn!(
+        "gen {gen}: spawn failed: {}",
+        e.message.as_deref().unwrap_or("")
+    );
+    e
+}
+
+/// The start could not be watched (registering its descriptor failed).
+fn watch_failed(gen: u64, e: &std::io::Error) -> SpawnError {
+    log::error!("gen {gen}: watch spawn status: {e}");
+    SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
+        .with_message(format!("watching the start: {e}"))
 }
 
 fn os(bytes: &[u8]) -> OsString {
@@ -110,32 +135,63 @@ pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode, dir_id: &str) ->
 
 impl Children {
     /// Starts generation `gen` without waiting for it to exec: its result comes through
-    /// [`launched`](Self::launched) when the status pipe is readable.
+    /// [`launched`](Self::launched) when the status pipe is readable. A spec that names a
+    /// user, groups or an environment file first waits for a lookup helper's answer,
+    /// which comes the same way (see [`crate::lookup`]).
     pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
         let cgroup = self.cgroup_for(gen, &spec.limits)?;
         let mut request = spawn_request(gen, spec, self.reaper, &self.dir_id);
-        crate::driver::run_as::apply(&spec.run_as, &mut request).map_err(|why| {
-            log::warn!("gen {gen}: spawn failed: {why}");
-            SpawnError::new(SpawnErrorKind::Other, libc::EINVAL).with_message(why)
-        })?;
-        let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
-            .map_err(|e| spawn_error(gen, &e))?;
-        let launch = Launch::new(gen, starting, cgroup, registry).map_err(|e| {
-            log::error!("gen {gen}: watch spawn status: {e}");
-            SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
-                .with_message(format!("watching the start: {e}"))
-        })?;
+        let launch = match run_as::resolution(&spec.run_as) {
+            Resolution::Lookup(query) => {
+                let lookup = Lookup::start(&query, self.reaper).map_err(|e| {
+                    log::warn!("gen {gen}: starting the lookup helper: {e}");
+                    SpawnError::new(SpawnErrorKind::Other, e.errno().unwrap_or(libc::EIO))
+                        .with_message(format!("starting the lookup helper: {e}"))
+                })?;
+                let run_as = spec.run_as.clone();
+                Launch::looking_up(gen, lookup, run_as, request, cgroup, registry)
+            }
+            Resolution::Known(found) => {
+                let found = found.map_err(|why| lookup_failed(gen, why))?;
+                run_as::apply(&spec.run_as, found, &mut request).map_err(|e| logged(gen, e))?;
+                let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
+                    .map_err(|e| spawn_error(gen, &e))?;
+                Launch::new(gen, starting, cgroup, registry)
+            }
+        }
+        .map_err(|e| watch_failed(gen, &e))?;
         self.launching.insert(gen, launch);
         Ok(())
     }
 
     /// The exec result of `gen`, if it is known now: the leader's pid, its descriptors
-    /// registered, what was held for it handed over.
+    /// registered, what was held for it handed over. A lookup that answered starts the
+    /// child (or fails the start) here.
     pub fn launched(
         &mut self,
         registry: &Registry,
         gen: u64,
     ) -> Option<Result<Started, SpawnError>> {
+        let launch = self.launching.get_mut(&gen)?;
+        if let Some((answer, run_as, mut request)) = launch.looked_up() {
+            let started = answer
+                .map_err(|why| lookup_failed(gen, why))
+                .and_then(|found| {
+                    run_as::apply(&run_as, found, &mut request).map_err(|e| logged(gen, e))
+                })
+                .and_then(|()| {
+                    start_in(&request, launch.cgroup_dir()).map_err(|e| spawn_error(gen, &e))
+                })
+                .and_then(|starting| {
+                    launch
+                        .exec(gen, starting, registry)
+                        .map_err(|e| watch_failed(gen, &e))
+                });
+            if let Err(e) = started {
+                self.take_launch(gen)?.abandon(registry);
+                return Some(Err(e));
+            }
+        }
         let ready = self.launching.get_mut(&gen)?.ready();
         ready.then(|| self.finish_launch(registry, gen))?
     }

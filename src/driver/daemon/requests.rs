@@ -43,10 +43,11 @@ impl Daemon {
     fn handle_op(&mut self, id: u64, rid: RequestId, op: Op) {
         match op {
             Op::Core(command) => {
-                // Whom it would run as is checked now, so an unknown user or one the daemon
-                // may not become is the requester's error, not a later spawn failure.
+                // What can be checked without a lookup is checked now, so an identity the
+                // daemon may not take is the requester's error; names are looked up (off
+                // the loop) at the start, and an unknown one is its `spawn_failed`.
                 if let Command::Spawn { spec, .. } = &command {
-                    if let Err(e) = crate::driver::run_as::check(&spec.run_as) {
+                    if let Err(e) = crate::driver::run_as::check_now(&spec.run_as) {
                         return self.clients.send_error(id, &rid, &e);
                     }
                 }

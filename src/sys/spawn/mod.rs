@@ -72,7 +72,8 @@ pub struct SpawnRequest {
     /// How the child will be watched.
     pub reaper: ReaperMode,
     /// Whom the child becomes before exec; the caller's identity when `None`. Plain numbers:
-    /// names are resolved by the caller, since the child may not look anything up.
+    /// names are resolved beforehand (see `crate::lookup`), since the child may not look
+    /// anything up.
     pub credentials: Option<Credentials>,
     /// The child's file mode creation mask; ours when `None`.
     pub umask: Option<u32>,
@@ -497,6 +498,25 @@ impl Starting {
     /// on drop), so deregister it first.
     pub fn status_fd(&self) -> BorrowedFd<'_> {
         self.status.as_fd()
+    }
+
+    /// Our end of the child's stdout pipe (pipes mode), non-blocking: for a child whose
+    /// output is wanted before [`Starting::finish`] (a helper that answers and exits). It
+    /// is closed by `finish` (which hands it over) and on drop, so deregister it first.
+    pub fn stdout_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.stdout.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// Why the child did not exec, once [`Starting::poll`] has returned `true`: the failed
+    /// step, as [`Starting::finish`] would return it. `None` while that is not known, or
+    /// when it exec'd.
+    pub fn failure(&self) -> Option<SpawnError> {
+        let started = self.child.as_ref()?;
+        match self.outcome? {
+            Outcome::Exec => None,
+            Outcome::Failed(report) => Some(self.error_of(started, report)),
+            Outcome::Broken(errno) => Some(SpawnError::from_errno(Step::Setup, errno, None)),
+        }
     }
 
     /// Reads what the status pipe holds, without blocking. Returns `true` once the outcome

@@ -8,9 +8,10 @@ import base64
 import datetime
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import NoDaemon, ProtocolError
+from .types import Rlimit, RlimitValue
 
 #: The protocol version this client speaks.
 PROTOCOL = 1
@@ -109,6 +110,51 @@ def spawn_args(session: str, argv: List[str], opts: Mapping[str, Any]) -> Dict[s
             value = {"mode": value}
         args[key] = value
     return args
+
+
+def _bound(name: str, v: Any) -> Any:
+    if v == "infinity" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+        return v
+    raise TypeError(f"rlimits[{name!r}]: a bound is a non-negative int or 'infinity', not {v!r}")
+
+
+def run_as_members(
+    *,
+    user: Union[str, int, None],
+    group: Union[str, int, None],
+    groups: Optional[Sequence[Union[str, int]]],
+    umask: Union[str, int, None],
+    env_file: Union[str, "os.PathLike[str]", None],
+    rlimits: Optional[Mapping[str, RlimitValue]],
+) -> Dict[str, Any]:
+    """The ``spawn`` members of whom the process runs as, from :meth:`Client.spawn`'s
+    typed options; absent ones are left out (the daemon's own apply)."""
+    out: Dict[str, Any] = {}
+    if user is not None:
+        out["user"] = user
+    if group is not None:
+        out["group"] = group
+    if groups is not None:
+        if isinstance(groups, (str, bytes)):
+            raise TypeError("groups is a list of names or gids, not a string")
+        out["groups"] = list(groups)
+    if umask is not None:
+        if isinstance(umask, int) and not isinstance(umask, bool):
+            if not 0 <= umask <= 0o777:
+                raise ValueError(f"umask: {umask:#o} is not a mode from 0o000 to 0o777")
+            umask = format(umask, "03o")
+        out["umask"] = umask
+    if env_file is not None:
+        out["env_file"] = os.fspath(env_file)
+    if rlimits is not None:
+        limits: Dict[str, Any] = {}
+        for name, v in rlimits.items():
+            if isinstance(v, Rlimit):
+                limits[name] = {"soft": _bound(name, v.soft), "hard": _bound(name, v.hard)}
+            else:
+                limits[name] = _bound(name, v)
+        out["rlimits"] = limits
+    return out
 
 
 class Decoder:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
+import os
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, run_as_members, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
-from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
+from .types import Dropped, Event, Exit, Output, RlimitValue, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
 
@@ -245,10 +246,19 @@ class AsyncClient(_Engine):
         keep: int = DEFAULT_KEEP,
         lossless: bool = False,
         timeout: Optional[float] = None,
+        user: Union[str, int, None] = None,
+        group: Union[str, int, None] = None,
+        groups: Optional[Sequence[Union[str, int]]] = None,
+        umask: Union[str, int, None] = None,
+        env_file: Union[str, "os.PathLike[str]", None] = None,
+        rlimits: Optional[Mapping[str, RlimitValue]] = None,
         **opts: Any,
     ) -> "AsyncProcess":
         """See :meth:`Client.spawn`."""
-        args = spawn_args(session, list(argv), opts)
+        run_as = run_as_members(
+            user=user, group=group, groups=groups, umask=umask, env_file=env_file, rlimits=rlimits
+        )
+        args = spawn_args(session, list(argv), {**opts, **run_as})
         st: ProcState = await self._waiting(self._spawn_request(args, keep, lossless), self.timeout)
         await self._waiting(st.started, timeout)
         return AsyncProcess(self, st)

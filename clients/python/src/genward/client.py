@@ -4,16 +4,17 @@ node-pty's, and subscriptions for replay."""
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, run_as_members, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
-from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
+from .types import Dropped, Event, Exit, Output, RlimitValue, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
 
@@ -301,6 +302,12 @@ class Client(_Engine):
         keep: int = DEFAULT_KEEP,
         lossless: bool = False,
         timeout: Optional[float] = None,
+        user: Union[str, int, None] = None,
+        group: Union[str, int, None] = None,
+        groups: Optional[Sequence[Union[str, int]]] = None,
+        umask: Union[str, int, None] = None,
+        env_file: Union[str, "os.PathLike[str]", None] = None,
+        rlimits: Optional[Mapping[str, RlimitValue]] = None,
         **opts: Any,
     ) -> "Process":
         """Starts a new generation of ``session`` running ``argv`` and returns its handle
@@ -310,7 +317,12 @@ class Client(_Engine):
         ``opts`` are the protocol's spawn members: ``cwd``, ``env``, ``unset_env``,
         ``clear_env``, ``pty`` (``True`` or ``(rows, cols)``), ``stderr``, ``stop_signal``,
         ``grace``/``kill_grace``/``drain`` (ms or ``"5s"``), ``on_exit``, ``on_busy``,
-        ``restart``, ``buffer``, ``on_recover``, ``limits``. ``keep`` bounds the output
+        ``restart``, ``buffer``, ``on_recover``, ``limits``. Whom it runs as is typed:
+        ``user``, ``group`` (names or ids), ``groups`` (a list of them; ``[]`` for none),
+        ``umask`` (``"027"`` or the mode ``0o027``), ``env_file`` (an absolute path, read
+        at each start), ``rlimits`` (``{"nofile": 4096, "core": Rlimit(0, "infinity")}``).
+        Names and the file are looked up at the start: an unknown user raises
+        :class:`SpawnFailed` naming the field. ``keep`` bounds the output
         the handle holds for its iterator: while an iterator reads it, the client stops
         reading from the daemon once ``keep`` bytes wait; while none does, the oldest
         goes first (reported to ``events()`` as :class:`Dropped`). ``lossless`` makes
@@ -319,7 +331,10 @@ class Client(_Engine):
         miss any, however slow its loop. ``timeout`` bounds the wait for the start (a
         replacement waits for its predecessor to be gone first).
         """
-        args = spawn_args(session, list(argv), opts)
+        run_as = run_as_members(
+            user=user, group=group, groups=groups, umask=umask, env_file=env_file, rlimits=rlimits
+        )
+        args = spawn_args(session, list(argv), {**opts, **run_as})
         with self._lock:
             fut = self._spawn_request(args, keep, lossless)
         st: ProcState = self._waiting(fut, self.timeout)

@@ -8,7 +8,26 @@ without a protocol change, and a program can still reach them there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Tuple, Union
+from typing import Any, Literal, Mapping, Optional, Tuple, Union
+
+
+#: One bound of a resource limit: a number (in ``setrlimit``'s unit), or no limit.
+RlimitBound = Union[int, Literal["infinity"]]
+
+
+@dataclass(frozen=True)
+class Rlimit:
+    """A resource limit with different soft and hard bounds, for ``spawn``'s ``rlimits``
+    (a plain :data:`RlimitBound` sets both alike)."""
+
+    #: What the process gets.
+    soft: RlimitBound
+    #: How far the process may raise ``soft`` (without privileges).
+    hard: RlimitBound
+
+
+#: A value of ``spawn``'s ``rlimits``: one bound for soft and hard alike, or each.
+RlimitValue = Union[RlimitBound, Rlimit]
 
 
 def _opt_int(v: Any) -> Optional[int]:
