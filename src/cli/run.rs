@@ -100,6 +100,7 @@ pub fn spawn_op(
         spec.grace = whole_millis(grace);
     }
     set_run_as(m, &mut spec, cwd_now)?;
+    super::log_opts::set_log(m, &mut spec, cwd_now)?;
     Ok(Op::Core(Command::Spawn {
         session,
         spec: Box::new(spec),

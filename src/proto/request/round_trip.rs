@@ -113,6 +113,11 @@ fn every_option() -> Spec {
                 ),
             ],
         },
+        log: Some(crate::core::LogFile {
+            path: b"/var/log/app dir/web.log".to_vec(),
+            max_size: 65536,
+            keep: 0,
+        }),
     }
 }
 
