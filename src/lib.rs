@@ -12,6 +12,7 @@ pub mod core;
 pub mod driver;
 pub mod env_file;
 pub mod keeper;
+pub mod log_writer;
 pub mod proto;
 pub mod store;
 pub mod sys;

@@ -37,6 +37,13 @@ fn run() -> Result<ExitCode, String> {
         // The daemon's keeper (not a command for people: not in --help).
         return Ok(genward::keeper::main(&raw[1..]));
     }
+    if raw
+        .first()
+        .is_some_and(|a| a == genward::log_writer::SUBCOMMAND)
+    {
+        // The daemon's log writer (not a command for people either).
+        return Ok(genward::log_writer::main(&raw[1..]));
+    }
     let args = match args_to_strings(std::env::args_os().skip(1)) {
         Ok(a) => a,
         Err(e) => return usage_error(e),
