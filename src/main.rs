@@ -194,6 +194,7 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
     if let Some(n) = m.value("max-running") {
         cfg.max_running = limit("max-running", n)?;
     }
+    cfg.output_to_stdout = m.flag("output-to-stdout");
     if m.flag("no-keeper") {
         cfg.keeper_hold = None;
     }

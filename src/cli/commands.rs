@@ -68,10 +68,15 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "no-keeper",
             "run without a keeper: a crash of the daemon loses the sessions' I/O (they are still taken back)",
         ),
+        OptSpec::flag(
+            "output-to-stdout",
+            "also write every session's output to standard output, line by line, as `NAME | line` (coloured on a terminal unless NO_COLOR is set), for docker logs or journald",
+        ),
     ],
     examples: &[
         "daemon",
         "daemon --state-dir /srv/genward --allow-uid 1000 --ready-fd 3",
+        "daemon --output-to-stdout",
     ],
     ..CommandSpec::new("daemon", "run the supervisor in the foreground")
 };

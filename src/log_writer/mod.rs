@@ -211,7 +211,9 @@ impl Writer {
             }
         }
         if partial > 0 {
-            eprintln!("genward log writer: the daemon's stream ended inside a record ({partial} bytes)");
+            eprintln!(
+                "genward log writer: the daemon's stream ended inside a record ({partial} bytes)"
+            );
         }
         ExitCode::SUCCESS
     }
