@@ -28,6 +28,11 @@ impl LogFile {
     /// cannot be rotated anyway.
     pub fn open(path: &[u8], max_size: u64, keep: u32) -> io::Result<LogFile> {
         let path = PathBuf::from(OsStr::from_bytes(path));
+        // Looked at first for a clear message; the open's `O_NONBLOCK` and the check
+        // after it hold against a file replaced in between.
+        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(io::Error::other("not a regular file"));
+        }
         let file = open_append(&path)?;
         let meta = file.metadata()?;
         if !meta.is_file() {
