@@ -500,6 +500,30 @@ mod tests {
     }
 
     #[test]
+    fn log_options_become_the_log_member() {
+        let json = spawn(&[
+            "web",
+            "--log",
+            "logs/web.log",
+            "--log-max-size",
+            "64K",
+            "--log-keep",
+            "0",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        assert!(
+            json.ends_with(r#""log":{"path":"/home/u/logs/web.log","max_size":65536,"keep":0}}"#),
+            "{json}"
+        );
+        let e = spawn(&["a", "--log-keep", "3", "--", "true"]).unwrap_err();
+        assert!(e.contains("--log-keep") && e.contains("needs --log"), "{e}");
+        let e = spawn(&["a", "--log", "/l", "--log-max-size", "10X", "--", "true"]).unwrap_err();
+        assert!(e.contains("--log-max-size"), "{e}");
+    }
+
+    #[test]
     fn absolute_cwd_and_default_cwd() {
         assert!(spawn(&["a", "--cwd", "/tmp", "--", "true"])
             .unwrap()

@@ -115,6 +115,10 @@ impl LogSink {
     /// (the writer then writes what it received and exits, seeing the pipe closed).
     pub fn finish(&mut self, registry: &Registry) {
         self.writer.flush(registry);
+        let left = self.writer.queued();
+        if left > 0 {
+            log::warn!("exiting with {left} bytes of log output not passed to the log writer");
+        }
     }
 
     /// When the writer is to be started again after a death.

@@ -145,7 +145,56 @@ fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::{cut, LogFile};
+
+    fn scratch(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("gw-logfile-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_split_and_keep_zero_empties() {
+        let dir = scratch("split");
+        let path = dir.join("l.log");
+        let mut f = LogFile::open(path.as_os_str().as_encoded_bytes(), 4096, 1).unwrap();
+        f.append(&[b'a'; 5000]).unwrap();
+        f.append(b"\n").unwrap();
+        assert_eq!(
+            std::fs::read(dir.join("l.log.1")).unwrap(),
+            vec![b'a'; 4096]
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            [&[b'a'; 904][..], b"\n"].concat()
+        );
+        let mut f = LogFile::open(path.as_os_str().as_encoded_bytes(), 4096, 0).unwrap();
+        let full = [&[b'b'; 3999][..], b"\n"].concat();
+        // With `keep` 0 no rotated file is made: the file is emptied, and the line that
+        // did not fit starts it again.
+        f.append(&full).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), full);
+        let next = [&[b'c'; 199][..], b"\n"].concat();
+        f.append(&next).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), next);
+        assert!(!dir.join("l.log.2").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_note_starts_a_line_of_its_own() {
+        let dir = scratch("note");
+        let path = dir.join("l.log");
+        let mut f = LogFile::open(path.as_os_str().as_encoded_bytes(), 4096, 1).unwrap();
+        f.append(b"partial").unwrap();
+        f.note(b"genward: dropped 3 bytes\n").unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"partial\ngenward: dropped 3 bytes\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn cuts_at_the_last_newline_within_reach() {

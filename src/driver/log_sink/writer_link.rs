@@ -216,6 +216,11 @@ impl WriterLink {
         }
     }
 
+    /// Bytes queued for the writer (records, framing included).
+    pub fn queued(&self) -> usize {
+        self.backlog_bytes - self.head_written
+    }
+
     /// When the writer is to be started again.
     pub fn deadline(&self) -> Option<Instant> {
         self.restart_at
