@@ -15,6 +15,15 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Waits until process `pid` has exited (reaped, or a zombie).
+fn await_exit(pid: u32) {
+    let deadline = Instant::now() + PATIENCE;
+    while proc::stat(pid).is_some_and(|s| !s.is_zombie()) {
+        assert!(Instant::now() < deadline, "pid {pid} did not exit");
+        std::thread::yield_now();
+    }
+}
+
 /// Spawns `argv` as `session` with its log `log` and waits for its end.
 fn run_to_end(c: &mut Client, session: &str, log: Value, argv: &[&str]) {
     let gen = c.ok(json!({"op": "spawn", "session": session, "argv": argv, "log": log}))["gen"]
@@ -128,11 +137,7 @@ fn a_killed_writer_is_started_again_and_later_output_arrives() {
     // SAFETY: kill with the pid of a live process (the daemon's unreaped child).
     assert_eq!(unsafe { libc::kill(first as i32, libc::SIGKILL) }, 0);
     // Gone (or a zombie): its end of the pipe is closed.
-    let deadline = Instant::now() + PATIENCE;
-    while proc::stat(first).is_some_and(|s| !s.is_zombie()) {
-        assert!(Instant::now() < deadline, "the writer survived SIGKILL");
-        std::thread::yield_now();
-    }
+    await_exit(first);
     c.ok(json!({"op": "write", "session": "cat", "if_gen": gen, "data": "two\n"}));
     await_contents(&log, b"one\ntwo\n");
     let second = writer_pid(d.pid).expect("a new log writer runs");
@@ -169,4 +174,54 @@ fn bad_log_members_are_refused_by_name_and_change_nothing() {
         assert!(message.contains(field), "{log}: {message}");
     }
     c.err(json!({"op": "get", "session": "bad"}), "no_such_session");
+}
+
+#[test]
+fn the_log_is_written_on_across_an_upgrade() {
+    let d = Daemon::start("log-upgrade", &[]);
+    let mut c = d.client();
+    let log = d.dir.join("cat.log");
+    let gen = c.ok(json!({"op": "spawn", "session": "cat", "argv": ["cat"],
+        "log": {"path": path(&log), "max_size": 8192}}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.ok(json!({"op": "write", "session": "cat", "if_gen": gen, "data": "one\n"}));
+    await_contents(&log, b"one\n");
+    let before = writer_pid(d.pid).expect("a log writer runs");
+    c.ok(json!({"op": "upgrade"}));
+    // The new program has the session's log from its spec, and a writer of its own.
+    c.ok(json!({"op": "write", "session": "cat", "if_gen": gen, "data": "two\n"}));
+    await_contents(&log, b"one\ntwo\n");
+    // The previous program's writer saw its pipe close, and exited.
+    await_exit(before);
+    let after = writer_pid(d.pid).expect("a log writer runs after the upgrade");
+    assert_ne!(before, after);
+    let spec = &c.ok(json!({"op": "get", "session": "cat"}))["session"]["spec"];
+    assert_eq!(
+        spec["log"],
+        json!({"path": path(&log), "max_size": 8192}),
+        "{spec}"
+    );
+}
+
+#[test]
+fn after_a_crash_the_next_daemon_writes_on() {
+    let mut d = Daemon::start("log-crash", &[]);
+    let mut c = d.client();
+    let log = d.dir.join("cat.log");
+    let gen = c.ok(json!({"op": "spawn", "session": "cat", "argv": ["cat"],
+        "log": {"path": path(&log)}}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.ok(json!({"op": "write", "session": "cat", "if_gen": gen, "data": "one\n"}));
+    await_contents(&log, b"one\n");
+    let before = writer_pid(d.pid).expect("a log writer runs");
+    drop(c);
+    d.crash_and_restart(&[]);
+    // The writer outlived the daemon, wrote what it had, and exited at the end of its
+    // pipe; the next daemon (with the session back from the keeper) starts its own.
+    await_exit(before);
+    let mut c = d.client();
+    c.ok(json!({"op": "write", "session": "cat", "if_gen": gen, "data": "two\n"}));
+    await_contents(&log, b"one\ntwo\n");
 }
