@@ -18,6 +18,12 @@ use util::daemon::{daemon_binary, Daemon, PATIENCE};
 /// A daemon with `--output-to-stdout` whose standard output is a pipe read here, and what
 /// it writes there as it comes.
 fn start(tag: &str, env: &[(&str, &str)]) -> (Daemon, Receiver<Vec<u8>>) {
+    let (d, stdout) = start_unread(tag, env);
+    (d, reader(stdout))
+}
+
+/// A daemon with `--output-to-stdout` whose standard output is a pipe nobody reads yet.
+fn start_unread(tag: &str, env: &[(&str, &str)]) -> (Daemon, ChildStdout) {
     let dir = ScratchDir::new(tag);
     let state = dir.join("state");
     let mut fds = [0; 2];
@@ -64,7 +70,7 @@ fn start(tag: &str, env: &[(&str, &str)]) -> (Daemon, Receiver<Vec<u8>>) {
             socket,
             pid,
         },
-        reader(stdout),
+        stdout,
     )
 }
 
@@ -146,4 +152,44 @@ fn pty_output_passes_through_unmangled() {
     let mut seen = Vec::new();
     // The terminal turns `\n` into `\r\n`; the escape sequences are the program's own.
     until_lines(&rx, &mut seen, &["t | \x1b[1mbold\x1b[0m\r"]);
+}
+
+#[test]
+fn a_stdout_nobody_reads_never_blocks_the_daemon_and_drops_are_counted() {
+    let (d, stdout) = start_unread("stdout-blocked", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // Far more than the pipes and the daemon's queue hold: the rest is dropped.
+    let flood = "head -c 6000000 /dev/zero | tr '\\0' x | fold -w 99";
+    let gen = c.ok(json!({"op": "spawn", "session": "flood", "argv": ["sh", "-c", flood]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("exited", gen));
+    // The daemon read it all and answers at once, its standard output still full.
+    c.ok(json!({"op": "hello"}));
+    let mut other = d.client();
+    other.ok(json!({"op": "list"}));
+    // Once read, what was kept comes out whole, and then the count of what was not.
+    let rx = reader(stdout);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    let text = loop {
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        if text.contains("genward: dropped ") {
+            break text;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        seen.extend(rx.recv_timeout(left).expect("a count of dropped bytes"));
+    };
+    let line = text
+        .split('\n')
+        .find(|l| l.starts_with("genward: dropped "))
+        .unwrap();
+    let dropped: u64 = line["genward: dropped ".len()..]
+        .trim_end_matches(" bytes")
+        .parse()
+        .unwrap();
+    assert!(dropped > 0 && dropped < 6_000_000 + 60_000 * 8, "{line}");
+    let first = text.split('\n').next().unwrap();
+    assert_eq!(first, format!("flood | {}", "x".repeat(99)));
 }
