@@ -142,6 +142,9 @@ fn a_killed_writer_is_started_again_and_later_output_arrives() {
     await_contents(&log, b"one\ntwo\n");
     let second = writer_pid(d.pid).expect("a new log writer runs");
     assert_ne!(second, first);
+    let hello = c.ok(json!({"op": "hello"}));
+    assert_eq!(hello["log_writer"]["pid"], json!(second), "{hello}");
+    assert_eq!(hello["log_writer"]["restarts"], json!(1), "{hello}");
     c.ok(json!({"op": "write", "session": "cat", "if_gen": gen, "data": "three\n"}));
     await_contents(&log, b"one\ntwo\nthree\n");
 }

@@ -190,6 +190,10 @@ fn a_stdout_nobody_reads_never_blocks_the_daemon_and_drops_are_counted() {
         .parse()
         .unwrap();
     assert!(dropped > 0 && dropped < 6_000_000 + 60_000 * 8, "{line}");
+    let total = c.ok(json!({"op": "hello"}))["log_writer"]["dropped_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(total >= dropped, "hello counts {total}, the note {dropped}");
     let first = text.split('\n').next().unwrap();
     assert_eq!(first, format!("flood | {}", "x".repeat(99)));
 }

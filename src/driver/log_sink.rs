@@ -20,6 +20,17 @@ use crate::core::{LogFile, Stream};
 use stdout_lines::StdoutLines;
 use writer_link::WriterLink;
 
+/// The log writer as `hello` reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogWriterStats {
+    /// Its pid while one runs (none before the first log, or while it is started again).
+    pub pid: Option<u32>,
+    /// How often it was started again after a death.
+    pub restarts: u64,
+    /// Bytes of output dropped because it was behind (or died mid-record), in all.
+    pub dropped_bytes: u64,
+}
+
 /// The sessions' log files and standard output lines, and the writer they go through.
 #[derive(Debug)]
 pub struct LogSink {
@@ -118,6 +129,16 @@ impl LogSink {
         let left = self.writer.queued();
         if left > 0 {
             log::warn!("exiting with {left} bytes of log output not passed to the log writer");
+        }
+    }
+
+    /// What `hello` reports about the log writer.
+    pub fn stats(&self) -> LogWriterStats {
+        let (pid, restarts, dropped_bytes) = self.writer.stats();
+        LogWriterStats {
+            pid,
+            restarts,
+            dropped_bytes,
         }
     }
 

@@ -216,6 +216,13 @@ impl WriterLink {
         }
     }
 
+    /// What `hello` reports: the writer's pid if one runs, how often it was started
+    /// again, and the bytes of output dropped.
+    pub fn stats(&self) -> (Option<u32>, u64, u64) {
+        let pid = self.running.as_ref().map(|r| r.child.id());
+        (pid, self.restarts, self.dropped_total)
+    }
+
     /// Bytes queued for the writer (records, framing included).
     pub fn queued(&self) -> usize {
         self.backlog_bytes - self.head_written
