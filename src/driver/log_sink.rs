@@ -122,8 +122,9 @@ impl LogSink {
         self.writer.reap(registry);
     }
 
-    /// The daemon is exiting: what is queued is written as far as the pipe takes it now
-    /// (the writer then writes what it received and exits, seeing the pipe closed).
+    /// The daemon is exiting or replacing its program: what is queued is written as far
+    /// as the pipe takes it now (the writer then writes what it received and exits,
+    /// seeing the pipe closed); what is left is logged.
     pub fn finish(&mut self, registry: &Registry) {
         self.writer.flush(registry);
         let left = self.writer.queued();
