@@ -3,8 +3,9 @@
 //!
 //! The pipe's end is non-blocking and nothing here waits: a record is written at once if
 //! the pipe has room, else queued behind the others, up to [`BACKLOG_BYTES`] in all.
-//! Beyond that its bytes are dropped and counted per log; once the writer catches up, a
-//! note `genward: dropped N bytes` is sent into each log that lost some. A writer that
+//! Beyond that its bytes are dropped and counted per log, and the log's later output too
+//! until the queue is down to half: then a note `genward: dropped N bytes` is sent into
+//! each log that lost some, where the gap is, and its output flows again. A writer that
 //! dies (seen as a closed pipe or its exit) is started again after a backoff that
 //! doubles up to [`MAX_BACKOFF`]; what it had received but not written is lost with it,
 //! what was still queued here goes to its successor.
@@ -110,10 +111,13 @@ impl WriterLink {
         self.flush(registry);
     }
 
-    /// Queues a record, or drops and counts its bytes when the backlog is full.
+    /// Queues a record, or drops and counts its bytes when the backlog is full. A log
+    /// that lost bytes loses the rest too until its note is queued, so that the note
+    /// stands where the gap is.
     fn queue(&mut self, record: &Record<'_>, log: Option<&LogFile>) {
         let len = record.wire_len();
-        if self.backlog_bytes + len > BACKLOG_BYTES {
+        let full = self.backlog_bytes + len > BACKLOG_BYTES;
+        if full || (!self.dropped.is_empty() && self.dropping(log)) {
             let key = log.map(|l| l.path.clone());
             let entry = self.dropped.entry(key).or_insert_with(|| {
                 log::warn!(
@@ -138,22 +142,28 @@ impl WriterLink {
         self.backlog.push_back(bytes);
     }
 
+    /// Whether output for `log` (`None`: standard output) is being dropped.
+    fn dropping(&self, log: Option<&LogFile>) -> bool {
+        let key = log.map(|l| l.path.clone());
+        self.dropped.contains_key(&key)
+    }
+
     /// Writes what is queued as far as the pipe takes it, starting the writer if none
-    /// runs and none is waiting to be started again; then notes the drops once caught up.
+    /// runs and none is waiting to be started again; once the queue is down to half, the
+    /// logs that lost bytes get their notes and are written again.
     pub fn flush(&mut self, registry: &Registry) {
         if self.running.is_none() && self.restart_at.is_none() && !self.backlog.is_empty() {
             self.start(registry);
         }
         loop {
+            if !self.dropped.is_empty() && self.backlog_bytes <= BACKLOG_BYTES / 2 {
+                self.note_drops();
+            }
             let Some(run) = &self.running else {
                 return;
             };
             let Some(head) = self.backlog.front() else {
-                if self.dropped.is_empty() {
-                    return;
-                }
-                self.note_drops();
-                continue;
+                return;
             };
             match rustix::io::write(&run.pipe, &head[self.head_written..]) {
                 Ok(n) => {
@@ -174,10 +184,10 @@ impl WriterLink {
         }
     }
 
-    /// Queues a note into each log that lost bytes (they fit: the backlog is empty).
+    /// Queues a note into each log that lost bytes (they fit: the queue is half empty).
     fn note_drops(&mut self) {
         log::warn!(
-            "log writer caught up; {} bytes of output dropped since it started",
+            "log writer catching up; {} bytes of output dropped since the daemon started",
             self.dropped_total
         );
         for (_, d) in std::mem::take(&mut self.dropped) {
