@@ -4,24 +4,13 @@
 mod util;
 
 use std::path::Path;
-use std::time::Instant;
 
-use genward::testkit::proc;
 use serde_json::{json, Value};
-use util::daemon::{fifo, Client, Daemon, PATIENCE};
-use util::log_files::{await_contents, await_file, writer_pid};
+use util::daemon::{fifo, Client, Daemon};
+use util::log_files::{await_contents, await_exit, await_file, writer_pid};
 
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// Waits until process `pid` has exited (reaped, or a zombie).
-fn await_exit(pid: u32) {
-    let deadline = Instant::now() + PATIENCE;
-    while proc::stat(pid).is_some_and(|s| !s.is_zombie()) {
-        assert!(Instant::now() < deadline, "pid {pid} did not exit");
-        std::thread::yield_now();
-    }
 }
 
 /// Spawns `argv` as `session` with its log `log` and waits for its end.
