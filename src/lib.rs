@@ -13,6 +13,7 @@ pub mod driver;
 pub mod env_file;
 pub mod keeper;
 pub mod lookup;
+pub mod log_writer;
 pub mod proto;
 pub mod store;
 pub mod sys;

@@ -44,6 +44,13 @@ fn run() -> Result<ExitCode, String> {
         // The daemon's lookup helper (not a command for people either).
         return Ok(genward::lookup::main(&raw[1..]));
     }
+    if raw
+        .first()
+        .is_some_and(|a| a == genward::log_writer::SUBCOMMAND)
+    {
+        // The daemon's log writer (not a command for people either).
+        return Ok(genward::log_writer::main(&raw[1..]));
+    }
     let args = match args_to_strings(std::env::args_os().skip(1)) {
         Ok(a) => a,
         Err(e) => return usage_error(e),
@@ -194,6 +201,7 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
     if let Some(n) = m.value("max-running") {
         cfg.max_running = limit("max-running", n)?;
     }
+    cfg.output_to_stdout = m.flag("output-to-stdout");
     if m.flag("no-keeper") {
         cfg.keeper_hold = None;
     }

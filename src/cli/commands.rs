@@ -68,10 +68,15 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "no-keeper",
             "run without a keeper: a crash of the daemon loses the sessions' I/O (they are still taken back)",
         ),
+        OptSpec::flag(
+            "output-to-stdout",
+            "also write every session's output to standard output, line by line, as `NAME | line` (coloured on a terminal unless NO_COLOR is set), for docker logs or journald",
+        ),
     ],
     examples: &[
         "daemon",
         "daemon --state-dir /srv/genward --allow-uid 1000 --ready-fd 3",
+        "daemon --output-to-stdout",
     ],
     ..CommandSpec::new("daemon", "run the supervisor in the foreground")
 };
@@ -128,6 +133,22 @@ const RLIMIT: OptSpec = OptSpec::repeated(
     "a resource limit: nofile=4096, core=0:infinity (soft:hard), as=infinity, ...",
 );
 
+const LOG: OptSpec = OptSpec::value(
+    "log",
+    "PATH",
+    "also write the output to this file (relative to here), rotated by size",
+);
+const LOG_MAX_SIZE: OptSpec = OptSpec::value(
+    "log-max-size",
+    "SIZE",
+    "rotate the --log file before it grows past SIZE (bytes, or 64K, 10M, 1G; default 10M, at least 4K)",
+);
+const LOG_KEEP: OptSpec = OptSpec::value(
+    "log-keep",
+    "N",
+    "rotated --log files kept, PATH.1 to PATH.N (default 5; 0: the file is emptied instead)",
+);
+
 /// `genward run`.
 pub const RUN: CommandSpec = CommandSpec {
     positionals: &[NAME],
@@ -158,6 +179,9 @@ pub const RUN: CommandSpec = CommandSpec {
         UMASK,
         DAEMON_ENV_FILE,
         RLIMIT,
+        LOG,
+        LOG_MAX_SIZE,
+        LOG_KEEP,
         JSON_RESULT,
     ],
     exclusive: &[
@@ -174,6 +198,7 @@ pub const RUN: CommandSpec = CommandSpec {
         "run web --env PORT=8080 --grace 5s -- python -m http.server",
         "run job --env-file .env --unset-env DEBUG -- ./job.sh",
         "run web --user www-data --umask 027 --rlimit nofile=4096 -- ./serve",
+        "run web --log /var/log/web.log --log-max-size 10M --log-keep 5 -- ./serve",
     ],
     ..CommandSpec::new(
         "run",

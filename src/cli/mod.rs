@@ -18,6 +18,7 @@ pub mod events;
 pub mod exit_status;
 pub mod json_out;
 pub mod list_pages;
+pub mod log_opts;
 pub mod logs;
 pub mod ls;
 pub mod run;

@@ -100,6 +100,7 @@ pub fn spawn_op(
         spec.grace = whole_millis(grace);
     }
     set_run_as(m, &mut spec, cwd_now)?;
+    super::log_opts::set_log(m, &mut spec, cwd_now)?;
     Ok(Op::Core(Command::Spawn {
         session,
         spec: Box::new(spec),
@@ -496,6 +497,30 @@ mod tests {
             json,
             r#"{"session":"web","argv":["sh","-c","x"],"cwd":"/home/u/srv","env":{"HOME":"/home/u","A":"1=2"},"clear_env":true,"on_busy":"overlap","restart":{"mode":"on-failure"},"grace":1500}"#
         );
+    }
+
+    #[test]
+    fn log_options_become_the_log_member() {
+        let json = spawn(&[
+            "web",
+            "--log",
+            "logs/web.log",
+            "--log-max-size",
+            "64K",
+            "--log-keep",
+            "0",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        assert!(
+            json.ends_with(r#""log":{"path":"/home/u/logs/web.log","max_size":65536,"keep":0}}"#),
+            "{json}"
+        );
+        let e = spawn(&["a", "--log-keep", "3", "--", "true"]).unwrap_err();
+        assert!(e.contains("--log-keep") && e.contains("needs --log"), "{e}");
+        let e = spawn(&["a", "--log", "/l", "--log-max-size", "10X", "--", "true"]).unwrap_err();
+        assert!(e.contains("--log-max-size"), "{e}");
     }
 
     #[test]

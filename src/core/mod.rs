@@ -16,6 +16,7 @@ mod error;
 mod generation;
 mod image;
 mod input;
+mod log_spec;
 mod persist;
 mod restart;
 mod run_as;
@@ -42,6 +43,7 @@ pub use image::{
 pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
+pub use log_spec::LogFile;
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;

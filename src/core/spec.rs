@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::config::Config;
 use super::error::Error;
+use super::log_spec::LogFile;
 use super::run_as::RunAs;
 use super::signal;
 
@@ -41,6 +42,8 @@ pub struct Spec {
     pub on_recover: OnRecover,
     /// The user, groups, umask, environment file and per-process limits it runs with.
     pub run_as: RunAs,
+    /// A file the output is also written to, rotated by size; `None`: none.
+    pub log: Option<LogFile>,
 }
 
 /// Limits a generation's whole tree shares, enforced by its cgroup.
@@ -105,6 +108,7 @@ impl Spec {
             limits: ResourceLimits::default(),
             on_recover: OnRecover::Stop,
             run_as: RunAs::default(),
+            log: None,
         }
     }
 
@@ -136,6 +140,9 @@ impl Spec {
         self.env.validate()?;
         self.limits.validate()?;
         self.run_as.validate()?;
+        if let Some(log) = &self.log {
+            log.validate()?;
+        }
         if self
             .cwd
             .as_ref()
@@ -182,7 +189,11 @@ impl Spec {
         let argv: usize = self.argv.iter().map(Vec::len).sum();
         let set: usize = self.env.set.iter().map(|(k, v)| k.len() + v.len()).sum();
         let unset: usize = self.env.unset.iter().map(Vec::len).sum();
-        argv + set + unset + self.cwd.as_ref().map_or(0, Vec::len) + self.run_as.byte_size()
+        argv + set
+            + unset
+            + self.cwd.as_ref().map_or(0, Vec::len)
+            + self.run_as.byte_size()
+            + self.log.as_ref().map_or(0, |l| l.path.len())
     }
 }
 

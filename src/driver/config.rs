@@ -40,6 +40,9 @@ pub struct DaemonConfig {
     /// waiting for the next one (see [`crate::keeper`]); `None`: no keeper (a crash then
     /// loses the sessions' I/O).
     pub keeper_hold: Option<Duration>,
+    /// Write every session's output to the daemon's standard output too, line by line,
+    /// prefixed with the session's name (`--output-to-stdout`).
+    pub output_to_stdout: bool,
 }
 
 /// The keeper's default hold: long enough for a service manager, or a person, to start
@@ -83,6 +86,7 @@ impl DaemonConfig {
             max_running: DEFAULT_MAX_RUNNING,
             containment: ContainmentMode::Auto,
             keeper_hold: Some(DEFAULT_KEEPER_HOLD),
+            output_to_stdout: false,
         }
     }
 }

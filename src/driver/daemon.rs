@@ -24,6 +24,7 @@ use super::clients::Clients;
 use super::config::DaemonConfig;
 use super::groups;
 use super::keeper_link::KeeperLink;
+use super::log_sink::LogSink;
 use super::logs::Logs;
 use super::persist::Persist;
 use super::ready::notify_ready;
@@ -63,6 +64,8 @@ pub struct Daemon {
     /// The link to the keeper holding the children's descriptors across a crash; `None`
     /// without one (disabled, or given up after a failure).
     keeper: Option<KeeperLink>,
+    /// Where output goes besides subscribers: log files, standard output.
+    log_sink: LogSink,
     /// Last, so that the lease it holds is let go after everything else is closed.
     persist: Persist,
 }
@@ -93,6 +96,7 @@ impl Daemon {
                     }
                 }
                 let _ = std::fs::remove_file(&self.cfg.socket);
+                self.log_sink.finish(self.poll.registry());
                 if let Some(keeper) = self.keeper.take() {
                     // A clean end: the keeper closes everything and exits too.
                     keeper.bye(self.poll.registry());
@@ -132,6 +136,7 @@ impl Daemon {
             let now = self.clock.now();
             self.core.handle_timeout(now);
             self.clients.demote_due(Instant::now());
+            self.log_sink.tick(self.poll.registry(), Instant::now());
             for gen in self.children.status_due(Instant::now()) {
                 self.check_exit(gen);
             }
@@ -159,6 +164,7 @@ impl Daemon {
             self.persist.checks().deadline(),
             self.clients.demote_deadline(),
             self.upgrade.deadline(),
+            self.log_sink.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -184,6 +190,7 @@ impl Daemon {
                     self.lose_keeper(&e);
                 }
             }
+            Source::LogWriter => self.log_sink.ready(self.poll.registry()),
             Source::Client(id) => {
                 let resume =
                     writable && self.clients.writable(self.poll.registry(), id, &self.logs);
@@ -328,6 +335,8 @@ impl Daemon {
         for gen in self.children.without_pidfd() {
             self.check_exit(gen);
         }
+        // Before orphans are reaped: the log writer is a child the sink waits for.
+        self.log_sink.reap(self.poll.registry());
         self.children.reap_orphans();
         crate::sys::spawn::reap_abandoned();
     }

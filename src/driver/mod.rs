@@ -42,6 +42,7 @@ pub mod keeper_link;
 mod keeper_start;
 mod launch;
 mod listener;
+mod log_sink;
 mod logs;
 mod lookup;
 mod outbox;

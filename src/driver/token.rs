@@ -21,6 +21,8 @@ pub enum Source {
     Sigchld,
     /// The link to the keeper: room to send, or the keeper gone.
     Keeper,
+    /// The pipe to the log writer: room to send, or the writer gone.
+    LogWriter,
     /// Connection `id`.
     Client(u64),
     /// An output stream of generation `gen`; for a PTY also where its input goes.
@@ -43,6 +45,7 @@ const LISTENER: usize = 0;
 const CONTROL_SIGNALS: usize = 1;
 const SIGCHLD: usize = 2;
 const KEEPER: usize = 3;
+const LOG_WRITER: usize = 4;
 
 /// The top bit marks clients; below it, children use three bits for the descriptor kind.
 const CLIENT_BIT: u64 = 1 << 63;
@@ -73,6 +76,7 @@ impl Source {
             Source::ControlSignals => Some(Token(CONTROL_SIGNALS)),
             Source::Sigchld => Some(Token(SIGCHLD)),
             Source::Keeper => Some(Token(KEEPER)),
+            Source::LogWriter => Some(Token(LOG_WRITER)),
             Source::Client(id) => (id < CLIENT_BIT).then_some(Token((CLIENT_BIT | id) as usize)),
             Source::Output { gen, stream } => child(
                 gen,
@@ -104,6 +108,7 @@ impl Source {
                 CONTROL_SIGNALS => Source::ControlSignals,
                 SIGCHLD => Source::Sigchld,
                 KEEPER => Source::Keeper,
+                LOG_WRITER => Source::LogWriter,
                 _ => Source::Unknown,
             };
         }
@@ -141,6 +146,7 @@ mod tests {
             Source::ControlSignals,
             Source::Sigchld,
             Source::Keeper,
+            Source::LogWriter,
             Source::Client(0),
             Source::Client(1 << 40),
             Source::Output {

@@ -12,6 +12,7 @@
 mod decode;
 mod encode;
 mod fields;
+mod log_file;
 mod run_as;
 mod spec;
 

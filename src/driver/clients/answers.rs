@@ -3,9 +3,11 @@
 
 use super::Clients;
 use crate::core::{Error as CoreError, Response, SessionSnapshot};
+use crate::driver::log_sink::LogWriterStats;
 use crate::proto::encode::{self, Clock};
 use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::ProtoError;
+use crate::proto::json::ObjWriter;
 use crate::proto::list;
 
 /// The protocol version `hello` reports.
@@ -45,7 +47,7 @@ impl Clients {
 
     /// Answers `hello`: protocol version, capabilities, who the daemon is, and whether a
     /// keeper holds its children's descriptors (so that a crash loses nothing).
-    pub fn send_hello(&mut self, id: u64, rid: &RequestId, keeper: bool) {
+    pub fn send_hello(&mut self, id: u64, rid: &RequestId, keeper: bool, logs: LogWriterStats) {
         let mut line = Vec::new();
         let mut w = begin_ok_response(rid, &mut line);
         w.u64("protocol", PROTOCOL_VERSION)
@@ -55,6 +57,16 @@ impl Clients {
             .str("reaper", self.hello.reaper)
             .str("containment", self.hello.containment)
             .bool("keeper", keeper)
+            .with("log_writer", |out| {
+                let mut o = ObjWriter::new(out);
+                match logs.pid {
+                    Some(pid) => o.u64("pid", pid.into()),
+                    None => o.null("pid"),
+                };
+                o.u64("restarts", logs.restarts)
+                    .u64("dropped_bytes", logs.dropped_bytes);
+                o.finish();
+            })
             .with("capabilities", |out| {
                 out.extend_from_slice(
                     br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless"]"#,

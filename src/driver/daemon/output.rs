@@ -37,6 +37,11 @@ impl Daemon {
                         let seq =
                             self.logs
                                 .push_output(&at.session, gen, stream, at.offset, data, t);
+                        if self.log_sink.is_active() {
+                            let registry = self.poll.registry();
+                            self.log_sink
+                                .output(registry, &at.session, gen, stream, data);
+                        }
                         self.clients.deliver(&at.session, seq, &self.logs);
                         // Live readers get each record as it comes (a fast one keeps up
                         // with the child); ones that stopped reading cost nothing here.
@@ -83,6 +88,9 @@ impl Daemon {
         let mut line = Vec::new();
         encode::event(&event, &mut line);
         let terminal = event.is_terminal().then(|| line.clone());
+        if let (true, Some(gen)) = (event.is_terminal(), event.gen()) {
+            self.log_sink.ended(self.poll.registry(), gen);
+        }
         let seq = self.logs.push_event(&session, &event, line);
         if let (Some(line), Some(gen)) = (terminal, event.gen()) {
             self.clients.answer_waits(&session, gen, seq, &line);
@@ -95,6 +103,7 @@ impl Daemon {
         {
             self.clients.forget_session(&session, &self.logs);
             self.logs.remove(&session);
+            self.log_sink.forget(&session);
         }
     }
 

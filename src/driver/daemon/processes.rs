@@ -20,6 +20,7 @@ impl Daemon {
     /// Starts a generation; its exec result arrives later as a readiness event.
     pub(super) fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Spec) {
         self.logs.set_capacity(session, spec.buffer_bytes);
+        self.log_sink.configure(session, spec.log.as_ref());
         if self.clients.paces(session) {
             self.logs
                 .ensure_capacity(session, crate::driver::clients::LOSSLESS_LOG_BYTES);

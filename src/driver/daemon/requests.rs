@@ -59,7 +59,11 @@ impl Daemon {
                 let request = self.clients.expect_reply(id, rid);
                 self.tell(Input::Command { request, command });
             }
-            Op::Hello => self.clients.send_hello(id, &rid, self.keeper.is_some()),
+            Op::Hello => {
+                let logs = self.log_sink.stats();
+                self.clients
+                    .send_hello(id, &rid, self.keeper.is_some(), logs)
+            }
             Op::ListPage { after, limit } => {
                 let (sessions, more) = self.core.list_page(after.as_deref(), limit);
                 self.clients

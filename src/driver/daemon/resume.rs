@@ -41,6 +41,7 @@ fn config(c: &ConfigImage) -> DaemonConfig {
         _ => ReaperMode::Auto,
     };
     cfg.subreaper = c.subreaper;
+    cfg.output_to_stdout = c.output_to_stdout;
     cfg.max_clients = c.max_clients as usize;
     cfg.client_outbox_bytes = c.outbox_bytes as usize;
     cfg.max_line = c.max_line as usize;
@@ -215,6 +216,7 @@ impl Daemon {
         }
         let program_path = driver.config.program.clone();
         children.measure_descriptors(clients.count());
+        let log_sink = super::start::log_sink(&cfg, &core);
         let mut daemon = Daemon {
             children,
             cfg,
@@ -228,6 +230,7 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::resumed(own_program, program_path),
             keeper,
+            log_sink,
         };
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.

@@ -13,6 +13,7 @@ use crate::driver::config::{start_err, DaemonConfig, StartError};
 use crate::driver::containment::cgroup_root;
 use crate::driver::keeper_start::find_or_start;
 use crate::driver::listener::{self, PeerPolicy};
+use crate::driver::log_sink::LogSink;
 use crate::driver::persist::{claim_directories, unix_ms, Persist};
 use crate::driver::recover::{take_back, TakenBack};
 use crate::driver::signals::Signals;
@@ -34,6 +35,23 @@ pub(super) fn hello(cfg: &DaemonConfig, children: &Children) -> Hello {
         reaper: if fallback { "sigchld" } else { "pidfd" },
         containment: children.containment().as_str(),
     }
+}
+
+/// The log sink, with every session's log file from its spec, and standard output if
+/// asked (coloured when it is a terminal and `NO_COLOR` is not set, as no-color.org asks).
+pub(super) fn log_sink(cfg: &DaemonConfig, core: &Core) -> LogSink {
+    let colour = cfg.output_to_stdout
+        && rustix::termios::isatty(std::io::stdout())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let mut sink = LogSink::new(cfg.output_to_stdout, colour);
+    let clock = crate::core::WallClock {
+        now: crate::core::Time::from_millis(0),
+        unix_ms: 0,
+    };
+    for r in core.session_records(clock) {
+        sink.configure(&r.name, r.spec.log.as_ref());
+    }
+    sink
 }
 
 /// The limits of every connection and who may connect.
@@ -119,6 +137,7 @@ impl Daemon {
         }
         let clients = Clients::new(listener, policy, limits, hello);
         children.measure_descriptors(clients.count());
+        let log_sink = log_sink(&cfg, &core);
         Ok(Daemon {
             children,
             cfg,
@@ -132,6 +151,7 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::started(),
             keeper,
+            log_sink,
         })
     }
 }

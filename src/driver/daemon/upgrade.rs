@@ -80,6 +80,7 @@ impl Daemon {
             },
             program: self.upgrade.program_path().to_path_buf(),
             keeper_hold_ms: c.keeper_hold.map(|d| d.as_millis() as u64),
+            output_to_stdout: c.output_to_stdout,
         }
     }
 
@@ -87,6 +88,8 @@ impl Daemon {
     /// everything as it was and the requester told why.
     fn execute_upgrade(&mut self, p: Pending) {
         let paused_at = Instant::now();
+        // The log writer is not carried (its pipe closes at the exec): it gets what fits.
+        self.log_sink.finish(self.poll.registry());
         // The keeper link goes as a bare descriptor, with what was queued for it sent.
         let keeper = self.keeper.take().and_then(|link| {
             link.into_fd(self.poll.registry())

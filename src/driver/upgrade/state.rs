@@ -79,6 +79,8 @@ pub struct ConfigImage {
     pub program: PathBuf,
     /// How long a keeper holds on after a crash (milliseconds); `None` without a keeper.
     pub keeper_hold_ms: Option<u64>,
+    /// `--output-to-stdout`.
+    pub output_to_stdout: bool,
 }
 
 /// One generation's process and descriptors.

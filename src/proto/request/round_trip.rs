@@ -113,6 +113,11 @@ fn every_option() -> Spec {
                 ),
             ],
         },
+        log: Some(crate::core::LogFile {
+            path: b"/var/log/app dir/web.log".to_vec(),
+            max_size: 65536,
+            keep: 0,
+        }),
     }
 }
 
@@ -278,7 +283,8 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             r#""limits":{"memory_max":1073741824,"pids_max":64,"cpu_max":{"quota_us":50000,"period_us":100000}},"#,
             r#""on_recover":"keep","user":"www-data","group":"33","groups":["ssl-cert","44"],"#,
             r#""umask":"027","env_file":"/etc/app dir/.env","#,
-            r#""rlimits":{"core":{"soft":0,"hard":"infinity"},"nofile":4096,"stack":"infinity"}}"#
+            r#""rlimits":{"core":{"soft":0,"hard":"infinity"},"nofile":4096,"stack":"infinity"},"#,
+            r#""log":{"path":"/var/log/app dir/web.log","max_size":65536,"keep":0}}"#
         )
     );
     assert_eq!(

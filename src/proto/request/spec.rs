@@ -35,6 +35,7 @@ pub(super) const SPAWN_FIELDS: &[&str] = &[
     "umask",
     "env_file",
     "rlimits",
+    "log",
 ];
 
 /// Decodes the spec of a `spawn` request.
@@ -94,6 +95,7 @@ pub(super) fn spec(args: &Object) -> Result<Spec> {
         }
     };
     spec.run_as = super::run_as::decode(args)?;
+    spec.log = super::log_file::decode(args)?;
     Ok(spec)
 }
 
@@ -357,7 +359,8 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     if spec.on_recover == OnRecover::Keep {
         w.str("on_recover", "keep");
     }
-    super::run_as::write(w, &spec.run_as)
+    super::run_as::write(w, &spec.run_as)?;
+    super::log_file::write(w, &spec.log)
 }
 
 /// Which optional members a restart policy needs, checked before anything is written.

@@ -55,6 +55,7 @@ impl DriverImage {
             }
         }
         w.u64(c.max_sessions).u64(c.max_running);
+        w.bool(c.output_to_stdout);
         w.finish()
     }
 
@@ -82,6 +83,7 @@ impl DriverImage {
             containment: small(r.u8()?, 2, "containment")?,
             program: path(&mut r)?,
             keeper_hold_ms: r.opt_u64()?,
+            output_to_stdout: false,
         };
         let clock_start_ns = r.u64()?;
         let epoch_unix_ms = r.u64()?;
@@ -130,6 +132,10 @@ impl DriverImage {
         } else {
             config.max_sessions = r.u64()?;
             config.max_running = r.u64()?;
+        }
+        // Later still: absent from an image of a build before `--output-to-stdout`.
+        if !r.is_empty() {
+            config.output_to_stdout = r.bool()?;
         }
         r.end("the driver's state")?;
         Ok(DriverImage {

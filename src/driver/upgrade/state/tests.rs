@@ -21,6 +21,7 @@ fn sample() -> DriverImage {
             containment: 2,
             program: "/usr/bin/genward".into(),
             keeper_hold_ms: Some(600_000),
+            output_to_stdout: true,
         },
         clock_start_ns: 5,
         epoch_unix_ms: 6,
@@ -103,9 +104,18 @@ fn sample() -> DriverImage {
 #[test]
 fn an_image_of_a_build_before_the_limits_resumes_with_the_defaults() {
     let bytes = sample().encode();
-    let earlier = DriverImage::decode(&bytes[..bytes.len() - 16]).unwrap();
+    let earlier = DriverImage::decode(&bytes[..bytes.len() - 17]).unwrap();
     assert_eq!(earlier.config.max_sessions, 100_000);
     assert_eq!(earlier.config.max_running, 16_384);
+    assert!(!earlier.config.output_to_stdout);
+}
+
+#[test]
+fn an_image_of_a_build_before_output_to_stdout_resumes_without_it() {
+    let bytes = sample().encode();
+    let earlier = DriverImage::decode(&bytes[..bytes.len() - 1]).unwrap();
+    assert_eq!(earlier.config.max_sessions, 7);
+    assert!(!earlier.config.output_to_stdout);
 }
 
 #[test]
@@ -117,9 +127,10 @@ fn round_trip() {
 #[test]
 fn truncations_and_corruptions_are_refused_without_panic() {
     let bytes = sample().encode();
-    // Without the two limits at the end, the image is an earlier build's (see below).
-    let earlier_build = bytes.len() - 16;
-    for cut in (0..bytes.len()).filter(|&c| c != earlier_build) {
+    // Without the two limits and the stdout flag at the end, or without the flag alone,
+    // the image is an earlier build's (see above).
+    let earlier_builds = [bytes.len() - 17, bytes.len() - 1];
+    for cut in (0..bytes.len()).filter(|c| !earlier_builds.contains(c)) {
         assert!(DriverImage::decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;

@@ -1,0 +1,227 @@
+//! The log writer: a small process of the daemon's own (the same binary,
+//! `genward __log-writer`) that writes the sessions' output to their log files and, with
+//! `daemon --output-to-stdout`, to the daemon's standard output — so that a slow disk or
+//! a full pipe to `docker logs` blocks it, never the daemon's loop. In the manner of
+//! s6-log, fed through a pipe.
+//!
+//! Its whole life:
+//!
+//! 1. Started by the daemon with the read end of a pipe as its standard input, the
+//!    daemon's standard output and error as its own, in a session of its own (a
+//!    terminal's signals to the daemon do not reach it).
+//! 2. Reads records ([`wire`]) and does what each says: appends to a log file (opened
+//!    on first use, rotated by size, see [`file`]), or writes whole lines to its standard
+//!    output. A file that cannot be opened or written is reported on standard error once
+//!    and its records dropped (counted) until it can be opened again, tried at most once
+//!    a second.
+//! 3. At end of file (the daemon closed its end: it exited, crashed, or replaced itself
+//!    with a new program) it has written everything it received; it closes its files
+//!    and exits. A stream out of step (a record out of bounds) ends it too, with status 1:
+//!    the daemon starts another.
+
+pub mod wire;
+
+mod file;
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use file::LogFile;
+use wire::{Kind, Record};
+
+/// The hidden subcommand that runs a log writer.
+pub const SUBCOMMAND: &str = "__log-writer";
+
+/// Most files kept open at once; the least recently written is closed for another.
+const MAX_OPEN: usize = 256;
+
+/// How long a file that failed is left alone before it is tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// `genward __log-writer`: writes what it reads until end of file.
+pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
+    if !args.is_empty() {
+        eprintln!("genward log writer: takes no arguments");
+        return ExitCode::from(2);
+    }
+    let mut writer = Writer::default();
+    let mut stdin = io::stdin().lock();
+    let mut buf = vec![0u8; 4 * wire::MAX_DATA];
+    let mut filled = 0;
+    loop {
+        let n = match stdin.read(&mut buf[filled..]) {
+            Ok(0) => return writer.finish(filled),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("genward log writer: reading from the daemon: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        filled += n;
+        let mut at = 0;
+        loop {
+            match Record::decode(&buf[at..filled]) {
+                Ok(Some((record, used))) => {
+                    writer.handle(&record);
+                    at += used;
+                }
+                Ok(None) => break,
+                Err(why) => {
+                    eprintln!("genward log writer: the daemon's stream is out of step: {why}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        buf.copy_within(at..filled, 0);
+        filled -= at;
+    }
+}
+
+/// A log file: open, or failed and left alone until a time.
+#[derive(Debug)]
+enum Slot {
+    Open { file: LogFile, used: u64 },
+    Failed { retry_at: Instant, dropped: u64 },
+}
+
+/// Every log file the writer has open or failed on, and its standard output.
+#[derive(Debug, Default)]
+struct Writer {
+    files: HashMap<Vec<u8>, Slot>,
+    /// A counter for "least recently written".
+    writes: u64,
+    /// Standard output failed (the daemon's reader went away): its records are dropped.
+    stdout_failed: bool,
+}
+
+impl Writer {
+    fn handle(&mut self, r: &Record<'_>) {
+        if r.kind == Kind::Stdout {
+            return self.stdout(r.data);
+        }
+        self.writes += 1;
+        let now = Instant::now();
+        let reopen = match self.files.get(r.path) {
+            None => true,
+            Some(Slot::Failed { retry_at, .. }) => now >= *retry_at,
+            Some(Slot::Open { .. }) => false,
+        };
+        if reopen {
+            self.open(r, now);
+        }
+        let writes = self.writes;
+        let path = r.path;
+        let Some(slot) = self.files.get_mut(path) else {
+            return;
+        };
+        let failed = match slot {
+            Slot::Failed { dropped, .. } => {
+                *dropped += r.data.len() as u64;
+                return;
+            }
+            Slot::Open { file, used } => {
+                *used = writes;
+                file.configure(r.max_size, r.keep);
+                let result = match r.kind {
+                    Kind::Note => file.note(r.data),
+                    _ => file.append(r.data),
+                };
+                match result {
+                    Ok(()) => return,
+                    Err(e) => e,
+                }
+            }
+        };
+        report(path, &failed);
+        *slot = Slot::Failed {
+            retry_at: now + RETRY_AFTER,
+            dropped: r.data.len() as u64,
+        };
+    }
+
+    /// Opens the file of `r` into its slot (closing the least recently written one if
+    /// too many are open), or marks it failed.
+    fn open(&mut self, r: &Record<'_>, now: Instant) {
+        let dropped_before = match self.files.get(r.path) {
+            Some(Slot::Failed { dropped, .. }) => *dropped,
+            _ => 0,
+        };
+        if self.files.len() >= MAX_OPEN && !self.files.contains_key(r.path) {
+            let oldest = self
+                .files
+                .iter()
+                .min_by_key(|(_, s)| match s {
+                    Slot::Open { used, .. } => *used,
+                    Slot::Failed { .. } => 0,
+                })
+                .map(|(p, _)| p.clone());
+            if let Some(p) = oldest {
+                self.files.remove(&p);
+            }
+        }
+        let slot = match LogFile::open(r.path, r.max_size, r.keep) {
+            Ok(mut file) => {
+                if dropped_before > 0 {
+                    let line = format!("genward: dropped {dropped_before} bytes\n");
+                    let _ = file.note(line.as_bytes());
+                }
+                Slot::Open {
+                    file,
+                    used: self.writes,
+                }
+            }
+            Err(e) => {
+                if dropped_before == 0 {
+                    report(r.path, &e);
+                }
+                Slot::Failed {
+                    retry_at: now + RETRY_AFTER,
+                    dropped: dropped_before,
+                }
+            }
+        };
+        self.files.insert(r.path.to_vec(), slot);
+    }
+
+    fn stdout(&mut self, data: &[u8]) {
+        if self.stdout_failed {
+            return;
+        }
+        let mut out = io::stdout().lock();
+        if let Err(e) = out.write_all(data).and_then(|()| out.flush()) {
+            eprintln!("genward log writer: standard output: {e}; the sessions' output is no longer written there");
+            self.stdout_failed = true;
+        }
+    }
+
+    /// The end: everything received was handled (a partial record left at end of file
+    /// is reported).
+    fn finish(self, partial: usize) -> ExitCode {
+        for (path, slot) in &self.files {
+            if let Slot::Failed { dropped, .. } = slot {
+                if *dropped > 0 {
+                    eprintln!(
+                        "genward log writer: {}: {dropped} bytes dropped",
+                        String::from_utf8_lossy(path)
+                    );
+                }
+            }
+        }
+        if partial > 0 {
+            eprintln!(
+                "genward log writer: the daemon's stream ended inside a record ({partial} bytes)"
+            );
+        }
+        ExitCode::SUCCESS
+    }
+}
+
+fn report(path: &[u8], e: &io::Error) {
+    eprintln!(
+        "genward log writer: {}: {e}; its output is dropped until it can be written",
+        String::from_utf8_lossy(path)
+    );
+}
