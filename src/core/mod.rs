@@ -17,6 +17,7 @@ mod generation;
 mod image;
 mod input;
 mod persist;
+mod reload;
 mod restart;
 mod run_as;
 mod session;
@@ -42,6 +43,7 @@ pub use image::{
 pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
+pub use reload::{ConfigSession, Origin, Plan};
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
