@@ -10,6 +10,7 @@ mod kept_io;
 mod lifecycle;
 mod list_page;
 mod persist;
+mod reload;
 mod random_walk;
 mod restart;
 mod scenarios;
