@@ -119,6 +119,19 @@ pub fn write_spec_object(spec: &Spec, out: &mut Vec<u8>) -> Result<(), FieldErro
     Ok(())
 }
 
+/// Decodes one configured session: exactly the members of a `spawn` request but
+/// `session` (the name comes from where it is configured), `on_busy` included, as strictly
+/// as a request. A member added to `spawn` is a config member by the same stroke.
+pub fn decode_config_entry(obj: &Object) -> Result<(Spec, OnBusy), ProtoError> {
+    let allowed: Vec<&str> = spec::SPAWN_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| *f != "session")
+        .collect();
+    obj.check_fields(&allowed)?;
+    Ok((spec::spec(obj)?, spec::on_busy(obj)?))
+}
+
 /// Decodes an object written by [`write_spec_object`] as strictly as a `spawn` request:
 /// an unknown member, a wrong type or a bad value is an error naming the field.
 pub fn decode_spec_object(obj: &Object) -> Result<Spec, ProtoError> {
