@@ -40,6 +40,10 @@ pub struct DaemonConfig {
     /// waiting for the next one (see [`crate::keeper`]); `None`: no keeper (a crash then
     /// loses the sessions' I/O).
     pub keeper_hold: Option<Duration>,
+    /// The declarative configuration (a file, or a directory of `NAME.json` files; see
+    /// [`crate::config`]): loaded at start, again on `reload` and SIGHUP. `None`: only
+    /// clients start sessions.
+    pub config: Option<PathBuf>,
 }
 
 /// The keeper's default hold: long enough for a service manager, or a person, to start
@@ -83,6 +87,7 @@ impl DaemonConfig {
             max_running: DEFAULT_MAX_RUNNING,
             containment: ContainmentMode::Auto,
             keeper_hold: Some(DEFAULT_KEEPER_HOLD),
+            config: None,
         }
     }
 }

@@ -9,6 +9,7 @@
 
 mod output;
 mod processes;
+mod reload;
 mod requests;
 mod resume;
 mod start;
@@ -25,6 +26,7 @@ use super::config::DaemonConfig;
 use super::groups;
 use super::keeper_link::KeeperLink;
 use super::logs::Logs;
+use super::notify::Notifier;
 use super::persist::Persist;
 use super::ready::notify_ready;
 use super::signals::{ControlSignal, Signals};
@@ -63,6 +65,8 @@ pub struct Daemon {
     /// The link to the keeper holding the children's descriptors across a crash; `None`
     /// without one (disabled, or given up after a failure).
     keeper: Option<KeeperLink>,
+    /// systemd's notification socket and watchdog.
+    notify: Notifier,
     /// Last, so that the lease it holds is let go after everything else is closed.
     persist: Persist,
 }
@@ -132,6 +136,7 @@ impl Daemon {
             let now = self.clock.now();
             self.core.handle_timeout(now);
             self.clients.demote_due(Instant::now());
+            self.notify.feed_watchdog(Instant::now());
             for gen in self.children.status_due(Instant::now()) {
                 self.check_exit(gen);
             }
@@ -159,6 +164,7 @@ impl Daemon {
             self.persist.checks().deadline(),
             self.clients.demote_deadline(),
             self.upgrade.deadline(),
+            self.notify.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -315,7 +321,7 @@ impl Daemon {
         for sig in received {
             match sig {
                 ControlSignal::Terminate => self.shutdown(),
-                ControlSignal::Hangup => log::info!("SIGHUP received; nothing to reload"),
+                ControlSignal::Hangup => self.reload_on_hangup(),
             }
         }
     }
@@ -336,6 +342,7 @@ impl Daemon {
     /// the core decides which.
     fn shutdown(&mut self) {
         log::info!("shutting down: stopping every session (again: killing them)");
+        self.notify.stopping();
         let request = self.clients.internal_request();
         self.tell(Input::Command {
             request,

@@ -104,6 +104,10 @@ pub enum Op {
     /// Replace the daemon's program in place (`binary`: another program than the one it
     /// was started as), keeping every session, process and connection.
     Upgrade { binary: Option<String> },
+    /// Read the daemon's configuration again and bring its sessions in line with it
+    /// (`dry_run`: only say what that would do); answered with the plan
+    /// ([`crate::proto::reload`]).
+    Reload { dry_run: bool },
 }
 
 /// Appends `spec` as a JSON object of its own, spelled exactly as a `spawn` request's

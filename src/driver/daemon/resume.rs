@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use mio::Poll;
 
+use crate::driver::notify::Notifier;
 use super::start::{client_rules, core_config, hello};
 use super::{Clock, Daemon};
 use crate::driver::children::Children;
@@ -47,6 +48,7 @@ fn config(c: &ConfigImage) -> DaemonConfig {
     cfg.max_sessions = c.max_sessions as usize;
     cfg.max_running = c.max_running as usize;
     cfg.keeper_hold = c.keeper_hold_ms.map(std::time::Duration::from_millis);
+    cfg.config = c.config.clone();
     cfg.containment = match c.containment {
         1 => ContainmentMode::Cgroup,
         2 => ContainmentMode::Session,
@@ -228,6 +230,7 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::resumed(own_program, program_path),
             keeper,
+            notify: Notifier::from_env(),
         };
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.

@@ -79,6 +79,8 @@ pub struct ConfigImage {
     pub program: PathBuf,
     /// How long a keeper holds on after a crash (milliseconds); `None` without a keeper.
     pub keeper_hold_ms: Option<u64>,
+    /// The configuration's path, reloaded from by the next program.
+    pub config: Option<PathBuf>,
 }
 
 /// One generation's process and descriptors.

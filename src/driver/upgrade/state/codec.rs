@@ -55,6 +55,10 @@ impl DriverImage {
             }
         }
         w.u64(c.max_sessions).u64(c.max_running);
+        match &c.config {
+            None => w.u8(0),
+            Some(p) => w.u8(1).bytes(p.as_os_str().as_encoded_bytes()),
+        };
         w.finish()
     }
 
@@ -82,6 +86,8 @@ impl DriverImage {
             containment: small(r.u8()?, 2, "containment")?,
             program: path(&mut r)?,
             keeper_hold_ms: r.opt_u64()?,
+            // Read at the end (see below).
+            config: None,
         };
         let clock_start_ns = r.u64()?;
         let epoch_unix_ms = r.u64()?;
@@ -130,6 +136,14 @@ impl DriverImage {
         } else {
             config.max_sessions = r.u64()?;
             config.max_running = r.u64()?;
+        }
+        // Later still: absent from an image of a build before configurations.
+        if !r.is_empty() {
+            config.config = match r.u8()? {
+                0 => None,
+                1 => Some(path(&mut r)?),
+                t => return Err(ImageError(format!("{t} is not a config tag"))),
+            };
         }
         r.end("the driver's state")?;
         Ok(DriverImage {

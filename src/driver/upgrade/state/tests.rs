@@ -21,6 +21,7 @@ fn sample() -> DriverImage {
             containment: 2,
             program: "/usr/bin/genward".into(),
             keeper_hold_ms: Some(600_000),
+            config: Some("/etc/genward.d".into()),
         },
         clock_start_ns: 5,
         epoch_unix_ms: 6,
