@@ -1,7 +1,7 @@
 //! Loading the configuration and reloading it (`reload`, SIGHUP): the driver reads the
 //! files and checks whom each session would run as; the core decides what changes
 //! ([`Core::reload`](crate::core::Core::reload)). systemd hears `RELOADING=1` before and
-//! `READY=1` after a real reload.
+//! `READY=1` after every reload that is not a dry run, a refused one too.
 
 use std::path::Path;
 
@@ -47,17 +47,22 @@ impl Daemon {
                 "the daemon was started without --config: there is nothing to reload",
             ));
         };
-        let sessions = load_checked(&path)?;
         if dry_run {
-            let plan = self.core.plan_reload(&sessions).map_err(|e| core_error(&e))?;
-            return Ok(plan);
+            let sessions = load_checked(&path)?;
+            return self.core.plan_reload(&sessions).map_err(|e| core_error(&e));
         }
+        // Around every attempt, a failed one too: systemd waits for the READY=1.
         self.notify.reloading();
-        let now = self.clock.now();
-        let result = self.core.reload(now, sessions);
+        let result = match load_checked(&path) {
+            Ok(sessions) => {
+                let now = self.clock.now();
+                self.core.reload(now, sessions).map_err(|e| core_error(&e))
+            }
+            Err(e) => Err(e),
+        };
         self.run_actions();
         self.notify.reloaded();
-        let plan = result.map_err(|e| core_error(&e))?;
+        let plan = result?;
         log_plan(&plan, false);
         Ok(plan)
     }
