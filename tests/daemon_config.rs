@@ -20,8 +20,11 @@ fn sleeper(tag: &str) -> Value {
 }
 
 fn write_config(path: &Path, sessions: Value) {
-    std::fs::write(path, serde_json::to_vec_pretty(&json!({ "sessions": sessions })).unwrap())
-        .unwrap();
+    std::fs::write(
+        path,
+        serde_json::to_vec_pretty(&json!({ "sessions": sessions })).unwrap(),
+    )
+    .unwrap();
 }
 
 fn start(tag: &str, config: &Path) -> Daemon {
@@ -34,7 +37,9 @@ fn running(c: &mut Client) -> BTreeMap<String, (u64, u64)> {
     let list = c.ok(json!({"op": "list"}));
     let mut out = BTreeMap::new();
     for s in list["sessions"].as_array().unwrap() {
-        let Some(gen) = s["current"].as_u64() else { continue };
+        let Some(gen) = s["current"].as_u64() else {
+            continue;
+        };
         let name = s["name"].as_str().unwrap().to_owned();
         let mut sub = Client::connect(&c_socket(c));
         sub.ok(json!({"op": "subscribe", "session": name, "from_start": true}));
@@ -105,12 +110,21 @@ fn reload_adds_removes_replaces_and_leaves_unchanged_sessions_alone() {
     assert_eq!(names(&plan["stop"]), ["drop"]);
     assert_eq!(names(&plan["replace"]), ["change"]);
     assert_eq!(names(&plan["unchanged"]), ["keep"]);
-    c.events_until(|m| m.json()["event"] == "state" && m.json()["session"] == "drop"
-        && m.json()["state"] == "removed");
+    c.events_until(|m| {
+        m.json()["event"] == "state"
+            && m.json()["session"] == "drop"
+            && m.json()["state"] == "removed"
+    });
     let after = running(&mut c);
     assert_eq!(after.keys().collect::<Vec<_>>(), ["add", "change", "keep"]);
-    assert_eq!(after["keep"], before["keep"], "unchanged: same generation, same pid");
-    assert!(after["change"].0 > before["change"].0, "changed: a new generation");
+    assert_eq!(
+        after["keep"], before["keep"],
+        "unchanged: same generation, same pid"
+    );
+    assert!(
+        after["change"].0 > before["change"].0,
+        "changed: a new generation"
+    );
     assert_ne!(after["change"].1, before["change"].1);
     // Again with nothing changed: nothing is touched.
     let plan = c.ok(json!({"op": "reload"}));
@@ -122,15 +136,24 @@ fn reload_adds_removes_replaces_and_leaves_unchanged_sessions_alone() {
 fn a_restarted_daemon_keeps_the_configured_sessions_that_did_not_change() {
     let conf = ScratchDir::new("config-crash");
     let path = conf.join("genward.json");
-    write_config(&path, json!({"keep": sleeper("keep"), "change": sleeper("v1")}));
+    write_config(
+        &path,
+        json!({"keep": sleeper("keep"), "change": sleeper("v1")}),
+    );
     let config = ["--config", path.to_str().unwrap()];
     let mut d = start("config-crash", &path);
     let before = running(&mut d.client());
-    write_config(&path, json!({"keep": sleeper("keep"), "change": sleeper("v2")}));
+    write_config(
+        &path,
+        json!({"keep": sleeper("keep"), "change": sleeper("v2")}),
+    );
     d.crash_and_restart(&config);
     let after = running(&mut d.client());
     assert_eq!(after["keep"], before["keep"], "unchanged: kept running");
-    assert!(after["change"].0 > before["change"].0, "changed: a new generation");
+    assert!(
+        after["change"].0 > before["change"].0,
+        "changed: a new generation"
+    );
 }
 
 #[test]
@@ -211,7 +234,11 @@ fn a_bad_config_at_reload_says_where_and_changes_nothing() {
 fn a_bad_config_fails_the_start_with_where_and_why() {
     let conf = ScratchDir::new("config-start");
     let path = conf.join("genward.json");
-    std::fs::write(&path, "{\"sessions\": {\"a\": {\"argv\": [\"true\"], \"colour\": 1}}}").unwrap();
+    std::fs::write(
+        &path,
+        "{\"sessions\": {\"a\": {\"argv\": [\"true\"], \"colour\": 1}}}",
+    )
+    .unwrap();
     let child = Command::new(daemon_binary())
         .args(["daemon", "--state-dir"])
         .arg(conf.join("state"))
@@ -235,7 +262,10 @@ fn reload_without_a_config_is_no_config() {
     let mut c = d.client();
     c.err(json!({"op": "reload"}), "no_config");
     let hello = c.ok(json!({"op": "hello"}));
-    assert!(hello["capabilities"].as_array().unwrap().contains(&json!("reload")));
+    assert!(hello["capabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("reload")));
 }
 
 #[test]
@@ -270,7 +300,9 @@ fn sighup_reloads_and_a_bad_config_on_sighup_changes_nothing() {
 fn notified(sock: &UnixDatagram, want: &str) -> String {
     let mut buf = [0u8; 4096];
     loop {
-        let n = sock.recv(&mut buf).expect("a notification before the timeout");
+        let n = sock
+            .recv(&mut buf)
+            .expect("a notification before the timeout");
         let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
         if msg.contains(want) {
             return msg;

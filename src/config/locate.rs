@@ -5,9 +5,15 @@ use crate::proto::json::Spans;
 /// The 1-based line and column (counted in characters) of byte `offset` in `text`.
 pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
-    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let col = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
     (line, col)
 }
 

@@ -10,7 +10,10 @@ use super::{ConfigError, Entry, MAX_SESSIONS};
 /// dependencies on other sessions, when a spec can name them).
 pub(super) fn check_whole_set(entries: &[Entry]) -> Result<(), ConfigError> {
     if entries.len() > MAX_SESSIONS {
-        let file = entries.last().map(|e| e.file.as_path()).unwrap_or(".".as_ref());
+        let file = entries
+            .last()
+            .map(|e| e.file.as_path())
+            .unwrap_or(".".as_ref());
         let why = format!("more than {MAX_SESSIONS} sessions in the configuration");
         return Err(ConfigError::file(file, why));
     }

@@ -43,7 +43,9 @@ fn a_syntax_error_gives_line_and_column() {
 
 #[test]
 fn an_unknown_field_is_pointed_at_by_its_key() {
-    let e = file_err("{\"sessions\": {\n  \"web\": {\n    \"argv\": [\"a\"],\n    \"gracee\": 5\n  }\n}}");
+    let e = file_err(
+        "{\"sessions\": {\n  \"web\": {\n    \"argv\": [\"a\"],\n    \"gracee\": 5\n  }\n}}",
+    );
     assert_eq!(e.at, Some((4, 5)));
     assert_eq!(e.field.as_deref(), Some("sessions.web.gracee"));
     assert_eq!(e.problem, "unknown field");
@@ -85,7 +87,8 @@ fn a_bad_session_name_and_a_duplicate_are_errors() {
     assert_eq!(e.at, Some((2, 2)));
     assert_eq!(e.field.as_deref(), Some("sessions.no/slash"));
     assert!(e.problem.contains("session name contains '/'"), "{e}");
-    let e = file_err("{\"sessions\": {\n \"a\": {\"argv\": [\"x\"]},\n \"a\": {\"argv\": [\"y\"]}}}");
+    let e =
+        file_err("{\"sessions\": {\n \"a\": {\"argv\": [\"x\"]},\n \"a\": {\"argv\": [\"y\"]}}}");
     assert_eq!(e.at, Some((3, 2)));
     assert_eq!(e.problem, "invalid JSON: duplicate key");
 }
@@ -98,7 +101,8 @@ impl TempDir {
         let n = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let path = std::env::temp_dir().join(format!("genward-config-{tag}-{}-{n}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("genward-config-{tag}-{}-{n}", std::process::id()));
         std::fs::create_dir(&path).unwrap();
         TempDir(path)
     }
@@ -119,7 +123,13 @@ fn the_directory_form_reads_name_json_files_and_skips_leftovers() {
     let dir = TempDir::new("dir");
     dir.put("web.json", r#"{"argv": ["srv"]}"#);
     dir.put("db.json", r#"{"argv": ["db"], "pty": true}"#);
-    for skipped in [".hidden.json", "web.json~", ".web.json.swp", "x.tmp", "db.json.dpkg-old"] {
+    for skipped in [
+        ".hidden.json",
+        "web.json~",
+        ".web.json.swp",
+        "x.tmp",
+        "db.json.dpkg-old",
+    ] {
         dir.put(skipped, "not json");
     }
     let entries = load(&dir.0).unwrap();
@@ -147,10 +157,19 @@ fn the_directory_form_refuses_other_names() {
 fn a_bad_file_in_a_directory_names_itself() {
     let dir = TempDir::new("bad");
     dir.put("a.json", r#"{"argv": ["srv"]}"#);
-    dir.put("b.json", "{\"argv\": [\"srv\"],\n  \"stop_signal\": \"SIGNOPE\"}");
+    dir.put(
+        "b.json",
+        "{\"argv\": [\"srv\"],\n  \"stop_signal\": \"SIGNOPE\"}",
+    );
     let e = load(&dir.0).unwrap_err();
     let text = e.to_string();
-    assert!(text.starts_with(&format!("{}:2:18: stop_signal: ", dir.0.join("b.json").display())), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "{}:2:18: stop_signal: ",
+            dir.0.join("b.json").display()
+        )),
+        "{text}"
+    );
 }
 
 #[test]

@@ -304,9 +304,13 @@ impl Checker {
         let now = core_now(core, now);
         let result = core.reload(now, config);
         if result.is_err() {
-            assert_eq!(core.queued_actions(), 0, "a refused reload queued an action");
             assert_eq!(
-            self::records(core),
+                core.queued_actions(),
+                0,
+                "a refused reload queued an action"
+            );
+            assert_eq!(
+                self::records(core),
                 records,
                 "a refused reload changed a record"
             );

@@ -111,7 +111,12 @@ impl Core {
         }
     }
 
-    pub(super) fn spawn(&mut self, name: &str, spec: Spec, on_busy: OnBusy) -> Result<Response, Error> {
+    pub(super) fn spawn(
+        &mut self,
+        name: &str,
+        spec: Spec,
+        on_busy: OnBusy,
+    ) -> Result<Response, Error> {
         self.refuse_if_shutting_down()?;
         if !Session::valid_name(name) {
             return Err(Error::bad(format!("{name:?} is not a valid session name")));

@@ -43,8 +43,8 @@ pub use image::{
 pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
-pub use reload::{ConfigSession, Origin, Plan};
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
+pub use reload::{ConfigSession, Origin, Plan};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
 pub use snapshot::{

@@ -100,7 +100,10 @@ impl Core {
                 return Err(Error::new(ErrorCode::BadConfig, why));
             }
             entry.spec.validate(&self.config).map_err(|e| {
-                Error::new(ErrorCode::BadConfig, format!("{}: {}", entry.name, e.message))
+                Error::new(
+                    ErrorCode::BadConfig,
+                    format!("{}: {}", entry.name, e.message),
+                )
             })?;
             let list = match self.sessions.get(&entry.name) {
                 None => &mut plan.start,
@@ -113,9 +116,7 @@ impl Core {
                 }
                 Some(s) if s.removing => &mut plan.start,
                 Some(s) if *s.spec == entry.spec => &mut plan.unchanged,
-                Some(s) if s.current.is_some() && entry.on_busy == OnBusy::Reject => {
-                    &mut plan.busy
-                }
+                Some(s) if s.current.is_some() && entry.on_busy == OnBusy::Reject => &mut plan.busy,
                 Some(_) => &mut plan.replace,
             };
             list.push(entry.name.clone());

@@ -124,7 +124,10 @@ impl ProtoError {
         // The two shapes of `FieldError`'s Display: "unknown field `F`" and
         // "field `F`: problem".
         let m = self.message.as_str();
-        if let Some(f) = m.strip_prefix("unknown field `").and_then(|r| r.strip_suffix('`')) {
+        if let Some(f) = m
+            .strip_prefix("unknown field `")
+            .and_then(|r| r.strip_suffix('`'))
+        {
             return Some((f, "unknown field".to_owned()));
         }
         let rest = m.strip_prefix("field `")?;

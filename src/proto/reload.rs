@@ -27,7 +27,9 @@ pub fn write_plan_response(id: &RequestId, plan: &Plan, dry_run: bool, out: &mut
     let mut w = begin_ok_response(id, out);
     w.bool("dry_run", dry_run);
     for (key, names) in lists(plan) {
-        w.with(key, |out| write_array(names, out, |n, out| write_str(n, out)));
+        w.with(key, |out| {
+            write_array(names, out, |n, out| write_str(n, out))
+        });
     }
     w.finish();
     out.push(b'\n');

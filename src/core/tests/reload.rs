@@ -57,7 +57,11 @@ fn a_reload_adds_removes_replaces_and_leaves_the_rest_alone() {
     let config = vec![entry("a", spec()), entry("b", spec()), entry("c", spec())];
     reload(&mut h, config).unwrap();
     let (a, b, c) = (run(&mut h, "a"), run(&mut h, "b"), run(&mut h, "c"));
-    let dry = vec![entry("a", spec()), entry("b", other_spec()), entry("d", spec())];
+    let dry = vec![
+        entry("a", spec()),
+        entry("b", other_spec()),
+        entry("d", spec()),
+    ];
     let planned = h.core.plan_reload(&dry).unwrap();
     let plan = reload(&mut h, dry).unwrap();
     assert_eq!(planned, plan, "a dry run plans what the reload does");
@@ -113,7 +117,10 @@ fn client_sessions_are_never_touched_and_cannot_be_claimed() {
     let before = h.records();
     let e = reload(&mut h, vec![entry("mine", spec())]).unwrap_err();
     assert_eq!(e.code, ErrorCode::BadConfig);
-    assert!(e.message.contains("\"mine\" was started by a client"), "{e}");
+    assert!(
+        e.message.contains("\"mine\" was started by a client"),
+        "{e}"
+    );
     assert_eq!(h.records(), before);
 }
 
@@ -169,7 +176,11 @@ fn a_restarted_daemon_keeps_config_sessions_whose_spec_is_unchanged() {
     assert!(next.adopt(a, "a"));
     assert!(next.adopt(b, "b"));
     next.resume();
-    let plan = reload(&mut next, vec![entry("a", spec()), entry("b", other_spec())]).unwrap();
+    let plan = reload(
+        &mut next,
+        vec![entry("a", spec()), entry("b", other_spec())],
+    )
+    .unwrap();
     assert_eq!(names(&plan.unchanged), ["a"]);
     assert_eq!(names(&plan.replace), ["b"]);
     assert_eq!(next.get("a").current, Some(a));

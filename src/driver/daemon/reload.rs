@@ -16,9 +16,8 @@ pub(super) fn load_checked(path: &Path) -> Result<Vec<ConfigSession>, ProtoError
     let bad = |msg: String| ProtoError::new(ErrorCode::BadConfig, msg);
     let entries = crate::config::load(path).map_err(|e| bad(e.to_string()))?;
     for e in &entries {
-        crate::driver::run_as::check(&e.session.spec.run_as).map_err(|err| {
-            bad(format!("{}: {}", e.file.display(), err.message))
-        })?;
+        crate::driver::run_as::check(&e.session.spec.run_as)
+            .map_err(|err| bad(format!("{}: {}", e.file.display(), err.message)))?;
     }
     Ok(crate::config::sessions(&entries))
 }
@@ -74,7 +73,10 @@ impl Daemon {
             return;
         }
         if let Err(e) = self.reload(false) {
-            log::error!("SIGHUP: configuration not reloaded, nothing changed: {}", e.message);
+            log::error!(
+                "SIGHUP: configuration not reloaded, nothing changed: {}",
+                e.message
+            );
         }
     }
 }

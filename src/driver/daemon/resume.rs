@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use mio::Poll;
 
-use crate::driver::notify::Notifier;
 use super::start::{client_rules, core_config, hello};
 use super::{Clock, Daemon};
 use crate::driver::children::Children;
 use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
 use crate::driver::keeper_link::KeeperLink;
+use crate::driver::notify::Notifier;
 use crate::driver::persist::Persist;
 use crate::driver::signals::Signals;
 use crate::driver::turn::Turn;

@@ -67,7 +67,9 @@ impl Daemon {
     pub fn new(cfg: DaemonConfig) -> Result<Daemon, StartError> {
         // Before anything is claimed: a bad configuration fails the start, changing nothing.
         let configured = match &cfg.config {
-            Some(path) => Some(super::reload::load_checked(path).map_err(|e| StartError(e.message))?),
+            Some(path) => {
+                Some(super::reload::load_checked(path).map_err(|e| StartError(e.message))?)
+            }
             None => None,
         };
         let shared = !cfg.allow_uids.is_empty();
@@ -132,7 +134,11 @@ impl Daemon {
         // does: one persisted with an equal spec runs on untouched.
         if let Some(sessions) = configured {
             let plan = core.reload(clock.now(), sessions).map_err(|e| {
-                StartError(format!("{}: {}", display_path(cfg.config.as_deref()), e.message))
+                StartError(format!(
+                    "{}: {}",
+                    display_path(cfg.config.as_deref()),
+                    e.message
+                ))
             })?;
             super::reload::log_plan(&plan, false);
         }

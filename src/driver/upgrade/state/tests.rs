@@ -101,10 +101,26 @@ fn sample() -> DriverImage {
     }
 }
 
+/// Where the image of a build before configurations ends: before the config's tag (the
+/// last member), which is one byte when there is no config.
+fn before_config() -> usize {
+    let mut image = sample();
+    image.config.config = None;
+    image.encode().len() - 1
+}
+
+#[test]
+fn an_image_of_a_build_before_configurations_resumes_without_one() {
+    let bytes = sample().encode();
+    let earlier = DriverImage::decode(&bytes[..before_config()]).unwrap();
+    assert_eq!(earlier.config.config, None);
+    assert_eq!(earlier.config.max_sessions, 7);
+}
+
 #[test]
 fn an_image_of_a_build_before_the_limits_resumes_with_the_defaults() {
     let bytes = sample().encode();
-    let earlier = DriverImage::decode(&bytes[..bytes.len() - 16]).unwrap();
+    let earlier = DriverImage::decode(&bytes[..before_config() - 16]).unwrap();
     assert_eq!(earlier.config.max_sessions, 100_000);
     assert_eq!(earlier.config.max_running, 16_384);
 }
@@ -118,9 +134,10 @@ fn round_trip() {
 #[test]
 fn truncations_and_corruptions_are_refused_without_panic() {
     let bytes = sample().encode();
-    // Without the two limits at the end, the image is an earlier build's (see below).
-    let earlier_build = bytes.len() - 16;
-    for cut in (0..bytes.len()).filter(|&c| c != earlier_build) {
+    // Without the config, or the config and the two limits, at the end, the image is an
+    // earlier build's (see above).
+    let earlier_builds = [before_config(), before_config() - 16];
+    for cut in (0..bytes.len()).filter(|c| !earlier_builds.contains(c)) {
         assert!(DriverImage::decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
