@@ -169,9 +169,16 @@ impl Core {
             if !(plan.start.contains(&name) || plan.replace.contains(&name)) {
                 continue;
             }
+            // `reject` was the plan's to apply (a busy one is not started); what is left
+            // to start waits for what still runs, as `replace` does (a removed session's
+            // last generation, still stopping, say).
+            let on_busy = match entry.on_busy {
+                OnBusy::Reject => OnBusy::Replace,
+                other => other,
+            };
             // Checked by the plan: the spec is valid, the name is free or the config's,
             // and there is room, so this cannot fail.
-            self.spawn(&name, entry.spec, entry.on_busy)?;
+            self.spawn(&name, entry.spec, on_busy)?;
             if let Some(s) = self.sessions.get_mut(&name) {
                 s.origin = Origin::Config;
             }

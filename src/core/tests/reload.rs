@@ -28,8 +28,7 @@ fn other_spec() -> Spec {
 }
 
 fn reload(h: &mut Harness, config: Vec<ConfigSession>) -> Result<Plan, Error> {
-    let (result, _) = h.check.reload(&mut h.core, h.now, config);
-    result
+    h.reload(config)
 }
 
 /// The current generation of `name`, started.
@@ -193,4 +192,21 @@ fn shutting_down_refuses_a_reload() {
     h.cmd(crate::core::Command::Shutdown).unwrap();
     let e = reload(&mut h, vec![entry("a", spec())]).unwrap_err();
     assert_eq!(e.code, ErrorCode::Busy);
+}
+
+#[test]
+fn a_config_with_reject_brings_back_a_session_still_stopping() {
+    let mut h = Harness::new();
+    let mut a = entry("a", spec());
+    a.on_busy = OnBusy::Reject;
+    reload(&mut h, vec![a.clone()]).unwrap();
+    let first = run(&mut h, "a");
+    reload(&mut h, vec![]).unwrap();
+    // Its generation still stops: the new one waits for it, as with `replace`.
+    let plan = reload(&mut h, vec![a]).unwrap();
+    assert_eq!(names(&plan.start), ["a"]);
+    let next = h.get("a").current.unwrap();
+    assert!(next > first);
+    assert_eq!(h.get("a").state, SessionState::Starting);
+    h.settle();
 }

@@ -366,7 +366,11 @@ fn spans_give_every_member_and_element_its_position() {
     use crate::proto::json::{parse_with_spans, Limits, Span};
     let text = b"{\"a\": {\"b\": [1, {\"c\": true}]},\n \"d\": \"x\"}";
     let (value, spans) = parse_with_spans(text, &Limits::DEFAULT).unwrap();
-    assert_eq!(value, parse(text).unwrap(), "the same value as without spans");
+    assert_eq!(
+        value,
+        parse(text).unwrap(),
+        "the same value as without spans"
+    );
     assert_eq!(spans.get("a"), Some(Span { key: 1, value: 6 }));
     assert_eq!(spans.get("a.b"), Some(Span { key: 7, value: 12 }));
     assert_eq!(spans.get("a.b[0]"), Some(Span { key: 13, value: 13 }));
