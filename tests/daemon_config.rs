@@ -339,3 +339,20 @@ fn systemd_hears_ready_reloading_watchdog_and_stopping() {
     notified(&sock, "STOPPING=1");
     assert_eq!(d.exit_code(), Some(0));
 }
+
+#[test]
+fn an_upgrade_keeps_the_config_for_the_next_reload() {
+    let conf = ScratchDir::new("config-upgrade");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a")}));
+    let d = start("config-upgrade", &path);
+    let mut c = d.client();
+    let before = running(&mut c);
+    let r = c.request(json!({"op": "upgrade"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    write_config(&path, json!({"a": sleeper("a"), "b": sleeper("b")}));
+    let plan = c.ok(json!({"op": "reload"}));
+    assert_eq!(names(&plan["start"]), ["b"]);
+    assert_eq!(names(&plan["unchanged"]), ["a"]);
+    assert_eq!(running(&mut c)["a"], before["a"]);
+}
