@@ -181,3 +181,26 @@ fn a_missing_path_and_a_large_file_are_errors() {
     let e = load(&dir.0.join("big.json")).unwrap_err();
     assert!(e.problem.starts_with("larger than"), "{e}");
 }
+
+#[test]
+fn the_shipped_examples_load() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config");
+    let file = load(&root.join("genward.json")).unwrap();
+    let names: Vec<&str> = file.iter().map(|e| &*e.session.name).collect();
+    assert_eq!(names, ["web", "agent", "worker"]);
+    let dir = load(&root.join("genward.d")).unwrap();
+    let names: Vec<&str> = dir.iter().map(|e| &*e.session.name).collect();
+    assert_eq!(names, ["web", "worker"]);
+    assert_eq!(dir[0].session, file[0].session, "one session, either form");
+}
+
+#[test]
+fn the_example_in_operations_md_is_the_shipped_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/operations.md")).unwrap();
+    let shipped = std::fs::read_to_string(root.join("examples/config/genward.json")).unwrap();
+    assert!(
+        doc.contains(&format!("```json\n{shipped}```")),
+        "docs/operations.md's Config example differs from examples/config/genward.json"
+    );
+}
