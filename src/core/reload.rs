@@ -59,7 +59,7 @@ pub struct ConfigSession {
 /// What a reload does (or, dry, would do), by session name, each list in name order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
-    /// In the config, not in the table (or being removed): started.
+    /// In the config, not in the table (or being removed, by whoever started it): started.
     pub start: Vec<Arc<str>>,
     /// Started by the config, no longer in it: stopped, and removed once ended.
     pub stop: Vec<Arc<str>>,
@@ -107,6 +107,9 @@ impl Core {
             })?;
             let list = match self.sessions.get(&entry.name) {
                 None => &mut plan.start,
+                // Going away, whoever started it: the config's from now on, its new
+                // generation waiting for the old one to end.
+                Some(s) if s.removing => &mut plan.start,
                 Some(s) if s.origin == Origin::Client => {
                     let why = format!(
                         "session {:?} was started by a client, not by the config: remove it, or name the config's session otherwise",
@@ -114,7 +117,6 @@ impl Core {
                     );
                     return Err(Error::new(ErrorCode::BadConfig, why));
                 }
-                Some(s) if s.removing => &mut plan.start,
                 Some(s) if *s.spec == entry.spec => &mut plan.unchanged,
                 Some(s) if s.current.is_some() && entry.on_busy == OnBusy::Reject => &mut plan.busy,
                 Some(_) => &mut plan.replace,

@@ -210,3 +210,19 @@ fn a_config_with_reject_brings_back_a_session_still_stopping() {
     assert_eq!(h.get("a").state, SessionState::Starting);
     h.settle();
 }
+
+#[test]
+fn a_client_session_being_removed_can_be_taken_over_by_the_config() {
+    let mut h = Harness::new();
+    let mine = h.spawn("mine");
+    h.started(mine);
+    h.cmd(crate::core::Command::Remove {
+        session: "mine".into(),
+    })
+    .unwrap();
+    let plan = reload(&mut h, vec![entry("mine", spec())]).unwrap();
+    assert_eq!(names(&plan.start), ["mine"]);
+    assert_eq!(h.core.sessions["mine"].origin, Origin::Config);
+    assert_ne!(h.get("mine").current, Some(mine));
+    h.settle();
+}
