@@ -8,6 +8,7 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
 pub mod cli;
+pub mod config;
 pub mod core;
 pub mod driver;
 pub mod env_file;

@@ -202,6 +202,11 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
         cfg.max_running = limit("max-running", n)?;
     }
     cfg.output_to_stdout = m.flag("output-to-stdout");
+    if let Some(path) = m.value("config") {
+        // The daemon reads it again on reload: absolute, as meant here.
+        let path = std::path::absolute(path).map_err(|e| format!("--config {path}: {e}"))?;
+        cfg.config = Some(path);
+    }
     if m.flag("no-keeper") {
         cfg.keeper_hold = None;
     }

@@ -9,7 +9,7 @@ use arbitrary::Arbitrary;
 use genward::core::check::Checker;
 use genward::core::{
     Scope,
-    Command, Core, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
+    Command, ConfigSession, Core, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
 };
 use genward::testkit::rng::Bytes;
 use genward::testkit::walk::{live_generations, random_spec, reborn, small_limits, NAMES};
@@ -66,6 +66,13 @@ enum Operation {
     },
     /// The daemon's shutdown; a second one kills at once.
     Shutdown,
+    /// A reload of a configuration naming the sessions whose bit is set in `present`, all
+    /// with the spec the bytes make (the same bytes again: an unchanged config).
+    Reload {
+        present: u8,
+        on_busy: u8,
+        spec: [u8; 16],
+    },
     List,
     Get {
         session: u8,
@@ -242,6 +249,25 @@ impl World {
                 });
             }
             Operation::Shutdown => self.command(Command::Shutdown),
+            Operation::Reload {
+                present,
+                on_busy,
+                spec,
+            } => {
+                let on_busy =
+                    [OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject][on_busy as usize % 3];
+                let config = NAMES
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| present >> i & 1 == 1)
+                    .map(|(_, n)| ConfigSession {
+                        name: (*n).into(),
+                        spec: random_spec(&mut Bytes::new(&spec)),
+                        on_busy,
+                    })
+                    .collect();
+                let _ = self.check.reload(&mut self.core, self.now, config);
+            }
             Operation::Restart { session, if_gen } => {
                 let if_gen = self.resolve(if_gen);
                 self.command(Command::Restart {

@@ -64,6 +64,11 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "N",
             "most generations running, starting or stopping at once; a start beyond is refused with `limit` (default 16384)",
         ),
+        OptSpec::value(
+            "config",
+            "PATH",
+            "run the sessions configured in PATH: a JSON file {\"sessions\": {NAME: {spawn fields}}}, or a directory of NAME.json files; read again on `genward reload` and SIGHUP",
+        ),
         OptSpec::flag(
             "no-keeper",
             "run without a keeper: a crash of the daemon loses the sessions' I/O (they are still taken back)",
@@ -77,6 +82,7 @@ pub const DAEMON: CommandSpec = CommandSpec {
         "daemon",
         "daemon --state-dir /srv/genward --allow-uid 1000 --ready-fd 3",
         "daemon --output-to-stdout",
+        "daemon --config /etc/genward.d",
     ],
     ..CommandSpec::new("daemon", "run the supervisor in the foreground")
 };
@@ -401,6 +407,22 @@ pub const SHUTDOWN: CommandSpec = CommandSpec {
     ..CommandSpec::new("shutdown", "stop every session and the daemon")
 };
 
+/// `genward reload`.
+pub const RELOAD: CommandSpec = CommandSpec {
+    options: &[
+        OptSpec::flag(
+            "dry-run",
+            "only print what would change: sessions to start, stop, replace, and those left as they are",
+        ),
+        JSON_RESULT,
+    ],
+    examples: &["reload", "reload --dry-run"],
+    ..CommandSpec::new(
+        "reload",
+        "read the daemon's --config again: start new sessions, stop removed ones, replace changed ones",
+    )
+};
+
 /// `genward upgrade`.
 pub const UPGRADE: CommandSpec = CommandSpec {
     options: &[
@@ -452,6 +474,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     WAIT,
     EVENTS,
     SHUTDOWN,
+    RELOAD,
     UPGRADE,
     COMPLETIONS,
     MAN,

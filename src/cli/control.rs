@@ -317,6 +317,46 @@ pub fn upgrade(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `genward reload [--dry-run] [--json]`: the daemon reads its configuration again and
+/// says what it changed (or, dry, would change).
+pub fn reload(m: &Matches<'_>, ctx: &Context) -> CommandResult {
+    let dry_run = m.flag("dry-run");
+    let resp = ctx.connect()?.request(&Op::Reload { dry_run })?;
+    if m.flag("json") {
+        super::json_out::print(super::json_out::without_envelope(&resp))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (plan, _) = crate::proto::reload::read_plan(&resp)
+        .map_err(|e| ClientError::Protocol(format!("reload answer: {e}")))?;
+    print!("{}", describe_plan(&plan, dry_run));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A plan as people read it: one line per kind of change, what stays as it is last.
+pub fn describe_plan(plan: &crate::core::Plan, dry_run: bool) -> String {
+    let (start, stop, replace) = if dry_run {
+        ("would start", "would stop", "would replace")
+    } else {
+        ("started", "stopping", "replaced")
+    };
+    let mut out = String::new();
+    for (what, names) in [
+        (start, &plan.start),
+        (stop, &plan.stop),
+        (replace, &plan.replace),
+        ("busy, left running (on_busy reject)", &plan.busy),
+        ("unchanged", &plan.unchanged),
+    ] {
+        if !names.is_empty() {
+            out.push_str(&format!("{what}: {}\n", names.join(" ")));
+        }
+    }
+    if plan.is_empty() {
+        out.push_str("nothing to change\n");
+    }
+    out
+}
+
 /// Prints the `end` of a `wait` answer: the generation's terminal event, as the daemon
 /// wrote it.
 pub fn print_end(resp: &crate::proto::json::Object) -> Result<(), CommandError> {

@@ -110,6 +110,7 @@ pub fn run_client_command(name: &str, m: &Matches<'_>, ctx: &Context) -> Command
         "events" => super::events::events(m, ctx),
         "shutdown" => super::control::shutdown(m, ctx),
         "upgrade" => super::control::upgrade(m, ctx),
+        "reload" => super::control::reload(m, ctx),
         "completions" => super::completions::completions(m),
         "man" => super::completions::man(m),
         other => Err(CommandError::Failed(format!(

@@ -290,6 +290,49 @@ impl Checker {
         actions
     }
 
+    /// Calls [`Core::reload`], checks everything and returns its answer with the actions
+    /// produced. A refused reload queues nothing and changes no record; the stops an
+    /// accepted one asks for (superseded, removed) fix those generations' causes.
+    pub fn reload(
+        &mut self,
+        core: &mut Core,
+        now: Time,
+        config: Vec<super::ConfigSession>,
+    ) -> (Result<super::Plan, super::Error>, Vec<Action>) {
+        let before = gens_by_number(core);
+        let records = records(core);
+        let now = core_now(core, now);
+        let result = core.reload(now, config);
+        if result.is_err() {
+            assert_eq!(
+                core.queued_actions(),
+                0,
+                "a refused reload queued an action"
+            );
+            assert_eq!(
+                self::records(core),
+                records,
+                "a refused reload changed a record"
+            );
+        }
+        let actions = self.drain(core, now, &before);
+        for (gen, (_, g)) in gens_by_number(core) {
+            let t = self.track(gen);
+            if t.exit.is_some() || t.gone || t.terminal > 0 {
+                continue;
+            }
+            // As for commands: a supersession outranks a requested stop.
+            t.asked = match (t.asked, g.stop) {
+                (Some(StopReason::Superseded), _) | (_, Some(StopReason::Superseded)) => {
+                    Some(StopReason::Superseded)
+                }
+                (asked, stop) => stop.or(asked),
+            };
+        }
+        check_dirty(core, &records);
+        (result, actions)
+    }
+
     /// An `Adopt` was fed: if the core took it, the generation was a previous daemon's
     /// (below this core's first number, never seen here) and now runs without a spawn.
     ///

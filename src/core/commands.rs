@@ -111,7 +111,12 @@ impl Core {
         }
     }
 
-    fn spawn(&mut self, name: &str, spec: Spec, on_busy: OnBusy) -> Result<Response, Error> {
+    pub(super) fn spawn(
+        &mut self,
+        name: &str,
+        spec: Spec,
+        on_busy: OnBusy,
+    ) -> Result<Response, Error> {
         self.refuse_if_shutting_down()?;
         if !Session::valid_name(name) {
             return Err(Error::bad(format!("{name:?} is not a valid session name")));
@@ -296,7 +301,7 @@ impl Core {
     }
 
     /// Stops every generation of the session and forgets it once they are all gone.
-    fn remove(&mut self, name: &str) -> Result<Response, Error> {
+    pub(super) fn remove(&mut self, name: &str) -> Result<Response, Error> {
         let s = self
             .sessions
             .get_mut(self.session(name)?.name.clone().as_ref())

@@ -39,6 +39,7 @@ impl Core {
         Some(SessionRecord {
             name: s.name.clone(),
             spec: (*s.spec).clone(),
+            origin: s.origin,
             desired,
             rest: s.rest.into(),
             restarts: s.restarts,
@@ -174,6 +175,7 @@ impl Core {
             return Err(Error::bad("a recent end that is not this session's end"));
         }
         let mut s = Session::new(r.name.clone(), Arc::new(r.spec));
+        s.origin = r.origin;
         s.want_up = r.desired == Desired::Up;
         s.removing = r.desired == Desired::Removing;
         s.rest = r.rest.into();

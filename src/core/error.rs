@@ -20,6 +20,9 @@ pub enum ErrorCode {
     NotRunning,
     /// The process's input was closed (by `close_input` or because it stopped reading).
     InputClosed,
+    /// A configuration the daemon was asked to load cannot be applied (a session it names
+    /// was started by a client, a spec is invalid, ...).
+    BadConfig,
 }
 
 impl ErrorCode {
@@ -33,6 +36,7 @@ impl ErrorCode {
             ErrorCode::Limit => "limit",
             ErrorCode::NotRunning => "not_running",
             ErrorCode::InputClosed => "input_closed",
+            ErrorCode::BadConfig => "bad_config",
         }
     }
 }

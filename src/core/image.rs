@@ -64,6 +64,8 @@ pub struct SessionImage {
     pub name: Arc<str>,
     /// The spec a restart starts again (a generation may run an older one).
     pub spec: Arc<Spec>,
+    /// Who started it.
+    pub origin: super::Origin,
     /// The generation commands address.
     pub current: Option<u64>,
     /// The last generation that was current.

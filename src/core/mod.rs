@@ -18,6 +18,7 @@ mod image;
 mod input;
 mod log_spec;
 mod persist;
+mod reload;
 mod restart;
 mod run_as;
 mod session;
@@ -45,6 +46,7 @@ pub use input::{
 };
 pub use log_spec::LogFile;
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
+pub use reload::{ConfigSession, Origin, Plan};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
 pub use snapshot::{

@@ -25,6 +25,8 @@ pub struct SessionRecord {
     pub name: Arc<str>,
     /// What it runs, its restart policy included.
     pub spec: Spec,
+    /// Who started it: the config's sessions are reconciled with the config at start.
+    pub origin: super::Origin,
     /// What its clients last asked for.
     pub desired: Desired,
     /// Its state when nothing runs and no restart is pending.

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::action::{Event, SessionState};
+use super::reload::Origin;
 use super::restart::Rest;
 use super::snapshot::LastEnd;
 use super::spec::Spec;
@@ -19,6 +20,8 @@ pub const RECENT_ENDS: usize = 8;
 pub(crate) struct Session {
     pub name: Arc<str>,
     pub spec: Arc<Spec>,
+    /// Who started it: a reload touches only the config's sessions.
+    pub origin: Origin,
     /// The generation commands address, until its own terminal event or a newer spawn.
     pub current: Option<u64>,
     /// The last generation that was current, for `State` events.
@@ -43,6 +46,7 @@ impl Session {
         Session {
             name,
             spec,
+            origin: Origin::Client,
             current: None,
             last_gen: None,
             want_up: true,

@@ -43,6 +43,10 @@ pub struct DaemonConfig {
     /// Write every session's output to the daemon's standard output too, line by line,
     /// prefixed with the session's name (`--output-to-stdout`).
     pub output_to_stdout: bool,
+    /// The declarative configuration (a file, or a directory of `NAME.json` files; see
+    /// [`crate::config`]): loaded at start, again on `reload` and SIGHUP. `None`: only
+    /// clients start sessions.
+    pub config: Option<PathBuf>,
 }
 
 /// The keeper's default hold: long enough for a service manager, or a person, to start
@@ -87,6 +91,7 @@ impl DaemonConfig {
             containment: ContainmentMode::Auto,
             keeper_hold: Some(DEFAULT_KEEPER_HOLD),
             output_to_stdout: false,
+            config: None,
         }
     }
 }

@@ -9,6 +9,7 @@
 
 mod output;
 mod processes;
+mod reload;
 mod requests;
 mod resume;
 mod start;
@@ -26,6 +27,7 @@ use super::groups;
 use super::keeper_link::KeeperLink;
 use super::log_sink::LogSink;
 use super::logs::Logs;
+use super::notify::Notifier;
 use super::persist::Persist;
 use super::ready::notify_ready;
 use super::signals::{ControlSignal, Signals};
@@ -66,6 +68,8 @@ pub struct Daemon {
     keeper: Option<KeeperLink>,
     /// Where output goes besides subscribers: log files, standard output.
     log_sink: LogSink,
+    /// systemd's notification socket and watchdog.
+    notify: Notifier,
     /// Last, so that the lease it holds is let go after everything else is closed.
     persist: Persist,
 }
@@ -137,6 +141,7 @@ impl Daemon {
             self.core.handle_timeout(now);
             self.clients.demote_due(Instant::now());
             self.log_sink.tick(self.poll.registry(), Instant::now());
+            self.notify.feed_watchdog(Instant::now());
             for gen in self.children.status_due(Instant::now()) {
                 self.check_exit(gen);
             }
@@ -165,6 +170,7 @@ impl Daemon {
             self.clients.demote_deadline(),
             self.upgrade.deadline(),
             self.log_sink.deadline(),
+            self.notify.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -322,7 +328,7 @@ impl Daemon {
         for sig in received {
             match sig {
                 ControlSignal::Terminate => self.shutdown(),
-                ControlSignal::Hangup => log::info!("SIGHUP received; nothing to reload"),
+                ControlSignal::Hangup => self.reload_on_hangup(),
             }
         }
     }
@@ -345,6 +351,7 @@ impl Daemon {
     /// the core decides which.
     fn shutdown(&mut self) {
         log::info!("shutting down: stopping every session (again: killing them)");
+        self.notify.stopping();
         let request = self.clients.internal_request();
         self.tell(Input::Command {
             request,

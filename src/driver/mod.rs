@@ -21,6 +21,8 @@
 //! - `logs.rs`, `ring.rs`: each session's replay log; `frame.rs`: a record's bytes (in
 //!   the output journal's mapping); `journaled.rs`: which journal segments are needed.
 //! - `token.rs`: what a poll token stands for.
+//! - `notify.rs`: systemd's notifications beyond readiness (reloading, stopping, the
+//!   watchdog); `daemon/reload.rs`: loading the configuration and reloading it.
 //! - `keeper_link.rs`: the link to the keeper (see [`crate::keeper`]); `keeper_start.rs`:
 //!   finding, verifying and emptying the state directory's keeper at start, or starting one.
 //! - `upgrade/`: the image, the probe, and what waits between turns (`upgrader.rs`).
@@ -45,6 +47,7 @@ mod listener;
 mod log_sink;
 mod logs;
 mod lookup;
+mod notify;
 mod outbox;
 mod pacers;
 mod parked;

@@ -17,7 +17,7 @@ use std::os::fd::AsRawFd;
 pub enum ControlSignal {
     /// SIGTERM or SIGINT: stop everything and exit (again: kill at once).
     Terminate,
-    /// SIGHUP: nothing to reload; logged.
+    /// SIGHUP: reload the configuration (logged when there is none).
     Hangup,
 }
 

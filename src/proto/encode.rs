@@ -24,6 +24,7 @@ pub fn core_error(e: &CoreError) -> ProtoError {
         CoreCode::Limit => ErrorCode::Limit,
         CoreCode::NotRunning => ErrorCode::NotRunning,
         CoreCode::InputClosed => ErrorCode::InputClosed,
+        CoreCode::BadConfig => ErrorCode::BadConfig,
     };
     ProtoError::new(code, e.message.clone())
 }

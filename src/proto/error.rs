@@ -39,11 +39,16 @@ pub enum ErrorCode {
     /// state) or rolled back (the new program could not resume): the daemon runs on as it
     /// was, and the message says which version runs.
     UpgradeFailed,
+    /// `reload` on a daemon started without `--config`: there is nothing to reload.
+    NoConfig,
+    /// The configuration cannot be loaded or applied; the message says where and why
+    /// (`file:line:column: field: problem`). Nothing was changed.
+    BadConfig,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::BadRequest,
         ErrorCode::UnknownOp,
         ErrorCode::NoSuchSession,
@@ -56,6 +61,8 @@ impl ErrorCode {
         ErrorCode::InputClosed,
         ErrorCode::Internal,
         ErrorCode::UpgradeFailed,
+        ErrorCode::NoConfig,
+        ErrorCode::BadConfig,
     ];
 
     /// The code as sent on the wire, e.g. `"stale_generation"`.
@@ -73,6 +80,8 @@ impl ErrorCode {
             ErrorCode::InputClosed => "input_closed",
             ErrorCode::Internal => "internal",
             ErrorCode::UpgradeFailed => "upgrade_failed",
+            ErrorCode::NoConfig => "no_config",
+            ErrorCode::BadConfig => "bad_config",
         }
     }
 
@@ -104,6 +113,26 @@ impl ProtoError {
             code,
             message: message.into(),
         }
+    }
+}
+
+impl ProtoError {
+    /// For an error made from a [`FieldError`]: the field it names (`grace`,
+    /// `restart.mode`, `argv[2]`) and the problem without the field's name, so a caller
+    /// that knows where the field was written (a config file) can say so.
+    pub fn field_problem(&self) -> Option<(&str, String)> {
+        // The two shapes of `FieldError`'s Display: "unknown field `F`" and
+        // "field `F`: problem".
+        let m = self.message.as_str();
+        if let Some(f) = m
+            .strip_prefix("unknown field `")
+            .and_then(|r| r.strip_suffix('`'))
+        {
+            return Some((f, "unknown field".to_owned()));
+        }
+        let rest = m.strip_prefix("field `")?;
+        let (field, problem) = rest.split_once("`: ")?;
+        Some((field, problem.to_owned()))
     }
 }
 

@@ -23,7 +23,7 @@ mod parse;
 mod write;
 
 pub use access::{FieldError, FieldProblem};
-pub use parse::{parse, parse_with, ParseError, ParseErrorKind};
+pub use parse::{parse, parse_with, parse_with_spans, ParseError, ParseErrorKind, Span, Spans};
 pub(crate) use write::write_u64;
 pub use write::{write_array, write_str, write_value, ObjWriter};
 

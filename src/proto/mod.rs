@@ -11,6 +11,7 @@
 //! - [`framing`]: the bounded line splitter for requests, the output frames that carry a
 //!   child's raw bytes to clients, and the client-side decoder of everything the daemon
 //!   sends.
+//! - [`reload`]: the answer to `reload`, the plan, both ways.
 //! - [`base64`]: strict base64 for binary request arguments.
 //! - [`names`]: the wire names of the core's enums, read back.
 //! - [`duration`], [`signal_name`]: how durations and signals are spelled, on the wire and
@@ -28,6 +29,7 @@ pub mod framing;
 pub mod json;
 pub mod list;
 pub mod names;
+pub mod reload;
 pub mod request;
 pub mod signal_name;
 pub mod snapshot;

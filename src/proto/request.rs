@@ -105,6 +105,10 @@ pub enum Op {
     /// Replace the daemon's program in place (`binary`: another program than the one it
     /// was started as), keeping every session, process and connection.
     Upgrade { binary: Option<String> },
+    /// Read the daemon's configuration again and bring its sessions in line with it
+    /// (`dry_run`: only say what that would do); answered with the plan
+    /// ([`crate::proto::reload`]).
+    Reload { dry_run: bool },
 }
 
 /// Appends `spec` as a JSON object of its own, spelled exactly as a `spawn` request's
@@ -118,6 +122,19 @@ pub fn write_spec_object(spec: &Spec, out: &mut Vec<u8>) -> Result<(), FieldErro
     w.finish();
     out.extend_from_slice(&own);
     Ok(())
+}
+
+/// Decodes one configured session: exactly the members of a `spawn` request but
+/// `session` (the name comes from where it is configured), `on_busy` included, as strictly
+/// as a request. A member added to `spawn` is a config member by the same stroke.
+pub fn decode_config_entry(obj: &Object) -> Result<(Spec, OnBusy), ProtoError> {
+    let allowed: Vec<&str> = spec::SPAWN_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| *f != "session")
+        .collect();
+    obj.check_fields(&allowed)?;
+    Ok((spec::spec(obj)?, spec::on_busy(obj)?))
 }
 
 /// Decodes an object written by [`write_spec_object`] as strictly as a `spawn` request:

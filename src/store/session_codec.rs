@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::format::{self, FormatError, Kind};
 use crate::core::{
-    check_session_name, Desired, Event, LastEnd, RestState, SessionRecord, RECENT_ENDS,
+    check_session_name, Desired, Event, LastEnd, Origin, RestState, SessionRecord, RECENT_ENDS,
 };
 use crate::proto::event::{End, WireEvent};
 use crate::proto::json::{write_array, FieldError, Limits, Object, Value};
@@ -47,6 +47,10 @@ const FIELDS: &[&str] = &[
     "spec",
 ];
 
+/// Members a file of an older daemon may lack. `origin`: absent, the session is a
+/// client's (no daemon before it had a config).
+const OPTIONAL_FIELDS: &[&str] = &["origin"];
+
 /// The session file for `record`. Fails, naming the field, for a spec the format cannot
 /// carry (the wire's limits: text that is not UTF-8, unlimited restarts), or for recent
 /// ends that are not terminal events of this session.
@@ -67,8 +71,11 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
     let mut ends = Vec::new();
     write_ends(&record.recent_ends, &mut ends);
     Ok(format::encode(Kind::Session, |w| {
-        w.str("name", &record.name)
-            .str("desired", desired_name(record.desired))
+        w.str("name", &record.name);
+        if record.origin != Origin::Client {
+            w.str("origin", record.origin.as_str());
+        }
+        w.str("desired", desired_name(record.desired))
             .str("rest", rest_name(record.rest))
             .u64("restarts", record.restarts.into());
         opt_u64(w, "restart_at_unix_ms", record.restart_at_unix_ms);
@@ -103,7 +110,8 @@ fn opt_u64(w: &mut crate::proto::json::ObjWriter<'_>, key: &str, v: Option<u64>)
 /// none may be unknown, the spec is decoded as strictly as a request's.
 pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, FormatError> {
     let o = format::decode(bytes, Kind::Session, &SESSION_LIMITS)?;
-    o.check_fields(FIELDS)?;
+    let known: Vec<&str> = FIELDS.iter().chain(OPTIONAL_FIELDS).copied().collect();
+    o.check_fields(&known)?;
     for key in FIELDS {
         if o.get(key).is_none() {
             return Err(FieldError::invalid(*key, "missing").into());
@@ -115,7 +123,13 @@ pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, FormatError> {
     let restarts = o.req_u64("restarts")?;
     let spec = decode_spec_object(o.req_object("spec")?)
         .map_err(|e| FieldError::invalid("spec", e.message))?;
+    let origin = match o.opt_str("origin")? {
+        None => Origin::Client,
+        Some(s) => Origin::from_name(s)
+            .ok_or_else(|| FieldError::invalid("origin", "not one of client, config"))?,
+    };
     Ok(SessionRecord {
+        origin,
         desired: desired(o.req_str("desired")?)?,
         rest: rest(o.req_str("rest")?)?,
         restarts: u32::try_from(restarts)
@@ -250,6 +264,7 @@ mod tests {
         SessionRecord {
             name: name.clone(),
             spec,
+            origin: crate::core::Origin::Config,
             desired: Desired::Up,
             rest: RestState::Failed,
             restarts: 3,

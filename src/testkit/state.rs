@@ -28,6 +28,7 @@ pub fn sample_session(name: &str) -> SessionRecord {
     SessionRecord {
         name: name.clone(),
         spec,
+        origin: crate::core::Origin::Client,
         desired: Desired::Up,
         rest: RestState::Failed,
         restarts: 2,

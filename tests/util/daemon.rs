@@ -81,6 +81,19 @@ impl Daemon {
         Daemon::start_wrapped(tag, &[], extra, nofile)
     }
 
+    /// Like [`Daemon::start`], with the daemon's environment extended with `env`.
+    pub fn start_env(tag: &str, extra: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Daemon {
+        let dir = ScratchDir::new(tag);
+        let socket = dir.join("state").join("genward.sock");
+        let (child, pid) = launch_env(&dir, &[], extra, None, env);
+        Daemon {
+            child,
+            dir,
+            socket,
+            pid,
+        }
+    }
+
     /// Like [`Daemon::start_with`], with the daemon run through `wrapper` (e.g.
     /// `unshare --pid --fork --mount-proc`, to make it PID 1 of a new namespace).
     pub fn start_wrapped(

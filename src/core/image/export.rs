@@ -45,6 +45,7 @@ fn session_image(s: &Session) -> SessionImage {
     SessionImage {
         name: s.name.clone(),
         spec: s.spec.clone(),
+        origin: s.origin,
         current: s.current,
         last_gen: s.last_gen,
         want_up: s.want_up,

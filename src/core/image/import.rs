@@ -313,6 +313,7 @@ fn build(config: Config, image: CoreImage) -> Core {
     let mut sessions = BTreeMap::new();
     for s in image.sessions {
         let session = Session {
+            origin: s.origin,
             current: s.current,
             last_gen: s.last_gen,
             want_up: s.want_up,

@@ -254,6 +254,16 @@ impl Harness {
         self.core.awaits_exit(gen)
     }
 
+    /// Reloads `config` through the checker, answering `CloseOutput` as the driver does.
+    pub fn reload(
+        &mut self,
+        config: Vec<crate::core::ConfigSession>,
+    ) -> Result<crate::core::Plan, Error> {
+        let (result, actions) = self.check.reload(&mut self.core, self.now, config);
+        self.answer_close_output(actions);
+        result
+    }
+
     /// Finishes a start-up.
     pub fn resume(&mut self) -> Vec<Action> {
         let actions = self.check.resume(&mut self.core, self.now);

@@ -57,6 +57,7 @@ fn pages_of_a_large_table_hold_every_session_once_under_churn() {
     let records = (0..SESSIONS).map(|i| SessionRecord {
         name: name(i).into(),
         spec: spec(),
+        origin: crate::core::Origin::Client,
         desired: Desired::Down,
         rest: RestState::Stopped,
         restarts: 0,

@@ -11,6 +11,7 @@ mod lifecycle;
 mod list_page;
 mod persist;
 mod random_walk;
+mod reload;
 mod restart;
 mod scenarios;
 mod shutdown;

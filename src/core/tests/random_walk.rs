@@ -96,8 +96,35 @@ pub(super) enum Step {
 }
 
 fn random_step(r: &mut Rng, h: &mut Harness, request: u64) {
+    if r.below(30) == 0 {
+        return random_reload(r, h);
+    }
     let step = choose_step(r, &h.core, h.now, request);
     apply_step(h, step);
+}
+
+/// A reload of a random configuration: some of the names, each with its session's spec
+/// (unchanged) or a random one, and a random `on_busy`. Refused ones (a name a client
+/// started) are checked to change nothing.
+fn random_reload(r: &mut Rng, h: &mut Harness) {
+    let mut config = Vec::new();
+    for name in NAMES {
+        if r.below(2) == 0 {
+            continue;
+        }
+        let kept = h.core.sessions.get(name).map(|s| (*s.spec).clone());
+        let spec = match kept {
+            Some(spec) if r.below(2) == 0 => spec,
+            _ => random_spec(r),
+        };
+        let on_busy = r.pick(&[OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject]);
+        config.push(crate::core::ConfigSession {
+            name: name.into(),
+            spec,
+            on_busy,
+        });
+    }
+    let _ = h.reload(config);
 }
 
 /// Applies `step` through the harness (and so the invariant checker).

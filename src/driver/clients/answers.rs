@@ -45,6 +45,13 @@ impl Clients {
         self.push(id, &line);
     }
 
+    /// Answers a `reload` with its plan.
+    pub fn send_plan(&mut self, id: u64, rid: &RequestId, plan: &crate::core::Plan, dry_run: bool) {
+        let mut line = Vec::new();
+        crate::proto::reload::write_plan_response(rid, plan, dry_run, &mut line);
+        self.push(id, &line);
+    }
+
     /// Answers `hello`: protocol version, capabilities, who the daemon is, and whether a
     /// keeper holds its children's descriptors (so that a crash loses nothing).
     pub fn send_hello(&mut self, id: u64, rid: &RequestId, keeper: bool, logs: LogWriterStats) {
@@ -69,7 +76,7 @@ impl Clients {
             })
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless","reload"]"#,
                 )
             });
         w.finish();

@@ -51,6 +51,9 @@ impl Daemon {
                         return self.clients.send_error(id, &rid, &e);
                     }
                 }
+                if command == Command::Shutdown {
+                    self.notify.stopping();
+                }
                 if starts_a_process(&command) {
                     if let Err(e) = self.spawn_room() {
                         return self.clients.send_error(id, &rid, &e);
@@ -96,6 +99,10 @@ impl Daemon {
                 self.clients.wait(id, rid, target);
             }
             Op::Upgrade { binary } => self.begin_upgrade(id, rid, binary),
+            Op::Reload { dry_run } => match self.reload(dry_run) {
+                Ok(plan) => self.clients.send_plan(id, &rid, &plan, dry_run),
+                Err(e) => self.clients.send_error(id, &rid, &e),
+            },
         }
     }
 }

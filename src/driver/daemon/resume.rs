@@ -13,6 +13,7 @@ use crate::driver::children::Children;
 use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
 use crate::driver::keeper_link::KeeperLink;
+use crate::driver::notify::Notifier;
 use crate::driver::persist::Persist;
 use crate::driver::signals::Signals;
 use crate::driver::turn::Turn;
@@ -48,6 +49,7 @@ fn config(c: &ConfigImage) -> DaemonConfig {
     cfg.max_sessions = c.max_sessions as usize;
     cfg.max_running = c.max_running as usize;
     cfg.keeper_hold = c.keeper_hold_ms.map(std::time::Duration::from_millis);
+    cfg.config = c.config.clone();
     cfg.containment = match c.containment {
         1 => ContainmentMode::Cgroup,
         2 => ContainmentMode::Session,
@@ -231,6 +233,7 @@ impl Daemon {
             upgrade: Upgrader::resumed(own_program, program_path),
             keeper,
             log_sink,
+            notify: Notifier::from_env(),
         };
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.

@@ -14,6 +14,7 @@ use crate::driver::containment::cgroup_root;
 use crate::driver::keeper_start::find_or_start;
 use crate::driver::listener::{self, PeerPolicy};
 use crate::driver::log_sink::LogSink;
+use crate::driver::notify::Notifier;
 use crate::driver::persist::{claim_directories, unix_ms, Persist};
 use crate::driver::recover::{take_back, TakenBack};
 use crate::driver::signals::Signals;
@@ -21,6 +22,11 @@ use crate::driver::turn::Turn;
 use crate::driver::upgrade::upgrader::Upgrader;
 use crate::proto::encode;
 use crate::sys::process::ReaperMode;
+
+/// A path for a message; `-` for none.
+fn display_path(path: Option<&std::path::Path>) -> String {
+    path.map_or_else(|| "-".to_owned(), |p| p.display().to_string())
+}
 
 /// What `hello` says about this daemon.
 pub(super) fn hello(cfg: &DaemonConfig, children: &Children) -> Hello {
@@ -77,6 +83,13 @@ pub(super) fn core_config(cfg: &DaemonConfig) -> CoreConfig {
 impl Daemon {
     /// Prepares the state directory, lease, socket and signal handling.
     pub fn new(cfg: DaemonConfig) -> Result<Daemon, StartError> {
+        // Before anything is claimed: a bad configuration fails the start, changing nothing.
+        let configured = match &cfg.config {
+            Some(path) => {
+                Some(super::reload::load_checked(path).map_err(|e| StartError(e.message))?)
+            }
+            None => None,
+        };
         let shared = !cfg.allow_uids.is_empty();
         let lease = claim_directories(&cfg.state_dir, &cfg.socket, shared)?;
         if let Some(old) = crate::sys::rlimit::raise_nofile_limit() {
@@ -135,6 +148,18 @@ impl Daemon {
                 keeper = None;
             }
         }
+        // The configuration's sessions, reconciled with what was taken back as a reload
+        // does: one persisted with an equal spec runs on untouched.
+        if let Some(sessions) = configured {
+            let plan = core.reload(clock.now(), sessions).map_err(|e| {
+                StartError(format!(
+                    "{}: {}",
+                    display_path(cfg.config.as_deref()),
+                    e.message
+                ))
+            })?;
+            super::reload::log_plan(&plan, false);
+        }
         let clients = Clients::new(listener, policy, limits, hello);
         children.measure_descriptors(clients.count());
         let log_sink = log_sink(&cfg, &core);
@@ -152,6 +177,7 @@ impl Daemon {
             upgrade: Upgrader::started(),
             keeper,
             log_sink,
+            notify: Notifier::from_env(),
         })
     }
 }

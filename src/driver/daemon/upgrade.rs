@@ -81,6 +81,7 @@ impl Daemon {
             program: self.upgrade.program_path().to_path_buf(),
             keeper_hold_ms: c.keeper_hold.map(|d| d.as_millis() as u64),
             output_to_stdout: c.output_to_stdout,
+            config: c.config.clone(),
         }
     }
 

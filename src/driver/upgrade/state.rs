@@ -81,6 +81,8 @@ pub struct ConfigImage {
     pub keeper_hold_ms: Option<u64>,
     /// `--output-to-stdout`.
     pub output_to_stdout: bool,
+    /// The configuration's path, reloaded from by the next program.
+    pub config: Option<PathBuf>,
 }
 
 /// One generation's process and descriptors.

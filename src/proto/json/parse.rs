@@ -5,7 +5,7 @@
 //! be ASCII; inside strings UTF-8 is validated run by run between escapes.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use super::{Limits, Number, Object, Value, MAX_DEPTH_CAP};
@@ -129,6 +129,50 @@ pub fn parse(input: &[u8]) -> Result<Value, ParseError> {
 
 /// Parses one JSON document (surrounding whitespace allowed, nothing else) under `limits`.
 pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, ParseError> {
+    run(input, limits, None)
+}
+
+/// Where one object member or array element sits in the input: byte offsets of its key
+/// (of the element itself, for an array element) and of its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Offset of the member's key (its opening quote), or of the element's value.
+    pub key: usize,
+    /// Offset of the first byte of the value.
+    pub value: usize,
+}
+
+/// Positions of every member and element of a document, by path: object members as
+/// `a.b`, array elements as `a[2]` (the names request decoders give fields in their
+/// errors). Filled only by [`parse_with_spans`], for files a person wrote (where an error
+/// should say line and column); the protocol's own parse never pays for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spans(BTreeMap<String, Span>);
+
+impl Spans {
+    /// The position of the member or element at `path`, if the document has it.
+    pub fn get(&self, path: &str) -> Option<Span> {
+        self.0.get(path).copied()
+    }
+}
+
+/// [`parse_with`], also giving the position of every member and element ([`Spans`]).
+pub fn parse_with_spans(input: &[u8], limits: &Limits) -> Result<(Value, Spans), ParseError> {
+    let mut spans = Recorder {
+        path: String::new(),
+        spans: Spans::default(),
+    };
+    let value = run(input, limits, Some(&mut spans))?;
+    Ok((value, spans.spans))
+}
+
+/// What [`parse_with_spans`] keeps while parsing: the path of the value being parsed.
+struct Recorder {
+    path: String,
+    spans: Spans,
+}
+
+fn run(input: &[u8], limits: &Limits, spans: Option<&mut Recorder>) -> Result<Value, ParseError> {
     if input.len() > limits.max_len {
         return Err(ParseError {
             kind: ParseErrorKind::TooLong {
@@ -143,6 +187,7 @@ pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, ParseError> {
         limits: *limits,
         max_depth: limits.max_depth.min(MAX_DEPTH_CAP),
         elements: 0,
+        spans,
     };
     let value = p.value(0)?;
     p.skip_ws();
@@ -155,17 +200,49 @@ pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, ParseError> {
 /// Objects with at least this many members check duplicates with a hash set.
 const LINEAR_KEY_CHECK: usize = 16;
 
-struct Parser<'a> {
+struct Parser<'a, 'r> {
     input: &'a [u8],
     pos: usize,
     limits: Limits,
     max_depth: usize,
     elements: usize,
+    /// Only for [`parse_with_spans`].
+    spans: Option<&'r mut Recorder>,
 }
 
 type PResult<T> = Result<T, ParseError>;
 
-impl<'a> Parser<'a> {
+impl<'a> Parser<'a, '_> {
+    /// With spans recorded: enters the member or element `segment` (`.key` or `[i]`)
+    /// whose key starts at `key`, returning the length of the path to go back to.
+    fn enter(&mut self, segment: std::fmt::Arguments<'_>, key: usize) -> Option<usize> {
+        let rec = self.spans.as_deref_mut()?;
+        let back = rec.path.len();
+        use std::fmt::Write as _;
+        let _ = rec.path.write_fmt(segment);
+        let path = rec.path.strip_prefix('.').unwrap_or(&rec.path).to_owned();
+        let value = key;
+        rec.spans.0.insert(path, Span { key, value });
+        Some(back)
+    }
+
+    /// With spans recorded: notes where the value just entered starts.
+    fn value_at(&mut self, at: usize) {
+        if let Some(rec) = self.spans.as_deref_mut() {
+            let path = rec.path.strip_prefix('.').unwrap_or(&rec.path);
+            if let Some(span) = rec.spans.0.get_mut(path) {
+                span.value = at;
+            }
+        }
+    }
+
+    /// Leaves what [`enter`](Self::enter) entered.
+    fn leave(&mut self, back: Option<usize>) {
+        if let (Some(rec), Some(back)) = (self.spans.as_deref_mut(), back) {
+            rec.path.truncate(back);
+        }
+    }
+
     fn err(&self, kind: ParseErrorKind) -> ParseError {
         self.err_at(kind, self.pos)
     }
@@ -230,7 +307,15 @@ impl<'a> Parser<'a> {
             return Ok(items);
         }
         loop {
+            let back = if self.spans.is_some() {
+                self.skip_ws();
+                let at = self.pos;
+                self.enter(format_args!("[{}]", items.len()), at)
+            } else {
+                None
+            };
             items.push(self.value(depth)?);
+            self.leave(back);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -270,7 +355,17 @@ impl<'a> Parser<'a> {
                 Some(_) => return Err(self.err(ParseErrorKind::ExpectedColon)),
                 None => return Err(self.err(ParseErrorKind::UnexpectedEnd)),
             }
+            let back = if self.spans.is_some() {
+                let back = self.enter(format_args!(".{key}"), key_start);
+                self.skip_ws();
+                let at = self.pos;
+                self.value_at(at);
+                back
+            } else {
+                None
+            };
             let value = self.value(depth)?;
+            self.leave(back);
             let duplicate = match &mut seen {
                 Some(set) => {
                     // Every escape is longer than what it stands for, so equal lengths

@@ -360,3 +360,28 @@ fn object_editing_keeps_keys_unique() {
     assert_eq!(o.remove("a"), Some(Value::from(2u64)));
     assert_eq!(Value::from(o).to_bytes(), br#"{"b":"x"}"#);
 }
+
+#[test]
+fn spans_give_every_member_and_element_its_position() {
+    use crate::proto::json::{parse_with_spans, Limits, Span};
+    let text = b"{\"a\": {\"b\": [1, {\"c\": true}]},\n \"d\": \"x\"}";
+    let (value, spans) = parse_with_spans(text, &Limits::DEFAULT).unwrap();
+    assert_eq!(
+        value,
+        parse(text).unwrap(),
+        "the same value as without spans"
+    );
+    assert_eq!(spans.get("a"), Some(Span { key: 1, value: 6 }));
+    assert_eq!(spans.get("a.b"), Some(Span { key: 7, value: 12 }));
+    assert_eq!(spans.get("a.b[0]"), Some(Span { key: 13, value: 13 }));
+    assert_eq!(spans.get("a.b[1]"), Some(Span { key: 16, value: 16 }));
+    assert_eq!(spans.get("a.b[1].c"), Some(Span { key: 17, value: 22 }));
+    assert_eq!(spans.get("d"), Some(Span { key: 32, value: 37 }));
+    assert_eq!(spans.get("e"), None);
+    // Errors are the same as without spans.
+    let bad = b"{\"a\": [1,]}";
+    assert_eq!(
+        parse_with_spans(bad, &Limits::DEFAULT).unwrap_err(),
+        parse(bad).unwrap_err()
+    );
+}

@@ -150,6 +150,12 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
                 binary: binary.map(str::to_owned),
             }
         }
+        "reload" => {
+            fields(&["dry_run"])?;
+            Op::Reload {
+                dry_run: args.opt_bool("dry_run").map_err(bad)?.unwrap_or(false),
+            }
+        }
         "shutdown" => {
             fields(&[])?;
             Op::Core(Command::Shutdown)
@@ -158,7 +164,7 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             return Err(ProtoError::new(
                 ErrorCode::UnknownOp,
                 format!(
-                    "unknown op `{}`; known: hello, spawn, write, close_input, resize, signal, stop, restart, remove, list, get, subscribe, unsubscribe, wait, upgrade, shutdown",
+                    "unknown op `{}`; known: hello, spawn, write, close_input, resize, signal, stop, restart, remove, list, get, subscribe, unsubscribe, wait, upgrade, reload, shutdown",
                     other.chars().take(64).collect::<String>()
                 ),
             ))

@@ -22,6 +22,7 @@ impl Op {
             Op::Unsubscribe { .. } => "unsubscribe",
             Op::Wait { .. } => "wait",
             Op::Upgrade { .. } => "upgrade",
+            Op::Reload { .. } => "reload",
             Op::Core(cmd) => match cmd {
                 Command::Spawn { .. } => "spawn",
                 Command::Write { .. } => "write",
@@ -81,6 +82,11 @@ fn write(id: &RequestId, op: &Op, out: &mut Vec<u8>) -> Result<(), FieldError> {
         Op::Upgrade { binary } => {
             if let Some(binary) = binary {
                 w.str("binary", binary);
+            }
+        }
+        Op::Reload { dry_run } => {
+            if *dry_run {
+                w.bool("dry_run", true);
             }
         }
         Op::ListPage { after, limit } => {

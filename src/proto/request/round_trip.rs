@@ -184,6 +184,8 @@ fn every_operation_round_trips() {
             gen: None,
         },
         Op::Upgrade { binary: None },
+        Op::Reload { dry_run: false },
+        Op::Reload { dry_run: true },
         Op::Upgrade {
             binary: Some("/usr/local/bin/genward".into()),
         },

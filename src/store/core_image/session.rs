@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::{one_of, opt_u64_member, req_num, require, within};
-use crate::core::{RestState, SessionImage, SessionState, Spec, Time};
+use super::{one_of, opt_u64_member, req_num, within};
+use crate::core::{Origin, RestState, SessionImage, SessionState, Spec, Time};
 use crate::proto::event::End;
 use crate::proto::json::{FieldError, ObjWriter, Object, Value};
 use crate::proto::names::read_name;
@@ -39,6 +39,10 @@ const EXITED_FIELDS: &[&str] = &[
 const SPAWN_FAILED_FIELDS: &[&str] = &["event", "session", "gen", "error"];
 const ERROR_FIELDS: &[&str] = &["kind", "errno", "message"];
 
+/// Members an image of an older daemon may lack, with what their absence means.
+/// `origin`: absent, the session is a client's (no daemon before it had a config).
+const OPTIONAL_FIELDS: &[&str] = &["origin"];
+
 const REST: &[(&str, RestState)] = &[
     ("stopped", RestState::Stopped),
     ("exited", RestState::Exited),
@@ -49,6 +53,9 @@ pub(super) fn encode(s: &SessionImage, spec: usize) -> Vec<u8> {
     let mut out = Vec::new();
     let mut w = ObjWriter::new(&mut out);
     w.str("name", &s.name).u64("spec", spec as u64);
+    if s.origin != Origin::Client {
+        w.str("origin", s.origin.as_str());
+    }
     opt_u64_member(&mut w, "current", s.current);
     opt_u64_member(&mut w, "last_gen", s.last_gen);
     w.bool("want_up", s.want_up)
@@ -76,7 +83,16 @@ pub(super) fn decode(
 ) -> Result<SessionImage, FieldError> {
     let prefix = format!("sessions[{i}]");
     let named = within(&prefix);
-    require(o, FIELDS).map_err(&named)?;
+    let known: Vec<&str> = FIELDS.iter().chain(OPTIONAL_FIELDS).copied().collect();
+    o.check_fields(&known).map_err(&named)?;
+    if let Some(k) = FIELDS.iter().find(|k| o.get(k).is_none()) {
+        return Err(named(FieldError::invalid(*k, "missing")));
+    }
+    let origin = match o.opt_str("origin").map_err(&named)? {
+        None => Origin::Client,
+        Some(s) => Origin::from_name(s)
+            .ok_or_else(|| named(FieldError::invalid("origin", "not one of client, config")))?,
+    };
     let name: Arc<str> = Arc::from(o.req_str("name").map_err(&named)?);
     let ends = o.req_array("recent_ends").map_err(&named)?;
     strict_ends(ends).map_err(&named)?;
@@ -85,6 +101,7 @@ pub(super) fn decode(
             o.opt_u64("spec").map_err(&named)?,
             &format!("{prefix}.spec"),
         )?,
+        origin,
         current: o.opt_u64("current").map_err(&named)?,
         last_gen: o.opt_u64("last_gen").map_err(&named)?,
         want_up: o.req_bool("want_up").map_err(&named)?,

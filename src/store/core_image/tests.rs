@@ -151,6 +151,7 @@ fn image() -> CoreImage {
             SessionImage {
                 name: db.clone(),
                 spec: new.clone(),
+                origin: crate::core::Origin::Client,
                 current: None,
                 last_gen: None,
                 want_up: false,
@@ -168,6 +169,7 @@ fn image() -> CoreImage {
             SessionImage {
                 name: web.clone(),
                 spec: old,
+                origin: crate::core::Origin::Config,
                 current: Some(1),
                 last_gen: Some(13),
                 want_up: true,

@@ -56,6 +56,10 @@ impl DriverImage {
         }
         w.u64(c.max_sessions).u64(c.max_running);
         w.bool(c.output_to_stdout);
+        match &c.config {
+            None => w.u8(0),
+            Some(p) => w.u8(1).bytes(p.as_os_str().as_encoded_bytes()),
+        };
         w.finish()
     }
 
@@ -84,6 +88,8 @@ impl DriverImage {
             program: path(&mut r)?,
             keeper_hold_ms: r.opt_u64()?,
             output_to_stdout: false,
+            // Read at the end (see below).
+            config: None,
         };
         let clock_start_ns = r.u64()?;
         let epoch_unix_ms = r.u64()?;
@@ -136,6 +142,14 @@ impl DriverImage {
         // Later still: absent from an image of a build before `--output-to-stdout`.
         if !r.is_empty() {
             config.output_to_stdout = r.bool()?;
+        }
+        // Later still: absent from an image of a build before configurations.
+        if !r.is_empty() {
+            config.config = match r.u8()? {
+                0 => None,
+                1 => Some(path(&mut r)?),
+                t => return Err(ImageError(format!("{t} is not a config tag"))),
+            };
         }
         r.end("the driver's state")?;
         Ok(DriverImage {

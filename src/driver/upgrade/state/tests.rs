@@ -22,6 +22,7 @@ fn sample() -> DriverImage {
             program: "/usr/bin/genward".into(),
             keeper_hold_ms: Some(600_000),
             output_to_stdout: true,
+            config: Some("/etc/genward.d".into()),
         },
         clock_start_ns: 5,
         epoch_unix_ms: 6,
@@ -101,10 +102,26 @@ fn sample() -> DriverImage {
     }
 }
 
+/// Where the image of a build before configurations ends: before the config's tag (the
+/// last member), which is one byte when there is no config.
+fn before_config() -> usize {
+    let mut image = sample();
+    image.config.config = None;
+    image.encode().len() - 1
+}
+
+#[test]
+fn an_image_of_a_build_before_configurations_resumes_without_one() {
+    let bytes = sample().encode();
+    let earlier = DriverImage::decode(&bytes[..before_config()]).unwrap();
+    assert_eq!(earlier.config.config, None);
+    assert_eq!(earlier.config.max_sessions, 7);
+}
+
 #[test]
 fn an_image_of_a_build_before_the_limits_resumes_with_the_defaults() {
     let bytes = sample().encode();
-    let earlier = DriverImage::decode(&bytes[..bytes.len() - 17]).unwrap();
+    let earlier = DriverImage::decode(&bytes[..before_config() - 17]).unwrap();
     assert_eq!(earlier.config.max_sessions, 100_000);
     assert_eq!(earlier.config.max_running, 16_384);
     assert!(!earlier.config.output_to_stdout);
@@ -113,7 +130,7 @@ fn an_image_of_a_build_before_the_limits_resumes_with_the_defaults() {
 #[test]
 fn an_image_of_a_build_before_output_to_stdout_resumes_without_it() {
     let bytes = sample().encode();
-    let earlier = DriverImage::decode(&bytes[..bytes.len() - 1]).unwrap();
+    let earlier = DriverImage::decode(&bytes[..before_config() - 1]).unwrap();
     assert_eq!(earlier.config.max_sessions, 7);
     assert!(!earlier.config.output_to_stdout);
 }
@@ -127,9 +144,9 @@ fn round_trip() {
 #[test]
 fn truncations_and_corruptions_are_refused_without_panic() {
     let bytes = sample().encode();
-    // Without the two limits and the stdout flag at the end, or without the flag alone,
+    // Without the config, the stdout flag and the two limits at the end (each in turn),
     // the image is an earlier build's (see above).
-    let earlier_builds = [bytes.len() - 17, bytes.len() - 1];
+    let earlier_builds = [before_config(), before_config() - 1, before_config() - 17];
     for cut in (0..bytes.len()).filter(|c| !earlier_builds.contains(c)) {
         assert!(DriverImage::decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }

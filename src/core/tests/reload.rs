@@ -1,0 +1,228 @@
+//! Reloading a configuration: the plan (start, stop, replace, busy, unchanged) as a pure
+//! function of config and table, carried out by the core; client sessions untouched; a
+//! refused config changing nothing; a restarted daemon reconciling as a reload does.
+
+use std::sync::Arc;
+
+use super::harness::{spec, Harness};
+use crate::core::{
+    ConfigSession, Error, ErrorCode, ExitStatus, OnBusy, Origin, Plan, SessionState, Spec,
+};
+
+fn entry(name: &str, spec: Spec) -> ConfigSession {
+    ConfigSession {
+        name: Arc::from(name),
+        spec,
+        on_busy: OnBusy::Replace,
+    }
+}
+
+fn names(list: &[Arc<str>]) -> Vec<&str> {
+    list.iter().map(|n| &**n).collect()
+}
+
+fn other_spec() -> Spec {
+    let mut s = spec();
+    s.argv.push(b"--verbose".to_vec());
+    s
+}
+
+fn reload(h: &mut Harness, config: Vec<ConfigSession>) -> Result<Plan, Error> {
+    h.reload(config)
+}
+
+/// The current generation of `name`, started.
+fn run(h: &mut Harness, name: &str) -> u64 {
+    let gen = h.get(name).current.expect("a current generation");
+    h.started(gen);
+    gen
+}
+
+#[test]
+fn a_first_reload_starts_every_session_of_the_config() {
+    let mut h = Harness::new();
+    let plan = reload(&mut h, vec![entry("web", spec()), entry("db", spec())]).unwrap();
+    assert_eq!(names(&plan.start), ["db", "web"]);
+    assert!(plan.stop.is_empty() && plan.replace.is_empty() && plan.unchanged.is_empty());
+    let web = run(&mut h, "web");
+    assert_eq!(h.get("web").state, SessionState::Running);
+    assert_eq!(h.core.sessions["web"].origin, Origin::Config);
+    assert!(web > 0);
+}
+
+#[test]
+fn a_reload_adds_removes_replaces_and_leaves_the_rest_alone() {
+    let mut h = Harness::new();
+    let config = vec![entry("a", spec()), entry("b", spec()), entry("c", spec())];
+    reload(&mut h, config).unwrap();
+    let (a, b, c) = (run(&mut h, "a"), run(&mut h, "b"), run(&mut h, "c"));
+    let dry = vec![
+        entry("a", spec()),
+        entry("b", other_spec()),
+        entry("d", spec()),
+    ];
+    let planned = h.core.plan_reload(&dry).unwrap();
+    let plan = reload(&mut h, dry).unwrap();
+    assert_eq!(planned, plan, "a dry run plans what the reload does");
+    assert_eq!(names(&plan.start), ["d"]);
+    assert_eq!(names(&plan.stop), ["c"]);
+    assert_eq!(names(&plan.replace), ["b"]);
+    assert_eq!(names(&plan.unchanged), ["a"]);
+    // Unchanged: same generation, untouched.
+    let snap = h.get("a");
+    assert_eq!(snap.current, Some(a));
+    assert_eq!(snap.state, SessionState::Running);
+    assert!(h.events_of(a).iter().all(|e| !e.is_terminal()));
+    // Replaced: a new generation, the old one superseded.
+    assert_ne!(h.get("b").current, Some(b));
+    assert_eq!(*h.core.sessions["b"].spec, other_spec());
+    // Removed: stopping, then gone once its generation ended.
+    assert_eq!(h.get("c").state, SessionState::Removing);
+    h.exit(c, ExitStatus::Signal(15));
+    h.eof(c);
+    h.group_empty(c);
+    assert!(!h.core.has_session("c"));
+    h.settle();
+}
+
+#[test]
+fn a_dry_run_changes_nothing() {
+    let mut h = Harness::new();
+    reload(&mut h, vec![entry("a", spec())]).unwrap();
+    let a = run(&mut h, "a");
+    let before = h.records();
+    let queued = h.core.queued_actions();
+    let plan = h
+        .core
+        .plan_reload(&[entry("a", other_spec()), entry("z", spec())])
+        .unwrap();
+    assert_eq!(names(&plan.replace), ["a"]);
+    assert_eq!(names(&plan.start), ["z"]);
+    assert_eq!(h.records(), before);
+    assert_eq!(h.core.queued_actions(), queued);
+    assert_eq!(h.get("a").current, Some(a));
+}
+
+#[test]
+fn client_sessions_are_never_touched_and_cannot_be_claimed() {
+    let mut h = Harness::new();
+    let mine = h.spawn("mine");
+    h.started(mine);
+    // Not in the config: not stopped.
+    let plan = reload(&mut h, vec![entry("web", spec())]).unwrap();
+    assert!(plan.stop.is_empty());
+    assert_eq!(h.get("mine").current, Some(mine));
+    // In the config: refused, naming it, and nothing changes (web is not removed either).
+    let before = h.records();
+    let e = reload(&mut h, vec![entry("mine", spec())]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadConfig);
+    assert!(
+        e.message.contains("\"mine\" was started by a client"),
+        "{e}"
+    );
+    assert_eq!(h.records(), before);
+}
+
+#[test]
+fn an_invalid_entry_refuses_the_whole_config() {
+    let mut h = Harness::new();
+    reload(&mut h, vec![entry("a", spec())]).unwrap();
+    let before = h.records();
+    let bad = Spec::new(Vec::new());
+    let e = reload(&mut h, vec![entry("b", spec()), entry("c", bad)]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadConfig);
+    assert!(e.message.starts_with("c: "), "{e}");
+    let e = reload(&mut h, vec![entry("b", spec()), entry("b", spec())]).unwrap_err();
+    assert!(e.message.contains("configured twice"), "{e}");
+    assert_eq!(h.records(), before);
+    assert!(!h.core.has_session("b"));
+}
+
+#[test]
+fn reject_leaves_a_changed_running_session_as_it_runs() {
+    let mut h = Harness::new();
+    reload(&mut h, vec![entry("a", spec())]).unwrap();
+    let a = run(&mut h, "a");
+    let mut changed = entry("a", other_spec());
+    changed.on_busy = OnBusy::Reject;
+    let plan = reload(&mut h, vec![changed]).unwrap();
+    assert_eq!(names(&plan.busy), ["a"]);
+    assert_eq!(h.get("a").current, Some(a));
+}
+
+#[test]
+fn a_removed_config_session_comes_back_when_configured_again() {
+    let mut h = Harness::new();
+    reload(&mut h, vec![entry("a", spec())]).unwrap();
+    let a = run(&mut h, "a");
+    reload(&mut h, vec![]).unwrap();
+    assert_eq!(h.get("a").state, SessionState::Removing);
+    let plan = reload(&mut h, vec![entry("a", spec())]).unwrap();
+    assert_eq!(names(&plan.start), ["a"]);
+    assert_ne!(h.get("a").current, Some(a));
+    h.settle();
+}
+
+#[test]
+fn a_restarted_daemon_keeps_config_sessions_whose_spec_is_unchanged() {
+    let mut h = Harness::new();
+    reload(&mut h, vec![entry("a", spec()), entry("b", spec())]).unwrap();
+    let a = run(&mut h, "a");
+    let b = run(&mut h, "b");
+    let (mut next, problems) = h.reborn(h.records(), 10);
+    assert!(problems.is_empty());
+    assert_eq!(next.core.sessions["a"].origin, Origin::Config);
+    assert!(next.adopt(a, "a"));
+    assert!(next.adopt(b, "b"));
+    next.resume();
+    let plan = reload(
+        &mut next,
+        vec![entry("a", spec()), entry("b", other_spec())],
+    )
+    .unwrap();
+    assert_eq!(names(&plan.unchanged), ["a"]);
+    assert_eq!(names(&plan.replace), ["b"]);
+    assert_eq!(next.get("a").current, Some(a));
+    assert_eq!(next.get("a").state, SessionState::Running);
+}
+
+#[test]
+fn shutting_down_refuses_a_reload() {
+    let mut h = Harness::new();
+    h.cmd(crate::core::Command::Shutdown).unwrap();
+    let e = reload(&mut h, vec![entry("a", spec())]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Busy);
+}
+
+#[test]
+fn a_config_with_reject_brings_back_a_session_still_stopping() {
+    let mut h = Harness::new();
+    let mut a = entry("a", spec());
+    a.on_busy = OnBusy::Reject;
+    reload(&mut h, vec![a.clone()]).unwrap();
+    let first = run(&mut h, "a");
+    reload(&mut h, vec![]).unwrap();
+    // Its generation still stops: the new one waits for it, as with `replace`.
+    let plan = reload(&mut h, vec![a]).unwrap();
+    assert_eq!(names(&plan.start), ["a"]);
+    let next = h.get("a").current.unwrap();
+    assert!(next > first);
+    assert_eq!(h.get("a").state, SessionState::Starting);
+    h.settle();
+}
+
+#[test]
+fn a_client_session_being_removed_can_be_taken_over_by_the_config() {
+    let mut h = Harness::new();
+    let mine = h.spawn("mine");
+    h.started(mine);
+    h.cmd(crate::core::Command::Remove {
+        session: "mine".into(),
+    })
+    .unwrap();
+    let plan = reload(&mut h, vec![entry("mine", spec())]).unwrap();
+    assert_eq!(names(&plan.start), ["mine"]);
+    assert_eq!(h.core.sessions["mine"].origin, Origin::Config);
+    assert_ne!(h.get("mine").current, Some(mine));
+    h.settle();
+}

@@ -1,0 +1,82 @@
+//! Loading the configuration and reloading it (`reload`, SIGHUP): the driver reads the
+//! files and checks whom each session would run as; the core decides what changes
+//! ([`Core::reload`](crate::core::Core::reload)). systemd hears `RELOADING=1` before and
+//! `READY=1` after every reload that is not a dry run, a refused one too.
+
+use std::path::Path;
+
+use super::Daemon;
+use crate::core::{ConfigSession, Plan};
+use crate::proto::encode::core_error;
+use crate::proto::error::{ErrorCode, ProtoError};
+
+/// Loads the configuration at `path` and checks each session's user and groups as a
+/// `spawn` would, so an unknown user is the config's error, not a later spawn failure.
+pub(super) fn load_checked(path: &Path) -> Result<Vec<ConfigSession>, ProtoError> {
+    let bad = |msg: String| ProtoError::new(ErrorCode::BadConfig, msg);
+    let entries = crate::config::load(path).map_err(|e| bad(e.to_string()))?;
+    for e in &entries {
+        crate::driver::run_as::check(&e.session.spec.run_as)
+            .map_err(|err| bad(format!("{}: {}", e.file.display(), err.message)))?;
+    }
+    Ok(crate::config::sessions(&entries))
+}
+
+/// Logs what a reload did (or would do).
+pub(super) fn log_plan(plan: &Plan, dry_run: bool) {
+    let join = |names: &[std::sync::Arc<str>]| names.join(" ");
+    log::info!(
+        "config{}: start [{}] stop [{}] replace [{}] busy [{}] unchanged {}",
+        if dry_run { " (dry run)" } else { "" },
+        join(&plan.start),
+        join(&plan.stop),
+        join(&plan.replace),
+        join(&plan.busy),
+        plan.unchanged.len()
+    );
+}
+
+impl Daemon {
+    /// Reads the configuration again and brings the sessions in line with it (`dry_run`:
+    /// only says what that would do). A bad configuration changes nothing.
+    pub(super) fn reload(&mut self, dry_run: bool) -> Result<Plan, ProtoError> {
+        let Some(path) = self.cfg.config.clone() else {
+            return Err(ProtoError::new(
+                ErrorCode::NoConfig,
+                "the daemon was started without --config: there is nothing to reload",
+            ));
+        };
+        if dry_run {
+            let sessions = load_checked(&path)?;
+            return self.core.plan_reload(&sessions).map_err(|e| core_error(&e));
+        }
+        // Around every attempt, a failed one too: systemd waits for the READY=1.
+        self.notify.reloading();
+        let result = match load_checked(&path) {
+            Ok(sessions) => {
+                let now = self.clock.now();
+                self.core.reload(now, sessions).map_err(|e| core_error(&e))
+            }
+            Err(e) => Err(e),
+        };
+        self.run_actions();
+        self.notify.reloaded();
+        let plan = result?;
+        log_plan(&plan, false);
+        Ok(plan)
+    }
+
+    /// SIGHUP: a reload whose outcome only the log hears of.
+    pub(super) fn reload_on_hangup(&mut self) {
+        if self.cfg.config.is_none() {
+            log::info!("SIGHUP received; no --config, nothing to reload");
+            return;
+        }
+        if let Err(e) = self.reload(false) {
+            log::error!(
+                "SIGHUP: configuration not reloaded, nothing changed: {}",
+                e.message
+            );
+        }
+    }
+}

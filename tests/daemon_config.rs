@@ -1,0 +1,358 @@
+//! The declarative configuration against a real daemon: `--config` (file and directory),
+//! `reload` (and its dry run), SIGHUP, bad configurations changing nothing, client
+//! sessions left alone, and systemd's notifications around all of it.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use genward::testkit::scratch::ScratchDir;
+use serde_json::{json, Value};
+use util::cli::wait_bounded;
+use util::daemon::{daemon_binary, Client, Daemon, PATIENCE};
+
+/// A session that runs until stopped; `tag` makes specs differ.
+fn sleeper(tag: &str) -> Value {
+    json!({"argv": ["sh", "-c", format!("exec sleep 1000 # {tag}")], "grace": "2s"})
+}
+
+fn write_config(path: &Path, sessions: Value) {
+    std::fs::write(
+        path,
+        serde_json::to_vec_pretty(&json!({ "sessions": sessions })).unwrap(),
+    )
+    .unwrap();
+}
+
+fn start(tag: &str, config: &Path) -> Daemon {
+    Daemon::start(tag, &["--config", config.to_str().unwrap()])
+}
+
+/// Each session's current generation and its pid, once every current generation has
+/// been reported spawned (awaited through a subscription that replays from the start).
+fn running(c: &mut Client) -> BTreeMap<String, (u64, u64)> {
+    let list = c.ok(json!({"op": "list"}));
+    let mut out = BTreeMap::new();
+    for s in list["sessions"].as_array().unwrap() {
+        let Some(gen) = s["current"].as_u64() else {
+            continue;
+        };
+        let name = s["name"].as_str().unwrap().to_owned();
+        let mut sub = Client::connect(&c_socket(c));
+        sub.ok(json!({"op": "subscribe", "session": name, "from_start": true}));
+        let seen = sub.events_until(|m| m.is("spawned", gen));
+        let pid = seen.last().unwrap().json()["pid"].as_u64().unwrap();
+        out.insert(name, (gen, pid));
+    }
+    out
+}
+
+fn c_socket(c: &Client) -> PathBuf {
+    let addr = c.stream().peer_addr().unwrap();
+    addr.as_pathname().unwrap().to_owned()
+}
+
+fn names(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_config_file_starts_its_sessions() {
+    let conf = ScratchDir::new("config-file");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a"), "b": sleeper("b")}));
+    let d = start("config-file", &path);
+    let mut c = d.client();
+    let now = running(&mut c);
+    assert_eq!(now.keys().collect::<Vec<_>>(), ["a", "b"]);
+}
+
+#[test]
+fn a_config_directory_starts_one_session_per_file() {
+    let conf = ScratchDir::new("config-dir");
+    let dir = conf.join("genward.d");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("web.json"), sleeper("web").to_string()).unwrap();
+    std::fs::write(dir.join("db.json"), sleeper("db").to_string()).unwrap();
+    std::fs::write(dir.join("web.json~"), "an editor's backup").unwrap();
+    let d = start("config-dir", &dir);
+    let mut c = d.client();
+    let now = running(&mut c);
+    assert_eq!(now.keys().collect::<Vec<_>>(), ["db", "web"]);
+}
+
+#[test]
+fn reload_adds_removes_replaces_and_leaves_unchanged_sessions_alone() {
+    let conf = ScratchDir::new("config-reload");
+    let path = conf.join("genward.json");
+    write_config(
+        &path,
+        json!({"keep": sleeper("keep"), "change": sleeper("v1"), "drop": sleeper("drop")}),
+    );
+    let d = start("config-reload", &path);
+    let mut c = d.client();
+    let before = running(&mut c);
+    c.ok(json!({"op": "subscribe", "all": true}));
+    write_config(
+        &path,
+        json!({"keep": sleeper("keep"), "change": sleeper("v2"), "add": sleeper("add")}),
+    );
+    let plan = c.ok(json!({"op": "reload"}));
+    assert_eq!(plan["dry_run"], json!(false));
+    assert_eq!(names(&plan["start"]), ["add"]);
+    assert_eq!(names(&plan["stop"]), ["drop"]);
+    assert_eq!(names(&plan["replace"]), ["change"]);
+    assert_eq!(names(&plan["unchanged"]), ["keep"]);
+    c.events_until(|m| {
+        m.json()["event"] == "state"
+            && m.json()["session"] == "drop"
+            && m.json()["state"] == "removed"
+    });
+    let after = running(&mut c);
+    assert_eq!(after.keys().collect::<Vec<_>>(), ["add", "change", "keep"]);
+    assert_eq!(
+        after["keep"], before["keep"],
+        "unchanged: same generation, same pid"
+    );
+    assert!(
+        after["change"].0 > before["change"].0,
+        "changed: a new generation"
+    );
+    assert_ne!(after["change"].1, before["change"].1);
+    // Again with nothing changed: nothing is touched.
+    let plan = c.ok(json!({"op": "reload"}));
+    assert_eq!(names(&plan["unchanged"]), ["add", "change", "keep"]);
+    assert_eq!(running(&mut c), after);
+}
+
+#[test]
+fn a_restarted_daemon_keeps_the_configured_sessions_that_did_not_change() {
+    let conf = ScratchDir::new("config-crash");
+    let path = conf.join("genward.json");
+    write_config(
+        &path,
+        json!({"keep": sleeper("keep"), "change": sleeper("v1")}),
+    );
+    let config = ["--config", path.to_str().unwrap()];
+    let mut d = start("config-crash", &path);
+    let before = running(&mut d.client());
+    write_config(
+        &path,
+        json!({"keep": sleeper("keep"), "change": sleeper("v2")}),
+    );
+    d.crash_and_restart(&config);
+    let after = running(&mut d.client());
+    assert_eq!(after["keep"], before["keep"], "unchanged: kept running");
+    assert!(
+        after["change"].0 > before["change"].0,
+        "changed: a new generation"
+    );
+}
+
+#[test]
+fn a_dry_run_prints_the_plan_and_changes_nothing() {
+    let conf = ScratchDir::new("config-dry");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a"), "b": sleeper("b")}));
+    let d = start("config-dry", &path);
+    let mut c = d.client();
+    let before = running(&mut c);
+    write_config(&path, json!({"a": sleeper("a2"), "c": sleeper("c")}));
+    let plan = c.ok(json!({"op": "reload", "dry_run": true}));
+    assert_eq!(plan["dry_run"], json!(true));
+    assert_eq!(names(&plan["start"]), ["c"]);
+    assert_eq!(names(&plan["stop"]), ["b"]);
+    assert_eq!(names(&plan["replace"]), ["a"]);
+    assert_eq!(running(&mut c), before);
+    // The CLI prints the same plan.
+    let out = util::cli::gw_ok(&d, &["reload", "--dry-run"]);
+    assert_eq!(out, "would start: c\nwould stop: b\nwould replace: a");
+    assert_eq!(running(&mut c), before);
+}
+
+#[test]
+fn client_sessions_are_not_touched_and_cannot_be_configured() {
+    let conf = ScratchDir::new("config-client");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a")}));
+    let d = start("config-client", &path);
+    let mut c = d.client();
+    let mut spawn = sleeper("mine");
+    spawn["op"] = json!("spawn");
+    spawn["session"] = json!("mine");
+    c.ok(spawn);
+    let before = running(&mut c);
+    write_config(&path, json!({}));
+    let mut sub = d.client();
+    sub.ok(json!({"op": "subscribe", "session": "a"}));
+    let plan = c.ok(json!({"op": "reload"}));
+    assert_eq!(names(&plan["stop"]), ["a"]);
+    sub.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+    let after = running(&mut c);
+    assert_eq!(after.keys().collect::<Vec<_>>(), ["mine"]);
+    assert_eq!(after["mine"], before["mine"]);
+    // A config naming it is refused, naming it, and changes nothing.
+    write_config(&path, json!({"mine": sleeper("theirs"), "b": sleeper("b")}));
+    let e = c.err(json!({"op": "reload"}), "bad_config");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("\"mine\" was started by a client"), "{msg}");
+    assert_eq!(running(&mut c), after);
+}
+
+#[test]
+fn a_bad_config_at_reload_says_where_and_changes_nothing() {
+    let conf = ScratchDir::new("config-bad");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a")}));
+    let d = start("config-bad", &path);
+    let mut c = d.client();
+    let before = running(&mut c);
+    std::fs::write(
+        &path,
+        "{\"sessions\": {\n  \"a\": {\"argv\": [\"true\"]},\n  \"b\": {\"argv\": [\"true\"], \"grace\": \"soon\"}\n}}",
+    )
+    .unwrap();
+    let e = c.err(json!({"op": "reload"}), "bad_config");
+    let msg = e["error"]["message"].as_str().unwrap();
+    let want = format!("{}:3:36: sessions.b.grace: ", path.display());
+    assert!(msg.starts_with(&want), "{msg}");
+    // The CLI says the same and fails.
+    let out = util::cli::gw(&d, &["reload"]);
+    assert_ne!(out.code, Some(0));
+    assert!(out.stderr.contains(&want), "{}", out.stderr);
+    assert_eq!(running(&mut c), before);
+}
+
+#[test]
+fn a_bad_config_fails_the_start_with_where_and_why() {
+    let conf = ScratchDir::new("config-start");
+    let path = conf.join("genward.json");
+    std::fs::write(
+        &path,
+        "{\"sessions\": {\"a\": {\"argv\": [\"true\"], \"colour\": 1}}}",
+    )
+    .unwrap();
+    let child = Command::new(daemon_binary())
+        .args(["daemon", "--state-dir"])
+        .arg(conf.join("state"))
+        .arg("--config")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_bounded(child);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!("{}:1:39: sessions.a.colour: unknown field", path.display());
+    assert!(stderr.contains(&want), "{stderr}");
+}
+
+#[test]
+fn reload_without_a_config_is_no_config() {
+    let d = Daemon::start("config-none", &[]);
+    let mut c = d.client();
+    c.err(json!({"op": "reload"}), "no_config");
+    let hello = c.ok(json!({"op": "hello"}));
+    assert!(hello["capabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("reload")));
+}
+
+#[test]
+fn sighup_reloads_and_a_bad_config_on_sighup_changes_nothing() {
+    let conf = ScratchDir::new("config-hup");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a")}));
+    // The notifications say when a reload is over: READY=1 follows each attempt.
+    let sock_path = conf.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    let env = [("NOTIFY_SOCKET", sock_path.as_os_str())];
+    let d = Daemon::start_env("config-hup", &["--config", path.to_str().unwrap()], &env);
+    notified(&sock, "READY=1");
+    let mut c = d.client();
+    write_config(&path, json!({"a": sleeper("a"), "b": sleeper("b")}));
+    // SAFETY: kill with the pid of our own child.
+    unsafe { libc::kill(d.pid as i32, libc::SIGHUP) };
+    notified(&sock, "RELOADING=1");
+    notified(&sock, "READY=1");
+    let before = running(&mut c);
+    assert_eq!(before.keys().collect::<Vec<_>>(), ["a", "b"]);
+    std::fs::write(&path, "{\"sessions\": ").unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(d.pid as i32, libc::SIGHUP) };
+    notified(&sock, "RELOADING=1");
+    notified(&sock, "READY=1");
+    assert_eq!(running(&mut c), before);
+}
+
+/// Reads notifications until one contains `want`; returns it.
+fn notified(sock: &UnixDatagram, want: &str) -> String {
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = sock
+            .recv(&mut buf)
+            .expect("a notification before the timeout");
+        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if msg.contains(want) {
+            return msg;
+        }
+    }
+}
+
+#[test]
+fn systemd_hears_ready_reloading_watchdog_and_stopping() {
+    let conf = ScratchDir::new("config-notify");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a")}));
+    let sock_path = conf.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    let env = [
+        ("NOTIFY_SOCKET", sock_path.as_os_str()),
+        ("WATCHDOG_USEC", std::ffi::OsStr::new("200000")),
+    ];
+    let mut d = Daemon::start_env("config-notify", &["--config", path.to_str().unwrap()], &env);
+    notified(&sock, "READY=1");
+    notified(&sock, "WATCHDOG=1");
+    let mut c = d.client();
+    c.ok(json!({"op": "reload"}));
+    let reloading = notified(&sock, "RELOADING=1");
+    let usec = reloading
+        .lines()
+        .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .expect("MONOTONIC_USEC with RELOADING=1");
+    assert!(usec.parse::<u64>().unwrap() > 0);
+    notified(&sock, "READY=1");
+    // SAFETY: kill with the pid of our own child.
+    unsafe { libc::kill(d.pid as i32, libc::SIGTERM) };
+    notified(&sock, "STOPPING=1");
+    assert_eq!(d.exit_code(), Some(0));
+}
+
+#[test]
+fn an_upgrade_keeps_the_config_for_the_next_reload() {
+    let conf = ScratchDir::new("config-upgrade");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a")}));
+    let d = start("config-upgrade", &path);
+    let mut c = d.client();
+    let before = running(&mut c);
+    let r = c.request(json!({"op": "upgrade"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    write_config(&path, json!({"a": sleeper("a"), "b": sleeper("b")}));
+    let plan = c.ok(json!({"op": "reload"}));
+    assert_eq!(names(&plan["start"]), ["b"]);
+    assert_eq!(names(&plan["unchanged"]), ["a"]);
+    assert_eq!(running(&mut c)["a"], before["a"]);
+}
