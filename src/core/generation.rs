@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::action::{Action, Event, ExitCause, Scope};
 use super::input::{AdoptedIo, Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
+use super::readiness::{self, Readiness, ReadySignal};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
 use super::spec::{OnExit, Spec, Stream};
@@ -93,6 +94,8 @@ pub(crate) enum GenInput {
     /// An adopted generation's identity, unverifiable until now, was verified.
     Verified,
     Timeout,
+    /// What the driver saw about its readiness.
+    Readiness(ReadySignal),
 }
 
 /// Input to a generation's stdin.
@@ -143,6 +146,8 @@ pub(crate) struct Generation {
     /// The leader is known to have exited and its status is awaited (`LeaderGone`): the
     /// stop sequence is over, nothing more is sent to it.
     pub(super) leader_gone: bool,
+    /// Whether it is ready, with the timeout and probe schedule of its check.
+    pub(crate) readiness: Readiness,
 }
 
 impl Generation {
@@ -170,6 +175,7 @@ impl Generation {
             io_kept: false,
             unverified: false,
             leader_gone: false,
+            readiness: Readiness::Unstarted,
         }
     }
 
@@ -209,6 +215,8 @@ impl Generation {
         }
         g.adopted = Some(now);
         g.unverified = !verified;
+        // It ran before the restart: whatever its check was, it is not awaited again.
+        g.readiness = Readiness::Ready;
         g
     }
 
@@ -220,6 +228,14 @@ impl Generation {
         if self.unverified {
             self.on_unverified(now, input, out, &mut o);
             return o;
+        }
+        // Readiness has deadlines of its own, only while it waits (which is only while
+        // the leader runs); the phase's deadlines follow.
+        if input == GenInput::Timeout {
+            let owner = self.ready_owner();
+            let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
+            owner.on_timeout(&mut r, now, out);
+            self.readiness = r;
         }
         match (self.phase, input) {
             (Phase::Pending, GenInput::Start) => self.start(now, out),
@@ -324,8 +340,31 @@ impl Generation {
             | (Phase::Pending | Phase::Starting | Phase::Gone, GenInput::Lost)
             // Only an unverified generation is verified.
             | (_, GenInput::Verified) => {}
+            // Acted on only while it waits to be ready (its leader runs); stale otherwise.
+            (_, GenInput::Readiness(signal)) => {
+                let owner = self.ready_owner();
+                let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
+                owner.on_signal(&mut r, now, signal, out);
+                self.readiness = r;
+            }
         }
         o
+    }
+
+    fn ready_owner(&self) -> readiness::Owner {
+        readiness::Owner {
+            session: self.session.clone(),
+            gen: self.gen,
+            spec: self.spec.clone(),
+        }
+    }
+
+    /// The leader is gone: a readiness still awaited fails.
+    fn readiness_ends(&mut self, out: &mut VecDeque<Action>) {
+        let owner = self.ready_owner();
+        let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
+        owner.on_exit(&mut r, out);
+        self.readiness = r;
     }
 
     /// An input about an adopted generation whose identity is not verified: a stop is
@@ -363,10 +402,10 @@ impl Generation {
             Phase::Draining { until, .. } => until,
             _ => None,
         };
-        match (group, phase) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [group, phase, self.readiness.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The group id to watch for emptiness: the leader exited, its group was sent SIGTERM,
@@ -448,6 +487,7 @@ impl Generation {
             superseded,
             stop: self.stop,
             cause: self.exit.map(|(_, c)| c),
+            ready: self.readiness.state(),
             offsets: self
                 .spec
                 .streams()
@@ -535,6 +575,7 @@ impl Generation {
             },
         );
         self.enter(now, Phase::Running { pid });
+        self.readiness = Readiness::at_spawn(self.spec.ready.as_ref(), now);
         // A stop (or replacement) that arrived while spawning runs now.
         if self.stop.is_some() {
             self.begin_stop(now, pid, out);
@@ -712,6 +753,7 @@ impl Generation {
     ) {
         self.exit = Some((status, self.cause_of(status)));
         self.exited_at = now;
+        self.readiness_ends(out);
         // An adopted leader is not our child: once it exits, its group id may be reused,
         // so only a cgroup (which cannot be reused while we hold it) is signalled.
         let pinned = self.adopted.is_none() || self.containment == Some(Containment::Cgroup);
@@ -824,6 +866,7 @@ impl Generation {
     /// The driver lost sight of the leader: report now if not yet reported, then forget
     /// the generation without reaping or signalling anything again.
     fn lost(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        self.readiness_ends(out);
         if !matches!(self.phase, Phase::Reported { .. }) {
             self.report(now, out, o);
         }

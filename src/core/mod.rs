@@ -11,12 +11,14 @@ pub mod check;
 mod commands;
 mod config;
 mod deadlines;
+pub mod depends;
 mod durable;
 mod error;
 mod generation;
 mod image;
 mod input;
 mod persist;
+pub mod readiness;
 mod restart;
 mod run_as;
 mod session;
@@ -35,6 +37,7 @@ use std::sync::Arc;
 
 pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
 pub use config::Config;
+pub use depends::{DependOn, Dependencies};
 pub use error::{Error, ErrorCode};
 pub use image::{
     CoreImage, GenerationImage, GroupImage, ImageError, PhaseImage, SessionImage, ShutdownImage,
@@ -43,6 +46,7 @@ pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
+pub use readiness::{ReadyCheck, ReadyHow, ReadySignal, ReadyState};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
@@ -228,6 +232,7 @@ impl Core {
                 return;
             }
             Input::Verified { gen } => (gen, GenInput::Verified),
+            Input::Readiness { gen, signal } => (gen, GenInput::Readiness(signal)),
             Input::InputWritten { gen, len } => {
                 if let Some(g) = self.gens.get_mut(&gen) {
                     g.input.pending = g.input.pending.saturating_sub(len);

@@ -76,6 +76,8 @@ pub struct GenerationSnapshot {
     pub stop: Option<StopReason>,
     /// The cause its exit will be (or was) reported with, once the leader exited.
     pub cause: Option<ExitCause>,
+    /// Whether it is ready (see the spec's `ready`).
+    pub ready: super::readiness::ReadyState,
     /// Bytes emitted so far per stream.
     pub offsets: Vec<(Stream, u64)>,
     /// Output bytes refused (closed stream or after the report).

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use super::config::Config;
+use super::depends::{self, Dependencies};
 use super::error::Error;
+use super::readiness::ReadyCheck;
 use super::run_as::RunAs;
 use super::signal;
 
@@ -41,6 +43,10 @@ pub struct Spec {
     pub on_recover: OnRecover,
     /// The user, groups, umask, environment file and per-process limits it runs with.
     pub run_as: RunAs,
+    /// How a generation says it is ready; `None`: ready as soon as it is spawned.
+    pub ready: Option<ReadyCheck>,
+    /// Sessions that must have reached a state before a generation of this one starts.
+    pub depends_on: Dependencies,
 }
 
 /// Limits a generation's whole tree shares, enforced by its cgroup.
@@ -105,6 +111,8 @@ impl Spec {
             limits: ResourceLimits::default(),
             on_recover: OnRecover::Stop,
             run_as: RunAs::default(),
+            ready: None,
+            depends_on: Dependencies::new(),
         }
     }
 
@@ -175,6 +183,10 @@ impl Spec {
                 config.max_buffer_bytes
             )));
         }
+        if let Some(r) = &self.ready {
+            r.validate()?;
+        }
+        depends::validate(None, &self.depends_on)?;
         self.restart.validate()
     }
 
@@ -182,7 +194,21 @@ impl Spec {
         let argv: usize = self.argv.iter().map(Vec::len).sum();
         let set: usize = self.env.set.iter().map(|(k, v)| k.len() + v.len()).sum();
         let unset: usize = self.env.unset.iter().map(Vec::len).sum();
-        argv + set + unset + self.cwd.as_ref().map_or(0, Vec::len) + self.run_as.byte_size()
+        let ready = match self.ready.as_ref().map(|r| &r.how) {
+            Some(super::readiness::ReadyHow::Command(a)) => a.iter().map(Vec::len).sum(),
+            Some(super::readiness::ReadyHow::Output(t) | super::readiness::ReadyHow::Unix(t)) => {
+                t.len()
+            }
+            Some(super::readiness::ReadyHow::Tcp(t)) => t.len(),
+            _ => 0,
+        };
+        let deps: usize = self.depends_on.keys().map(String::len).sum();
+        argv + set
+            + unset
+            + self.cwd.as_ref().map_or(0, Vec::len)
+            + self.run_as.byte_size()
+            + ready
+            + deps
     }
 }
 

@@ -29,6 +29,7 @@ use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
 
 pub use leaders::LeaderState;
+pub use starts::spawn_request;
 
 /// The result of one read from a child's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +180,11 @@ impl Children {
 
     /// Whether a generation is still starting: an upgrade waits for none to be (a start
     /// in flight is a forked process between `fork` and `execve`, which no image holds).
+    pub fn reaper(&self) -> ReaperMode {
+        self.reaper
+    }
+
+    /// Whether a start is in flight.
     pub fn is_launching(&self) -> bool {
         !self.launching.is_empty()
     }

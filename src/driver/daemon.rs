@@ -26,6 +26,7 @@ use super::groups;
 use super::keeper_link::KeeperLink;
 use super::logs::Logs;
 use super::persist::Persist;
+use super::readiness::Readiness;
 use super::ready::notify_ready;
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
@@ -63,6 +64,8 @@ pub struct Daemon {
     /// The link to the keeper holding the children's descriptors across a crash; `None`
     /// without one (disabled, or given up after a failure).
     keeper: Option<KeeperLink>,
+    /// What each generation's readiness check needs while it waits.
+    ready: Readiness,
     /// Last, so that the lease it holds is let go after everything else is closed.
     persist: Persist,
 }
@@ -203,6 +206,16 @@ impl Daemon {
             }
             Source::Stdin { gen } => self.flush_input(gen),
             Source::Pidfd { gen } => self.check_exit(gen),
+            Source::ReadyFd { gen } => {
+                if let Some(signal) = self.ready.on_notify(self.poll.registry(), gen) {
+                    self.tell(Input::Readiness { gen, signal });
+                }
+            }
+            Source::Probe { gen } | Source::ProbeStatus { gen } => {
+                if let Some(signal) = self.ready.on_probe(self.poll.registry(), gen) {
+                    self.tell(Input::Readiness { gen, signal });
+                }
+            }
             Source::TreeWatch { gen } => {
                 if self.children.session_empty(self.poll.registry(), gen) == Some(true) {
                     self.tell(Input::GroupEmpty { gen });
@@ -290,10 +303,19 @@ impl Daemon {
                     self.tell(Input::OutputClosed { gen, unread });
                 }
                 Action::Release { gen } => {
+                    self.ready.settled(registry, gen);
                     self.children.release(registry, gen);
                     self.persist.forget(gen);
                     self.keeper_do(|k| k.forget(gen));
                 }
+                Action::Probe { gen, probe } => {
+                    let reaper = self.children.reaper();
+                    if let Some(signal) = self.ready.start_probe(registry, gen, probe, reaper) {
+                        self.tell(Input::Readiness { gen, signal });
+                    }
+                }
+                Action::CancelProbe { gen, probe } => self.ready.cancel_probe(registry, gen, probe),
+                Action::ReadySettled { gen } => self.ready.settled(registry, gen),
                 Action::Emit(event) => self.emit(event),
                 Action::Reply { request, result } => {
                     self.clients.reply(request, &result, self.clock.wire)
@@ -327,6 +349,11 @@ impl Daemon {
         // Children watched through a pidfd report there; the others are asked here.
         for gen in self.children.without_pidfd() {
             self.check_exit(gen);
+        }
+        for gen in self.ready.awaiting_sigchld() {
+            if let Some(signal) = self.ready.on_probe(self.poll.registry(), gen) {
+                self.tell(Input::Readiness { gen, signal });
+            }
         }
         self.children.reap_orphans();
         crate::sys::spawn::reap_abandoned();

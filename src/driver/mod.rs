@@ -47,6 +47,7 @@ mod outbox;
 mod pacers;
 mod parked;
 mod persist;
+mod readiness;
 mod ready;
 mod recover;
 mod ring;

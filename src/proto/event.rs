@@ -90,6 +90,22 @@ pub enum WireEvent<'a> {
         /// Generation.
         gen: u64,
     },
+    /// A generation is ready (its spec's `ready` check passed).
+    Ready {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+    },
+    /// A generation's readiness check failed; its process is left running.
+    ReadyFailed {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+        /// Why, for people.
+        reason: Cow<'a, str>,
+    },
     /// This subscriber missed session output positions `[from, to)`.
     Dropped {
         /// Session name.
@@ -265,6 +281,8 @@ impl<'a> WireEvent<'a> {
             WireEvent::State { .. } => "state",
             WireEvent::Unkillable { .. } => "unkillable",
             WireEvent::InputClosed { .. } => "input_closed",
+            WireEvent::Ready { .. } => "ready",
+            WireEvent::ReadyFailed { .. } => "ready_failed",
             WireEvent::Dropped { .. } => "dropped",
             WireEvent::Demoted { .. } => "demoted",
         }
@@ -280,6 +298,8 @@ impl<'a> WireEvent<'a> {
             | WireEvent::State { session, .. }
             | WireEvent::Unkillable { session, .. }
             | WireEvent::InputClosed { session, .. }
+            | WireEvent::Ready { session, .. }
+            | WireEvent::ReadyFailed { session, .. }
             | WireEvent::Dropped { session, .. }
             | WireEvent::Demoted { session, .. } => session,
         }
@@ -323,7 +343,9 @@ impl<'a> WireEvent<'a> {
             | WireEvent::SpawnFailed { gen, .. }
             | WireEvent::Exited { gen, .. }
             | WireEvent::Unkillable { gen, .. }
-            | WireEvent::InputClosed { gen, .. } => Some(*gen),
+            | WireEvent::InputClosed { gen, .. }
+            | WireEvent::Ready { gen, .. }
+            | WireEvent::ReadyFailed { gen, .. } => Some(*gen),
             WireEvent::State { gen, .. } => *gen,
             WireEvent::Dropped { .. } | WireEvent::Demoted { .. } => None,
         }
@@ -404,6 +426,19 @@ impl<'a> WireEvent<'a> {
                 session: Cow::Borrowed(session),
                 gen: *gen,
             },
+            Event::Ready { session, gen } => WireEvent::Ready {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+            },
+            Event::ReadyFailed {
+                session,
+                gen,
+                reason,
+            } => WireEvent::ReadyFailed {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                reason: Cow::Borrowed(reason),
+            },
         }
     }
 
@@ -459,6 +494,19 @@ impl<'a> WireEvent<'a> {
             WireEvent::InputClosed { session, gen } => WireEvent::InputClosed {
                 session: own(session),
                 gen,
+            },
+            WireEvent::Ready { session, gen } => WireEvent::Ready {
+                session: own(session),
+                gen,
+            },
+            WireEvent::ReadyFailed {
+                session,
+                gen,
+                reason,
+            } => WireEvent::ReadyFailed {
+                session: own(session),
+                gen,
+                reason: own(reason),
             },
             WireEvent::Dropped { session, from, to } => WireEvent::Dropped {
                 session: own(session),

@@ -12,6 +12,7 @@
 mod decode;
 mod encode;
 mod fields;
+mod ready;
 mod run_as;
 mod spec;
 

@@ -111,9 +111,16 @@ pub fn spawn_request(gen: u64, spec: &Spec, reaper: ReaperMode, dir_id: &str) ->
 impl Children {
     /// Starts generation `gen` without waiting for it to exec: its result comes through
     /// [`launched`](Self::launched) when the status pipe is readable.
-    pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
+    pub fn start(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+        spec: &Spec,
+        extra_fd: Option<(std::sync::Arc<std::os::fd::OwnedFd>, u32)>,
+    ) -> Result<(), SpawnError> {
         let cgroup = self.cgroup_for(gen, &spec.limits)?;
         let mut request = spawn_request(gen, spec, self.reaper, &self.dir_id);
+        request.extra_fd = extra_fd;
         crate::driver::run_as::apply(&spec.run_as, &mut request).map_err(|why| {
             log::warn!("gen {gen}: spawn failed: {why}");
             SpawnError::new(SpawnErrorKind::Other, libc::EINVAL).with_message(why)

@@ -31,6 +31,14 @@ impl Daemon {
             {
                 Read::Data(n) => {
                     self.turn.sliced(token, n);
+                    // Only while a generation waits for an `output` readiness match.
+                    if self
+                        .ready
+                        .on_output(gen, stream, &self.turn.read_buf()[..n])
+                    {
+                        let signal = crate::core::ReadySignal::Ready;
+                        self.tell(Input::Readiness { gen, signal });
+                    }
                     if let Some(at) = self.core.output(gen, stream, n) {
                         let t = self.clock.wire.unix_ms(self.clock.now());
                         let data = &self.turn.read_buf()[..n];

@@ -14,6 +14,7 @@ use crate::driver::clients::Clients;
 use crate::driver::config::DaemonConfig;
 use crate::driver::keeper_link::KeeperLink;
 use crate::driver::persist::Persist;
+use crate::driver::readiness::Readiness;
 use crate::driver::signals::Signals;
 use crate::driver::turn::Turn;
 use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage};
@@ -228,6 +229,7 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::resumed(own_program, program_path),
             keeper,
+            ready: Readiness::default(),
         };
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.

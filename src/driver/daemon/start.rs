@@ -14,6 +14,7 @@ use crate::driver::containment::cgroup_root;
 use crate::driver::keeper_start::find_or_start;
 use crate::driver::listener::{self, PeerPolicy};
 use crate::driver::persist::{claim_directories, unix_ms, Persist};
+use crate::driver::readiness::Readiness;
 use crate::driver::recover::{take_back, TakenBack};
 use crate::driver::signals::Signals;
 use crate::driver::turn::Turn;
@@ -132,6 +133,7 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::started(),
             keeper,
+            ready: Readiness::default(),
         })
     }
 }

@@ -28,6 +28,8 @@ impl WireEvent<'static> {
             "state" => ("state", state(obj)),
             "unkillable" => ("unkillable", unkillable(obj)),
             "input_closed" => ("input_closed", input_closed(obj)),
+            "ready" => ("ready", ready(obj)),
+            "ready_failed" => ("ready_failed", ready_failed(obj)),
             "dropped" => ("dropped", dropped(obj)),
             "demoted" => ("demoted", demoted(obj)),
             "output" => (
@@ -168,6 +170,21 @@ fn input_closed(obj: &Object) -> Result<WireEvent<'static>> {
     Ok(WireEvent::InputClosed {
         session: session(obj)?,
         gen: obj.req_u64("gen")?,
+    })
+}
+
+fn ready(obj: &Object) -> Result<WireEvent<'static>> {
+    Ok(WireEvent::Ready {
+        session: session(obj)?,
+        gen: obj.req_u64("gen")?,
+    })
+}
+
+fn ready_failed(obj: &Object) -> Result<WireEvent<'static>> {
+    Ok(WireEvent::ReadyFailed {
+        session: session(obj)?,
+        gen: obj.req_u64("gen")?,
+        reason: Cow::Owned(obj.req_str("reason")?.to_owned()),
     })
 }
 

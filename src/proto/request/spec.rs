@@ -35,6 +35,8 @@ pub(super) const SPAWN_FIELDS: &[&str] = &[
     "umask",
     "env_file",
     "rlimits",
+    "ready",
+    "depends_on",
 ];
 
 /// Decodes the spec of a `spawn` request.
@@ -94,6 +96,8 @@ pub(super) fn spec(args: &Object) -> Result<Spec> {
         }
     };
     spec.run_as = super::run_as::decode(args)?;
+    spec.ready = super::ready::decode_ready(args)?;
+    spec.depends_on = super::ready::decode_depends_on(args)?;
     Ok(spec)
 }
 
@@ -357,6 +361,7 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     if spec.on_recover == OnRecover::Keep {
         w.str("on_recover", "keep");
     }
+    super::ready::write(w, spec.ready.as_ref(), &spec.depends_on)?;
     super::run_as::write(w, &spec.run_as)
 }
 

@@ -1,0 +1,275 @@
+//! Readiness as the driver sees it: the one owner of what each generation's `ready` check
+//! needs at run time — its notification pipe, its output matcher, its probe in flight.
+//!
+//! Nothing here decides anything: the core says when to probe and when readiness is
+//! settled ([`Action::Probe`](crate::core::Action::Probe),
+//! [`Action::ReadySettled`](crate::core::Action::ReadySettled)); this only detects
+//! signals and reports them as [`ReadySignal`]s about one generation. A generation whose
+//! readiness is settled (or that is released) has nothing here, so the output hot path
+//! pays one empty-map check when no generation waits for an `output` match.
+
+mod matcher;
+mod probe;
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use mio::unix::SourceFd;
+use mio::{Interest, Registry};
+use rustix::pipe::{pipe_with, PipeFlags};
+
+use self::matcher::LineMatcher;
+use self::probe::{Probe, Step};
+use super::token::Source;
+use crate::core::readiness::check_host_port;
+use crate::core::{ReadyHow, ReadySignal, Spec, Stream};
+use crate::sys::fd::{read_nonblocking, ReadOutcome};
+use crate::sys::process::ReaperMode;
+
+/// Most bytes read from a notification pipe per readiness (a program writing a flood to
+/// it must not hold the loop).
+const NOTIFY_READ: usize = 4096;
+
+/// What one generation's readiness needs while it waits.
+#[derive(Debug)]
+struct Watch {
+    spec: Arc<Spec>,
+    /// Read end of the notification pipe (`ready.fd`), registered.
+    notify: Option<OwnedFd>,
+    /// Looking for `ready.output` in its output.
+    matcher: Option<LineMatcher>,
+    /// The probe in flight, with its number.
+    probe: Option<(u64, Probe)>,
+}
+
+/// Every waiting generation's readiness watch.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    watches: HashMap<u64, Watch>,
+    /// Generations with an output matcher.
+    matching: usize,
+}
+
+impl Readiness {
+    /// Prepares `gen`'s watch before it is spawned. For `ready.fd`, returns the pipe's
+    /// write end and the number the child gets it at (the read end is registered here).
+    pub fn prepare(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+        spec: &Arc<Spec>,
+    ) -> io::Result<Option<(Arc<OwnedFd>, u32)>> {
+        let Some(check) = &spec.ready else {
+            return Ok(None);
+        };
+        let mut watch = Watch {
+            spec: spec.clone(),
+            notify: None,
+            matcher: None,
+            probe: None,
+        };
+        let mut extra = None;
+        match &check.how {
+            ReadyHow::Fd(n) => {
+                let (r, w) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+                let token = Source::ReadyFd { gen }
+                    .token()
+                    .ok_or_else(|| io::Error::other("generation number too large"))?;
+                registry.register(&mut SourceFd(&r.as_raw_fd()), token, Interest::READABLE)?;
+                // The child's end must block like any pipe a program is handed.
+                clear_nonblocking(&w)?;
+                watch.notify = Some(r);
+                extra = Some((Arc::new(w), *n));
+            }
+            ReadyHow::Output(text) => {
+                watch.matcher = Some(LineMatcher::new(text.clone()));
+                self.matching += 1;
+            }
+            ReadyHow::Tcp(_) | ReadyHow::Unix(_) | ReadyHow::Command(_) => {}
+        }
+        if let Some(old) = self.watches.insert(gen, watch) {
+            self.close(registry, old);
+        }
+        Ok(extra)
+    }
+
+    /// Output of `gen` read from `stream`: whether it holds the awaited text. Cheap when
+    /// nothing waits for a match.
+    pub fn on_output(&mut self, gen: u64, stream: Stream, data: &[u8]) -> bool {
+        if self.matching == 0 {
+            return false;
+        }
+        self.watches
+            .get_mut(&gen)
+            .and_then(|w| w.matcher.as_mut())
+            .is_some_and(|m| m.feed(stream, data))
+    }
+
+    /// The notification pipe of `gen` is readable: a newline is readiness, end of file
+    /// before one is failure. Anything else read is ignored.
+    pub fn on_notify(&mut self, registry: &Registry, gen: u64) -> Option<ReadySignal> {
+        let w = self.watches.get_mut(&gen)?;
+        let fd = w.notify.as_ref()?;
+        let mut buf = [0u8; 512];
+        let mut read = 0;
+        let signal = loop {
+            if read >= NOTIFY_READ {
+                // Come back on the next readiness (level of the pipe stays readable).
+                break None;
+            }
+            match read_nonblocking(fd.as_fd(), &mut buf) {
+                Ok(ReadOutcome::Data(n)) => {
+                    read += n;
+                    if buf[..n].contains(&b'\n') {
+                        break Some(ReadySignal::Ready);
+                    }
+                }
+                Ok(ReadOutcome::WouldBlock) => break None,
+                Ok(ReadOutcome::Eof) => {
+                    break Some(ReadySignal::Failed(
+                        "notification fd closed without a newline".into(),
+                    ))
+                }
+                Err(e) => break Some(ReadySignal::Failed(format!("notification fd: {e}").into())),
+            }
+        };
+        if signal.is_some() {
+            if let Some(fd) = w.notify.take() {
+                let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+            }
+        }
+        signal
+    }
+
+    /// Starts probe `n` of `gen`. Returns its result when known at once (a refused
+    /// connection, a command that could not start).
+    pub fn start_probe(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+        n: u64,
+        reaper: ReaperMode,
+    ) -> Option<ReadySignal> {
+        let w = self.watches.get_mut(&gen)?;
+        if let Some((_, old)) = w.probe.take() {
+            old.abandon(registry);
+        }
+        let how = &w.spec.ready.as_ref()?.how;
+        let started = match how {
+            ReadyHow::Tcp(addr) => check_host_port(addr)
+                .map_err(io::Error::other)
+                .and_then(|a| Probe::tcp(registry, gen, a)),
+            ReadyHow::Unix(path) => {
+                use std::os::unix::ffi::OsStrExt;
+                let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+                Probe::unix(registry, gen, &path)
+            }
+            ReadyHow::Command(argv) => probe_request(gen, &w.spec, argv, reaper)
+                .and_then(|req| Probe::command(registry, gen, &req)),
+            ReadyHow::Fd(_) | ReadyHow::Output(_) => return None,
+        };
+        let failed = ReadySignal::Probed {
+            probe: n,
+            ok: false,
+        };
+        match started {
+            Err(e) => {
+                log::debug!("gen {gen}: readiness probe {n}: {e}");
+                Some(failed)
+            }
+            Ok(p) => {
+                w.probe = Some((n, p));
+                self.on_probe(registry, gen)
+            }
+        }
+    }
+
+    /// The probe of `gen` had a readiness (or `SIGCHLD` came): its result once known.
+    pub fn on_probe(&mut self, registry: &Registry, gen: u64) -> Option<ReadySignal> {
+        let w = self.watches.get_mut(&gen)?;
+        let (n, p) = w.probe.as_mut()?;
+        let n = *n;
+        match p.step(registry, gen) {
+            Step::Pending => None,
+            Step::Done(ok) => {
+                if let Some((_, p)) = w.probe.take() {
+                    p.abandon(registry);
+                }
+                Some(ReadySignal::Probed { probe: n, ok })
+            }
+        }
+    }
+
+    /// Generations whose probe command runs without a pidfd: looked at on `SIGCHLD`.
+    pub fn awaiting_sigchld(&self) -> Vec<u64> {
+        self.watches
+            .iter()
+            .filter(|(_, w)| w.probe.as_ref().is_some_and(|(_, p)| p.awaits_sigchld()))
+            .map(|(g, _)| *g)
+            .collect()
+    }
+
+    /// Gives up probe `n` of `gen` (the core says it outlived its interval).
+    pub fn cancel_probe(&mut self, registry: &Registry, gen: u64, n: u64) {
+        let Some(w) = self.watches.get_mut(&gen) else {
+            return;
+        };
+        if w.probe.as_ref().is_some_and(|(m, _)| *m == n) {
+            if let Some((_, p)) = w.probe.take() {
+                p.abandon(registry);
+            }
+        }
+    }
+
+    /// `gen`'s readiness is decided, or `gen` is gone: forget everything about it.
+    pub fn settled(&mut self, registry: &Registry, gen: u64) {
+        if let Some(w) = self.watches.remove(&gen) {
+            self.close(registry, w);
+        }
+    }
+
+    fn close(&mut self, registry: &Registry, w: Watch) {
+        if w.matcher.is_some() {
+            self.matching = self.matching.saturating_sub(1);
+        }
+        if let Some(fd) = w.notify {
+            let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+        }
+        if let Some((_, p)) = w.probe {
+            p.abandon(registry);
+        }
+    }
+}
+
+/// The spawn request of a probe command: the session's user, environment and directory,
+/// its argv, `/dev/null` for stdio, and no generation marker (it is not the generation's
+/// process, and a sweep after a crash must not take it for one).
+fn probe_request(
+    gen: u64,
+    spec: &Spec,
+    argv: &[Vec<u8>],
+    reaper: ReaperMode,
+) -> io::Result<crate::sys::spawn::SpawnRequest> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut req = super::children::spawn_request(gen, spec, reaper, "");
+    req.env
+        .set
+        .retain(|(k, _)| k != crate::sys::tree::GEN_MARKER);
+    req.argv = argv
+        .iter()
+        .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())
+        .collect();
+    req.io = crate::sys::spawn::IoMode::Null;
+    super::run_as::apply(&spec.run_as, &mut req).map_err(io::Error::other)?;
+    Ok(req)
+}
+
+fn clear_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+    let flags = fcntl_getfl(fd)?;
+    fcntl_setfl(fd, flags - OFlags::NONBLOCK)?;
+    Ok(())
+}
