@@ -17,6 +17,7 @@ mod error;
 mod generation;
 mod image;
 mod input;
+mod order;
 mod persist;
 pub mod readiness;
 mod restart;
@@ -142,6 +143,11 @@ pub struct Core {
     /// Every tracked generation under its session's name, so one session's generations
     /// are found without a scan of the whole table (`get`, a start, a remove).
     by_session: BTreeSet<(Arc<str>, u64)>,
+    /// Sessions whose Pending current generation waits for its dependencies, each with
+    /// whether it may start beside an older generation (`on_busy: overlap`).
+    blocked: BTreeMap<Arc<str>, bool>,
+    /// Generations the shutdown stops only once the sessions depending on theirs ended.
+    deferred_stops: BTreeSet<u64>,
 }
 
 /// How far the daemon's shutdown got.
@@ -180,6 +186,8 @@ impl Core {
             deadlines: deadlines::Deadlines::default(),
             touched: BTreeSet::new(),
             by_session: BTreeSet::new(),
+            blocked: BTreeMap::new(),
+            deferred_stops: BTreeSet::new(),
         }
     }
 
@@ -202,6 +210,7 @@ impl Core {
                 self.mark_commanded(&command);
                 let result = self.command(command);
                 self.actions.push_back(Action::Reply { request, result });
+                self.follow_order();
                 self.announce_states();
                 return;
             }
@@ -263,7 +272,15 @@ impl Core {
             }
         };
         self.dispatch(gen, gen_input);
+        self.follow_order();
         self.announce_states();
+    }
+
+    /// After an input: blocked sessions whose dependencies are met start, and deferred
+    /// shutdown stops whose dependents ended begin.
+    fn follow_order(&mut self) {
+        self.retry_blocked();
+        self.release_deferred_stops();
     }
 
     /// `len` bytes were read from `gen`'s `stream`: where they belong, or `None` when the
@@ -440,6 +457,7 @@ impl Core {
             last_end: s.last_end.clone(),
             generations,
             detail: None,
+            waiting: self.waiting_reason(s),
         }
     }
 
@@ -663,7 +681,8 @@ impl Core {
             .is_some_and(|g| g.phase == Phase::Pending);
         let older_live = self.gens_of(name).next().is_some_and(|g| g < cur);
         if pending && !older_live {
-            self.dispatch(cur, GenInput::Start);
+            let name = name.clone();
+            self.start_or_wait(&name, cur, false);
         }
     }
 

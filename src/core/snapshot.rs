@@ -25,6 +25,9 @@ pub struct SessionSnapshot {
     pub generations: Vec<GenerationSnapshot>,
     /// What only `get` shows: the spec and the latest ends.
     pub detail: Option<SessionDetail>,
+    /// Why its current generation has not started: a dependency it waits for
+    /// (`waiting for db to be ready`, `db: no such session`).
+    pub waiting: Option<String>,
 }
 
 /// The parts of a session `get` shows and `list` leaves out.

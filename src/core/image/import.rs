@@ -355,7 +355,21 @@ fn build(config: Config, image: CoreImage) -> Core {
         deadlines: Default::default(),
         touched: Default::default(),
         by_session: Default::default(),
+        blocked: Default::default(),
+        deferred_stops: Default::default(),
     };
+    // A Pending current generation may have waited for its dependencies: looked at
+    // again after the next input (the image does not carry the wait itself).
+    core.blocked = core
+        .sessions
+        .values()
+        .filter(|s| {
+            s.current
+                .and_then(|g| core.gens.get(&g))
+                .is_some_and(|g| g.phase == Phase::Pending)
+        })
+        .map(|s| (s.name.clone(), false))
+        .collect();
     core.by_session = core
         .gens
         .values()
@@ -400,5 +414,10 @@ fn generation(session: Arc<str>, g: GenerationImage) -> Generation {
     r.io_kept = g.io_kept;
     r.unverified = g.unverified;
     r.leader_gone = g.leader_gone;
+    // The image does not carry readiness: a generation that ran is taken as ready (its
+    // check is not run again), one not spawned yet checks as usual once it is.
+    if r.pid().is_some() {
+        r.readiness = crate::core::readiness::Readiness::Ready;
+    }
     r
 }
