@@ -357,9 +357,16 @@ pub const WAIT: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
         OptSpec::value("gen", "GEN", "wait for this generation"),
+        OptSpec::flag(
+            "ready",
+            "wait until it is ready instead (exit 0), or say why it never will (exit 1)",
+        ),
         JSON_RESULT,
     ],
-    examples: &["wait build && echo done"],
+    examples: &[
+        "wait build && echo done",
+        "wait --ready db && genward run web ...",
+    ],
     ..CommandSpec::new("wait", "wait for a generation to end; exit with its status")
 };
 

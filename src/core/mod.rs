@@ -337,6 +337,33 @@ impl Core {
         Err(Error::new(ErrorCode::NotRunning, what))
     }
 
+    /// What a `wait` for the readiness of `gen` of `session` (default: the current
+    /// generation, or the last one that ended) is answered with: its `ready` or
+    /// `ready_failed` event when decided, its terminal event when it ended first, or the
+    /// generation to watch. A generation without a `ready` check is ready once spawned.
+    pub fn wait_ready(&self, session: &str, gen: Option<u64>) -> Result<WaitFor, Error> {
+        let target = self.wait_for(session, gen)?;
+        let WaitFor::Live(g) = target else {
+            return Ok(target);
+        };
+        Ok(self.ready_event(g).map_or(WaitFor::Live(g), WaitFor::Ended))
+    }
+
+    /// The event saying `gen`'s readiness is decided (`ready` / `ready_failed`), if it is.
+    pub fn ready_event(&self, gen: u64) -> Option<Event> {
+        let g = self.gens.get(&gen)?;
+        let session = g.session.clone();
+        match &g.readiness {
+            readiness::Readiness::Ready => Some(Event::Ready { session, gen }),
+            readiness::Readiness::Failed(why) => Some(Event::ReadyFailed {
+                session,
+                gen,
+                reason: why.clone(),
+            }),
+            _ => None,
+        }
+    }
+
     /// Whether a shutdown was asked for (it may still be stopping generations).
     pub fn is_shutting_down(&self) -> bool {
         self.shutdown != Shutdown::Running

@@ -34,8 +34,7 @@ impl Core {
         };
         let current = d.current.and_then(|g| self.gens.get(&g));
         let running = current.filter(|g| {
-            matches!(g.phase, Phase::Running { .. } | Phase::Stopping { .. })
-                && !g.is_unverified()
+            matches!(g.phase, Phase::Running { .. } | Phase::Stopping { .. }) && !g.is_unverified()
         });
         match want {
             DependOn::Started if running.is_some() => return None,
@@ -116,7 +115,8 @@ impl Core {
         if self.blocked.is_empty() {
             return;
         }
-        let blocked: Vec<(Arc<str>, bool)> = std::mem::take(&mut self.blocked).into_iter().collect();
+        let blocked: Vec<(Arc<str>, bool)> =
+            std::mem::take(&mut self.blocked).into_iter().collect();
         for (name, overlap) in blocked {
             let Some(s) = self.sessions.get(&name) else {
                 continue;
@@ -144,9 +144,10 @@ impl Core {
             if n == name {
                 return Some(Box::new(deps.keys().map(String::as_str)));
             }
-            self.sessions
-                .get(n)
-                .map(|s| Box::new(s.spec.depends_on.keys().map(String::as_str)) as Box<dyn Iterator<Item = &str>>)
+            self.sessions.get(n).map(|s| {
+                Box::new(s.spec.depends_on.keys().map(String::as_str))
+                    as Box<dyn Iterator<Item = &str>>
+            })
         };
         match find_cycle(edges, [name]) {
             Some(cycle) => Err(Error::bad(format!(

@@ -91,7 +91,27 @@ impl Daemon {
         let mut line = Vec::new();
         encode::event(&event, &mut line);
         let terminal = event.is_terminal().then(|| line.clone());
+        // Readiness decided (`ready`, `ready_failed`; or spawned without a check), or the
+        // generation ended first: its readiness waits are answered with that.
+        let ready_answer = match event.gen().filter(|g| self.clients.awaits_ready(*g)) {
+            None => None,
+            Some(_) if event.is_terminal() => Some(line.clone()),
+            Some(_) if matches!(event, Event::Ready { .. } | Event::ReadyFailed { .. }) => {
+                Some(line.clone())
+            }
+            Some(gen) if matches!(event, Event::Spawned { .. }) => {
+                self.core.ready_event(gen).map(|e| {
+                    let mut l = Vec::new();
+                    encode::event(&e, &mut l);
+                    l
+                })
+            }
+            Some(_) => None,
+        };
         let seq = self.logs.push_event(&session, &event, line);
+        if let (Some(gen), Some(answer)) = (event.gen(), ready_answer) {
+            self.clients.answer_ready_waits(&session, gen, seq, &answer);
+        }
         if let (Some(line), Some(gen)) = (terminal, event.gen()) {
             self.clients.answer_waits(&session, gen, seq, &line);
         }

@@ -178,6 +178,14 @@ fn every_operation_round_trips() {
             session: session(),
             gen: None,
         },
+        Op::WaitReady {
+            session: session(),
+            gen: Some(7),
+        },
+        Op::WaitReady {
+            session: session(),
+            gen: None,
+        },
         Op::Upgrade { binary: None },
         Op::Upgrade {
             binary: Some("/usr/local/bin/genward".into()),
