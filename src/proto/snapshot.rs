@@ -74,9 +74,15 @@ fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
     if let Some(cause) = g.cause {
         w.str("cause", cause.as_str());
     }
-    w.str("ready", g.ready.as_str());
-    if let crate::core::ReadyState::Failed(why) = &g.ready {
-        w.str("ready_error", why);
+    // Left out once ready (the usual case: listings stay as short as they were).
+    match &g.ready {
+        crate::core::ReadyState::Ready => {}
+        crate::core::ReadyState::Starting => {
+            w.str("ready", "starting");
+        }
+        crate::core::ReadyState::Failed(why) => {
+            w.str("ready", "ready_failed").str("ready_error", why);
+        }
     }
     w.with("offsets", |out| {
         let mut o = ObjWriter::new(out);

@@ -2,6 +2,7 @@
 
 mod commands;
 mod deadlines;
+mod depends;
 mod harness;
 mod image;
 mod image_refusals;
@@ -11,6 +12,7 @@ mod lifecycle;
 mod list_page;
 mod persist;
 mod random_walk;
+mod readiness;
 mod restart;
 mod scenarios;
 mod shutdown;
