@@ -8,8 +8,8 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use genward::core::check::Checker;
 use genward::core::{
-    Scope,
-    Command, Core, ExitStatus, ReadySignal, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
+    Command, Core, ExitStatus, Input, OnBusy, ReadySignal, Scope, SpawnError, SpawnErrorKind,
+    Stream, Time,
 };
 use genward::testkit::rng::Bytes;
 use genward::testkit::walk::{live_generations, random_spec, reborn, small_limits, NAMES};
