@@ -8,8 +8,9 @@
 //! "depends_on": {"db": "ready", "migrate": "completed", "cache": "started"}
 //! ```
 
-use super::fields::{bad, opt_duration, Result};
+use super::fields::{bad, Result};
 use crate::core::{DependOn, Dependencies, ReadyCheck, ReadyHow};
+use crate::proto::duration::parse_duration;
 use crate::proto::duration::write_wire;
 use crate::proto::error::ProtoError;
 use crate::proto::json::{write_array, write_str, FieldError, ObjWriter, Object, Value};
@@ -21,9 +22,25 @@ fn invalid(field: impl Into<String>, why: impl Into<String>) -> ProtoError {
     bad(FieldError::invalid(field, why))
 }
 
-/// Prefixes a nested member's error with `ready.`.
-fn nested(prefix: &str, e: ProtoError) -> ProtoError {
-    ProtoError::new(e.code, format!("{prefix}.{}", e.message))
+/// A duration member of `ready`, its errors naming `ready.KEY`.
+fn duration(o: &Object, key: &str) -> Result<Option<std::time::Duration>> {
+    let field = format!("ready.{key}");
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Str(s)) => parse_duration(s)
+            .map(Some)
+            .map_err(|e| invalid(field, e.to_string())),
+        Some(v) => match v.as_u64() {
+            Some(ms) => Ok(Some(std::time::Duration::from_millis(ms))),
+            None => Err(invalid(
+                field,
+                format!(
+                    "expected milliseconds or a duration string like \"5s\", got {}",
+                    v.type_name()
+                ),
+            )),
+        },
+    }
 }
 
 /// Decodes `ready`, if given.
@@ -88,10 +105,10 @@ pub(super) fn decode_ready(args: &Object) -> Result<Option<ReadyCheck>> {
         }
     };
     let mut check = ReadyCheck::new(how);
-    if let Some(d) = opt_duration(o, "timeout").map_err(|e| nested("ready", e))? {
+    if let Some(d) = duration(o, "timeout")? {
         check.timeout = d;
     }
-    if let Some(d) = opt_duration(o, "interval").map_err(|e| nested("ready", e))? {
+    if let Some(d) = duration(o, "interval")? {
         check.interval = d;
     }
     check
