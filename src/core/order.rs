@@ -43,14 +43,19 @@ impl Core {
                 Some(Readiness::Failed(why)) => return Some(format!("{dep} is not ready: {why}")),
                 _ => {}
             },
-            DependOn::Completed if current.is_none() => match &d.last_end {
-                Some(LastEnd::Exited {
-                    code: Some(0),
-                    cause: ExitCause::Exited,
-                    ..
-                }) => return None,
-                _ => {}
-            },
+            DependOn::Completed
+                if current.is_none()
+                    && matches!(
+                        d.last_end,
+                        Some(LastEnd::Exited {
+                            code: Some(0),
+                            cause: ExitCause::Exited,
+                            ..
+                        })
+                    ) =>
+            {
+                return None
+            }
             DependOn::Started | DependOn::Completed => {}
         }
         let wanted = match want {
