@@ -152,6 +152,41 @@ pub const RUN: CommandSpec = CommandSpec {
             "DURATION",
             "time between SIGTERM and SIGKILL on stop",
         ),
+        OptSpec::value(
+            "ready-fd",
+            "N",
+            "ready when the program writes a newline to descriptor N (N >= 3)",
+        ),
+        OptSpec::value(
+            "ready-output",
+            "TEXT",
+            "ready when a line of its output contains TEXT",
+        ),
+        OptSpec::value(
+            "ready-tcp",
+            "HOST:PORT",
+            "ready when a TCP connection is accepted",
+        ),
+        OptSpec::value(
+            "ready-unix",
+            "PATH",
+            "ready when the Unix socket accepts a connection",
+        ),
+        OptSpec::value(
+            "ready-command",
+            "SHELL-CMD",
+            "ready when `sh -c SHELL-CMD` exits 0",
+        ),
+        OptSpec::value(
+            "ready-timeout",
+            "DURATION",
+            "readiness fails after this long (default 60s)",
+        ),
+        OptSpec::repeated(
+            "depends-on",
+            "NAME=STATE",
+            "start only once session NAME is ready, started or completed",
+        ),
         USER,
         GROUP,
         GROUPS,
@@ -163,6 +198,13 @@ pub const RUN: CommandSpec = CommandSpec {
     exclusive: &[
         &["replace", "overlap", "reject"],
         &["clear-env", "daemon-env"],
+        &[
+            "ready-fd",
+            "ready-output",
+            "ready-tcp",
+            "ready-unix",
+            "ready-command",
+        ],
     ],
     trailing: Some(TrailingSpec {
         name: "CMD",
@@ -174,6 +216,7 @@ pub const RUN: CommandSpec = CommandSpec {
         "run web --env PORT=8080 --grace 5s -- python -m http.server",
         "run job --env-file .env --unset-env DEBUG -- ./job.sh",
         "run web --user www-data --umask 027 --rlimit nofile=4096 -- ./serve",
+        "run web --depends-on db=ready --ready-tcp 127.0.0.1:8080 -- ./serve",
     ],
     ..CommandSpec::new(
         "run",
