@@ -38,6 +38,9 @@ pub fn describe(msg: &Message) -> String {
         }
         WireEvent::InputClosed { .. } => format!("{session} gen {gen}: input closed"),
         WireEvent::Ready { .. } => format!("{session} gen {gen}: ready"),
+        WireEvent::Unhealthy { failures, .. } => format!(
+            "{session} gen {gen}: unhealthy ({failures} failed liveness probes in a row); stopping it"
+        ),
         WireEvent::ReadyFailed { reason, .. } => {
             format!("{session} gen {gen}: readiness failed: {reason} (still running)")
         }

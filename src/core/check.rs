@@ -655,11 +655,11 @@ impl Checker {
                 );
                 t.closed_output = true;
             }
-            Action::Probe { gen, .. } | Action::CancelProbe { gen, .. } => {
+            Action::Probe { gen, live, .. } | Action::CancelProbe { gen, live, .. } => {
                 let t = self.track(*gen);
                 assert!(
-                    t.spawned && t.exit.is_none() && t.terminal == 0 && t.ready_decided == 0,
-                    "readiness probe for generation {gen} not running or already decided: {action:?}"
+                    t.spawned && t.exit.is_none() && t.terminal == 0 && (*live || t.ready_decided == 0),
+                    "probe for generation {gen} not running, or readiness already decided: {action:?}"
                 );
             }
             Action::ReadySettled { gen } => {
@@ -775,6 +775,14 @@ impl Checker {
                     !((t.gone || t.unverified) && matches!(event, Event::Unkillable { .. })),
                     "generation {gen} reported unkillable after its leader was gone, or while unverified"
                 );
+            }
+            Event::Unhealthy { .. } => {
+                assert!(
+                    t.spawned && t.exit.is_none(),
+                    "generation {gen} found unhealthy while not running: {event:?}"
+                );
+                // The core stops it itself, as a stop would.
+                t.asked.get_or_insert(StopReason::Requested);
             }
             Event::Ready { .. } | Event::ReadyFailed { .. } => {
                 assert!(
@@ -1036,6 +1044,7 @@ fn process_gen(input: &Input) -> Option<u64> {
         | Input::InputError { gen }
         | Input::Verified { gen }
         | Input::Readiness { gen, .. }
+        | Input::Liveness { gen, .. }
         | Input::Adopt { gen, .. } => Some(*gen),
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::action::{Action, Event, ExitCause, Scope};
 use super::input::{AdoptedIo, Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
+use super::liveness::{self, Liveness, Verdict};
 use super::readiness::{self, Readiness, ReadySignal};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
@@ -96,6 +97,11 @@ pub(crate) enum GenInput {
     Timeout,
     /// What the driver saw about its readiness.
     Readiness(ReadySignal),
+    /// A liveness probe's result.
+    Liveness {
+        probe: u64,
+        ok: bool,
+    },
 }
 
 /// Input to a generation's stdin.
@@ -148,6 +154,8 @@ pub(crate) struct Generation {
     pub(super) leader_gone: bool,
     /// Whether it is ready, with the timeout and probe schedule of its check.
     pub(crate) readiness: Readiness,
+    /// Its liveness probe schedule (a spec with `live` only), once readiness is decided.
+    pub(crate) liveness: Liveness,
 }
 
 impl Generation {
@@ -176,6 +184,7 @@ impl Generation {
             unverified: false,
             leader_gone: false,
             readiness: Readiness::Unstarted,
+            liveness: Liveness::default(),
         }
     }
 
@@ -236,6 +245,8 @@ impl Generation {
             let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
             owner.on_timeout(&mut r, now, out);
             self.readiness = r;
+            self.begin_liveness(now);
+            self.liveness_step(now, out, None);
         }
         match (self.phase, input) {
             (Phase::Pending, GenInput::Start) => self.start(now, out),
@@ -346,9 +357,59 @@ impl Generation {
                 let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
                 owner.on_signal(&mut r, now, signal, out);
                 self.readiness = r;
+                self.begin_liveness(now);
+            }
+            // Acted on only while the leader runs (not while it is being stopped).
+            (_, GenInput::Liveness { probe, ok }) => {
+                self.liveness_step(now, out, Some((probe, ok)))
             }
         }
         o
+    }
+
+    /// The liveness schedule begins once readiness is decided (ready, or failed: the
+    /// process is left running, and liveness is what acts on its health).
+    fn begin_liveness(&mut self, now: Time) {
+        let decided = matches!(self.readiness, Readiness::Ready | Readiness::Failed(_));
+        if let (Some(check), Phase::Running { .. }, true) = (&self.spec.live, self.phase, decided) {
+            self.liveness.begin(now, check);
+        }
+    }
+
+    /// A liveness timeout (`result` `None`) or probe result; stops it once unhealthy.
+    fn liveness_step(
+        &mut self,
+        now: Time,
+        out: &mut VecDeque<Action>,
+        result: Option<(u64, bool)>,
+    ) {
+        let Phase::Running { pid } = self.phase else {
+            return;
+        };
+        let Some(check) = self.spec.live.clone() else {
+            return;
+        };
+        if self.leader_gone {
+            return;
+        }
+        let owner = liveness::Owner {
+            session: &self.session,
+            gen: self.gen,
+            check: &check,
+        };
+        let verdict = match result {
+            None => self.liveness.on_timeout(&owner, now, out),
+            Some((probe, ok)) => self.liveness.on_result(&owner, probe, ok, out),
+        };
+        if verdict == Verdict::Unhealthy {
+            self.note_stop(StopReason::Requested, None);
+            self.begin_stop(now, pid, out);
+        }
+    }
+
+    /// Whether it was stopped for failing its liveness probe: its end is a failure.
+    pub fn is_unhealthy(&self) -> bool {
+        self.liveness.tripped
     }
 
     fn ready_owner(&self) -> readiness::Owner {
@@ -402,7 +463,11 @@ impl Generation {
             Phase::Draining { until, .. } => until,
             _ => None,
         };
-        [group, phase, self.readiness.deadline()]
+        let live = match self.phase {
+            Phase::Running { .. } => self.liveness.deadline(),
+            _ => None,
+        };
+        [group, phase, self.readiness.deadline(), live]
             .into_iter()
             .flatten()
             .min()
@@ -576,6 +641,7 @@ impl Generation {
         );
         self.enter(now, Phase::Running { pid });
         self.readiness = Readiness::at_spawn(self.spec.ready.as_ref(), now);
+        self.begin_liveness(now);
         // A stop (or replacement) that arrived while spawning runs now.
         if self.stop.is_some() {
             self.begin_stop(now, pid, out);

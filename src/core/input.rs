@@ -107,6 +107,9 @@ pub enum Input {
         gen: u64,
         signal: super::readiness::ReadySignal,
     },
+    /// Liveness probe number `probe` of `gen` finished: `ok` when the connection was
+    /// accepted or the command exited 0. Ignored unless it answers the probe in flight.
+    Liveness { gen: u64, probe: u64, ok: bool },
 }
 
 /// A client command. Commands addressing a session's process take `if_gen`: when given

@@ -17,6 +17,7 @@ mod error;
 mod generation;
 mod image;
 mod input;
+pub mod liveness;
 mod order;
 mod persist;
 pub mod readiness;
@@ -46,6 +47,7 @@ pub use image::{
 pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
+pub use liveness::LiveCheck;
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use readiness::{ReadyCheck, ReadyHow, ReadySignal, ReadyState};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
@@ -242,6 +244,7 @@ impl Core {
             }
             Input::Verified { gen } => (gen, GenInput::Verified),
             Input::Readiness { gen, signal } => (gen, GenInput::Readiness(signal)),
+            Input::Liveness { gen, probe, ok } => (gen, GenInput::Liveness { probe, ok }),
             Input::InputWritten { gen, len } => {
                 if let Some(g) = self.gens.get_mut(&gen) {
                     g.input.pending = g.input.pending.saturating_sub(len);
@@ -668,7 +671,12 @@ impl Core {
                 ..
             })
         );
-        if !s.want_up || s.removing || stopped_by_us {
+        // Stopped for failing its liveness probe: a failure, for the restart policy.
+        let unhealthy = self.gens.get(&gen).is_some_and(Generation::is_unhealthy);
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
+        if !s.want_up || s.removing || (stopped_by_us && !unhealthy) {
             s.rest = Rest::Stopped;
             return;
         }

@@ -345,6 +345,7 @@ impl Owner {
                 out.push_back(Action::CancelProbe {
                     gen: self.gen,
                     probe: n,
+                    live: false,
                 });
                 *probe = None;
                 *next_probe = Some(now);
@@ -358,6 +359,7 @@ impl Owner {
             out.push_back(Action::Probe {
                 gen: self.gen,
                 probe: n,
+                live: false,
             });
         }
     }

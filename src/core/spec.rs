@@ -47,6 +47,9 @@ pub struct Spec {
     pub ready: Option<ReadyCheck>,
     /// Sessions that must have reached a state before a generation of this one starts.
     pub depends_on: Dependencies,
+    /// A probe that keeps checking a running generation once its readiness is decided;
+    /// failing it `failures` times in a row stops the generation as unhealthy.
+    pub live: Option<super::liveness::LiveCheck>,
 }
 
 /// Limits a generation's whole tree shares, enforced by its cgroup.
@@ -113,6 +116,7 @@ impl Spec {
             run_as: RunAs::default(),
             ready: None,
             depends_on: Dependencies::new(),
+            live: None,
         }
     }
 
@@ -187,6 +191,9 @@ impl Spec {
             r.validate()?;
         }
         depends::validate(None, &self.depends_on)?;
+        if let Some(l) = &self.live {
+            l.validate()?;
+        }
         self.restart.validate()
     }
 

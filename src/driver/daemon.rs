@@ -212,8 +212,13 @@ impl Daemon {
                 }
             }
             Source::Probe { gen } | Source::ProbeStatus { gen } => {
-                if let Some(signal) = self.ready.on_probe(self.poll.registry(), gen) {
-                    self.tell(Input::Readiness { gen, signal });
+                if let Some(input) = self.ready.on_probe(self.poll.registry(), gen, false) {
+                    self.tell(input);
+                }
+            }
+            Source::LiveProbe { gen } | Source::LiveProbeStatus { gen } => {
+                if let Some(input) = self.ready.on_probe(self.poll.registry(), gen, true) {
+                    self.tell(input);
                 }
             }
             Source::TreeWatch { gen } => {
@@ -303,18 +308,21 @@ impl Daemon {
                     self.tell(Input::OutputClosed { gen, unread });
                 }
                 Action::Release { gen } => {
-                    self.ready.settled(registry, gen);
+                    self.ready.release(registry, gen);
                     self.children.release(registry, gen);
                     self.persist.forget(gen);
                     self.keeper_do(|k| k.forget(gen));
                 }
-                Action::Probe { gen, probe } => {
+                Action::Probe { gen, probe, live } => {
                     let reaper = self.children.reaper();
-                    if let Some(signal) = self.ready.start_probe(registry, gen, probe, reaper) {
-                        self.tell(Input::Readiness { gen, signal });
+                    if let Some(input) = self.ready.start_probe(registry, gen, probe, live, reaper)
+                    {
+                        self.tell(input);
                     }
                 }
-                Action::CancelProbe { gen, probe } => self.ready.cancel_probe(registry, gen, probe),
+                Action::CancelProbe { gen, probe, live } => {
+                    self.ready.cancel_probe(registry, gen, probe, live)
+                }
                 Action::ReadySettled { gen } => self.ready.settled(registry, gen),
                 Action::Emit(event) => self.emit(event),
                 Action::Reply { request, result } => {
@@ -350,9 +358,9 @@ impl Daemon {
         for gen in self.children.without_pidfd() {
             self.check_exit(gen);
         }
-        for gen in self.ready.awaiting_sigchld() {
-            if let Some(signal) = self.ready.on_probe(self.poll.registry(), gen) {
-                self.tell(Input::Readiness { gen, signal });
+        for (gen, live) in self.ready.awaiting_sigchld() {
+            if let Some(input) = self.ready.on_probe(self.poll.registry(), gen, live) {
+                self.tell(input);
             }
         }
         self.children.reap_orphans();

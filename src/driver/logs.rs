@@ -259,6 +259,13 @@ pub fn log_event(event: &Event) {
             gen,
             reason,
         } => log::warn!("{session} gen {gen}: readiness failed: {reason}"),
+        Event::Unhealthy {
+            session,
+            gen,
+            failures,
+        } => log::warn!(
+            "{session} gen {gen}: unhealthy ({failures} failed liveness probes); stopping it"
+        ),
         Event::Spawned { .. }
         | Event::State { .. }
         | Event::InputClosed { .. }

@@ -1,5 +1,6 @@
-//! Readiness as the driver sees it: the one owner of what each generation's `ready` check
-//! needs at run time — its notification pipe, its output matcher, its probe in flight.
+//! Readiness (and liveness) as the driver sees it: the one owner of what each
+//! generation's `ready` check needs at run time — its notification pipe, its output
+//! matcher, its probe in flight — and of its `live` probe in flight.
 //!
 //! Nothing here decides anything: the core says when to probe and when readiness is
 //! settled ([`Action::Probe`](crate::core::Action::Probe),
@@ -22,10 +23,10 @@ use mio::{Interest, Registry};
 use rustix::pipe::{pipe_with, PipeFlags};
 
 use self::matcher::LineMatcher;
-use self::probe::{Probe, Step};
+use self::probe::{Probe, Purpose, Step};
 use super::token::Source;
 use crate::core::readiness::check_host_port;
-use crate::core::{ReadyHow, ReadySignal, Spec, Stream};
+use crate::core::{Input, ReadyHow, ReadySignal, Spec, Stream};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
 use crate::sys::process::ReaperMode;
 
@@ -45,10 +46,19 @@ struct Watch {
     probe: Option<(u64, Probe)>,
 }
 
-/// Every waiting generation's readiness watch.
+/// What one generation's liveness needs while it runs.
+#[derive(Debug)]
+struct LiveWatch {
+    spec: Arc<Spec>,
+    /// The probe in flight, with its number.
+    probe: Option<(u64, Probe)>,
+}
+
+/// Every waiting generation's readiness watch, and every running generation's liveness.
 #[derive(Debug, Default)]
 pub struct Readiness {
     watches: HashMap<u64, Watch>,
+    live: HashMap<u64, LiveWatch>,
     /// Generations with an output matcher.
     matching: usize,
 }
@@ -62,6 +72,19 @@ impl Readiness {
         gen: u64,
         spec: &Arc<Spec>,
     ) -> io::Result<Option<(Arc<OwnedFd>, u32)>> {
+        if spec.live.is_some() {
+            let watch = LiveWatch {
+                spec: spec.clone(),
+                probe: None,
+            };
+            if let Some(LiveWatch {
+                probe: Some((_, p)),
+                ..
+            }) = self.live.insert(gen, watch)
+            {
+                p.abandon(registry);
+            }
+        }
         let Some(check) = &spec.ready else {
             return Ok(None);
         };
@@ -144,83 +167,116 @@ impl Readiness {
         signal
     }
 
-    /// Starts probe `n` of `gen`. Returns its result when known at once (a refused
+    /// Starts probe `n` of `gen` (`live`: its liveness probe, else its readiness one).
+    /// Returns its result, as the core's input, when known at once (a refused
     /// connection, a command that could not start).
     pub fn start_probe(
         &mut self,
         registry: &Registry,
         gen: u64,
         n: u64,
+        live: bool,
         reaper: ReaperMode,
-    ) -> Option<ReadySignal> {
-        let w = self.watches.get_mut(&gen)?;
-        if let Some((_, old)) = w.probe.take() {
+    ) -> Option<Input> {
+        let why = if live { Purpose::Live } else { Purpose::Ready };
+        let (spec, slot) = self.slot(gen, why)?;
+        if let Some((_, old)) = slot.take() {
             old.abandon(registry);
         }
-        let how = &w.spec.ready.as_ref()?.how;
+        let how = match why {
+            Purpose::Ready => &spec.ready.as_ref()?.how,
+            Purpose::Live => &spec.live.as_ref()?.how,
+        };
         let started = match how {
             ReadyHow::Tcp(addr) => check_host_port(addr)
                 .map_err(io::Error::other)
-                .and_then(|a| Probe::tcp(registry, gen, a)),
+                .and_then(|a| Probe::tcp(registry, gen, why, a)),
             ReadyHow::Unix(path) => {
                 use std::os::unix::ffi::OsStrExt;
                 let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
-                Probe::unix(registry, gen, &path)
+                Probe::unix(registry, gen, why, &path)
             }
-            ReadyHow::Command(argv) => probe_request(gen, &w.spec, argv, reaper)
-                .and_then(|req| Probe::command(registry, gen, &req)),
+            ReadyHow::Command(argv) => probe_request(gen, &spec, argv, reaper)
+                .and_then(|req| Probe::command(registry, gen, why, &req)),
             ReadyHow::Fd(_) | ReadyHow::Output(_) => return None,
-        };
-        let failed = ReadySignal::Probed {
-            probe: n,
-            ok: false,
         };
         match started {
             Err(e) => {
-                log::debug!("gen {gen}: readiness probe {n}: {e}");
-                Some(failed)
+                log::debug!("gen {gen}: {why:?} probe {n}: {e}");
+                Some(result(gen, why, n, false))
             }
             Ok(p) => {
-                w.probe = Some((n, p));
-                self.on_probe(registry, gen)
+                *slot = Some((n, p));
+                self.on_probe(registry, gen, live)
             }
+        }
+    }
+
+    /// The spec and the probe slot of `gen` for `why`, if it has that check.
+    fn slot(&mut self, gen: u64, why: Purpose) -> Option<(Arc<Spec>, &mut Option<(u64, Probe)>)> {
+        match why {
+            Purpose::Ready => self
+                .watches
+                .get_mut(&gen)
+                .map(|w| (w.spec.clone(), &mut w.probe)),
+            Purpose::Live => self
+                .live
+                .get_mut(&gen)
+                .map(|w| (w.spec.clone(), &mut w.probe)),
         }
     }
 
     /// The probe of `gen` had a readiness (or `SIGCHLD` came): its result once known.
-    pub fn on_probe(&mut self, registry: &Registry, gen: u64) -> Option<ReadySignal> {
-        let w = self.watches.get_mut(&gen)?;
-        let (n, p) = w.probe.as_mut()?;
+    pub fn on_probe(&mut self, registry: &Registry, gen: u64, live: bool) -> Option<Input> {
+        let why = if live { Purpose::Live } else { Purpose::Ready };
+        let (_, slot) = self.slot(gen, why)?;
+        let (n, p) = slot.as_mut()?;
         let n = *n;
-        match p.step(registry, gen) {
+        match p.step(registry, gen, why) {
             Step::Pending => None,
             Step::Done(ok) => {
-                if let Some((_, p)) = w.probe.take() {
+                if let Some((_, p)) = slot.take() {
                     p.abandon(registry);
                 }
-                Some(ReadySignal::Probed { probe: n, ok })
+                Some(result(gen, why, n, ok))
             }
         }
     }
 
-    /// Generations whose probe command runs without a pidfd: looked at on `SIGCHLD`.
-    pub fn awaiting_sigchld(&self) -> Vec<u64> {
-        self.watches
-            .iter()
-            .filter(|(_, w)| w.probe.as_ref().is_some_and(|(_, p)| p.awaits_sigchld()))
-            .map(|(g, _)| *g)
+    /// Probes whose command runs without a pidfd, each as `(gen, live)`: looked at on
+    /// `SIGCHLD`.
+    pub fn awaiting_sigchld(&self) -> Vec<(u64, bool)> {
+        let waits = |p: &Option<(u64, Probe)>| p.as_ref().is_some_and(|(_, p)| p.awaits_sigchld());
+        let ready = self.watches.iter().filter(|(_, w)| waits(&w.probe));
+        let live = self.live.iter().filter(|(_, w)| waits(&w.probe));
+        ready
+            .map(|(g, _)| (*g, false))
+            .chain(live.map(|(g, _)| (*g, true)))
             .collect()
     }
 
     /// Gives up probe `n` of `gen` (the core says it outlived its interval).
-    pub fn cancel_probe(&mut self, registry: &Registry, gen: u64, n: u64) {
-        let Some(w) = self.watches.get_mut(&gen) else {
+    pub fn cancel_probe(&mut self, registry: &Registry, gen: u64, n: u64, live: bool) {
+        let why = if live { Purpose::Live } else { Purpose::Ready };
+        let Some((_, slot)) = self.slot(gen, why) else {
             return;
         };
-        if w.probe.as_ref().is_some_and(|(m, _)| *m == n) {
-            if let Some((_, p)) = w.probe.take() {
+        if slot.as_ref().is_some_and(|(m, _)| *m == n) {
+            if let Some((_, p)) = slot.take() {
                 p.abandon(registry);
             }
+        }
+    }
+
+    /// `gen` is gone: forget its readiness and its liveness.
+    pub fn release(&mut self, registry: &Registry, gen: u64) {
+        self.settled(registry, gen);
+        if let Some(LiveWatch {
+            probe: Some((_, p)),
+            ..
+        }) = self.live.remove(&gen)
+        {
+            p.abandon(registry);
         }
     }
 
@@ -241,6 +297,17 @@ impl Readiness {
         if let Some((_, p)) = w.probe {
             p.abandon(registry);
         }
+    }
+}
+
+/// A finished probe's result as the core's input.
+fn result(gen: u64, why: Purpose, probe: u64, ok: bool) -> Input {
+    match why {
+        Purpose::Ready => Input::Readiness {
+            gen,
+            signal: ReadySignal::Probed { probe, ok },
+        },
+        Purpose::Live => Input::Liveness { gen, probe, ok },
     }
 }
 

@@ -42,6 +42,10 @@ pub enum Source {
     Probe { gen: u64 },
     /// The exec-status pipe of generation `gen`'s readiness probe command while it starts.
     ProbeStatus { gen: u64 },
+    /// Generation `gen`'s liveness probe in flight (as [`Source::Probe`]).
+    LiveProbe { gen: u64 },
+    /// The exec-status pipe of generation `gen`'s liveness probe command.
+    LiveProbeStatus { gen: u64 },
     /// Nothing we know.
     Unknown,
 }
@@ -67,6 +71,8 @@ const TREE_WATCH: u64 = 7;
 const READY_FD: u64 = 8;
 const PROBE: u64 = 9;
 const PROBE_STATUS: u64 = 10;
+const LIVE_PROBE: u64 = 11;
+const LIVE_PROBE_STATUS: u64 = 12;
 
 // Tokens hold 64 bits of source identity.
 const _: () = assert!(usize::BITS == 64, "genward needs a 64-bit usize");
@@ -100,6 +106,8 @@ impl Source {
             Source::ReadyFd { gen } => child(gen, READY_FD),
             Source::Probe { gen } => child(gen, PROBE),
             Source::ProbeStatus { gen } => child(gen, PROBE_STATUS),
+            Source::LiveProbe { gen } => child(gen, LIVE_PROBE),
+            Source::LiveProbeStatus { gen } => child(gen, LIVE_PROBE_STATUS),
             Source::Unknown => None,
         }
     }
@@ -141,6 +149,8 @@ impl Source {
             READY_FD => Source::ReadyFd { gen },
             PROBE => Source::Probe { gen },
             PROBE_STATUS => Source::ProbeStatus { gen },
+            LIVE_PROBE => Source::LiveProbe { gen },
+            LIVE_PROBE_STATUS => Source::LiveProbeStatus { gen },
             _ => Source::Unknown,
         }
     }
@@ -179,6 +189,8 @@ mod tests {
             Source::ReadyFd { gen: 102 },
             Source::Probe { gen: 103 },
             Source::ProbeStatus { gen: 104 },
+            Source::LiveProbe { gen: 105 },
+            Source::LiveProbeStatus { gen: 106 },
         ];
         for source in sources {
             let token = source.token().expect("encodable");

@@ -97,6 +97,16 @@ pub enum WireEvent<'a> {
         /// Generation.
         gen: u64,
     },
+    /// A generation failed its liveness probe `failures` times in a row and is being
+    /// stopped; its end counts as a failure for the restart policy.
+    Unhealthy {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+        /// Consecutive failed probes.
+        failures: u32,
+    },
     /// A generation's readiness check failed; its process is left running.
     ReadyFailed {
         /// Session name.
@@ -283,6 +293,7 @@ impl<'a> WireEvent<'a> {
             WireEvent::InputClosed { .. } => "input_closed",
             WireEvent::Ready { .. } => "ready",
             WireEvent::ReadyFailed { .. } => "ready_failed",
+            WireEvent::Unhealthy { .. } => "unhealthy",
             WireEvent::Dropped { .. } => "dropped",
             WireEvent::Demoted { .. } => "demoted",
         }
@@ -300,6 +311,7 @@ impl<'a> WireEvent<'a> {
             | WireEvent::InputClosed { session, .. }
             | WireEvent::Ready { session, .. }
             | WireEvent::ReadyFailed { session, .. }
+            | WireEvent::Unhealthy { session, .. }
             | WireEvent::Dropped { session, .. }
             | WireEvent::Demoted { session, .. } => session,
         }
@@ -345,7 +357,8 @@ impl<'a> WireEvent<'a> {
             | WireEvent::Unkillable { gen, .. }
             | WireEvent::InputClosed { gen, .. }
             | WireEvent::Ready { gen, .. }
-            | WireEvent::ReadyFailed { gen, .. } => Some(*gen),
+            | WireEvent::ReadyFailed { gen, .. }
+            | WireEvent::Unhealthy { gen, .. } => Some(*gen),
             WireEvent::State { gen, .. } => *gen,
             WireEvent::Dropped { .. } | WireEvent::Demoted { .. } => None,
         }
@@ -430,6 +443,15 @@ impl<'a> WireEvent<'a> {
                 session: Cow::Borrowed(session),
                 gen: *gen,
             },
+            Event::Unhealthy {
+                session,
+                gen,
+                failures,
+            } => WireEvent::Unhealthy {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                failures: *failures,
+            },
             Event::ReadyFailed {
                 session,
                 gen,
@@ -498,6 +520,15 @@ impl<'a> WireEvent<'a> {
             WireEvent::Ready { session, gen } => WireEvent::Ready {
                 session: own(session),
                 gen,
+            },
+            WireEvent::Unhealthy {
+                session,
+                gen,
+                failures,
+            } => WireEvent::Unhealthy {
+                session: own(session),
+                gen,
+                failures,
             },
             WireEvent::ReadyFailed {
                 session,

@@ -10,6 +10,7 @@ mod interleavings;
 mod kept_io;
 mod lifecycle;
 mod list_page;
+mod liveness;
 mod persist;
 mod random_walk;
 mod readiness;

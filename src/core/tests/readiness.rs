@@ -34,7 +34,7 @@ fn signal(h: &mut Harness, gen: u64, signal: ReadySignal) -> Vec<Action> {
 
 fn probe_asked(actions: &[Action], gen: u64) -> Option<u64> {
     actions.iter().find_map(|a| match a {
-        Action::Probe { gen: g, probe } if *g == gen => Some(*probe),
+        Action::Probe { gen: g, probe, .. } if *g == gen => Some(*probe),
         _ => None,
     })
 }

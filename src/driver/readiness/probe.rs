@@ -37,35 +37,70 @@ pub enum Step {
     Done(bool),
 }
 
+/// Which check a probe serves, and so which tokens its descriptors are registered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The spec's `ready`.
+    Ready,
+    /// The spec's `live`.
+    Live,
+}
+
+impl Purpose {
+    fn main(self, gen: u64) -> Source {
+        match self {
+            Purpose::Ready => Source::Probe { gen },
+            Purpose::Live => Source::LiveProbe { gen },
+        }
+    }
+
+    fn status(self, gen: u64) -> Source {
+        match self {
+            Purpose::Ready => Source::ProbeStatus { gen },
+            Purpose::Live => Source::LiveProbeStatus { gen },
+        }
+    }
+}
+
 impl Probe {
     /// Starts a connection to `addr`. A refusal known at once is `Err`.
-    pub fn tcp(registry: &Registry, gen: u64, addr: std::net::SocketAddr) -> io::Result<Probe> {
+    pub fn tcp(
+        registry: &Registry,
+        gen: u64,
+        why: Purpose,
+        addr: std::net::SocketAddr,
+    ) -> io::Result<Probe> {
         let mut s = mio::net::TcpStream::connect(addr)?;
-        registry.register(&mut s, token(Source::Probe { gen })?, Interest::WRITABLE)?;
+        registry.register(&mut s, token(why.main(gen))?, Interest::WRITABLE)?;
         Ok(Probe::Tcp(s))
     }
 
     /// Starts a connection to the Unix socket at `path`. A refusal known at once is `Err`.
-    pub fn unix(registry: &Registry, gen: u64, path: &Path) -> io::Result<Probe> {
+    pub fn unix(registry: &Registry, gen: u64, why: Purpose, path: &Path) -> io::Result<Probe> {
         let mut s = mio::net::UnixStream::connect(path)?;
-        registry.register(&mut s, token(Source::Probe { gen })?, Interest::WRITABLE)?;
+        registry.register(&mut s, token(why.main(gen))?, Interest::WRITABLE)?;
         Ok(Probe::Unix(s))
     }
 
     /// Starts a command; its exec result comes through the status pipe.
-    pub fn command(registry: &Registry, gen: u64, req: &spawn::SpawnRequest) -> io::Result<Probe> {
+    pub fn command(
+        registry: &Registry,
+        gen: u64,
+        why: Purpose,
+        req: &spawn::SpawnRequest,
+    ) -> io::Result<Probe> {
         let starting = spawn::start(req).map_err(|e| io::Error::other(e.to_string()))?;
         let fd = starting.status_fd().as_raw_fd();
         registry.register(
             &mut SourceFd(&fd),
-            token(Source::ProbeStatus { gen })?,
+            token(why.status(gen))?,
             Interest::READABLE,
         )?;
         Ok(Probe::Starting(starting))
     }
 
     /// The next step after a readiness of its descriptor (or a look on `SIGCHLD`).
-    pub fn step(&mut self, registry: &Registry, gen: u64) -> Step {
+    pub fn step(&mut self, registry: &Registry, gen: u64, why: Purpose) -> Step {
         match self {
             Probe::Tcp(s) => connected(s.take_error(), s.peer_addr().map(drop)),
             Probe::Unix(s) => connected(s.take_error(), s.peer_addr().map(drop)),
@@ -84,7 +119,7 @@ impl Probe {
                         let process = child.process;
                         if let Some(fd) = process.pidfd() {
                             let raw = fd.as_raw_fd();
-                            let t = token(Source::Probe { gen });
+                            let t = token(why.main(gen));
                             if t.and_then(|t| {
                                 registry.register(&mut SourceFd(&raw), t, Interest::READABLE)
                             })
@@ -95,7 +130,7 @@ impl Probe {
                             }
                         }
                         *self = Probe::Running(process);
-                        self.step(registry, gen)
+                        self.step(registry, gen, why)
                     }
                 }
             }

@@ -30,6 +30,7 @@ impl WireEvent<'static> {
             "input_closed" => ("input_closed", input_closed(obj)),
             "ready" => ("ready", ready(obj)),
             "ready_failed" => ("ready_failed", ready_failed(obj)),
+            "unhealthy" => ("unhealthy", unhealthy(obj)),
             "dropped" => ("dropped", dropped(obj)),
             "demoted" => ("demoted", demoted(obj)),
             "output" => (
@@ -177,6 +178,14 @@ fn ready(obj: &Object) -> Result<WireEvent<'static>> {
     Ok(WireEvent::Ready {
         session: session(obj)?,
         gen: obj.req_u64("gen")?,
+    })
+}
+
+fn unhealthy(obj: &Object) -> Result<WireEvent<'static>> {
+    Ok(WireEvent::Unhealthy {
+        session: session(obj)?,
+        gen: obj.req_u64("gen")?,
+        failures: u32::try_from(obj.req_u64("failures")?).unwrap_or(u32::MAX),
     })
 }
 

@@ -49,6 +49,9 @@ impl WireEvent<'_> {
             | WireEvent::Ready { gen, .. } => {
                 w.u64("gen", *gen);
             }
+            WireEvent::Unhealthy { gen, failures, .. } => {
+                w.u64("gen", *gen).u64("failures", (*failures).into());
+            }
             WireEvent::ReadyFailed { gen, reason, .. } => {
                 w.u64("gen", *gen).str("reason", reason);
             }

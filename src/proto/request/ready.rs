@@ -1,15 +1,16 @@
-//! The `spawn` options of readiness and start order (`ready`, `depends_on`), both ways,
-//! beside the rest of the spec.
+//! The `spawn` options of readiness, start order and liveness (`ready`, `depends_on`,
+//! `live`), both ways, beside the rest of the spec.
 //!
 //! ```text
 //! "ready": {"output": "listening on", "timeout": "30s"}
 //! "ready": {"tcp": "127.0.0.1:8080", "interval": "200ms"}
 //! "ready": {"fd": 3} | {"unix": "/run/app.sock"} | {"command": ["pg_isready"]}
 //! "depends_on": {"db": "ready", "migrate": "completed", "cache": "started"}
+//! "live": {"command": ["curl", "-fs", "localhost:8080/health"], "interval": "10s", "failures": 3}
 //! ```
 
 use super::fields::{bad, Result};
-use crate::core::{DependOn, Dependencies, ReadyCheck, ReadyHow};
+use crate::core::{DependOn, Dependencies, LiveCheck, ReadyCheck, ReadyHow};
 use crate::proto::duration::parse_duration;
 use crate::proto::duration::write_wire;
 use crate::proto::error::ProtoError;
@@ -24,7 +25,12 @@ fn invalid(field: impl Into<String>, why: impl Into<String>) -> ProtoError {
 
 /// A duration member of `ready`, its errors naming `ready.KEY`.
 fn duration(o: &Object, key: &str) -> Result<Option<std::time::Duration>> {
-    let field = format!("ready.{key}");
+    duration_in("ready", o, key)
+}
+
+/// A duration member of object `name`, its errors naming `name.KEY`.
+fn duration_in(name: &str, o: &Object, key: &str) -> Result<Option<std::time::Duration>> {
+    let field = format!("{name}.{key}");
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Str(s)) => parse_duration(s)
@@ -219,6 +225,114 @@ pub(super) fn write(
             o.finish();
         });
     }
+    Ok(())
+}
+
+/// The probe kinds `live` takes, exactly one of which is given.
+const LIVE_KINDS: &[&str] = &["tcp", "unix", "command"];
+
+/// Decodes `live`, if given.
+pub(super) fn decode_live(args: &Object) -> Result<Option<LiveCheck>> {
+    let o = match args.get("live") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(o)) => o,
+        Some(v) => {
+            return Err(invalid(
+                "live",
+                format!(
+                    "expected an object such as {{\"tcp\": \"127.0.0.1:8080\"}}, got {}",
+                    v.type_name()
+                ),
+            ))
+        }
+    };
+    let mut allowed = LIVE_KINDS.to_vec();
+    allowed.extend(["interval", "failures"]);
+    o.check_fields(&allowed)
+        .map_err(|e| invalid(format!("live.{}", e.field), "unknown field"))?;
+    let given: Vec<&str> = LIVE_KINDS
+        .iter()
+        .copied()
+        .filter(|k| o.get(k).is_some())
+        .collect();
+    let [kind] = given.as_slice() else {
+        return Err(invalid("live", "give exactly one of tcp, unix, command"));
+    };
+    let field = |e: FieldError| {
+        bad(FieldError {
+            field: format!("live.{}", e.field),
+            problem: e.problem,
+        })
+    };
+    let how = match *kind {
+        "tcp" => ReadyHow::Tcp(o.req_str("tcp").map_err(field)?.to_owned()),
+        "unix" => ReadyHow::Unix(o.req_str("unix").map_err(field)?.as_bytes().to_vec()),
+        _ => {
+            let argv = o.req_array_of_str("command").map_err(field)?;
+            ReadyHow::Command(argv.iter().map(|a| a.as_bytes().to_vec()).collect())
+        }
+    };
+    let mut check = LiveCheck::new(how);
+    if let Some(d) = duration_in("live", o, "interval")? {
+        check.interval = d;
+    }
+    if let Some(n) = o.opt_u64("failures").map_err(field)? {
+        check.failures = u32::try_from(n).unwrap_or(u32::MAX);
+    }
+    check
+        .validate()
+        .map_err(|e| ProtoError::new(crate::proto::error::ErrorCode::BadRequest, e.message))?;
+    Ok(Some(check))
+}
+
+/// Appends `live` when the spec has it.
+pub(super) fn write_live(
+    w: &mut ObjWriter<'_>,
+    live: Option<&LiveCheck>,
+) -> std::result::Result<(), FieldError> {
+    let Some(l) = live else { return Ok(()) };
+    let text = |b: &[u8], f: &str| -> std::result::Result<String, FieldError> {
+        String::from_utf8(b.to_vec())
+            .map_err(|_| FieldError::invalid(f, "not valid UTF-8, which a request cannot carry"))
+    };
+    let value = match &l.how {
+        ReadyHow::Tcp(t) => Kind::Text(t.clone()),
+        ReadyHow::Unix(p) => Kind::Text(text(p, "live.unix")?),
+        ReadyHow::Command(argv) => Kind::List(
+            argv.iter()
+                .enumerate()
+                .map(|(i, a)| text(a, &format!("live.command[{i}]")))
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        ReadyHow::Fd(_) | ReadyHow::Output(_) => {
+            return Err(FieldError::invalid("live", "not a probe"))
+        }
+    };
+    let default = LiveCheck::new(ReadyHow::Tcp(String::new()));
+    w.with("live", |out| {
+        let mut o = ObjWriter::new(out);
+        let kind = l.how.kind();
+        match &value {
+            Kind::Num(n) => {
+                o.u64(kind, *n);
+            }
+            Kind::Text(t) => {
+                o.str(kind, t);
+            }
+            Kind::List(items) => {
+                o.with(kind, |out| {
+                    write_array(items, out, |a, out| write_str(a, out))
+                });
+            }
+        }
+        if l.interval != default.interval {
+            o.with("interval", |out| write_wire(l.interval, out));
+        }
+        if l.failures != default.failures {
+            o.u64("failures", l.failures.into());
+        }
+        o.finish();
+    });
     Ok(())
 }
 

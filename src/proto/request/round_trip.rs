@@ -93,6 +93,11 @@ fn every_option() -> Spec {
         ]
         .into_iter()
         .collect(),
+        live: Some(crate::core::LiveCheck {
+            how: crate::core::ReadyHow::Tcp("127.0.0.1:8080".into()),
+            interval: Duration::from_secs(5),
+            failures: 2,
+        }),
         on_recover: crate::core::OnRecover::Keep,
         run_as: crate::core::RunAs {
             user: Some("www-data".into()),
@@ -296,7 +301,7 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             r#""stop_signal":2,"grace":1500,"kill_grace":"2s1ns","drain":0,"on_exit":"leave","buffer":65536,"#,
             r#""limits":{"memory_max":1073741824,"pids_max":64,"cpu_max":{"quota_us":50000,"period_us":100000}},"#,
             r#""on_recover":"keep","#,
-            r#""ready":{"command":["pg_isready","-q"],"timeout":90000,"interval":250},"depends_on":{"db":"ready","migrate":"completed"},"user":"www-data","group":"33","groups":["ssl-cert","44"],"#,
+            r#""ready":{"command":["pg_isready","-q"],"timeout":90000,"interval":250},"depends_on":{"db":"ready","migrate":"completed"},"live":{"tcp":"127.0.0.1:8080","interval":5000,"failures":2},"user":"www-data","group":"33","groups":["ssl-cert","44"],"#,
             r#""umask":"027","env_file":"/etc/app dir/.env","#,
             r#""rlimits":{"core":{"soft":0,"hard":"infinity"},"nofile":4096,"stack":"infinity"}}"#
         )
