@@ -292,3 +292,27 @@ fn shutdown_stops_a_dependent_before_its_dependency() {
         "db was asked to stop only once web had ended: {seen:?}"
     );
 }
+
+#[test]
+fn a_failing_liveness_probe_stops_the_generation_and_its_restart_policy_brings_it_back() {
+    let d = Daemon::start("liveness", &[]);
+    let healthy = d.dir.join("healthy");
+    std::fs::write(&healthy, b"").unwrap();
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "a", "argv": ["sleep", "100"],
+        "restart": {"mode": "on-failure", "initial": "10ms"},
+        "live": {"command": ["test", "-e", healthy.to_str().unwrap()], "interval": "20ms", "failures": 2}})));
+    c.events_until(|m| m.is("spawned", gen));
+    // Healthy while the file exists; once it is gone, two failures in a row stop it.
+    std::fs::remove_file(&healthy).unwrap();
+    let seen = c.events_until(|m| m.is("exited", gen));
+    let unhealthy = seen
+        .iter()
+        .find(|m| m.is("unhealthy", gen))
+        .expect("unhealthy before the exit");
+    assert_eq!(unhealthy.json()["failures"], 2);
+    assert_eq!(seen.last().unwrap().json()["cause"], "stopped");
+    // Its end was a failure: the policy starts a new generation.
+    c.events_until(|m| m.json()["event"] == "spawned" && m.json()["session"] == "a");
+}

@@ -124,6 +124,12 @@ enum Operation {
         probe: u8,
         ok: bool,
     },
+    /// A liveness probe's answer.
+    Liveness {
+        gen: GenRef,
+        probe: u8,
+        ok: bool,
+    },
     Advance {
         ms: u16,
     },
@@ -354,6 +360,11 @@ impl World {
                     },
                 };
                 self.input(Input::Readiness { gen, signal });
+            }
+            Operation::Liveness { gen, probe, ok } => {
+                let gen = self.gen(gen);
+                let probe = u64::from(probe % 4);
+                self.input(Input::Liveness { gen, probe, ok });
             }
             Operation::Advance { ms } => {
                 self.now = Time::from_millis(self.now.as_millis() + u64::from(ms));

@@ -69,6 +69,14 @@ pub fn random_spec(c: &mut impl Choose) -> Spec {
         timeout: Duration::from_millis(c.pick(&[50, 200, 1000])),
         interval: Duration::from_millis(c.pick(&[10, 50, 100])),
     });
+    // A liveness probe now and then, failing fast enough for a walk to trip it.
+    if c.below(4) == 0 {
+        spec.live = Some(crate::core::LiveCheck {
+            how: ReadyHow::Command(vec![b"check".to_vec()]),
+            interval: Duration::from_millis(c.pick(&[10, 100])),
+            failures: c.pick(&[1, 2]),
+        });
+    }
     // A dependency now and then (on itself too: refused, like a cycle).
     if c.below(3) == 0 {
         let on = c.pick(&[DependOn::Started, DependOn::Ready, DependOn::Completed]);
