@@ -46,6 +46,9 @@ struct Watch {
     probe: Option<(u64, Probe)>,
 }
 
+/// A probe in flight, with its number.
+type InFlight = Option<(u64, Probe)>;
+
 /// What one generation's liveness needs while it runs.
 #[derive(Debug)]
 struct LiveWatch {
@@ -213,7 +216,7 @@ impl Readiness {
     }
 
     /// The spec and the probe slot of `gen` for `why`, if it has that check.
-    fn slot(&mut self, gen: u64, why: Purpose) -> Option<(Arc<Spec>, &mut Option<(u64, Probe)>)> {
+    fn slot(&mut self, gen: u64, why: Purpose) -> Option<(Arc<Spec>, &mut InFlight)> {
         match why {
             Purpose::Ready => self
                 .watches
