@@ -9,7 +9,7 @@ import logging
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
 
@@ -281,6 +281,10 @@ class AsyncClient(_Engine):
     async def wait(self, session: str, gen: Optional[int] = None, timeout: Optional[float] = None) -> Union[Exit, SpawnFailure]:
         end = (await self._call({"op": "wait", "session": session, "gen": gen}, timeout=timeout))["end"]
         return SpawnFailure.from_json(end) if end.get("event") == "spawn_failed" else Exit.from_json(end)
+
+    async def wait_ready(self, session: str, gen: Optional[int] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        end = (await self._call({"op": "wait", "session": session, "gen": gen, "for": "ready"}, timeout=timeout))["end"]
+        return ready_end(session, end)
 
     async def stop(self, session: str, *, grace: Optional[Duration] = None, if_gen: Optional[int] = None) -> Optional[int]:
         args = {"op": "stop", "session": session, "if_gen": if_gen, "grace": None if grace is None else duration(grace)}

@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, ServerInfo, Session, SpawnFailure
 
@@ -310,7 +310,8 @@ class Client(_Engine):
         ``opts`` are the protocol's spawn members: ``cwd``, ``env``, ``unset_env``,
         ``clear_env``, ``pty`` (``True`` or ``(rows, cols)``), ``stderr``, ``stop_signal``,
         ``grace``/``kill_grace``/``drain`` (ms or ``"5s"``), ``on_exit``, ``on_busy``,
-        ``restart``, ``buffer``, ``on_recover``, ``limits``. ``keep`` bounds the output
+        ``restart``, ``buffer``, ``on_recover``, ``limits``, ``ready``, ``depends_on``,
+        ``live``. ``keep`` bounds the output
         the handle holds for its iterator: while an iterator reads it, the client stops
         reading from the daemon once ``keep`` bytes wait; while none does, the oldest
         goes first (reported to ``events()`` as :class:`Dropped`). ``lossless`` makes
@@ -362,6 +363,13 @@ class Client(_Engine):
         """Waits until generation ``gen`` (default: the current one) has ended."""
         end = self._call({"op": "wait", "session": session, "gen": gen}, timeout=timeout)["end"]
         return SpawnFailure.from_json(end) if end.get("event") == "spawn_failed" else Exit.from_json(end)
+
+    def wait_ready(self, session: str, gen: Optional[int] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Waits until generation ``gen`` (default: the current one) is ready (its spec's
+        ``ready``; without one, once it runs); returns its ``ready`` event, or raises
+        :class:`NotReady` with the event saying why it never will be."""
+        end = self._call({"op": "wait", "session": session, "gen": gen, "for": "ready"}, timeout=timeout)["end"]
+        return ready_end(session, end)
 
     def stop(self, session: str, *, grace: Optional[Duration] = None, if_gen: Optional[int] = None) -> Optional[int]:
         """Stops the session's current generation (stop signal, SIGKILL after the grace);
