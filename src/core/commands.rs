@@ -164,6 +164,9 @@ impl Core {
             self.dispatch(old, GenInput::Stop(StopReason::Superseded, None));
         }
         if on_busy == OnBusy::Overlap {
+            if let Some(g) = self.gens.get_mut(&gen) {
+                g.overlap = true;
+            }
             let name = name.clone();
             self.start_or_wait(&name, gen, true);
         } else {

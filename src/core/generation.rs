@@ -156,6 +156,9 @@ pub(crate) struct Generation {
     pub(crate) readiness: Readiness,
     /// Its liveness probe schedule (a spec with `live` only), once readiness is decided.
     pub(crate) liveness: Liveness,
+    /// Spawned with `on_busy: overlap`: it may start beside an older generation of its
+    /// session (once its dependencies are met).
+    pub(crate) overlap: bool,
 }
 
 impl Generation {
@@ -185,6 +188,7 @@ impl Generation {
             leader_gone: false,
             readiness: Readiness::Unstarted,
             liveness: Liveness::default(),
+            overlap: false,
         }
     }
 

@@ -57,18 +57,18 @@ impl LiveCheck {
     }
 }
 
-/// One generation's liveness schedule.
+/// One generation's liveness schedule (carried in a core image as is).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Liveness {
+pub struct Liveness {
     /// When the next probe is due; `None` while one is in flight, or before the schedule
     /// began (it begins once readiness is decided).
-    next: Option<Time>,
+    pub next: Option<Time>,
     /// The probe in flight: its number and when it is given up.
-    probe: Option<(u64, Time)>,
+    pub probe: Option<(u64, Time)>,
     /// Probes asked so far: the next one's number.
-    probes: u64,
+    pub probes: u64,
     /// Consecutive failures.
-    failures: u32,
+    pub failures: u32,
     /// It was found unhealthy (and is being stopped): no more probes.
     pub tripped: bool,
 }
@@ -90,14 +90,14 @@ pub(crate) enum Verdict {
 
 impl Liveness {
     /// Starts the schedule: the first probe one interval from `now`.
-    pub fn begin(&mut self, now: Time, check: &LiveCheck) {
+    pub(crate) fn begin(&mut self, now: Time, check: &LiveCheck) {
         if self.next.is_none() && self.probe.is_none() && !self.tripped {
             self.next = Some(now.saturating_add(check.interval));
         }
     }
 
     /// The earliest instant it wants a timeout call.
-    pub fn deadline(&self) -> Option<Time> {
+    pub(crate) fn deadline(&self) -> Option<Time> {
         if self.tripped {
             return None;
         }
@@ -106,7 +106,12 @@ impl Liveness {
 
     /// Due deadlines: a probe outliving its interval is given up and counts as failed; a
     /// due probe is asked for.
-    pub fn on_timeout(&mut self, o: &Owner<'_>, now: Time, out: &mut VecDeque<Action>) -> Verdict {
+    pub(crate) fn on_timeout(
+        &mut self,
+        o: &Owner<'_>,
+        now: Time,
+        out: &mut VecDeque<Action>,
+    ) -> Verdict {
         if self.tripped {
             return Verdict::Healthy;
         }
@@ -137,7 +142,7 @@ impl Liveness {
     }
 
     /// Probe `probe` finished. Ignored unless it is the one in flight.
-    pub fn on_result(
+    pub(crate) fn on_result(
         &mut self,
         o: &Owner<'_>,
         probe: u64,

@@ -47,9 +47,9 @@ pub use image::{
 pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
-pub use liveness::LiveCheck;
+pub use liveness::{LiveCheck, Liveness};
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
-pub use readiness::{ReadyCheck, ReadyHow, ReadySignal, ReadyState};
+pub use readiness::{Readiness, ReadyCheck, ReadyHow, ReadySignal, ReadyState};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
@@ -350,6 +350,19 @@ impl Core {
             return Ok(target);
         };
         Ok(self.ready_event(g).map_or(WaitFor::Live(g), WaitFor::Ended))
+    }
+
+    /// Every generation whose leader runs, with its spec and whether its readiness is
+    /// still awaited: what a driver that lost its run-time state (an upgrade) needs to go
+    /// on with their `ready` and `live` checks.
+    pub fn running_checks(&self) -> impl Iterator<Item = (u64, Arc<Spec>, bool)> + '_ {
+        self.gens
+            .values()
+            .filter(|g| g.is_live_leader() && (g.spec.ready.is_some() || g.spec.live.is_some()))
+            .map(|g| {
+                let waiting = matches!(g.readiness, readiness::Readiness::Waiting { .. });
+                (g.gen, g.spec.clone(), waiting)
+            })
     }
 
     /// The event saying `gen`'s readiness is decided (`ready` / `ready_failed`), if it is.

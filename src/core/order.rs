@@ -88,15 +88,20 @@ impl Core {
         })
     }
 
-    /// Why session `s`'s current generation waits, for `list` and `get`.
+    /// Why session `s`'s current generation waits for its dependencies, for `list` and
+    /// `get`: only a Pending one with no older generation left to wait for (read from the
+    /// tables, so an imported core says the same).
     pub(super) fn waiting_reason(&self, s: &Session) -> Option<String> {
-        if !self.blocked.contains_key(&s.name) {
+        let cur = s.current?;
+        let g = self.gens.get(&cur)?;
+        if g.phase != Phase::Pending || g.spec.depends_on.is_empty() {
             return None;
         }
-        let g = self.gens.get(&s.current?)?;
-        (g.phase == Phase::Pending)
-            .then(|| self.unmet_dependency(&g.spec.depends_on))
-            .flatten()
+        let older_live = self.gens_of(&s.name).next().is_some_and(|o| o < cur);
+        if older_live && !g.overlap {
+            return None;
+        }
+        self.unmet_dependency(&g.spec.depends_on)
     }
 
     /// Starts `gen` (Pending, current in `name`) if its dependencies are met; else

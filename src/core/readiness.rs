@@ -196,13 +196,14 @@ pub enum ReadySignal {
     Probed { probe: u64, ok: bool },
 }
 
-/// One generation's readiness, with its deadlines.
+/// One generation's readiness, with its deadlines (carried in a core image as is).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Readiness {
+pub enum Readiness {
     /// Not spawned yet.
     Unstarted,
     /// Spawned and checked; `deadline` is the timeout.
     Waiting {
+        /// When readiness fails.
         deadline: Time,
         /// When the next probe is due (probes only; `None` while one is in flight).
         next_probe: Option<Time>,
@@ -211,7 +212,9 @@ pub(crate) enum Readiness {
         /// Probes asked so far: the next one's number.
         probes: u64,
     },
+    /// Ready.
     Ready,
+    /// Its check failed, for this reason.
     Failed(Arc<str>),
 }
 

@@ -122,6 +122,41 @@ impl Readiness {
         Ok(extra)
     }
 
+    /// After an upgrade: what `gen`'s checks need to go on (`waiting`: its readiness is
+    /// still awaited) — its spec for probes, a fresh output matcher (a partial line read
+    /// before is not joined), its liveness. The notification pipe is not carried: a
+    /// generation waiting for one fails readiness by its timeout.
+    pub fn resume(&mut self, gen: u64, spec: &Arc<Spec>, waiting: bool) {
+        if spec.live.is_some() {
+            self.live.insert(
+                gen,
+                LiveWatch {
+                    spec: spec.clone(),
+                    probe: None,
+                },
+            );
+        }
+        let Some(check) = spec.ready.as_ref().filter(|_| waiting) else {
+            return;
+        };
+        let matcher = match &check.how {
+            ReadyHow::Output(text) => {
+                self.matching += 1;
+                Some(LineMatcher::new(text.clone()))
+            }
+            _ => None,
+        };
+        self.watches.insert(
+            gen,
+            Watch {
+                spec: spec.clone(),
+                notify: None,
+                matcher,
+                probe: None,
+            },
+        );
+    }
+
     /// Output of `gen` read from `stream`: whether it holds the awaited text. Cheap when
     /// nothing waits for a match.
     pub fn on_output(&mut self, gen: u64, stream: Stream, data: &[u8]) -> bool {

@@ -358,17 +358,21 @@ fn build(config: Config, image: CoreImage) -> Core {
         blocked: Default::default(),
         deferred_stops: Default::default(),
     };
-    // A Pending current generation may have waited for its dependencies: looked at
-    // again after the next input (the image does not carry the wait itself).
+    // A Pending current generation with dependencies may wait for them: looked at again
+    // after the next input (the image does not carry the wait itself; one that was
+    // may start beside its predecessor keeps that, from its generation).
     core.blocked = core
         .sessions
         .values()
         .filter(|s| {
             s.current
                 .and_then(|g| core.gens.get(&g))
-                .is_some_and(|g| g.phase == Phase::Pending)
+                .is_some_and(|g| g.phase == Phase::Pending && !g.spec.depends_on.is_empty())
         })
-        .map(|s| (s.name.clone(), false))
+        .filter_map(|s| {
+            let overlap = core.gens.get(&s.current?)?.overlap;
+            Some((s.name.clone(), overlap))
+        })
         .collect();
     core.by_session = core
         .gens
@@ -414,10 +418,8 @@ fn generation(session: Arc<str>, g: GenerationImage) -> Generation {
     r.io_kept = g.io_kept;
     r.unverified = g.unverified;
     r.leader_gone = g.leader_gone;
-    // The image does not carry readiness: a generation that ran is taken as ready (its
-    // check is not run again), one not spawned yet checks as usual once it is.
-    if r.pid().is_some() {
-        r.readiness = crate::core::readiness::Readiness::Ready;
-    }
+    r.readiness = g.readiness;
+    r.liveness = g.liveness;
+    r.overlap = g.overlap;
     r
 }

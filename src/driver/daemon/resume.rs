@@ -231,6 +231,12 @@ impl Daemon {
             keeper,
             ready: Readiness::default(),
         };
+        // What the checks of running generations need again: probes (the core goes on
+        // asking for them) and output matchers; a notification pipe did not survive.
+        let checks: Vec<_> = daemon.core.running_checks().collect();
+        for (gen, spec, waiting) in checks {
+            daemon.ready.resume(gen, &spec, waiting);
+        }
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.
         for gen in daemon.children.gens() {
