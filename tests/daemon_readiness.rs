@@ -316,3 +316,26 @@ fn a_failing_liveness_probe_stops_the_generation_and_its_restart_policy_brings_i
     // Its end was a failure: the policy starts a new generation.
     c.events_until(|m| m.json()["event"] == "spawned" && m.json()["session"] == "a");
 }
+
+#[test]
+fn a_readiness_probe_and_a_dependent_go_on_across_an_upgrade() {
+    let d = Daemon::start("ready-upgrade", &[]);
+    let path = d.dir.join("db.sock");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let db = gen_of(&c.ok(json!({"op": "spawn", "session": "db", "argv": ["sleep", "100"],
+        "ready": {"unix": path.to_str().unwrap(), "interval": "20ms"}})));
+    let web = gen_of(&c.ok(json!({"op": "spawn", "session": "web", "argv": ["sleep", "100"],
+        "depends_on": {"db": "ready"}})));
+    c.events_until(|m| m.is("spawned", db));
+    let mut u = d.client();
+    let answer = u.request(json!({"op": "upgrade"}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(ready_of(&mut u, "db").as_deref(), Some("starting"));
+    let r = u.ok(json!({"op": "get", "session": "web"}));
+    assert_eq!(r["session"]["waiting"], "waiting for db to be ready");
+    // The probe goes on in the new program: db becomes ready, then web starts.
+    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let seen = c.events_until(|m| m.is("spawned", web));
+    assert!(seen.iter().any(|m| m.is("ready", db)), "{seen:?}");
+}
