@@ -323,10 +323,14 @@ fn a_readiness_probe_and_a_dependent_go_on_across_an_upgrade() {
     let path = d.dir.join("db.sock");
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let db = gen_of(&c.ok(json!({"op": "spawn", "session": "db", "argv": ["sleep", "100"],
-        "ready": {"unix": path.to_str().unwrap(), "interval": "20ms"}})));
-    let web = gen_of(&c.ok(json!({"op": "spawn", "session": "web", "argv": ["sleep", "100"],
-        "depends_on": {"db": "ready"}})));
+    let db = gen_of(&c.ok(
+        json!({"op": "spawn", "session": "db", "argv": ["sleep", "100"],
+        "ready": {"unix": path.to_str().unwrap(), "interval": "20ms"}}),
+    ));
+    let web = gen_of(&c.ok(
+        json!({"op": "spawn", "session": "web", "argv": ["sleep", "100"],
+        "depends_on": {"db": "ready"}}),
+    ));
     c.events_until(|m| m.is("spawned", db));
     let mut u = d.client();
     let answer = u.request(json!({"op": "upgrade"}));
