@@ -343,3 +343,23 @@ fn a_readiness_probe_and_a_dependent_go_on_across_an_upgrade() {
     let seen = c.events_until(|m| m.is("spawned", web));
     assert!(seen.iter().any(|m| m.is("ready", db)), "{seen:?}");
 }
+
+#[test]
+fn readiness_works_in_a_pseudo_terminal_too() {
+    let d = Daemon::start("ready-pty", &[]);
+    let go = fifo(&d, "go");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // A line of terminal output (CR LF endings) ...
+    let script = format!("read x < {}; echo server up; exec sleep 100", go.display());
+    let out = gen_of(&c.ok(json!({"op": "spawn", "session": "out", "pty": true,
+        "argv": ["sh", "-c", script], "ready": {"output": "server up"}})));
+    // ... and a notification descriptor beside the terminal.
+    let fd = gen_of(&c.ok(json!({"op": "spawn", "session": "fd", "pty": true,
+        "argv": ["sh", "-c", "echo >&4; exec sleep 100"], "ready": {"fd": 4}})));
+    let mut seen = c.events_until(|m| m.is("ready", fd));
+    c.seen_or_until(&mut seen, |m| m.is("spawned", out));
+    assert_eq!(ready_of(&mut c, "out").as_deref(), Some("starting"));
+    release(&go);
+    c.events_until(|m| m.is("ready", out));
+}
