@@ -63,6 +63,23 @@ fn a_newline_on_the_notification_fd_makes_it_ready() {
 }
 
 #[test]
+fn a_newline_after_a_flood_on_the_notification_fd_is_found() {
+    let d = Daemon::start("ready-fd-flood", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // 20,000 bytes without a newline, then one, in a single write (below the pipe's
+    // capacity): more than the daemon reads from it in one turn.
+    let blob = d.dir.join("blob");
+    let mut bytes = vec![b'x'; 20_000];
+    bytes.push(b'\n');
+    std::fs::write(&blob, bytes).unwrap();
+    let script = format!("cat {} >&3; exec sleep 100", blob.display());
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
+        "argv": ["sh", "-c", script], "ready": {"fd": 3, "timeout": "20s"}})));
+    c.events_until(|m| m.is("ready", gen));
+}
+
+#[test]
 fn a_notification_fd_closed_without_a_newline_fails_readiness_and_the_process_runs_on() {
     let d = Daemon::start("ready-fd-closed", &[]);
     let mut c = d.client();

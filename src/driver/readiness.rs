@@ -178,7 +178,12 @@ impl Readiness {
         let mut read = 0;
         let signal = loop {
             if read >= NOTIFY_READ {
-                // Come back on the next readiness (level of the pipe stays readable).
+                // Enough for one turn. Registering it again re-arms the edge-triggered
+                // registration, so what is left is reported on the next poll.
+                if let Some(token) = (Source::ReadyFd { gen }).token() {
+                    let raw = fd.as_raw_fd();
+                    let _ = registry.reregister(&mut SourceFd(&raw), token, Interest::READABLE);
+                }
                 break None;
             }
             match read_nonblocking(fd.as_fd(), &mut buf) {
