@@ -187,6 +187,31 @@ pub const RUN: CommandSpec = CommandSpec {
             "NAME=STATE",
             "start only once session NAME is ready, started or completed",
         ),
+        OptSpec::value(
+            "live-tcp",
+            "HOST:PORT",
+            "liveness: a TCP connection must be accepted",
+        ),
+        OptSpec::value(
+            "live-unix",
+            "PATH",
+            "liveness: the Unix socket must accept a connection",
+        ),
+        OptSpec::value(
+            "live-command",
+            "SHELL-CMD",
+            "liveness: `sh -c SHELL-CMD` must exit 0",
+        ),
+        OptSpec::value(
+            "live-interval",
+            "DURATION",
+            "how often the liveness probe runs (default 10s)",
+        ),
+        OptSpec::value(
+            "live-failures",
+            "N",
+            "failed probes in a row that stop it as unhealthy (default 3)",
+        ),
         USER,
         GROUP,
         GROUPS,
@@ -205,6 +230,7 @@ pub const RUN: CommandSpec = CommandSpec {
             "ready-unix",
             "ready-command",
         ],
+        &["live-tcp", "live-unix", "live-command"],
     ],
     trailing: Some(TrailingSpec {
         name: "CMD",

@@ -143,6 +143,7 @@ fn set_readiness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
         }
         (None, None) => {}
     }
+    set_liveness(m, spec)?;
     for dep in m.values("depends-on") {
         let (name, state) = dep.split_once('=').unwrap_or((dep, "ready"));
         let want = DependOn::parse(state).ok_or_else(|| {
@@ -154,6 +155,48 @@ fn set_readiness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
         })?;
         spec.depends_on.insert(name.to_string(), want);
     }
+    Ok(())
+}
+
+/// The spec's `live` per `--live-*` (checked by the daemon, whose errors name the field).
+fn set_liveness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
+    use crate::core::{LiveCheck, ReadyHow};
+    let how = if let Some(a) = m.value("live-tcp") {
+        Some(ReadyHow::Tcp(a.to_string()))
+    } else if let Some(p) = m.value("live-unix") {
+        Some(ReadyHow::Unix(p.as_bytes().to_vec()))
+    } else {
+        m.value("live-command")
+            .map(|c| ReadyHow::Command(vec![b"sh".to_vec(), b"-c".to_vec(), c.as_bytes().to_vec()]))
+    };
+    let interval = m.value_with("live-interval", parse_duration)?;
+    let failures = match m.value("live-failures") {
+        None => None,
+        Some(n) => Some(
+            n.parse::<u32>()
+                .map_err(|_| m.invalid("--live-failures", n, "expected a number"))?,
+        ),
+    };
+    let Some(how) = how else {
+        if interval.is_some() || failures.is_some() {
+            return Err(m
+                .invalid(
+                    "--live-interval",
+                    "",
+                    "needs one of --live-tcp, --live-unix, --live-command",
+                )
+                .into());
+        }
+        return Ok(());
+    };
+    let mut check = LiveCheck::new(how);
+    if let Some(i) = interval {
+        check.interval = whole_millis(i);
+    }
+    if let Some(n) = failures {
+        check.failures = n;
+    }
+    spec.live = Some(check);
     Ok(())
 }
 
@@ -577,6 +620,22 @@ mod tests {
         assert!(e.contains("--depends-on"), "{e}");
         let e = spawn(&["a", "--ready-timeout", "1s", "--", "true"]).unwrap_err();
         assert!(e.contains("--ready-timeout"), "{e}");
+        let json = spawn(&[
+            "a",
+            "--live-tcp",
+            "127.0.0.1:80",
+            "--live-interval",
+            "5s",
+            "--live-failures",
+            "2",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        assert!(
+            json.contains(r#""live":{"tcp":"127.0.0.1:80","interval":5000,"failures":2}"#),
+            "{json}"
+        );
     }
 
     #[test]
