@@ -8,8 +8,8 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use genward::core::check::Checker;
 use genward::core::{
-    Scope,
-    Command, ConfigSession, Core, ExitStatus, Input, OnBusy, SpawnError, SpawnErrorKind, Stream, Time,
+    Command, ConfigSession, Core, ExitStatus, Input, OnBusy, ReadySignal, Scope, SpawnError,
+    SpawnErrorKind, Stream, Time,
 };
 use genward::testkit::rng::Bytes;
 use genward::testkit::walk::{live_generations, random_spec, reborn, small_limits, NAMES};
@@ -122,6 +122,20 @@ enum Operation {
     /// A generation taken back unverified was checked again and verified.
     Verified {
         gen: GenRef,
+    },
+    /// What the driver saw about a readiness: a signal (kind 0: ready, 1: failed) or a
+    /// probe's answer (`probe`, `ok`).
+    Readiness {
+        gen: GenRef,
+        kind: u8,
+        probe: u8,
+        ok: bool,
+    },
+    /// A liveness probe's answer.
+    Liveness {
+        gen: GenRef,
+        probe: u8,
+        ok: bool,
     },
     Advance {
         ms: u16,
@@ -355,6 +369,28 @@ impl World {
             Operation::Verified { gen } => {
                 let gen = self.gen(gen);
                 self.input(Input::Verified { gen });
+            }
+            Operation::Readiness {
+                gen,
+                kind,
+                probe,
+                ok,
+            } => {
+                let gen = self.gen(gen);
+                let signal = match kind % 3 {
+                    0 => ReadySignal::Ready,
+                    1 => ReadySignal::Failed("closed".into()),
+                    _ => ReadySignal::Probed {
+                        probe: u64::from(probe % 4),
+                        ok,
+                    },
+                };
+                self.input(Input::Readiness { gen, signal });
+            }
+            Operation::Liveness { gen, probe, ok } => {
+                let gen = self.gen(gen);
+                let probe = u64::from(probe % 4);
+                self.input(Input::Liveness { gen, probe, ok });
             }
             Operation::Advance { ms } => {
                 self.now = Time::from_millis(self.now.as_millis() + u64::from(ms));

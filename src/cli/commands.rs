@@ -179,6 +179,66 @@ pub const RUN: CommandSpec = CommandSpec {
             "DURATION",
             "time between SIGTERM and SIGKILL on stop",
         ),
+        OptSpec::value(
+            "ready-fd",
+            "N",
+            "ready when the program writes a newline to descriptor N (N >= 3)",
+        ),
+        OptSpec::value(
+            "ready-output",
+            "TEXT",
+            "ready when a line of its output contains TEXT",
+        ),
+        OptSpec::value(
+            "ready-tcp",
+            "HOST:PORT",
+            "ready when a TCP connection is accepted",
+        ),
+        OptSpec::value(
+            "ready-unix",
+            "PATH",
+            "ready when the Unix socket accepts a connection",
+        ),
+        OptSpec::value(
+            "ready-command",
+            "SHELL-CMD",
+            "ready when `sh -c SHELL-CMD` exits 0",
+        ),
+        OptSpec::value(
+            "ready-timeout",
+            "DURATION",
+            "readiness fails after this long (default 60s)",
+        ),
+        OptSpec::repeated(
+            "depends-on",
+            "NAME=STATE",
+            "start only once session NAME is ready, started or completed",
+        ),
+        OptSpec::value(
+            "live-tcp",
+            "HOST:PORT",
+            "liveness: a TCP connection must be accepted",
+        ),
+        OptSpec::value(
+            "live-unix",
+            "PATH",
+            "liveness: the Unix socket must accept a connection",
+        ),
+        OptSpec::value(
+            "live-command",
+            "SHELL-CMD",
+            "liveness: `sh -c SHELL-CMD` must exit 0",
+        ),
+        OptSpec::value(
+            "live-interval",
+            "DURATION",
+            "how often the liveness probe runs (default 10s)",
+        ),
+        OptSpec::value(
+            "live-failures",
+            "N",
+            "failed probes in a row that stop it as unhealthy (default 3)",
+        ),
         USER,
         GROUP,
         GROUPS,
@@ -193,6 +253,14 @@ pub const RUN: CommandSpec = CommandSpec {
     exclusive: &[
         &["replace", "overlap", "reject"],
         &["clear-env", "daemon-env"],
+        &[
+            "ready-fd",
+            "ready-output",
+            "ready-tcp",
+            "ready-unix",
+            "ready-command",
+        ],
+        &["live-tcp", "live-unix", "live-command"],
     ],
     trailing: Some(TrailingSpec {
         name: "CMD",
@@ -205,6 +273,7 @@ pub const RUN: CommandSpec = CommandSpec {
         "run job --env-file .env --unset-env DEBUG -- ./job.sh",
         "run web --user www-data --umask 027 --rlimit nofile=4096 -- ./serve",
         "run web --log /var/log/web.log --log-max-size 10M --log-keep 5 -- ./serve",
+        "run web --depends-on db=ready --ready-tcp 127.0.0.1:8080 -- ./serve",
     ],
     ..CommandSpec::new(
         "run",
@@ -388,9 +457,16 @@ pub const WAIT: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
         OptSpec::value("gen", "GEN", "wait for this generation"),
+        OptSpec::flag(
+            "ready",
+            "wait until it is ready instead (exit 0), or say why it never will (exit 1)",
+        ),
         JSON_RESULT,
     ],
-    examples: &["wait build && echo done"],
+    examples: &[
+        "wait build && echo done",
+        "wait --ready db && genward run web ...",
+    ],
     ..CommandSpec::new("wait", "wait for a generation to end; exit with its status")
 };
 

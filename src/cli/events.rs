@@ -37,6 +37,13 @@ pub fn describe(msg: &Message) -> String {
             format!("{session} gen {gen}: unkillable (alive after SIGKILL; still tracked)")
         }
         WireEvent::InputClosed { .. } => format!("{session} gen {gen}: input closed"),
+        WireEvent::Ready { .. } => format!("{session} gen {gen}: ready"),
+        WireEvent::Unhealthy { failures, .. } => format!(
+            "{session} gen {gen}: unhealthy ({failures} failed liveness probes in a row); stopping it"
+        ),
+        WireEvent::ReadyFailed { reason, .. } => {
+            format!("{session} gen {gen}: readiness failed: {reason} (still running)")
+        }
         WireEvent::Dropped { from, to, .. } => {
             format!("{session}: output bytes {from}..{to} dropped (this reader fell behind)")
         }

@@ -71,6 +71,7 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
         .map(last_end)
         .unwrap_or_else(|| "-".into());
     let gens = objects_of(s, "generations");
+    let waiting = str_of(s, "waiting");
     if gens.is_empty() {
         let mut state = state;
         if let Some(at) = u64_of(s, "restart_at_unix_ms") {
@@ -92,7 +93,18 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
     for (i, g) in gens.iter().enumerate() {
         let gen = u64_of(g, "gen");
         let lifecycle = str_of(g, "lifecycle").unwrap_or("?");
-        let state = generation_state(&state, current, g);
+        let mut state = generation_state(&state, current, g);
+        if let (Some(why), true) = (waiting, gen.is_some() && gen == current) {
+            state = format!("{state}: {why}");
+        }
+        match str_of(g, "ready") {
+            Some("starting") if lifecycle == "running" => state.push_str(" [not ready]"),
+            Some("ready_failed") => {
+                let why = str_of(g, "ready_error").unwrap_or("?");
+                state.push_str(&format!(" [ready failed: {why}]"));
+            }
+            _ => {}
+        }
         let uptime = match (lifecycle, u64_of(g, "since_unix_ms")) {
             ("running", Some(since)) => {
                 format_compact(Duration::from_millis(now.saturating_sub(since)))

@@ -99,6 +99,7 @@ pub fn spawn_op(
     if let Some(grace) = m.value_with("grace", parse_duration)? {
         spec.grace = whole_millis(grace);
     }
+    set_readiness(m, &mut spec)?;
     set_run_as(m, &mut spec, cwd_now)?;
     super::log_opts::set_log(m, &mut spec, cwd_now)?;
     Ok(Op::Core(Command::Spawn {
@@ -106,6 +107,98 @@ pub fn spawn_op(
         spec: Box::new(spec),
         on_busy,
     }))
+}
+
+/// The spec's `ready` and `depends_on` per `--ready-*` and `--depends-on` (checked by the
+/// daemon, whose errors name the field).
+fn set_readiness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
+    use crate::core::{DependOn, ReadyCheck, ReadyHow};
+    let how = if let Some(n) = m.value("ready-fd") {
+        let n = n
+            .parse::<u32>()
+            .map_err(|_| m.invalid("--ready-fd", n, "expected a descriptor number"))?;
+        Some(ReadyHow::Fd(n))
+    } else if let Some(t) = m.value("ready-output") {
+        Some(ReadyHow::Output(t.as_bytes().to_vec()))
+    } else if let Some(a) = m.value("ready-tcp") {
+        Some(ReadyHow::Tcp(a.to_string()))
+    } else if let Some(p) = m.value("ready-unix") {
+        Some(ReadyHow::Unix(p.as_bytes().to_vec()))
+    } else {
+        m.value("ready-command")
+            .map(|c| ReadyHow::Command(vec![b"sh".to_vec(), b"-c".to_vec(), c.as_bytes().to_vec()]))
+    };
+    let timeout = m.value_with("ready-timeout", parse_duration)?;
+    match (how, timeout) {
+        (Some(how), timeout) => {
+            let mut check = ReadyCheck::new(how);
+            if let Some(t) = timeout {
+                check.timeout = whole_millis(t);
+            }
+            spec.ready = Some(check);
+        }
+        (None, Some(_)) => {
+            return Err(m
+                .invalid("--ready-timeout", "", "needs one of the --ready-* options")
+                .into())
+        }
+        (None, None) => {}
+    }
+    set_liveness(m, spec)?;
+    for dep in m.values("depends-on") {
+        let (name, state) = dep.split_once('=').unwrap_or((dep, "ready"));
+        let want = DependOn::parse(state).ok_or_else(|| {
+            m.invalid(
+                "--depends-on",
+                dep,
+                "expected NAME=ready, NAME=started or NAME=completed",
+            )
+        })?;
+        spec.depends_on.insert(name.to_string(), want);
+    }
+    Ok(())
+}
+
+/// The spec's `live` per `--live-*` (checked by the daemon, whose errors name the field).
+fn set_liveness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
+    use crate::core::{LiveCheck, ReadyHow};
+    let how = if let Some(a) = m.value("live-tcp") {
+        Some(ReadyHow::Tcp(a.to_string()))
+    } else if let Some(p) = m.value("live-unix") {
+        Some(ReadyHow::Unix(p.as_bytes().to_vec()))
+    } else {
+        m.value("live-command")
+            .map(|c| ReadyHow::Command(vec![b"sh".to_vec(), b"-c".to_vec(), c.as_bytes().to_vec()]))
+    };
+    let interval = m.value_with("live-interval", parse_duration)?;
+    let failures = match m.value("live-failures") {
+        None => None,
+        Some(n) => Some(
+            n.parse::<u32>()
+                .map_err(|_| m.invalid("--live-failures", n, "expected a number"))?,
+        ),
+    };
+    let Some(how) = how else {
+        if interval.is_some() || failures.is_some() {
+            return Err(m
+                .invalid(
+                    "--live-interval",
+                    "",
+                    "needs one of --live-tcp, --live-unix, --live-command",
+                )
+                .into());
+        }
+        return Ok(());
+    };
+    let mut check = LiveCheck::new(how);
+    if let Some(i) = interval {
+        check.interval = whole_millis(i);
+    }
+    if let Some(n) = failures {
+        check.failures = n;
+    }
+    spec.live = Some(check);
+    Ok(())
 }
 
 /// The spec's working directory: `--cwd` (relative to `cwd_now`), else `cwd_now`.
@@ -521,6 +614,53 @@ mod tests {
         assert!(e.contains("--log-keep") && e.contains("needs --log"), "{e}");
         let e = spawn(&["a", "--log", "/l", "--log-max-size", "10X", "--", "true"]).unwrap_err();
         assert!(e.contains("--log-max-size"), "{e}");
+    }
+
+    #[test]
+    fn readiness_and_dependency_options_become_spawn_fields() {
+        let json = spawn(&[
+            "web",
+            "--ready-output",
+            "listening",
+            "--ready-timeout",
+            "30s",
+            "--depends-on",
+            "db=ready",
+            "--depends-on",
+            "migrate=completed",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        for part in [
+            r#""ready":{"output":"listening","timeout":30000}"#,
+            r#""depends_on":{"db":"ready","migrate":"completed"}"#,
+        ] {
+            assert!(json.contains(part), "{part} in {json}");
+        }
+        assert!(spawn(&["a", "--ready-command", "pg_isready", "--", "true"])
+            .unwrap()
+            .contains(r#""ready":{"command":["sh","-c","pg_isready"]}"#));
+        let e = spawn(&["a", "--depends-on", "db=up", "--", "true"]).unwrap_err();
+        assert!(e.contains("--depends-on"), "{e}");
+        let e = spawn(&["a", "--ready-timeout", "1s", "--", "true"]).unwrap_err();
+        assert!(e.contains("--ready-timeout"), "{e}");
+        let json = spawn(&[
+            "a",
+            "--live-tcp",
+            "127.0.0.1:80",
+            "--live-interval",
+            "5s",
+            "--live-failures",
+            "2",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        assert!(
+            json.contains(r#""live":{"tcp":"127.0.0.1:80","interval":5000,"failures":2}"#),
+            "{json}"
+        );
     }
 
     #[test]

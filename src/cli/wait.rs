@@ -92,10 +92,43 @@ pub fn last_end(snap: &Object) -> Result<Option<End>, ClientError> {
         .map_err(|e| ClientError::Protocol(format!("`last_end`: {e}")))
 }
 
+/// `genward wait --ready`: 0 once the generation is ready; 1, with the reason, when its
+/// readiness failed or it ended first.
+fn wait_ready(m: &Matches<'_>, ctx: &Context, session: String, gen: Option<u64>) -> CommandResult {
+    let mut conn = ctx.connect()?;
+    let resp = conn.request(&Op::WaitReady {
+        session: session.clone(),
+        gen,
+    })?;
+    if m.flag("json") {
+        super::control::print_end(&resp)?;
+    }
+    let event = resp
+        .get("end")
+        .and_then(Value::as_object)
+        .ok_or_else(|| ClientError::Protocol("wait answered without an `end` object".into()))?;
+    let event = WireEvent::decode(event)
+        .map_err(|e| ClientError::Protocol(format!("wait's `end`: {e}")))?;
+    let gen = event.gen().unwrap_or(0);
+    let why = match &event {
+        WireEvent::Ready { .. } => return Ok(ExitCode::SUCCESS),
+        WireEvent::ReadyFailed { reason, .. } => format!("readiness failed: {reason}"),
+        other => match other.end() {
+            Some(end) => format!("ended before it was ready: {}", describe(&end)),
+            None => format!("unexpected `{}` event", other.name()),
+        },
+    };
+    eprintln!("genward: {session} gen {gen}: {why}");
+    Ok(ExitCode::from(1))
+}
+
 /// `genward wait`.
 pub fn wait(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let session = session_arg(m)?;
     let gen = gen_arg(m, "gen")?;
+    if m.flag("ready") {
+        return wait_ready(m, ctx, session, gen);
+    }
     let mut conn = ctx.connect()?;
     let wait = Op::Wait {
         session: session.clone(),

@@ -28,5 +28,44 @@ pub(super) fn check_whole_set(entries: &[Entry]) -> Result<(), ConfigError> {
             return Err(ConfigError::file(&entry.file, why));
         }
     }
-    Ok(())
+    check_dependencies(entries, &seen)
+}
+
+/// Every `depends_on` names a session of the configuration (one started by a client may
+/// come and go: a configuration cannot rest on it), and no chain of them comes back to
+/// where it started.
+fn check_dependencies(
+    entries: &[Entry],
+    files: &BTreeMap<&std::sync::Arc<str>, &std::path::PathBuf>,
+) -> Result<(), ConfigError> {
+    for entry in entries {
+        for dep in entry.session.spec.depends_on.keys() {
+            if !files.keys().any(|name| name.as_ref() == dep.as_str()) {
+                return Err(ConfigError {
+                    field: Some(format!("depends_on.{dep}")),
+                    ..ConfigError::file(
+                        &entry.file,
+                        format!("{dep:?} is not a session of the configuration"),
+                    )
+                });
+            }
+        }
+    }
+    let graph = entries.iter().map(|e| {
+        let deps = e.session.spec.depends_on.keys().map(String::as_str);
+        (e.session.name.as_ref(), deps)
+    });
+    crate::core::depends::check_set(graph).map_err(|why| {
+        // The cycle's first session's file: where to start looking.
+        let first = why
+            .strip_prefix("dependency cycle: ")
+            .and_then(|c| c.split(" -> ").next())
+            .and_then(|n| files.iter().find(|(name, _)| name.as_ref() == n))
+            .map(|(_, file)| file.as_path());
+        let file = first.unwrap_or_else(|| entries[0].file.as_path());
+        ConfigError {
+            field: Some("depends_on".into()),
+            ..ConfigError::file(file, why)
+        }
+    })
 }

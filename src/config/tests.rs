@@ -204,3 +204,44 @@ fn the_example_in_operations_md_is_the_shipped_one() {
         "docs/operations.md's Config example differs from examples/config/genward.json"
     );
 }
+
+fn set_err(text: &str) -> ConfigError {
+    let entries = decode_file(Path::new("genward.json"), text.as_bytes()).unwrap();
+    set::check_whole_set(&entries).unwrap_err()
+}
+
+#[test]
+fn a_dependency_on_a_session_the_configuration_lacks_is_an_error_naming_it() {
+    let e = set_err(
+        r#"{"sessions": {"web": {"argv": ["w"], "depends_on": {"db": "ready"}}}}"#,
+    );
+    assert_eq!(e.field.as_deref(), Some("depends_on.db"));
+    assert_eq!(
+        e.to_string(),
+        "genward.json: depends_on.db: \"db\" is not a session of the configuration"
+    );
+}
+
+#[test]
+fn a_dependency_cycle_is_an_error_naming_it() {
+    let e = set_err(
+        r#"{"sessions": {
+  "a": {"argv": ["a"], "depends_on": {"b": "started"}},
+  "b": {"argv": ["b"], "depends_on": {"c": "ready"}},
+  "c": {"argv": ["c"], "depends_on": {"a": "completed"}},
+  "d": {"argv": ["d"], "depends_on": {"a": "ready"}}
+}}"#,
+    );
+    assert_eq!(e.field.as_deref(), Some("depends_on"));
+    assert_eq!(e.problem, "dependency cycle: a -> b -> c -> a");
+}
+
+#[test]
+fn dependencies_within_the_configuration_are_accepted() {
+    let text = r#"{"sessions": {
+  "db": {"argv": ["db"], "ready": {"output": "ready"}},
+  "web": {"argv": ["w"], "depends_on": {"db": "ready"}}
+}}"#;
+    let entries = decode_file(Path::new("g.json"), text.as_bytes()).unwrap();
+    set::check_whole_set(&entries).unwrap();
+}

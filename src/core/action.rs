@@ -39,6 +39,20 @@ pub enum Action {
     CloseOutput { gen: u64 },
     /// `gen` is gone: close its fds and pidfd, forget its buffers.
     Release { gen: u64 },
+    /// Run readiness probe number `probe` of `gen` (its spec's `ready`: a connection or a
+    /// command); answer with `Input::Readiness` carrying `ReadySignal::Probed`.
+    Probe {
+        gen: u64,
+        probe: u64,
+        /// A liveness probe (the spec's `live`) rather than a readiness one (`ready`).
+        live: bool,
+    },
+    /// Give up probe `probe` of `gen` (it outlived its interval): kill its command or drop
+    /// its connection attempt. No answer is expected; a late one is ignored.
+    CancelProbe { gen: u64, probe: u64, live: bool },
+    /// `gen`'s readiness is decided: stop watching its notification descriptor and its
+    /// output for the ready signal, and give up any probe in flight.
+    ReadySettled { gen: u64 },
     /// Tell subscribers.
     Emit(Event),
     /// Answer the command with this request id. Exactly one per command.
@@ -126,6 +140,22 @@ pub enum Event {
     Unkillable { session: Arc<str>, gen: u64 },
     /// `gen` stopped reading its input (EPIPE); later writes fail with `input_closed`.
     InputClosed { session: Arc<str>, gen: u64 },
+    /// `gen` is ready (its spec's `ready` check passed).
+    Ready { session: Arc<str>, gen: u64 },
+    /// `gen` failed its liveness probe `failures` times in a row: it is being stopped, and
+    /// its end counts as a failure for the restart policy.
+    Unhealthy {
+        session: Arc<str>,
+        gen: u64,
+        failures: u32,
+    },
+    /// `gen`'s readiness check failed; the process is left running.
+    ReadyFailed {
+        session: Arc<str>,
+        gen: u64,
+        /// Why, for people ("timed out after 60s").
+        reason: Arc<str>,
+    },
 }
 
 impl Event {
@@ -136,7 +166,10 @@ impl Event {
             | Event::SpawnFailed { gen, .. }
             | Event::Exited { gen, .. }
             | Event::Unkillable { gen, .. }
-            | Event::InputClosed { gen, .. } => Some(*gen),
+            | Event::InputClosed { gen, .. }
+            | Event::Ready { gen, .. }
+            | Event::Unhealthy { gen, .. }
+            | Event::ReadyFailed { gen, .. } => Some(*gen),
             Event::State { .. } => None,
         }
     }
@@ -149,7 +182,10 @@ impl Event {
             | Event::Exited { session, .. }
             | Event::State { session, .. }
             | Event::Unkillable { session, .. }
-            | Event::InputClosed { session, .. } => session,
+            | Event::InputClosed { session, .. }
+            | Event::Ready { session, .. }
+            | Event::Unhealthy { session, .. }
+            | Event::ReadyFailed { session, .. } => session,
         }
     }
 

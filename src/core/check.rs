@@ -30,7 +30,7 @@
 //! keeper held delivers only on the streams handed over, its offsets contiguous from where
 //! they stopped, and is listed `io_lost: false` (and only then).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::{
@@ -78,6 +78,8 @@ struct Track {
     /// Adopted with its identity unverified, and not told `Verified` since: nothing may
     /// be signalled to it, and nothing about its process is taken in.
     unverified: bool,
+    /// Its readiness was decided (`ready` or `ready_failed` emitted).
+    ready_decided: u32,
 }
 
 /// Observes a core and panics when an invariant breaks.
@@ -696,6 +698,20 @@ impl Checker {
                 );
                 t.closed_output = true;
             }
+            Action::Probe { gen, live, .. } | Action::CancelProbe { gen, live, .. } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.spawned && t.exit.is_none() && t.terminal == 0 && (*live || t.ready_decided == 0),
+                    "probe for generation {gen} not running, or readiness already decided: {action:?}"
+                );
+            }
+            Action::ReadySettled { gen } => {
+                let t = self.track(*gen);
+                assert!(
+                    t.spawned && t.terminal == 0,
+                    "readiness of generation {gen} settled before it ran or after its end"
+                );
+            }
             Action::Emit(event) => self.observe_event(now, event),
             Action::Reply {
                 result: Ok(Response::List(list)),
@@ -803,6 +819,21 @@ impl Checker {
                     "generation {gen} reported unkillable after its leader was gone, or while unverified"
                 );
             }
+            Event::Unhealthy { .. } => {
+                assert!(
+                    t.spawned && t.exit.is_none(),
+                    "generation {gen} found unhealthy while not running: {event:?}"
+                );
+                // The core stops it itself, as a stop would.
+                t.asked.get_or_insert(StopReason::Requested);
+            }
+            Event::Ready { .. } | Event::ReadyFailed { .. } => {
+                assert!(
+                    t.spawned && t.ready_decided == 0,
+                    "readiness of generation {gen} decided twice, or before it ran: {event:?}"
+                );
+                t.ready_decided += 1;
+            }
             Event::State { .. } => {}
         }
     }
@@ -818,7 +849,30 @@ impl Checker {
     ) {
         let after = gens_by_number(core);
         let session = session.cloned();
-        for (h, (s, b)) in before.iter().filter(|(h, _)| **h != gen) {
+        // Order between sessions (`depends_on`): an input about `gen` may let a dependent's
+        // Pending generation start, and during a shutdown a deferred stop begin once the
+        // dependents ended. Nothing else about another generation may change.
+        let mut ordered: BTreeSet<u64> = BTreeSet::new();
+        for (h, (_, b)) in before.iter().filter(|(h, _)| **h != gen) {
+            let Some((_, a)) = after.get(h) else { continue };
+            let dependent = core
+                .gens
+                .get(h)
+                .is_some_and(|g| !g.spec.depends_on.is_empty());
+            let dep_start = dependent
+                && b.lifecycle == Lifecycle::Pending
+                && a.lifecycle == Lifecycle::Starting;
+            let deferred_stop = core.is_shutting_down()
+                && b.stop.is_none()
+                && a.stop == Some(StopReason::Requested);
+            if dep_start || deferred_stop {
+                ordered.insert(*h);
+            }
+        }
+        for (h, (s, b)) in before
+            .iter()
+            .filter(|(h, _)| **h != gen && !ordered.contains(h))
+        {
             let Some((_, a)) = after.get(h) else {
                 panic!("invariant 1: input about generation {gen} removed generation {h}");
             };
@@ -839,6 +893,17 @@ impl Checker {
             );
         }
         for action in actions {
+            let about = match action {
+                Action::Emit(e) => e.gen(),
+                Action::Spawn { gen, .. }
+                | Action::Signal { gen, .. }
+                | Action::CancelSpawn { gen }
+                | Action::Release { gen } => Some(*gen),
+                _ => None,
+            };
+            if about.is_some_and(|h| ordered.contains(&h)) {
+                continue;
+            }
             let ok = match action {
                 Action::Spawn { gen: h, .. } => {
                     *h == gen
@@ -846,7 +911,12 @@ impl Checker {
                             Some(s) == session.as_ref() && b.lifecycle == Lifecycle::Pending
                         })
                 }
-                Action::Emit(Event::State { session: s, .. }) => Some(s) == session.as_ref(),
+                Action::Emit(Event::State { session: s, .. }) => {
+                    Some(s) == session.as_ref()
+                        || ordered
+                            .iter()
+                            .any(|h| before.get(h).is_some_and(|(n, _)| n == s))
+                }
                 Action::Emit(e) => e.gen() == Some(gen),
                 Action::Signal { gen: h, .. }
                 | Action::CancelSpawn { gen: h }
@@ -855,7 +925,10 @@ impl Checker {
                 | Action::CloseInput { gen: h }
                 | Action::Resize { gen: h, .. }
                 | Action::CloseOutput { gen: h }
-                | Action::Release { gen: h } => *h == gen,
+                | Action::Release { gen: h }
+                | Action::Probe { gen: h, .. }
+                | Action::CancelProbe { gen: h, .. }
+                | Action::ReadySettled { gen: h } => *h == gen,
                 Action::Reply { .. } => false,
             };
             assert!(
@@ -884,7 +957,10 @@ impl Checker {
                 | Action::CloseInput { gen }
                 | Action::Resize { gen, .. }
                 | Action::CloseOutput { gen }
-                | Action::Release { gen } => Some(*gen),
+                | Action::Release { gen }
+                | Action::Probe { gen, .. }
+                | Action::CancelProbe { gen, .. }
+                | Action::ReadySettled { gen } => Some(*gen),
                 Action::Reply { .. } => None,
             };
             if let Some((session, _)) = gen.and_then(|g| before.get(&g)) {
@@ -950,10 +1026,27 @@ impl Checker {
 
 /// Invariant 1 at the session level: an input about a generation of session `own` (or of
 /// no live session) leaves every other session exactly as it was.
+///
+/// Order between sessions is the one exception (`depends_on`): a session whose Pending
+/// generation waits for dependencies may start (or have its reason of waiting change),
+/// and during a shutdown one whose stop was deferred may begin it once its dependents
+/// ended.
 fn check_other_sessions(core: &Core, own: Option<&Arc<str>>, before: &[super::SessionSnapshot]) {
     let after = core.list();
     for b in before.iter().filter(|b| Some(&b.name) != own) {
         let a = after.iter().find(|a| a.name == b.name);
+        let ordered = a.is_some_and(|a| {
+            let dependent = b.waiting.is_some() || a.waiting.is_some();
+            let deferred = core.is_shutting_down()
+                && a.generations
+                    .iter()
+                    .zip(&b.generations)
+                    .any(|(x, y)| x.gen == y.gen && y.stop.is_none() && x.stop.is_some());
+            dependent || deferred
+        });
+        if ordered {
+            continue;
+        }
         assert_eq!(
             a,
             Some(b),
@@ -993,6 +1086,8 @@ fn process_gen(input: &Input) -> Option<u64> {
         | Input::InputWritten { gen, .. }
         | Input::InputError { gen }
         | Input::Verified { gen }
+        | Input::Readiness { gen, .. }
+        | Input::Liveness { gen, .. }
         | Input::Adopt { gen, .. } => Some(*gen),
     }
 }

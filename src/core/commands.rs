@@ -122,6 +122,8 @@ impl Core {
             return Err(Error::bad(format!("{name:?} is not a valid session name")));
         }
         spec.validate(&self.config)?;
+        super::depends::validate(Some(name), &spec.depends_on)?;
+        self.refuse_cycle(name, &spec.depends_on)?;
         match self.sessions.get(name) {
             Some(s) if s.current.is_some() && on_busy == OnBusy::Reject => {
                 return Err(Error::new(
@@ -167,7 +169,11 @@ impl Core {
             self.dispatch(old, GenInput::Stop(StopReason::Superseded, None));
         }
         if on_busy == OnBusy::Overlap {
-            self.dispatch(gen, GenInput::Start);
+            if let Some(g) = self.gens.get_mut(&gen) {
+                g.overlap = true;
+            }
+            let name = name.clone();
+            self.start_or_wait(&name, gen, true);
         } else {
             self.advance_session(name);
         }
@@ -352,10 +358,7 @@ impl Core {
         for name in waiting {
             self.sync_restart(&name);
         }
-        let gens: Vec<u64> = self.gens.keys().copied().collect();
-        for gen in gens {
-            self.dispatch(gen, GenInput::Stop(StopReason::Requested, grace));
-        }
+        self.stop_in_order(grace);
         Ok(Response::Ok)
     }
 }

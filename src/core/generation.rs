@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use super::action::{Action, Event, ExitCause, Scope};
 use super::input::{AdoptedIo, Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
+use super::liveness::{self, Liveness, Verdict};
+use super::readiness::{self, Readiness, ReadySignal};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
 use super::spec::{OnExit, Spec, Stream};
@@ -93,6 +95,13 @@ pub(crate) enum GenInput {
     /// An adopted generation's identity, unverifiable until now, was verified.
     Verified,
     Timeout,
+    /// What the driver saw about its readiness.
+    Readiness(ReadySignal),
+    /// A liveness probe's result.
+    Liveness {
+        probe: u64,
+        ok: bool,
+    },
 }
 
 /// Input to a generation's stdin.
@@ -143,6 +152,13 @@ pub(crate) struct Generation {
     /// The leader is known to have exited and its status is awaited (`LeaderGone`): the
     /// stop sequence is over, nothing more is sent to it.
     pub(super) leader_gone: bool,
+    /// Whether it is ready, with the timeout and probe schedule of its check.
+    pub(crate) readiness: Readiness,
+    /// Its liveness probe schedule (a spec with `live` only), once readiness is decided.
+    pub(crate) liveness: Liveness,
+    /// Spawned with `on_busy: overlap`: it may start beside an older generation of its
+    /// session (once its dependencies are met).
+    pub(crate) overlap: bool,
 }
 
 impl Generation {
@@ -170,6 +186,9 @@ impl Generation {
             io_kept: false,
             unverified: false,
             leader_gone: false,
+            readiness: Readiness::Unstarted,
+            liveness: Liveness::default(),
+            overlap: false,
         }
     }
 
@@ -209,6 +228,8 @@ impl Generation {
         }
         g.adopted = Some(now);
         g.unverified = !verified;
+        // It ran before the restart: whatever its check was, it is not awaited again.
+        g.readiness = Readiness::Ready;
         g
     }
 
@@ -220,6 +241,16 @@ impl Generation {
         if self.unverified {
             self.on_unverified(now, input, out, &mut o);
             return o;
+        }
+        // Readiness has deadlines of its own, only while it waits (which is only while
+        // the leader runs); the phase's deadlines follow.
+        if input == GenInput::Timeout {
+            let owner = self.ready_owner();
+            let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
+            owner.on_timeout(&mut r, now, out);
+            self.readiness = r;
+            self.begin_liveness(now);
+            self.liveness_step(now, out, None);
         }
         match (self.phase, input) {
             (Phase::Pending, GenInput::Start) => self.start(now, out),
@@ -324,8 +355,81 @@ impl Generation {
             | (Phase::Pending | Phase::Starting | Phase::Gone, GenInput::Lost)
             // Only an unverified generation is verified.
             | (_, GenInput::Verified) => {}
+            // Acted on only while it waits to be ready (its leader runs); stale otherwise.
+            (_, GenInput::Readiness(signal)) => {
+                let owner = self.ready_owner();
+                let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
+                owner.on_signal(&mut r, now, signal, out);
+                self.readiness = r;
+                self.begin_liveness(now);
+            }
+            // Acted on only while the leader runs (not while it is being stopped).
+            (_, GenInput::Liveness { probe, ok }) => {
+                self.liveness_step(now, out, Some((probe, ok)))
+            }
         }
         o
+    }
+
+    /// The liveness schedule begins once readiness is decided (ready, or failed: the
+    /// process is left running, and liveness is what acts on its health).
+    fn begin_liveness(&mut self, now: Time) {
+        let decided = matches!(self.readiness, Readiness::Ready | Readiness::Failed(_));
+        if let (Some(check), Phase::Running { .. }, true) = (&self.spec.live, self.phase, decided) {
+            self.liveness.begin(now, check);
+        }
+    }
+
+    /// A liveness timeout (`result` `None`) or probe result; stops it once unhealthy.
+    fn liveness_step(
+        &mut self,
+        now: Time,
+        out: &mut VecDeque<Action>,
+        result: Option<(u64, bool)>,
+    ) {
+        let Phase::Running { pid } = self.phase else {
+            return;
+        };
+        let Some(check) = self.spec.live.clone() else {
+            return;
+        };
+        if self.leader_gone {
+            return;
+        }
+        let owner = liveness::Owner {
+            session: &self.session,
+            gen: self.gen,
+            check: &check,
+        };
+        let verdict = match result {
+            None => self.liveness.on_timeout(&owner, now, out),
+            Some((probe, ok)) => self.liveness.on_result(&owner, probe, ok, out),
+        };
+        if verdict == Verdict::Unhealthy {
+            self.note_stop(StopReason::Requested, None);
+            self.begin_stop(now, pid, out);
+        }
+    }
+
+    /// Whether it was stopped for failing its liveness probe: its end is a failure.
+    pub fn is_unhealthy(&self) -> bool {
+        self.liveness.tripped
+    }
+
+    fn ready_owner(&self) -> readiness::Owner {
+        readiness::Owner {
+            session: self.session.clone(),
+            gen: self.gen,
+            spec: self.spec.clone(),
+        }
+    }
+
+    /// The leader is gone: a readiness still awaited fails.
+    fn readiness_ends(&mut self, out: &mut VecDeque<Action>) {
+        let owner = self.ready_owner();
+        let mut r = std::mem::replace(&mut self.readiness, Readiness::Unstarted);
+        owner.on_exit(&mut r, out);
+        self.readiness = r;
     }
 
     /// An input about an adopted generation whose identity is not verified: a stop is
@@ -363,10 +467,14 @@ impl Generation {
             Phase::Draining { until, .. } => until,
             _ => None,
         };
-        match (group, phase) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let live = match self.phase {
+            Phase::Running { .. } => self.liveness.deadline(),
+            _ => None,
+        };
+        [group, phase, self.readiness.deadline(), live]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The group id to watch for emptiness: the leader exited, its group was sent SIGTERM,
@@ -448,6 +556,7 @@ impl Generation {
             superseded,
             stop: self.stop,
             cause: self.exit.map(|(_, c)| c),
+            ready: self.readiness.state(),
             offsets: self
                 .spec
                 .streams()
@@ -535,6 +644,8 @@ impl Generation {
             },
         );
         self.enter(now, Phase::Running { pid });
+        self.readiness = Readiness::at_spawn(self.spec.ready.as_ref(), now);
+        self.begin_liveness(now);
         // A stop (or replacement) that arrived while spawning runs now.
         if self.stop.is_some() {
             self.begin_stop(now, pid, out);
@@ -712,6 +823,7 @@ impl Generation {
     ) {
         self.exit = Some((status, self.cause_of(status)));
         self.exited_at = now;
+        self.readiness_ends(out);
         // An adopted leader is not our child: once it exits, its group id may be reused,
         // so only a cgroup (which cannot be reused while we hold it) is signalled.
         let pinned = self.adopted.is_none() || self.containment == Some(Containment::Cgroup);
@@ -824,6 +936,7 @@ impl Generation {
     /// The driver lost sight of the leader: report now if not yet reported, then forget
     /// the generation without reaping or signalling anything again.
     fn lost(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        self.readiness_ends(out);
         if !matches!(self.phase, Phase::Reported { .. }) {
             self.report(now, out, o);
         }

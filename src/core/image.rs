@@ -139,6 +139,12 @@ pub struct GenerationImage {
     pub unverified: bool,
     /// Its leader is known to have exited and its status is awaited.
     pub leader_gone: bool,
+    /// Whether it is ready, with its readiness deadlines.
+    pub readiness: super::readiness::Readiness,
+    /// Its liveness probe schedule.
+    pub liveness: super::liveness::Liveness,
+    /// Spawned with `on_busy: overlap` (it may start beside an older generation).
+    pub overlap: bool,
 }
 
 /// Where a generation is (the core's lifecycle, with each phase's data).

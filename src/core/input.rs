@@ -100,6 +100,16 @@ pub enum Input {
     /// Writing to `gen`'s stdin failed (EPIPE): the process stopped reading. Pending input
     /// is dropped and further writes fail with `input_closed`.
     InputError { gen: u64 },
+    /// What the driver saw about `gen`'s readiness: its signal, or a probe's result.
+    /// Ignored unless `gen` still waits to be ready (and, for a probe, unless it answers
+    /// the probe in flight).
+    Readiness {
+        gen: u64,
+        signal: super::readiness::ReadySignal,
+    },
+    /// Liveness probe number `probe` of `gen` finished: `ok` when the connection was
+    /// accepted or the command exited 0. Ignored unless it answers the probe in flight.
+    Liveness { gen: u64, probe: u64, ok: bool },
 }
 
 /// A client command. Commands addressing a session's process take `if_gen`: when given

@@ -11,6 +11,7 @@ pub mod check;
 mod commands;
 mod config;
 mod deadlines;
+pub mod depends;
 mod durable;
 mod error;
 mod generation;
@@ -19,6 +20,9 @@ mod input;
 mod log_spec;
 mod persist;
 mod reload;
+pub mod liveness;
+mod order;
+pub mod readiness;
 mod restart;
 mod run_as;
 mod session;
@@ -37,6 +41,7 @@ use std::sync::Arc;
 
 pub use action::{Action, Event, ExitCause, OutputAt, Response, Scope, SessionState};
 pub use config::Config;
+pub use depends::{DependOn, Dependencies};
 pub use error::{Error, ErrorCode};
 pub use image::{
     CoreImage, GenerationImage, GroupImage, ImageError, PhaseImage, SessionImage, ShutdownImage,
@@ -47,6 +52,8 @@ pub use input::{
 pub use log_spec::LogFile;
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
 pub use reload::{ConfigSession, Origin, Plan};
+pub use liveness::{LiveCheck, Liveness};
+pub use readiness::{Readiness, ReadyCheck, ReadyHow, ReadySignal, ReadyState};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
 pub use snapshot::{
@@ -142,6 +149,11 @@ pub struct Core {
     /// Every tracked generation under its session's name, so one session's generations
     /// are found without a scan of the whole table (`get`, a start, a remove).
     by_session: BTreeSet<(Arc<str>, u64)>,
+    /// Sessions whose Pending current generation waits for its dependencies, each with
+    /// whether it may start beside an older generation (`on_busy: overlap`).
+    blocked: BTreeMap<Arc<str>, bool>,
+    /// Generations the shutdown stops only once the sessions depending on theirs ended.
+    deferred_stops: BTreeSet<u64>,
 }
 
 /// How far the daemon's shutdown got.
@@ -180,6 +192,8 @@ impl Core {
             deadlines: deadlines::Deadlines::default(),
             touched: BTreeSet::new(),
             by_session: BTreeSet::new(),
+            blocked: BTreeMap::new(),
+            deferred_stops: BTreeSet::new(),
         }
     }
 
@@ -202,6 +216,7 @@ impl Core {
                 self.mark_commanded(&command);
                 let result = self.command(command);
                 self.actions.push_back(Action::Reply { request, result });
+                self.follow_order();
                 self.announce_states();
                 return;
             }
@@ -232,6 +247,8 @@ impl Core {
                 return;
             }
             Input::Verified { gen } => (gen, GenInput::Verified),
+            Input::Readiness { gen, signal } => (gen, GenInput::Readiness(signal)),
+            Input::Liveness { gen, probe, ok } => (gen, GenInput::Liveness { probe, ok }),
             Input::InputWritten { gen, len } => {
                 if let Some(g) = self.gens.get_mut(&gen) {
                     g.input.pending = g.input.pending.saturating_sub(len);
@@ -262,7 +279,15 @@ impl Core {
             }
         };
         self.dispatch(gen, gen_input);
+        self.follow_order();
         self.announce_states();
+    }
+
+    /// After an input: blocked sessions whose dependencies are met start, and deferred
+    /// shutdown stops whose dependents ended begin.
+    fn follow_order(&mut self) {
+        self.retry_blocked();
+        self.release_deferred_stops();
     }
 
     /// `len` bytes were read from `gen`'s `stream`: where they belong, or `None` when the
@@ -317,6 +342,46 @@ impl Core {
             "generation {g} of {session:?} is not known (ended long ago, or never existed)"
         );
         Err(Error::new(ErrorCode::NotRunning, what))
+    }
+
+    /// What a `wait` for the readiness of `gen` of `session` (default: the current
+    /// generation, or the last one that ended) is answered with: its `ready` or
+    /// `ready_failed` event when decided, its terminal event when it ended first, or the
+    /// generation to watch. A generation without a `ready` check is ready once spawned.
+    pub fn wait_ready(&self, session: &str, gen: Option<u64>) -> Result<WaitFor, Error> {
+        let target = self.wait_for(session, gen)?;
+        let WaitFor::Live(g) = target else {
+            return Ok(target);
+        };
+        Ok(self.ready_event(g).map_or(WaitFor::Live(g), WaitFor::Ended))
+    }
+
+    /// Every generation whose leader runs, with its spec and whether its readiness is
+    /// still awaited: what a driver that lost its run-time state (an upgrade) needs to go
+    /// on with their `ready` and `live` checks.
+    pub fn running_checks(&self) -> impl Iterator<Item = (u64, Arc<Spec>, bool)> + '_ {
+        self.gens
+            .values()
+            .filter(|g| g.is_live_leader() && (g.spec.ready.is_some() || g.spec.live.is_some()))
+            .map(|g| {
+                let waiting = matches!(g.readiness, readiness::Readiness::Waiting { .. });
+                (g.gen, g.spec.clone(), waiting)
+            })
+    }
+
+    /// The event saying `gen`'s readiness is decided (`ready` / `ready_failed`), if it is.
+    pub fn ready_event(&self, gen: u64) -> Option<Event> {
+        let g = self.gens.get(&gen)?;
+        let session = g.session.clone();
+        match &g.readiness {
+            readiness::Readiness::Ready => Some(Event::Ready { session, gen }),
+            readiness::Readiness::Failed(why) => Some(Event::ReadyFailed {
+                session,
+                gen,
+                reason: why.clone(),
+            }),
+            _ => None,
+        }
     }
 
     /// Whether a shutdown was asked for (it may still be stopping generations).
@@ -439,6 +504,7 @@ impl Core {
             last_end: s.last_end.clone(),
             generations,
             detail: None,
+            waiting: self.waiting_reason(s),
         }
     }
 
@@ -622,7 +688,12 @@ impl Core {
                 ..
             })
         );
-        if !s.want_up || s.removing || stopped_by_us {
+        // Stopped for failing its liveness probe: a failure, for the restart policy.
+        let unhealthy = self.gens.get(&gen).is_some_and(Generation::is_unhealthy);
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
+        if !s.want_up || s.removing || (stopped_by_us && !unhealthy) {
             s.rest = Rest::Stopped;
             return;
         }
@@ -662,7 +733,8 @@ impl Core {
             .is_some_and(|g| g.phase == Phase::Pending);
         let older_live = self.gens_of(name).next().is_some_and(|g| g < cur);
         if pending && !older_live {
-            self.dispatch(cur, GenInput::Start);
+            let name = name.clone();
+            self.start_or_wait(&name, cur, false);
         }
     }
 

@@ -25,6 +25,9 @@ pub struct SessionSnapshot {
     pub generations: Vec<GenerationSnapshot>,
     /// What only `get` shows: the spec and the latest ends.
     pub detail: Option<SessionDetail>,
+    /// Why its current generation has not started: a dependency it waits for
+    /// (`waiting for db to be ready`, `db: no such session`).
+    pub waiting: Option<String>,
 }
 
 /// The parts of a session `get` shows and `list` leaves out.
@@ -76,6 +79,8 @@ pub struct GenerationSnapshot {
     pub stop: Option<StopReason>,
     /// The cause its exit will be (or was) reported with, once the leader exited.
     pub cause: Option<ExitCause>,
+    /// Whether it is ready (see the spec's `ready`).
+    pub ready: super::readiness::ReadyState,
     /// Bytes emitted so far per stream.
     pub offsets: Vec<(Stream, u64)>,
     /// Output bytes refused (closed stream or after the report).

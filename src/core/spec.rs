@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use super::config::Config;
+use super::depends::{self, Dependencies};
 use super::error::Error;
 use super::log_spec::LogFile;
+use super::readiness::ReadyCheck;
 use super::run_as::RunAs;
 use super::signal;
 
@@ -44,6 +46,13 @@ pub struct Spec {
     pub run_as: RunAs,
     /// A file the output is also written to, rotated by size; `None`: none.
     pub log: Option<LogFile>,
+    /// How a generation says it is ready; `None`: ready as soon as it is spawned.
+    pub ready: Option<ReadyCheck>,
+    /// Sessions that must have reached a state before a generation of this one starts.
+    pub depends_on: Dependencies,
+    /// A probe that keeps checking a running generation once its readiness is decided;
+    /// failing it `failures` times in a row stops the generation as unhealthy.
+    pub live: Option<super::liveness::LiveCheck>,
 }
 
 /// Limits a generation's whole tree shares, enforced by its cgroup.
@@ -109,6 +118,9 @@ impl Spec {
             on_recover: OnRecover::Stop,
             run_as: RunAs::default(),
             log: None,
+            ready: None,
+            depends_on: Dependencies::new(),
+            live: None,
         }
     }
 
@@ -182,6 +194,13 @@ impl Spec {
                 config.max_buffer_bytes
             )));
         }
+        if let Some(r) = &self.ready {
+            r.validate()?;
+        }
+        depends::validate(None, &self.depends_on)?;
+        if let Some(l) = &self.live {
+            l.validate()?;
+        }
         self.restart.validate()
     }
 
@@ -189,11 +208,22 @@ impl Spec {
         let argv: usize = self.argv.iter().map(Vec::len).sum();
         let set: usize = self.env.set.iter().map(|(k, v)| k.len() + v.len()).sum();
         let unset: usize = self.env.unset.iter().map(Vec::len).sum();
+        let ready = match self.ready.as_ref().map(|r| &r.how) {
+            Some(super::readiness::ReadyHow::Command(a)) => a.iter().map(Vec::len).sum(),
+            Some(super::readiness::ReadyHow::Output(t) | super::readiness::ReadyHow::Unix(t)) => {
+                t.len()
+            }
+            Some(super::readiness::ReadyHow::Tcp(t)) => t.len(),
+            _ => 0,
+        };
+        let deps: usize = self.depends_on.keys().map(String::len).sum();
         argv + set
             + unset
             + self.cwd.as_ref().map_or(0, Vec::len)
             + self.run_as.byte_size()
             + self.log.as_ref().map_or(0, |l| l.path.len())
+            + ready
+            + deps
     }
 }
 

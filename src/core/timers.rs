@@ -55,6 +55,7 @@ impl Core {
                 self.fire_restart(&name);
             }
         }
+        self.follow_order();
         self.announce_states();
     }
 

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use mio::Registry;
 
+use super::probe_identities::ProbeIdentities;
 use super::child::{Child, InputProgress};
 use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
@@ -29,6 +30,7 @@ use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
 
 pub use leaders::LeaderState;
+pub use starts::spawn_request;
 
 /// The result of one read from a child's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +72,8 @@ pub struct Children {
     /// Adopted generations without a pidfd, whose end nothing announces: looked at again
     /// on a timer.
     rechecks: Rechecks,
+    /// Whom probe commands of generations whose start took a lookup run as.
+    probe_identities: ProbeIdentities,
 }
 
 /// Bytes of PTY output gathered into one record when they are already there: a terminal
@@ -119,6 +123,7 @@ impl Children {
             dir_id,
             exits: PendingExits::default(),
             rechecks: Rechecks::default(),
+            probe_identities: ProbeIdentities::default(),
         }
     }
 
@@ -179,6 +184,11 @@ impl Children {
 
     /// Whether a generation is still starting: an upgrade waits for none to be (a start
     /// in flight is a forked process between `fork` and `execve`, which no image holds).
+    pub fn reaper(&self) -> ReaperMode {
+        self.reaper
+    }
+
+    /// Whether a start is in flight.
     pub fn is_launching(&self) -> bool {
         !self.launching.is_empty()
     }
@@ -221,6 +231,22 @@ impl Children {
             self.insert(gen, child);
         }
         self.look_soon = true;
+    }
+
+    /// What the lookup found for `gen`'s start, for its probe commands (`None`: its start
+    /// took no lookup, or it has no probe command).
+    pub fn probe_identity(&self, gen: u64) -> Option<&crate::lookup::answer::Found> {
+        self.probe_identities.get(gen)
+    }
+
+    /// The probe identities, for an upgrade image.
+    pub fn export_probe_identities(&self) -> Vec<(u64, Vec<u8>)> {
+        self.probe_identities.export()
+    }
+
+    /// Takes back an upgrade image's probe identities.
+    pub fn resume_probe_identities(&mut self, images: Vec<(u64, Vec<u8>)>) {
+        self.probe_identities.resume(images);
     }
 
     /// The generations held, for a look at each after an upgrade.
@@ -393,6 +419,7 @@ impl Children {
         self.watched.remove(&gen);
         self.exits.forget(gen);
         self.rechecks.forget(gen);
+        self.probe_identities.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
             self.held -= child.counted();
             child.release(registry);

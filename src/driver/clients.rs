@@ -80,6 +80,9 @@ pub struct Clients {
     subs: Subscriptions,
     /// Generation → `wait`s to answer with its terminal event.
     waits: HashMap<u64, Vec<(u64, RequestId)>>,
+    /// Generation → `wait`s (`for: ready`) to answer when its readiness is decided or it
+    /// ends.
+    ready_waits: HashMap<u64, Vec<(u64, RequestId)>>,
     /// Core request id → the connection and the id it used.
     replies: HashMap<u64, (u64, RequestId)>,
     next_request: u64,
@@ -108,6 +111,7 @@ impl Clients {
             next_id: 0,
             subs: Subscriptions::default(),
             waits: HashMap::new(),
+            ready_waits: HashMap::new(),
             replies: HashMap::new(),
             next_request: 1,
             dirty: Vec::new(),
@@ -307,6 +311,10 @@ impl Clients {
         self.subs.remove_client(id);
         if client.waiting > 0 {
             self.waits.retain(|_, list| {
+                list.retain(|(c, _)| *c != id);
+                !list.is_empty()
+            });
+            self.ready_waits.retain(|_, list| {
                 list.retain(|(c, _)| *c != id);
                 !list.is_empty()
             });

@@ -29,6 +29,7 @@ use super::log_sink::LogSink;
 use super::logs::Logs;
 use super::notify::Notifier;
 use super::persist::Persist;
+use super::readiness::Readiness;
 use super::ready::notify_ready;
 use super::signals::{ControlSignal, Signals};
 use super::token::Source;
@@ -70,6 +71,8 @@ pub struct Daemon {
     log_sink: LogSink,
     /// systemd's notification socket and watchdog.
     notify: Notifier,
+    /// What each generation's readiness check needs while it waits.
+    ready: Readiness,
     /// Last, so that the lease it holds is let go after everything else is closed.
     persist: Persist,
 }
@@ -216,6 +219,21 @@ impl Daemon {
             }
             Source::Stdin { gen } => self.flush_input(gen),
             Source::Pidfd { gen } => self.check_exit(gen),
+            Source::ReadyFd { gen } => {
+                if let Some(signal) = self.ready.on_notify(self.poll.registry(), gen) {
+                    self.tell(Input::Readiness { gen, signal });
+                }
+            }
+            Source::Probe { gen } | Source::ProbeStatus { gen } => {
+                if let Some(input) = self.ready.on_probe(self.poll.registry(), gen, false) {
+                    self.tell(input);
+                }
+            }
+            Source::LiveProbe { gen } | Source::LiveProbeStatus { gen } => {
+                if let Some(input) = self.ready.on_probe(self.poll.registry(), gen, true) {
+                    self.tell(input);
+                }
+            }
             Source::TreeWatch { gen } => {
                 if self.children.session_empty(self.poll.registry(), gen) == Some(true) {
                     self.tell(Input::GroupEmpty { gen });
@@ -303,10 +321,25 @@ impl Daemon {
                     self.tell(Input::OutputClosed { gen, unread });
                 }
                 Action::Release { gen } => {
+                    self.ready.release(registry, gen);
                     self.children.release(registry, gen);
                     self.persist.forget(gen);
                     self.keeper_do(|k| k.forget(gen));
                 }
+                Action::Probe { gen, probe, live } => {
+                    let reaper = self.children.reaper();
+                    let identity = self.children.probe_identity(gen);
+                    let started =
+                        self.ready
+                            .start_probe(registry, gen, probe, live, reaper, identity);
+                    if let Some(input) = started {
+                        self.tell(input);
+                    }
+                }
+                Action::CancelProbe { gen, probe, live } => {
+                    self.ready.cancel_probe(registry, gen, probe, live)
+                }
+                Action::ReadySettled { gen } => self.ready.settled(registry, gen),
                 Action::Emit(event) => self.emit(event),
                 Action::Reply { request, result } => {
                     self.clients.reply(request, &result, self.clock.wire)
@@ -343,6 +376,11 @@ impl Daemon {
         }
         // Before orphans are reaped: the log writer is a child the sink waits for.
         self.log_sink.reap(self.poll.registry());
+        for (gen, live) in self.ready.awaiting_sigchld() {
+            if let Some(input) = self.ready.on_probe(self.poll.registry(), gen, live) {
+                self.tell(input);
+            }
+        }
         self.children.reap_orphans();
         crate::sys::spawn::reap_abandoned();
     }

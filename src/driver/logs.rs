@@ -254,7 +254,22 @@ pub fn log_event(event: &Event) {
         Event::Unkillable { session, gen } => {
             log::warn!("{session} gen {gen}: survived SIGKILL; still tracked")
         }
-        Event::Spawned { .. } | Event::State { .. } | Event::InputClosed { .. } => {}
+        Event::ReadyFailed {
+            session,
+            gen,
+            reason,
+        } => log::warn!("{session} gen {gen}: readiness failed: {reason}"),
+        Event::Unhealthy {
+            session,
+            gen,
+            failures,
+        } => log::warn!(
+            "{session} gen {gen}: unhealthy ({failures} failed liveness probes); stopping it"
+        ),
+        Event::Spawned { .. }
+        | Event::State { .. }
+        | Event::InputClosed { .. }
+        | Event::Ready { .. } => {}
     }
 }
 

@@ -37,6 +37,17 @@ pub enum Source {
     CgroupEvents { gen: u64 },
     /// Generation `gen`'s session watch: a member it watches exited.
     TreeWatch { gen: u64 },
+    /// The read end of generation `gen`'s readiness notification pipe.
+    ReadyFd { gen: u64 },
+    /// Generation `gen`'s readiness probe in flight: its connecting socket, or its
+    /// command's pidfd.
+    Probe { gen: u64 },
+    /// The exec-status pipe of generation `gen`'s readiness probe command while it starts.
+    ProbeStatus { gen: u64 },
+    /// Generation `gen`'s liveness probe in flight (as [`Source::Probe`]).
+    LiveProbe { gen: u64 },
+    /// The exec-status pipe of generation `gen`'s liveness probe command.
+    LiveProbeStatus { gen: u64 },
     /// Nothing we know.
     Unknown,
 }
@@ -47,9 +58,9 @@ const SIGCHLD: usize = 2;
 const KEEPER: usize = 3;
 const LOG_WRITER: usize = 4;
 
-/// The top bit marks clients; below it, children use three bits for the descriptor kind.
+/// The top bit marks clients; below it, children use four bits for the descriptor kind.
 const CLIENT_BIT: u64 = 1 << 63;
-const KIND_BITS: u32 = 3;
+const KIND_BITS: u32 = 4;
 const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
 
 const STDOUT: u64 = 0;
@@ -60,13 +71,18 @@ const PIDFD: u64 = 4;
 const SPAWN_STATUS: u64 = 5;
 const CGROUP_EVENTS: u64 = 6;
 const TREE_WATCH: u64 = 7;
+const READY_FD: u64 = 8;
+const PROBE: u64 = 9;
+const PROBE_STATUS: u64 = 10;
+const LIVE_PROBE: u64 = 11;
+const LIVE_PROBE_STATUS: u64 = 12;
 
 // Tokens hold 64 bits of source identity.
 const _: () = assert!(usize::BITS == 64, "genward needs a 64-bit usize");
 
 impl Source {
     /// The token for this source, or `None` for a generation number too large to encode
-    /// (2^60 and up: never reached by a counter that starts at 1).
+    /// (2^59 and up: never reached by a counter that starts at 1).
     pub fn token(self) -> Option<Token> {
         let child = |gen: u64, kind: u64| {
             (gen < (CLIENT_BIT >> KIND_BITS)).then_some(Token(((gen << KIND_BITS) | kind) as usize))
@@ -91,6 +107,11 @@ impl Source {
             Source::SpawnStatus { gen } => child(gen, SPAWN_STATUS),
             Source::CgroupEvents { gen } => child(gen, CGROUP_EVENTS),
             Source::TreeWatch { gen } => child(gen, TREE_WATCH),
+            Source::ReadyFd { gen } => child(gen, READY_FD),
+            Source::Probe { gen } => child(gen, PROBE),
+            Source::ProbeStatus { gen } => child(gen, PROBE_STATUS),
+            Source::LiveProbe { gen } => child(gen, LIVE_PROBE),
+            Source::LiveProbeStatus { gen } => child(gen, LIVE_PROBE_STATUS),
             Source::Unknown => None,
         }
     }
@@ -130,6 +151,11 @@ impl Source {
             SPAWN_STATUS => Source::SpawnStatus { gen },
             CGROUP_EVENTS => Source::CgroupEvents { gen },
             TREE_WATCH => Source::TreeWatch { gen },
+            READY_FD => Source::ReadyFd { gen },
+            PROBE => Source::Probe { gen },
+            PROBE_STATUS => Source::ProbeStatus { gen },
+            LIVE_PROBE => Source::LiveProbe { gen },
+            LIVE_PROBE_STATUS => Source::LiveProbeStatus { gen },
             _ => Source::Unknown,
         }
     }
@@ -158,7 +184,7 @@ mod tests {
                 stream: Stream::Stderr,
             },
             Source::Output {
-                gen: (1 << 60) - 1,
+                gen: (1 << 59) - 1,
                 stream: Stream::Pty,
             },
             Source::Stdin { gen: 1 },
@@ -166,6 +192,11 @@ mod tests {
             Source::SpawnStatus { gen: 99 },
             Source::CgroupEvents { gen: 100 },
             Source::TreeWatch { gen: 101 },
+            Source::ReadyFd { gen: 102 },
+            Source::Probe { gen: 103 },
+            Source::ProbeStatus { gen: 104 },
+            Source::LiveProbe { gen: 105 },
+            Source::LiveProbeStatus { gen: 106 },
         ];
         for source in sources {
             let token = source.token().expect("encodable");
@@ -175,7 +206,7 @@ mod tests {
 
     #[test]
     fn out_of_range_numbers_have_no_token() {
-        assert_eq!(Source::Pidfd { gen: 1 << 60 }.token(), None);
+        assert_eq!(Source::Pidfd { gen: 1 << 59 }.token(), None);
         assert_eq!(Source::Client(1 << 63).token(), None);
         assert_eq!(Source::of(Token(5)), Source::Unknown);
     }

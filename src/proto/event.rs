@@ -90,6 +90,32 @@ pub enum WireEvent<'a> {
         /// Generation.
         gen: u64,
     },
+    /// A generation is ready (its spec's `ready` check passed).
+    Ready {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+    },
+    /// A generation failed its liveness probe `failures` times in a row and is being
+    /// stopped; its end counts as a failure for the restart policy.
+    Unhealthy {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+        /// Consecutive failed probes.
+        failures: u32,
+    },
+    /// A generation's readiness check failed; its process is left running.
+    ReadyFailed {
+        /// Session name.
+        session: Cow<'a, str>,
+        /// Generation.
+        gen: u64,
+        /// Why, for people.
+        reason: Cow<'a, str>,
+    },
     /// This subscriber missed session output positions `[from, to)`.
     Dropped {
         /// Session name.
@@ -265,6 +291,9 @@ impl<'a> WireEvent<'a> {
             WireEvent::State { .. } => "state",
             WireEvent::Unkillable { .. } => "unkillable",
             WireEvent::InputClosed { .. } => "input_closed",
+            WireEvent::Ready { .. } => "ready",
+            WireEvent::ReadyFailed { .. } => "ready_failed",
+            WireEvent::Unhealthy { .. } => "unhealthy",
             WireEvent::Dropped { .. } => "dropped",
             WireEvent::Demoted { .. } => "demoted",
         }
@@ -280,6 +309,9 @@ impl<'a> WireEvent<'a> {
             | WireEvent::State { session, .. }
             | WireEvent::Unkillable { session, .. }
             | WireEvent::InputClosed { session, .. }
+            | WireEvent::Ready { session, .. }
+            | WireEvent::ReadyFailed { session, .. }
+            | WireEvent::Unhealthy { session, .. }
             | WireEvent::Dropped { session, .. }
             | WireEvent::Demoted { session, .. } => session,
         }
@@ -323,7 +355,10 @@ impl<'a> WireEvent<'a> {
             | WireEvent::SpawnFailed { gen, .. }
             | WireEvent::Exited { gen, .. }
             | WireEvent::Unkillable { gen, .. }
-            | WireEvent::InputClosed { gen, .. } => Some(*gen),
+            | WireEvent::InputClosed { gen, .. }
+            | WireEvent::Ready { gen, .. }
+            | WireEvent::ReadyFailed { gen, .. }
+            | WireEvent::Unhealthy { gen, .. } => Some(*gen),
             WireEvent::State { gen, .. } => *gen,
             WireEvent::Dropped { .. } | WireEvent::Demoted { .. } => None,
         }
@@ -404,6 +439,28 @@ impl<'a> WireEvent<'a> {
                 session: Cow::Borrowed(session),
                 gen: *gen,
             },
+            Event::Ready { session, gen } => WireEvent::Ready {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+            },
+            Event::Unhealthy {
+                session,
+                gen,
+                failures,
+            } => WireEvent::Unhealthy {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                failures: *failures,
+            },
+            Event::ReadyFailed {
+                session,
+                gen,
+                reason,
+            } => WireEvent::ReadyFailed {
+                session: Cow::Borrowed(session),
+                gen: *gen,
+                reason: Cow::Borrowed(reason),
+            },
         }
     }
 
@@ -459,6 +516,28 @@ impl<'a> WireEvent<'a> {
             WireEvent::InputClosed { session, gen } => WireEvent::InputClosed {
                 session: own(session),
                 gen,
+            },
+            WireEvent::Ready { session, gen } => WireEvent::Ready {
+                session: own(session),
+                gen,
+            },
+            WireEvent::Unhealthy {
+                session,
+                gen,
+                failures,
+            } => WireEvent::Unhealthy {
+                session: own(session),
+                gen,
+                failures,
+            },
+            WireEvent::ReadyFailed {
+                session,
+                gen,
+                reason,
+            } => WireEvent::ReadyFailed {
+                session: own(session),
+                gen,
+                reason: own(reason),
             },
             WireEvent::Dropped { session, from, to } => WireEvent::Dropped {
                 session: own(session),

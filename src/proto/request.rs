@@ -13,6 +13,7 @@ mod decode;
 mod encode;
 mod fields;
 mod log_file;
+mod ready;
 mod run_as;
 mod spec;
 
@@ -102,6 +103,9 @@ pub enum Op {
     Unsubscribe { target: Target },
     /// Answer once generation `gen` (default: the current one) has ended.
     Wait { session: String, gen: Option<u64> },
+    /// Answer once generation `gen` (default: the current one) is ready, its readiness
+    /// failed, or it ended (`"op":"wait","for":"ready"`).
+    WaitReady { session: String, gen: Option<u64> },
     /// Replace the daemon's program in place (`binary`: another program than the one it
     /// was started as), keeping every session, process and connection.
     Upgrade { binary: Option<String> },

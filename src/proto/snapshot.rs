@@ -36,6 +36,9 @@ pub fn session(s: &SessionSnapshot, clock: Clock, out: &mut Vec<u8>) {
     if let Some(t) = s.restart_at {
         w.u64("restart_at_unix_ms", clock.unix_ms(t));
     }
+    if let Some(why) = &s.waiting {
+        w.str("waiting", why);
+    }
     match &s.last_end {
         Some(end) => w.with("last_end", |out| End::from(end).write(out)),
         None => w.null("last_end"),
@@ -70,6 +73,16 @@ fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
         .bool("superseded", g.superseded);
     if let Some(cause) = g.cause {
         w.str("cause", cause.as_str());
+    }
+    // Left out once ready (the usual case: listings stay as short as they were).
+    match &g.ready {
+        crate::core::ReadyState::Ready => {}
+        crate::core::ReadyState::Starting => {
+            w.str("ready", "starting");
+        }
+        crate::core::ReadyState::Failed(why) => {
+            w.str("ready", "ready_failed").str("ready_error", why);
+        }
     }
     w.with("offsets", |out| {
         let mut o = ObjWriter::new(out);

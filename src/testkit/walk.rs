@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::rng::Choose;
 use crate::core::check::Checker;
 use crate::core::{
-    Config, Containment, Core, Input, IoMode, Lifecycle, OnExit, Restart, Spec, Stderr, Time,
-    WallClock,
+    Config, Containment, Core, DependOn, Input, IoMode, Lifecycle, OnExit, ReadyCheck, ReadyHow,
+    Restart, Spec, Stderr, Time, WallClock,
 };
 
 /// The sessions a walk addresses: few, so that commands collide.
@@ -56,6 +56,31 @@ pub fn random_spec(c: &mut impl Choose) -> Spec {
     spec.restart.max_restarts = c.pick(&[None, Some(0), Some(2)]);
     if c.below(20) == 0 {
         spec.argv.clear();
+    }
+    // Readiness now and then, each kind's timing short enough for a walk to reach it.
+    spec.ready = match c.below(4) {
+        0 => Some(ReadyHow::Fd(3)),
+        1 => Some(ReadyHow::Tcp("127.0.0.1:1".into())),
+        2 => Some(ReadyHow::Output(b"up".to_vec())),
+        _ => None,
+    }
+    .map(|how| ReadyCheck {
+        how,
+        timeout: Duration::from_millis(c.pick(&[50, 200, 1000])),
+        interval: Duration::from_millis(c.pick(&[10, 50, 100])),
+    });
+    // A liveness probe now and then, failing fast enough for a walk to trip it.
+    if c.below(4) == 0 {
+        spec.live = Some(crate::core::LiveCheck {
+            how: ReadyHow::Command(vec![b"check".to_vec()]),
+            interval: Duration::from_millis(c.pick(&[10, 100])),
+            failures: c.pick(&[1, 2]),
+        });
+    }
+    // A dependency now and then (on itself too: refused, like a cycle).
+    if c.below(3) == 0 {
+        let on = c.pick(&[DependOn::Started, DependOn::Ready, DependOn::Completed]);
+        spec.depends_on.insert(c.pick(&NAMES).to_string(), on);
     }
     spec
 }

@@ -1,6 +1,14 @@
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
-import { ConnectionLostError, GenwardError, NoDaemonError, NotRunningError, ProtocolError, errorFromWire } from './errors.js';
+import {
+  ConnectionLostError,
+  GenwardError,
+  NoDaemonError,
+  NotRunningError,
+  ProtocolError,
+  ReadinessError,
+  errorFromWire,
+} from './errors.js';
 import { FrameDecoder, MAX_LINE, type Message } from './frame.js';
 import { SessionHandle } from './handle.js';
 import { defaultSocketPath } from './socket.js';
@@ -137,6 +145,9 @@ function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<str
     umask: typeof o.umask === 'number' ? umaskDigits(o.umask) : o.umask,
     env_file: o.envFile,
     rlimits: o.rlimits,
+    ready: o.ready,
+    depends_on: o.dependsOn,
+    live: o.live,
   };
 }
 
@@ -304,6 +315,19 @@ export class Client extends EventEmitter {
   /** Stops whatever the session runs (any generation); `ifGen` makes it conditional. */
   async stop(name: string, opts: { grace?: Duration; ifGen?: number } = {}): Promise<{ gen: number | null }> {
     return this.send('stop', { session: name, grace: opts.grace, if_gen: opts.ifGen });
+  }
+
+  /**
+   * Waits until the session's current generation (or generation `gen`) is ready. Resolves
+   * with its `ready` event; rejects with a `ReadinessError` carrying the event that says
+   * why it never will be (`ready_failed`, or its end).
+   */
+  async waitReady(name: string, gen?: number): Promise<EventRecord> {
+    const r = await this.send('wait', { session: name, gen, for: 'ready' });
+    const end = { type: 'event', ...r.end } as EventRecord;
+    if (end.event === 'ready') return end;
+    const why = end.event === 'ready_failed' ? `readiness failed: ${end.reason}` : `ended before it was ready (${end.event})`;
+    throw new ReadinessError(`${name} gen ${end.gen}: ${why}`, end);
   }
 
   /** Stops everything of the session and forgets it. */

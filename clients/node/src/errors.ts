@@ -105,6 +105,17 @@ export class NoDaemonError extends Error {
   }
 }
 
+/** A generation that will never be ready: its readiness failed, or it ended first. */
+export class ReadinessError extends Error {
+  /** The event that says why (`ready_failed`, `exited` or `spawn_failed`). */
+  readonly event: { event: string; [more: string]: unknown };
+  constructor(message: string, event: { event: string; [more: string]: unknown }) {
+    super(message);
+    this.name = 'ReadinessError';
+    this.event = event;
+  }
+}
+
 /** The daemon said something this client cannot follow (out of step, wrong protocol). */
 export class ProtocolError extends Error {
   constructor(message: string) {

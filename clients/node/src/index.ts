@@ -13,6 +13,7 @@ export {
   ConnectionLostError,
   NoDaemonError,
   ProtocolError,
+  ReadinessError,
   type SpawnFailure,
 } from './errors.js';
 export type * from './types.js';

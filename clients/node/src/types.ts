@@ -71,6 +71,40 @@ export interface SpawnOptions {
   envFile?: string;
   /** Per-process limits (`setrlimit`), set in the child before it changes user. */
   rlimits?: Partial<Record<RlimitName, RlimitValue>>;
+   * When a generation counts as ready: exactly one of `fd` (a newline written to that
+   * descriptor, N >= 3), `output` (a line of output containing the text), `tcp`
+   * (`"HOST:PORT"` accepting), `unix` (a socket path accepting), `command` (argv exiting 0);
+   * `timeout` (default 60s), `interval` between probes (default 1s).
+   */
+  ready?: ReadyCheck;
+  /** Sessions that must be `ready`, `started` or `completed` before a generation starts. */
+  dependsOn?: Record<string, 'ready' | 'started' | 'completed'>;
+  /**
+   * A liveness probe (exactly one of `tcp`, `unix`, `command`) run every `interval`
+   * (default 10s); after `failures` (default 3) in a row the generation is stopped as
+   * unhealthy and its restart policy applies.
+   */
+  live?: LiveCheck;
+}
+
+/** A spawn's `ready` check (see `SpawnOptions.ready`). */
+export interface ReadyCheck {
+  fd?: number;
+  output?: string;
+  tcp?: string;
+  unix?: string;
+  command?: string[];
+  timeout?: Duration;
+  interval?: Duration;
+}
+
+/** A spawn's `live` probe (see `SpawnOptions.live`). */
+export interface LiveCheck {
+  tcp?: string;
+  unix?: string;
+  command?: string[];
+  interval?: Duration;
+  failures?: number;
 }
 
 /** The resources `rlimits` may limit, with `setrlimit`'s units. */

@@ -572,3 +572,35 @@ class TestReconnect(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestReadiness(DaemonCase):
+    def test_ready_depends_on_and_wait_ready(self) -> None:
+        flag = os.path.join(self.daemon.dir, "db-ready")
+        self.client.spawn(
+            "db",
+            ["sleep", "30"],
+            grace="100ms",
+            ready={"command": ["test", "-e", flag], "interval": "20ms"},
+            live={"command": ["true"], "interval": 5000},
+        )
+        spec = self.client.get("db").spec or {}
+        self.assertEqual(spec["ready"], {"command": ["test", "-e", flag], "interval": 20})
+        self.assertEqual(spec["live"], {"command": ["true"], "interval": 5000})
+        # The spawn request itself is answered at once; web then waits for db.
+        args = genward._wire.spawn_args("web", ["sleep", "30"], {"grace": "100ms", "depends_on": {"db": "ready"}})
+        web = self.client._call(args)["gen"]
+        self.assertEqual(self.client.get("web").waiting, "waiting for db to be ready")
+        with open(flag, "w"):
+            pass
+        self.assertEqual(self.client.wait_ready("db")["event"], "ready")
+        # Without a check of its own, web is ready once it runs: after db was.
+        self.assertEqual(self.client.wait_ready("web", web)["event"], "ready")
+        self.assertIsNone(self.client.get("web").waiting)
+
+    def test_wait_ready_raises_with_the_reason(self) -> None:
+        self.client.spawn("late", ["sleep", "30"], grace="100ms", ready={"output": "never", "timeout": "50ms"})
+        with self.assertRaises(genward.NotReady) as caught:
+            self.client.wait_ready("late")
+        self.assertEqual(caught.exception.event["event"], "ready_failed")
+        self.assertIn("timed out after 50ms", str(caught.exception))

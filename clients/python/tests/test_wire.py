@@ -63,6 +63,24 @@ class TestEncoding(unittest.TestCase):
             spawn_args("s", "echo hi", {})  # type: ignore[arg-type]
 
 
+class TestReadinessMembers(unittest.TestCase):
+    def test_ready_live_and_depends_on_are_spelled_as_the_protocol_spells_them(self) -> None:
+        import datetime
+
+        args = spawn_args(
+            "web",
+            ["serve"],
+            {
+                "ready": {"tcp": "127.0.0.1:8080", "timeout": datetime.timedelta(seconds=30), "interval": "200ms"},
+                "live": {"command": ["check"], "interval": 5000, "failures": 2},
+                "depends_on": {"db": "ready"},
+            },
+        )
+        self.assertEqual(args["ready"], {"tcp": "127.0.0.1:8080", "timeout": 30000, "interval": "200ms"})
+        self.assertEqual(args["live"], {"command": ["check"], "interval": 5000, "failures": 2})
+        self.assertEqual(args["depends_on"], {"db": "ready"})
+
+
 class TestSocketPath(unittest.TestCase):
     def test_run_as_members(self) -> None:
         none = run_as_members(user=None, group=None, groups=None, umask=None, env_file=None, rlimits=None)

@@ -96,5 +96,8 @@ fn generation_image(g: &Generation) -> GenerationImage {
         io_kept: g.io_kept,
         unverified: g.unverified,
         leader_gone: g.leader_gone,
+        readiness: g.readiness.clone(),
+        liveness: g.liveness.clone(),
+        overlap: g.overlap,
     }
 }

@@ -356,7 +356,25 @@ fn build(config: Config, image: CoreImage) -> Core {
         deadlines: Default::default(),
         touched: Default::default(),
         by_session: Default::default(),
+        blocked: Default::default(),
+        deferred_stops: Default::default(),
     };
+    // A Pending current generation with dependencies may wait for them: looked at again
+    // after the next input (the image does not carry the wait itself; one that was
+    // may start beside its predecessor keeps that, from its generation).
+    core.blocked = core
+        .sessions
+        .values()
+        .filter(|s| {
+            s.current
+                .and_then(|g| core.gens.get(&g))
+                .is_some_and(|g| g.phase == Phase::Pending && !g.spec.depends_on.is_empty())
+        })
+        .filter_map(|s| {
+            let overlap = core.gens.get(&s.current?)?.overlap;
+            Some((s.name.clone(), overlap))
+        })
+        .collect();
     core.by_session = core
         .gens
         .values()
@@ -401,5 +419,8 @@ fn generation(session: Arc<str>, g: GenerationImage) -> Generation {
     r.io_kept = g.io_kept;
     r.unverified = g.unverified;
     r.leader_gone = g.leader_gone;
+    r.readiness = g.readiness;
+    r.liveness = g.liveness;
+    r.overlap = g.overlap;
     r
 }

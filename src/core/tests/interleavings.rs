@@ -375,3 +375,110 @@ fn always_restarting() -> Harness {
     h.started(1);
     h
 }
+
+/// A generation's readiness signal, its exit, its replacement and its timeout, in every
+/// order: exactly one readiness decision, the first of signal, exit or timeout, about it
+/// only; its successor is never made ready by any of them.
+#[test]
+fn readiness_racing_exit_replacement_and_timeout() {
+    use crate::core::{ReadyCheck, ReadyHow, ReadySignal};
+    let mut s = spec();
+    s.ready = Some(ReadyCheck {
+        how: ReadyHow::Fd(3),
+        timeout: std::time::Duration::from_millis(1_000),
+        interval: std::time::Duration::from_millis(100),
+    });
+    let setup = || {
+        let mut h = Harness::new();
+        let gen = h.spawn_with("a", s.clone(), OnBusy::Replace).unwrap();
+        h.started(gen);
+        h
+    };
+    let steps = [
+        Step::In(Input::Readiness {
+            gen: 1,
+            signal: ReadySignal::Ready,
+        }),
+        Step::In(Input::LeaderExited {
+            gen: 1,
+            status: ExitStatus::Code(0),
+        }),
+        Step::Cmd(Command::Spawn {
+            session: "a".into(),
+            spec: Box::new(s.clone()),
+            on_busy: OnBusy::Replace,
+        }),
+        Step::Tick(1_000),
+    ];
+    let n = every_order(setup, &steps, |h, order| {
+        let decided: Vec<Event> = h
+            .events()
+            .into_iter()
+            .filter(|e| matches!(e, Event::Ready { .. } | Event::ReadyFailed { .. }))
+            .collect();
+        let first = [0, 1, 3]
+            .into_iter()
+            .min_by_key(|s| pos(order, *s))
+            .unwrap();
+        let want = match first {
+            0 => Event::Ready {
+                session: "a".into(),
+                gen: 1,
+            },
+            1 => Event::ReadyFailed {
+                session: "a".into(),
+                gen: 1,
+                reason: "exited before it was ready".into(),
+            },
+            _ => Event::ReadyFailed {
+                session: "a".into(),
+                gen: 1,
+                reason: "timed out after 1s".into(),
+            },
+        };
+        assert_eq!(decided, vec![want], "order {order:?}");
+    });
+    assert_eq!(n, 24);
+}
+
+/// A dependency's readiness, its exit and a stop of its dependent, in every order: the
+/// dependent starts exactly when the readiness comes first.
+#[test]
+fn a_dependency_ready_racing_its_exit_and_the_dependents_stop() {
+    use crate::core::{DependOn, ReadyCheck, ReadyHow, ReadySignal};
+    let setup = || {
+        let mut h = Harness::new();
+        let mut db = spec();
+        db.ready = Some(ReadyCheck::new(ReadyHow::Fd(3)));
+        let gen = h.spawn_with("db", db, OnBusy::Replace).unwrap();
+        h.started(gen);
+        let mut web = spec();
+        web.depends_on.insert("db".into(), DependOn::Ready);
+        h.spawn_with("web", web, OnBusy::Replace).unwrap();
+        h
+    };
+    let steps = [
+        Step::In(Input::Readiness {
+            gen: 1,
+            signal: ReadySignal::Ready,
+        }),
+        Step::In(Input::LeaderExited {
+            gen: 1,
+            status: ExitStatus::Code(1),
+        }),
+        Step::Cmd(Command::Stop {
+            session: "web".into(),
+            if_gen: None,
+            grace: None,
+        }),
+    ];
+    let n = every_order(setup, &steps, |h, order| {
+        let spawned = h
+            .all_actions()
+            .iter()
+            .any(|a| matches!(a, Action::Spawn { gen: 2, .. }));
+        let ready_first = pos(order, 0) < pos(order, 1) && pos(order, 0) < pos(order, 2);
+        assert_eq!(spawned, ready_first, "order {order:?}");
+    });
+    assert_eq!(n, 6);
+}

@@ -2,6 +2,7 @@
 
 mod commands;
 mod deadlines;
+mod depends;
 mod harness;
 mod image;
 mod image_refusals;
@@ -9,9 +10,11 @@ mod interleavings;
 mod kept_io;
 mod lifecycle;
 mod list_page;
+mod liveness;
 mod persist;
 mod random_walk;
 mod reload;
+mod readiness;
 mod restart;
 mod scenarios;
 mod shutdown;

@@ -200,6 +200,24 @@ pub(super) fn choose_step(r: &mut Rng, core: &Core, now: Time, request: u64) -> 
         12 if r.below(3) == 0 => Input::LeaderGone { gen },
         // A later identity check of a generation taken back unverified.
         12 if r.below(2) == 0 => Input::Verified { gen },
+        // What the driver saw about a readiness: a signal, or a probe's answer (its number
+        // small, so that answers to the probe in flight and to older ones both come).
+        12 if r.below(2) == 0 => Input::Liveness {
+            gen,
+            probe: r.below(3),
+            ok: r.below(2) == 0,
+        },
+        12 => Input::Readiness {
+            gen,
+            signal: match r.below(3) {
+                0 => crate::core::ReadySignal::Ready,
+                1 => crate::core::ReadySignal::Failed("closed".into()),
+                _ => crate::core::ReadySignal::Probed {
+                    probe: r.below(3),
+                    ok: r.below(2) == 0,
+                },
+            },
+        },
         _ => {
             // Time passes (rarely backwards: the core clamps it).
             let ms = r.pick(&MILLIS);

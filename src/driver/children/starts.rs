@@ -138,9 +138,18 @@ impl Children {
     /// [`launched`](Self::launched) when the status pipe is readable. A spec that names a
     /// user, groups or an environment file first waits for a lookup helper's answer,
     /// which comes the same way (see [`crate::lookup`]).
-    pub fn start(&mut self, registry: &Registry, gen: u64, spec: &Spec) -> Result<(), SpawnError> {
+    /// `extra_fd` is a descriptor the child gets at a number of its own (a readiness
+    /// notification pipe's write end).
+    pub fn start(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+        spec: &Spec,
+        extra_fd: Option<(std::sync::Arc<std::os::fd::OwnedFd>, u32)>,
+    ) -> Result<(), SpawnError> {
         let cgroup = self.cgroup_for(gen, &spec.limits)?;
         let mut request = spawn_request(gen, spec, self.reaper, &self.dir_id);
+        request.extra_fd = extra_fd;
         let launch = match run_as::resolution(&spec.run_as) {
             Resolution::Lookup(query) => {
                 let lookup = Lookup::start(&query, self.reaper).map_err(|e| {
@@ -149,6 +158,9 @@ impl Children {
                         .with_message(format!("starting the lookup helper: {e}"))
                 })?;
                 let run_as = spec.run_as.clone();
+                if has_probe_command(spec) {
+                    self.probe_identities.want(gen);
+                }
                 Launch::looking_up(gen, lookup, run_as, request, cgroup, registry)
             }
             Resolution::Known(found) => {
@@ -177,6 +189,7 @@ impl Children {
             let started = answer
                 .map_err(|why| lookup_failed(gen, why))
                 .and_then(|found| {
+                    self.probe_identities.answered(gen, &found);
                     run_as::apply(&run_as, found, &mut request).map_err(|e| logged(gen, e))
                 })
                 .and_then(|()| {
@@ -288,4 +301,13 @@ impl Children {
         }
         Ok(Some(cg))
     }
+}
+
+/// Whether generations of `spec` run probe commands (readiness or liveness), which run as
+/// the generation does.
+fn has_probe_command(spec: &Spec) -> bool {
+    use crate::core::ReadyHow;
+    let command = |how: &ReadyHow| matches!(how, ReadyHow::Command(_));
+    spec.ready.as_ref().is_some_and(|r| command(&r.how))
+        || spec.live.as_ref().is_some_and(|l| command(&l.how))
 }

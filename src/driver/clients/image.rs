@@ -81,9 +81,12 @@ impl Clients {
             })
             .collect();
         clients.sort_by_key(|c| c.id);
+        // A readiness wait is carried as a wait for the generation's end (the image has no
+        // kind): across an upgrade it is answered when the generation ends.
         let mut waits: Vec<WaitImage> = self
             .waits
             .iter()
+            .chain(self.ready_waits.iter())
             .flat_map(|(&gen, list)| {
                 list.iter().map(move |(client, rid)| WaitImage {
                     gen,

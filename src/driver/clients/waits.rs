@@ -68,3 +68,52 @@ impl Clients {
         }
     }
 }
+
+impl Clients {
+    /// Answers a `wait` for readiness now (decided, ended, or an error), or registers it
+    /// to be answered when the generation's readiness is decided or it ends.
+    pub fn wait_ready(&mut self, id: u64, rid: RequestId, target: Result<WaitFor, CoreError>) {
+        match target {
+            Ok(WaitFor::Live(gen)) => {
+                let Some(client) = self.table.get_mut(&id) else {
+                    return;
+                };
+                if client.waiting >= MAX_WAITS {
+                    let why =
+                        format!("{MAX_WAITS} wait requests already pending on this connection");
+                    self.send_error(id, &rid, &ProtoError::new(ErrorCode::Limit, why));
+                    return;
+                }
+                client.waiting += 1;
+                self.ready_waits.entry(gen).or_default().push((id, rid));
+            }
+            other => self.wait(id, rid, other),
+        }
+    }
+
+    /// Whether a `wait` for the readiness of `gen` is pending.
+    pub fn awaits_ready(&self, gen: u64) -> bool {
+        self.ready_waits.contains_key(&gen)
+    }
+
+    /// Answers every readiness `wait` for `gen` with `event_line` (its `ready`,
+    /// `ready_failed` or terminal event), record `seq` of `session`'s log.
+    pub fn answer_ready_waits(
+        &mut self,
+        session: &Arc<str>,
+        gen: u64,
+        seq: u64,
+        event_line: &[u8],
+    ) {
+        for (id, rid) in self.ready_waits.remove(&gen).unwrap_or_default() {
+            if let Some(c) = self.table.get_mut(&id) {
+                c.defer(Deferred {
+                    session: session.clone(),
+                    seq,
+                    line: wait_answer(&rid, event_line),
+                });
+            }
+            self.mark_dirty(id);
+        }
+    }
+}

@@ -31,6 +31,14 @@ impl Daemon {
             {
                 Read::Data(n) => {
                     self.turn.sliced(token, n);
+                    // Only while a generation waits for an `output` readiness match.
+                    if self
+                        .ready
+                        .on_output(gen, stream, &self.turn.read_buf()[..n])
+                    {
+                        let signal = crate::core::ReadySignal::Ready;
+                        self.tell(Input::Readiness { gen, signal });
+                    }
                     if let Some(at) = self.core.output(gen, stream, n) {
                         let t = self.clock.wire.unix_ms(self.clock.now());
                         let data = &self.turn.read_buf()[..n];
@@ -91,7 +99,27 @@ impl Daemon {
         if let (true, Some(gen)) = (event.is_terminal(), event.gen()) {
             self.log_sink.ended(self.poll.registry(), gen);
         }
+        // Readiness decided (`ready`, `ready_failed`; or spawned without a check), or the
+        // generation ended first: its readiness waits are answered with that.
+        let ready_answer = match event.gen().filter(|g| self.clients.awaits_ready(*g)) {
+            None => None,
+            Some(_) if event.is_terminal() => Some(line.clone()),
+            Some(_) if matches!(event, Event::Ready { .. } | Event::ReadyFailed { .. }) => {
+                Some(line.clone())
+            }
+            Some(gen) if matches!(event, Event::Spawned { .. }) => {
+                self.core.ready_event(gen).map(|e| {
+                    let mut l = Vec::new();
+                    encode::event(&e, &mut l);
+                    l
+                })
+            }
+            Some(_) => None,
+        };
         let seq = self.logs.push_event(&session, &event, line);
+        if let (Some(gen), Some(answer)) = (event.gen(), ready_answer) {
+            self.clients.answer_ready_waits(&session, gen, seq, &answer);
+        }
         if let (Some(line), Some(gen)) = (terminal, event.gen()) {
             self.clients.answer_waits(&session, gen, seq, &line);
         }

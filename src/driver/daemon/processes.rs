@@ -18,7 +18,7 @@ const CHECKS_PER_TURN: usize = 8;
 
 impl Daemon {
     /// Starts a generation; its exec result arrives later as a readiness event.
-    pub(super) fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Spec) {
+    pub(super) fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Arc<Spec>) {
         self.logs.set_capacity(session, spec.buffer_bytes);
         self.log_sink.configure(session, spec.log.as_ref());
         if self.clients.paces(session) {
@@ -36,7 +36,20 @@ impl Daemon {
             });
             return;
         }
-        if let Err(e) = self.children.start(self.poll.registry(), gen, spec) {
+        // What its readiness check needs: a notification pipe for the child, a matcher.
+        let extra = match self.ready.prepare(self.poll.registry(), gen, spec) {
+            Ok(extra) => extra,
+            Err(e) => {
+                let error =
+                    SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO));
+                self.tell(Input::SpawnResult {
+                    gen,
+                    result: Err(error.with_message(format!("readiness notification pipe: {e}"))),
+                });
+                return;
+            }
+        };
+        if let Err(e) = self.children.start(self.poll.registry(), gen, spec, extra) {
             self.tell(Input::SpawnResult {
                 gen,
                 result: Err(e),

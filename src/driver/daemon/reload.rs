@@ -10,13 +10,14 @@ use crate::core::{ConfigSession, Plan};
 use crate::proto::encode::core_error;
 use crate::proto::error::{ErrorCode, ProtoError};
 
-/// Loads the configuration at `path` and checks each session's user and groups as a
-/// `spawn` would, so an unknown user is the config's error, not a later spawn failure.
+/// Loads the configuration at `path` and checks each session's user and groups as far as
+/// a `spawn` does before it starts (numeric ids against the daemon's privileges; names are
+/// resolved off the loop at each start, so an unknown name is that start's `spawn_failed`).
 pub(super) fn load_checked(path: &Path) -> Result<Vec<ConfigSession>, ProtoError> {
     let bad = |msg: String| ProtoError::new(ErrorCode::BadConfig, msg);
     let entries = crate::config::load(path).map_err(|e| bad(e.to_string()))?;
     for e in &entries {
-        crate::driver::run_as::check(&e.session.spec.run_as)
+        crate::driver::run_as::check_now(&e.session.spec.run_as)
             .map_err(|err| bad(format!("{}: {}", e.file.display(), err.message)))?;
     }
     Ok(crate::config::sessions(&entries))

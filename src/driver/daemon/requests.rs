@@ -98,6 +98,10 @@ impl Daemon {
                 let target = self.core.wait_for(&session, gen);
                 self.clients.wait(id, rid, target);
             }
+            Op::WaitReady { session, gen } => {
+                let target = self.core.wait_ready(&session, gen);
+                self.clients.wait_ready(id, rid, target);
+            }
             Op::Upgrade { binary } => self.begin_upgrade(id, rid, binary),
             Op::Reload { dry_run } => match self.reload(dry_run) {
                 Ok(plan) => self.clients.send_plan(id, &rid, &plan, dry_run),

@@ -15,6 +15,7 @@ use crate::driver::config::DaemonConfig;
 use crate::driver::keeper_link::KeeperLink;
 use crate::driver::notify::Notifier;
 use crate::driver::persist::Persist;
+use crate::driver::readiness::Readiness;
 use crate::driver::signals::Signals;
 use crate::driver::turn::Turn;
 use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage};
@@ -162,6 +163,7 @@ impl Daemon {
             persist.dir_id().to_owned(),
         );
         children.resume(driver.children, poll.registry());
+        children.resume_probe_identities(driver.probe_identities);
         let hello = hello(&cfg, &children);
         let (limits, policy) = client_rules(&cfg);
         let mut logs = persist.open_logs(&core, log_capacities(&core));
@@ -234,7 +236,14 @@ impl Daemon {
             keeper,
             log_sink,
             notify: Notifier::from_env(),
+            ready: Readiness::default(),
         };
+        // What the checks of running generations need again: probes (the core goes on
+        // asking for them) and output matchers; a notification pipe did not survive.
+        let checks: Vec<_> = daemon.core.running_checks().collect();
+        for (gen, spec, waiting) in checks {
+            daemon.ready.resume(gen, &spec, waiting);
+        }
         // Leaders that exited while the program was replaced: their pidfds are readable
         // (reported on registration), but a child without one is only found by asking.
         for gen in daemon.children.gens() {

@@ -16,6 +16,7 @@ use crate::driver::listener::{self, PeerPolicy};
 use crate::driver::log_sink::LogSink;
 use crate::driver::notify::Notifier;
 use crate::driver::persist::{claim_directories, unix_ms, Persist};
+use crate::driver::readiness::Readiness;
 use crate::driver::recover::{take_back, TakenBack};
 use crate::driver::signals::Signals;
 use crate::driver::turn::Turn;
@@ -178,6 +179,7 @@ impl Daemon {
             keeper,
             log_sink,
             notify: Notifier::from_env(),
+            ready: Readiness::default(),
         })
     }
 }

@@ -114,6 +114,7 @@ impl Daemon {
                 paused_at_ns: mono::to_ns(paused_at),
             }),
             exec_only: vec![p.program.as_raw_fd()],
+            probe_identities: self.children.export_probe_identities(),
         };
         let mut keeper = keeper;
         let mut fail = |d: &mut Daemon, why: String| {

@@ -232,6 +232,9 @@ pub struct DriverImage {
     /// Descriptors kept open only for the exec itself (a script's interpreter reads the
     /// program through `/proc/self/fd/N`): closed by the program that resumes.
     pub exec_only: Vec<RawFd>,
+    /// Whom probe commands run as, per generation whose start took a lookup (the lookup
+    /// answer's encoding).
+    pub probe_identities: Vec<(u64, Vec<u8>)>,
 }
 
 impl DriverImage {

@@ -28,6 +28,9 @@ impl WireEvent<'static> {
             "state" => ("state", state(obj)),
             "unkillable" => ("unkillable", unkillable(obj)),
             "input_closed" => ("input_closed", input_closed(obj)),
+            "ready" => ("ready", ready(obj)),
+            "ready_failed" => ("ready_failed", ready_failed(obj)),
+            "unhealthy" => ("unhealthy", unhealthy(obj)),
             "dropped" => ("dropped", dropped(obj)),
             "demoted" => ("demoted", demoted(obj)),
             "output" => (
@@ -168,6 +171,29 @@ fn input_closed(obj: &Object) -> Result<WireEvent<'static>> {
     Ok(WireEvent::InputClosed {
         session: session(obj)?,
         gen: obj.req_u64("gen")?,
+    })
+}
+
+fn ready(obj: &Object) -> Result<WireEvent<'static>> {
+    Ok(WireEvent::Ready {
+        session: session(obj)?,
+        gen: obj.req_u64("gen")?,
+    })
+}
+
+fn unhealthy(obj: &Object) -> Result<WireEvent<'static>> {
+    Ok(WireEvent::Unhealthy {
+        session: session(obj)?,
+        gen: obj.req_u64("gen")?,
+        failures: u32::try_from(obj.req_u64("failures")?).unwrap_or(u32::MAX),
+    })
+}
+
+fn ready_failed(obj: &Object) -> Result<WireEvent<'static>> {
+    Ok(WireEvent::ReadyFailed {
+        session: session(obj)?,
+        gen: obj.req_u64("gen")?,
+        reason: Cow::Owned(obj.req_str("reason")?.to_owned()),
     })
 }
 

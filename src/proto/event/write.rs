@@ -44,8 +44,16 @@ impl WireEvent<'_> {
                 };
                 w.str("state", state.as_str());
             }
-            WireEvent::Unkillable { gen, .. } | WireEvent::InputClosed { gen, .. } => {
+            WireEvent::Unkillable { gen, .. }
+            | WireEvent::InputClosed { gen, .. }
+            | WireEvent::Ready { gen, .. } => {
                 w.u64("gen", *gen);
+            }
+            WireEvent::Unhealthy { gen, failures, .. } => {
+                w.u64("gen", *gen).u64("failures", (*failures).into());
+            }
+            WireEvent::ReadyFailed { gen, reason, .. } => {
+                w.u64("gen", *gen).str("reason", reason);
             }
             WireEvent::Dropped { from, to, .. } => {
                 w.u64("from", *from).u64("to", *to);

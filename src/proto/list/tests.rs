@@ -26,6 +26,7 @@ fn running(i: usize) -> SessionSnapshot {
             superseded: false,
             stop: None,
             cause: None,
+            ready: crate::core::ReadyState::Ready,
             offsets: vec![(Stream::Stdout, 0), (Stream::Stderr, 0)],
             discarded: 0,
             pending_input: 0,
@@ -34,6 +35,7 @@ fn running(i: usize) -> SessionSnapshot {
             adopted: None,
         }],
         detail: None,
+        waiting: None,
     }
 }
 

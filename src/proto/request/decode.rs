@@ -130,10 +130,18 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             }
         }
         "wait" => {
-            fields(&["session", "gen"])?;
-            Op::Wait {
-                session: session(args)?,
-                gen: args.opt_u64("gen").map_err(bad)?,
+            fields(&["session", "gen", "for"])?;
+            let session = session(args)?;
+            let gen = args.opt_u64("gen").map_err(bad)?;
+            match args.opt_str("for").map_err(bad)? {
+                None | Some("end") => Op::Wait { session, gen },
+                Some("ready") => Op::WaitReady { session, gen },
+                Some(other) => {
+                    return Err(bad(FieldError::invalid(
+                        "for",
+                        format!("`{other}` is not one of end, ready"),
+                    )))
+                }
             }
         }
         "upgrade" => {

@@ -20,7 +20,7 @@ impl Op {
             Op::ListPage { .. } => "list",
             Op::Subscribe { .. } => "subscribe",
             Op::Unsubscribe { .. } => "unsubscribe",
-            Op::Wait { .. } => "wait",
+            Op::Wait { .. } | Op::WaitReady { .. } => "wait",
             Op::Upgrade { .. } => "upgrade",
             Op::Reload { .. } => "reload",
             Op::Core(cmd) => match cmd {
@@ -78,6 +78,13 @@ fn write(id: &RequestId, op: &Op, out: &mut Vec<u8>) -> Result<(), FieldError> {
             if let Some(gen) = gen {
                 w.u64("gen", *gen);
             }
+        }
+        Op::WaitReady { session, gen } => {
+            w.str("session", session);
+            if let Some(gen) = gen {
+                w.u64("gen", *gen);
+            }
+            w.str("for", "ready");
         }
         Op::Upgrade { binary } => {
             if let Some(binary) = binary {

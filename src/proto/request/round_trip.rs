@@ -82,6 +82,22 @@ fn every_option() -> Spec {
                 period_us: 100_000,
             }),
         },
+        ready: Some(crate::core::ReadyCheck {
+            how: crate::core::ReadyHow::Command(vec![b"pg_isready".to_vec(), b"-q".to_vec()]),
+            timeout: Duration::from_secs(90),
+            interval: Duration::from_millis(250),
+        }),
+        depends_on: [
+            ("db".to_string(), crate::core::DependOn::Ready),
+            ("migrate".to_string(), crate::core::DependOn::Completed),
+        ]
+        .into_iter()
+        .collect(),
+        live: Some(crate::core::LiveCheck {
+            how: crate::core::ReadyHow::Tcp("127.0.0.1:8080".into()),
+            interval: Duration::from_secs(5),
+            failures: 2,
+        }),
         on_recover: crate::core::OnRecover::Keep,
         run_as: crate::core::RunAs {
             user: Some("www-data".into()),
@@ -180,6 +196,14 @@ fn every_operation_round_trips() {
             gen: Some(u64::MAX),
         },
         Op::Wait {
+            session: session(),
+            gen: None,
+        },
+        Op::WaitReady {
+            session: session(),
+            gen: Some(7),
+        },
+        Op::WaitReady {
             session: session(),
             gen: None,
         },
@@ -283,7 +307,8 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             r#""restart":{"mode":"on-failure","initial":"250000ns","max":30000,"reset_after":600000,"max_restarts":0},"#,
             r#""stop_signal":2,"grace":1500,"kill_grace":"2s1ns","drain":0,"on_exit":"leave","buffer":65536,"#,
             r#""limits":{"memory_max":1073741824,"pids_max":64,"cpu_max":{"quota_us":50000,"period_us":100000}},"#,
-            r#""on_recover":"keep","user":"www-data","group":"33","groups":["ssl-cert","44"],"#,
+            r#""on_recover":"keep","#,
+            r#""ready":{"command":["pg_isready","-q"],"timeout":90000,"interval":250},"depends_on":{"db":"ready","migrate":"completed"},"live":{"tcp":"127.0.0.1:8080","interval":5000,"failures":2},"user":"www-data","group":"33","groups":["ssl-cert","44"],"#,
             r#""umask":"027","env_file":"/etc/app dir/.env","#,
             r#""rlimits":{"core":{"soft":0,"hard":"infinity"},"nofile":4096,"stack":"infinity"},"#,
             r#""log":{"path":"/var/log/app dir/web.log","max_size":65536,"keep":0}}"#

@@ -36,6 +36,9 @@ pub(super) const SPAWN_FIELDS: &[&str] = &[
     "env_file",
     "rlimits",
     "log",
+    "ready",
+    "depends_on",
+    "live",
 ];
 
 /// Decodes the spec of a `spawn` request.
@@ -96,6 +99,9 @@ pub(super) fn spec(args: &Object) -> Result<Spec> {
     };
     spec.run_as = super::run_as::decode(args)?;
     spec.log = super::log_file::decode(args)?;
+    spec.ready = super::ready::decode_ready(args)?;
+    spec.depends_on = super::ready::decode_depends_on(args)?;
+    spec.live = super::ready::decode_live(args)?;
     Ok(spec)
 }
 
@@ -359,6 +365,8 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     if spec.on_recover == OnRecover::Keep {
         w.str("on_recover", "keep");
     }
+    super::ready::write(w, spec.ready.as_ref(), &spec.depends_on)?;
+    super::ready::write_live(w, spec.live.as_ref())?;
     super::run_as::write(w, &spec.run_as)?;
     super::log_file::write(w, &spec.log)
 }

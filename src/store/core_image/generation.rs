@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{one_of, opt_u64_member, req_num, require, within};
 use crate::core::{
-    Containment, ExitCause, ExitStatus, GenerationImage, GroupImage, PhaseImage, Spec, StopReason,
-    StopStage, Time,
+    Containment, ExitCause, ExitStatus, GenerationImage, GroupImage, Liveness, PhaseImage,
+    Readiness, Spec, StopReason, StopStage, Time,
 };
 use crate::proto::json::{write_array, FieldError, ObjWriter, Object, Value};
 use crate::proto::names::read_name;
@@ -37,6 +37,11 @@ const FIELDS: &[&str] = &[
     "unverified",
     "leader_gone",
 ];
+
+/// Members written only when they differ from what an image without them means (older
+/// images have none): readiness (`ready` once it ran, else not started) and liveness
+/// (no schedule).
+const OPTIONAL: &[&str] = &["readiness", "liveness", "overlap"];
 
 const STOP: &[(&str, StopReason)] = &[
     ("requested", StopReason::Requested),
@@ -100,8 +105,128 @@ pub(super) fn encode(g: &GenerationImage, spec: usize) -> Vec<u8> {
     w.bool("io_kept", g.io_kept)
         .bool("unverified", g.unverified)
         .bool("leader_gone", g.leader_gone);
+    if g.readiness != default_readiness(&g.phase) {
+        w.with("readiness", |out| write_readiness(&g.readiness, out));
+    }
+    if g.liveness != Liveness::default() {
+        w.with("liveness", |out| write_liveness(&g.liveness, out));
+    }
+    if g.overlap {
+        w.bool("overlap", true);
+    }
     w.finish();
     out
+}
+
+/// What an image without `readiness` means: ready once it ran, else not started.
+fn default_readiness(phase: &PhaseImage) -> Readiness {
+    match phase {
+        PhaseImage::Pending | PhaseImage::Starting | PhaseImage::Gone => Readiness::Unstarted,
+        _ => Readiness::Ready,
+    }
+}
+
+fn write_probe(w: &mut ObjWriter<'_>, probe: Option<(u64, Time)>) {
+    match probe {
+        Some((n, until)) => w.with("probe", |out| {
+            write_array([n, until.as_millis()], out, write_u64)
+        }),
+        None => w.null("probe"),
+    };
+}
+
+fn write_readiness(r: &Readiness, out: &mut Vec<u8>) {
+    let mut w = ObjWriter::new(out);
+    match r {
+        Readiness::Unstarted => {
+            w.str("kind", "unstarted");
+        }
+        Readiness::Ready => {
+            w.str("kind", "ready");
+        }
+        Readiness::Failed(why) => {
+            w.str("kind", "failed").str("reason", why);
+        }
+        Readiness::Waiting {
+            deadline,
+            next_probe,
+            probe,
+            probes,
+        } => {
+            w.str("kind", "waiting")
+                .u64("deadline", deadline.as_millis());
+            opt_u64_member(&mut w, "next_probe", next_probe.map(Time::as_millis));
+            write_probe(&mut w, *probe);
+            w.u64("probes", *probes);
+        }
+    }
+    w.finish();
+}
+
+fn write_liveness(l: &Liveness, out: &mut Vec<u8>) {
+    let mut w = ObjWriter::new(out);
+    opt_u64_member(&mut w, "next", l.next.map(Time::as_millis));
+    write_probe(&mut w, l.probe);
+    w.u64("probes", l.probes)
+        .u64("failures", l.failures.into())
+        .bool("tripped", l.tripped);
+    w.finish();
+}
+
+fn read_probe(o: &Object) -> Result<Option<(u64, Time)>, FieldError> {
+    match o.get("probe") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(a)) => match a.as_slice() {
+            [n, t] => match (n.as_u64(), t.as_u64()) {
+                (Some(n), Some(t)) => Ok(Some((n, Time::from_millis(t)))),
+                _ => Err(FieldError::invalid("probe", "expected [number, time]")),
+            },
+            _ => Err(FieldError::invalid("probe", "expected [number, time]")),
+        },
+        Some(_) => Err(FieldError::invalid(
+            "probe",
+            "expected [number, time] or null",
+        )),
+    }
+}
+
+fn readiness(o: &Object) -> Result<Readiness, FieldError> {
+    let kind = o.req_str("kind")?;
+    let fields: &[&str] = match kind {
+        "unstarted" | "ready" => &["kind"],
+        "failed" => &["kind", "reason"],
+        "waiting" => &["kind", "deadline", "next_probe", "probe", "probes"],
+        other => {
+            return Err(FieldError::invalid(
+                "kind",
+                format!("`{other}` is not one of unstarted, waiting, ready, failed"),
+            ))
+        }
+    };
+    require(o, fields)?;
+    Ok(match kind {
+        "unstarted" => Readiness::Unstarted,
+        "ready" => Readiness::Ready,
+        "failed" => Readiness::Failed(Arc::from(o.req_str("reason")?)),
+        _ => Readiness::Waiting {
+            deadline: Time::from_millis(o.req_u64("deadline")?),
+            next_probe: o.opt_u64("next_probe")?.map(Time::from_millis),
+            probe: read_probe(o)?,
+            probes: o.req_u64("probes")?,
+        },
+    })
+}
+
+fn liveness(o: &Object) -> Result<Liveness, FieldError> {
+    require(o, &["next", "probe", "probes", "failures", "tripped"])?;
+    Ok(Liveness {
+        next: o.opt_u64("next")?.map(Time::from_millis),
+        probe: read_probe(o)?,
+        probes: o.req_u64("probes")?,
+        failures: u32::try_from(o.req_u64("failures")?)
+            .map_err(|_| FieldError::invalid("failures", "too large"))?,
+        tripped: o.req_bool("tripped")?,
+    })
 }
 
 fn write_u64(n: u64, out: &mut Vec<u8>) {
@@ -172,7 +297,11 @@ pub(super) fn decode(
 ) -> Result<GenerationImage, FieldError> {
     let prefix = format!("generations[{i}]");
     let named = within(&prefix);
-    require(o, FIELDS).map_err(&named)?;
+    let every: Vec<&str> = FIELDS.iter().chain(OPTIONAL).copied().collect();
+    o.check_fields(&every).map_err(&named)?;
+    if let Some(k) = FIELDS.iter().find(|k| o.get(k).is_none()) {
+        return Err(named(FieldError::invalid(*k, "missing")));
+    }
     let time = |key: &str| o.req_u64(key).map(Time::from_millis).map_err(&named);
     let opt_time = |key: &str| {
         o.opt_u64(key)
@@ -181,14 +310,26 @@ pub(super) fn decode(
     };
     let flag = |key: &str| o.req_bool(key).map_err(&named);
     let part = |key: &str| o.req_object(key).map_err(&named);
+    let phase = phase(part("phase")?).map_err(within(&format!("{prefix}.phase")))?;
+    let ready = match o.opt_object("readiness").map_err(&named)? {
+        None => default_readiness(&phase),
+        Some(r) => readiness(r).map_err(within(&format!("{prefix}.readiness")))?,
+    };
+    let live = match o.opt_object("liveness").map_err(&named)? {
+        None => Liveness::default(),
+        Some(l) => liveness(l).map_err(within(&format!("{prefix}.liveness")))?,
+    };
     Ok(GenerationImage {
+        readiness: ready,
+        liveness: live,
+        overlap: o.opt_bool("overlap").map_err(&named)?.unwrap_or(false),
         gen: o.req_u64("gen").map_err(&named)?,
         session: Arc::from(o.req_str("session").map_err(&named)?),
         spec: spec_at(
             o.opt_u64("spec").map_err(&named)?,
             &format!("{prefix}.spec"),
         )?,
-        phase: phase(part("phase")?).map_err(within(&format!("{prefix}.phase")))?,
+        phase,
         since: time("since")?,
         started: opt_time("started")?,
         stop: match o.opt_str("stop").map_err(&named)? {

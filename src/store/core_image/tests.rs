@@ -63,6 +63,30 @@ fn generation(
         io_kept: false,
         unverified: true,
         leader_gone: false,
+        // Every readiness shape by generation number, and a liveness schedule on some.
+        readiness: match gen % 4 {
+            0 => crate::core::Readiness::Unstarted,
+            1 => crate::core::Readiness::Ready,
+            2 => crate::core::Readiness::Failed("timed out after 60s".into()),
+            _ => crate::core::Readiness::Waiting {
+                deadline: Time::from_millis(60_000),
+                next_probe: None,
+                probe: Some((3, Time::from_millis(2_000))),
+                probes: 4,
+            },
+        },
+        liveness: if gen % 2 == 0 {
+            crate::core::Liveness {
+                next: Some(Time::from_millis(10_000)),
+                probe: None,
+                probes: 7,
+                failures: 2,
+                tripped: false,
+            }
+        } else {
+            crate::core::Liveness::default()
+        },
+        overlap: gen % 3 == 0,
     }
 }
 

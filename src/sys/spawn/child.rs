@@ -37,6 +37,9 @@ pub(crate) struct Plan {
     pub umask: Option<u32>,
     /// Limits to set, in order, before the identity changes.
     pub rlimits: Vec<super::ResourceLimit>,
+    /// One more descriptor to hand over: `(source, target)`, the source above both the
+    /// target and the status pipe's place, so no `dup2` clobbers a source still needed.
+    pub extra: Option<(RawFd, RawFd)>,
 }
 
 /// The descriptor the status pipe is moved to in the child, right above stdio, so that
@@ -97,6 +100,18 @@ fn fail(pipe: RawFd, step: Step, errno: raw::Errno, path: u32) -> ! {
 
 /// Runs in the child; execs or exits, never returns.
 ///
+/// Closes descriptors `first..=last` (none when `first > last`): in the child, raw calls.
+fn close_span(first: u32, last: u32) {
+    if first > last {
+        return;
+    }
+    if raw::close_range(first, last, 0).is_err() {
+        // Before Linux 5.9: at least nothing leaks past exec (5.11 has the flag; older
+        // kernels have neither, and ours are all close-on-exec anyway).
+        let _ = raw::close_range(first, last, CLOSE_RANGE_CLOEXEC);
+    }
+}
+
 /// # Safety
 /// Must be called only in a freshly started child, whose signals are all blocked, with
 /// `plan` valid until the child has exec'd or exited.
@@ -128,16 +143,32 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
     // copies of our descriptors held meanwhile would keep other children's pipes and our
     // clients' sockets from ever reporting end-of-file. Descriptors inherited without
     // close-on-exec from whoever started us go too.
-    if pipe != STATUS_FD {
-        if let Err(e) = raw::dup3(pipe, STATUS_FD, libc::O_CLOEXEC) {
+    // The extra descriptor (a readiness notification pipe) goes to its number, without
+    // close-on-exec; the status pipe then sits at 3, or at 4 when the extra one is 3.
+    let status_fd = match plan.extra {
+        Some((_, STATUS_FD)) => STATUS_FD + 1,
+        _ => STATUS_FD,
+    };
+    if let Some((source, target)) = plan.extra {
+        if let Err(e) = raw::dup3(source, target, 0) {
             fail(pipe, Step::Stdio, e, NO_PATH);
         }
-        pipe = STATUS_FD;
     }
-    if raw::close_from(STATUS_FD as u32 + 1, 0).is_err() {
-        // Before Linux 5.9: at least nothing leaks past exec (5.11 has the flag; older
-        // kernels have neither, and ours are all close-on-exec anyway).
-        let _ = raw::close_from(STATUS_FD as u32 + 1, CLOSE_RANGE_CLOEXEC);
+    if pipe != status_fd {
+        if let Err(e) = raw::dup3(pipe, status_fd, libc::O_CLOEXEC) {
+            fail(pipe, Step::Stdio, e, NO_PATH);
+        }
+        pipe = status_fd;
+    }
+    match plan.extra {
+        None => close_span(status_fd as u32 + 1, u32::MAX),
+        Some((_, target)) => {
+            // Everything from 3 up but the two kept: below, between and above them.
+            let (lo, hi) = (status_fd.min(target) as u32, status_fd.max(target) as u32);
+            close_span(STATUS_FD as u32, lo - 1);
+            close_span(lo + 1, hi - 1);
+            close_span(hi + 1, u32::MAX);
+        }
     }
     // Default dispositions for every signal (a Rust parent ignores SIGPIPE; ignored signals
     // survive exec), then an empty mask (the parent blocked everything around the start).

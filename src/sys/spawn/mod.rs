@@ -80,6 +80,9 @@ pub struct SpawnRequest {
     /// Resource limits set in the child, before it gives up its privileges (an
     /// unprivileged process could not raise a hard limit).
     pub rlimits: Vec<ResourceLimit>,
+    /// One more descriptor the child gets, at the number given, without close-on-exec
+    /// (a readiness notification pipe's write end). Shared so the request stays `Clone`.
+    pub extra_fd: Option<(std::sync::Arc<OwnedFd>, u32)>,
 }
 
 /// A user and its groups, applied in the child as `setgroups`, `setgid`, `setuid` (each
@@ -147,6 +150,9 @@ pub enum IoMode {
         /// `TERM` for the child; [`DEFAULT_TERM`] when `None`.
         term: Option<OsString>,
     },
+    /// `/dev/null` as stdin, stdout and stderr: for a helper whose output nobody reads
+    /// (a readiness probe's command), which must never block on a full pipe.
+    Null,
 }
 
 impl Default for IoMode {
@@ -422,6 +428,21 @@ fn make_stdio(io_mode: &IoMode) -> io::Result<Stdio> {
                 controlling_tty: false,
             })
         }
+        IoMode::Null => {
+            let null = above_stdio(open(
+                "/dev/null",
+                OFlags::RDWR | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?)?;
+            Ok(Stdio {
+                parent_stdin: None,
+                parent_stdout: None,
+                parent_stderr: None,
+                pty: None,
+                child: [null.try_clone()?, null.try_clone()?, null],
+                controlling_tty: false,
+            })
+        }
         IoMode::Pty { rows, cols, .. } => {
             let pair = open_pty(*rows, *cols)?;
             set_nonblocking(&pair.master)?;
@@ -640,6 +661,21 @@ impl Drop for Starting {
 /// with the memory they may still be using. Reaped (and freed) by [`reap_abandoned`].
 static ABANDONED: Mutex<Vec<(Process, Option<ChildMemory>)>> = Mutex::new(Vec::new());
 
+/// Lets go of a running child we started and no longer want (a readiness probe that
+/// outlived its time): reaps it if it has exited, else kills it through its pidfd (it is
+/// our unreaped child, so its pid cannot name a stranger) and parks it for
+/// [`reap_abandoned`]. Never waits.
+pub fn abandon(mut process: Process) {
+    if let Ok(Some(_)) = process.reap() {
+        return;
+    }
+    let _ = process.signal(Signal::KILL);
+    ABANDONED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((process, None));
+}
+
 /// Lets go of a started child we will not run: reaps it if it has exited, else kills it
 /// (harmless if it is exiting anyway; it may be stopped) and parks it for
 /// [`reap_abandoned`]. Never waits.
@@ -777,7 +813,7 @@ fn start_with(
     reap_abandoned();
     let term = match &req.io {
         IoMode::Pty { term, .. } => Some(term.clone().unwrap_or_else(|| DEFAULT_TERM.into())),
-        IoMode::Pipes { .. } => None,
+        IoMode::Pipes { .. } | IoMode::Null => None,
     };
     let prepared = prepare::prepare(req, term.as_deref())?;
     let pointers = prepared.pointers();
@@ -785,6 +821,17 @@ fn start_with(
     let (status_r, status_w) =
         pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).map_err(SpawnError::setup)?;
     let status_w = above_stdio(status_w).map_err(SpawnError::setup)?;
+    // With an extra descriptor for the child at `target`, its source and the status pipe
+    // move above it, so that the child's `dup2`s cannot overwrite a source still needed.
+    let (status_w, extra) = match &req.extra_fd {
+        None => (status_w, None),
+        Some((fd, target)) => {
+            let min = target.saturating_add(2).max(5).min(i32::MAX as u32) as i32;
+            let status_w = fcntl_dupfd_cloexec(&status_w, min).map_err(SpawnError::setup)?;
+            let source = fcntl_dupfd_cloexec(fd.as_ref(), min).map_err(SpawnError::setup)?;
+            (status_w, Some((source, *target as i32)))
+        }
+    };
     // For the fallback: the child's way into its cgroup, opened here (the child opens
     // nothing), closed on our side once the child has its copy.
     let cgroup_procs = match cgroup {
@@ -825,6 +872,7 @@ fn start_with(
         credentials: req.credentials.clone(),
         umask: req.umask,
         rlimits: req.rlimits.clone(),
+        extra: extra.as_ref().map(|(fd, target)| (fd.as_raw_fd(), *target)),
     });
     let Launched {
         pid,
@@ -835,6 +883,7 @@ fn start_with(
     // The child's ends are the child's now; closing ours makes EOF reach the right side.
     drop(status_w);
     drop(cgroup_procs);
+    drop(extra);
     let Stdio {
         parent_stdin,
         parent_stdout,

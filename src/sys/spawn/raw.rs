@@ -192,13 +192,13 @@ mod imp {
         .map(drop)
     }
 
-    /// `close_range(first, u32::MAX, flags)` (Linux 5.9; `CLOSE_RANGE_CLOEXEC` 5.11).
-    pub fn close_from(first: u32, flags: u32) -> Result<(), Errno> {
+    /// `close_range(first, last, flags)` (Linux 5.9; `CLOSE_RANGE_CLOEXEC` 5.11).
+    pub fn close_range(first: u32, last: u32, flags: u32) -> Result<(), Errno> {
         // SAFETY: descriptor numbers and flags only.
         unsafe {
             call(
                 libc::SYS_close_range,
-                [first as usize, u32::MAX as usize, flags as usize, 0, 0, 0],
+                [first as usize, last as usize, flags as usize, 0, 0, 0],
             )
         }
         .map(drop)
@@ -424,7 +424,7 @@ mod imp {
         Ok(())
     }
 
-    pub fn close_from(_first: u32, _flags: u32) -> Result<(), Errno> {
+    pub fn close_range(_first: u32, _last: u32, _flags: u32) -> Result<(), Errno> {
         Err(libc::ENOSYS)
     }
 

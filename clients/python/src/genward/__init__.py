@@ -22,6 +22,7 @@ from .errors import (
     Limit,
     NoDaemon,
     NoSuchSession,
+    NotReady,
     NotRunning,
     PermissionDenied,
     ProtocolError,

@@ -89,6 +89,20 @@ def input_pieces(data: Union[bytes, bytearray, memoryview, str]) -> List[Tuple[s
 _DURATIONS = ("grace", "kill_grace", "drain")
 
 
+def ready_end(session: str, end: Mapping[str, Any]) -> Dict[str, Any]:
+    """The event answering a readiness ``wait``, if it is ``ready``; else raises
+    :class:`NotReady` saying why the generation never will be."""
+    from .errors import NotReady
+
+    if end.get("event") == "ready":
+        return dict(end)
+    if end.get("event") == "ready_failed":
+        why = f"readiness failed: {end.get('reason')}"
+    else:
+        why = f"ended before it was ready ({end.get('event')})"
+    raise NotReady(f"{session} gen {end.get('gen')}: {why}", dict(end))
+
+
 def spawn_args(session: str, argv: List[str], opts: Mapping[str, Any]) -> Dict[str, Any]:
     """The ``spawn`` request's members, from :meth:`Client.spawn`'s keyword options
     (named as the protocol names them)."""
@@ -108,6 +122,11 @@ def spawn_args(session: str, argv: List[str], opts: Mapping[str, Any]) -> Dict[s
             value = {str(k): str(v) for k, v in dict(value).items()}
         elif key == "restart" and isinstance(value, str):
             value = {"mode": value}
+        elif key in ("ready", "live"):
+            # Their durations (``timeout``, ``interval``) as the protocol spells them.
+            value = {k: duration(v) if k in ("timeout", "interval") else v for k, v in dict(value).items()}
+        elif key == "depends_on":
+            value = {str(k): str(v) for k, v in dict(value).items()}
         args[key] = value
     return args
 

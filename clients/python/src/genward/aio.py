@@ -10,7 +10,7 @@ import os
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, run_as_members, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, run_as_members, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, RlimitValue, ServerInfo, Session, SpawnFailure
 
@@ -291,6 +291,10 @@ class AsyncClient(_Engine):
     async def wait(self, session: str, gen: Optional[int] = None, timeout: Optional[float] = None) -> Union[Exit, SpawnFailure]:
         end = (await self._call({"op": "wait", "session": session, "gen": gen}, timeout=timeout))["end"]
         return SpawnFailure.from_json(end) if end.get("event") == "spawn_failed" else Exit.from_json(end)
+
+    async def wait_ready(self, session: str, gen: Optional[int] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        end = (await self._call({"op": "wait", "session": session, "gen": gen, "for": "ready"}, timeout=timeout))["end"]
+        return ready_end(session, end)
 
     async def stop(self, session: str, *, grace: Optional[Duration] = None, if_gen: Optional[int] = None) -> Optional[int]:
         args = {"op": "stop", "session": session, "if_gen": if_gen, "grace": None if grace is None else duration(grace)}

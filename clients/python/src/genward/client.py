@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, run_as_members, spawn_args
+from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, run_as_members, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, Output, RlimitValue, ServerInfo, Session, SpawnFailure
 
@@ -317,7 +317,8 @@ class Client(_Engine):
         ``opts`` are the protocol's spawn members: ``cwd``, ``env``, ``unset_env``,
         ``clear_env``, ``pty`` (``True`` or ``(rows, cols)``), ``stderr``, ``stop_signal``,
         ``grace``/``kill_grace``/``drain`` (ms or ``"5s"``), ``on_exit``, ``on_busy``,
-        ``restart``, ``buffer``, ``on_recover``, ``limits``. Whom it runs as is typed:
+        ``restart``, ``buffer``, ``on_recover``, ``limits``, ``ready``, ``depends_on``,
+        ``live``. Whom it runs as is typed:
         ``user``, ``group`` (names or ids), ``groups`` (a list of them; ``[]`` for none),
         ``umask`` (``"027"`` or the mode ``0o027``), ``env_file`` (an absolute path, read
         at each start), ``rlimits`` (``{"nofile": 4096, "core": Rlimit(0, "infinity")}``).
@@ -377,6 +378,13 @@ class Client(_Engine):
         """Waits until generation ``gen`` (default: the current one) has ended."""
         end = self._call({"op": "wait", "session": session, "gen": gen}, timeout=timeout)["end"]
         return SpawnFailure.from_json(end) if end.get("event") == "spawn_failed" else Exit.from_json(end)
+
+    def wait_ready(self, session: str, gen: Optional[int] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Waits until generation ``gen`` (default: the current one) is ready (its spec's
+        ``ready``; without one, once it runs); returns its ``ready`` event, or raises
+        :class:`NotReady` with the event saying why it never will be."""
+        end = self._call({"op": "wait", "session": session, "gen": gen, "for": "ready"}, timeout=timeout)["end"]
+        return ready_end(session, end)
 
     def stop(self, session: str, *, grace: Optional[Duration] = None, if_gen: Optional[int] = None) -> Optional[int]:
         """Stops the session's current generation (stop signal, SIGKILL after the grace);

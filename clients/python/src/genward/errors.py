@@ -22,6 +22,15 @@ class IncompatibleDaemon(GenwardError):
     """The daemon speaks another protocol version or lacks a capability this client needs."""
 
 
+class NotReady(GenwardError):
+    """A generation that will never be ready: its readiness failed, or it ended first.
+    ``event`` is the event that says why (``ready_failed``, ``exited``, ``spawn_failed``)."""
+
+    def __init__(self, message: str, event: Dict[str, Any]) -> None:
+        super().__init__(message)
+        self.event = event
+
+
 class ProtocolError(GenwardError):
     """The daemon sent something this client cannot read; the connection is closed."""
 

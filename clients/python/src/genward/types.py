@@ -152,6 +152,8 @@ class Session:
     recent_ends: Tuple[End, ...] = ()
     spec: Optional[Mapping[str, Any]] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: Why its current generation has not started (its ``depends_on``), if it waits.
+    waiting: Optional[str] = None
 
     @property
     def failed(self) -> bool:
@@ -171,6 +173,7 @@ class Session:
             last_end=End.from_json(last, name) if isinstance(last, Mapping) else None,
             generations=tuple(Generation.from_json(g) for g in o.get("generations") or ()),
             recent_ends=tuple(End.from_json(e, name) for e in o.get("recent_ends") or ()),
+            waiting=o.get("waiting") if isinstance(o.get("waiting"), str) else None,
             spec=dict(spec) if isinstance(spec, Mapping) else None,
             raw=dict(o),
         )

@@ -60,6 +60,10 @@ impl DriverImage {
             None => w.u8(0),
             Some(p) => w.u8(1).bytes(p.as_os_str().as_encoded_bytes()),
         };
+        w.count(self.probe_identities.len());
+        for (gen, found) in &self.probe_identities {
+            w.u64(*gen).bytes(found);
+        }
         w.finish()
     }
 
@@ -151,6 +155,15 @@ impl DriverImage {
                 t => return Err(ImageError(format!("{t} is not a config tag"))),
             };
         }
+        // Later still: absent from an image of a build before probe commands.
+        let mut probe_identities = Vec::new();
+        if !r.is_empty() {
+            let n = r.count(9)?;
+            for _ in 0..n {
+                let gen = r.u64()?;
+                probe_identities.push((gen, r.bytes()?.to_vec()));
+            }
+        }
         r.end("the driver's state")?;
         Ok(DriverImage {
             config,
@@ -164,6 +177,7 @@ impl DriverImage {
             unverified,
             requester,
             exec_only,
+            probe_identities,
         })
     }
 }

@@ -99,6 +99,7 @@ fn sample() -> DriverImage {
             paused_at_ns: 11,
         }),
         exec_only: vec![12],
+        probe_identities: vec![(5, vec![1, 2, 3])],
     }
 }
 
@@ -107,7 +108,24 @@ fn sample() -> DriverImage {
 fn before_config() -> usize {
     let mut image = sample();
     image.config.config = None;
-    image.encode().len() - 1
+    image.probe_identities.clear();
+    image.encode().len() - 8 - 1
+}
+
+/// Where the image of a build before probe identities ends: before their count (the last
+/// member).
+fn before_probe_identities() -> usize {
+    let mut image = sample();
+    image.probe_identities.clear();
+    image.encode().len() - 8
+}
+
+#[test]
+fn an_image_of_a_build_before_probe_identities_resumes_without_them() {
+    let bytes = sample().encode();
+    let earlier = DriverImage::decode(&bytes[..before_probe_identities()]).unwrap();
+    assert!(earlier.probe_identities.is_empty());
+    assert_eq!(earlier.config.config, sample().config.config);
 }
 
 #[test]
@@ -146,7 +164,12 @@ fn truncations_and_corruptions_are_refused_without_panic() {
     let bytes = sample().encode();
     // Without the config, the stdout flag and the two limits at the end (each in turn),
     // the image is an earlier build's (see above).
-    let earlier_builds = [before_config(), before_config() - 1, before_config() - 17];
+    let earlier_builds = [
+        before_probe_identities(),
+        before_config(),
+        before_config() - 1,
+        before_config() - 17,
+    ];
     for cut in (0..bytes.len()).filter(|c| !earlier_builds.contains(c)) {
         assert!(DriverImage::decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }

@@ -1,0 +1,217 @@
+//! Start and stop order between sessions (`depends_on`): a generation whose dependencies
+//! are not met stays Pending with a reason; the shutdown stops dependents before what they
+//! depend on.
+//!
+//! The gate sits where a Pending generation would start ([`Core::start_or_wait`]); a
+//! blocked session is remembered and looked at again after every input, so a dependency
+//! that starts, becomes ready, completes — or fails and later recovers — releases its
+//! dependents without any of them being told. Cost: per input, one look per blocked
+//! session (nothing when none is blocked).
+
+use std::sync::Arc;
+
+use super::action::ExitCause;
+use super::depends::{find_cycle, DependOn, Dependencies};
+use super::error::Error;
+use super::generation::{GenInput, Phase};
+use super::readiness::Readiness;
+use super::session::Session;
+use super::snapshot::{LastEnd, StopReason};
+use super::{Core, Shutdown};
+
+impl Core {
+    /// Why a generation with dependencies `deps` may not start now, or `None` when every
+    /// dependency is met (the first unmet one, in name order, is named).
+    pub(super) fn unmet_dependency(&self, deps: &Dependencies) -> Option<String> {
+        deps.iter()
+            .find_map(|(dep, want)| self.dependency_problem(dep, *want))
+    }
+
+    /// Why `dep` does not satisfy `want` now, or `None` if it does.
+    fn dependency_problem(&self, dep: &str, want: DependOn) -> Option<String> {
+        let Some(d) = self.sessions.get(dep) else {
+            return Some(format!("{dep}: no such session"));
+        };
+        let current = d.current.and_then(|g| self.gens.get(&g));
+        let running = current.filter(|g| {
+            matches!(g.phase, Phase::Running { .. } | Phase::Stopping { .. }) && !g.is_unverified()
+        });
+        match want {
+            DependOn::Started if running.is_some() => return None,
+            DependOn::Ready => match running.map(|g| &g.readiness) {
+                Some(Readiness::Ready) => return None,
+                Some(Readiness::Failed(why)) => return Some(format!("{dep} is not ready: {why}")),
+                _ => {}
+            },
+            DependOn::Completed
+                if current.is_none()
+                    && matches!(
+                        d.last_end,
+                        Some(LastEnd::Exited {
+                            code: Some(0),
+                            cause: ExitCause::Exited,
+                            ..
+                        })
+                    ) =>
+            {
+                return None
+            }
+            DependOn::Started | DependOn::Completed => {}
+        }
+        let wanted = match want {
+            DependOn::Started => format!("waiting for {dep} to be started"),
+            DependOn::Ready => format!("waiting for {dep} to be ready"),
+            DependOn::Completed => format!("waiting for {dep} to complete"),
+        };
+        if current.is_some() {
+            return Some(wanted);
+        }
+        // Not running: say how it last ended, when that is why.
+        let ended = match &d.last_end {
+            Some(LastEnd::SpawnFailed { error, .. }) => Some(format!(
+                "{dep} failed to start ({})",
+                error.message.as_deref().unwrap_or(error.kind.as_str())
+            )),
+            Some(LastEnd::Exited {
+                code: Some(c),
+                cause,
+                ..
+            }) if !(want == DependOn::Completed && *c == 0 && *cause == ExitCause::Exited) => {
+                Some(format!("{dep} ended with code {c} ({})", cause.as_str()))
+            }
+            Some(LastEnd::Exited { code: None, .. }) => Some(format!("{dep} was lost")),
+            _ => None,
+        };
+        Some(match ended {
+            Some(e) => format!("{wanted}: {e}"),
+            None => wanted,
+        })
+    }
+
+    /// Why session `s`'s current generation waits for its dependencies, for `list` and
+    /// `get`: only a Pending one with no older generation left to wait for (read from the
+    /// tables, so an imported core says the same).
+    pub(super) fn waiting_reason(&self, s: &Session) -> Option<String> {
+        let cur = s.current?;
+        let g = self.gens.get(&cur)?;
+        if g.phase != Phase::Pending || g.spec.depends_on.is_empty() {
+            return None;
+        }
+        let older_live = self.gens_of(&s.name).next().is_some_and(|o| o < cur);
+        if older_live && !g.overlap {
+            return None;
+        }
+        self.unmet_dependency(&g.spec.depends_on)
+    }
+
+    /// Starts `gen` (Pending, current in `name`) if its dependencies are met; else
+    /// remembers the session as blocked, to be looked at again after every input.
+    pub(super) fn start_or_wait(&mut self, name: &Arc<str>, gen: u64, overlap: bool) {
+        let Some(g) = self.gens.get(&gen) else { return };
+        if g.phase != Phase::Pending {
+            return;
+        }
+        if g.spec.depends_on.is_empty() || self.unmet_dependency(&g.spec.depends_on).is_none() {
+            self.blocked.remove(name);
+            self.dispatch(gen, GenInput::Start);
+        } else {
+            self.blocked.insert(name.clone(), overlap);
+            self.touched.insert(name.clone());
+        }
+    }
+
+    /// Looks again at every blocked session: those whose dependencies are met now start.
+    pub(super) fn retry_blocked(&mut self) {
+        if self.blocked.is_empty() {
+            return;
+        }
+        let blocked: Vec<(Arc<str>, bool)> =
+            std::mem::take(&mut self.blocked).into_iter().collect();
+        for (name, overlap) in blocked {
+            let Some(s) = self.sessions.get(&name) else {
+                continue;
+            };
+            let Some(cur) = s.current else { continue };
+            if s.removing || self.shutdown != Shutdown::Running {
+                continue;
+            }
+            let older_live = self.gens_of(&name).next().is_some_and(|g| g < cur);
+            if overlap || !older_live {
+                self.start_or_wait(&name, cur, overlap);
+            } else {
+                self.blocked.insert(name, overlap);
+            }
+        }
+    }
+
+    /// Refuses a spawn of `name` with `deps` that would close a dependency cycle among the
+    /// sessions known, naming the cycle.
+    pub(super) fn refuse_cycle(&self, name: &str, deps: &Dependencies) -> Result<(), Error> {
+        if deps.is_empty() {
+            return Ok(());
+        }
+        let edges = |n: &str| -> Option<Box<dyn Iterator<Item = &str> + '_>> {
+            if n == name {
+                return Some(Box::new(deps.keys().map(String::as_str)));
+            }
+            self.sessions.get(n).map(|s| {
+                Box::new(s.spec.depends_on.keys().map(String::as_str))
+                    as Box<dyn Iterator<Item = &str>>
+            })
+        };
+        match find_cycle(edges, [name]) {
+            Some(cycle) => Err(Error::bad(format!(
+                "depends_on: would close a dependency cycle: {}",
+                cycle.join(" -> ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The first shutdown: every generation is stopped, those of a session other live
+    /// sessions depend on only once those have ended (dependents first, in reverse of the
+    /// start order). A second shutdown stops the deferred ones too (it kills everything).
+    pub(super) fn stop_in_order(&mut self, grace: Option<std::time::Duration>) {
+        let gens: Vec<u64> = self.gens.keys().copied().collect();
+        for gen in gens {
+            let deferred = grace.is_none()
+                && self
+                    .gens
+                    .get(&gen)
+                    .is_some_and(|g| self.has_live_dependents(&g.session.clone()));
+            if deferred {
+                self.deferred_stops.insert(gen);
+            } else {
+                self.deferred_stops.remove(&gen);
+                self.dispatch(gen, GenInput::Stop(StopReason::Requested, grace));
+            }
+        }
+    }
+
+    /// Stops the deferred generations whose dependents have all ended.
+    pub(super) fn release_deferred_stops(&mut self) {
+        if self.deferred_stops.is_empty() {
+            return;
+        }
+        let deferred: Vec<u64> = self.deferred_stops.iter().copied().collect();
+        for gen in deferred {
+            let Some(session) = self.gens.get(&gen).map(|g| g.session.clone()) else {
+                self.deferred_stops.remove(&gen);
+                continue;
+            };
+            if !self.has_live_dependents(&session) {
+                self.deferred_stops.remove(&gen);
+                self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
+            }
+        }
+    }
+
+    /// Whether another session that depends on `name` still has a generation tracked.
+    fn has_live_dependents(&self, name: &Arc<str>) -> bool {
+        self.sessions.values().any(|s| {
+            s.name != *name
+                && s.spec.depends_on.contains_key(&**name)
+                && self.gens_of(&s.name).next().is_some()
+        })
+    }
+}

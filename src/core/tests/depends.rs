@@ -1,0 +1,177 @@
+//! Order between sessions (`depends_on`): dependents wait Pending with a reason, start
+//! when their dependencies are met (also after a failure and a recovery), cycles are
+//! refused, and the shutdown stops dependents before what they depend on.
+
+use std::time::Duration;
+
+use super::harness::{has, spec, Harness};
+use crate::core::{
+    Action, Command, DependOn, ErrorCode, ExitStatus, Input, OnBusy, ReadyCheck, ReadyHow,
+    ReadySignal, Restart, Scope, Spec,
+};
+
+fn depending(deps: &[(&str, DependOn)]) -> Spec {
+    let mut s = spec();
+    s.depends_on = deps.iter().map(|(n, w)| (n.to_string(), *w)).collect();
+    s
+}
+
+fn with_fd_ready(mut s: Spec) -> Spec {
+    s.ready = Some(ReadyCheck::new(ReadyHow::Fd(3)));
+    s
+}
+
+fn spawned(actions: &[Action], gen: u64) -> bool {
+    has(
+        actions,
+        |a| matches!(a, Action::Spawn { gen: g, .. } if *g == gen),
+    )
+}
+
+fn waiting(h: &Harness, name: &str) -> Option<String> {
+    h.get(name).waiting
+}
+
+#[test]
+fn a_dependent_starts_only_once_its_dependency_is_ready() {
+    let mut h = Harness::new();
+    let web = h
+        .spawn_with(
+            "web",
+            depending(&[("db", DependOn::Ready)]),
+            OnBusy::Replace,
+        )
+        .unwrap();
+    assert!(!spawned(h.all_actions(), web));
+    assert_eq!(waiting(&h, "web").as_deref(), Some("db: no such session"));
+    let db = h
+        .spawn_with("db", with_fd_ready(spec()), OnBusy::Replace)
+        .unwrap();
+    assert_eq!(
+        waiting(&h, "web").as_deref(),
+        Some("waiting for db to be ready")
+    );
+    let started = h.started(db);
+    assert!(!spawned(&started, web), "started is not ready");
+    let ready = h.input(Input::Readiness {
+        gen: db,
+        signal: ReadySignal::Ready,
+    });
+    assert!(spawned(&ready, web), "db's readiness starts web: {ready:?}");
+    assert_eq!(waiting(&h, "web"), None);
+    h.settle();
+}
+
+#[test]
+fn started_and_completed_are_told_apart() {
+    let mut h = Harness::new();
+    let migrate = h.spawn("migrate");
+    let cache = h.spawn("cache");
+    let web = h
+        .spawn_with(
+            "web",
+            depending(&[
+                ("cache", DependOn::Started),
+                ("migrate", DependOn::Completed),
+            ]),
+            OnBusy::Replace,
+        )
+        .unwrap();
+    h.started(cache);
+    h.started(migrate);
+    assert_eq!(
+        waiting(&h, "web").as_deref(),
+        Some("waiting for migrate to complete")
+    );
+    h.exit(migrate, ExitStatus::Code(0));
+    let actions = h.eof(migrate);
+    assert!(spawned(&actions, web), "{actions:?}");
+    h.settle();
+}
+
+#[test]
+fn a_failed_dependency_keeps_dependents_pending_until_it_recovers() {
+    let mut h = Harness::new();
+    let mut db_spec = with_fd_ready(spec());
+    db_spec.restart.mode = Restart::OnFailure;
+    db_spec.restart.initial = Duration::from_millis(500);
+    let db = h.spawn_with("db", db_spec, OnBusy::Replace).unwrap();
+    let web = h
+        .spawn_with(
+            "web",
+            depending(&[("db", DependOn::Ready)]),
+            OnBusy::Replace,
+        )
+        .unwrap();
+    h.started(db);
+    h.exit(db, ExitStatus::Code(3));
+    h.eof(db);
+    h.group_empty(db);
+    let why = waiting(&h, "web").expect("still waiting");
+    assert!(why.contains("db ended with code 3"), "{why}");
+    assert!(!spawned(h.all_actions(), web));
+    // The restart policy brings db back; once it is ready, web starts.
+    let restart = h.advance(500);
+    let db2 = h.get("db").current.expect("restarted");
+    assert!(spawned(&restart, db2));
+    h.started(db2);
+    let actions = h.input(Input::Readiness {
+        gen: db2,
+        signal: ReadySignal::Ready,
+    });
+    assert!(spawned(&actions, web), "{actions:?}");
+    h.settle();
+}
+
+#[test]
+fn a_spawn_closing_a_cycle_is_refused_naming_it() {
+    let mut h = Harness::new();
+    h.spawn_with("a", depending(&[("b", DependOn::Started)]), OnBusy::Replace)
+        .unwrap();
+    h.spawn_with("b", depending(&[("c", DependOn::Started)]), OnBusy::Replace)
+        .unwrap();
+    let e = h
+        .spawn_with("c", depending(&[("a", DependOn::Ready)]), OnBusy::Replace)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert!(e.message.contains("c -> a -> b -> c"), "{}", e.message);
+    assert!(!h.core.has_session("c"), "nothing changed");
+    let e = h
+        .spawn_with("d", depending(&[("d", DependOn::Ready)]), OnBusy::Replace)
+        .unwrap_err();
+    assert!(e.message.contains("itself"), "{}", e.message);
+    h.settle();
+}
+
+#[test]
+fn shutdown_stops_dependents_first() {
+    let mut h = Harness::new();
+    let db = h.spawn("db");
+    h.started(db);
+    let web = h
+        .spawn_with(
+            "web",
+            depending(&[("db", DependOn::Started)]),
+            OnBusy::Replace,
+        )
+        .unwrap();
+    h.started(web);
+    let actions = h.input(Input::Command {
+        request: 99,
+        command: Command::Shutdown,
+    });
+    let term = |actions: &[Action], gen: u64| {
+        has(
+            actions,
+            |a| matches!(a, Action::Signal { gen: g, scope: Scope::Leader, .. } if *g == gen),
+        )
+    };
+    assert!(term(&actions, web), "the dependent is stopped at once");
+    assert!(!term(&actions, db), "its dependency waits for it");
+    h.exit(web, ExitStatus::Signal(15));
+    let actions = h.eof(web);
+    let mut all = actions.clone();
+    all.extend(h.group_empty(web));
+    assert!(term(&all, db), "db is stopped once web ended: {all:?}");
+    h.settle();
+}
