@@ -855,20 +855,19 @@ impl GenCgroup {
     /// other processes are gone reads `false`. Reading also acknowledges the pending
     /// notification on [`GenCgroup::events_fd`].
     pub fn is_populated(&self) -> io::Result<bool> {
-        let mut buf = [0u8; 256];
-        let n = loop {
-            match rustix::io::pread(&self.events, &mut buf, 0) {
-                Ok(n) => break n,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        parse_populated(&String::from_utf8_lossy(&buf[..n])).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "cgroup.events has no populated line",
-            )
-        })
+        populated_of(&self.events)
+    }
+
+    /// [`is_populated`](Self::is_populated) through a descriptor of its own: the one
+    /// registered with the event loop keeps its pending notification.
+    fn populated_now(&self) -> io::Result<bool> {
+        let fd = openat(
+            self.dir.as_fd(),
+            "cgroup.events",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        populated_of(&fd)
     }
 
     /// `SIGKILL` to every process in the cgroup and below, escaped or not, through
@@ -882,8 +881,16 @@ impl GenCgroup {
     /// pidfd each, after checking that the pid is still in this cgroup (so a pid reused by
     /// a stranger is never signalled). Processes forked while this runs may be missed: use
     /// it for graceful signals and [`GenCgroup::kill`] for the final one.
+    ///
+    /// An emptied cgroup (the usual case when a leader's exit is followed by the group's
+    /// signal) is told from one read of `cgroup.events` and nothing is listed.
     pub fn signal(&self, signal: Signal) -> io::Result<Signalled> {
         let mut out = Signalled::default();
+        if !self.populated_now()? {
+            // No live process is inside or below, and none can enter but by a fork from
+            // inside: there is no one to signal.
+            return Ok(out);
+        }
         for pid in self.pids()? {
             let Some(raw) = Pid::from_raw(pid) else {
                 continue;
@@ -975,6 +982,24 @@ impl Drop for GenCgroup {
     fn drop(&mut self) {
         let _ = self.remove();
     }
+}
+
+/// `populated` of the `cgroup.events` open as `events` (read from its start).
+fn populated_of(events: &OwnedFd) -> io::Result<bool> {
+    let mut buf = [0u8; 256];
+    let n = loop {
+        match rustix::io::pread(events, &mut buf, 0) {
+            Ok(n) => break n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    parse_populated(&String::from_utf8_lossy(&buf[..n])).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "cgroup.events has no populated line",
+        )
+    })
 }
 
 /// Whether cgroup `c` is `base` or below it.
