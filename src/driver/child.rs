@@ -339,21 +339,21 @@ impl Child {
         }
     }
 
-    /// Closes and deregisters everything it holds; its cgroup goes once empty.
-    pub fn release(mut self, registry: &Registry) {
+    /// Closes and deregisters everything it holds; returns its cgroup, deregistered, for
+    /// the owner of cgroups to remove or keep (see `cgroup_pool.rs`).
+    pub fn release(mut self, registry: &Registry) -> Option<GenCgroup> {
         if let Some(w) = self.watch.take() {
             let _ = registry.deregister(&mut SourceFd(&w.fd().as_raw_fd()));
         }
-        if let Some(mut cg) = self.cgroup.take() {
+        let cgroup = self.cgroup.take();
+        if let Some(cg) = &cgroup {
             let _ = registry.deregister(&mut SourceFd(&cg.events_fd().as_raw_fd()));
-            if let Err(e) = cg.remove() {
-                log::info!("gen {}: cgroup not removed yet: {e}", self.gen);
-            }
         }
         self.close_outputs(registry);
         self.hung_up_pty = None;
         self.close_stdin(registry);
         self.unwatch_pidfd(registry);
+        cgroup
     }
 
     /// Queues input for the child.

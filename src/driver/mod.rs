@@ -26,6 +26,7 @@
 //! - `upgrade/`: the image, the probe, and what waits between turns (`upgrader.rs`).
 
 mod backlog;
+mod cgroup_pool;
 mod child;
 mod children;
 mod client;

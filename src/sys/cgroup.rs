@@ -13,7 +13,8 @@
 //! <mount>/<own>/                  the daemon's cgroup when it started ("own")
 //! <mount>/<own>/<name>/           the daemon's subtree (CgroupRoot), e.g. genward-<id>-<pid>
 //! <mount>/<own>/<name>/daemon/    the daemon itself, with Placement::MoveSelf
-//! <mount>/<own>/<name>/gen-<N>/   one per generation (GenCgroup)
+//! <mount>/<own>/<name>/gen-<N>/   one per generation (GenCgroup), made for generation N
+//!                                 (the driver may reuse it once emptied: `reusable`)
 //! ```
 //!
 //! `<mount>` is wherever the cgroup-v2 hierarchy is mounted (`/sys/fs/cgroup` on a unified
@@ -63,7 +64,10 @@
 //!   be removed while the leader is still an unreaped zombie, so the reap and the removal
 //!   need not wait for each other. `remove` never blocks; it fails with `EBUSY` while
 //!   anything is still inside, and then the next `populated 0` is the moment to retry.
-//!   Dropping a `GenCgroup` makes one best-effort `remove` too.
+//!   Dropping a `GenCgroup` makes one best-effort `remove` too. Instead of removing it,
+//!   the driver may keep it for a later generation without limits when
+//!   [`GenCgroup::reusable`] says it is as a new one would be (empty, nothing below, no
+//!   limit ever set), registering its events fd again under that generation.
 //! - **A spawn that failed** (its child reported a failed step and exits): the cgroup
 //!   empties as soon as that child has exited; remove it then (on `populated 0`, or at
 //!   once if [`GenCgroup::is_populated`] already says `false`).
@@ -779,6 +783,8 @@ pub struct GenCgroup {
     dir: CgroupDir,
     events: OwnedFd,
     controllers: Controllers,
+    /// Whether [`GenCgroup::set_limits`] wrote any limit: such a cgroup is never reused.
+    limited: std::cell::Cell<bool>,
     removed: bool,
 }
 
@@ -786,8 +792,12 @@ impl GenCgroup {
     /// A generation's cgroup opened again by a daemon that re-executed itself: the same
     /// directory, its `cgroup.events` opened afresh (a populated change is then read on
     /// the first look).
+    ///
+    /// Whether limits were set on it is not known here: it is never reused.
     pub fn reopen(path: PathBuf, name_in_hierarchy: String) -> io::Result<GenCgroup> {
-        GenCgroup::open(path, name_in_hierarchy, None)
+        let cg = GenCgroup::open(path, name_in_hierarchy, None)?;
+        cg.limited.set(true);
+        Ok(cg)
     }
 
     /// Opens the cgroup at `path`; its `controllers` are read unless given.
@@ -816,6 +826,7 @@ impl GenCgroup {
             dir,
             events,
             controllers,
+            limited: std::cell::Cell::new(false),
             removed: false,
         })
     }
@@ -935,6 +946,9 @@ impl GenCgroup {
     /// Meant before the spawn; lowering a limit later is allowed too.
     pub fn set_limits(&self, limits: &Limits) -> Result<(), LimitError> {
         check(limits, self.controllers)?;
+        if !limits.is_empty() {
+            self.limited.set(true);
+        }
         let put = |file: &'static str, value: String| {
             self.write_file(file, &value)
                 .map_err(|error| LimitError::Write { file, error })
@@ -949,6 +963,34 @@ impl GenCgroup {
             put("cpu.max", format!("{} {}", cpu.quota_us, cpu.period_us))?;
         }
         Ok(())
+    }
+
+    /// Whether this cgroup, once its generation is over, may hold another generation
+    /// exactly as a new one would: no limit was ever set on it, no process is inside
+    /// (`populated 0`; none can enter but by a fork from inside) and no cgroup was made
+    /// below it (`nr_descendants 0` in `cgroup.stat`). Anything else, an error included,
+    /// is `false`: such a cgroup is removed, never reused. Reads `cgroup.events` through
+    /// [`GenCgroup::events_fd`], so deregister that from the event loop first (and
+    /// register it again for the next generation).
+    pub fn reusable(&self) -> bool {
+        if self.limited.get() || self.removed {
+            return false;
+        }
+        if !matches!(self.is_populated(), Ok(false)) {
+            return false;
+        }
+        let stat = openat(
+            self.dir.as_fd(),
+            "cgroup.stat",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        let mut buf = [0u8; 512];
+        let n = match stat.map(|fd| rustix::io::read(&fd, &mut buf)) {
+            Ok(Ok(n)) => n,
+            _ => return false,
+        };
+        parse_descendants(&String::from_utf8_lossy(&buf[..n])) == Some(0)
     }
 
     /// Removes the cgroup (and any cgroup a program made below it). Fails with `EBUSY`
@@ -1045,6 +1087,14 @@ pub fn parse_populated(text: &str) -> Option<bool> {
             "1" => Some(true),
             _ => None,
         })
+}
+
+/// `nr_descendants` of a `cgroup.stat` (live cgroups below; dying ones are counted apart
+/// and go by themselves).
+pub fn parse_descendants(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("nr_descendants "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 #[cfg(test)]

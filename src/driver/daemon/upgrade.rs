@@ -87,6 +87,8 @@ impl Daemon {
     /// everything as it was and the requester told why.
     fn execute_upgrade(&mut self, p: Pending) {
         let paused_at = Instant::now();
+        // Kept emptied cgroups would outlive the program that knows them.
+        self.children.empty_pool();
         // The keeper link goes as a bare descriptor, with what was queued for it sent.
         let keeper = self.keeper.take().and_then(|link| {
             link.into_fd(self.poll.registry())
