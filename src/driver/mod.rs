@@ -10,7 +10,8 @@
 //!   `children/`: starting, a tree's signals and emptiness, a leader's exit; `child/`:
 //!   a child taken back, kept by the keeper, carried across an upgrade. `launch.rs`: one
 //!   start in flight. `descriptors.rs`: the descriptors kept in reserve, counted from what
-//!   the children and connections hold.
+//!   the children and connections hold. `cgroup_pool.rs`: emptied cgroups kept for the
+//!   next generations without limits.
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
 //! - `recover.rs`: taking back what a previous daemon left; `persist.rs`: the state
 //!   directory (lease, descriptors, sessions) and the generations taken back unverified,
