@@ -311,7 +311,10 @@ impl Children {
             Ok(ReadOutcome::Data(n)) if stream == Stream::Pty => {
                 Read::Data(coalesce_pty(fd, buf, n))
             }
-            Ok(ReadOutcome::Data(n)) => Read::Data(n),
+            Ok(ReadOutcome::Data(n)) => {
+                child.grow_on_data(stream);
+                Read::Data(n)
+            }
             Ok(ReadOutcome::WouldBlock) => Read::WouldBlock,
             Ok(ReadOutcome::Eof) => {
                 child.close_output(registry, stream);
