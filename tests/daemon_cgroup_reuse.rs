@@ -102,3 +102,25 @@ fn an_emptied_cgroup_is_reused_alone_and_never_one_that_had_limits() {
         assert_eq!(field(&out, "pids.max"), "max", "{out}");
     }
 }
+
+#[test]
+fn a_kept_cgroup_removed_meanwhile_is_not_used() {
+    const TEST: &str = "a_kept_cgroup_removed_meanwhile_is_not_used";
+    let d = Daemon::start("cgroup-reuse-removed", &[]);
+    let mut c = d.client();
+    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
+        println!("SKIP {TEST}: no cgroup containment here");
+        eprintln!("SKIP {TEST}: no cgroup containment here");
+        return;
+    }
+    let mount = Location::find().expect("cgroup containment works").mount;
+    let mount = mount.to_str().unwrap();
+    c.ok(json!({"op": "subscribe", "all": true}));
+
+    let first = report(&mut c, mount, "a", None).unwrap();
+    // Kept, empty: a privileged hand may remove it.
+    std::fs::remove_dir(format!("{mount}{}", field(&first, "cg"))).unwrap();
+    let second = report(&mut c, mount, "b", None).unwrap();
+    assert_ne!(field(&second, "cg"), field(&first, "cg"), "{second}");
+    assert_eq!(field(&second, "n"), "1", "{second}");
+}

@@ -28,9 +28,17 @@ pub struct CgroupPool {
 }
 
 impl CgroupPool {
-    /// A cgroup for a generation without limits, if one is kept.
+    /// A cgroup for a generation without limits, if one is kept and still empty: one
+    /// that something entered or removed while it was kept (only a privileged hand can)
+    /// is dropped — removed if it can be — and the next one is looked at.
     pub fn take(&mut self) -> Option<GenCgroup> {
-        self.free.pop()
+        while let Some(cg) = self.free.pop() {
+            if matches!(cg.is_populated(), Ok(false)) {
+                return Some(cg);
+            }
+            log::info!("a kept cgroup changed meanwhile: {}", cg.path().display());
+        }
+        None
     }
 
     /// Takes back the cgroup of generation `gen`, which is over (its events descriptor
