@@ -605,3 +605,52 @@ fn mio_reports_the_emptiness_as_priority_readiness() {
     poll.registry().deregister(&mut SourceFd(&raw)).unwrap();
     assert_eq!(wait_reap(&mut child.process), Exit::Code(0));
 }
+
+#[test]
+fn an_emptied_cgroup_is_reusable_only_when_empty_without_limits_or_cgroups_below() {
+    const TEST: &str =
+        "an_emptied_cgroup_is_reusable_only_when_empty_without_limits_or_cgroups_below";
+    let Some(tree) = Tree::new(TEST) else {
+        return;
+    };
+    let mut gen = tree.root().create_generation(1).unwrap();
+    assert!(gen.reusable(), "a fresh, empty cgroup");
+    let mut child = finish(start_in(&request(&["cat"]), Some(gen.dir())).unwrap()).unwrap();
+    assert!(!gen.reusable(), "a process is inside");
+    drop(child.stdin.take()); // cat exits
+    wait_empty(&gen);
+    assert_eq!(wait_reap(&mut child.process), Exit::Code(0));
+    assert!(gen.reusable(), "emptied");
+
+    // A cgroup a program made below it is not left for the next one.
+    let below = gen.path().join("made-below");
+    fs::create_dir(&below).unwrap();
+    assert!(!gen.reusable(), "a cgroup is below it");
+    fs::remove_dir(&below).unwrap();
+    assert!(gen.reusable());
+
+    // Reused: the next process is in it alone, and its emptiness is reported again on
+    // the same events descriptor.
+    let mut next = finish(start_in(&request(&["cat"]), Some(gen.dir())).unwrap()).unwrap();
+    let pid = next.process.pid();
+    assert_eq!(gen.pids().unwrap(), vec![pid]);
+    assert_eq!(cgroup_of(pid).as_deref(), Some(gen.name_in_hierarchy()));
+    drop(next.stdin.take());
+    wait_empty(&gen);
+    assert_eq!(wait_reap(&mut next.process), Exit::Code(0));
+    gen.remove().unwrap();
+
+    // One that had limits is never reused (they would outlive their generation).
+    if let Some(why) = missing(&tree, &[Controller::Pids]) {
+        return skip(&format!("{TEST} (limits)"), &why);
+    }
+    let limited = tree.root().create_generation(2).unwrap();
+    limited
+        .set_limits(&Limits {
+            memory_max: None,
+            pids_max: Some(16),
+            cpu_max: None,
+        })
+        .unwrap();
+    assert!(!limited.reusable(), "limits were set on it");
+}

@@ -64,9 +64,14 @@ pub struct Child {
     closed: Roles,
     /// Descriptors it held when taken in (see [`Child::count_descriptors`]).
     counted: usize,
+    /// Output pipes still at the kernel's default size, grown on their first data
+    /// ([`Child::grow_on_data`]): most short-lived children write nothing, and growing a
+    /// pipe (a resize of its ring) was a notable part of the daemon's cost per spawn.
+    small_pipes: [bool; 3],
 }
 
-/// Kernel buffer asked for each output pipe (see [`crate::sys::fd::grow_pipe`]).
+/// Kernel buffer asked for each output pipe once data comes through it (see
+/// [`crate::sys::fd::grow_pipe`]).
 const OUTPUT_PIPE_BYTES: usize = 1 << 20;
 
 fn register(registry: &Registry, fd: BorrowedFd<'_>, source: Source, interest: Interest) -> bool {
@@ -118,13 +123,15 @@ impl Child {
             watch: None,
             closed: Roles::NONE,
             counted: 0,
+            small_pipes: [false; 3],
         };
         child.register_all(registry, true);
         child
     }
 
     /// Registers every descriptor it holds: its cgroup's events, its open output streams
-    /// (pipes grown if `grow`: a pipe taken back across an upgrade already was), its
+    /// (pipes grown on their first data if `grow`: a pipe taken back across an upgrade
+    /// is left as it is), its
     /// stdin, its pidfd.
     fn register_all(&mut self, registry: &Registry, grow: bool) {
         if let Some(cg) = &self.cgroup {
@@ -135,7 +142,7 @@ impl Child {
         self.watch_io(registry, grow);
     }
 
-    /// Registers its streams (pipes grown if `grow`), stdin and pidfd.
+    /// Registers its streams (pipes grown on their first data if `grow`), stdin and pidfd.
     fn watch_io(&mut self, registry: &Registry, grow: bool) {
         let gen = self.gen;
         for stream in [Stream::Stdout, Stream::Stderr, Stream::Pty] {
@@ -145,9 +152,8 @@ impl Child {
             let interest = if stream == Stream::Pty {
                 Interest::READABLE | Interest::WRITABLE
             } else {
-                if grow {
-                    crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
-                }
+                // Grown when its first data is read, not now.
+                self.small_pipes[stream.index()] = grow;
                 Interest::READABLE
             };
             register(
@@ -181,6 +187,19 @@ impl Child {
         let cgroup = if self.cgroup.is_some() { 2 } else { 0 };
         self.counted = streams.flatten().count() + pidfd + cgroup;
         self.counted
+    }
+
+    /// Data was just read from output pipe `stream`: grows it to [`OUTPUT_PIPE_BYTES`] if
+    /// it is still at its default size, so that a child that writes keeps writing while
+    /// the loop serves others (a refusal leaves it as it was, and is not asked again).
+    pub fn grow_on_data(&mut self, stream: Stream) {
+        let small = &mut self.small_pipes[stream.index()];
+        if !std::mem::take(small) {
+            return;
+        }
+        if let Some(fd) = &self.outputs[stream.index()] {
+            crate::sys::fd::grow_pipe(fd, OUTPUT_PIPE_BYTES);
+        }
     }
 
     /// What [`Child::count_descriptors`] counted.
@@ -339,21 +358,21 @@ impl Child {
         }
     }
 
-    /// Closes and deregisters everything it holds; its cgroup goes once empty.
-    pub fn release(mut self, registry: &Registry) {
+    /// Closes and deregisters everything it holds; returns its cgroup, deregistered, for
+    /// the owner of cgroups to remove or keep (see `cgroup_pool.rs`).
+    pub fn release(mut self, registry: &Registry) -> Option<GenCgroup> {
         if let Some(w) = self.watch.take() {
             let _ = registry.deregister(&mut SourceFd(&w.fd().as_raw_fd()));
         }
-        if let Some(mut cg) = self.cgroup.take() {
+        let cgroup = self.cgroup.take();
+        if let Some(cg) = &cgroup {
             let _ = registry.deregister(&mut SourceFd(&cg.events_fd().as_raw_fd()));
-            if let Err(e) = cg.remove() {
-                log::info!("gen {}: cgroup not removed yet: {e}", self.gen);
-            }
         }
         self.close_outputs(registry);
         self.hung_up_pty = None;
         self.close_stdin(registry);
         self.unwatch_pidfd(registry);
+        cgroup
     }
 
     /// Queues input for the child.

@@ -18,6 +18,7 @@ use std::time::Instant;
 use mio::Registry;
 
 use super::probe_identities::ProbeIdentities;
+use super::cgroup_pool::CgroupPool;
 use super::child::{Child, InputProgress};
 use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
@@ -60,6 +61,8 @@ pub struct Children {
     adopts_orphans: bool,
     /// Where generations get cgroups of their own, when the daemon may create them.
     cgroups: Option<CgroupRoot>,
+    /// Emptied cgroups kept for generations without limits.
+    pool: CgroupPool,
     /// A leader exited this turn: look at the trees before sleeping.
     look_soon: bool,
     /// The generations whose session is watched: the loop asks for the soonest look on
@@ -118,6 +121,7 @@ impl Children {
             reaper,
             adopts_orphans,
             cgroups,
+            pool: CgroupPool::default(),
             look_soon: false,
             watched: HashSet::new(),
             dir_id,
@@ -130,7 +134,13 @@ impl Children {
     /// Descriptors held by children, counted from above: what each held when taken in,
     /// and the most a child still starting may hold.
     pub fn descriptors(&self) -> usize {
-        self.held + self.launching.len() * super::descriptors::LAUNCH_HELD
+        self.held + self.launching.len() * super::descriptors::LAUNCH_HELD + self.pool.descriptors()
+    }
+
+    /// Removes the emptied cgroups kept for reuse (before the daemon re-executes itself:
+    /// its successor would not know them).
+    pub fn empty_pool(&mut self) {
+        self.pool.clear();
     }
 
     /// Measures the descriptor budget once everything the daemon starts with is open, with
@@ -327,7 +337,10 @@ impl Children {
             Ok(ReadOutcome::Data(n)) if stream == Stream::Pty => {
                 Read::Data(coalesce_pty(fd, buf, n))
             }
-            Ok(ReadOutcome::Data(n)) => Read::Data(n),
+            Ok(ReadOutcome::Data(n)) => {
+                child.grow_on_data(stream);
+                Read::Data(n)
+            }
             Ok(ReadOutcome::WouldBlock) => Read::WouldBlock,
             Ok(ReadOutcome::Eof) => {
                 child.close_output(registry, stream);
@@ -422,7 +435,9 @@ impl Children {
         self.probe_identities.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
             self.held -= child.counted();
-            child.release(registry);
+            if let Some(cg) = child.release(registry) {
+                self.pool.give(gen, cg);
+            }
             log::debug!("gen {gen}: released");
         }
     }

@@ -110,6 +110,8 @@ impl Daemon {
                 }
                 return Ok(());
             }
+            // What the keeper was asked to drop goes before the loop sleeps.
+            self.keeper_do(KeeperLink::flush);
             let timeout = self.poll_timeout();
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}

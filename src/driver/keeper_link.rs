@@ -44,6 +44,10 @@ pub struct KeeperLink {
     fd: OwnedFd,
     queue: VecDeque<Queued>,
     registered: bool,
+    /// The latest `Drop` not yet sent: the next drop for the same generation joins it
+    /// (a generation's streams end and it is forgotten in a row: one message instead of
+    /// three); any other message, and the end of the loop's turn, sends it first.
+    pending_drop: Option<(u64, Roles)>,
 }
 
 impl KeeperLink {
@@ -54,12 +58,14 @@ impl KeeperLink {
             fd,
             queue: VecDeque::new(),
             registered: false,
+            pending_drop: None,
         })
     }
 
     /// Gives up the link's descriptor (deregistered first), after sending what is queued
     /// (blocking, at most `patience` per message): for a daemon about to re-execute itself.
     pub fn into_fd(mut self, registry: &Registry) -> io::Result<OwnedFd> {
+        self.flush()?;
         self.deregister(registry);
         let _ = rustix::net::sockopt::set_socket_timeout(
             &self.fd,
@@ -97,6 +103,7 @@ impl KeeperLink {
 
     /// Asks the keeper to hold `fds`, in `roles`' order, for `gen`.
     pub fn hold(&mut self, gen: u64, roles: Roles, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        self.flush()?;
         let m = Message {
             kind: Kind::Hold,
             roles,
@@ -105,11 +112,34 @@ impl KeeperLink {
         self.send(m.encode(), fds)
     }
 
-    /// Asks the keeper to close its copies of `gen`'s descriptors in `roles`.
+    /// Asks the keeper to close its copies of `gen`'s descriptors in `roles`: sent with
+    /// the next other message or at the end of the turn ([`KeeperLink::flush`]), joined
+    /// with the drops for `gen` asked meanwhile. Until then the keeper holds copies of
+    /// descriptors already closed here, as it does while any message is on its way: the
+    /// next daemon would find those streams at their end.
     pub fn drop_roles(&mut self, gen: u64, roles: Roles) -> io::Result<()> {
         if roles.is_empty() {
             return Ok(());
         }
+        match &mut self.pending_drop {
+            Some((g, pending)) if *g == gen => {
+                // Both are sets of roles, and so is their union.
+                *pending = Roles::from_bits(pending.bits() | roles.bits()).unwrap_or(Roles::ALL);
+                Ok(())
+            }
+            _ => {
+                self.flush()?;
+                self.pending_drop = Some((gen, roles));
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends the drop held back, if any: at the end of every turn of the loop.
+    pub fn flush(&mut self) -> io::Result<()> {
+        let Some((gen, roles)) = self.pending_drop.take() else {
+            return Ok(());
+        };
         let m = Message {
             kind: Kind::Drop,
             roles,

@@ -9,8 +9,10 @@
 //! - `children.rs`, `child.rs`: live generations — process handles, stdio, input queues;
 //!   `children/`: starting, a tree's signals and emptiness, a leader's exit; `child/`:
 //!   a child taken back, kept by the keeper, carried across an upgrade. `launch.rs`: one
-//!   start in flight; `lookup.rs`: the lookup helper it may wait for first. `descriptors.rs`: the descriptors kept in reserve, counted from what
-//!   the children and connections hold.
+//!   start in flight; `lookup.rs`: the lookup helper it may wait for first.
+//!   `descriptors.rs`: the descriptors kept in reserve, counted from what the children and
+//!   connections hold. `cgroup_pool.rs`: emptied cgroups kept for the next generations
+//!   without limits. `probe_identities.rs`: whom probe commands run as.
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
 //! - `recover.rs`: taking back what a previous daemon left; `persist.rs`: the state
 //!   directory (lease, descriptors, sessions) and the generations taken back unverified,
@@ -28,6 +30,7 @@
 //! - `upgrade/`: the image, the probe, and what waits between turns (`upgrader.rs`).
 
 mod backlog;
+mod cgroup_pool;
 mod child;
 mod children;
 mod client;

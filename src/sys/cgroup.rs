@@ -13,7 +13,8 @@
 //! <mount>/<own>/                  the daemon's cgroup when it started ("own")
 //! <mount>/<own>/<name>/           the daemon's subtree (CgroupRoot), e.g. genward-<id>-<pid>
 //! <mount>/<own>/<name>/daemon/    the daemon itself, with Placement::MoveSelf
-//! <mount>/<own>/<name>/gen-<N>/   one per generation (GenCgroup)
+//! <mount>/<own>/<name>/gen-<N>/   one per generation (GenCgroup), made for generation N
+//!                                 (the driver may reuse it once emptied: `reusable`)
 //! ```
 //!
 //! `<mount>` is wherever the cgroup-v2 hierarchy is mounted (`/sys/fs/cgroup` on a unified
@@ -63,7 +64,10 @@
 //!   be removed while the leader is still an unreaped zombie, so the reap and the removal
 //!   need not wait for each other. `remove` never blocks; it fails with `EBUSY` while
 //!   anything is still inside, and then the next `populated 0` is the moment to retry.
-//!   Dropping a `GenCgroup` makes one best-effort `remove` too.
+//!   Dropping a `GenCgroup` makes one best-effort `remove` too. Instead of removing it,
+//!   the driver may keep it for a later generation without limits when
+//!   [`GenCgroup::reusable`] says it is as a new one would be (empty, nothing below, no
+//!   limit ever set), registering its events fd again under that generation.
 //! - **A spawn that failed** (its child reported a failed step and exits): the cgroup
 //!   empties as soon as that child has exited; remove it then (on `populated 0`, or at
 //!   once if [`GenCgroup::is_populated`] already says `false`).
@@ -779,6 +783,8 @@ pub struct GenCgroup {
     dir: CgroupDir,
     events: OwnedFd,
     controllers: Controllers,
+    /// Whether [`GenCgroup::set_limits`] wrote any limit: such a cgroup is never reused.
+    limited: std::cell::Cell<bool>,
     removed: bool,
 }
 
@@ -786,8 +792,12 @@ impl GenCgroup {
     /// A generation's cgroup opened again by a daemon that re-executed itself: the same
     /// directory, its `cgroup.events` opened afresh (a populated change is then read on
     /// the first look).
+    ///
+    /// Whether limits were set on it is not known here: it is never reused.
     pub fn reopen(path: PathBuf, name_in_hierarchy: String) -> io::Result<GenCgroup> {
-        GenCgroup::open(path, name_in_hierarchy, None)
+        let cg = GenCgroup::open(path, name_in_hierarchy, None)?;
+        cg.limited.set(true);
+        Ok(cg)
     }
 
     /// Opens the cgroup at `path`; its `controllers` are read unless given.
@@ -816,6 +826,7 @@ impl GenCgroup {
             dir,
             events,
             controllers,
+            limited: std::cell::Cell::new(false),
             removed: false,
         })
     }
@@ -855,20 +866,19 @@ impl GenCgroup {
     /// other processes are gone reads `false`. Reading also acknowledges the pending
     /// notification on [`GenCgroup::events_fd`].
     pub fn is_populated(&self) -> io::Result<bool> {
-        let mut buf = [0u8; 256];
-        let n = loop {
-            match rustix::io::pread(&self.events, &mut buf, 0) {
-                Ok(n) => break n,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        parse_populated(&String::from_utf8_lossy(&buf[..n])).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "cgroup.events has no populated line",
-            )
-        })
+        populated_of(&self.events)
+    }
+
+    /// [`is_populated`](Self::is_populated) through a descriptor of its own: the one
+    /// registered with the event loop keeps its pending notification.
+    fn populated_now(&self) -> io::Result<bool> {
+        let fd = openat(
+            self.dir.as_fd(),
+            "cgroup.events",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        populated_of(&fd)
     }
 
     /// `SIGKILL` to every process in the cgroup and below, escaped or not, through
@@ -882,8 +892,16 @@ impl GenCgroup {
     /// pidfd each, after checking that the pid is still in this cgroup (so a pid reused by
     /// a stranger is never signalled). Processes forked while this runs may be missed: use
     /// it for graceful signals and [`GenCgroup::kill`] for the final one.
+    ///
+    /// An emptied cgroup (the usual case when a leader's exit is followed by the group's
+    /// signal) is told from one read of `cgroup.events` and nothing is listed.
     pub fn signal(&self, signal: Signal) -> io::Result<Signalled> {
         let mut out = Signalled::default();
+        if !self.populated_now()? {
+            // No live process is inside or below, and none can enter but by a fork from
+            // inside: there is no one to signal.
+            return Ok(out);
+        }
         for pid in self.pids()? {
             let Some(raw) = Pid::from_raw(pid) else {
                 continue;
@@ -928,6 +946,9 @@ impl GenCgroup {
     /// Meant before the spawn; lowering a limit later is allowed too.
     pub fn set_limits(&self, limits: &Limits) -> Result<(), LimitError> {
         check(limits, self.controllers)?;
+        if !limits.is_empty() {
+            self.limited.set(true);
+        }
         let put = |file: &'static str, value: String| {
             self.write_file(file, &value)
                 .map_err(|error| LimitError::Write { file, error })
@@ -942,6 +963,34 @@ impl GenCgroup {
             put("cpu.max", format!("{} {}", cpu.quota_us, cpu.period_us))?;
         }
         Ok(())
+    }
+
+    /// Whether this cgroup, once its generation is over, may hold another generation
+    /// exactly as a new one would: no limit was ever set on it, no process is inside
+    /// (`populated 0`; none can enter but by a fork from inside) and no cgroup was made
+    /// below it (`nr_descendants 0` in `cgroup.stat`). Anything else, an error included,
+    /// is `false`: such a cgroup is removed, never reused. Reads `cgroup.events` through
+    /// [`GenCgroup::events_fd`], so deregister that from the event loop first (and
+    /// register it again for the next generation).
+    pub fn reusable(&self) -> bool {
+        if self.limited.get() || self.removed {
+            return false;
+        }
+        if !matches!(self.is_populated(), Ok(false)) {
+            return false;
+        }
+        let stat = openat(
+            self.dir.as_fd(),
+            "cgroup.stat",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        let mut buf = [0u8; 512];
+        let n = match stat.map(|fd| rustix::io::read(&fd, &mut buf)) {
+            Ok(Ok(n)) => n,
+            _ => return false,
+        };
+        parse_descendants(&String::from_utf8_lossy(&buf[..n])) == Some(0)
     }
 
     /// Removes the cgroup (and any cgroup a program made below it). Fails with `EBUSY`
@@ -975,6 +1024,24 @@ impl Drop for GenCgroup {
     fn drop(&mut self) {
         let _ = self.remove();
     }
+}
+
+/// `populated` of the `cgroup.events` open as `events` (read from its start).
+fn populated_of(events: &OwnedFd) -> io::Result<bool> {
+    let mut buf = [0u8; 256];
+    let n = loop {
+        match rustix::io::pread(events, &mut buf, 0) {
+            Ok(n) => break n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    parse_populated(&String::from_utf8_lossy(&buf[..n])).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "cgroup.events has no populated line",
+        )
+    })
 }
 
 /// Whether cgroup `c` is `base` or below it.
@@ -1020,6 +1087,14 @@ pub fn parse_populated(text: &str) -> Option<bool> {
             "1" => Some(true),
             _ => None,
         })
+}
+
+/// `nr_descendants` of a `cgroup.stat` (live cgroups below; dying ones are counted apart
+/// and go by themselves).
+pub fn parse_descendants(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("nr_descendants "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 #[cfg(test)]

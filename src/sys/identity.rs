@@ -223,11 +223,26 @@ pub fn pidfd_inode(pidfd: BorrowedFd<'_>) -> u64 {
 /// Reads a small `/proc` file in one or two `read`s (a `stat` line is well under 1 KiB,
 /// and `read_to_string`'s size probing costs several system calls per spawn). Lossy: a
 /// command name may be any bytes, and only the ASCII fields after it are parsed.
+///
+/// Opened and read with plain `open` and `read`: the standard library's `read_to_end`
+/// first asks the file's size and position (`statx`, `lseek`), which `/proc` cannot tell.
 pub(crate) fn read_proc_file(path: &str) -> io::Result<String> {
-    use std::io::Read;
-    let mut buf = Vec::with_capacity(1024);
-    fs::File::open(path)?.read_to_end(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut buf = vec![0u8; 1024];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match rustix::io::read(&fd, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
 /// Reads the `linux1:` token of `pid`; with `pidfd` (which must refer to the process on

@@ -50,6 +50,7 @@ impl Child {
             watch: None,
             closed: Roles::NONE,
             counted: 0,
+            small_pipes: [false; 3],
         };
         child.watch_io(registry, true);
         child
@@ -150,6 +151,7 @@ impl Child {
             watch: None,
             closed: Roles::NONE,
             counted: 0,
+            small_pipes: [false; 3],
         };
         child.register_all(registry, false);
         child

@@ -270,10 +270,11 @@ impl Children {
         }))
     }
 
-    /// A cgroup of its own for `gen`, with `limits` set; none under session containment,
-    /// where limits cannot be enforced and are refused.
+    /// A cgroup of its own for `gen`, with `limits` set — an emptied one kept for reuse
+    /// when there are none (see `cgroup_pool.rs`); none under session containment, where
+    /// limits cannot be enforced and are refused.
     fn cgroup_for(
-        &self,
+        &mut self,
         gen: u64,
         limits: &ResourceLimits,
     ) -> Result<Option<GenCgroup>, SpawnError> {
@@ -293,6 +294,11 @@ impl Children {
         let limits = cgroup_limits(limits);
         root.check_limits(&limits)
             .map_err(|e| fail(e.to_string()))?;
+        if limits.is_empty() {
+            if let Some(cg) = self.pool.take() {
+                return Ok(Some(cg));
+            }
+        }
         let cg = root
             .create_generation(gen)
             .map_err(|e| fail(format!("creating its cgroup: {e}")))?;

@@ -91,6 +91,8 @@ impl Daemon {
         let paused_at = Instant::now();
         // The log writer is not carried (its pipe closes at the exec): it gets what fits.
         self.log_sink.finish(self.poll.registry());
+        // Kept emptied cgroups would outlive the program that knows them.
+        self.children.empty_pool();
         // The keeper link goes as a bare descriptor, with what was queued for it sent.
         let keeper = self.keeper.take().and_then(|link| {
             link.into_fd(self.poll.registry())

@@ -68,7 +68,11 @@ impl Drop for ChildMemory {
 /// Stacks of children that have left our memory, for the next children: a fresh mapping
 /// costs three system calls and a page fault or two in every child.
 static SPARE_STACKS: std::sync::Mutex<Vec<Stack>> = std::sync::Mutex::new(Vec::new());
-const SPARE_MAX: usize = 8;
+/// About as many as starts a burst has in flight (an orchestrator starting tools in a
+/// window of tens): with fewer, a pipelined burst maps and unmaps most of its stacks
+/// anyway. At most 64 × 68 KiB of address space, of which only the pages children
+/// touched are resident.
+const SPARE_MAX: usize = 64;
 
 /// An anonymous mapping with a guard page below, so a child that overflowed its stack
 /// would fault instead of writing into our heap.

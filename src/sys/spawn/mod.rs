@@ -396,17 +396,25 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((above_stdio(r)?, above_stdio(w)?))
 }
 
+/// Makes the daemon's end of a pipe just made by [`pipe_pair`] non-blocking in one
+/// `fcntl`: `F_SETFL` ignores the access mode, and a new pipe end has no other status flag
+/// (close-on-exec is a descriptor flag), so there is nothing to read back first.
+fn fresh_pipe_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    rustix::fs::fcntl_setfl(fd, OFlags::NONBLOCK)?;
+    Ok(())
+}
+
 fn make_stdio(io_mode: &IoMode) -> io::Result<Stdio> {
     match io_mode {
         IoMode::Pipes { stderr } => {
             let (in_r, in_w) = pipe_pair()?;
             let (out_r, out_w) = pipe_pair()?;
-            set_nonblocking(&in_w)?;
-            set_nonblocking(&out_r)?;
+            fresh_pipe_nonblocking(&in_w)?;
+            fresh_pipe_nonblocking(&out_r)?;
             let (parent_stderr, child_err) = match stderr {
                 StderrMode::Pipe => {
                     let (err_r, err_w) = pipe_pair()?;
-                    set_nonblocking(&err_r)?;
+                    fresh_pipe_nonblocking(&err_r)?;
                     (Some(err_r), err_w)
                 }
                 StderrMode::Merge => (None, above_stdio(out_w.try_clone()?)?),

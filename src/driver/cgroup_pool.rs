@@ -1,0 +1,67 @@
+//! Emptied generation cgroups kept for the next spawns: making a cgroup (`mkdir` in
+//! cgroupfs, opening it and its `cgroup.events`) and removing it (`rmdir`) cost the daemon
+//! more than anything else per spawn, and a generation without limits needs nothing a
+//! used, emptied one does not offer.
+//!
+//! A cgroup comes here only when [`GenCgroup::reusable`] says it is as a new one would
+//! be: no limit ever set on it, no process inside, no cgroup below. One that is not is
+//! removed as before. A spawn with limits always gets a cgroup of its own, made for it.
+//! Pooled cgroups keep the name they were made with (`gen-<N>`, `N` the generation that
+//! first used it).
+//!
+//! The pool is bounded ([`MAX_POOLED`]); each pooled cgroup holds two descriptors, counted
+//! in the daemon's descriptor budget.
+
+use crate::sys::cgroup::GenCgroup;
+
+/// Most emptied cgroups kept: about as many as generations start in one burst; beyond
+/// that they are removed.
+pub const MAX_POOLED: usize = 64;
+
+/// Descriptors a pooled cgroup holds (its directory and its `cgroup.events`).
+pub const POOLED_DESCRIPTORS: usize = 2;
+
+/// The emptied cgroups ready for another generation.
+#[derive(Debug, Default)]
+pub struct CgroupPool {
+    free: Vec<GenCgroup>,
+}
+
+impl CgroupPool {
+    /// A cgroup for a generation without limits, if one is kept and still empty: one
+    /// that something entered or removed while it was kept (only a privileged hand can)
+    /// is dropped — removed if it can be — and the next one is looked at.
+    pub fn take(&mut self) -> Option<GenCgroup> {
+        while let Some(cg) = self.free.pop() {
+            if matches!(cg.is_populated(), Ok(false)) {
+                return Some(cg);
+            }
+            log::info!("a kept cgroup changed meanwhile: {}", cg.path().display());
+        }
+        None
+    }
+
+    /// Takes back the cgroup of generation `gen`, which is over (its events descriptor
+    /// already deregistered from the loop): kept if reusable and there is room, else
+    /// removed (logged if it cannot be yet; dropping it tries once more).
+    pub fn give(&mut self, gen: u64, mut cg: GenCgroup) {
+        if self.free.len() < MAX_POOLED && cg.reusable() {
+            self.free.push(cg);
+            return;
+        }
+        if let Err(e) = cg.remove() {
+            log::info!("gen {gen}: cgroup not removed yet: {e}");
+        }
+    }
+
+    /// Descriptors the pooled cgroups hold.
+    pub fn descriptors(&self) -> usize {
+        self.free.len() * POOLED_DESCRIPTORS
+    }
+
+    /// Removes every pooled cgroup (each is empty), e.g. before the daemon re-executes
+    /// itself, whose successor would not know them.
+    pub fn clear(&mut self) {
+        self.free.clear();
+    }
+}
