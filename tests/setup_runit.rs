@@ -1,8 +1,9 @@
 //! The runit setup of `examples/runit`: the service directory `genward/` (its `run` and
-//! `check` scripts) under a real `runsv`, driven with `sv` given the directory's path.
-//! `sv -w up` returns once genward answers, the example application runs, and `sv -w down`
-//! stops everything: every session ends by the stop, genward exits 0 (as `finish` reports)
-//! and no process of the setup is left.
+//! `check` scripts) under a real `runsv`, driven with `sv` given the directory's path, with
+//! a copy of the setup's `config/`. `sv -w up` returns once genward answers, the example
+//! application runs in dependency order, and `sv -w down` stops everything: every session
+//! ends by the stop, web before db, genward exits 0 (as `finish` reports) and no process
+//! of the setup is left.
 
 mod util;
 
@@ -17,7 +18,8 @@ use genward::testkit::wait;
 use util::cli::wait_bounded;
 use util::daemon::PATIENCE;
 use util::setup::{
-    app_env, await_none_tagged, await_socket, example, free_port, have, unique_tag, App,
+    app_env, await_none_tagged, await_socket, example, free_port, have, installed_config,
+    unique_tag, App,
 };
 
 /// `runsv` on a copy of the example's service directory, which starts down (a `down`
@@ -131,7 +133,8 @@ fn runsv_runs_genward_up_and_down() {
     let state = scratch.join("state");
     let port = free_port();
     let tag = unique_tag(test);
-    let mut r = Runsv::start(&scratch, app_env(&state, port, &tag));
+    let config = installed_config("runit", &scratch, port);
+    let mut r = Runsv::start(&scratch, app_env(&state, &config, &tag));
     assert!(r.sv_ok(&["status"]).starts_with("down:"));
 
     // `-w`: sv waits until ./check says genward answers.

@@ -1,8 +1,9 @@
 //! The s6 setup of `examples/s6`: the service directory `genward/` (its `run` script and
 //! `notification-fd`) in a scan directory of a real `s6-svscan`, which runs `s6-supervise`
-//! on it. `s6-svwait -U` returns once genward is
-//! ready, the example application runs, and `s6-svc -d` stops everything: every session
-//! ends by the stop, genward exits 0, and no process of the setup is left.
+//! on it, with a copy of the setup's `config/`. `s6-svwait -U` returns once genward is
+//! ready, the example application runs in dependency order, and `s6-svc -d` stops
+//! everything: every session ends by the stop, web before db, genward exits 0, and no
+//! process of the setup is left.
 
 mod util;
 
@@ -15,7 +16,8 @@ use genward::testkit::wait;
 use util::cli::wait_bounded;
 use util::daemon::PATIENCE;
 use util::setup::{
-    app_env, await_none_tagged, await_socket, example, free_port, have, unique_tag, App,
+    app_env, await_none_tagged, await_socket, example, free_port, have, installed_config,
+    unique_tag, App,
 };
 
 /// `s6-svscan` on a scan directory holding a copy of the example's service directory; on
@@ -106,7 +108,8 @@ fn s6_svscan_runs_genward_ready_and_down() {
     let state = scratch.join("state");
     let port = free_port();
     let tag = unique_tag(test);
-    let mut s = Supervised::start(&scratch, app_env(&state, port, &tag));
+    let config = installed_config("s6", &scratch, port);
+    let mut s = Supervised::start(&scratch, app_env(&state, &config, &tag));
 
     // Returns once genward has written to its notification fd.
     s.s6_ok(&["s6-svwait", "-U", "-t", "20000"]);

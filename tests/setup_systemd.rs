@@ -1,5 +1,5 @@
-//! The systemd setup of `examples/systemd`: the unit `genward.service` and its drop-in are
-//! checked with `systemd-analyze verify` (where it is installed and can run), and the
+//! The systemd setup of `examples/systemd`: the unit `genward.service` is checked with
+//! `systemd-analyze verify` (where it is installed and can run), and the
 //! notify protocol it relies on (`Type=notify`) is tested against a fake `NOTIFY_SOCKET`:
 //! `READY=1` and `MAINPID=` arrive once the daemon's socket accepts connections.
 
@@ -15,7 +15,7 @@ use genward::testkit::wait;
 use serde_json::json;
 use util::cli::wait_bounded;
 use util::daemon::{Client, PATIENCE};
-use util::setup::example;
+use util::setup::{example, free_port, installed_config};
 
 /// `systemd-analyze verify --man=no UNIT`: whether it passed, and what it printed.
 fn verify(unit: &Path) -> (bool, String) {
@@ -58,24 +58,17 @@ fn cannot_verify(dir: &Path) -> Option<String> {
     }
 }
 
-/// The example's unit and drop-in, copied into `dir` with the installed paths pointed at
-/// this build's binary and the repository's example application (verify checks that every
-/// command exists and is executable).
-fn installed_copy(dir: &Path) -> std::path::PathBuf {
+/// The example's unit, copied into `dir` with the installed paths pointed at this build's
+/// binary and at `config` (verify checks that every command exists and is executable).
+fn installed_copy(dir: &Path, config: &Path) -> std::path::PathBuf {
     let bin = env!("CARGO_BIN_EXE_genward");
-    let app = example("app");
-    let localize = |text: String| {
-        text.replace("/usr/local/bin/genward", bin)
-            .replace("/srv/app", app.to_str().expect("a UTF-8 path"))
-    };
     let unit = dir.join("genward.service");
     let text = std::fs::read_to_string(example("systemd/genward.service")).unwrap();
-    std::fs::write(&unit, localize(text)).unwrap();
-    let dropins = dir.join("genward.service.d");
-    std::fs::create_dir(&dropins).unwrap();
-    let text = std::fs::read_to_string(example("systemd/genward.service.d/example-sessions.conf"))
-        .unwrap();
-    std::fs::write(dropins.join("example-sessions.conf"), localize(text)).unwrap();
+    let text = text.replace("/usr/local/bin/genward", bin).replace(
+        "/etc/genward/config",
+        config.to_str().expect("a UTF-8 path"),
+    );
+    std::fs::write(&unit, text).unwrap();
     unit
 }
 
@@ -87,16 +80,15 @@ fn the_example_unit_verifies_cleanly() {
         util::sys::skip(test, &why);
         return;
     }
-    let unit = installed_copy(&scratch);
+    let config = installed_config("systemd", &scratch, free_port());
+    let unit = installed_copy(&scratch, &config);
     let (ok, text) = verify(&unit);
     assert!(ok && text.is_empty(), "systemd-analyze verify: {text}");
 
-    // The drop-in is read, and a mistake in it is reported: the check above means
-    // something.
-    let dropin = scratch.join("genward.service.d/example-sessions.conf");
-    let mut text = std::fs::read_to_string(&dropin).unwrap();
+    // A mistake in the unit is reported: the check above means something.
+    let mut text = std::fs::read_to_string(&unit).unwrap();
     text.push_str("NoSuchSetting=1\n");
-    std::fs::write(&dropin, text).unwrap();
+    std::fs::write(&unit, text).unwrap();
     let (_, text) = verify(&unit);
     assert!(text.contains("NoSuchSetting"), "{text}");
 }
@@ -112,8 +104,8 @@ fn the_example_unit_has_the_settings_the_setup_relies_on() {
         .collect();
     for want in [
         "Type=notify",
-        "ExecStart=/usr/local/bin/genward daemon",
-        "ExecReload=/usr/local/bin/genward upgrade",
+        "ExecStart=/usr/local/bin/genward daemon --config /etc/genward/config",
+        "ExecReload=/usr/local/bin/genward reload",
         "RuntimeDirectory=genward",
         "RuntimeDirectoryMode=0700",
         "KillMode=process",

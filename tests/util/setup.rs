@@ -45,23 +45,21 @@ pub fn free_port() -> u16 {
 }
 
 /// The environment a setup's supervisor is started with, so that what it runs finds this
-/// build's `genward` (on PATH and as `GENWARD`), the example application (`APP_DIR`), a
-/// state directory of the test's own (`GENWARD_STATE_DIR`, `GENWARD_SOCKET`), a free port
-/// for the web server, and stand-ins that start and crash quickly. `tag` is put in the
-/// environment as `GENWARD_SETUP_TAG`, which every process of the setup inherits: see
-/// [`tagged`].
-pub fn app_env(state: &Path, port: u16, tag: &str) -> Vec<(String, OsString)> {
+/// build's `genward` (on PATH), the config to run (`GENWARD_CONFIG`, see
+/// [`installed_config`]), a state directory of the test's own (`GENWARD_STATE_DIR`,
+/// `GENWARD_SOCKET`), and stand-ins that start and crash quickly (the sessions inherit the
+/// daemon's environment). `tag` is put in the environment as `GENWARD_SETUP_TAG`, which
+/// every process of the setup inherits: see [`tagged`].
+pub fn app_env(state: &Path, config: &Path, tag: &str) -> Vec<(String, OsString)> {
     let bin = Path::new(env!("CARGO_BIN_EXE_genward"));
     let mut path = OsString::from(bin.parent().expect("the binary's directory"));
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()));
     [
         ("PATH", path),
-        ("GENWARD", bin.into()),
-        ("APP_DIR", example("app").into()),
+        ("GENWARD_CONFIG", config.into()),
         ("GENWARD_STATE_DIR", state.into()),
         ("GENWARD_SOCKET", state.join("genward.sock").into()),
-        ("WEB_PORT", port.to_string().into()),
         ("DB_STARTUP", "0.2".into()),
         ("WORKER_CRASH_AFTER", "0.2".into()),
         ("GENWARD_SETUP_TAG", tag.into()),
@@ -73,6 +71,32 @@ pub fn app_env(state: &Path, port: u16, tag: &str) -> Vec<(String, OsString)> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect()
+}
+
+/// Where the setups' configs say the example application is installed, and the port they
+/// give the web server.
+const INSTALLED_APP: &str = "/srv/app";
+const INSTALLED_PORT: &str = "8080";
+
+/// A copy of `setup`'s `config/` directory in `dir/config`, as installed here: the
+/// application's path pointed at the repository's `examples/app`, and the web server's
+/// port at `port` (free for this test). The rest is the example's text, unchanged, so the
+/// test runs the real config. Returns the copy's path.
+pub fn installed_config(setup: &str, dir: &Path, port: u16) -> PathBuf {
+    let app = example("app");
+    let app = app.to_str().expect("a UTF-8 path");
+    let config = dir.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    let source = example(&format!("{setup}/config"));
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text
+            .replace(INSTALLED_APP, app)
+            .replace(INSTALLED_PORT, &port.to_string());
+        std::fs::write(config.join(path.file_name().unwrap()), text).unwrap();
+    }
+    config
 }
 
 /// A tag unique to this test run, for [`app_env`].
@@ -177,18 +201,22 @@ impl App {
         hit
     }
 
-    /// Waits until all three sessions were started, and checks the order: the database
-    /// first, the web server only after the database said `ready` (by the daemon's clock:
-    /// the time the line was read, the time web's generation started), then the worker.
+    /// Waits until the daemon has started all three sessions from its config and the
+    /// database and the web server are ready (their `ready` events: db's output check, then
+    /// web's TCP check), and checks the order `depends_on` asks for: web started only after
+    /// db was ready. The replay of a subscription from the start comes session by session,
+    /// so the order across sessions is checked by the daemon's clock: the time db's `ready`
+    /// line was read, the time web's generation started.
     #[track_caller]
     pub fn await_started(&mut self) -> Started {
         let spawned = |session: &'static str| {
             move |v: &Value| v["event"] == "spawned" && v["session"] == session
         };
         let db = self.until(spawned("db"))["gen"].as_u64().unwrap();
+        self.await_ready("db", db);
         let web = self.until(spawned("web"))["gen"].as_u64().unwrap();
+        self.await_ready("web", web);
         let worker = self.until(spawned("worker"))["gen"].as_u64().unwrap();
-        assert!(db < web && web < worker, "start order: {db} {web} {worker}");
         let ready_at = self.line_read_at(db, "ready");
         let got = self.client.ok(json!({"op": "get", "session": "web"}));
         let web_since = got["session"]["generations"]
@@ -203,6 +231,43 @@ impl App {
             "web started at {web_since}, before db was ready at {ready_at}"
         );
         Started { db, web, worker }
+    }
+
+    /// Waits until a generation of `session` newer than `after` was spawned; returns it.
+    #[track_caller]
+    pub fn await_spawned(&mut self, session: &str, after: u64) -> u64 {
+        let v = self.until(|v| {
+            v["event"] == "spawned" && v["session"] == session && v["gen"].as_u64() > Some(after)
+        });
+        v["gen"].as_u64().unwrap()
+    }
+
+    /// The generation `session` runs now, and its spec, as `get` answers.
+    #[track_caller]
+    pub fn current(&mut self, session: &str) -> (u64, Value) {
+        let got = self.client.ok(json!({"op": "get", "session": session}));
+        let current = got["session"]["current"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{session} runs nothing: {got}"));
+        (current, got["session"]["spec"].clone())
+    }
+
+    /// Waits for generation `gen` of `session` to be ready (its `ready` event); fails on
+    /// `ready_failed` or its end.
+    #[track_caller]
+    fn await_ready(&mut self, session: &str, gen: u64) {
+        let seen = self.until(|v| {
+            v["session"] == session
+                && v["gen"] == gen
+                && matches!(
+                    v["event"].as_str(),
+                    Some("ready" | "ready_failed" | "exited" | "spawn_failed")
+                )
+        });
+        assert_eq!(
+            seen["event"], "ready",
+            "{session} never became ready: {seen}"
+        );
     }
 
     /// The daemon's time (`t`, Unix ms) of the output frame that completed the line `line`
@@ -269,8 +334,9 @@ impl App {
                 v["event"] == "spawned" && v["session"] == "worker" && v["gen"].as_u64() > Some(gen)
             });
             gen = next["gen"].as_u64().unwrap();
-            // The next backoff is another `state` event: forget this one.
-            self.seen.retain(|m| m.json()["event"] != "state");
+            // The next backoff is another `state` event: forget the worker's.
+            self.seen
+                .retain(|m| m.json()["event"] != "state" || m.json()["session"] != "worker");
         }
         let got = self.client.ok(json!({"op": "get", "session": "worker"}));
         let restarts = got["session"]["restarts"].as_u64().unwrap();
@@ -278,9 +344,12 @@ impl App {
     }
 
     /// Reads every event until the daemon closes the connection (it exits), then checks
-    /// that every generation that started has ended exactly once, and that the database's
-    /// and the web server's ended by the stop (cause `stopped`). Returns each generation's
-    /// end.
+    /// that every generation that started has ended exactly once, that the database's and
+    /// the web server's ended by the stop (cause `stopped`), and that the stop went in
+    /// reverse dependency order: db, which web depends on, began stopping (its `state`
+    /// `stopping`, emitted as its stop signal is sent) only after web's `exited`. These
+    /// events happen after the subscription caught up, so they arrive in the daemon's order.
+    /// Returns each generation's end.
     #[track_caller]
     pub fn await_all_stopped(mut self, started: Started) -> BTreeMap<u64, Value> {
         while let Some(m) = self.client.read_msg_or_eof() {
@@ -308,6 +377,26 @@ impl App {
         for g in [started.db, started.web] {
             assert_eq!(out[&g]["cause"], "stopped", "generation {g}: {}", out[&g]);
         }
+        let at = |what: &str, pred: &dyn Fn(&Value) -> bool| {
+            self.seen
+                .iter()
+                .position(|m| pred(m.json()))
+                .unwrap_or_else(|| panic!("no event: {what}"))
+        };
+        let web_exited = at("web exited", &|v| {
+            v["event"] == "exited" && v["gen"] == started.web
+        });
+        let db_stopping = at("db stopping", &|v| {
+            v["event"] == "state" && v["session"] == "db" && v["state"] == "stopping"
+        });
+        let db_exited = at("db exited", &|v| {
+            v["event"] == "exited" && v["gen"] == started.db
+        });
+        assert!(
+            web_exited < db_stopping && db_stopping < db_exited,
+            "stop order: web exited at {web_exited}, db stopping at {db_stopping}, \
+             db exited at {db_exited}"
+        );
         out
     }
 }
