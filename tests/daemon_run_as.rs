@@ -296,3 +296,47 @@ fn core_limit_here() -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// A probe command runs as its generation does — the user, and the environment file's
+/// variables, that the start's lookup found — in the daemon that started it and in the
+/// program an upgrade put in its place (which looked nothing up).
+#[test]
+fn a_probe_command_runs_as_its_generation_across_an_upgrade() {
+    if !is_root() && skip_because("changing a child's user needs a daemon running as root") {
+        return;
+    }
+    let Some((uid, _)) = nobody() else {
+        skip_because("no user `nobody` here");
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start("probe-identity", &[]);
+    // Where `nobody` can look: the flag that holds readiness back until after the upgrade.
+    let open = d.dir.join("open");
+    std::fs::create_dir(&open).unwrap();
+    for dir in [d.dir.as_ref(), open.as_path()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let flag = open.join("up");
+    let env_file = d.dir.join("probe.env");
+    std::fs::write(&env_file, "PROBE_VAR=from-file\n").unwrap();
+    let check = format!(
+        "test \"$(id -u)\" = {uid} && test \"$PROBE_VAR\" = from-file && test -e {}",
+        flag.display()
+    );
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let r = c.ok(
+        json!({"op": "spawn", "session": "probed", "argv": ["sleep", "100"],
+        "cwd": "/", "user": "nobody", "env_file": env_file,
+        "ready": {"command": ["sh", "-c", check], "interval": "20ms", "timeout": "60s"}}),
+    );
+    let gen = r["gen"].as_u64().unwrap();
+    c.events_until(|m| m.is("spawned", gen));
+    let mut u = d.client();
+    let answer = u.request(json!({"op": "upgrade"}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    std::fs::write(&flag, b"").unwrap();
+    let seen = c.events_until(|m| m.is("ready", gen) || m.is("ready_failed", gen));
+    assert!(seen.last().unwrap().is("ready", gen), "{seen:?}");
+}

@@ -309,7 +309,7 @@ impl Checker {
             assert_eq!(
                 core.queued_actions(),
                 0,
-                "a refused reload queued an action"
+                "a refused reload queued an action: {result:?}"
             );
             assert_eq!(
                 self::records(core),

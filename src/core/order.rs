@@ -154,7 +154,8 @@ impl Core {
             if n == name {
                 return Some(Box::new(deps.keys().map(String::as_str)));
             }
-            self.sessions.get(n).map(|s| {
+            // A session being removed depends on nothing any more: it is going.
+            self.sessions.get(n).filter(|s| !s.removing).map(|s| {
                 Box::new(s.spec.depends_on.keys().map(String::as_str))
                     as Box<dyn Iterator<Item = &str>>
             })

@@ -6,7 +6,7 @@
 //! the same call. Sessions a client started ([`Origin::Client`]) are never touched: a
 //! config entry naming one is refused, changing nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::error::{Error, ErrorCode};
@@ -151,11 +151,38 @@ impl Core {
             );
             return Err(Error::new(ErrorCode::Limit, msg));
         }
+        self.refuse_config_cycle(config, &plan)?;
         for list in [&mut plan.start, &mut plan.replace, &mut plan.busy] {
             list.sort();
         }
         plan.unchanged.sort();
         Ok(plan)
+    }
+
+    /// Refuses a config whose dependencies, with the sessions it leaves running, would
+    /// close a cycle: checked whole before anything starts, so a refused reload starts
+    /// nothing (each spawn would refuse only its own part of the cycle).
+    fn refuse_config_cycle(&self, config: &[ConfigSession], plan: &Plan) -> Result<(), Error> {
+        let specs: BTreeMap<&str, &Spec> = config
+            .iter()
+            .filter(|e| !plan.busy.contains(&e.name))
+            .map(|e| (&*e.name, &e.spec))
+            .collect();
+        let edges = |n: &str| -> Option<Box<dyn Iterator<Item = &str> + '_>> {
+            let spec = match specs.get(n) {
+                Some(spec) => *spec,
+                None if plan.stop.iter().any(|s| &**s == n) => return None,
+                None => &self.sessions.get(n).filter(|s| !s.removing)?.spec,
+            };
+            Some(Box::new(spec.depends_on.keys().map(String::as_str)))
+        };
+        match super::depends::find_cycle(edges, config.iter().map(|e| &*e.name)) {
+            Some(cycle) => Err(Error::new(
+                ErrorCode::BadConfig,
+                format!("dependency cycle: {}", cycle.join(" -> ")),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Brings the table in line with `config` at `now` (see [`plan_reload`]): starts,
@@ -166,6 +193,12 @@ impl Core {
     pub fn reload(&mut self, now: Time, config: Vec<ConfigSession>) -> Result<Plan, Error> {
         self.advance_clock(now);
         let plan = self.plan_reload(&config)?;
+        // Removals first: a cycle through a session the config drops is none (see
+        // `refuse_config_cycle`), and a spawn must see it going.
+        for name in &plan.stop {
+            self.dirty.insert(name.clone());
+            self.remove(name)?;
+        }
         for entry in config {
             let name = entry.name.clone();
             if !(plan.start.contains(&name) || plan.replace.contains(&name)) {
@@ -184,10 +217,6 @@ impl Core {
             if let Some(s) = self.sessions.get_mut(&name) {
                 s.origin = Origin::Config;
             }
-        }
-        for name in &plan.stop {
-            self.dirty.insert(name.clone());
-            self.remove(name)?;
         }
         self.announce_states();
         Ok(plan)

@@ -226,3 +226,27 @@ fn a_client_session_being_removed_can_be_taken_over_by_the_config() {
     assert_ne!(h.get("mine").current, Some(mine));
     h.settle();
 }
+
+#[test]
+fn a_config_closing_a_dependency_cycle_is_refused_whole_and_starts_nothing() {
+    use crate::core::DependOn;
+    let with_dep = |on: &str| {
+        let mut s = spec();
+        s.depends_on.insert(on.to_owned(), DependOn::Ready);
+        s
+    };
+    let mut h = Harness::new();
+    reload(&mut h, vec![entry("a", spec())]).unwrap();
+    run(&mut h, "a");
+    // `c` alone would start (it depends on `a`); `a` changed to depend on `c` closes the
+    // cycle: neither may happen.
+    let e = reload(
+        &mut h,
+        vec![entry("a", with_dep("c")), entry("c", with_dep("a"))],
+    )
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadConfig);
+    assert!(e.message.contains("dependency cycle"), "{}", e.message);
+    assert!(!h.core.sessions.contains_key("c"));
+    assert!(h.core.sessions["a"].spec.depends_on.is_empty());
+}
