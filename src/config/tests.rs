@@ -212,9 +212,7 @@ fn set_err(text: &str) -> ConfigError {
 
 #[test]
 fn a_dependency_on_a_session_the_configuration_lacks_is_an_error_naming_it() {
-    let e = set_err(
-        r#"{"sessions": {"web": {"argv": ["w"], "depends_on": {"db": "ready"}}}}"#,
-    );
+    let e = set_err(r#"{"sessions": {"web": {"argv": ["w"], "depends_on": {"db": "ready"}}}}"#);
     assert_eq!(e.field.as_deref(), Some("depends_on.db"));
     assert_eq!(
         e.to_string(),

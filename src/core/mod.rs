@@ -17,12 +17,12 @@ mod error;
 mod generation;
 mod image;
 mod input;
-mod log_spec;
-mod persist;
-mod reload;
 pub mod liveness;
+mod log_spec;
 mod order;
+mod persist;
 pub mod readiness;
+mod reload;
 mod restart;
 mod run_as;
 mod session;
@@ -49,11 +49,11 @@ pub use image::{
 pub use input::{
     AdoptedIo, Command, Containment, ExitStatus, Input, SpawnError, SpawnErrorKind, Started,
 };
+pub use liveness::{LiveCheck, Liveness};
 pub use log_spec::LogFile;
 pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
-pub use reload::{ConfigSession, Origin, Plan};
-pub use liveness::{LiveCheck, Liveness};
 pub use readiness::{Readiness, ReadyCheck, ReadyHow, ReadySignal, ReadyState};
+pub use reload::{ConfigSession, Origin, Plan};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
 pub use session::RECENT_ENDS;
 pub use snapshot::{

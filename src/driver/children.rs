@@ -17,12 +17,12 @@ use std::time::Instant;
 
 use mio::Registry;
 
-use super::probe_identities::ProbeIdentities;
 use super::cgroup_pool::CgroupPool;
 use super::child::{Child, InputProgress};
 use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
+use super::probe_identities::ProbeIdentities;
 use super::upgrade::state::ChildImage;
 use crate::core::{Containment, Stream};
 use crate::proto::error::ProtoError;

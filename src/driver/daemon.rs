@@ -331,9 +331,9 @@ impl Daemon {
                 Action::Probe { gen, probe, live } => {
                     let reaper = self.children.reaper();
                     let identity = self.children.probe_identity(gen);
-                    let started =
-                        self.ready
-                            .start_probe(registry, gen, probe, live, reaper, identity);
+                    let started = self
+                        .ready
+                        .start_probe(registry, gen, probe, live, reaper, identity);
                     if let Some(input) = started {
                         self.tell(input);
                     }
