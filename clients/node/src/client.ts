@@ -18,6 +18,7 @@ import type {
   EventRecord,
   HelloInfo,
   OutputChunk,
+  ReloadPlan,
   ReplayOptions,
   SessionDetail,
   SessionInfo,
@@ -148,6 +149,7 @@ function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<str
     ready: o.ready,
     depends_on: o.dependsOn,
     live: o.live,
+    log: o.log && { path: o.log.path, max_size: o.log.maxSize, keep: o.log.keep },
   };
 }
 
@@ -328,6 +330,24 @@ export class Client extends EventEmitter {
     if (end.event === 'ready') return end;
     const why = end.event === 'ready_failed' ? `readiness failed: ${end.reason}` : `ended before it was ready (${end.event})`;
     throw new ReadinessError(`${name} gen ${end.gen}: ${why}`, end);
+  }
+
+  /**
+   * Reads the daemon's configuration (`genward daemon --config`) again and brings the
+   * sessions it started in line with it; with `dryRun`, changes nothing and says what a
+   * reload would do. Rejects with `NoConfigError` on a daemon without a configuration,
+   * `BadConfigError` when it cannot be loaded or applied (then nothing changed).
+   */
+  async reload(opts: { dryRun?: boolean } = {}): Promise<ReloadPlan> {
+    const r = await this.send('reload', { dry_run: opts.dryRun || undefined });
+    return {
+      dry_run: r.dry_run === true,
+      start: r.start ?? [],
+      stop: r.stop ?? [],
+      replace: r.replace ?? [],
+      busy: r.busy ?? [],
+      unchanged: r.unchanged ?? [],
+    };
   }
 
   /** Stops everything of the session and forgets it. */
@@ -673,6 +693,9 @@ export class Client extends EventEmitter {
         break;
       case 'input_closed':
       case 'state':
+      case 'ready':
+      case 'ready_failed':
+      case 'unhealthy':
         h?._event(ev.event, ev);
         break;
       case 'demoted':

@@ -54,6 +54,25 @@ export class InputClosedError extends GenwardError {
   }
 }
 
+/** `no_config`: `reload` on a daemon started without `--config`. */
+export class NoConfigError extends GenwardError {
+  constructor(message: string) {
+    super('no_config', message);
+    this.name = 'NoConfigError';
+  }
+}
+
+/**
+ * `bad_config`: the configuration cannot be loaded or applied; nothing was changed. The
+ * message says where: `file:line:column: field: problem`.
+ */
+export class BadConfigError extends GenwardError {
+  constructor(message: string) {
+    super('bad_config', message);
+    this.name = 'BadConfigError';
+  }
+}
+
 /** Why a program could not start: `kind` is `not_found`, `permission_denied`, `other` or `cancelled`. */
 export interface SpawnFailure {
   kind: string;
@@ -139,6 +158,10 @@ export function errorFromWire(err: { code?: unknown; message?: unknown } | undef
       return new BusyError(message);
     case 'input_closed':
       return new InputClosedError(message);
+    case 'no_config':
+      return new NoConfigError(message);
+    case 'bad_config':
+      return new BadConfigError(message);
     default:
       return new GenwardError(code, message);
   }

@@ -1,7 +1,17 @@
 import { EventEmitter } from 'node:events';
 import { SpawnFailedError } from './errors.js';
 import type { Client } from './client.js';
-import type { Disposable, DroppedInfo, ExitInfo, OutputChunk, Signal, Duration } from './types.js';
+import type {
+  Disposable,
+  DroppedInfo,
+  Duration,
+  ExitInfo,
+  OutputChunk,
+  ReadyFailedInfo,
+  ReadyInfo,
+  Signal,
+  UnhealthyInfo,
+} from './types.js';
 
 /** A queue of output read through async iteration; it pauses the client's reads when full. */
 class OutputQueue<T> implements AsyncIterableIterator<T> {
@@ -100,7 +110,8 @@ const WRITE_PIECE = 256 * 1024;
  * Every call carries `if_gen`: once the session moved on to another generation, calls
  * fail with `StaleGenerationError` and never reach the successor. Events: `data`
  * (Buffer), `exit` (ExitInfo), `dropped` (DroppedInfo), `demoted`, `input_closed`,
- * `state`, `error`.
+ * `state`, `ready` (ReadyInfo), `ready_failed` (ReadyFailedInfo), `unhealthy`
+ * (UnhealthyInfo), `error`.
  */
 export class SessionHandle extends EventEmitter {
   readonly session: string;
@@ -223,6 +234,31 @@ export class SessionHandle extends EventEmitter {
     return { dispose: () => this.off('exit', listener) };
   }
 
+  /** Calls `listener` when the generation's `ready` check passed (spawned with `ready`). */
+  onReady(listener: (e: ReadyInfo) => void): Disposable {
+    return this.listen('ready', listener);
+  }
+
+  /** Calls `listener` when the generation's `ready` check failed (the process runs on). */
+  onReadyFailed(listener: (e: ReadyFailedInfo) => void): Disposable {
+    return this.listen('ready_failed', listener);
+  }
+
+  /**
+   * Calls `listener` when the generation failed its `live` probe `failures` times in a row:
+   * the daemon is stopping it (its exit follows, cause `stopped`) and its restart policy
+   * counts it as a failure.
+   */
+  onUnhealthy(listener: (e: UnhealthyInfo) => void): Disposable {
+    return this.listen('unhealthy', listener);
+  }
+
+  private listen<T>(name: string, listener: (e: T) => void): Disposable {
+    const f = (body: Record<string, unknown>) => listener(body as T);
+    this.on(name, f);
+    return { dispose: () => this.off(name, f) };
+  }
+
   /**
    * Output as an async iterator of Buffers, from now until the generation ends. While more
    * than `highWaterMark` bytes wait unread, the client stops reading its socket: with a
@@ -294,7 +330,9 @@ export class SessionHandle extends EventEmitter {
   }
 
   /** @internal */
-  _event(name: 'dropped' | 'demoted' | 'input_closed' | 'state', body: DroppedInfo | Record<string, unknown>): void {
+  _event(
+    name: 'dropped' | 'demoted' | 'input_closed' | 'state' | 'ready' | 'ready_failed' | 'unhealthy',
+    body: DroppedInfo | Record<string, unknown>): void {
     this.later(() => this.emit(name, body));
   }
 

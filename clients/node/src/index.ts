@@ -10,6 +10,8 @@ export {
   NotRunningError,
   BusyError,
   InputClosedError,
+  NoConfigError,
+  BadConfigError,
   ConnectionLostError,
   NoDaemonError,
   ProtocolError,

@@ -15,8 +15,37 @@ export interface HelloInfo {
   reaper?: string;
   containment?: string;
   keeper?: boolean;
+  /** The process that writes the sessions' `log` files and `--output-to-stdout`. */
+  log_writer?: LogWriterInfo;
   capabilities: string[];
   [more: string]: unknown;
+}
+
+/** `hello`'s `log_writer`. */
+export interface LogWriterInfo {
+  /** `null` until one is needed, and while one that died waits to be started again. */
+  pid: number | null;
+  /** How many times it was started again after dying. */
+  restarts: number;
+  /** Output bytes dropped because it fell behind, since the daemon started. */
+  dropped_bytes: number;
+}
+
+/**
+ * What `reload` did (or, with `dry_run`, would do): session names, each list in name order.
+ */
+export interface ReloadPlan {
+  dry_run: boolean;
+  /** Sessions new to the configuration: started. */
+  start: string[];
+  /** Sessions the configuration started and no longer has: stopped and removed. */
+  stop: string[];
+  /** Sessions whose spec changed: a new generation, per their `on_busy`. */
+  replace: string[];
+  /** Sessions whose spec changed, left running because their `on_busy` is `reject`. */
+  busy: string[];
+  /** Sessions not touched at all: same generation, same process. */
+  unchanged: string[];
 }
 
 /** Options of `spawn` (the protocol's `spawn` arguments, camelCased). */
@@ -71,6 +100,7 @@ export interface SpawnOptions {
   envFile?: string;
   /** Per-process limits (`setrlimit`), set in the child before it changes user. */
   rlimits?: Partial<Record<RlimitName, RlimitValue>>;
+  /**
    * When a generation counts as ready: exactly one of `fd` (a newline written to that
    * descriptor, N >= 3), `output` (a line of output containing the text), `tcp`
    * (`"HOST:PORT"` accepting), `unix` (a socket path accepting), `command` (argv exiting 0);
@@ -85,6 +115,21 @@ export interface SpawnOptions {
    * unhealthy and its restart policy applies.
    */
   live?: LiveCheck;
+  /**
+   * Also write the session's output (stdout and stderr, every generation's) to this file,
+   * appended and rotated by the daemon's log writer.
+   */
+  log?: LogOptions;
+}
+
+/** A spawn's `log` file (see `SpawnOptions.log`). */
+export interface LogOptions {
+  /** An absolute path in a directory that exists; created mode 0640 if missing. */
+  path: string;
+  /** Rotate before the file would grow past this many bytes (default 10 MiB, 4096 to 1 TiB). */
+  maxSize?: number;
+  /** Rotated files kept: `path.1` … `path.N` (default 5, at most 1000; 0 keeps none). */
+  keep?: number;
 }
 
 /** A spawn's `ready` check (see `SpawnOptions.ready`). */
@@ -219,6 +264,30 @@ export interface EventRecord {
   session?: string;
   gen?: number;
   [more: string]: unknown;
+}
+
+/** A generation's `ready` check passed (handle event `ready`). */
+export interface ReadyInfo {
+  session: string;
+  gen: number;
+}
+
+/** A generation's `ready` check failed; the process is left running (handle event `ready_failed`). */
+export interface ReadyFailedInfo {
+  session: string;
+  gen: number;
+  /** e.g. `timed out after 60s`, `exited before it was ready`. */
+  reason: string;
+}
+
+/**
+ * A generation failed its `live` probe `failures` times in a row and is being stopped
+ * (handle event `unhealthy`); its `exit` follows with cause `stopped`.
+ */
+export interface UnhealthyInfo {
+  session: string;
+  gen: number;
+  failures: number;
 }
 
 /** Where a replay starts: at most one of these. */

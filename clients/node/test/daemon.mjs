@@ -33,10 +33,11 @@ export class Daemon {
     this.proc = null;
   }
 
-  static async start() {
+  /** `opts`: as `start`'s. */
+  static async start(opts = {}) {
     const d = new Daemon();
     try {
-      await d.start();
+      await d.start(opts);
     } catch (e) {
       await d.stop();
       throw e;
@@ -46,12 +47,13 @@ export class Daemon {
 
   /**
    * Starts (or starts again) the daemon on this state directory; resolves once it serves.
-   * `socket`: listen there instead of the state directory's socket (which clients find).
+   * `socket`: listen there instead of the state directory's socket (which clients find);
+   * `args`: more `genward daemon` arguments (e.g. `['--config', dir]`).
    */
-  async start({ socket } = {}) {
+  async start({ socket, args = [] } = {}) {
     const log = openSync(this.logPath, 'a');
     const where = socket ? ['--socket', socket] : [];
-    const proc = spawn(genwardBin(), [...where, 'daemon', '--state-dir', this.stateDir, '--ready-fd', '3'], {
+    const proc = spawn(genwardBin(), [...where, 'daemon', '--state-dir', this.stateDir, '--ready-fd', '3', ...args], {
       stdio: ['ignore', log, log, 'pipe'],
     });
     closeSync(log);
