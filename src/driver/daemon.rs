@@ -89,7 +89,7 @@ impl Daemon {
         // What taking back the previous daemon's state asked for (stops, lost ends,
         // restarts) runs before anyone is told the daemon is ready.
         self.run_actions();
-        notify_ready(self.cfg.ready_fd.take());
+        notify_ready(self.cfg.ready_fd.take(), &self.notify);
         loop {
             if self.core.is_shut_down() {
                 self.clients.flush_before_exit(&mut self.poll, &self.logs);

@@ -1,5 +1,6 @@
-//! systemd's notification protocol beyond readiness (which `ready.rs` sends): `RELOADING=1`
-//! with `MONOTONIC_USEC=` and `READY=1` around a reload, `STOPPING=1` when shutting down,
+//! systemd's notification protocol: `READY=1` with `MAINPID=` once the socket serves,
+//! `RELOADING=1` with `MONOTONIC_USEC=` and `READY=1` around a reload, `STOPPING=1` when
+//! shutting down,
 //! and `WATCHDOG=1` every half of `$WATCHDOG_USEC` (only when `$WATCHDOG_PID` is unset or
 //! is this process).
 //!
@@ -45,6 +46,11 @@ impl Notifier {
             target,
             watchdog: period.map(|half| (half, Instant::now())),
         }
+    }
+
+    /// `READY=1` and our pid, once the socket accepts connections.
+    pub fn ready(&self) {
+        self.send(&format!("READY=1\nMAINPID={}\n", std::process::id()));
     }
 
     /// `RELOADING=1` with the monotonic time, before a reload.
