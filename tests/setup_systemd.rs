@@ -1,7 +1,10 @@
 //! The systemd setup of `examples/systemd`: the unit `genward.service` is checked with
 //! `systemd-analyze verify` (where it is installed and can run), and the
 //! notify protocol it relies on (`Type=notify`) is tested against a fake `NOTIFY_SOCKET`:
-//! `READY=1` and `MAINPID=` arrive once the daemon's socket accepts connections.
+//! `READY=1` and `MAINPID=` arrive once the daemon's socket accepts connections. The unit's
+//! own `ExecStart=` and `ExecReload=` lines are run as systemd would run them, on a copy of
+//! the setup's `config/`: the example application starts in dependency order, a reload
+//! reads the config again, and SIGTERM stops it, web before db.
 
 mod util;
 
@@ -15,7 +18,9 @@ use genward::testkit::wait;
 use serde_json::json;
 use util::cli::wait_bounded;
 use util::daemon::{Client, PATIENCE};
-use util::setup::{example, free_port, installed_config};
+use util::setup::{
+    app_env, await_none_tagged, example, free_port, installed_config, unique_tag, App,
+};
 
 /// `systemd-analyze verify --man=no UNIT`: whether it passed, and what it printed.
 fn verify(unit: &Path) -> (bool, String) {
@@ -175,4 +180,93 @@ fn ready_is_sent_to_an_abstract_notify_socket() {
     let listener = UnixDatagram::bind_addr(&addr).expect("bind an abstract NOTIFY_SOCKET");
     let daemon = start_notified(&scratch, &format!("@{name}"));
     ready_then_serving(&listener, daemon, &scratch);
+}
+
+/// A daemon the test started, killed if the test ends before it has exited.
+struct KilledOnDrop(Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// The command line of the unit's `KEY=` (the example's have no quoting to undo).
+fn exec_line(unit: &str, key: &str) -> Vec<String> {
+    let prefix = format!("{key}=");
+    let line = unit
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {key}= in the unit"));
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+/// `ExecStart=` as systemd runs it (`Type=notify`: `NOTIFY_SOCKET` set; the state
+/// directory, `RuntimeDirectory=` there, the test's own here), then `ExecReload=`, then
+/// `systemctl stop`'s SIGTERM.
+#[test]
+fn the_units_exec_start_runs_the_config_and_exec_reload_reads_it() {
+    let test = "the_units_exec_start_runs_the_config_and_exec_reload_reads_it";
+    let scratch = ScratchDir::new("setup-systemd-exec");
+    let state = scratch.join("state");
+    let port = free_port();
+    let tag = unique_tag(test);
+    let config = installed_config("systemd", &scratch, port);
+    let unit = std::fs::read_to_string(installed_copy(&scratch, &config)).unwrap();
+    let env = app_env(&state, &config, &tag);
+    let notify = scratch.join("notify");
+    let listener = UnixDatagram::bind(&notify).expect("bind the fake NOTIFY_SOCKET");
+    listener.set_read_timeout(Some(PATIENCE)).unwrap();
+
+    let start = exec_line(&unit, "ExecStart");
+    let mut daemon = KilledOnDrop(
+        Command::new(&start[0])
+            .args(&start[1..])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("NOTIFY_SOCKET", &notify)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("run the unit's ExecStart"),
+    );
+    let mut buf = [0u8; 4096];
+    let n = listener
+        .recv(&mut buf)
+        .expect("READY=1 within the patience");
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        text.lines().any(|l| l == "READY=1"),
+        "notification {text:?}"
+    );
+
+    let mut app = App::watch(Client::connect(&state.join("genward.sock")));
+    let started = app.await_started();
+    app.await_web_serves(started.web, port);
+
+    // `systemctl reload`: the config is read again; nothing in it changed.
+    let reload = exec_line(&unit, "ExecReload");
+    let child = Command::new(&reload[0])
+        .args(&reload[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the unit's ExecReload");
+    let out = wait_bounded(child);
+    assert!(out.status.success(), "ExecReload: {out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "unchanged: db web worker\nnothing to change\n"
+    );
+
+    // `systemctl stop`: SIGTERM to the main process.
+    // SAFETY: kill with the pid of our own, unreaped child.
+    unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) };
+    app.await_all_stopped(started);
+    let status = wait::child_exit(&mut daemon.0, PATIENCE).expect("the daemon exits on SIGTERM");
+    assert_eq!(status.code(), Some(0));
+    await_none_tagged(&tag, &[]);
 }
