@@ -13,7 +13,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -53,14 +53,15 @@ class Daemon:
         env["GENWARD_SOCKET"] = self.socket
         return env
 
-    def start(self, socket: Optional[str] = None) -> "Daemon":
-        """Starts it (on ``socket`` instead of the usual path, if given)."""
+    def start(self, socket: Optional[str] = None, args: Sequence[str] = ()) -> "Daemon":
+        """Starts it (on ``socket`` instead of the usual path, if given; ``args``: more
+        ``genward daemon`` arguments, e.g. ``["--config", path]``)."""
         r, w = os.pipe()
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
                 [self.binary, "--socket", socket or self.socket, "daemon", "--state-dir", self.state_dir,
-                 "--ready-fd", str(w), "--keeper-hold", "1m"],
+                 "--ready-fd", str(w), "--keeper-hold", "1m", *args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(w,),
                 start_new_session=True,
             )

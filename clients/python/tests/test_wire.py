@@ -47,6 +47,19 @@ class TestDecoder(unittest.TestCase):
         self.assertEqual(ev.missed, 7)
         ev = types.event_from_json({"event": "brand_new", "session": "s", "x": 1})
         self.assertIsInstance(ev, types.UnknownEvent)
+        self.assertEqual(types.event_from_json({"event": "unhealthy", "session": "s", "gen": 4, "failures": 3}),
+                         types.Unhealthy("s", 4, 3))
+        self.assertEqual(types.event_from_json({"event": "ready", "session": "s", "gen": 4}), types.Ready("s", 4))
+        self.assertEqual(types.event_from_json({"event": "ready_failed", "session": "s", "gen": 4, "reason": "r"}),
+                         types.ReadyFailed("s", 4, "r"))
+
+    def test_hello_log_writer_and_reload_plan(self) -> None:
+        info = types.ServerInfo.from_json({"protocol": 1, "log_writer": {"pid": None, "restarts": 1, "dropped_bytes": 7}})
+        self.assertEqual(info.log_writer, types.LogWriter(None, 1, 7))
+        self.assertIsNone(types.ServerInfo.from_json({"protocol": 1}).log_writer)
+        plan = types.ReloadPlan.from_json({"dry_run": True, "start": ["a"], "stop": [], "replace": ["b"], "busy": [], "unchanged": []})
+        self.assertEqual(plan, types.ReloadPlan(True, ("a",), (), ("b",), (), ()))
+        self.assertEqual(types.LogFile("/l", keep=0).to_json(), {"path": "/l", "keep": 0})
 
 
 class TestEncoding(unittest.TestCase):

@@ -11,7 +11,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import NoDaemon, ProtocolError
-from .types import Rlimit, RlimitValue
+from .types import LogFile, Rlimit, RlimitValue
 
 #: The protocol version this client speaks.
 PROTOCOL = 1
@@ -125,6 +125,8 @@ def spawn_args(session: str, argv: List[str], opts: Mapping[str, Any]) -> Dict[s
         elif key in ("ready", "live"):
             # Their durations (``timeout``, ``interval``) as the protocol spells them.
             value = {k: duration(v) if k in ("timeout", "interval") else v for k, v in dict(value).items()}
+        elif key == "log":
+            value = value.to_json() if isinstance(value, LogFile) else dict(value)
         elif key == "depends_on":
             value = {str(k): str(v) for k, v in dict(value).items()}
         args[key] = value

@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
 from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, run_as_members, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
-from .types import Dropped, Event, Exit, Output, RlimitValue, ServerInfo, Session, SpawnFailure
+from .types import Dropped, Event, Exit, LogFile, Output, ReloadPlan, RlimitValue, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
 
@@ -252,13 +252,14 @@ class AsyncClient(_Engine):
         umask: Union[str, int, None] = None,
         env_file: Union[str, "os.PathLike[str]", None] = None,
         rlimits: Optional[Mapping[str, RlimitValue]] = None,
+        log: Union[LogFile, Mapping[str, Any], None] = None,
         **opts: Any,
     ) -> "AsyncProcess":
         """See :meth:`Client.spawn`."""
         run_as = run_as_members(
             user=user, group=group, groups=groups, umask=umask, env_file=env_file, rlimits=rlimits
         )
-        args = spawn_args(session, list(argv), {**opts, **run_as})
+        args = spawn_args(session, list(argv), {**opts, **run_as, "log": log})
         st: ProcState = await self._waiting(self._spawn_request(args, keep, lossless), self.timeout)
         await self._waiting(st.started, timeout)
         return AsyncProcess(self, st)
@@ -318,6 +319,11 @@ class AsyncClient(_Engine):
         """See :meth:`Client.upgrade`."""
         resp: Dict[str, Any] = await self._call({"op": "upgrade", "binary": binary}, timeout=None)
         return resp
+
+    async def reload(self, *, dry_run: bool = False) -> ReloadPlan:
+        """See :meth:`Client.reload`."""
+        resp = await self._call({"op": "reload", "dry_run": True if dry_run else None})
+        return ReloadPlan.from_json(resp)
 
     async def shutdown(self) -> None:
         await self._call({"op": "shutdown"})

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
 from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, run_as_members, spawn_args
 from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
-from .types import Dropped, Event, Exit, Output, RlimitValue, ServerInfo, Session, SpawnFailure
+from .types import Dropped, Event, Exit, LogFile, Output, ReloadPlan, RlimitValue, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
 
@@ -308,6 +308,7 @@ class Client(_Engine):
         umask: Union[str, int, None] = None,
         env_file: Union[str, "os.PathLike[str]", None] = None,
         rlimits: Optional[Mapping[str, RlimitValue]] = None,
+        log: Union[LogFile, Mapping[str, Any], None] = None,
         **opts: Any,
     ) -> "Process":
         """Starts a new generation of ``session`` running ``argv`` and returns its handle
@@ -322,6 +323,8 @@ class Client(_Engine):
         ``user``, ``group`` (names or ids), ``groups`` (a list of them; ``[]`` for none),
         ``umask`` (``"027"`` or the mode ``0o027``), ``env_file`` (an absolute path, read
         at each start), ``rlimits`` (``{"nofile": 4096, "core": Rlimit(0, "infinity")}``).
+        ``log`` (``LogFile("/var/log/app/web.log", max_size=10 << 20, keep=5)``) also
+        writes the session's output to that file, appended and rotated by the daemon.
         Names and the file are looked up at the start: an unknown user raises
         :class:`SpawnFailed` naming the field. ``keep`` bounds the output
         the handle holds for its iterator: while an iterator reads it, the client stops
@@ -335,7 +338,7 @@ class Client(_Engine):
         run_as = run_as_members(
             user=user, group=group, groups=groups, umask=umask, env_file=env_file, rlimits=rlimits
         )
-        args = spawn_args(session, list(argv), {**opts, **run_as})
+        args = spawn_args(session, list(argv), {**opts, **run_as, "log": log})
         with self._lock:
             fut = self._spawn_request(args, keep, lossless)
         st: ProcState = self._waiting(fut, self.timeout)
@@ -416,6 +419,15 @@ class Client(_Engine):
         the answer (``version``, ``previous``, ``pause_ms``...)."""
         resp: Dict[str, Any] = self._call({"op": "upgrade", "binary": binary}, timeout=None)
         return resp
+
+    def reload(self, *, dry_run: bool = False) -> ReloadPlan:
+        """Reads the daemon's configuration (``genward daemon --config``) again and brings
+        the sessions it started in line with it; returns what it did. With ``dry_run``
+        nothing changes and the plan says what a reload would do. Raises :class:`NoConfig`
+        on a daemon without a configuration, :class:`BadConfig` when it cannot be loaded
+        or applied (then nothing changed)."""
+        resp = self._call({"op": "reload", "dry_run": True if dry_run else None})
+        return ReloadPlan.from_json(resp)
 
     def shutdown(self) -> None:
         """Asks the daemon to stop every session and exit."""

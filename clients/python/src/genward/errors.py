@@ -103,6 +103,15 @@ class UpgradeFailed(DaemonError):
     """``upgrade_failed``: an upgrade was refused or rolled back."""
 
 
+class NoConfig(DaemonError):
+    """``no_config``: ``reload`` on a daemon started without ``--config``."""
+
+
+class BadConfig(DaemonError):
+    """``bad_config``: the configuration cannot be loaded or applied; nothing was changed.
+    The message says where: ``file:line:column: field: problem``."""
+
+
 class SpawnFailed(DaemonError):
     """The process of a generation could not be started.
 
@@ -144,6 +153,8 @@ _BY_CODE: Dict[str, Type[DaemonError]] = {
     "input_closed": InputClosed,
     "internal": Internal,
     "upgrade_failed": UpgradeFailed,
+    "no_config": NoConfig,
+    "bad_config": BadConfig,
 }
 
 

@@ -8,7 +8,8 @@ without a protocol change, and a program can still reach them there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Optional, Tuple, Union
+import os
+from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Union
 
 
 #: One bound of a resource limit: a number (in ``setrlimit``'s unit), or no limit.
@@ -35,6 +36,84 @@ def _opt_int(v: Any) -> Optional[int]:
 
 
 @dataclass(frozen=True)
+class LogFile:
+    """``spawn``'s ``log``: the session's output (stdout and stderr, every generation's) is
+    also written to ``path``, appended and rotated by the daemon's log writer."""
+
+    #: An absolute path in a directory that exists; created mode 0640 if missing.
+    path: str
+    #: Rotate before the file would grow past this many bytes (daemon default 10 MiB,
+    #: 4096 to 1 TiB).
+    max_size: Optional[int] = None
+    #: Rotated files kept, ``path.1`` ... ``path.N`` (daemon default 5, at most 1000; 0
+    #: keeps none).
+    keep: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        """The protocol's ``log`` member (absent fields left to the daemon's defaults)."""
+        out: Dict[str, Any] = {"path": os.fspath(self.path)}
+        if self.max_size is not None:
+            out["max_size"] = self.max_size
+        if self.keep is not None:
+            out["keep"] = self.keep
+        return out
+
+
+@dataclass(frozen=True)
+class LogWriter:
+    """``hello``'s ``log_writer``: the process writing the sessions' ``log`` files."""
+
+    #: ``None`` until one is needed, and while one that died waits to be started again.
+    pid: Optional[int]
+    #: How many times it was started again after dying.
+    restarts: int
+    #: Output bytes dropped because it fell behind, since the daemon started.
+    dropped_bytes: int
+
+    @classmethod
+    def from_json(cls, o: Mapping[str, Any]) -> "LogWriter":
+        return cls(
+            pid=_opt_int(o.get("pid")),
+            restarts=int(o.get("restarts", 0)),
+            dropped_bytes=int(o.get("dropped_bytes", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class ReloadPlan:
+    """What ``reload`` did (or, with ``dry_run``, would do): session names, each in name
+    order."""
+
+    dry_run: bool
+    #: Sessions new to the configuration: started.
+    start: Tuple[str, ...]
+    #: Sessions the configuration started and no longer has: stopped and removed.
+    stop: Tuple[str, ...]
+    #: Sessions whose spec changed: a new generation, per their ``on_busy``.
+    replace: Tuple[str, ...]
+    #: Sessions whose spec changed, left running because their ``on_busy`` is ``reject``.
+    busy: Tuple[str, ...]
+    #: Sessions not touched at all: same generation, same process.
+    unchanged: Tuple[str, ...]
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, o: Mapping[str, Any]) -> "ReloadPlan":
+        def names(key: str) -> Tuple[str, ...]:
+            return tuple(str(n) for n in o.get(key) or ())
+
+        return cls(
+            dry_run=bool(o.get("dry_run", False)),
+            start=names("start"),
+            stop=names("stop"),
+            replace=names("replace"),
+            busy=names("busy"),
+            unchanged=names("unchanged"),
+            raw=dict(o),
+        )
+
+
+@dataclass(frozen=True)
 class ServerInfo:
     """What ``hello`` answered: the daemon's protocol, version and capabilities."""
 
@@ -46,6 +125,8 @@ class ServerInfo:
     containment: str
     keeper: bool
     capabilities: Tuple[str, ...]
+    #: The process writing ``log`` files (``None`` from a daemon that does not say).
+    log_writer: Optional[LogWriter] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -59,6 +140,7 @@ class ServerInfo:
             containment=str(o.get("containment", "")),
             keeper=bool(o.get("keeper", False)),
             capabilities=tuple(str(c) for c in o.get("capabilities", ())),
+            log_writer=LogWriter.from_json(o["log_writer"]) if isinstance(o.get("log_writer"), Mapping) else None,
             raw=dict(o),
         )
 
@@ -308,6 +390,34 @@ class Demoted:
 
 
 @dataclass(frozen=True)
+class Ready:
+    """The generation's ``ready`` check passed (only for a spec with ``ready``)."""
+
+    session: str
+    gen: int
+
+
+@dataclass(frozen=True)
+class ReadyFailed:
+    """The generation's ``ready`` check failed (``reason``: ``timed out after 60s``...);
+    the process is left running."""
+
+    session: str
+    gen: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unhealthy:
+    """The generation failed its ``live`` probe ``failures`` times in a row: it is being
+    stopped (its :class:`Exit` says ``stopped``) and its restart policy counts a failure."""
+
+    session: str
+    gen: int
+    failures: int
+
+
+@dataclass(frozen=True)
 class UnknownEvent:
     """An event this client does not know (a newer daemon's); kept as it came."""
 
@@ -325,6 +435,9 @@ Event = Union[
     InputClosedEvent,
     Unkillable,
     Demoted,
+    Ready,
+    ReadyFailed,
+    Unhealthy,
     UnknownEvent,
 ]
 
@@ -360,4 +473,10 @@ def event_from_json(o: Mapping[str, Any], data: bytes = b"") -> Event:
         return Unkillable(session, gen or 0)
     if name == "demoted":
         return Demoted(session, int(o.get("pos", 0)))
+    if name == "ready":
+        return Ready(session, gen or 0)
+    if name == "ready_failed":
+        return ReadyFailed(session, gen or 0, str(o.get("reason", "")))
+    if name == "unhealthy":
+        return Unhealthy(session, gen or 0, int(o.get("failures", 0)))
     return UnknownEvent(str(name), dict(o))
