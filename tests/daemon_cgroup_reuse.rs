@@ -124,3 +124,45 @@ fn a_kept_cgroup_removed_meanwhile_is_not_used() {
     assert_ne!(field(&second, "cg"), field(&first, "cg"), "{second}");
     assert_eq!(field(&second, "n"), "1", "{second}");
 }
+
+/// A generation that needed `SIGKILL` (its cgroup killed through `cgroup.kill`) leaves a
+/// cgroup no later generation gets: a process started into such a cgroup was killed at
+/// once. So the replacement of a stubborn process, and everything after it, runs.
+#[test]
+fn a_cgroup_that_was_killed_is_never_reused() {
+    const TEST: &str = "a_cgroup_that_was_killed_is_never_reused";
+    let d = Daemon::start("cgroup-killed", &[]);
+    let mut c = d.client();
+    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
+        println!("SKIP {TEST}: no cgroup containment here");
+        eprintln!("SKIP {TEST}: no cgroup containment here");
+        return;
+    }
+    let mount = Location::find().expect("cgroup containment works").mount;
+    let mount = mount.to_str().unwrap();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // Emptied cgroups in the pool first, as after any run of short jobs.
+    for name in ["j1", "j2", "j3"] {
+        report(&mut c, mount, name, None).unwrap();
+    }
+    let stubborn = c.ok(json!({"op": "spawn", "session": "agent",
+        "argv": ["sh", "-c", "trap '' TERM; echo up; cat"],
+        "grace": "100ms", "kill_grace": "100ms"}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.output_until(stubborn, "up");
+    let next = c.ok(json!({"op": "spawn", "session": "agent",
+        "argv": ["sh", "-c", "echo alive; exec sleep 100"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| m.is("exited", stubborn));
+    let end = seen.iter().find(|m| m.is("exited", stubborn)).unwrap();
+    assert_eq!(end.json()["code"], 137, "needed SIGKILL: {end:?}");
+    c.output_until(next, "alive");
+    // Still running: nothing killed it when it started, nor after.
+    let later = report(&mut c, mount, "j4", None).unwrap();
+    assert_eq!(field(&later, "n"), "1", "{later}");
+    let got = c.ok(json!({"op": "get", "session": "agent"}));
+    assert_eq!(got["session"]["current"], next, "{got}");
+    assert_eq!(got["session"]["state"], "running", "{got}");
+}

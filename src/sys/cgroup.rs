@@ -785,6 +785,9 @@ pub struct GenCgroup {
     controllers: Controllers,
     /// Whether [`GenCgroup::set_limits`] wrote any limit: such a cgroup is never reused.
     limited: std::cell::Cell<bool>,
+    /// `cgroup.kill` was written to it: the kernel may go on killing what enters it (a
+    /// process started into it later died of `SIGKILL` at once), so it is never reused.
+    killed: std::cell::Cell<bool>,
     removed: bool,
 }
 
@@ -827,6 +830,7 @@ impl GenCgroup {
             events,
             controllers,
             limited: std::cell::Cell::new(false),
+            killed: std::cell::Cell::new(false),
             removed: false,
         })
     }
@@ -885,6 +889,7 @@ impl GenCgroup {
     /// `cgroup.kill` (atomic with respect to forks: nothing forked meanwhile survives).
     /// Returns at once; emptiness arrives on [`GenCgroup::events_fd`].
     pub fn kill(&self) -> io::Result<()> {
+        self.killed.set(true);
         self.write_file("cgroup.kill", "1")
     }
 
@@ -966,14 +971,15 @@ impl GenCgroup {
     }
 
     /// Whether this cgroup, once its generation is over, may hold another generation
-    /// exactly as a new one would: no limit was ever set on it, no process is inside
+    /// exactly as a new one would: no limit was ever set on it, it was never killed
+    /// through `cgroup.kill`, no process is inside
     /// (`populated 0`; none can enter but by a fork from inside) and no cgroup was made
     /// below it (`nr_descendants 0` in `cgroup.stat`). Anything else, an error included,
     /// is `false`: such a cgroup is removed, never reused. Reads `cgroup.events` through
     /// [`GenCgroup::events_fd`], so deregister that from the event loop first (and
     /// register it again for the next generation).
     pub fn reusable(&self) -> bool {
-        if self.limited.get() || self.removed {
+        if self.limited.get() || self.killed.get() || self.removed {
             return false;
         }
         if !matches!(self.is_populated(), Ok(false)) {
