@@ -49,47 +49,53 @@ fn duration_in(name: &str, o: &Object, key: &str) -> Result<Option<std::time::Du
     }
 }
 
-/// Decodes `ready`, if given.
-pub(super) fn decode_ready(args: &Object) -> Result<Option<ReadyCheck>> {
-    let o = match args.get("ready") {
+/// The object `name` of `args`, if given, with exactly one of `kinds` in it and nothing
+/// but `extra` besides: the object and the kind. `example` shows the shape in the error
+/// for anything but an object.
+fn one_kind<'a>(
+    args: &'a Object,
+    name: &str,
+    kinds: &[&'static str],
+    extra: &[&'static str],
+    example: &str,
+) -> Result<Option<(&'a Object, &'static str)>> {
+    let o = match args.get(name) {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(o)) => o,
         Some(v) => {
             return Err(invalid(
-                "ready",
+                name,
                 format!(
-                    "expected an object such as {{\"output\": \"listening\"}}, got {}",
+                    "expected an object such as {example}, got {}",
                     v.type_name()
                 ),
             ))
         }
     };
-    let mut allowed = KINDS.to_vec();
-    allowed.extend(["timeout", "interval"]);
+    let allowed: Vec<&str> = kinds.iter().chain(extra).copied().collect();
     o.check_fields(&allowed)
-        .map_err(|e| invalid(format!("ready.{}", e.field), "unknown field"))?;
-    let given: Vec<&str> = KINDS
+        .map_err(|e| invalid(format!("{name}.{}", e.field), "unknown field"))?;
+    let given: Vec<&'static str> = kinds
         .iter()
         .copied()
         .filter(|k| o.get(k).is_some())
         .collect();
-    let kind = match given.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(invalid(
-                "ready",
-                "give exactly one of fd, output, tcp, unix, command",
-            ))
-        }
-        more => {
-            return Err(invalid(
-                "ready",
-                format!(
-                    "give exactly one of fd, output, tcp, unix, command, not {}",
-                    more.join(" and ")
-                ),
-            ))
-        }
+    let one_of = format!("give exactly one of {}", kinds.join(", "));
+    match given.as_slice() {
+        [one] => Ok(Some((o, *one))),
+        [] => Err(invalid(name, one_of)),
+        more => Err(invalid(
+            name,
+            format!("{one_of}, not {}", more.join(" and ")),
+        )),
+    }
+}
+
+/// Decodes `ready`, if given.
+pub(super) fn decode_ready(args: &Object) -> Result<Option<ReadyCheck>> {
+    let example = "{\"output\": \"listening\"}";
+    let Some((o, kind)) = one_kind(args, "ready", KINDS, &["timeout", "interval"], example)? else {
+        return Ok(None);
     };
     let field = |e: FieldError| {
         bad(FieldError {
@@ -233,30 +239,10 @@ const LIVE_KINDS: &[&str] = &["tcp", "unix", "command"];
 
 /// Decodes `live`, if given.
 pub(super) fn decode_live(args: &Object) -> Result<Option<LiveCheck>> {
-    let o = match args.get("live") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(o)) => o,
-        Some(v) => {
-            return Err(invalid(
-                "live",
-                format!(
-                    "expected an object such as {{\"tcp\": \"127.0.0.1:8080\"}}, got {}",
-                    v.type_name()
-                ),
-            ))
-        }
-    };
-    let mut allowed = LIVE_KINDS.to_vec();
-    allowed.extend(["interval", "failures"]);
-    o.check_fields(&allowed)
-        .map_err(|e| invalid(format!("live.{}", e.field), "unknown field"))?;
-    let given: Vec<&str> = LIVE_KINDS
-        .iter()
-        .copied()
-        .filter(|k| o.get(k).is_some())
-        .collect();
-    let [kind] = given.as_slice() else {
-        return Err(invalid("live", "give exactly one of tcp, unix, command"));
+    let example = "{\"tcp\": \"127.0.0.1:8080\"}";
+    let Some((o, kind)) = one_kind(args, "live", LIVE_KINDS, &["interval", "failures"], example)?
+    else {
+        return Ok(None);
     };
     let field = |e: FieldError| {
         bad(FieldError {
@@ -264,7 +250,7 @@ pub(super) fn decode_live(args: &Object) -> Result<Option<LiveCheck>> {
             problem: e.problem,
         })
     };
-    let how = match *kind {
+    let how = match kind {
         "tcp" => ReadyHow::Tcp(o.req_str("tcp").map_err(field)?.to_owned()),
         "unix" => ReadyHow::Unix(o.req_str("unix").map_err(field)?.as_bytes().to_vec()),
         _ => {
