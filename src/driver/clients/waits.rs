@@ -36,20 +36,28 @@ impl Clients {
                 let answer = wait_answer(&rid, &line);
                 self.push(id, &answer);
             }
-            Ok(WaitFor::Live(gen)) => {
-                let Some(client) = self.table.get_mut(&id) else {
-                    return;
-                };
-                if client.waiting >= MAX_WAITS {
-                    let why =
-                        format!("{MAX_WAITS} wait requests already pending on this connection");
-                    self.send_error(id, &rid, &ProtoError::new(ErrorCode::Limit, why));
-                    return;
-                }
-                client.waiting += 1;
-                self.waits.entry(gen).or_default().push((id, rid));
-            }
+            Ok(WaitFor::Live(gen)) => self.register_wait(id, rid, gen, false),
         }
+    }
+
+    /// Registers a `wait` for `gen`'s end (`ready`: for its readiness), within the
+    /// connection's bound on pending waits.
+    fn register_wait(&mut self, id: u64, rid: RequestId, gen: u64, ready: bool) {
+        let Some(client) = self.table.get_mut(&id) else {
+            return;
+        };
+        if client.waiting >= MAX_WAITS {
+            let why = format!("{MAX_WAITS} wait requests already pending on this connection");
+            self.send_error(id, &rid, &ProtoError::new(ErrorCode::Limit, why));
+            return;
+        }
+        client.waiting += 1;
+        let waits = if ready {
+            &mut self.ready_waits
+        } else {
+            &mut self.waits
+        };
+        waits.entry(gen).or_default().push((id, rid));
     }
 
     /// Answers every `wait` for `gen` with its terminal event, the record `seq` of
@@ -74,19 +82,7 @@ impl Clients {
     /// to be answered when the generation's readiness is decided or it ends.
     pub fn wait_ready(&mut self, id: u64, rid: RequestId, target: Result<WaitFor, CoreError>) {
         match target {
-            Ok(WaitFor::Live(gen)) => {
-                let Some(client) = self.table.get_mut(&id) else {
-                    return;
-                };
-                if client.waiting >= MAX_WAITS {
-                    let why =
-                        format!("{MAX_WAITS} wait requests already pending on this connection");
-                    self.send_error(id, &rid, &ProtoError::new(ErrorCode::Limit, why));
-                    return;
-                }
-                client.waiting += 1;
-                self.ready_waits.entry(gen).or_default().push((id, rid));
-            }
+            Ok(WaitFor::Live(gen)) => self.register_wait(id, rid, gen, true),
             other => self.wait(id, rid, other),
         }
     }
