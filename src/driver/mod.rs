@@ -23,8 +23,13 @@
 //! - `logs.rs`, `ring.rs`: each session's replay log; `frame.rs`: a record's bytes (in
 //!   the output journal's mapping); `journaled.rs`: which journal segments are needed.
 //! - `token.rs`: what a poll token stands for.
-//! - `notify.rs`: systemd's notifications beyond readiness (reloading, stopping, the
-//!   watchdog); `daemon/reload.rs`: loading the configuration and reloading it.
+//! - `notify.rs`: systemd's notifications (ready, reloading, stopping, the watchdog);
+//!   `ready.rs`: the daemon's own readiness (s6's fd, then systemd);
+//!   `daemon/reload.rs`: loading the configuration and reloading it.
+//! - `readiness.rs` (and `readiness/`): each generation's ready and live checks at run
+//!   time — the notification pipe, the output matcher, probes in flight.
+//! - `log_sink.rs` (and `log_sink/`): output to log files and `--output-to-stdout`,
+//!   through the log writer process.
 //! - `keeper_link.rs`: the link to the keeper (see [`crate::keeper`]); `keeper_start.rs`:
 //!   finding, verifying and emptying the state directory's keeper at start, or starting one.
 //! - `upgrade/`: the image, the probe, and what waits between turns (`upgrader.rs`).
