@@ -17,11 +17,12 @@ use daemon::Daemon;
 use genward::testkit::proc;
 use serde_json::json;
 
-/// Bytes the child writes: 1 GiB for a real run (`cargo bench` passes `--bench`), a
-/// little for the smoke run `cargo test --all-targets` makes of every bench target.
+/// Bytes the child writes: 10 GiB for a real run (`cargo bench` passes `--bench`), the
+/// size the lossless mode is meant for, far beyond any buffer; a little for the smoke run
+/// `cargo test --all-targets` makes of every bench target.
 fn flood_bytes(full: bool) -> u64 {
     if full {
-        1 << 30
+        10 << 30
     } else {
         8 << 20
     }

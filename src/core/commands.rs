@@ -165,6 +165,9 @@ impl Core {
             return;
         };
         let old = s.current.replace(gen);
+        // A wait for dependencies was the replaced generation's: the new one is gated
+        // afresh, with its own `on_busy`.
+        self.blocked.remove(name);
         if let Some(old) = old {
             self.dispatch(old, GenInput::Stop(StopReason::Superseded, None));
         }

@@ -127,11 +127,14 @@ impl Core {
         }
         let blocked: Vec<(Arc<str>, bool)> =
             std::mem::take(&mut self.blocked).into_iter().collect();
-        for (name, overlap) in blocked {
+        for (name, _) in blocked {
             let Some(s) = self.sessions.get(&name) else {
                 continue;
             };
             let Some(cur) = s.current else { continue };
+            // Whether it may start beside an older generation is its own (never a flag
+            // left by a generation it replaced).
+            let overlap = self.gens.get(&cur).is_some_and(|g| g.overlap);
             if s.removing || self.shutdown != Shutdown::Running {
                 continue;
             }
