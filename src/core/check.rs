@@ -850,10 +850,10 @@ impl Checker {
         let after = gens_by_number(core);
         let session = session.cloned();
         // Order between sessions (`depends_on`): an input about `gen` may let a dependent's
-        // Pending generation start, and during a shutdown a deferred stop begin once the
-        // dependents ended. Nothing else about another generation may change.
+        // Pending generation start, and during a shutdown (or a removal) a deferred stop
+        // begin once the dependents ended. Nothing else about another generation may change.
         let mut ordered: BTreeSet<u64> = BTreeSet::new();
-        for (h, (_, b)) in before.iter().filter(|(h, _)| **h != gen) {
+        for (h, (owner, b)) in before.iter().filter(|(h, _)| **h != gen) {
             let Some((_, a)) = after.get(h) else { continue };
             let dependent = core
                 .gens
@@ -862,7 +862,8 @@ impl Checker {
             let dep_start = dependent
                 && b.lifecycle == Lifecycle::Pending
                 && a.lifecycle == Lifecycle::Starting;
-            let deferred_stop = core.is_shutting_down()
+            let removing = core.sessions.get(owner).is_some_and(|s| s.removing);
+            let deferred_stop = (core.is_shutting_down() || removing)
                 && b.stop.is_none()
                 && a.stop == Some(StopReason::Requested);
             if dep_start || deferred_stop {
@@ -1029,15 +1030,16 @@ impl Checker {
 ///
 /// Order between sessions is the one exception (`depends_on`): a session whose Pending
 /// generation waits for dependencies may start (or have its reason of waiting change),
-/// and during a shutdown one whose stop was deferred may begin it once its dependents
-/// ended.
+/// and during a shutdown (or its removal) one whose stop was deferred may begin it once
+/// its dependents ended.
 fn check_other_sessions(core: &Core, own: Option<&Arc<str>>, before: &[super::SessionSnapshot]) {
     let after = core.list();
     for b in before.iter().filter(|b| Some(&b.name) != own) {
         let a = after.iter().find(|a| a.name == b.name);
         let ordered = a.is_some_and(|a| {
             let dependent = b.waiting.is_some() || a.waiting.is_some();
-            let deferred = core.is_shutting_down()
+            let removing = core.sessions.get(&a.name).is_some_and(|s| s.removing);
+            let deferred = (core.is_shutting_down() || removing)
                 && a.generations
                     .iter()
                     .zip(&b.generations)

@@ -322,7 +322,7 @@ impl Core {
         self.sync_restart(&name);
         let gens: Vec<u64> = self.gens_of(&name).collect();
         for gen in gens {
-            self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
+            self.stop_after_dependents(gen);
         }
         self.advance_session(&name);
         Ok(Response::Ok)

@@ -210,12 +210,30 @@ impl Core {
         }
     }
 
-    /// Whether another session that depends on `name` still has a generation tracked.
+    /// Whether another session that depends on `name`, and is going away too (the daemon
+    /// shuts down, or it is being removed), still has a generation tracked. One that stays
+    /// (a client's session depending on a removed config session) holds nothing up.
     fn has_live_dependents(&self, name: &Arc<str>) -> bool {
+        let all_going = self.shutdown != Shutdown::Running;
         self.sessions.values().any(|s| {
             s.name != *name
+                && (all_going || s.removing)
                 && s.spec.depends_on.contains_key(&**name)
                 && self.gens_of(&s.name).next().is_some()
         })
+    }
+
+    /// Stops `gen` now, or once the sessions going away that depend on its session have
+    /// ended (dependents first).
+    pub(super) fn stop_after_dependents(&mut self, gen: u64) {
+        // Only a running one waits: one not started yet is given up at once.
+        let waits = self.gens.get(&gen).is_some_and(|g| {
+            matches!(g.phase, Phase::Running { .. }) && self.has_live_dependents(&g.session.clone())
+        });
+        if waits {
+            self.deferred_stops.insert(gen);
+        } else {
+            self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
+        }
     }
 }

@@ -195,6 +195,13 @@ impl Core {
         let plan = self.plan_reload(&config)?;
         // Removals first: a cycle through a session the config drops is none (see
         // `refuse_config_cycle`), and a spawn must see it going.
+        // Every removed session is marked first, then stopped: one that others being
+        // removed depend on waits for them to end (stops in reverse of the start order).
+        for name in &plan.stop {
+            if let Some(s) = self.sessions.get_mut(name) {
+                s.removing = true;
+            }
+        }
         for name in &plan.stop {
             self.dirty.insert(name.clone());
             self.remove(name)?;

@@ -375,6 +375,19 @@ fn build(config: Config, image: CoreImage) -> Core {
             Some((s.name.clone(), overlap))
         })
         .collect();
+    // A removed session's generation still running waited for its dependents to end
+    // (the image does not carry the wait): it waits again, and is stopped once they have.
+    // During a shutdown, the shutdown's own order does the same.
+    core.deferred_stops = core
+        .gens
+        .values()
+        .filter(|g| matches!(g.phase, Phase::Running { .. }))
+        .filter(|g| {
+            core.shutdown != Shutdown::Running
+                || core.sessions.get(&g.session).is_some_and(|s| s.removing)
+        })
+        .map(|g| g.gen)
+        .collect();
     core.by_session = core
         .gens
         .values()

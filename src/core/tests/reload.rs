@@ -250,3 +250,43 @@ fn a_config_closing_a_dependency_cycle_is_refused_whole_and_starts_nothing() {
     assert!(!h.core.sessions.contains_key("c"));
     assert!(h.core.sessions["a"].spec.depends_on.is_empty());
 }
+
+#[test]
+fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() {
+    use crate::core::{Action, DependOn};
+    let with_dep = |on: &str| {
+        let mut s = spec();
+        s.depends_on.insert(on.to_owned(), DependOn::Started);
+        s
+    };
+    let stopped = |actions: &[Action], gen: u64| {
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Signal { gen: g, .. } if *g == gen))
+    };
+    let mut h = Harness::new();
+    reload(
+        &mut h,
+        vec![entry("db", spec()), entry("web", with_dep("db"))],
+    )
+    .unwrap();
+    let db = run(&mut h, "db");
+    let web = run(&mut h, "web");
+    // A client's session depending on db too: it stays, and does not keep db running.
+    let client = h
+        .spawn_with("report", with_dep("db"), OnBusy::Replace)
+        .unwrap();
+    h.started(client);
+    let before = h.all_actions().len();
+    reload(&mut h, vec![]).unwrap();
+    let after = h.all_actions()[before..].to_vec();
+    assert!(stopped(&after, web), "web is stopped at once: {after:?}");
+    assert!(!stopped(&after, db), "db waits for web: {after:?}");
+    let mut seen = h.exit(web, ExitStatus::Signal(15));
+    seen.extend(h.eof(web));
+    seen.extend(h.group_empty(web));
+    assert!(
+        stopped(&seen, db),
+        "db is stopped once web has ended: {seen:?}"
+    );
+}
