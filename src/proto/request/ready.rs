@@ -200,19 +200,7 @@ pub(super) fn write(
         w.with("ready", |out| {
             let mut o = ObjWriter::new(out);
             let kind = r.how.kind();
-            match &value {
-                Kind::Num(n) => {
-                    o.u64(kind, *n);
-                }
-                Kind::Text(t) => {
-                    o.str(kind, t);
-                }
-                Kind::List(items) => {
-                    o.with(kind, |out| {
-                        write_array(items, out, |a, out| write_str(a, out))
-                    });
-                }
-            }
+            write_kind(&mut o, kind, &value);
             if r.timeout != default.timeout {
                 o.with("timeout", |out| write_wire(r.timeout, out));
             }
@@ -298,19 +286,7 @@ pub(super) fn write_live(
     w.with("live", |out| {
         let mut o = ObjWriter::new(out);
         let kind = l.how.kind();
-        match &value {
-            Kind::Num(n) => {
-                o.u64(kind, *n);
-            }
-            Kind::Text(t) => {
-                o.str(kind, t);
-            }
-            Kind::List(items) => {
-                o.with(kind, |out| {
-                    write_array(items, out, |a, out| write_str(a, out))
-                });
-            }
-        }
+        write_kind(&mut o, kind, &value);
         if l.interval != default.interval {
             o.with("interval", |out| write_wire(l.interval, out));
         }
@@ -327,4 +303,21 @@ enum Kind {
     Num(u64),
     Text(String),
     List(Vec<String>),
+}
+
+/// Writes a check's one kind member (`fd`, `output`, `tcp`, `unix` or `command`).
+fn write_kind(o: &mut ObjWriter<'_>, kind: &str, value: &Kind) {
+    match value {
+        Kind::Num(n) => {
+            o.u64(kind, *n);
+        }
+        Kind::Text(t) => {
+            o.str(kind, t);
+        }
+        Kind::List(items) => {
+            o.with(kind, |out| {
+                write_array(items, out, |a, out| write_str(a, out))
+            });
+        }
+    }
 }
