@@ -2,7 +2,7 @@
 
 mod util;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use util::daemon::{output_of, Daemon, Msg};
 
 #[test]
@@ -59,6 +59,53 @@ fn stdin_round_trip_and_close_input_through_cat() {
     let seen = c.events_until(|m| m.is("exited", gen));
     assert_eq!(output_of(&seen, gen), b"hello\n\x00\xff\n");
     assert_eq!(seen.last().unwrap().json()["code"], 0);
+}
+
+#[test]
+fn a_quiet_write_is_answered_only_when_it_fails() {
+    let d = Daemon::start("quiet-write", &[]);
+    let mut c = d.client();
+    let gen = c.ok(json!({"op": "spawn", "session": "cat", "argv": ["cat"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let mut watcher = d.client();
+    watcher.ok(json!({"op": "subscribe", "session": "cat"}));
+    // Written and not answered; typed for an older generation: refused, and answered
+    // under its own id; a bad `quiet` is a bad request. Responses come in order, so the
+    // first answer read being the refusal proves the good write had none.
+    c.send_raw(
+        format!(
+            concat!(
+                r#"{{"id":"q1","op":"write","session":"cat","if_gen":{gen},"data":"typed\n","quiet":true}}"#,
+                "\n",
+                r#"{{"id":"q2","op":"write","session":"cat","if_gen":{old},"data":"stale\n","quiet":true}}"#,
+                "\n",
+                r#"{{"id":"q3","op":"write","session":"cat","data":"x","quiet":"yes"}}"#,
+                "\n",
+                r#"{{"id":"q4","op":"write","session":"cat","data":"loud\n","quiet":false}}"#,
+                "\n",
+            ),
+            gen = gen,
+            old = gen - 1
+        )
+        .as_bytes(),
+    );
+    let answers: Vec<Value> = (0..3).map(|_| c.read_msg().json().clone()).collect();
+    assert_eq!(answers[0]["id"], "q2", "{answers:?}");
+    assert_eq!(answers[0]["error"]["code"], "stale_generation");
+    assert_eq!(answers[1]["id"], "q3");
+    assert_eq!(answers[1]["error"]["code"], "bad_request");
+    assert!(
+        answers[1]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("quiet"),
+        "{answers:?}"
+    );
+    assert_eq!(answers[2]["id"], "q4");
+    assert_eq!(answers[2]["ok"], true);
+    let seen = watcher.output_until(gen, "loud\n");
+    assert_eq!(output_of(&seen, gen), b"typed\nloud\n");
 }
 
 #[test]

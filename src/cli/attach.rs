@@ -40,6 +40,7 @@ use super::dispatch::{
 use super::term_modes::ModeScanner;
 use super::wait::{describe, end_of_wait, status};
 use crate::core::{Command, Scope};
+use crate::proto::envelope::RequestId;
 use crate::proto::event::{End, SessionState, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
@@ -53,6 +54,9 @@ pub const REPLAY_BYTES: u64 = 64 * 1024;
 
 /// Keystrokes read per turn.
 const INPUT_CHUNK: usize = 4096;
+
+/// The id of a quiet write is this and the generation it was typed for.
+const QUIET_WRITE_ID: &str = "input-gen-";
 
 /// Input queued for the daemon beyond which the terminal is not read: a huge paste waits
 /// in the terminal instead of in our memory.
@@ -389,12 +393,15 @@ impl Attached {
         if bytes.is_empty() || self.read_only {
             return Ok(());
         }
-        let id = self.conn.send(&Op::Core(Command::Write {
+        // Answered only if it fails, under an id naming the generation it was typed for:
+        // an answer per keystroke would cost the daemon a write and this client a wake-up.
+        let write = Command::Write {
             session: self.session.clone(),
             if_gen: Some(self.gen),
             bytes: bytes.to_vec(),
-        }))?;
-        self.pending.insert(id, Pending::Write(self.gen));
+        };
+        let rid = RequestId::Str(format!("{QUIET_WRITE_ID}{}", self.gen));
+        self.conn.send_as(&rid, &Op::QuietWrite(write))?;
         Ok(())
     }
 
@@ -542,7 +549,16 @@ impl Attached {
             Message::Event(_) => return Ok(None),
             Message::Response(obj) => obj,
         };
-        let Some(kind) = u64_of(obj, "id").and_then(|id| self.pending.remove(&id)) else {
+        let quiet_write = || {
+            str_of(obj, "id")
+                .and_then(|id| id.strip_prefix(QUIET_WRITE_ID))
+                .and_then(|gen| gen.parse().ok())
+                .map(Pending::Write)
+        };
+        let Some(kind) = u64_of(obj, "id")
+            .and_then(|id| self.pending.remove(&id))
+            .or_else(quiet_write)
+        else {
             return Ok(None);
         };
         let ok = obj.get("ok") == Some(&Value::Bool(true));

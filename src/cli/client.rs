@@ -132,6 +132,8 @@ pub struct Connection {
     eof: bool,
     /// Non-blocking mode: requests not yet written.
     out: Option<Vec<u8>>,
+    /// What [`Connection::read_available`] reads into, made on its first use.
+    read_buf: Option<Box<[u8]>>,
 }
 
 impl Connection {
@@ -150,6 +152,7 @@ impl Connection {
             backlog: VecDeque::new(),
             eof: false,
             out: None,
+            read_buf: None,
         })
     }
 
@@ -201,17 +204,28 @@ impl Connection {
     /// Sends request `op`; returns its id without waiting for the answer.
     pub fn send(&mut self, op: &Op) -> Result<u64, ClientError> {
         let id = self.next_id;
+        self.send_as(&RequestId::U64(id), op)?;
+        self.next_id += 1;
+        Ok(id)
+    }
+
+    /// Sends request `op` under an id of the caller's (a quiet write's, which names what
+    /// it was typed for: only a failure is answered, and that answer must say so).
+    pub fn send_as(&mut self, rid: &RequestId, op: &Op) -> Result<(), ClientError> {
         let mut line = Vec::new();
-        encode(&RequestId::U64(id), op, &mut line).map_err(|error| ClientError::Unsendable {
+        encode(rid, op, &mut line).map_err(|error| ClientError::Unsendable {
             op: op.name(),
             error,
         })?;
-        self.next_id += 1;
+        let id = match rid {
+            RequestId::U64(id) => *id,
+            _ => u64::MAX,
+        };
         let op = op.name();
         if let Some(out) = self.out.as_mut() {
             out.extend_from_slice(&line);
             self.flush()?;
-            return Ok(id);
+            return Ok(());
         }
         if let Err(e) = self.stream.write_all(&line) {
             // A daemon that refuses a peer answers once and closes, possibly before our
@@ -228,7 +242,7 @@ impl Connection {
                 }
             }
         }
-        Ok(id)
+        Ok(())
     }
 
     /// Sends request `op` and waits for its response; events read meanwhile are kept for
@@ -263,9 +277,13 @@ impl Connection {
     /// Reads what the socket has (call when poll says readable; blocks in blocking mode
     /// if nothing is there). Returns `false` once the daemon closed the connection.
     pub fn read_available(&mut self) -> Result<bool, ClientError> {
-        let mut buf = [0u8; 64 * 1024];
+        // One buffer for the connection's life: zeroing 64 KiB per read was a notable
+        // part of an attached terminal's cost per keystroke.
+        let buf = self
+            .read_buf
+            .get_or_insert_with(|| vec![0; 64 * 1024].into_boxed_slice());
         loop {
-            match self.stream.read(&mut buf) {
+            match self.stream.read(buf) {
                 Ok(0) => {
                     self.eof = true;
                     return Ok(false);

@@ -11,7 +11,7 @@ mod following;
 mod image;
 mod waits;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use mio::net::UnixListener;
@@ -85,6 +85,9 @@ pub struct Clients {
     ready_waits: HashMap<u64, Vec<(u64, RequestId)>>,
     /// Core request id → the connection and the id it used.
     replies: HashMap<u64, (u64, RequestId)>,
+    /// Core request ids among `replies` answered only if they fail (quiet writes). Not
+    /// carried across an upgrade: the core answers a write within the step that asked.
+    quiet: HashSet<u64>,
     next_request: u64,
     /// Connections with bytes queued in this step, flushed at its end.
     dirty: Vec<u64>,
@@ -113,6 +116,7 @@ impl Clients {
             waits: HashMap::new(),
             ready_waits: HashMap::new(),
             replies: HashMap::new(),
+            quiet: HashSet::new(),
             next_request: 1,
             dirty: Vec::new(),
         }

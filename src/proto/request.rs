@@ -86,6 +86,11 @@ impl Default for Lossless {
 pub enum Op {
     /// Handled by the core (`shutdown` too: the core decides its stages).
     Core(Command),
+    /// A `write` answered only if it fails (`"quiet": true`): what an attached terminal
+    /// sends per keystroke, where an answer per key would cost the daemon a write and the
+    /// client a wake-up each, and only a failure (`stale_generation`, `input_closed`) is
+    /// news. Always a [`Command::Write`].
+    QuietWrite(Command),
     /// Protocol version, capabilities, daemon identity.
     Hello,
     /// One page of `list`: up to `limit` sessions (at most

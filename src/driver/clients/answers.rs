@@ -113,6 +113,13 @@ impl Clients {
         request
     }
 
+    /// Like [`Clients::expect_reply`], for a request answered only if it fails.
+    pub fn expect_failure(&mut self, id: u64, rid: RequestId) -> u64 {
+        let request = self.expect_reply(id, rid);
+        self.quiet.insert(request);
+        request
+    }
+
     /// A core request id whose reply nobody waits for.
     pub fn internal_request(&mut self) -> u64 {
         let request = self.next_request;
@@ -122,7 +129,11 @@ impl Clients {
 
     /// Delivers the core's reply to the connection that asked, if it is still there.
     pub fn reply(&mut self, request: u64, result: &Result<Response, CoreError>, clock: Clock) {
+        let quiet = !self.quiet.is_empty() && self.quiet.remove(&request);
         if let Some((id, rid)) = self.replies.remove(&request) {
+            if quiet && result.is_ok() {
+                return;
+            }
             let mut line = Vec::new();
             encode::reply(&rid, result, clock, &mut line);
             self.push(id, &line);

@@ -62,6 +62,10 @@ impl Daemon {
                 let request = self.clients.expect_reply(id, rid);
                 self.tell(Input::Command { request, command });
             }
+            Op::QuietWrite(command) => {
+                let request = self.clients.expect_failure(id, rid);
+                self.tell(Input::Command { request, command });
+            }
             Op::Hello => {
                 let logs = self.log_sink.stats();
                 self.clients

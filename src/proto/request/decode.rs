@@ -26,12 +26,16 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             })
         }
         "write" => {
-            fields(&["session", "if_gen", "data", "data_b64"])?;
-            Op::Core(Command::Write {
+            fields(&["session", "if_gen", "data", "data_b64", "quiet"])?;
+            let write = Command::Write {
                 session: session(args)?,
                 if_gen: if_gen()?,
                 bytes: input_bytes(args)?,
-            })
+            };
+            match args.opt_bool("quiet").map_err(bad)? {
+                Some(true) => Op::QuietWrite(write),
+                None | Some(false) => Op::Core(write),
+            }
         }
         "close_input" => {
             fields(&["session", "if_gen"])?;

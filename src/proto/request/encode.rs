@@ -23,6 +23,7 @@ impl Op {
             Op::Wait { .. } | Op::WaitReady { .. } => "wait",
             Op::Upgrade { .. } => "upgrade",
             Op::Reload { .. } => "reload",
+            Op::QuietWrite(_) => "write",
             Op::Core(cmd) => match cmd {
                 Command::Spawn { .. } => "spawn",
                 Command::Write { .. } => "write",
@@ -58,6 +59,10 @@ fn write(id: &RequestId, op: &Op, out: &mut Vec<u8>) -> Result<(), FieldError> {
     match op {
         Op::Hello => {}
         Op::Core(cmd) => command(&mut w, cmd)?,
+        Op::QuietWrite(cmd) => {
+            command(&mut w, cmd)?;
+            w.bool("quiet", true);
+        }
         Op::Subscribe {
             target,
             replay,

@@ -234,6 +234,11 @@ fn every_operation_round_trips() {
             if_gen: Some(4),
             bytes: bytes.to_vec(),
         }));
+        ops.push(Op::QuietWrite(Command::Write {
+            session: session(),
+            if_gen: None,
+            bytes: bytes.to_vec(),
+        }));
     }
     for replay in [
         Replay::Now,
@@ -329,6 +334,14 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             bytes: b"\x01\x02\x03".to_vec(),
         })),
         r#"{"id":1,"op":"write","session":"a","data_b64":"AQID"}"#
+    );
+    assert_eq!(
+        text(&Op::QuietWrite(Command::Write {
+            session: "a".into(),
+            if_gen: Some(2),
+            bytes: b"l".to_vec(),
+        })),
+        r#"{"id":1,"op":"write","session":"a","if_gen":2,"data":"l","quiet":true}"#
     );
 }
 
