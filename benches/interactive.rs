@@ -14,6 +14,10 @@
 //! from `list`'s offsets). Sides alternate within a round; `--rounds N` repeats (default
 //! 3) and the summary gives min/median/max of the ratios over rounds.
 //!
+//! A second table has both sides typed into in turn under the same floods at once (K
+//! sessions flooding in genward and K dtach masters flooding): what the rounds of the first
+//! table differ by, other load on the machine, then meets both alike.
+//!
 //! Run with `cargo bench --bench interactive` (`make bench`). Needs dtach for the baseline
 //! (a SKIP line otherwise).
 
@@ -223,75 +227,137 @@ fn flood_bytes(c: &mut daemon::Client) -> u64 {
         .sum()
 }
 
+/// A genward daemon with `floods` flooding sessions and one typed into through `attach`.
+struct GenwardRig {
+    d: Daemon,
+    c: daemon::Client,
+    term: Terminal,
+    client: Child,
+}
+
+impl GenwardRig {
+    fn start(floods: usize) -> GenwardRig {
+        let d = Daemon::start("bench-interactive", &[]);
+        let mut c = d.client();
+        for i in 0..floods {
+            c.ok(json!({"op": "spawn", "session": format!("flood{i}"), "argv": ["yes"], "pty": true}));
+        }
+        c.ok(json!({"op": "spawn", "session": "typed", "argv": ["sh", "-c", ECHOER], "pty": true}));
+        let (mut term, slave) = open_terminal();
+        let mut cmd = Command::new(daemon::daemon_binary());
+        cmd.arg("--socket").arg(&d.socket).args([
+            "attach",
+            "typed",
+            "--detach-key",
+            "none",
+            "--redraw",
+            "none",
+        ]);
+        let client = start_on_terminal(cmd, slave);
+        term.await_ready();
+        GenwardRig { d, c, term, client }
+    }
+
+    fn stop(mut self) {
+        let _ = self.client.kill();
+        let _ = self.client.wait();
+        drop(self.d);
+    }
+}
+
 /// genward's side: returns the sorted round trips and the floods' MiB/s meanwhile.
 fn genward_side(floods: usize, keys: usize) -> (Vec<Duration>, f64) {
-    let d = Daemon::start("bench-interactive", &[]);
-    let mut c = d.client();
-    for i in 0..floods {
-        c.ok(json!({"op": "spawn", "session": format!("flood{i}"), "argv": ["yes"], "pty": true}));
-    }
-    c.ok(json!({"op": "spawn", "session": "typed", "argv": ["sh", "-c", ECHOER], "pty": true}));
-    let (mut term, slave) = open_terminal();
-    let mut cmd = Command::new(daemon::daemon_binary());
-    cmd.arg("--socket").arg(&d.socket).args([
-        "attach",
-        "typed",
-        "--detach-key",
-        "none",
-        "--redraw",
-        "none",
-    ]);
-    let mut client = start_on_terminal(cmd, slave);
-    term.await_ready();
-    let before = (Instant::now(), flood_bytes(&mut c));
-    let times = term.type_keys(keys);
-    let read = flood_bytes(&mut c) - before.1;
+    let mut rig = GenwardRig::start(floods);
+    let before = (Instant::now(), flood_bytes(&mut rig.c));
+    let times = rig.term.type_keys(keys);
+    let read = flood_bytes(&mut rig.c) - before.1;
     let rate = read as f64 / (1 << 20) as f64 / before.0.elapsed().as_secs_f64();
-    let _ = client.kill();
-    let _ = client.wait();
-    drop(d);
+    rig.stop();
     (times, rate)
+}
+
+/// `floods` dtach masters flooding and one more typed into through `dtach -a`.
+struct DtachRig {
+    dir: std::path::PathBuf,
+    term: Terminal,
+    client: Child,
+}
+
+impl DtachRig {
+    fn start(scratch: &Path, floods: usize) -> DtachRig {
+        // A directory of its own per call: a dtach socket's path is refused while it exists.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = scratch.join(format!("d{n}"));
+        std::fs::create_dir(&dir).expect("a directory for dtach's sockets");
+        let dtach = |args: &[&OsString]| {
+            let st = Command::new("dtach")
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("run dtach");
+            assert!(st.success(), "dtach {args:?}: {st}");
+        };
+        let sock = |name: &str| dir.join(name).into_os_string();
+        let n = OsString::from("-n");
+        for i in 0..floods {
+            dtach(&[&n, &sock(&format!("flood{i}")), &"yes".into()]);
+        }
+        let typed = sock("typed");
+        dtach(&[&n, &typed, &"sh".into(), &"-c".into(), &ECHOER.into()]);
+        let (mut term, slave) = open_terminal();
+        let mut cmd = Command::new("dtach");
+        cmd.arg("-a").arg(&typed).args(["-E", "-r", "none"]);
+        let client = start_on_terminal(cmd, slave);
+        term.await_ready();
+        DtachRig { dir, term, client }
+    }
+
+    fn stop(mut self) {
+        let _ = self.client.kill();
+        let _ = self.client.wait();
+        // Each dtach master runs until its program ends; end the masters (their programs
+        // get the terminal's hangup).
+        let _ = Command::new("pkill")
+            .arg("-f")
+            .arg(format!("dtach -n {}", self.dir.display()))
+            .status();
+    }
 }
 
 /// dtach's side, or `None` when dtach is not installed.
 fn dtach_side(scratch: &Path, floods: usize, keys: usize) -> Option<Vec<Duration>> {
-    // A directory of its own per call: a dtach socket's path is refused while it exists.
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = &scratch.join(format!("d{n}"));
-    std::fs::create_dir(dir).expect("a directory for dtach's sockets");
-    let dtach = |args: &[&OsString]| {
-        let st = Command::new("dtach")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run dtach");
-        assert!(st.success(), "dtach {args:?}: {st}");
-    };
-    let sock = |name: &str| dir.join(name).into_os_string();
-    let n = OsString::from("-n");
-    for i in 0..floods {
-        dtach(&[&n, &sock(&format!("flood{i}")), &"yes".into()]);
-    }
-    let typed = sock("typed");
-    dtach(&[&n, &typed, &"sh".into(), &"-c".into(), &ECHOER.into()]);
-    let (mut term, slave) = open_terminal();
-    let mut cmd = Command::new("dtach");
-    cmd.arg("-a").arg(&typed).args(["-E", "-r", "none"]);
-    let mut client = start_on_terminal(cmd, slave);
-    term.await_ready();
-    let times = term.type_keys(keys);
-    let _ = client.kill();
-    let _ = client.wait();
-    // Each dtach master runs until its program ends; end the masters (their programs get
-    // the terminal's hangup).
-    let _ = Command::new("pkill")
-        .arg("-f")
-        .arg(format!("dtach -n {}", dir.display()))
-        .status();
+    let mut rig = DtachRig::start(scratch, floods);
+    let times = rig.term.type_keys(keys);
+    rig.stop();
     Some(times)
+}
+
+/// Both at once under the same floods: `floods` sessions flooding in genward *and*
+/// `floods` dtach masters flooding, keys typed into each in turn (which goes first
+/// alternating), so both sides meet exactly the same machine — the measure least moved
+/// by what else the machine does between rounds. Sorted round trips of genward and dtach.
+fn shared_side(scratch: &Path, floods: usize, keys: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let mut g = GenwardRig::start(floods);
+    let mut t = DtachRig::start(scratch, floods);
+    let (mut ours, mut theirs) = (Vec::with_capacity(keys), Vec::with_capacity(keys));
+    for i in 0..keys {
+        let key = b'a' + (i % 26) as u8;
+        if i % 2 == 0 {
+            ours.push(g.term.round_trip(key));
+            theirs.push(t.term.round_trip(key));
+        } else {
+            theirs.push(t.term.round_trip(key));
+            ours.push(g.term.round_trip(key));
+        }
+    }
+    g.stop();
+    t.stop();
+    ours.sort();
+    theirs.sort();
+    (ours, theirs)
 }
 
 fn main() {
@@ -355,6 +421,47 @@ fn main() {
         println!("| floods | p50 ratio min / median / max | p99 ratio min / median / max |");
         println!("|---:|---|---|");
         for (floods, p50s, p99s) in ratios {
+            println!(
+                "| {floods} | {} | {} |",
+                rounds::min_med_max(p50s),
+                rounds::min_med_max(p99s)
+            );
+        }
+    }
+    if dtach {
+        // The same, both sides under the same floods at once (see `shared_side`).
+        println!();
+        println!("Under the same floods (K in genward and K in dtach at once, keys in turn):");
+        println!();
+        println!("| floods (each) | round | genward p50 / p99 / max | dtach p50 / p99 / max | p50 ratio | p99 ratio |");
+        println!("|---:|---:|---|---|---:|---:|");
+        let mut shared: Vec<(usize, Vec<f64>, Vec<f64>)> = Vec::new();
+        for &floods in z.floods {
+            let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
+            for round in 0..z.rounds {
+                let (ours, theirs) = shared_side(&scratch, floods, z.keys);
+                let (g, t) = (side(&ours), side(&theirs));
+                let r50 = g.p50.as_secs_f64() / t.p50.as_secs_f64();
+                let r99 = g.p99.as_secs_f64() / t.p99.as_secs_f64();
+                p50s.push(r50);
+                p99s.push(r99);
+                println!(
+                    "| {floods} | {} | {} / {} / {} | {} / {} / {} | {r50:.2} | {r99:.2} |",
+                    round + 1,
+                    ms(g.p50),
+                    ms(g.p99),
+                    ms(g.max),
+                    ms(t.p50),
+                    ms(t.p99),
+                    ms(t.max)
+                );
+            }
+            shared.push((floods, p50s, p99s));
+        }
+        println!();
+        println!("| floods (each) | p50 ratio min / median / max | p99 ratio min / median / max |");
+        println!("|---:|---|---|");
+        for (floods, p50s, p99s) in shared {
             println!(
                 "| {floods} | {} | {} |",
                 rounds::min_med_max(p50s),
