@@ -12,6 +12,7 @@ mod leaders;
 mod starts;
 mod trees;
 
+use super::backlog::BULK_SLICE;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
@@ -334,9 +335,13 @@ impl Children {
             return Read::WouldBlock;
         }
         match read_nonblocking(fd, buf) {
-            Ok(ReadOutcome::Data(n)) if stream == Stream::Pty => {
+            // A keystroke's echo is not coalesced: only a bulk-sized read (a terminal that
+            // floods hands out its line discipline's buffer per read) asks whether more is
+            // there — a `FIONREAD` per key saved.
+            Ok(ReadOutcome::Data(n)) if stream == Stream::Pty && n >= BULK_SLICE => {
                 Read::Data(coalesce_pty(fd, buf, n))
             }
+            Ok(ReadOutcome::Data(n)) if stream == Stream::Pty => Read::Data(n),
             Ok(ReadOutcome::Data(n)) => {
                 child.grow_on_data(stream);
                 Read::Data(n)

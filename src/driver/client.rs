@@ -71,6 +71,10 @@ pub struct Client {
     fruitless: u32,
     /// Tries still to skip.
     skip: u32,
+    /// Polled for writability: only while bytes wait in the outbox. Always asked, every
+    /// record the client read woke the loop once more for nothing (a Unix socket reports
+    /// room each time its reader takes something).
+    room_watched: bool,
 }
 
 impl Client {
@@ -88,6 +92,24 @@ impl Client {
             dirty: false,
             fruitless: 0,
             skip: 0,
+            room_watched: true,
+        }
+    }
+
+    /// Polls the socket for room exactly while bytes wait in the outbox (as `token`).
+    pub fn watch_room(&mut self, registry: &mio::Registry, token: mio::Token) {
+        let wants = !self.outbox.is_empty();
+        if wants == self.room_watched {
+            return;
+        }
+        let interest = if wants {
+            mio::Interest::READABLE | mio::Interest::WRITABLE
+        } else {
+            mio::Interest::READABLE
+        };
+        match registry.reregister(&mut self.stream, token, interest) {
+            Ok(()) => self.room_watched = wants,
+            Err(e) => log::error!("poll a client for room: {e}"),
         }
     }
 
@@ -175,6 +197,7 @@ impl Client {
             dirty: false,
             fruitless: 0,
             skip: 0,
+            room_watched: true,
         }
     }
 

@@ -294,6 +294,9 @@ impl Clients {
         let Some(client) = self.table.get_mut(&id) else {
             return false;
         };
+        if let Some(token) = Source::Client(id).token() {
+            client.watch_room(registry, token);
+        }
         // Requests are read again once their answers have room; output flowing to a
         // subscriber never holds its requests back (see `Outbox::can_take_replies`).
         if client.paused && client.outbox.can_take_replies() {

@@ -8,6 +8,7 @@ use mio::Token;
 
 use super::Daemon;
 use crate::core::{Event, Input, SessionState, Stream};
+use crate::driver::backlog::BULK_SLICE;
 use crate::driver::children::Read;
 use crate::driver::token::Source;
 use crate::proto::encode;
@@ -23,7 +24,7 @@ impl Daemon {
         if self.turn.holds(gen) {
             return self.turn.park_also(gen, token);
         }
-        {
+        let slice = {
             let registry = self.poll.registry();
             match self
                 .children
@@ -61,6 +62,7 @@ impl Daemon {
                             return self.turn.park(gen, &at.session, token);
                         }
                     }
+                    n
                 }
                 Read::Eof => {
                     self.turn.forget(token);
@@ -70,8 +72,15 @@ impl Daemon {
                 Read::WouldBlock => return self.turn.drained(token),
                 Read::Gone => return self.turn.forget(token),
             }
+        };
+        if slice < BULK_SLICE {
+            // A read this small took all there was (a pipe's or a terminal's whole
+            // content, the read being far larger): the next output is a new readiness,
+            // so a keystroke's echo costs no second look (a turn and a system call).
+            self.turn.drained(token);
+        } else {
+            self.turn.again(token);
         }
-        self.turn.again(token);
     }
 
     /// Appends an event to its session's log, answers `wait`s for a generation's end, and
