@@ -62,6 +62,29 @@ fn stdin_round_trip_and_close_input_through_cat() {
 }
 
 #[test]
+fn a_few_bytes_then_an_exit_are_read_to_their_end_in_both_modes() {
+    // The writer is gone before the daemon reads: its few bytes and the end of the
+    // stream come in one readiness, and the end must still be seen (not the drain
+    // deadline's `truncated`).
+    let d = Daemon::start("short-writer", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    for (i, pty) in [false, true, false, true].into_iter().enumerate() {
+        let session = format!("short{i}");
+        let gen = c.ok(
+            json!({"op": "spawn", "session": session, "argv": ["printf", "a\\nb"], "pty": pty}),
+        )["gen"]
+            .as_u64()
+            .unwrap();
+        let seen = c.events_until(|m| m.is("exited", gen));
+        let end = seen.last().unwrap().json();
+        assert_eq!(end["truncated"], false, "pty: {pty}: {end}");
+        let want: &[u8] = if pty { b"a\r\nb" } else { b"a\nb" };
+        assert_eq!(output_of(&seen, gen), want, "pty: {pty}");
+    }
+}
+
+#[test]
 fn a_quiet_write_is_answered_only_when_it_fails() {
     let d = Daemon::start("quiet-write", &[]);
     let mut c = d.client();

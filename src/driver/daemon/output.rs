@@ -73,10 +73,11 @@ impl Daemon {
                 Read::Gone => return self.turn.forget(token),
             }
         };
-        if slice < BULK_SLICE {
-            // A read this small took all there was (a pipe's or a terminal's whole
-            // content, the read being far larger): the next output is a new readiness,
-            // so a keystroke's echo costs no second look (a turn and a system call).
+        if stream == Stream::Pty && slice < BULK_SLICE && !self.children.pty_hung_up(gen) {
+            // A read this small took all the terminal had (the read asks for far more):
+            // its next output, or its hang-up, is a new readiness, so a keystroke's echo
+            // costs no second look (a turn and a system call). Not a pipe's: a pipe whose
+            // writer closed before the read reports no new readiness for its end.
             self.turn.drained(token);
         } else {
             self.turn.again(token);
