@@ -360,6 +360,20 @@ fn shared_side(scratch: &Path, floods: usize, keys: usize) -> (Vec<Duration>, Ve
     (ours, theirs)
 }
 
+/// The ratios' min / median / max per flood count, headed `floods`.
+fn print_summary(floods: &str, ratios: Vec<(usize, Vec<f64>, Vec<f64>)>) {
+    println!();
+    println!("| {floods} | p50 ratio min / median / max | p99 ratio min / median / max |");
+    println!("|---:|---|---|");
+    for (k, p50s, p99s) in ratios {
+        println!(
+            "| {k} | {} | {} |",
+            rounds::min_med_max(p50s),
+            rounds::min_med_max(p99s)
+        );
+    }
+}
+
 fn main() {
     rounds::state_on_tmpfs();
     let (full, asked) = rounds::run_kind();
@@ -417,16 +431,7 @@ fn main() {
         ratios.push((floods, p50s, p99s));
     }
     if dtach {
-        println!();
-        println!("| floods | p50 ratio min / median / max | p99 ratio min / median / max |");
-        println!("|---:|---|---|");
-        for (floods, p50s, p99s) in ratios {
-            println!(
-                "| {floods} | {} | {} |",
-                rounds::min_med_max(p50s),
-                rounds::min_med_max(p99s)
-            );
-        }
+        print_summary("floods", ratios);
     }
     if dtach {
         // The same, both sides under the same floods at once (see `shared_side`).
@@ -458,15 +463,6 @@ fn main() {
             }
             shared.push((floods, p50s, p99s));
         }
-        println!();
-        println!("| floods (each) | p50 ratio min / median / max | p99 ratio min / median / max |");
-        println!("|---:|---|---|");
-        for (floods, p50s, p99s) in shared {
-            println!(
-                "| {floods} | {} | {} |",
-                rounds::min_med_max(p50s),
-                rounds::min_med_max(p99s)
-            );
-        }
+        print_summary("floods (each)", shared);
     }
 }
