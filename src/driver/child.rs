@@ -100,7 +100,6 @@ fn role_of(stream: Stream) -> Role {
     }
 }
 
-/// Stops watching a descriptor before it is closed ("deregister before drop").
 /// What a PTY master is polled for: its output, and room for input while some waits.
 fn pty_interest(writable: bool) -> Interest {
     if writable {
@@ -110,6 +109,7 @@ fn pty_interest(writable: bool) -> Interest {
     }
 }
 
+/// Stops watching a descriptor before it is closed ("deregister before drop").
 fn deregister(registry: &Registry, fd: &OwnedFd) {
     let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
 }

@@ -12,12 +12,12 @@ mod leaders;
 mod starts;
 mod trees;
 
-use super::backlog::BULK_SLICE;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use mio::Registry;
 
+use super::backlog::BULK_SLICE;
 use super::cgroup_pool::CgroupPool;
 use super::child::{Child, InputProgress};
 use super::descriptors::Descriptors;
