@@ -88,6 +88,11 @@ fn a_few_bytes_then_an_exit_are_read_to_their_end_in_both_modes() {
 fn a_quiet_write_is_answered_only_when_it_fails() {
     let d = Daemon::start("quiet-write", &[]);
     let mut c = d.client();
+    let hello = c.ok(json!({"op": "hello"}));
+    assert!(hello["capabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("quiet_write")));
     let gen = c.ok(json!({"op": "spawn", "session": "cat", "argv": ["cat"]}))["gen"]
         .as_u64()
         .unwrap();

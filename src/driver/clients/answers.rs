@@ -76,7 +76,7 @@ impl Clients {
             })
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless","reload"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless","reload","quiet_write"]"#,
                 )
             });
         w.finish();
