@@ -362,11 +362,6 @@ impl Children {
         }
     }
 
-    /// Whether `gen`'s PTY master reported a hang-up (it is read to its end).
-    pub fn pty_hung_up(&self, gen: u64) -> bool {
-        self.table.get(&gen).is_some_and(Child::pty_hangup_seen)
-    }
-
     /// Notes that `gen`'s PTY master reported a hang-up.
     pub fn saw_pty_hangup(&mut self, gen: u64) {
         if let Some(c) = self.table.get_mut(&gen) {

@@ -8,7 +8,6 @@ use mio::Token;
 
 use super::Daemon;
 use crate::core::{Event, Input, SessionState, Stream};
-use crate::driver::backlog::BULK_SLICE;
 use crate::driver::children::Read;
 use crate::driver::token::Source;
 use crate::proto::encode;
@@ -24,7 +23,7 @@ impl Daemon {
         if self.turn.holds(gen) {
             return self.turn.park_also(gen, token);
         }
-        let slice = {
+        {
             let registry = self.poll.registry();
             match self
                 .children
@@ -62,7 +61,6 @@ impl Daemon {
                             return self.turn.park(gen, &at.session, token);
                         }
                     }
-                    n
                 }
                 Read::Eof => {
                     self.turn.forget(token);
@@ -72,16 +70,8 @@ impl Daemon {
                 Read::WouldBlock => return self.turn.drained(token),
                 Read::Gone => return self.turn.forget(token),
             }
-        };
-        if stream == Stream::Pty && slice < BULK_SLICE && !self.children.pty_hung_up(gen) {
-            // A read this small took all the terminal had (the read asks for far more):
-            // its next output, or its hang-up, is a new readiness, so a keystroke's echo
-            // costs no second look (a turn and a system call). Not a pipe's: a pipe whose
-            // writer closed before the read reports no new readiness for its end.
-            self.turn.drained(token);
-        } else {
-            self.turn.again(token);
         }
+        self.turn.again(token);
     }
 
     /// Appends an event to its session's log, answers `wait`s for a generation's end, and
