@@ -178,11 +178,13 @@ impl Core {
     pub(super) fn stop_in_order(&mut self, grace: Option<std::time::Duration>) {
         let gens: Vec<u64> = self.gens.keys().copied().collect();
         for gen in gens {
+            // Only a running one waits, as in `stop_after_dependents` (and as an imported
+            // core rebuilds the waits): one not started yet is given up at once.
             let deferred = grace.is_none()
-                && self
-                    .gens
-                    .get(&gen)
-                    .is_some_and(|g| self.has_live_dependents(&g.session.clone()));
+                && self.gens.get(&gen).is_some_and(|g| {
+                    matches!(g.phase, Phase::Running { .. })
+                        && self.has_live_dependents(&g.session.clone())
+                });
             if deferred {
                 self.deferred_stops.insert(gen);
             } else {
