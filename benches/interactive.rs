@@ -208,6 +208,19 @@ fn side(times: &[Duration]) -> Side {
     }
 }
 
+impl Side {
+    /// `p50 / p99 / max`, in milliseconds.
+    fn text(&self) -> String {
+        format!("{} / {} / {}", ms(self.p50), ms(self.p99), ms(self.max))
+    }
+
+    /// This side's p50 and p99 over `other`'s.
+    fn ratios(&self, other: &Side) -> (f64, f64) {
+        let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+        (r(self.p50, other.p50), r(self.p99, other.p99))
+    }
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
@@ -407,24 +420,17 @@ fn main() {
             let (theirs_txt, r50, r99) = match theirs {
                 Some(t) => {
                     let t = side(&t);
-                    let r50 = g.p50.as_secs_f64() / t.p50.as_secs_f64();
-                    let r99 = g.p99.as_secs_f64() / t.p99.as_secs_f64();
+                    let (r50, r99) = g.ratios(&t);
                     p50s.push(r50);
                     p99s.push(r99);
-                    (
-                        format!("{} / {} / {}", ms(t.p50), ms(t.p99), ms(t.max)),
-                        format!("{r50:.2}"),
-                        format!("{r99:.2}"),
-                    )
+                    (t.text(), format!("{r50:.2}"), format!("{r99:.2}"))
                 }
                 None => ("SKIP".into(), "-".into(), "-".into()),
             };
             println!(
-                "| {floods} | {} | {} / {} / {} | {theirs_txt} | {r50} | {r99} | {:.0} MiB/s |",
+                "| {floods} | {} | {} | {theirs_txt} | {r50} | {r99} | {:.0} MiB/s |",
                 round + 1,
-                ms(g.p50),
-                ms(g.p99),
-                ms(g.max),
+                g.text(),
                 ours.1
             );
         }
@@ -446,19 +452,14 @@ fn main() {
             for round in 0..z.rounds {
                 let (ours, theirs) = shared_side(&scratch, floods, z.keys);
                 let (g, t) = (side(&ours), side(&theirs));
-                let r50 = g.p50.as_secs_f64() / t.p50.as_secs_f64();
-                let r99 = g.p99.as_secs_f64() / t.p99.as_secs_f64();
+                let (r50, r99) = g.ratios(&t);
                 p50s.push(r50);
                 p99s.push(r99);
                 println!(
-                    "| {floods} | {} | {} / {} / {} | {} / {} / {} | {r50:.2} | {r99:.2} |",
+                    "| {floods} | {} | {} | {} | {r50:.2} | {r99:.2} |",
                     round + 1,
-                    ms(g.p50),
-                    ms(g.p99),
-                    ms(g.max),
-                    ms(t.p50),
-                    ms(t.p99),
-                    ms(t.max)
+                    g.text(),
+                    t.text()
                 );
             }
             shared.push((floods, p50s, p99s));

@@ -178,14 +178,7 @@ impl Core {
     pub(super) fn stop_in_order(&mut self, grace: Option<std::time::Duration>) {
         let gens: Vec<u64> = self.gens.keys().copied().collect();
         for gen in gens {
-            // Only a running one waits, as in `stop_after_dependents` (and as an imported
-            // core rebuilds the waits): one not started yet is given up at once.
-            let deferred = grace.is_none()
-                && self.gens.get(&gen).is_some_and(|g| {
-                    matches!(g.phase, Phase::Running { .. })
-                        && self.has_live_dependents(&g.session.clone())
-                });
-            if deferred {
+            if grace.is_none() && self.waits_for_dependents(gen) {
                 self.deferred_stops.insert(gen);
             } else {
                 self.deferred_stops.remove(&gen);
@@ -225,14 +218,19 @@ impl Core {
         })
     }
 
+    /// Whether stopping `gen` waits for the sessions going away that depend on its
+    /// session. Only a running generation waits (as an imported core rebuilds the waits):
+    /// one not started yet is given up at once.
+    fn waits_for_dependents(&self, gen: u64) -> bool {
+        self.gens.get(&gen).is_some_and(|g| {
+            matches!(g.phase, Phase::Running { .. }) && self.has_live_dependents(&g.session)
+        })
+    }
+
     /// Stops `gen` now, or once the sessions going away that depend on its session have
     /// ended (dependents first).
     pub(super) fn stop_after_dependents(&mut self, gen: u64) {
-        // Only a running one waits: one not started yet is given up at once.
-        let waits = self.gens.get(&gen).is_some_and(|g| {
-            matches!(g.phase, Phase::Running { .. }) && self.has_live_dependents(&g.session.clone())
-        });
-        if waits {
+        if self.waits_for_dependents(gen) {
             self.deferred_stops.insert(gen);
         } else {
             self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
