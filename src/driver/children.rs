@@ -60,6 +60,11 @@ pub struct Children {
     budget: Descriptors,
     /// Orphans are reparented to us (PID 1 or subreaper) and must be reaped.
     adopts_orphans: bool,
+    /// When our children are next looked through for orphans (a `SIGCHLD` came).
+    orphan_sweep: Option<Instant>,
+    /// The generations whose exit is learned on `SIGCHLD` rather than from a watched
+    /// pidfd: kept as they come and go, so a `SIGCHLD` costs nothing per running child.
+    on_sigchld: HashSet<u64>,
     /// Where generations get cgroups of their own, when the daemon may create them.
     cgroups: Option<CgroupRoot>,
     /// Emptied cgroups kept for generations without limits.
@@ -121,6 +126,8 @@ impl Children {
             budget: Descriptors::unmeasured(),
             reaper,
             adopts_orphans,
+            orphan_sweep: None,
+            on_sigchld: HashSet::new(),
             cgroups,
             pool: CgroupPool::default(),
             look_soon: false,
@@ -160,6 +167,9 @@ impl Children {
     /// Takes in `child`, counting its descriptors.
     fn insert(&mut self, gen: u64, mut child: Child) {
         self.held += child.count_descriptors();
+        if !child.pidfd_watched() {
+            self.on_sigchld.insert(gen);
+        }
         if let Some(old) = self.table.insert(gen, child) {
             // Not expected (a generation is taken in once), but its count goes with it.
             self.held -= old.counted();
@@ -406,6 +416,7 @@ impl Children {
             Err(e) => log::error!("gen {gen}: reap: {e}"),
         }
         child.unwatch_pidfd(registry);
+        self.on_sigchld.remove(&gen);
     }
 
     /// Sets `gen`'s terminal size (or holds it until it runs).
@@ -435,6 +446,7 @@ impl Children {
             launch.abandon(registry);
         }
         self.watched.remove(&gen);
+        self.on_sigchld.remove(&gen);
         self.exits.forget(gen);
         self.rechecks.forget(gen);
         self.probe_identities.forget(gen);

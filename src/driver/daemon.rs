@@ -150,6 +150,7 @@ impl Daemon {
             for gen in self.children.status_due(Instant::now()) {
                 self.check_exit(gen);
             }
+            self.children.sweep_orphans(Instant::now());
             self.check_unverified();
             let registry = self.poll.registry();
             for gen in groups::emptied(&self.core, &mut self.children, registry) {
@@ -383,7 +384,7 @@ impl Daemon {
                 self.tell(input);
             }
         }
-        self.children.reap_orphans();
+        self.children.orphans_may_have_exited(Instant::now());
         crate::sys::spawn::reap_abandoned();
     }
 

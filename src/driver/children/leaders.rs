@@ -7,6 +7,10 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use super::Children;
+
+/// How long after a `SIGCHLD` our children are looked through for orphans (see
+/// [`Children::orphans_may_have_exited`]): a burst of exits is one look.
+pub const ORPHAN_SWEEP_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
 use crate::core::ExitStatus;
 use crate::sys::pidfd_ext::ExitInfo;
 use crate::sys::process::{Exit, Process};
@@ -117,9 +121,9 @@ impl Children {
     }
 
     /// When an adopted process is to be asked again for its status (it exited), or, one
-    /// without a pidfd, whether it still runs.
+    /// without a pidfd, whether it still runs; or our children looked through for orphans.
     pub fn status_deadline(&self) -> Option<Instant> {
-        [self.exits.deadline(), self.rechecks.deadline()]
+        [self.exits.deadline(), self.rechecks.deadline(), self.orphan_sweep]
             .into_iter()
             .flatten()
             .min()
@@ -136,25 +140,36 @@ impl Children {
         due
     }
 
-    /// Generations whose exit is learned from SIGCHLD rather than a watched pidfd.
+    /// Generations whose exit is learned from SIGCHLD rather than a watched pidfd (not
+    /// reaped yet).
     pub fn without_pidfd(&self) -> Vec<u64> {
-        self.table
-            .iter()
-            .filter(|(_, c)| !c.pidfd_watched())
-            .map(|(g, _)| *g)
-            .collect()
+        self.on_sigchld.iter().copied().collect()
+    }
+
+    /// A `SIGCHLD` came: our children are looked through for orphans to reap within
+    /// [`ORPHAN_SWEEP_DELAY`], once however many more come meanwhile.
+    ///
+    /// The look costs time linear in our children (every running generation's leader is
+    /// one); taken on every `SIGCHLD` it made each spawn's cost grow with the running
+    /// sessions. An orphan is a zombie until then, holding nothing but its pid.
+    pub fn orphans_may_have_exited(&mut self, now: Instant) {
+        if self.adopts_orphans && self.orphan_sweep.is_none() {
+            self.orphan_sweep = Some(now + ORPHAN_SWEEP_DELAY);
+        }
     }
 
     /// Reaps orphaned descendants reparented to us, by pid, leaving our own leaders to
-    /// their generations (never `waitpid(-1)`, which would steal them).
+    /// their generations (never `waitpid(-1)`, which would steal them), if a look is due
+    /// at `now`.
     ///
-    /// Runs on every SIGCHLD, with as many of our children listed as there are running
-    /// generations: the tracked pids are gathered once, so a call costs time linear in
-    /// the children, not their square.
-    pub fn reap_orphans(&self) {
-        if !self.adopts_orphans {
+    /// With as many of our children listed as there are running generations, the tracked
+    /// pids are gathered once, so a look costs time linear in the children, not their
+    /// square.
+    pub fn sweep_orphans(&mut self, now: Instant) {
+        if self.orphan_sweep.is_none_or(|at| at > now) {
             return;
         }
+        self.orphan_sweep = None;
         let mut pids = None;
         let tracked = |pid: i32| {
             let pids: &HashSet<i32> = pids.get_or_insert_with(|| self.tracked_pids());

@@ -38,10 +38,13 @@ impl Children {
             log::warn!("gen {gen}: signal {signal} is not deliverable");
             return;
         };
-        let others = match scope {
-            Scope::Leader => Vec::new(),
-            Scope::Tree | Scope::Foreground => self.others(gen),
+        // Only a walk of a session or a foreground group needs them (a cgroup does not).
+        let walks = match scope {
+            Scope::Leader => false,
+            Scope::Tree => self.table.get(&gen).is_some_and(|c| c.cgroup().is_none()),
+            Scope::Foreground => true,
         };
+        let others = if walks { self.others(gen) } else { Vec::new() };
         let Some(child) = self.table.get_mut(&gen) else {
             // No process held (released, or taken back unverified): a pid alone is never
             // signalled.
