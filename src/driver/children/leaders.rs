@@ -10,7 +10,7 @@ use super::Children;
 
 /// How long after a `SIGCHLD` our children are looked through for orphans (see
 /// [`Children::orphans_may_have_exited`]): a burst of exits is one look.
-pub const ORPHAN_SWEEP_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
+pub const ORPHAN_SWEEP_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 use crate::core::ExitStatus;
 use crate::sys::pidfd_ext::ExitInfo;
 use crate::sys::process::{Exit, Process};
