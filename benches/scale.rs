@@ -4,7 +4,13 @@
 //! - a spawn's and a `get`'s latency through the daemon (median of serial requests),
 //! - the daemon's CPU while idle,
 //! - a loop turn in the core itself (`next_deadline` + `handle_timeout`), beside the scan
-//!   of the tables it replaced (`scan_deadline`).
+//!   of the tables it replaced (`scan_deadline`);
+//!
+//! and, in a second table, against R sessions *running* (`sleep`, each holding its pipes,
+//! pidfd and cgroup watch open in the daemon): a spawn's whole trip (spawn until its
+//! `exited` arrives, median of serial ones) and the daemon's open descriptors. R is capped
+//! by the descriptor limit the bench may give the daemon (as root 10,000; else the
+//! soft limit allows).
 //!
 //! The daemon's state directory goes to /dev/shm where there is one, so the figures are
 //! the daemon's, not the disk's `fsync`s. Run with `cargo bench --bench scale`; without
@@ -45,6 +51,58 @@ fn main() {
             d.rss_per_session, d.spawn_us, d.get_us, d.idle_cpu_pct, turn, scan
         );
     }
+    let running: &[usize] = if full { &[0, 1_000, 10_000] } else { &[0, 10] };
+    println!();
+    println!("| R running | daemon descriptors | spawn until exited, p50 |");
+    println!("| ---: | ---: | ---: |");
+    for &r in running {
+        let r = r.min(running_cap());
+        let (fds, trip) = spawn_beside_running(r);
+        println!("| {r} | {fds} | {trip:.0} µs |");
+    }
+}
+
+/// Descriptors each running session holds in the daemon, at most, with room to spare.
+const FDS_PER_RUNNING: u64 = 8;
+
+/// The most sessions this process can have running under one daemon, which inherits our
+/// descriptor limit (and raises it to the hard limit).
+fn running_cap() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer for the call.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    (lim.rlim_max.saturating_sub(1_000) / FDS_PER_RUNNING) as usize
+}
+
+/// With `r` sessions running: the daemon's open descriptors and the median µs from a
+/// spawn of `true` to its `exited`.
+fn spawn_beside_running(r: usize) -> (usize, f64) {
+    let max = (r + 10).to_string();
+    let d = Daemon::start("bench-scale-running", &["--max-sessions", &max]);
+    let pid = d.child.id();
+    let mut c = d.client();
+    let spawns: Vec<Value> = (0..r)
+        .map(|i| json!({"op": "spawn", "session": format!("r{i}"), "argv": ["sleep", "3600"]}))
+        .collect();
+    for resp in c.pipelined(&spawns) {
+        assert_eq!(resp["ok"], json!(true), "{resp}");
+    }
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
+    let mut w = d.client();
+    w.ok(json!({"op": "spawn", "session": "t", "argv": ["true"]}));
+    w.ok(json!({"op": "subscribe", "session": "t"}));
+    let trip = median_us((0..SAMPLES).map(|_| {
+        timed(|| {
+            let gen = w.ok(json!({"op": "spawn", "session": "t", "argv": ["true"]}))["gen"]
+                .as_u64()
+                .expect("a spawn answers its gen");
+            w.events_until(|m| m.is("exited", gen));
+        })
+    }));
+    (fds, trip)
 }
 
 struct DaemonFigures {
