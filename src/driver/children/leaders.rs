@@ -123,10 +123,14 @@ impl Children {
     /// When an adopted process is to be asked again for its status (it exited), or, one
     /// without a pidfd, whether it still runs; or our children looked through for orphans.
     pub fn status_deadline(&self) -> Option<Instant> {
-        [self.exits.deadline(), self.rechecks.deadline(), self.orphan_sweep]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.exits.deadline(),
+            self.rechecks.deadline(),
+            self.orphan_sweep,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The generations to be asked again at `now` (see [`status_deadline`]).
