@@ -7,13 +7,13 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use super::Children;
+use crate::core::ExitStatus;
+use crate::sys::pidfd_ext::ExitInfo;
+use crate::sys::process::{Exit, Process};
 
 /// How long after a `SIGCHLD` our children are looked through for orphans (see
 /// [`Children::orphans_may_have_exited`]): a burst of exits is one look.
 pub const ORPHAN_SWEEP_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
-use crate::core::ExitStatus;
-use crate::sys::pidfd_ext::ExitInfo;
-use crate::sys::process::{Exit, Process};
 
 /// What became of a leader the core still thinks is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
