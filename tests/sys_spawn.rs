@@ -306,6 +306,48 @@ fn no_descriptors_leak_into_the_child() {
     assert!(fds.starts_with(&["0", "1", "2"]), "{fds:?}");
 }
 
+#[test]
+fn children_started_at_once_beside_thousands_of_descriptors_keep_none_of_them() {
+    // Thousands of descriptors of ours, and more children starting at once than there are
+    // bands of low numbers to start children with (see `sys/spawn/band.rs`): the children
+    // that get a band and those that start with a copy of the whole table alike keep
+    // nothing of ours, and every one's output reaches its end (a band taken back no
+    // longer holds the child's pipe).
+    // SAFETY: plain getrlimit/setrlimit on our own process with a valid struct.
+    let hard = unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        lim.rlim_max
+    };
+    let extra = hard.saturating_sub(500).min(3000) as usize;
+    // The bands are kept (or not) at the first spawn, from the lowest numbers free then:
+    // a daemon keeps them as it starts.
+    output_of(&request(&["true"]));
+    let null = std::fs::File::open("/dev/null").unwrap();
+    let ours: Vec<std::os::fd::OwnedFd> = (0..extra)
+        .map(|_| null.as_fd().try_clone_to_owned().unwrap())
+        .collect();
+    // Each waits for its input to end, so all are alive while the others start.
+    let waiting = request(&["sh", "-c", "read x; exec ls /proc/self/fd"]);
+    let starting: Vec<_> = (0..20).map(|_| start(&waiting).expect("start")).collect();
+    let started: Vec<_> = starting
+        .into_iter()
+        .map(|s| s.finish().expect("exec"))
+        .collect();
+    for mut child in started {
+        drop(child.stdin.take());
+        let out = lossy(&read_to_eof(child.stdout.as_ref().unwrap().as_fd()));
+        let fds: Vec<&str> = out.split_whitespace().collect();
+        // ls opens one directory descriptor of its own to list /proc/self/fd.
+        assert!(fds.len() <= 4, "descriptors of ours in the child: {fds:?}");
+        assert!(fds.starts_with(&["0", "1", "2"]), "{fds:?}");
+        assert_eq!(wait_reap(&mut child.process), Exit::Code(0));
+    }
+    drop(ours);
+}
+
 /// The state letter of `/proc/<pid>/stat` (`R`, `S`, `D`, `Z`, ...).
 fn proc_state(pid: i32) -> Option<String> {
     proc::stat(pid as u32).map(|s| s.state)

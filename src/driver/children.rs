@@ -154,6 +154,8 @@ impl Children {
     /// Measures the descriptor budget once everything the daemon starts with is open, with
     /// `connections` clients connected.
     pub fn measure_descriptors(&mut self, connections: usize) {
+        // Kept for the whole run, so counted among the daemon's own.
+        crate::sys::spawn::keep_descriptor_bands();
         self.budget = Descriptors::measure(self.descriptors() + connections);
     }
 

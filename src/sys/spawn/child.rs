@@ -9,6 +9,7 @@
 
 use std::os::fd::RawFd;
 
+use super::band;
 use super::prepare::{Pointers, Prepared};
 use super::raw;
 use super::Step;
@@ -40,6 +41,10 @@ pub(crate) struct Plan {
     /// One more descriptor to hand over: `(source, target)`, the source above both the
     /// target and the status pipe's place, so no `dup2` clobbers a source still needed.
     pub extra: Option<(RawFd, RawFd)>,
+    /// Started sharing our descriptor table, with every descriptor above in a band below
+    /// this number (see `band.rs`): leave the shared table first, keeping only what lies
+    /// below it, and say so on the status pipe.
+    pub unshare_below: Option<RawFd>,
 }
 
 /// The descriptor the status pipe is moved to in the child, right above stdio, so that
@@ -123,6 +128,17 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
         if let Err(e) = raw::write(procs, b"0") {
             fail(pipe, Step::Cgroup, e, NO_PATH);
         }
+    }
+    if let Some(end) = plan.unshare_below {
+        // Until this returns we share our parent's descriptor table: nothing here touches
+        // a descriptor but the status pipe (a failure report, then exit, which leaves the
+        // shared table as it was).
+        if let Err(e) = raw::close_range(end as u32, u32::MAX, band::CLOSE_RANGE_UNSHARE) {
+            fail(pipe, Step::Fork, e, NO_PATH);
+        }
+        // The parent takes the band back on this. Nothing to do if it fails (the parent
+        // let go of us: the read end is closed).
+        let _ = raw::write(pipe, &[band::UNSHARED]);
     }
     if let Err(e) = raw::setsid() {
         fail(pipe, Step::Setsid, e, NO_PATH);

@@ -25,6 +25,7 @@
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
+use super::band::Lease;
 use super::child::{self, Plan};
 use super::raw;
 
@@ -36,9 +37,13 @@ const STACK: usize = 64 * 1024;
 /// so it must be dropped only once the child has provably left our memory: its status pipe
 /// reached end-of-file (the kernel closes the child's descriptors after it switched to a new
 /// address space on exec, or released ours on exit) or it was reaped.
+///
+/// Also the band of descriptor numbers a child started sharing our table was lent (see
+/// `band.rs`), until it is taken back earlier ([`ChildMemory::left_table`]).
 pub(crate) struct ChildMemory {
     plan: NonNull<Plan>,
     stack: Option<Stack>,
+    lease: Option<Lease>,
 }
 
 // SAFETY: the pointers refer to allocations owned by this value alone (the parent only
@@ -51,6 +56,17 @@ impl ChildMemory {
     pub fn plan(&self) -> &Plan {
         // SAFETY: `plan` came from `Box::into_raw` and is freed only in `drop`.
         unsafe { self.plan.as_ref() }
+    }
+
+    /// Whether the child started sharing our descriptor table and has not said yet that
+    /// it left it.
+    pub fn shares_table(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    /// The child said it has a descriptor table of its own: its band is taken back.
+    pub fn left_table(&mut self) {
+        self.lease = None;
     }
 }
 
@@ -231,7 +247,12 @@ pub(crate) struct Launched {
 /// exec: its pid and the memory to keep until it has left ours, or the errno of `clone` /
 /// `clone3` / `fork` (the memory is then freed here). [`How::IntoCgroup`] where
 /// [`CLONE3`] is false fails with `ENOSYS`.
-pub(crate) fn launch(plan: Box<Plan>, how: How) -> Result<Launched, i32> {
+///
+/// With a `lease` (only where [`raw::SHARED_MEMORY`]; the plan's descriptors are in its
+/// band and `plan.unshare_below` is its end), the child starts sharing our descriptor
+/// table (`CLONE_FILES`) and leaves it as its first step; the lease is kept with the
+/// memory.
+pub(crate) fn launch(plan: Box<Plan>, how: How, lease: Option<Lease>) -> Result<Launched, i32> {
     if matches!(how, How::IntoCgroup { .. }) && !CLONE3 {
         return Err(libc::ENOSYS);
     }
@@ -240,9 +261,16 @@ pub(crate) fn launch(plan: Box<Plan>, how: How) -> Result<Launched, i32> {
     } else {
         None
     };
+    debug_assert_eq!(lease.is_some(), plan.unshare_below.is_some());
+    let files = if lease.is_some() && stack.is_some() {
+        libc::CLONE_FILES
+    } else {
+        0
+    };
     let memory = ChildMemory {
         plan: NonNull::from(Box::leak(plan)),
         stack,
+        lease,
     };
     let arg = memory.plan.as_ptr().cast::<libc::c_void>();
     #[cfg_attr(
@@ -262,7 +290,7 @@ pub(crate) fn launch(plan: Box<Plan>, how: How) -> Result<Launched, i32> {
         ) => {
             let (low, size) = stack.usable();
             let args = CloneArgs {
-                flags: libc::CLONE_VM as u64
+                flags: (libc::CLONE_VM | files) as u64
                     | CLONE_INTO_CGROUP
                     | if want { libc::CLONE_PIDFD as u64 } else { 0 },
                 pidfd: if want {
@@ -295,14 +323,15 @@ pub(crate) fn launch(plan: Box<Plan>, how: How) -> Result<Launched, i32> {
         // pointing to the plan; both stay allocated until the child has left our memory
         // because `memory` is returned to the caller, whose contract (see `ChildMemory`) is
         // to keep it until then. Without CLONE_VFORK we return at once; without
-        // CLONE_FILES, CLONE_SIGHAND or CLONE_THREAD the child has its own descriptor table,
-        // signal handlers and thread group, and it resets the handlers before unblocking
-        // signals.
+        // CLONE_SIGHAND or CLONE_THREAD the child has its own signal handlers and thread
+        // group, and it resets the handlers before unblocking signals; with CLONE_FILES
+        // (a lease) it shares our descriptor table only until its first step, touching no
+        // descriptor but the band's status pipe before it (see `band.rs`).
         (Some(stack), How::Plain) => unsafe {
             libc::clone(
                 child_entry,
                 stack.top(),
-                libc::CLONE_VM | libc::SIGCHLD,
+                libc::CLONE_VM | files | libc::SIGCHLD,
                 arg,
             )
         },
@@ -326,6 +355,9 @@ pub(crate) fn launch(plan: Box<Plan>, how: How) -> Result<Launched, i32> {
         // else.
         unsafe { OwnedFd::from_raw_fd(pidfd) }
     });
+    if let Some(lease) = &memory.lease {
+        lease.started(pid);
+    }
     Ok(Launched { pid, pidfd, memory })
 }
 

@@ -24,6 +24,7 @@
 //! the cgroup's `cgroup.procs` before anything else ([`CgroupEntry::ChildWritesProcs`],
 //! failures reported as [`Step::Cgroup`]). [`cgroup_entry`] tells which.
 
+mod band;
 mod child;
 mod launch;
 mod prepare;
@@ -32,7 +33,7 @@ mod raw;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -44,6 +45,7 @@ use rustix::io::{fcntl_dupfd_cloexec, Errno};
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
+pub use band::keep as keep_descriptor_bands;
 pub use prepare::{MAX_ARGS, MAX_ARG_BYTES};
 
 use crate::sys::cgroup::CgroupDir;
@@ -182,7 +184,8 @@ pub enum Step {
     /// Creating pipes, the PTY, or `/dev/null`, or reading the child's status (in the
     /// parent).
     Setup = 1,
-    /// Starting the child: its stack, `clone` or `fork` (in the parent).
+    /// Starting the child: its stack, `clone` or `fork` (in the parent), or leaving the
+    /// descriptor table it started sharing (in the child; see `band.rs`).
     Fork = 2,
     /// `setsid` (in the child).
     Setsid = 3,
@@ -560,6 +563,7 @@ impl Starting {
             {
                 Ok(ReadOutcome::Data(n)) => {
                     self.got += n;
+                    self.take_back_band();
                     if self.got < Report::LEN {
                         continue;
                     }
@@ -580,6 +584,21 @@ impl Starting {
         }
     }
 
+    /// A child that started sharing our descriptor table says first, on the status pipe,
+    /// that it has left it: its band is taken back, and the rest is read as ever. Anything
+    /// else first is the report of a child that could not leave it and is exiting; its
+    /// band comes back once it is reaped.
+    fn take_back_band(&mut self) {
+        let Some(memory) = self.child.as_mut().and_then(|c| c.memory.as_mut()) else {
+            return;
+        };
+        if memory.shares_table() && self.got > 0 && self.report[0] == band::UNSHARED {
+            memory.left_table();
+            self.report.copy_within(1..self.got, 0);
+            self.got -= 1;
+        }
+    }
+
     /// The outcome: the running child, or the failed step with its errno and path.
     ///
     /// Meant for after [`Starting::poll`] returned `true`. Called before, it *blocks* until
@@ -588,7 +607,14 @@ impl Starting {
     pub fn finish(mut self) -> Result<Child, SpawnError> {
         while !self.poll() {
             let mut fds = [PollFd::new(&self.status, PollFlags::IN)];
-            match poll(&mut fds, None) {
+            // Now and then a look at whether the child died before it could leave our
+            // descriptor table (see `band.rs`): its end-of-file would never come.
+            let tick = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 100_000_000,
+            };
+            match poll(&mut fds, Some(&tick)) {
+                Ok(0) => band::release_dead(),
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(e) => {
                     self.outcome = Some(Outcome::Broken(e.raw_os_error()));
@@ -711,7 +737,12 @@ fn bury(started: Started) {
 /// Each [`start`] and [`Starting::finish`] calls it, so a busy loop need not; call it now
 /// and then (or on `SIGCHLD`) to not keep a zombie until the next spawn. A child stays here
 /// only as long as it takes to exit after `SIGKILL` (a failed child is exiting already).
+///
+/// It also takes back the descriptor bands of children that died before they could leave
+/// our descriptor table (see `band.rs`), whose status pipe would otherwise never report:
+/// an event loop calls it on every `SIGCHLD`.
 pub fn reap_abandoned() -> usize {
+    band::release_dead();
     let mut parked = ABANDONED.lock().unwrap_or_else(|e| e.into_inner());
     // Reaped, or not ours any more (`ECHILD`: someone else reaped it): either way it has
     // left our memory. Any other error keeps it, memory and all.
@@ -865,7 +896,7 @@ fn start_with(
         },
         _ => How::Plain,
     };
-    let plan = Box::new(child::Plan {
+    let mut plan = Box::new(child::Plan {
         stdio: [
             stdio.child[0].as_raw_fd(),
             stdio.child[1].as_raw_fd(),
@@ -881,12 +912,14 @@ fn start_with(
         umask: req.umask,
         rlimits: req.rlimits.clone(),
         extra: extra.as_ref().map(|(fd, target)| (fd.as_raw_fd(), *target)),
+        unshare_below: None,
     });
+    let lease = band::lend().and_then(|lease| into_band(&lease, &mut plan).then_some(lease));
     let Launched {
         pid,
         pidfd: clone_pidfd,
         memory,
-    } = launch::launch(plan, how)
+    } = launch::launch(plan, how, lease)
         .map_err(|errno| SpawnError::from_errno(Step::Fork, errno, None))?;
     // The child's ends are the child's now; closing ours makes EOF reach the right side.
     drop(status_w);
@@ -923,6 +956,46 @@ fn start_with(
         stderr: parent_stderr,
         pty,
     })
+}
+
+/// Moves every descriptor `plan` gives the child into `lease`'s band and has the child
+/// start sharing our table and leave it first thing (see `band.rs`); `false` (and `plan`
+/// as it was) where that cannot be: an extra descriptor whose number is not below the
+/// bands, or a failed `dup3`.
+fn into_band(lease: &band::Lease, plan: &mut child::Plan) -> bool {
+    if plan
+        .extra
+        .is_some_and(|(_, target)| target + 2 > band::LOWEST)
+    {
+        return false;
+    }
+    let place = |i: usize, fd: RawFd| {
+        // SAFETY: `fd` is one of the plan's descriptors, which the plan's maker
+        // (`start_with`) keeps open until the child has started.
+        lease.place(i, unsafe { BorrowedFd::borrow_raw(fd) })
+    };
+    let placed = (|| -> io::Result<_> {
+        let mut stdio = plan.stdio;
+        for (i, fd) in stdio.iter_mut().enumerate() {
+            *fd = place(i, *fd)?;
+        }
+        let status = place(3, plan.status_pipe)?;
+        let procs = plan.cgroup_procs.map(|fd| place(4, fd)).transpose()?;
+        let extra = match plan.extra {
+            Some((fd, target)) => Some((place(5, fd)?, target)),
+            None => None,
+        };
+        Ok((stdio, status, procs, extra))
+    })();
+    let Ok((stdio, status, procs, extra)) = placed else {
+        return false;
+    };
+    plan.stdio = stdio;
+    plan.status_pipe = status;
+    plan.cgroup_procs = procs;
+    plan.extra = extra;
+    plan.unshare_below = Some(lease.end);
+    true
 }
 
 /// Starts `req` and waits (blocking) until the child has exec'd or failed: [`start`] then
