@@ -22,8 +22,8 @@ use genward::sys::cgroup::{
 };
 use genward::sys::process::{Exit, ReaperMode};
 use genward::sys::spawn::{
-    cgroup_entry, start_in, start_in_via, CgroupEntry, IoMode, SpawnError, SpawnRequest,
-    StderrMode, Step,
+    cgroup_entry, reap_abandoned, start_in, start_in_via, CgroupEntry, IoMode, SpawnError,
+    SpawnRequest, StderrMode, Step,
 };
 use genward::testkit::proc;
 use rustix::event::PollFlags;
@@ -653,4 +653,43 @@ fn an_emptied_cgroup_is_reusable_only_when_empty_without_limits_or_cgroups_below
         })
         .unwrap();
     assert!(!limited.reusable(), "limits were set on it");
+}
+
+#[test]
+fn a_child_killed_before_its_first_step_still_ends_its_start() {
+    // Started into a frozen cgroup, the child never runs an instruction of ours: not the
+    // step that leaves the descriptor table it started sharing (see `sys/spawn/band.rs`),
+    // not its report. Killed there, its start must still end — as a start whose process
+    // is gone, its exit the kill's — and not wait forever for a status pipe that a band
+    // of ours would keep open.
+    const TEST: &str = "a_child_killed_before_its_first_step_still_ends_its_start";
+    let Some(tree) = Tree::new(TEST) else {
+        return;
+    };
+    if cgroup_entry() != CgroupEntry::CloneIntoCgroup {
+        return skip(
+            TEST,
+            "no clone3(CLONE_INTO_CGROUP): a child runs before it is frozen",
+        );
+    }
+    let gen = tree.root().create_generation(1).unwrap();
+    if let Err(e) = fs::write(gen.path().join("cgroup.freeze"), "1") {
+        return skip(TEST, &format!("cannot freeze a cgroup here: {e}"));
+    }
+    let req = request_with(&["true"], ReaperMode::Auto);
+    let starting = start_in_via(&req, gen.dir(), CgroupEntry::CloneIntoCgroup).expect("start");
+    let pid = starting.pid();
+    assert_eq!(gen.pids().unwrap(), vec![pid]);
+    gen.kill().expect("cgroup.kill");
+    // Dead (a zombie no longer counts as in the cgroup); what a loop does on its SIGCHLD:
+    wait_empty(&gen);
+    reap_abandoned();
+    let mut child = finish(starting).expect("a start whose process is gone");
+    assert_eq!(
+        wait_reap(&mut child.process),
+        Exit::Signal {
+            signal: libc::SIGKILL,
+            core_dumped: false
+        }
+    );
 }
