@@ -6,6 +6,10 @@
 //! stack; it only reads the [`Plan`] the parent built and keeps alive for it. Every failure
 //! is written to the status pipe as one [`Report`] and the child exits; the parent turns it
 //! into a [`super::SpawnError`].
+//!
+//! Where the parent lent it a band of descriptor numbers (`band.rs`), the child also starts
+//! sharing our descriptor table, and leaving it is its first step after entering its
+//! cgroup: until then it touches no descriptor but the status pipe.
 
 use std::os::fd::RawFd;
 
