@@ -81,6 +81,49 @@ fn input_sent_right_after_spawn_is_held_until_the_process_runs() {
 }
 
 #[test]
+fn input_pipelined_with_its_spawn_is_written_once_the_process_runs() {
+    let d = Daemon::start("pipelined-input", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    for pty in [false, true] {
+        let session = if pty { "tty" } else { "pipe" };
+        // Both requests in one write: the daemon reads them in the same turn, before the
+        // start can have finished, so the input is always held and written by the daemon
+        // on its own once the process runs (nothing else comes to wake it).
+        let spawn = json!({"id": "s", "op": "spawn", "session": session,
+            "argv": ["head", "-c", "6"], "pty": pty});
+        let write = json!({"id": "w", "op": "write", "session": session, "data": "hello\n"});
+        c.send_raw(format!("{spawn}\n{write}\n").as_bytes());
+        let mut gen = None;
+        let seen = c.events_until(|m| {
+            if m.json()["id"] == "s" {
+                gen = m.json()["gen"].as_u64();
+            }
+            gen.is_some_and(|g| m.is("exited", g))
+        });
+        let out = output_of(&seen, gen.unwrap());
+        assert!(
+            out.windows(5).any(|w| w == b"hello"),
+            "{session}: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        // The end of input held the same way: `cat` ends only if it is delivered.
+        let session = format!("{session}-eof");
+        let spawn = json!({"id": "s2", "op": "spawn", "session": session,
+            "argv": ["cat"], "pty": pty});
+        let close = json!({"id": "c2", "op": "close_input", "session": session});
+        c.send_raw(format!("{spawn}\n{close}\n").as_bytes());
+        let mut gen = None;
+        c.events_until(|m| {
+            if m.json()["id"] == "s2" {
+                gen = m.json()["gen"].as_u64();
+            }
+            gen.is_some_and(|g| m.is("exited", g))
+        });
+    }
+}
+
+#[test]
 fn a_failed_start_names_the_step_and_the_path() {
     let d = Daemon::start("spawn-why", &[]);
     let mut c = d.client();

@@ -51,6 +51,12 @@ pub struct Child {
     /// reports the end even when nothing is queued. Not carried across an upgrade:
     /// registering the master again reports the hang-up again.
     pty_hangup_seen: bool,
+    /// The PTY master is polled for writability too only while input (or its end) waits
+    /// for room. Always asked, it woke the loop once more per keystroke for nothing (the
+    /// terminal has room again as soon as the program reads the key), and that wake-up's
+    /// poll of the master, finding no output yet, waited in the kernel for the terminal's
+    /// worker to deliver the echo — behind every flooding terminal's work.
+    pty_writable_watched: bool,
     pidfd_watched: bool,
     input: Vec<u8>,
     close_input_when_written: bool,
@@ -96,6 +102,15 @@ fn role_of(stream: Stream) -> Role {
     }
 }
 
+/// What a PTY master is polled for: its output, and room for input while some waits.
+fn pty_interest(writable: bool) -> Interest {
+    if writable {
+        Interest::READABLE | Interest::WRITABLE
+    } else {
+        Interest::READABLE
+    }
+}
+
 /// Stops watching a descriptor before it is closed ("deregister before drop").
 fn deregister(registry: &Registry, fd: &OwnedFd) {
     let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
@@ -116,6 +131,7 @@ impl Child {
             stdin: spawned.stdin,
             hung_up_pty: None,
             pty_hangup_seen: false,
+            pty_writable_watched: false,
             pidfd_watched: false,
             input: Vec::new(),
             close_input_when_written: false,
@@ -150,7 +166,9 @@ impl Child {
                 continue;
             };
             let interest = if stream == Stream::Pty {
-                Interest::READABLE | Interest::WRITABLE
+                // Writability only while input waits (input carried across an upgrade).
+                self.pty_writable_watched = self.input_waits();
+                pty_interest(self.pty_writable_watched)
             } else {
                 // Grown when its first data is read, not now.
                 self.small_pipes[stream.index()] = grow;
@@ -392,6 +410,36 @@ impl Child {
         }
     }
 
+    /// Whether bytes, or the end of input, wait to be written.
+    fn input_waits(&self) -> bool {
+        !self.input.is_empty() || self.close_input_when_written
+    }
+
+    /// Polls the PTY master for room exactly while input waits for it. Called after each
+    /// flush, and by whoever queues input without flushing it (input held while the child
+    /// was starting): the room reported then is what writes it.
+    pub fn watch_pty_room(&mut self, registry: &Registry) {
+        let wants = self.input_waits();
+        if self.stdin.is_some() || wants == self.pty_writable_watched {
+            return;
+        }
+        let Some(fd) = &self.outputs[Stream::Pty.index()] else {
+            return;
+        };
+        let source = Source::Output {
+            gen: self.gen,
+            stream: Stream::Pty,
+        };
+        let Some(token) = source.token() else {
+            return;
+        };
+        let raw = fd.as_raw_fd();
+        match registry.reregister(&mut SourceFd(&raw), token, pty_interest(wants)) {
+            Ok(()) => self.pty_writable_watched = wants,
+            Err(e) => log::error!("gen {}: poll the terminal for room: {e}", self.gen),
+        }
+    }
+
     /// Writes queued input as far as the descriptor accepts without blocking.
     pub fn flush_input(&mut self, registry: &Registry) -> InputProgress {
         let fd = match (&self.stdin, &self.outputs[Stream::Pty.index()]) {
@@ -437,6 +485,7 @@ impl Child {
         if progress.broken {
             log::info!("gen {}: input closed by the child", self.gen);
         }
+        self.watch_pty_room(registry);
         progress
     }
 }

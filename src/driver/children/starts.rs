@@ -257,6 +257,8 @@ impl Children {
         if held.close_input {
             child.close_input_when_written();
         }
+        // Nothing else writes what was held: the room the terminal reports does.
+        child.watch_pty_room(registry);
         self.insert(gen, child);
         if let Some((rows, cols)) = held.size {
             self.resize(gen, rows, cols);
