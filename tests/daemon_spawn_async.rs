@@ -87,21 +87,9 @@ fn input_pipelined_with_its_spawn_is_written_once_the_process_runs() {
     c.ok(json!({"op": "subscribe", "all": true}));
     for pty in [false, true] {
         let session = if pty { "tty" } else { "pipe" };
-        // Both requests in one write: the daemon reads them in the same turn, before the
-        // start can have finished, so the input is always held and written by the daemon
-        // on its own once the process runs (nothing else comes to wake it).
-        let spawn = json!({"id": "s", "op": "spawn", "session": session,
-            "argv": ["head", "-c", "6"], "pty": pty});
-        let write = json!({"id": "w", "op": "write", "session": session, "data": "hello\n"});
-        c.send_raw(format!("{spawn}\n{write}\n").as_bytes());
-        let mut gen = None;
-        let seen = c.events_until(|m| {
-            if m.json()["id"] == "s" {
-                gen = m.json()["gen"].as_u64();
-            }
-            gen.is_some_and(|g| m.is("exited", g))
-        });
-        let out = output_of(&seen, gen.unwrap());
+        let write = json!({"op": "write", "session": session, "data": "hello\n"});
+        let (gen, seen) = with_spawn_until_exit(&mut c, session, &["head", "-c", "6"], pty, write);
+        let out = output_of(&seen, gen);
         assert!(
             out.windows(5).any(|w| w == b"hello"),
             "{session}: {:?}",
@@ -109,18 +97,33 @@ fn input_pipelined_with_its_spawn_is_written_once_the_process_runs() {
         );
         // The end of input held the same way: `cat` ends only if it is delivered.
         let session = format!("{session}-eof");
-        let spawn = json!({"id": "s2", "op": "spawn", "session": session,
-            "argv": ["cat"], "pty": pty});
-        let close = json!({"id": "c2", "op": "close_input", "session": session});
-        c.send_raw(format!("{spawn}\n{close}\n").as_bytes());
-        let mut gen = None;
-        c.events_until(|m| {
-            if m.json()["id"] == "s2" {
-                gen = m.json()["gen"].as_u64();
-            }
-            gen.is_some_and(|g| m.is("exited", g))
-        });
+        let close = json!({"op": "close_input", "session": session});
+        with_spawn_until_exit(&mut c, &session, &["cat"], pty, close);
     }
+}
+
+/// Sends a spawn of `argv` in `session` and `then` in the same write: the daemon reads
+/// both in the same turn, before the start can have finished, so what `then` asks is
+/// always held, and done by the daemon on its own once the process runs (nothing else
+/// comes to wake it). Returns the generation and every message read until it exited.
+fn with_spawn_until_exit(
+    c: &mut util::daemon::Client,
+    session: &str,
+    argv: &[&str],
+    pty: bool,
+    mut then: serde_json::Value,
+) -> (u64, Vec<Msg>) {
+    let spawn = json!({"id": "s", "op": "spawn", "session": session, "argv": argv, "pty": pty});
+    then["id"] = json!("t");
+    c.send_raw(format!("{spawn}\n{then}\n").as_bytes());
+    let mut gen = None;
+    let seen = c.events_until(|m| {
+        if m.json()["id"] == "s" {
+            gen = m.json()["gen"].as_u64();
+        }
+        gen.is_some_and(|g| m.is("exited", g))
+    });
+    (gen.unwrap(), seen)
 }
 
 #[test]

@@ -117,11 +117,15 @@ fn deregister(registry: &Registry, fd: &OwnedFd) {
 }
 
 impl Child {
-    /// Takes over a freshly spawned process and registers its descriptors.
+    /// Takes over a freshly spawned process and registers its descriptors, with the
+    /// `input` (and the end of input, if `close_input`) held for it while it started: a
+    /// terminal is then polled for room at once, and its room writes them.
     pub fn new(
         gen: u64,
         spawned: spawn::Child,
         cgroup: Option<GenCgroup>,
+        input: Vec<u8>,
+        close_input: bool,
         registry: &Registry,
     ) -> Child {
         let mut child = Child {
@@ -133,8 +137,8 @@ impl Child {
             pty_hangup_seen: false,
             pty_writable_watched: false,
             pidfd_watched: false,
-            input: Vec::new(),
-            close_input_when_written: false,
+            input,
+            close_input_when_written: close_input,
             cgroup,
             watch: None,
             closed: Roles::NONE,
@@ -166,7 +170,8 @@ impl Child {
                 continue;
             };
             let interest = if stream == Stream::Pty {
-                // Writability only while input waits (input carried across an upgrade).
+                // Writability only while input waits (held while it started, or carried
+                // across an upgrade).
                 self.pty_writable_watched = self.input_waits();
                 pty_interest(self.pty_writable_watched)
             } else {
@@ -415,10 +420,9 @@ impl Child {
         !self.input.is_empty() || self.close_input_when_written
     }
 
-    /// Polls the PTY master for room exactly while input waits for it. Called after each
-    /// flush, and by whoever queues input without flushing it (input held while the child
-    /// was starting): the room reported then is what writes it.
-    pub fn watch_pty_room(&mut self, registry: &Registry) {
+    /// Polls the PTY master for room exactly while input waits for it (after each flush;
+    /// registration asks for it too while input waits).
+    fn watch_pty_room(&mut self, registry: &Registry) {
         let wants = self.input_waits();
         if self.stdin.is_some() || wants == self.pty_writable_watched {
             return;

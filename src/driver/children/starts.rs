@@ -252,13 +252,14 @@ impl Children {
             Some(_) => Containment::Cgroup,
             None => Containment::Session,
         };
-        let mut child = Child::new(gen, spawned, held.cgroup, registry);
-        child.queue_input(&held.input);
-        if held.close_input {
-            child.close_input_when_written();
-        }
-        // Nothing else writes what was held: the room the terminal reports does.
-        child.watch_pty_room(registry);
+        let child = Child::new(
+            gen,
+            spawned,
+            held.cgroup,
+            held.input,
+            held.close_input,
+            registry,
+        );
         self.insert(gen, child);
         if let Some((rows, cols)) = held.size {
             self.resize(gen, rows, cols);
