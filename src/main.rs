@@ -156,23 +156,31 @@ fn limit(option: &str, value: &str) -> Result<usize, String> {
 }
 
 fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> {
+    // Before anything is opened, so that nothing can take the number if it is not open.
+    let ready_fd = match m.value("ready-fd") {
+        None => None,
+        Some(fd) => {
+            let n: i32 = fd
+                .parse()
+                .ok()
+                .filter(|&n| n >= 0)
+                .ok_or_else(|| format!("--ready-fd {fd}: not a file descriptor number"))?;
+            Some(
+                genward::sys::fd::adopt_inherited_writer(n)
+                    .map_err(|e| format!("--ready-fd {fd}: {e}"))?,
+            )
+        }
+    };
     init_logging();
     let (state, socket) = state_dir::resolve(m.value("state-dir").map(PathBuf::from), socket)
         .map_err(|e| e.to_string())?;
     let mut cfg = DaemonConfig::new(state, socket);
+    cfg.ready_fd = ready_fd;
     for uid in m.values("allow-uid") {
         cfg.allow_uids.push(
             uid.parse()
                 .map_err(|_| format!("--allow-uid {uid}: not a numeric uid"))?,
         );
-    }
-    if let Some(fd) = m.value("ready-fd") {
-        let fd: i32 = fd
-            .parse()
-            .ok()
-            .filter(|&n| n >= 0)
-            .ok_or_else(|| format!("--ready-fd {fd}: not a file descriptor number"))?;
-        cfg.ready_fd = Some(fd);
     }
     cfg.reaper = match m.value("reaper") {
         None | Some("auto") => ReaperMode::Auto,

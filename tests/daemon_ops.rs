@@ -286,6 +286,52 @@ fn systemd_readiness_reaches_notify_socket() {
 }
 
 #[test]
+fn a_readiness_descriptor_that_is_not_open_for_writing_is_refused_before_anything_starts() {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let dir = genward::testkit::scratch::ScratchDir::new("ready-fd-bad");
+    let (pipe_r, _pipe_w): (OwnedFd, OwnedFd) = rustix::pipe::pipe().unwrap();
+    let pipe_r = pipe_r.as_raw_fd();
+    // (descriptor number, what fd 3 is in the daemon, the refusal)
+    let cases: [(&str, Option<i32>, &str); 3] = [
+        // Closed: the daemon's first descriptor would otherwise take the number.
+        ("3", None, "--ready-fd 3: not an open descriptor"),
+        ("3", Some(pipe_r), "--ready-fd 3: open only for reading"),
+        (
+            "1",
+            None,
+            "--ready-fd 1: standard input, output and error stay the daemon's own",
+        ),
+    ];
+    for (number, fd3, refusal) in cases {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_genward"));
+        cmd.args(["daemon", "--ready-fd", number, "--state-dir"])
+            .arg(dir.join("state"))
+            .env("RUST_LOG", "warn");
+        // SAFETY: the closure makes only async-signal-safe descriptor calls on numbers
+        // open in the child (or closes one that may not be).
+        unsafe {
+            cmd.pre_exec(move || match fd3 {
+                Some(fd) => util::daemon::place_at(fd, 3),
+                None => {
+                    libc::close(3);
+                    Ok(())
+                }
+            });
+        }
+        let out =
+            util::cli::wait_bounded(cmd.stderr(std::process::Stdio::piped()).spawn().unwrap());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{number} {fd3:?}: {stderr}");
+        assert!(stderr.contains(refusal), "{number} {fd3:?}: {stderr}");
+        assert!(
+            !dir.join("state").exists(),
+            "refused before the state directory is made"
+        );
+    }
+}
+
+#[test]
 fn a_grandchild_holding_the_pipe_cannot_hold_back_the_exit() {
     // Session containment: an escapee is out of reach (a cgroup would kill it with its
     // generation; see daemon_containment), so only the drain deadline ends the wait.

@@ -46,14 +46,10 @@ fn start_unread(tag: &str, env: &[(&str, &str)]) -> (Daemon, ChildStdout) {
     .envs(env.iter().copied())
     .stdin(Stdio::null())
     .stdout(Stdio::piped());
-    // SAFETY: dup2 is async-signal-safe; both numbers are valid in the child.
+    // SAFETY: `place_at` makes only async-signal-safe calls; `ready_w_raw` is open in the
+    // child.
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::dup2(ready_w_raw, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || util::daemon::place_at(ready_w_raw, 3));
     }
     let mut child = cmd.spawn().expect("spawn genward daemon");
     drop(ready_w);

@@ -1,12 +1,13 @@
 //! The daemon's settings, from its command line and environment.
 
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::sys::process::ReaperMode;
 
 /// How the daemon runs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DaemonConfig {
     /// Private state directory (lease, socket by default).
     pub state_dir: PathBuf,
@@ -15,7 +16,7 @@ pub struct DaemonConfig {
     /// Extra uids allowed to connect (besides ours and root).
     pub allow_uids: Vec<u32>,
     /// Write a newline to this fd once ready, then close it (s6 readiness notification).
-    pub ready_fd: Option<i32>,
+    pub ready_fd: Option<OwnedFd>,
     /// pidfds (default) or the SIGCHLD fallback.
     pub reaper: ReaperMode,
     /// Be a child subreaper (the default), so orphaned descendants are reparented to (and

@@ -4,18 +4,18 @@
 //! fatal, because the socket is already serving.
 
 use std::io::Write;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::notify::Notifier;
 
 /// Notifies every configured readiness channel once.
-pub fn notify_ready(ready_fd: Option<i32>, systemd: &Notifier) {
+///
+/// The descriptor is closed after the newline, as s6 expects.
+pub fn notify_ready(ready_fd: Option<OwnedFd>, systemd: &Notifier) {
     if let Some(fd) = ready_fd {
-        // SAFETY: the fd was handed to us on the command line for exactly this purpose and
-        // nothing else in the daemon uses it; we take ownership and close it after writing.
-        let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-        if let Err(e) = file.write_all(b"\n") {
-            log::warn!("readiness fd {fd}: {e}");
+        let raw = fd.as_raw_fd();
+        if let Err(e) = std::fs::File::from(fd).write_all(b"\n") {
+            log::warn!("readiness fd {raw}: {e}");
         }
     }
     systemd.ready();

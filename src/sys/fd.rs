@@ -2,7 +2,7 @@
 //! needs spelled out instead of hidden in error kinds.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use rustix::io::Errno;
@@ -130,4 +130,50 @@ pub fn grow_pipe<Fd: AsFd>(fd: Fd, bytes: usize) -> Option<usize> {
 ///  - [Linux `ioctl_tty(2)`, `pipe(7)`](https://man7.org/linux/man-pages/man7/pipe.7.html)
 pub fn bytes_readable<Fd: AsFd>(fd: Fd) -> io::Result<u64> {
     Ok(rustix::io::ioctl_fionread(fd)?)
+}
+
+/// Takes ownership of descriptor `raw`, inherited from whoever started the daemon for it
+/// to write to once (a readiness notification), after checking that it really is open
+/// and writable, and marks it close-on-exec so that no child inherits it.
+///
+/// The check comes before the daemon opens anything: if the number was passed but never
+/// opened (a `dup2` onto itself leaves close-on-exec set, and `exec` closes it), the
+/// daemon's first descriptor would take that number, and writing the notification to it,
+/// then closing it, would break whatever had it. Standard input, output and error are
+/// refused: the daemon keeps them, and closing one would let the next descriptor opened
+/// take its number.
+///
+/// # References
+///  - [Linux `fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
+pub fn adopt_inherited_writer(raw: RawFd) -> io::Result<OwnedFd> {
+    if (0..=2).contains(&raw) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "standard input, output and error stay the daemon's own; pass a descriptor above 2",
+        ));
+    }
+    // SAFETY: F_GETFL only reads the flags of whatever `raw` names (EBADF if nothing);
+    // no memory is involved and no descriptor is created or closed.
+    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
+    if flags < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EBADF) => io::Error::new(
+                io::ErrorKind::NotFound,
+                "not an open descriptor (was it left close-on-exec?)",
+            ),
+            _ => e,
+        });
+    }
+    if flags & libc::O_ACCMODE == libc::O_RDONLY {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "open only for reading",
+        ));
+    }
+    // SAFETY: `raw` is open (checked above) and was handed to the daemon to own: nothing
+    // else in this process has it, since nothing was opened before this check.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(fd)
 }

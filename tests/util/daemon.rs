@@ -261,12 +261,11 @@ fn launch_env(
         )
         .envs(env.iter().copied())
         .stdin(Stdio::null());
-    // SAFETY: dup2 is async-signal-safe; the fd numbers are valid in the child.
+    // SAFETY: the closure makes only async-signal-safe calls; `ready_w_raw` is open in the
+    // child.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(ready_w_raw, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            place_at(ready_w_raw, 3)?;
             if let Some(soft) = nofile {
                 let mut lim: libc::rlimit = std::mem::zeroed();
                 libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
@@ -609,4 +608,28 @@ pub fn release(fifo: &Path) {
         }
     };
     std::io::Write::write_all(&mut writer, b"go\n").unwrap();
+}
+
+/// Makes `fd` the child's descriptor `target`, open across `exec`; for a `pre_exec`
+/// closure (only async-signal-safe calls).
+///
+/// `dup2(fd, target)` alone is not enough: when `fd` already is `target` it does nothing,
+/// so the close-on-exec flag the descriptor was created with stays set and `exec` closes
+/// it — the program then finds `target` closed, or taken by the first descriptor it opens.
+///
+/// # Safety
+/// Call only between `fork` and `exec`, with `fd` open in the child.
+pub unsafe fn place_at(fd: std::os::fd::RawFd, target: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: plain descriptor calls on numbers the caller vouches for.
+    let r = unsafe {
+        if fd == target {
+            libc::fcntl(fd, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(fd, target)
+        }
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
