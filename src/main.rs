@@ -174,12 +174,18 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
     init_logging();
     let (state, socket) = state_dir::resolve(m.value("state-dir").map(PathBuf::from), socket)
         .map_err(|e| e.to_string())?;
-    let mut cfg = DaemonConfig::new(state, socket);
+    // Absolute, as meant here: the keeper and re-executions start from `/`.
+    let absolute =
+        |p: PathBuf| std::path::absolute(&p).map_err(|e| format!("{}: {e}", p.display()));
+    let mut cfg = DaemonConfig::new(absolute(state)?, absolute(socket)?);
     cfg.ready_fd = ready_fd;
     for uid in m.values("allow-uid") {
         cfg.allow_uids.push(
             uid.parse()
-                .map_err(|_| format!("--allow-uid {uid}: not a numeric uid"))?,
+                .ok()
+                // (uid_t)-1 names no user: chown(2) and setreuid(2) read it as "unchanged".
+                .filter(|&n: &u32| n != u32::MAX)
+                .ok_or_else(|| format!("--allow-uid {uid}: not a numeric uid"))?,
         );
     }
     cfg.reaper = match m.value("reaper") {
@@ -187,6 +193,9 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
         Some("fallback") => ReaperMode::Fallback,
         Some(other) => return Err(format!("--reaper {other}: expected auto or fallback")),
     };
+    if m.flag("subreaper") && m.flag("no-subreaper") {
+        return Err("--subreaper and --no-subreaper: give one".into());
+    }
     cfg.subreaper = !m.flag("no-subreaper");
     cfg.containment = match m.value("containment") {
         None | Some("auto") => ContainmentMode::Auto,
@@ -201,6 +210,15 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
     if let Some(hold) = m.value("keeper-hold") {
         let d = genward::proto::duration::parse_duration(hold)
             .map_err(|e| format!("--keeper-hold {hold}: {e}"))?;
+        if d.is_zero() {
+            return Err(format!(
+                "--keeper-hold {hold}: a keeper that holds nothing; use --no-keeper"
+            ));
+        }
+        // The keeper is told its hold in milliseconds.
+        if u64::try_from(d.as_millis()).is_err() {
+            return Err(format!("--keeper-hold {hold}: too large"));
+        }
         cfg.keeper_hold = Some(d);
     }
     if let Some(n) = m.value("max-sessions") {

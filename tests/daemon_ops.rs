@@ -332,6 +332,89 @@ fn a_readiness_descriptor_that_is_not_open_for_writing_is_refused_before_anythin
 }
 
 #[test]
+fn a_bad_daemon_option_is_refused_before_anything_starts() {
+    let dir = genward::testkit::scratch::ScratchDir::new("daemon-options");
+    let long = dir.join("x".repeat(120));
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--keeper-hold", "0"],
+            "--keeper-hold 0: a keeper that holds nothing; use --no-keeper",
+        ),
+        // 2^64 ms: the keeper is told its hold in milliseconds.
+        (
+            &["--keeper-hold", "18446744073709551616ms"],
+            "--keeper-hold 18446744073709551616ms: too large",
+        ),
+        (
+            &["--subreaper", "--no-subreaper"],
+            "--subreaper and --no-subreaper: give one",
+        ),
+        (
+            &["--allow-uid", "4294967295"],
+            "--allow-uid 4294967295: not a numeric uid",
+        ),
+        // Too long for a Unix socket's address.
+        (
+            &["--socket", long.to_str().unwrap()],
+            long.to_str().unwrap(),
+        ),
+    ];
+    for (args, refusal) in cases {
+        let out = util::cli::wait_bounded(
+            std::process::Command::new(env!("CARGO_BIN_EXE_genward"))
+                .arg("daemon")
+                .args(args)
+                .arg("--state-dir")
+                .arg(dir.join("state"))
+                .env("RUST_LOG", "warn")
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(refusal), "{args:?}: {stderr}");
+        assert!(
+            !dir.join("state").exists(),
+            "{args:?}: refused before the state directory is made"
+        );
+    }
+}
+
+#[test]
+fn a_relative_state_directory_keeps_its_keeper() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = genward::testkit::scratch::ScratchDir::new("relative-state");
+    let (ready_r, ready_w) = rustix::pipe::pipe().unwrap();
+    let ready_w_raw = ready_w.as_raw_fd();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_genward"));
+    cmd.args(["daemon", "--ready-fd", "3", "--state-dir", "rel"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn");
+    // SAFETY: `place_at` makes only async-signal-safe calls; `ready_w_raw` is open in the
+    // child.
+    unsafe {
+        cmd.pre_exec(move || util::daemon::place_at(ready_w_raw, 3));
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(ready_w);
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        std::fs::File::from(ready_r).read(&mut byte).unwrap(),
+        1,
+        "ready"
+    );
+    let mut c = util::daemon::Client::connect(&dir.join("rel").join("genward.sock"));
+    let hello = c.ok(json!({"op": "hello"}));
+    // The keeper starts from `/`: it is handed the directory as an absolute path.
+    assert_eq!(hello["keeper"], true, "{hello}");
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
 fn a_grandchild_holding_the_pipe_cannot_hold_back_the_exit() {
     // Session containment: an escapee is out of reach (a cgroup would kill it with its
     // generation; see daemon_containment), so only the drain deadline ends the wait.

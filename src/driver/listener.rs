@@ -11,6 +11,13 @@ use mio::net::{UnixListener, UnixStream};
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
 
+/// Whether a Unix socket can be bound at `path` at all (short enough, no NUL byte) —
+/// checked before the state directory is claimed, so that a path that can never work
+/// fails the start having created nothing.
+pub fn check_path(path: &Path) -> io::Result<()> {
+    std::os::unix::net::SocketAddr::from_pathname(path).map(drop)
+}
+
 /// Binds the control socket at `path`: mode 0600, or 0666 when `shared` (other uids are
 /// allowed: their peer credentials are checked on every connection).
 ///

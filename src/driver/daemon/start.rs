@@ -91,6 +91,8 @@ impl Daemon {
             }
             None => None,
         };
+        listener::check_path(&cfg.socket)
+            .map_err(|e| StartError(format!("socket {}: {e}", cfg.socket.display())))?;
         let shared = !cfg.allow_uids.is_empty();
         let lease = claim_directories(&cfg.state_dir, &cfg.socket, shared)?;
         if let Some(old) = crate::sys::rlimit::raise_nofile_limit() {
