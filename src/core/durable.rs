@@ -281,6 +281,11 @@ impl Core {
                 }
             })
             .collect();
+        if let (Some(gen), false) = (current, stop_current) {
+            if let Some(s) = self.sessions.get_mut(name) {
+                s.recovery_stop = adopted.iter().any(|(g, _)| *g == gen).then_some(gen);
+            }
+        }
         for (gen, reason) in adopted {
             self.dispatch(gen, GenInput::Stop(reason, None));
         }

@@ -74,6 +74,8 @@ pub struct SessionImage {
     pub want_up: bool,
     /// Being removed: it goes once its generations are gone.
     pub removing: bool,
+    /// The generation being stopped only because its I/O died with an earlier daemon.
+    pub recovery_stop: Option<u64>,
     /// Consecutive automatic restarts so far.
     pub restarts: u32,
     /// When a pending restart fires.

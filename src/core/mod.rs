@@ -660,6 +660,7 @@ impl Core {
         }
         s.current = None;
         s.last_gen = Some(gen);
+        let recovery_stop = s.recovery_stop.take() == Some(gen);
         s.last_end = Some(match ended {
             Ended::Exited { status, cause, .. } => LastEnd::Exited {
                 gen,
@@ -692,6 +693,13 @@ impl Core {
         let unhealthy = self.gens.get(&gen).is_some_and(Generation::is_unhealthy);
         let Some(s) = self.sessions.get_mut(name) else {
             return;
+        };
+        // A stop only the crash of the daemon before asked for restarts the session, unless
+        // its policy never restarts (it then rests stopped: it did not fail).
+        let stopped_by_us = if recovery_stop {
+            s.spec.restart.mode == Restart::Never
+        } else {
+            stopped_by_us
         };
         if !s.want_up || s.removing || (stopped_by_us && !unhealthy) {
             s.rest = Rest::Stopped;

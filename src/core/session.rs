@@ -29,6 +29,10 @@ pub(crate) struct Session {
     /// False after a stop or remove: nothing may restart it (the pm2#1043 trap).
     pub want_up: bool,
     pub removing: bool,
+    /// The generation a restarted daemon is stopping because its input and output died
+    /// with the daemon before (`on_recover: stop`): its end is not a stop anyone asked
+    /// for, so the restart policy follows it (until a client's stop says otherwise).
+    pub recovery_stop: Option<u64>,
     pub restarts: u32,
     pub restart_at: Option<Time>,
     /// State when nothing runs and no restart is pending.
@@ -51,6 +55,7 @@ impl Session {
             last_gen: None,
             want_up: true,
             removing: false,
+            recovery_stop: None,
             restarts: 0,
             restart_at: None,
             rest: Rest::Stopped,

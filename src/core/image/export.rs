@@ -50,6 +50,7 @@ fn session_image(s: &Session) -> SessionImage {
         last_gen: s.last_gen,
         want_up: s.want_up,
         removing: s.removing,
+        recovery_stop: s.recovery_stop,
         restarts: s.restarts,
         restart_at: s.restart_at,
         rest: s.rest.into(),

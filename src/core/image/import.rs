@@ -318,6 +318,7 @@ fn build(config: Config, image: CoreImage) -> Core {
             last_gen: s.last_gen,
             want_up: s.want_up,
             removing: s.removing,
+            recovery_stop: s.recovery_stop,
             restarts: s.restarts,
             restart_at: s.restart_at,
             rest: s.rest.into(),

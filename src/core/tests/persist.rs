@@ -552,6 +552,50 @@ fn by_default_a_process_still_running_is_stopped_after_a_restart() {
     );
 }
 
+/// The stop a restarted daemon makes for a process whose input and output died with its
+/// predecessor was asked for by no one: the restart policy follows its end (`always` and
+/// `on-failure` start the session again; `never` leaves it stopped, not failed), unless a
+/// client stops the session meanwhile.
+#[test]
+fn a_process_stopped_because_its_io_was_lost_is_restarted_per_its_policy() {
+    use crate::core::{Restart, RestartPolicy};
+    let cases = [
+        (Restart::Always, false, SessionState::Backoff),
+        (Restart::OnFailure, false, SessionState::Backoff),
+        (Restart::Never, false, SessionState::Stopped),
+        (Restart::Always, true, SessionState::Stopped),
+    ];
+    for (mode, client_stops, state) in cases {
+        let mut h = Harness::new();
+        let mut s = spec();
+        s.on_recover = crate::core::OnRecover::Stop;
+        s.restart = RestartPolicy {
+            mode,
+            ..RestartPolicy::default()
+        };
+        let g = h.spawn_with("s", s, crate::core::OnBusy::Replace).unwrap();
+        h.started(g);
+        let (mut n, _) = h.reborn(h.records(), 5);
+        assert!(n.adopt(g, "s"));
+        let actions = n.resume();
+        assert_eq!(signals_to(&actions, g), vec![15], "{mode:?}");
+        if client_stops {
+            assert_eq!(n.stop("s", Some(g)), Ok(crate::core::Response::Gen(g)));
+        }
+        end(&mut n, g, ExitStatus::Signal(15));
+        let after = n.get("s");
+        assert_eq!(after.state, state, "{mode:?}, client stops: {client_stops}");
+        assert!(matches!(
+            exits_of(&n, g)[..],
+            [Event::Exited {
+                cause: ExitCause::Stopped,
+                ..
+            }]
+        ));
+        n.settle();
+    }
+}
+
 /// A session running `gen` in a daemon that then died, and the next daemon that took
 /// `gen` back with its identity unverified.
 fn reborn_unverified() -> (Harness, u64) {

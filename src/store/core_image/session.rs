@@ -41,7 +41,8 @@ const ERROR_FIELDS: &[&str] = &["kind", "errno", "message"];
 
 /// Members an image of an older daemon may lack, with what their absence means.
 /// `origin`: absent, the session is a client's (no daemon before it had a config).
-const OPTIONAL_FIELDS: &[&str] = &["origin"];
+/// `recovery_stop`: absent, no generation is being stopped for the I/O it lost.
+const OPTIONAL_FIELDS: &[&str] = &["origin", "recovery_stop"];
 
 const REST: &[(&str, RestState)] = &[
     ("stopped", RestState::Stopped),
@@ -61,6 +62,9 @@ pub(super) fn encode(s: &SessionImage, spec: usize) -> Vec<u8> {
     w.bool("want_up", s.want_up)
         .bool("removing", s.removing)
         .u64("restarts", s.restarts.into());
+    if let Some(gen) = s.recovery_stop {
+        w.u64("recovery_stop", gen);
+    }
     opt_u64_member(&mut w, "restart_at", s.restart_at.map(Time::as_millis));
     w.str("rest", rest_name(s.rest));
     match &s.last_end {
@@ -106,6 +110,7 @@ pub(super) fn decode(
         last_gen: o.opt_u64("last_gen").map_err(&named)?,
         want_up: o.req_bool("want_up").map_err(&named)?,
         removing: o.req_bool("removing").map_err(&named)?,
+        recovery_stop: o.opt_u64("recovery_stop").map_err(&named)?,
         restarts: req_num(o, "restarts").map_err(&named)?,
         restart_at: o
             .opt_u64("restart_at")
