@@ -215,3 +215,49 @@ fn spawns_are_refused_while_descriptors_are_kept_for_clients() {
     });
     c.ok(json!({"op": "spawn", "session": "after", "argv": ["true"]}));
 }
+
+#[test]
+fn a_stop_answered_while_clients_hold_every_descriptor_survives_a_crash() {
+    // Clients alone can never take the descriptors the state files need: the `stop`
+    // answered below is on disk, so the next daemon knows the session is to stay down.
+    let wrapper = ["sh", "-c", "ulimit -n 64 && \"$@\"; :", "sh"];
+    let mut d = Daemon::start_wrapped("fd-state", &wrapper, &[], None);
+    if nofile_of(d.pid) != 64 {
+        println!(
+            "SKIP a_stop_answered_while_clients_hold_every_descriptor: the daemon raised its limit"
+        );
+        return;
+    }
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // It outlives the stop's first signal, so the stop is still under way at the crash.
+    let gen = c.ok(json!({"op": "spawn", "session": "stub", "grace": "1h",
+        "on_recover": "keep", "restart": {"mode": "always"},
+        "argv": ["sh", "-c", "trap '' TERM; exec sleep 1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", gen));
+    let mut held = Vec::new();
+    loop {
+        let stream = UnixStream::connect(&d.socket).unwrap();
+        match hello(&stream) {
+            Answer::Served => held.push(stream),
+            Answer::Refused(code) => {
+                assert_eq!(code, "limit");
+                break;
+            }
+            Answer::Closed => break,
+        }
+        assert!(held.len() < 64, "never refused");
+    }
+    c.ok(json!({"op": "stop", "session": "stub"}));
+    d.crash_and_restart(&[]);
+    drop(held);
+    let mut c = d.client();
+    let got = c.ok(json!({"op": "get", "session": "stub"}));
+    assert_eq!(got["session"]["state"], json!("stopping"), "{got}");
+    // The end of it: nothing may outlive the test.
+    c.ok(json!({"op": "subscribe", "all": true}));
+    c.ok(json!({"op": "signal", "session": "stub", "signal": 9}));
+    c.events_until(|m| m.is("exited", gen));
+}

@@ -166,6 +166,13 @@ impl Children {
         self.budget.admit_spawn(self.descriptors() + connections)
     }
 
+    /// How many more connections fit in the descriptor budget with `connections` already
+    /// connected (see `driver::descriptors`).
+    pub fn connection_room(&self, connections: usize) -> usize {
+        self.budget
+            .connection_room(self.descriptors() + connections)
+    }
+
     /// Takes in `child`, counting its descriptors.
     fn insert(&mut self, gen: u64, mut child: Child) {
         self.held += child.count_descriptors();

@@ -122,12 +122,14 @@ impl Clients {
         }
     }
 
-    /// Accepts every waiting connection the listener admits.
-    pub fn accept(&mut self, registry: &Registry) {
-        while let Some(mut stream) = self
-            .listener
-            .admit(self.table.len(), self.limits.max_clients)
+    /// Accepts every waiting connection the listener admits, `room` of them at most before
+    /// the rest are refused for want of descriptors.
+    pub fn accept(&mut self, registry: &Registry, mut room: usize) {
+        while let Some(mut stream) =
+            self.listener
+                .admit(self.table.len(), self.limits.max_clients, room)
         {
+            room = room.saturating_sub(1);
             let id = self.next_id;
             self.next_id += 1;
             let Some(token) = Source::Client(id).token() else {

@@ -173,6 +173,7 @@ impl Daemon {
         let status = [
             self.children.status_deadline(),
             self.persist.checks().deadline(),
+            self.persist.save_deadline(),
             self.clients.demote_deadline(),
             self.upgrade.deadline(),
             self.log_sink.deadline(),
@@ -194,7 +195,10 @@ impl Daemon {
     /// the clients were sent.
     fn dispatch(&mut self, token: Token, readable: bool, writable: bool) {
         match Source::of(token) {
-            Source::Listener => self.clients.accept(self.poll.registry()),
+            Source::Listener => {
+                let room = self.children.connection_room(self.clients.count());
+                self.clients.accept(self.poll.registry(), room)
+            }
             Source::ControlSignals => self.on_control_signals(),
             Source::Sigchld => self.on_sigchld(),
             Source::Keeper => {

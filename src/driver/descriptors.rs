@@ -1,7 +1,9 @@
 //! Descriptors in reserve: a spawn is refused (`limit`) while taking its descriptors would
 //! leave fewer than [`reserve_for`] the limit, so that running out is met by a clear
 //! refusal of new work, never by a client that cannot connect, a journal segment that
-//! cannot be opened or a state file that cannot be written.
+//! cannot be opened or a state file that cannot be written. Connections may use the
+//! reserve, all but its last [`KEPT_FOR_STATE`]: clients alone can never leave the daemon
+//! unable to save what it answered (a `stop` taken must survive a crash).
 //!
 //! What is in use is counted from what the owners hold — each child's descriptors as it
 //! was taken in, each starting child at most [`LAUNCH_HELD`], each connection one — on
@@ -19,6 +21,11 @@ pub const RESERVE_MAX: u64 = 64;
 
 /// The fewest kept in reserve, however small the limit.
 pub const RESERVE_MIN: u64 = 8;
+
+/// Descriptors no connection may take: a state file's write (the temporary file and the
+/// directory synced after the rename), the generation high-water mark, a process's
+/// descriptor file, a journal segment, and a few to spare.
+pub const KEPT_FOR_STATE: u64 = 8;
 
 /// Descriptors a spawn holds at its peak: both ends of three pipes (or a terminal's two),
 /// the status pipe's two, the pidfd, and a cgroup's directory and `cgroup.events`, plus
@@ -98,6 +105,19 @@ impl Descriptors {
     }
 }
 
+impl Descriptors {
+    /// How many more connections fit with `held` held by children and connections,
+    /// leaving [`KEPT_FOR_STATE`] descriptors free (`usize::MAX` when unlimited).
+    pub fn connection_room(&self, held: usize) -> usize {
+        let Some(limit) = self.limit else {
+            return usize::MAX;
+        };
+        let in_use = self.in_use(held) as u64;
+        let room = limit.saturating_sub(KEPT_FOR_STATE).saturating_sub(in_use);
+        usize::try_from(room).unwrap_or(usize::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +147,18 @@ mod tests {
             own: 20,
         };
         assert!(unlimited.admit_spawn(usize::MAX / 2).is_ok());
+    }
+
+    #[test]
+    fn connections_may_use_the_reserve_but_never_what_state_writes_need() {
+        let d = Descriptors {
+            limit: Some(100),
+            own: 20,
+        };
+        // Spawns stop at 43 held; connections go on to 100 - 8 - 20 = 72.
+        assert_eq!(d.connection_room(43), 29);
+        assert_eq!(d.connection_room(72), 0);
+        assert_eq!(d.connection_room(90), 0);
+        assert_eq!(Descriptors::unmeasured().connection_room(1 << 20), usize::MAX);
     }
 }

@@ -101,9 +101,9 @@ impl Listener {
     }
 
     /// The next waiting connection that may stay, with `connected` of at most `max`
-    /// already in; the others are answered with why and closed. `None` once the queue is
-    /// empty (or accepting fails).
-    pub fn admit(&mut self, connected: usize, max: usize) -> Option<UnixStream> {
+    /// already in and descriptors for `room` more; the others are answered with why and
+    /// closed. `None` once the queue is empty (or accepting fails).
+    pub fn admit(&mut self, connected: usize, max: usize, room: usize) -> Option<UnixStream> {
         loop {
             let (mut stream, _) = match self.socket.accept() {
                 Ok(s) => s,
@@ -132,6 +132,15 @@ impl Listener {
                 refuse(&mut stream, ErrorCode::PermissionDenied, refused.reason);
                 continue;
             }
+            if room == 0 {
+                log::warn!("refused a connection: descriptors kept for the state files");
+                refuse(
+                    &mut stream,
+                    ErrorCode::Limit,
+                    OUT_OF_DESCRIPTORS.to_string(),
+                );
+                continue;
+            }
             if connected >= max {
                 log::warn!("refused a connection: {connected} clients connected");
                 refuse(
@@ -148,6 +157,9 @@ impl Listener {
         }
     }
 }
+
+/// Why a connection is turned away when descriptors run short.
+const OUT_OF_DESCRIPTORS: &str = "the daemon is out of file descriptors; try again later";
 
 /// Whether accepting failed for want of descriptors (ours or the system's).
 fn is_out_of_descriptors(e: &io::Error) -> bool {
@@ -174,8 +186,11 @@ impl SpareFd {
         }
         let spent = match listener.accept() {
             Ok((mut stream, _)) => {
-                let why = "the daemon is out of file descriptors; try again later".to_string();
-                refuse(&mut stream, ErrorCode::Limit, why);
+                refuse(
+                    &mut stream,
+                    ErrorCode::Limit,
+                    OUT_OF_DESCRIPTORS.to_string(),
+                );
                 Spent::Refused
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Spent::QueueEmpty,

@@ -9,9 +9,9 @@
 //! The core decides what a session is; this only writes what the core says changed, and
 //! reads it back once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::config::StartError;
 use super::logs::Logs;
@@ -26,6 +26,12 @@ use crate::sys::process::Process;
 /// Most session records and descriptors read at start.
 const MAX_RECORDS: usize = 1 << 20;
 
+/// How soon a session record that could not be written is tried again.
+const SAVE_RETRY: Duration = Duration::from_secs(1);
+
+/// Most of those tried again at once.
+const SAVE_RETRY_BATCH: usize = 64;
+
 /// The state directory's contents, owned for the daemon's lifetime.
 #[derive(Debug)]
 pub struct Persist {
@@ -37,6 +43,12 @@ pub struct Persist {
     unverified: HashSet<u64>,
     /// Their identity checks, on a backed-off timer.
     checks: Unverified,
+    /// Sessions whose record could not be written (a full disk, descriptors short): what
+    /// a client was answered must reach the disk as soon as it allows, or a crash would
+    /// undo it, so they are written again every [`SAVE_RETRY`] until that succeeds.
+    unsaved: BTreeSet<Arc<str>>,
+    /// When they are tried again.
+    save_retry_at: Option<Instant>,
     /// One daemon per directory, for as long as this one runs.
     lease: Lease,
 }
@@ -56,6 +68,8 @@ impl Reopened {
             store: self.store,
             alloc: self.alloc,
             unverified: HashSet::new(),
+            unsaved: BTreeSet::new(),
+            save_retry_at: None,
             checks: Unverified::default(),
             lease,
         }
@@ -167,26 +181,50 @@ impl Persist {
         }
     }
 
-    /// Writes the records of every session the core says changed (removes those gone).
+    /// Writes the records of every session the core says changed (removes those gone),
+    /// and, when it is time, those that could not be written before.
     pub fn sync_sessions(&mut self, core: &mut Core, now: Time) {
         // Called after every step: nothing to do (the usual case) costs nothing.
         let dirty = core.take_dirty_sessions();
-        if dirty.is_empty() {
+        let retry = self.save_retry_at.is_some_and(|at| at <= Instant::now());
+        if dirty.is_empty() && !retry {
             return;
+        }
+        let mut names: BTreeSet<Arc<str>> = dirty.into_iter().collect();
+        if retry {
+            // A bounded batch per retry: a disk still full must not hold the loop.
+            self.save_retry_at = None;
+            names.extend(self.unsaved.iter().take(SAVE_RETRY_BATCH).cloned());
         }
         let clock = WallClock {
             now,
             unix_ms: unix_ms(),
         };
-        for name in dirty {
+        for name in names {
             let result = match core.session_record(&name, clock) {
                 Some(record) => self.store.write_session(&record),
                 None => self.store.remove_session(&name),
             };
-            if let Err(e) = result {
-                log::error!("session {name}: saving its state: {e}");
+            match result {
+                Ok(()) if self.unsaved.remove(&name) => {
+                    log::info!("session {name}: its state is saved again")
+                }
+                Ok(()) => {}
+                Err(e) if self.unsaved.insert(name.clone()) => log::error!(
+                    "session {name}: saving its state: {e}; trying again every {}s",
+                    SAVE_RETRY.as_secs()
+                ),
+                Err(_) => {}
             }
         }
+        if !self.unsaved.is_empty() && self.save_retry_at.is_none() {
+            self.save_retry_at = Some(Instant::now() + SAVE_RETRY);
+        }
+    }
+
+    /// When session records that could not be written are tried again.
+    pub fn save_deadline(&self) -> Option<Instant> {
+        self.save_retry_at
     }
 
     /// Describes a generation that just started, so that a successor can find it.
