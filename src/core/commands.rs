@@ -133,7 +133,10 @@ impl Core {
             }
             Some(_) => {}
             None if self.sessions.len() >= self.config.max_sessions => {
-                let msg = format!("{} sessions, the limit", self.config.max_sessions);
+                let msg = format!(
+                    "{} sessions, the limit (the daemon's --max-sessions); remove some, or raise it",
+                    self.config.max_sessions
+                );
                 return Err(Error::new(ErrorCode::Limit, msg));
             }
             None => {}

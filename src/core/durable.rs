@@ -154,7 +154,10 @@ impl Core {
             return Err(Error::bad("a second record of the same session"));
         }
         if self.sessions.len() >= self.config.max_sessions {
-            let msg = format!("{} sessions, the limit", self.config.max_sessions);
+            let msg = format!(
+                "{} sessions, the limit (the daemon's --max-sessions)",
+                self.config.max_sessions
+            );
             return Err(Error::new(ErrorCode::Limit, msg));
         }
         let named = [r.current, r.last_gen, r.last_end.as_ref().map(|e| e.gen())];

@@ -750,7 +750,7 @@ impl Core {
     fn allocate(&mut self, session: &Arc<str>, spec: Arc<Spec>) -> Result<u64, Error> {
         if self.gens.len() >= self.config.max_generations {
             let msg = format!(
-                "{} generations tracked, the limit",
+                "{} generations tracked, the limit (the daemon's --max-running); stop some, or raise it",
                 self.config.max_generations
             );
             return Err(Error::new(ErrorCode::Limit, msg));

@@ -159,6 +159,9 @@ mod tests {
         assert_eq!(d.connection_room(43), 29);
         assert_eq!(d.connection_room(72), 0);
         assert_eq!(d.connection_room(90), 0);
-        assert_eq!(Descriptors::unmeasured().connection_room(1 << 20), usize::MAX);
+        assert_eq!(
+            Descriptors::unmeasured().connection_room(1 << 20),
+            usize::MAX
+        );
     }
 }
