@@ -155,7 +155,7 @@ pub fn take_back(
             }
             Adoption::Mismatch => {
                 log::info!(
-                    "{} gen {}: pid {} is another process now: lost",
+                    "{} gen {}: pid {} is gone, or another process now: lost",
                     d.session,
                     d.gen,
                     d.pid
