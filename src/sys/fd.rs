@@ -2,7 +2,7 @@
 //! needs spelled out instead of hidden in error kinds.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use rustix::io::Errno;
@@ -171,9 +171,5 @@ pub fn adopt_inherited_writer(raw: RawFd) -> io::Result<OwnedFd> {
             "open only for reading",
         ));
     }
-    // SAFETY: `raw` is open (checked above) and was handed to the daemon to own: nothing
-    // else in this process has it, since nothing was opened before this check.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
-    Ok(fd)
+    super::reexec::adopt_inherited(raw)
 }
