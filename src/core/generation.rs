@@ -791,18 +791,23 @@ impl Generation {
     /// after its exit was reported (or its streams were closed), or for a stream it does
     /// not have or that already reached EOF.
     pub fn output(&mut self, stream: Stream, len: usize) -> Option<u64> {
-        let delivering = matches!(
-            self.phase,
-            Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { until: Some(_), .. }
-        );
         let i = stream.index();
-        if !delivering || !self.spec.streams().contains(&stream) || self.eof[i] {
+        if !self.delivers_output() || !self.spec.streams().contains(&stream) || self.eof[i] {
             self.discarded = self.discarded.saturating_add(len as u64);
             return None;
         }
         let offset = self.offsets[i];
         self.offsets[i] = offset.saturating_add(len as u64);
         Some(offset)
+    }
+
+    /// Whether output read now is still this generation's to deliver: from its start
+    /// until its exit is reported or its drain deadline closed its streams.
+    pub fn delivers_output(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Running { .. } | Phase::Stopping { .. } | Phase::Draining { until: Some(_), .. }
+        )
     }
 
     fn mark_eof(&mut self, stream: Stream) {

@@ -313,6 +313,13 @@ impl Core {
         self.gens.get(&gen).is_some_and(Generation::is_live_leader)
     }
 
+    /// Whether output read from `gen` now would still be delivered (see
+    /// [`Core::output`]): until its exit is reported or its drain deadline passed. Only
+    /// then may a reader hold it back.
+    pub fn delivers_output(&self, gen: u64) -> bool {
+        self.gens.get(&gen).is_some_and(Generation::delivers_output)
+    }
+
     /// Generations whose leader exited and whose process group may still hold members
     /// that were sent SIGTERM, each with its group id (the leader's pid): the driver
     /// looks for the group to empty and answers with `Input::GroupEmpty`.

@@ -144,7 +144,15 @@ impl Daemon {
             }
             let now = self.clock.now();
             self.core.handle_timeout(now);
-            self.clients.demote_due(Instant::now());
+            let registry = self.poll.registry();
+            for id in self
+                .clients
+                .demote_due(registry, &self.logs, Instant::now())
+            {
+                if let Some(token) = Source::Client(id).token() {
+                    self.turn.again(token);
+                }
+            }
             self.log_sink.tick(self.poll.registry(), Instant::now());
             self.notify.feed_watchdog(Instant::now());
             for gen in self.children.status_due(Instant::now()) {
@@ -158,7 +166,8 @@ impl Daemon {
             }
             self.run_actions();
             self.flush_clients();
-            // A held generation whose leader exited in this turn is read to its end.
+            // A held generation whose output was closed in this turn (its drain deadline)
+            // is no longer held: nothing of it is delivered any more.
             self.unpark(true);
             self.try_upgrade();
         }

@@ -92,11 +92,12 @@ impl Pacers {
     /// `client` no longer follows `session` losslessly.
     pub fn remove(&mut self, client: u64, session: &str) {
         if let Some(v) = self.by_session.get_mut(session) {
+            let before = v.len();
             v.retain(|p| p.client != client);
+            self.moved |= v.len() != before;
             if v.is_empty() {
                 self.by_session.remove(session);
             }
-            self.moved = true;
         }
     }
 
@@ -165,6 +166,25 @@ impl Pacers {
             .flatten()
             .filter_map(|p| Some(p.holding_since? + p.terms.demote_after))
             .min()
+    }
+
+    /// The clients whose bound ran out at `now`, each once: before they are demoted,
+    /// their sockets are asked whether they took anything meanwhile (see
+    /// `Clients::demote_due`).
+    pub fn due(&self, now: Instant) -> Vec<u64> {
+        let mut out: Vec<u64> = self
+            .by_session
+            .values()
+            .flatten()
+            .filter(|p| {
+                p.holding_since
+                    .is_some_and(|since| now >= since + p.terms.demote_after)
+            })
+            .map(|p| p.client)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Takes the followers whose bound ran out at `now` off the lossless list: each

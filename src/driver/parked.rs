@@ -4,10 +4,10 @@
 //! Reading is paused without touching the descriptors' registration: a parked stream's
 //! readiness is simply not acted on, and its token is kept here. When the session's
 //! lossless followers have caught up (or gone, or been demoted), or the generation's
-//! leader has exited (what is left in its pipes is then read at once, so its end is never
-//! held up by a reader), the tokens go back to the loop's list of sources to service, as
-//! if they had just become readable: edge-triggered readiness would not fire again for a
-//! pipe that stayed full.
+//! output was closed (its drain deadline bounds how long a reader can hold up its end
+//! after the leader exited), the tokens go back to the loop's list of sources to service,
+//! as if they had just become readable: edge-triggered readiness would not fire again for
+//! a pipe that stayed full.
 //!
 //! Nothing else waits: a parked stream costs one entry here, its child blocks in its own
 //! `write`, and every other source is serviced as before.

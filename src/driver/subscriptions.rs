@@ -153,8 +153,9 @@ impl Subscriptions {
         }
     }
 
-    /// Starts `client` on `session` at `cursor`, unless it already follows it; a
-    /// lossless subscription makes (or keeps) it a lossless follower with these terms.
+    /// Starts `client` on `session` at `cursor`, unless it already follows it (then it
+    /// keeps its position). Either way the subscription takes these terms: lossless with
+    /// them, or ordinary with `None`.
     pub fn add(
         &mut self,
         client: u64,
@@ -170,17 +171,35 @@ impl Subscriptions {
         {
             *self.count.entry(client).or_default() += 1;
         }
-        if let Some(terms) = lossless {
-            self.pacers.add(client, session, terms);
+        match lossless {
+            Some(terms) => self.pacers.add(client, session, terms),
+            None => self.pacers.remove(client, session),
         }
     }
 
-    /// Makes `client` follow every session, present and future (losslessly if asked).
+    /// Makes `client` follow every session, present and future, losslessly or not. One
+    /// that already did keeps where it started and takes the new terms for sessions met
+    /// from now on.
     pub fn add_all(&mut self, client: u64, replay: Replay, lossless: Option<Lossless>) {
-        self.all.insert(client, replay);
-        if let Some(terms) = lossless {
-            self.all_lossless.insert(client, terms);
-        }
+        self.all.entry(client).or_insert(replay);
+        match lossless {
+            Some(terms) => self.all_lossless.insert(client, terms),
+            None => self.all_lossless.remove(&client),
+        };
+    }
+
+    /// Whether `client` follows `session` already (by name or as one of all).
+    pub fn follows(&self, client: u64, session: &str) -> bool {
+        self.follows_all(client)
+            || self
+                .cursors
+                .get(session)
+                .is_some_and(|f| f.get(client).is_some())
+    }
+
+    /// Whether `client` follows every session.
+    pub fn follows_all(&self, client: u64) -> bool {
+        self.all.contains_key(&client)
     }
 
     /// Whether `client` follows `session` or every session.

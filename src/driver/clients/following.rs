@@ -6,16 +6,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use mio::Registry;
+
 use super::{Clients, LOSSLESS_LOG_BYTES};
 use crate::driver::logs::Logs;
 use crate::driver::subscriptions::{start_cursor, Terms};
 use crate::proto::encode;
 use crate::proto::envelope::RequestId;
+use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::Target;
 
 impl Clients {
     /// Subscribes `id` to `sessions` (and, for `all`, to every session created later),
     /// starting each per `terms` (where, and whether losslessly).
+    ///
+    /// A connection follows a session once: subscribing again to what it follows changes
+    /// the subscription's terms (lossless or not, `demote_after`) and keeps its position.
+    /// A start option there is refused rather than ignored, so that a client asking for a
+    /// replay it would not get learns it at once.
     pub fn subscribe(
         &mut self,
         id: u64,
@@ -26,6 +34,20 @@ impl Clients {
         logs: &mut Logs,
     ) {
         let Terms { replay, lossless } = terms;
+        let again = if all {
+            self.subs.follows_all(id)
+        } else {
+            sessions.iter().all(|s| self.subs.follows(id, s))
+        };
+        if let (true, Some(option)) = (again, replay.option()) {
+            let what = if all { "every session" } else { "this session" };
+            let why = format!(
+                "`{option}` on a subscription this connection already has: it follows \
+                 {what} from where it started; unsubscribe first to start again"
+            );
+            let e = ProtoError::new(ErrorCode::BadRequest, why);
+            return self.send_error(id, rid, &e);
+        }
         self.send_ok(id, rid);
         if all {
             self.subs.add_all(id, replay, lossless);
@@ -140,12 +162,29 @@ impl Clients {
 
     /// Demotes the lossless followers that held output back for their `demote_after`
     /// without taking a byte, and tells each (`demoted`, after what it was already sent).
-    pub fn demote_due(&mut self, now: Instant) {
+    ///
+    /// Each is first written to: the poll reports room in a socket only once most of its
+    /// buffer is free again, so a reader that reads steadily, but less than that per
+    /// `demote_after`, takes bytes without the daemon hearing of it. What its socket takes
+    /// now starts its clock again (see [`flush`](Self::flush)); only one that took
+    /// nothing is demoted. Returns the clients whose reading may resume (as
+    /// [`flush`](Self::flush) says).
+    pub fn demote_due(&mut self, registry: &Registry, logs: &Logs, now: Instant) -> Vec<u64> {
+        let mut resume = Vec::new();
+        for id in self.subs.demote_candidates(now) {
+            if let Some(client) = self.table.get_mut(&id) {
+                client.unblock();
+            }
+            if self.flush(registry, id, logs) {
+                resume.push(id);
+            }
+        }
         for (id, session, pos) in self.subs.demote_due(now) {
             log::info!("client {id}: lossless subscription to {session} demoted at byte {pos}: it took nothing for its demote_after");
             let mut line = Vec::new();
             encode::demoted(&session, pos, &mut line);
             self.push(id, &line);
         }
+        resume
     }
 }

@@ -54,9 +54,7 @@ impl Daemon {
                         // Live readers get each record as it comes (a fast one keeps up
                         // with the child); ones that stopped reading cost nothing here.
                         self.flush_clients();
-                        if self.clients.holds_back(&at.session, &self.logs)
-                            && self.core.awaits_exit(gen)
-                        {
+                        if self.clients.holds_back(&at.session, &self.logs) {
                             self.clients.hold(&at.session, &self.logs, Instant::now());
                             return self.turn.park(gen, &at.session, token);
                         }
@@ -149,8 +147,9 @@ impl Daemon {
     }
 
     /// Lets held output flow again where no lossless follower is behind any more (gone,
-    /// caught up, demoted) or, with `ends`, where the leader has exited: its streams are
-    /// serviced on the next turn as if they had just become readable.
+    /// caught up, demoted) or, with `ends`, where the generation's output was closed at
+    /// its drain deadline (or its exit reported): its streams are serviced on the next
+    /// turn as if they had just become readable, and find nothing more to deliver.
     pub(super) fn unpark(&mut self, ends: bool) {
         if self.turn.nothing_parked() || !(self.clients.take_moved() || ends) {
             return;
@@ -158,7 +157,7 @@ impl Daemon {
         let (clients, logs, core) = (&self.clients, &self.logs, &self.core);
         let mut still = Vec::new();
         let released = self.turn.unpark(|gen, session| {
-            let flows = !core.awaits_exit(gen) || !clients.holds_back(session, logs);
+            let flows = !core.delivers_output(gen) || !clients.holds_back(session, logs);
             if !flows {
                 still.push(session.clone());
             }

@@ -64,6 +64,14 @@ impl Subscriptions {
         self.pacers.deadline()
     }
 
+    /// The clients with a lossless subscription whose bound ran out at `now`.
+    pub fn demote_candidates(&self, now: Instant) -> Vec<u64> {
+        match self.pacers.deadline() {
+            Some(due) if due <= now => self.pacers.due(now),
+            _ => Vec::new(),
+        }
+    }
+
     /// Demotes the lossless followers whose bound ran out at `now`; each (client,
     /// session, output position it was sent up to) is an ordinary follower from now on.
     pub fn demote_due(&mut self, now: Instant) -> Vec<(u64, Arc<str>, u64)> {

@@ -1,0 +1,233 @@
+//! Lossless pacing at its edges: a reader that takes a little at a time, less than its
+//! socket must free before the daemon is told there is room, is never demoted; output a
+//! generation's other processes write after its leader exited is paced too, up to the
+//! drain deadline, and never dropped.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use util::daemon::{Client, Daemon, PATIENCE};
+
+/// A subscriber's connection read by hand: how much and when is the test's to decide.
+struct Raw {
+    stream: UnixStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    /// A new connection that sends `req` and reads its answer, which must be a success.
+    fn subscribe(d: &Daemon, req: Value) -> Raw {
+        let mut stream = UnixStream::connect(&d.socket).expect("connect");
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut line = serde_json::to_vec(&req).unwrap();
+        line.push(b'\n');
+        stream.write_all(&line).unwrap();
+        let mut raw = Raw {
+            stream,
+            buf: Vec::new(),
+        };
+        let (answer, _) = raw.next();
+        assert_eq!(answer["ok"], true, "{answer}");
+        raw
+    }
+
+    /// One read of at most `max` bytes into the buffer; how many it got.
+    fn read_some(&mut self, max: usize) -> usize {
+        let at = self.buf.len();
+        self.buf.resize(at + max, 0);
+        let n = self.stream.read(&mut self.buf[at..]).expect("read");
+        assert!(n > 0, "the daemon closed the connection");
+        self.buf.truncate(at + n);
+        n
+    }
+
+    /// Bytes the daemon wrote that this side has not read yet.
+    fn queued(&self) -> u64 {
+        rustix::io::ioctl_fionread(&self.stream).expect("FIONREAD")
+    }
+
+    /// Waits (bounded) until the daemon wrote more than `was` is still queued.
+    fn await_more_than(&self, was: u64) {
+        let deadline = Instant::now() + PATIENCE;
+        while self.queued() <= was {
+            assert!(Instant::now() < deadline, "the daemon never wrote again");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The next message: a JSON line, or an output frame's header and payload.
+    fn next(&mut self) -> (Value, Vec<u8>) {
+        let end = loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                break i;
+            }
+            self.read_some(256 << 10);
+        };
+        let v: Value = serde_json::from_slice(&self.buf[..end]).expect("a JSON line");
+        self.buf.drain(..=end);
+        if v["event"] != "output" {
+            return (v, Vec::new());
+        }
+        let len = v["len"].as_u64().unwrap() as usize;
+        while self.buf.len() < len + 1 {
+            self.read_some(256 << 10);
+        }
+        assert_eq!(self.buf[len], b'\n');
+        let data = self.buf[..len].to_vec();
+        self.buf.drain(..=len);
+        (v, data)
+    }
+
+    /// Everything up to `gen`'s `exited`, which it returns: output must come at
+    /// contiguous positions, with neither `dropped` nor `demoted`. Also returns the
+    /// output bytes per stream (stdout, stderr).
+    fn read_to_end(&mut self, gen: u64) -> (Value, u64, Vec<u8>) {
+        let (mut stdout, mut stderr) = (0, Vec::new());
+        let mut pos = None;
+        loop {
+            let (v, data) = self.next();
+            match v["event"].as_str() {
+                Some("output") => {
+                    let at = v["pos"].as_u64().unwrap();
+                    assert_eq!(*pos.get_or_insert(at), at, "contiguous: {v}");
+                    pos = Some(at + data.len() as u64);
+                    if v["stream"] == "stderr" {
+                        stderr.extend_from_slice(&data);
+                    } else {
+                        stdout += data.len() as u64;
+                    }
+                }
+                Some("dropped") => panic!("a lossless subscriber was sent {v}"),
+                Some("demoted") => panic!("a lossless subscriber was demoted: {v}"),
+                Some("exited") if v["gen"] == gen => return (v, stdout, stderr),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The system call number of `write`, where the test knows it.
+fn write_syscall() -> Option<&'static str> {
+    if cfg!(target_arch = "x86_64") {
+        Some("1")
+    } else if cfg!(target_arch = "aarch64") {
+        Some("64")
+    } else {
+        None
+    }
+}
+
+/// Waits (bounded) until process `pid` is blocked in `write`: the daemon holds its output.
+fn await_blocked_in_write(pid: u64) {
+    let Some(nr) = write_syscall() else { return };
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let now = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if now.split_whitespace().next() == Some(nr) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "pid {pid} never blocked: {now}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn current_gen(c: &mut Client, session: &str) -> Value {
+    let got = c.ok(json!({"op": "get", "session": session}));
+    got["session"]["generations"][0].clone()
+}
+
+#[test]
+fn a_lossless_reader_that_takes_a_little_at_a_time_is_never_demoted() {
+    let d = Daemon::start("lossless-trickle", &[]);
+    let mut c = d.client();
+    let r =
+        c.ok(json!({"op": "spawn", "session": "tr", "argv": ["sh", "-c", "exec cat /dev/zero"]}));
+    let gen = r["gen"].as_u64().unwrap();
+    let mut sub = Raw::subscribe(
+        &d,
+        json!({"op": "subscribe", "session": "tr", "lossless": true, "demote_after": "1s"}),
+    );
+    let deadline = Instant::now() + PATIENCE;
+    let pid = loop {
+        if let Some(pid) = current_gen(&mut c, "tr")["pid"].as_u64() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "never started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // Its socket and queue are full and the child waits for it.
+    await_blocked_in_write(pid);
+    // Each read frees far less of the socket than the poll waits for before it reports
+    // room, and the next read comes only once the daemon wrote again: a reader that takes
+    // bytes, however slowly, keeps its subscription lossless.
+    for _ in 0..4 {
+        sub.read_some(64 << 10);
+        sub.await_more_than(sub.queued());
+    }
+    c.ok(json!({"op": "stop", "session": "tr"}));
+    let (exited, _, _) = sub.read_to_end(gen);
+    assert_eq!(exited["cause"], "stopped", "{exited}");
+}
+
+#[test]
+fn output_after_the_leader_exited_is_paced_for_a_lossless_reader() {
+    let d = Daemon::start("lossless-drain", &[]);
+    let mut c = d.client();
+    // The leader starts a writer of 20 MB (far more than the session's log holds) and
+    // exits; the drain deadline is far beyond the test's patience.
+    let script = "read go; (head -c 20000000 /dev/zero; echo gc-done >&2) & exit 0";
+    let r = c.ok(
+        json!({"op": "spawn", "session": "e", "argv": ["sh", "-c", script],
+                        "on_exit": "leave", "drain": "1h"}),
+    );
+    let gen = r["gen"].as_u64().unwrap();
+    let mut sub = Raw::subscribe(
+        &d,
+        json!({"op": "subscribe", "session": "e", "from_start": true, "lossless": true,
+               "demote_after": "1h"}),
+    );
+    c.ok(json!({"op": "write", "session": "e", "data": "go\n"}));
+    // Nothing is read until the leader is gone and its output drains: every byte after
+    // that must still wait for this reader.
+    let deadline = Instant::now() + PATIENCE;
+    while current_gen(&mut c, "e")["lifecycle"] != "exited" {
+        assert!(Instant::now() < deadline, "the leader never exited");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (exited, stdout, stderr) = sub.read_to_end(gen);
+    assert_eq!(stdout, 20_000_000, "{exited}");
+    assert_eq!(stderr, b"gc-done\n");
+    assert_eq!(exited["truncated"], false, "{exited}");
+    assert_eq!(exited["discarded"], 0, "{exited}");
+}
+
+#[test]
+fn at_the_drain_deadline_held_output_is_discarded_and_counted_never_dropped() {
+    let d = Daemon::start("lossless-drain-deadline", &[]);
+    let mut c = d.client();
+    let script = "read go; head -c 20000000 /dev/zero & exit 0";
+    let r = c.ok(
+        json!({"op": "spawn", "session": "e", "argv": ["sh", "-c", script],
+                        "on_exit": "leave", "drain": "300ms"}),
+    );
+    let gen = r["gen"].as_u64().unwrap();
+    let mut sub = Raw::subscribe(
+        &d,
+        json!({"op": "subscribe", "session": "e", "from_start": true, "lossless": true,
+               "demote_after": "1h"}),
+    );
+    c.ok(json!({"op": "write", "session": "e", "data": "go\n"}));
+    // The reader takes nothing until the generation has ended: the drain deadline, not
+    // the reader, bounds how long its end waits.
+    let end = c.ok(json!({"op": "wait", "session": "e", "gen": gen}));
+    let end = &end["end"];
+    assert_eq!(end["truncated"], true, "{end}");
+    assert!(end["discarded"].as_u64().unwrap() > 0, "{end}");
+    let (exited, stdout, _) = sub.read_to_end(gen);
+    assert_eq!(&exited, end);
+    assert!(stdout < 20_000_000, "{stdout} bytes");
+}
