@@ -114,16 +114,6 @@ fn coalesce_pty(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8], mut n: usize) -
     n
 }
 
-impl Drop for Children {
-    /// The subtrees of earlier daemons that emptied meanwhile go with this daemon (what
-    /// escaped a taken-back generation may have ended since it ended).
-    fn drop(&mut self) {
-        if !self.predecessors.is_empty() {
-            self.predecessors.prune();
-        }
-    }
-}
-
 impl Children {
     /// No children; they will be watched per `reaper`, each in a cgroup of its own under
     /// `cgroups` when given.
@@ -185,9 +175,15 @@ impl Children {
 
     /// Whether one more spawn leaves the descriptors kept in reserve (see
     /// `driver::descriptors`) with `connections` clients connected; if not, the `limit`
-    /// error that says so.
-    pub fn admit_spawn(&self, connections: usize) -> Result<(), ProtoError> {
-        self.budget.admit_spawn(self.descriptors() + connections)
+    /// error that says so. Emptied cgroups kept for reuse give their descriptors back
+    /// first, as many as it takes: a cache never costs a spawn.
+    pub fn admit_spawn(&mut self, connections: usize) -> Result<(), ProtoError> {
+        loop {
+            match self.budget.admit_spawn(self.descriptors() + connections) {
+                Err(_) if self.pool.shed_one() => continue,
+                admitted => return admitted,
+            }
+        }
     }
 
     /// Takes in `child`, counting its descriptors.
@@ -488,6 +484,16 @@ impl Children {
                 self.predecessors.prune();
             }
             log::debug!("gen {gen}: released");
+        }
+    }
+}
+
+impl Drop for Children {
+    /// The subtrees of earlier daemons that emptied meanwhile go with this daemon (what
+    /// escaped a taken-back generation may have ended since it ended).
+    fn drop(&mut self) {
+        if !self.predecessors.is_empty() {
+            self.predecessors.prune();
         }
     }
 }
