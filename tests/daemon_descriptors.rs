@@ -261,3 +261,85 @@ fn a_stop_answered_while_clients_hold_every_descriptor_survives_a_crash() {
     c.ok(json!({"op": "signal", "session": "stub", "signal": 9}));
     c.events_until(|m| m.is("exited", gen));
 }
+
+/// Spawns sessions `prefix0`, `prefix1`, ... (each started before the next; on a terminal
+/// if `pty`, else on pipes) until a spawn is refused with `limit`; returns how many ran.
+fn fill(c: &mut util::daemon::Client, prefix: &str, pty: bool, most: usize) -> usize {
+    let mut n = 0;
+    loop {
+        let r = c.request(json!({"op": "spawn", "session": format!("{prefix}{n}"),
+            "pty": pty, "argv": ["sleep", "1000"]}));
+        if r["ok"] != json!(true) {
+            assert_eq!(r["error"]["code"], json!("limit"), "{r}");
+            return n;
+        }
+        let gen = r["gen"].as_u64().unwrap();
+        c.events_until(|m| m.is("spawned", gen));
+        n += 1;
+        assert!(n < most, "never refused");
+    }
+}
+
+/// Removes `prefix0` .. `prefix{n-1}` and waits until each is forgotten (its generations
+/// released, their cgroups given back).
+fn remove_all(c: &mut util::daemon::Client, prefix: &str, n: usize) {
+    let mut left: std::collections::HashSet<String> =
+        (0..n).map(|i| format!("{prefix}{i}")).collect();
+    for name in &left {
+        c.ok(json!({"op": "remove", "session": name}));
+    }
+    c.events_until(|m| {
+        let v = m.json();
+        if v["event"] == "state" && v["state"] == "removed" {
+            left.remove(v["session"].as_str().unwrap_or(""));
+        }
+        left.is_empty()
+    });
+}
+
+/// Emptied cgroups kept for reuse hold descriptors, but only as a cache: a daemon that ran
+/// and removed a batch of sessions admits as many spawns as a fresh one.
+#[test]
+fn kept_cgroups_never_cost_a_spawn_its_descriptors() {
+    const TEST: &str = "kept_cgroups_never_cost_a_spawn_its_descriptors";
+    const LIMIT: u64 = 128;
+    // Without CAP_SYS_RESOURCE (which root has) the daemon cannot raise its hard limit.
+    let wrapper = [
+        "setpriv",
+        "--bounding-set",
+        "-sys_resource",
+        "sh",
+        "-c",
+        "ulimit -n 128 && \"$@\"; :",
+        "sh",
+    ];
+    let setpriv = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-sys_resource", "true"])
+        .status();
+    if !setpriv.is_ok_and(|s| s.success()) {
+        util::daemon::skip_because(&format!("{TEST}: no setpriv to drop CAP_SYS_RESOURCE"));
+        return;
+    }
+    let d = Daemon::start_wrapped("fd-pool", &wrapper, &[], None);
+    if nofile_of(d.pid) != LIMIT {
+        util::daemon::skip_because(&format!("{TEST}: the daemon raised its limit"));
+        return;
+    }
+    let mut c = d.client();
+    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
+        util::daemon::skip_because(&format!("{TEST}: no cgroup containment here"));
+        return;
+    }
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // Pipes-mode sessions hold more descriptors each than terminal ones: kept cgroups of
+    // terminal sessions are more than pipes-mode ones can take up again.
+    let fresh = fill(&mut c, "a", false, LIMIT as usize);
+    assert!(fresh >= 4, "refused after {fresh} spawns");
+    remove_all(&mut c, "a", fresh);
+    let terminals = fill(&mut c, "b", true, LIMIT as usize);
+    remove_all(&mut c, "b", terminals);
+    let again = fill(&mut c, "c", false, LIMIT as usize);
+    println!("{fresh} spawns fit on a fresh daemon, {again} after {terminals} on terminals");
+    assert_eq!(again, fresh, "fewer spawns fit once cgroups were kept");
+    remove_all(&mut c, "c", again);
+}

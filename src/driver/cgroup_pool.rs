@@ -10,7 +10,10 @@
 //! first used it).
 //!
 //! The pool is bounded ([`MAX_POOLED`]); each pooled cgroup holds two descriptors, counted
-//! in the daemon's descriptor budget.
+//! in the daemon's descriptor budget. Those descriptors are lent, not spent: when a spawn
+//! would be refused for want of descriptors, kept cgroups are removed first, one at a
+//! time, until it fits (see [`CgroupPool::shed_one`]), so a daemon that ran and removed
+//! many sessions admits as many spawns as a fresh one.
 
 use crate::sys::cgroup::GenCgroup;
 
@@ -52,6 +55,14 @@ impl CgroupPool {
         if let Err(e) = cg.remove() {
             log::info!("gen {gen}: cgroup not removed yet: {e}");
         }
+    }
+
+    /// Removes one kept cgroup, closing its descriptors, to give them back; `false` if
+    /// none is kept. Kept cgroups are a cache: a spawn that would be refused for want of
+    /// descriptors comes first (see `Children::admit_spawn`).
+    pub fn shed_one(&mut self) -> bool {
+        // Dropping it closes its descriptors and removes its directory (it is empty).
+        self.free.pop().is_some()
     }
 
     /// Descriptors the pooled cgroups hold.

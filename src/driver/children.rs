@@ -20,6 +20,7 @@ use mio::Registry;
 use super::backlog::BULK_SLICE;
 use super::cgroup_pool::CgroupPool;
 use super::child::{Child, InputProgress};
+use super::containment::Predecessors;
 use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
@@ -69,6 +70,9 @@ pub struct Children {
     cgroups: Option<CgroupRoot>,
     /// Emptied cgroups kept for generations without limits.
     pool: CgroupPool,
+    /// The cgroup subtrees earlier daemons on this state directory left that still hold
+    /// a process: looked at again when a generation taken back ends.
+    predecessors: Predecessors,
     /// A leader exited this turn: look at the trees before sleeping.
     look_soon: bool,
     /// The generations whose session is watched: the loop asks for the soonest look on
@@ -130,6 +134,7 @@ impl Children {
             on_sigchld: HashSet::new(),
             cgroups,
             pool: CgroupPool::default(),
+            predecessors: Predecessors::default(),
             look_soon: false,
             watched: HashSet::new(),
             dir_id,
@@ -151,6 +156,15 @@ impl Children {
         self.pool.clear();
     }
 
+    /// Removes what the cgroup subtrees of earlier daemons on this state directory hold
+    /// that no process is in, and keeps the rest in view (see [`Predecessors`]). Called
+    /// once the previous daemon's generations are taken back.
+    pub fn clear_predecessors(&mut self) {
+        if let Some(root) = &self.cgroups {
+            self.predecessors = Predecessors::find(root, &self.dir_id);
+        }
+    }
+
     /// Measures the descriptor budget once everything the daemon starts with is open, with
     /// `connections` clients connected.
     pub fn measure_descriptors(&mut self, connections: usize) {
@@ -161,9 +175,15 @@ impl Children {
 
     /// Whether one more spawn leaves the descriptors kept in reserve (see
     /// `driver::descriptors`) with `connections` clients connected; if not, the `limit`
-    /// error that says so.
-    pub fn admit_spawn(&self, connections: usize) -> Result<(), ProtoError> {
-        self.budget.admit_spawn(self.descriptors() + connections)
+    /// error that says so. Emptied cgroups kept for reuse give their descriptors back
+    /// first, as many as it takes: a cache never costs a spawn.
+    pub fn admit_spawn(&mut self, connections: usize) -> Result<(), ProtoError> {
+        loop {
+            match self.budget.admit_spawn(self.descriptors() + connections) {
+                Err(_) if self.pool.shed_one() => continue,
+                admitted => return admitted,
+            }
+        }
     }
 
     /// How many more connections fit in the descriptor budget with `connections` already
@@ -461,10 +481,26 @@ impl Children {
         self.probe_identities.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
             self.held -= child.counted();
+            let adopted = !child.process().is_child();
             if let Some(cg) = child.release(registry) {
                 self.pool.give(gen, cg);
             }
+            // A generation taken back ran in an earlier daemon's subtree: its cgroup,
+            // and the subtree with it, may be empty now.
+            if adopted && !self.predecessors.is_empty() {
+                self.predecessors.prune();
+            }
             log::debug!("gen {gen}: released");
+        }
+    }
+}
+
+impl Drop for Children {
+    /// The subtrees of earlier daemons that emptied meanwhile go with this daemon (what
+    /// escaped a taken-back generation may have ended since it ended).
+    fn drop(&mut self) {
+        if !self.predecessors.is_empty() {
+            self.predecessors.prune();
         }
     }
 }

@@ -1,7 +1,103 @@
-//! Choosing what holds each generation's process tree when the daemon starts.
+//! Choosing what holds each generation's process tree when the daemon starts, and
+//! clearing away the cgroup subtrees that earlier daemons on the same state directory left.
+
+use std::path::PathBuf;
 
 use super::config::ContainmentMode;
-use crate::sys::cgroup::{CgroupRoot, Placement};
+use crate::sys::cgroup::{prune_subtree, CgroupRoot, Placement, DAEMON_LEAF};
+
+/// The characters of the state directory's id a subtree's name carries.
+const ID_CHARS: usize = 12;
+
+/// The name of the cgroup subtree of the daemon with `pid` on the state directory `dir_id`:
+/// `genward-<id>-<pid>`.
+fn subtree_name(dir_id: &str, pid: u32) -> String {
+    let id: String = dir_id.chars().take(ID_CHARS).collect();
+    format!("genward-{id}-{pid}")
+}
+
+/// Whether `name` is the subtree of another daemon on the state directory `dir_id`
+/// (`genward-<id>-<digits>`, not `own_pid`'s). Only the daemon holding the directory's
+/// lease asks, and only one can hold it: every such subtree was made by a daemon before
+/// it and is its to clear. Another directory's subtrees (another id: another daemon,
+/// perhaps in another PID namespace with the same pids) and anything else are not.
+fn is_predecessor(name: &str, dir_id: &str, own_pid: u32) -> bool {
+    let id: String = dir_id.chars().take(ID_CHARS).collect();
+    let Some(pid) = name
+        .strip_prefix("genward-")
+        .and_then(|rest| rest.strip_prefix(id.as_str()))
+        .and_then(|rest| rest.strip_prefix('-'))
+    else {
+        return false;
+    };
+    !id.is_empty()
+        && !pid.is_empty()
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && pid.parse::<u32>() != Ok(own_pid)
+}
+
+/// Whether `name` is a cgroup a daemon makes in its subtree: `gen-<digits>` or `daemon`.
+fn is_leaf_of_ours(name: &str) -> bool {
+    name == DAEMON_LEAF
+        || name
+            .strip_prefix("gen-")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The subtrees earlier daemons on this state directory left (they crashed, or were
+/// killed, before removing them) that still hold a process: the generations taken back
+/// from them, or what those left running. Each is removed as soon as it is found empty
+/// (see [`Predecessors::prune`]); without this a host collects one per crash, forever.
+#[derive(Debug, Default)]
+pub struct Predecessors {
+    left: Vec<PathBuf>,
+}
+
+impl Predecessors {
+    /// Finds the subtrees beside `root` that earlier daemons on `dir_id` made, and removes
+    /// at once what of them holds no process. Called once the previous daemon's
+    /// generations are taken back, so that what they run is known to be running.
+    pub fn find(root: &CgroupRoot, dir_id: &str) -> Predecessors {
+        let own = std::process::id();
+        let left = match root.siblings(|name| is_predecessor(name, dir_id, own)) {
+            Ok(found) => found,
+            Err(e) => {
+                log::warn!("looking for cgroups earlier daemons left: {e}");
+                Vec::new()
+            }
+        };
+        let mut found = Predecessors { left };
+        found.prune();
+        found
+    }
+
+    /// Removes each remaining subtree's empty generation cgroups, and the subtree itself
+    /// once nothing is left in it; keeps those that still hold a process for a later look
+    /// (when a generation taken back from them ends, and when the daemon exits). Never
+    /// removes a cgroup with a process in it.
+    pub fn prune(&mut self) {
+        self.left
+            .retain(|path| match prune_subtree(path, is_leaf_of_ours) {
+                Ok(true) => {
+                    log::info!(
+                        "removed the cgroup subtree an earlier daemon left: {}",
+                        path.display()
+                    );
+                    false
+                }
+                Ok(false) => true,
+                Err(e) => {
+                    log::warn!("removing the cgroup subtree {}: {e}", path.display());
+                    true
+                }
+            });
+    }
+
+    /// Whether no subtree of an earlier daemon is left.
+    pub fn is_empty(&self) -> bool {
+        self.left.is_empty()
+    }
+}
 
 /// The cgroup subtree generations get cgroups in, or `None` for session containment —
 /// chosen per `mode`, and said in the log. `Err` only when cgroups were required.
@@ -21,8 +117,7 @@ pub fn cgroup_root(mode: ContainmentMode, dir_id: &str) -> Result<Option<CgroupR
         log::info!("containment: each generation's session (--containment session)");
         return Ok(None);
     }
-    let id: String = dir_id.chars().take(12).collect();
-    let name = format!("genward-{id}-{}", std::process::id());
+    let name = subtree_name(dir_id, std::process::id());
     match CgroupRoot::setup(&name, Placement::StayPut) {
         Ok(root) => {
             log::info!(
@@ -37,5 +132,38 @@ pub fn cgroup_root(mode: ContainmentMode, dir_id: &str) -> Result<Option<CgroupR
             log::info!("containment: each generation's session ({why})");
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn only_this_directorys_subtrees_of_other_pids_are_predecessors() {
+        assert_eq!(subtree_name(ID, 42), "genward-0123456789ab-42");
+        assert!(is_predecessor("genward-0123456789ab-41", ID, 42));
+        assert!(is_predecessor("genward-0123456789ab-99999999999", ID, 42));
+        // Its own, another directory's, and anything not named as a daemon names it.
+        assert!(!is_predecessor("genward-0123456789ab-42", ID, 42));
+        assert!(!is_predecessor("genward-0123456789ac-41", ID, 42));
+        assert!(!is_predecessor("genward-0123456789ab-", ID, 42));
+        assert!(!is_predecessor("genward-0123456789ab-4x", ID, 42));
+        assert!(!is_predecessor("genward-0123456789ab-41-x", ID, 42));
+        assert!(!is_predecessor("genward-0123456789abc-41", ID, 42));
+        assert!(!is_predecessor("genward-0123456789ab", ID, 42));
+        assert!(!is_predecessor("xgenward-0123456789ab-41", ID, 42));
+        assert!(!is_predecessor("genward--41", "", 42));
+    }
+
+    #[test]
+    fn only_generation_and_daemon_leaves_are_ours() {
+        assert!(is_leaf_of_ours("gen-7"));
+        assert!(is_leaf_of_ours("daemon"));
+        assert!(!is_leaf_of_ours("gen-"));
+        assert!(!is_leaf_of_ours("gen-7x"));
+        assert!(!is_leaf_of_ours("other"));
     }
 }

@@ -72,6 +72,10 @@
 //!   empties as soon as that child has exited; remove it then (on `populated 0`, or at
 //!   once if [`GenCgroup::is_populated`] already says `false`).
 //!
+//! - **Subtrees left by earlier processes** (a daemon killed before it removed its own):
+//!   [`CgroupRoot::siblings`] finds them beside ours by a name the caller recognises,
+//!   [`prune_subtree`] removes what of one holds no process, and the subtree once empty.
+//!
 //! # Hosts without cgroup v2 or without permission
 //!
 //! [`CgroupRoot::setup`] returns [`Unavailable`] when there is no cgroup-v2 mount, when we
@@ -564,6 +568,58 @@ fn remove_tree(path: &Path) -> io::Result<()> {
     }
 }
 
+/// `populated` of the cgroup at `path`, read from its `cgroup.events`; `None` when it
+/// cannot be read (gone, or not a cgroup).
+fn populated_at(path: &Path) -> Option<bool> {
+    read(&path.join("cgroup.events"))
+        .ok()
+        .and_then(|t| parse_populated(&t))
+}
+
+/// Removes what is left of a subtree that an earlier process made (see
+/// [`CgroupRoot::siblings`]) as far as no process is in it: each child cgroup whose name
+/// `leaf` accepts and whose `cgroup.events` says `populated 0` (with any cgroup made
+/// below it), then the subtree itself once it holds no process and no child cgroup.
+/// Returns whether the subtree is gone (`true` also when it was already).
+///
+/// A cgroup with a process in it is never removed (the kernel would refuse it too), nor a
+/// child cgroup `leaf` does not accept: what the caller does not know as its own stays,
+/// and so does the subtree. Never blocks.
+pub fn prune_subtree(path: &Path, leaf: impl Fn(&str) -> bool) -> io::Result<bool> {
+    let entries = match fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
+    };
+    let mut left = false;
+    for entry in entries {
+        let entry = entry?;
+        if !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let child = entry.path();
+        let known = entry.file_name().to_str().is_some_and(&leaf);
+        if !known || populated_at(&child) != Some(false) {
+            left = true;
+            continue;
+        }
+        if let Err(e) = remove_tree(&child) {
+            log::debug!("cgroup: cannot remove {child:?}: {e}");
+            left = true;
+        }
+    }
+    if left || populated_at(path) != Some(false) {
+        return Ok(false);
+    }
+    match fs::remove_dir(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+        // Something entered or was made meanwhile: it stays.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The daemon's cgroup subtree: where generations' cgroups are made. See the
 /// [module docs](self).
 #[derive(Debug)]
@@ -655,6 +711,24 @@ impl CgroupRoot {
             controllers,
             moved_self: false,
         })
+    }
+
+    /// The cgroups beside this subtree (in `<own>`, where it was made) whose names `pick`
+    /// accepts, this subtree excluded: e.g. the subtrees earlier daemons made and left.
+    pub fn siblings(&self, pick: impl Fn(&str) -> bool) -> io::Result<Vec<PathBuf>> {
+        let mut found = Vec::new();
+        for entry in fs::read_dir(&self.location.dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if path == self.path || !entry.file_type()?.is_dir() {
+                continue;
+            }
+            if entry.file_name().to_str().is_some_and(&pick) {
+                found.push(path);
+            }
+        }
+        found.sort();
+        Ok(found)
     }
 
     /// The name it was made with (its last path component).

@@ -58,8 +58,9 @@ impl Daemon {
     }
 
     /// Whether one more spawn leaves the descriptors kept in reserve (see
-    /// `driver::descriptors`); if not, the `limit` error that says so.
-    pub(super) fn spawn_room(&self) -> Result<(), ProtoError> {
+    /// `driver::descriptors`), emptied cgroups kept for reuse given up first if need be;
+    /// if not, the `limit` error that says so.
+    pub(super) fn spawn_room(&mut self) -> Result<(), ProtoError> {
         self.children.admit_spawn(self.clients.count())
     }
 

@@ -163,6 +163,8 @@ impl Daemon {
             persist.dir_id().to_owned(),
         );
         children.resume(driver.children, poll.registry());
+        // The subtrees of the daemons before the one that re-executed were in its view.
+        children.clear_predecessors();
         children.resume_probe_identities(driver.probe_identities);
         let hello = hello(&cfg, &children);
         let (limits, policy) = client_rules(&cfg);

@@ -139,6 +139,8 @@ impl Daemon {
             clock.now(),
             cfg.reaper,
         );
+        // What the previous daemons' cgroups hold is known now: the empty ones go.
+        children.clear_predecessors();
         if let Some(link) = &mut keeper {
             // Its copies of what was not resumed with its I/O are no longer needed.
             let forgotten = handed.iter().filter(|g| !with_io.contains(g));

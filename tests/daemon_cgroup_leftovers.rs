@@ -1,0 +1,132 @@
+//! A daemon that dies without cleaning up leaves its cgroup subtree behind. The next
+//! daemon on the same state directory removes what of it holds no process at start, and
+//! the rest once the generations it took back from it end; another directory's subtrees,
+//! and anything not named as a daemon names its subtree, are never touched.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+
+use genward::sys::cgroup::{own_cgroup, Location};
+use serde_json::json;
+use util::daemon::{Client, Daemon, Msg, PATIENCE};
+
+fn pid_of(c: &mut Client, gen: u64) -> u32 {
+    let seen = c.events_until(|m| m.is("spawned", gen));
+    seen.iter()
+        .find_map(|m| match m {
+            Msg::Json(v) if v["event"] == "spawned" => v["pid"].as_u64(),
+            _ => None,
+        })
+        .unwrap() as u32
+}
+
+/// Waits until `session` lists no generation: its last one is released (its cgroup given
+/// back).
+fn released(c: &mut Client, session: &str) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let got = c.ok(json!({"op": "get", "session": session}));
+        if got["session"]["generations"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "still listed: {got}");
+    }
+}
+
+/// Cgroups the test makes itself, removed however it ends.
+struct Made(Vec<PathBuf>);
+
+impl Made {
+    fn dir(&mut self, path: PathBuf) -> PathBuf {
+        std::fs::create_dir(&path).unwrap();
+        self.0.push(path.clone());
+        path
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_dir(path);
+        }
+    }
+}
+
+/// `genward-<id>-<pid>` split into its id and pid.
+fn id_of(subtree: &Path) -> String {
+    let name = subtree.file_name().unwrap().to_str().unwrap();
+    let rest = name.strip_prefix("genward-").unwrap();
+    rest.rsplit_once('-').unwrap().0.to_owned()
+}
+
+#[test]
+fn a_crashed_daemons_cgroup_subtree_goes_once_nothing_runs_in_it() {
+    const TEST: &str = "a_crashed_daemons_cgroup_subtree_goes_once_nothing_runs_in_it";
+    let mut d = Daemon::start("cgroup-leftover", &["--no-keeper"]);
+    let mut c = d.client();
+    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
+        println!("SKIP {TEST}: no cgroup containment here");
+        eprintln!("SKIP {TEST}: no cgroup containment here");
+        return;
+    }
+    let mount = Location::find().expect("cgroup containment works").mount;
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let keep = c.ok(
+        json!({"op": "spawn", "session": "keep", "on_recover": "keep",
+        "argv": ["sleep", "1000"]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    let keep_pid = pid_of(&mut c, keep);
+    // A job that ends: its emptied cgroup is kept for reuse when the daemon dies.
+    let job = c.ok(json!({"op": "spawn", "session": "job", "argv": ["true"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("exited", job));
+    released(&mut c, "job");
+
+    let text = std::fs::read_to_string(format!("/proc/{keep_pid}/cgroup")).unwrap();
+    let keep_cg = own_cgroup(&text).unwrap();
+    let keep_cg = mount.join(keep_cg.trim_start_matches('/'));
+    let subtree = keep_cg.parent().unwrap().to_owned();
+    let job_cg = subtree.join(format!("gen-{job}"));
+    assert!(job_cg.is_dir(), "{job_cg:?} kept for reuse");
+    // Beside it: another state directory's subtree, and names no daemon gives its own.
+    let own = subtree.parent().unwrap();
+    let id = id_of(&subtree);
+    let other_id: String = id
+        .chars()
+        .map(|ch| if ch == '0' { '1' } else { '0' })
+        .collect();
+    let mut made = Made(Vec::new());
+    let decoys = [
+        made.dir(own.join(format!("genward-{other_id}-1"))),
+        made.dir(own.join(format!("genward-{id}-1x"))),
+        made.dir(own.join(format!("genward-{id}"))),
+    ];
+    drop(c);
+
+    d.crash_and_restart(&["--no-keeper"]);
+    // At start: the empty cgroup is gone, the one a running process is in is not.
+    assert!(!job_cg.exists(), "{job_cg:?} left");
+    assert!(keep_cg.is_dir(), "{keep_cg:?} removed with a process in it");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let got = c.ok(json!({"op": "get", "session": "keep"}));
+    assert_eq!(got["session"]["state"], "running", "{got}");
+
+    // Once the process taken back is gone, so is the subtree it ran in.
+    c.ok(json!({"op": "remove", "session": "keep"}));
+    c.events_until(|m| {
+        let v = m.json();
+        v["event"] == "state" && v["session"] == "keep" && v["state"] == "removed"
+    });
+    assert!(!subtree.exists(), "{subtree:?} left once empty");
+    for decoy in &decoys {
+        assert!(decoy.is_dir(), "{decoy:?} is not the daemon's to remove");
+    }
+}
