@@ -46,8 +46,13 @@ fn hello(stream: &UnixStream) -> Answer {
 fn connections_beyond_the_descriptor_limit_are_refused_not_left_hanging() {
     // A shell that lowers the hard limit (so the daemon cannot raise it) and runs the
     // daemon as its child.
-    let wrapper = ["sh", "-c", "ulimit -n 48 && \"$@\"; :", "sh"];
-    let d = Daemon::start_wrapped("emfile", &wrapper, &[], None);
+    let Some(d) = limited_daemon(
+        "connections_beyond_the_descriptor_limit_are_refused_not_left_hanging",
+        "emfile",
+        48,
+    ) else {
+        return;
+    };
     let mut served = Vec::new();
     let mut refused = 0;
     for _ in 0..200 {
@@ -96,6 +101,35 @@ fn nofile_of(pid: u32) -> u64 {
 }
 
 /// The number before `what` in `message` (`... 57 in use, ...`).
+/// A daemon whose soft and hard descriptor limit is `limit`, for good: started without
+/// CAP_SYS_RESOURCE (which root has), so that it cannot raise its hard limit again.
+/// `None`, with a SKIP line naming `test`, where that cannot be arranged.
+fn limited_daemon(test: &str, tag: &str, limit: u64) -> Option<Daemon> {
+    let setpriv = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-sys_resource", "true"])
+        .status();
+    if !setpriv.is_ok_and(|s| s.success()) {
+        util::daemon::skip_because(&format!("{test}: no setpriv to drop CAP_SYS_RESOURCE"));
+        return None;
+    }
+    let ulimit = format!("ulimit -n {limit} && \"$@\"; :");
+    let wrapper = [
+        "setpriv",
+        "--bounding-set",
+        "-sys_resource",
+        "sh",
+        "-c",
+        ulimit.as_str(),
+        "sh",
+    ];
+    let d = Daemon::start_wrapped(tag, &wrapper, &[], None);
+    if nofile_of(d.pid) != limit {
+        util::daemon::skip_because(&format!("{test}: the daemon raised its limit"));
+        return None;
+    }
+    Some(d)
+}
+
 fn number_before(message: &str, what: &str) -> usize {
     let head = &message[..message.find(what).unwrap_or_else(|| panic!("{message}"))];
     head.trim_end()
@@ -108,13 +142,13 @@ fn number_before(message: &str, what: &str) -> usize {
 #[test]
 fn spawns_are_refused_while_descriptors_are_kept_for_clients() {
     const LIMIT: u64 = 160;
-    let wrapper = ["sh", "-c", "ulimit -n 160 && \"$@\"; :", "sh"];
-    let d = Daemon::start_wrapped("fd-reserve", &wrapper, &[], None);
-    if nofile_of(d.pid) != LIMIT {
-        // Allowed to raise its hard limit again (CAP_SYS_RESOURCE): nothing to run out of.
-        println!("SKIP spawns_are_refused: the daemon raised its limit");
+    let Some(d) = limited_daemon(
+        "spawns_are_refused_while_descriptors_are_kept_for_clients",
+        "fd-reserve",
+        LIMIT,
+    ) else {
         return;
-    }
+    };
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     // A session the restart policy starts again once it exits, which it does when told.
@@ -220,14 +254,13 @@ fn spawns_are_refused_while_descriptors_are_kept_for_clients() {
 fn a_stop_answered_while_clients_hold_every_descriptor_survives_a_crash() {
     // Clients alone can never take the descriptors the state files need: the `stop`
     // answered below is on disk, so the next daemon knows the session is to stay down.
-    let wrapper = ["sh", "-c", "ulimit -n 64 && \"$@\"; :", "sh"];
-    let mut d = Daemon::start_wrapped("fd-state", &wrapper, &[], None);
-    if nofile_of(d.pid) != 64 {
-        println!(
-            "SKIP a_stop_answered_while_clients_hold_every_descriptor: the daemon raised its limit"
-        );
+    let Some(mut d) = limited_daemon(
+        "a_stop_answered_while_clients_hold_every_descriptor_survives_a_crash",
+        "fd-state",
+        64,
+    ) else {
         return;
-    }
+    };
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     // It outlives the stop's first signal, so the stop is still under way at the crash.
@@ -303,28 +336,9 @@ fn remove_all(c: &mut util::daemon::Client, prefix: &str, n: usize) {
 fn kept_cgroups_never_cost_a_spawn_its_descriptors() {
     const TEST: &str = "kept_cgroups_never_cost_a_spawn_its_descriptors";
     const LIMIT: u64 = 128;
-    // Without CAP_SYS_RESOURCE (which root has) the daemon cannot raise its hard limit.
-    let wrapper = [
-        "setpriv",
-        "--bounding-set",
-        "-sys_resource",
-        "sh",
-        "-c",
-        "ulimit -n 128 && \"$@\"; :",
-        "sh",
-    ];
-    let setpriv = std::process::Command::new("setpriv")
-        .args(["--bounding-set", "-sys_resource", "true"])
-        .status();
-    if !setpriv.is_ok_and(|s| s.success()) {
-        util::daemon::skip_because(&format!("{TEST}: no setpriv to drop CAP_SYS_RESOURCE"));
+    let Some(d) = limited_daemon(TEST, "fd-pool", LIMIT) else {
         return;
-    }
-    let d = Daemon::start_wrapped("fd-pool", &wrapper, &[], None);
-    if nofile_of(d.pid) != LIMIT {
-        util::daemon::skip_because(&format!("{TEST}: the daemon raised its limit"));
-        return;
-    }
+    };
     let mut c = d.client();
     if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
         util::daemon::skip_because(&format!("{TEST}: no cgroup containment here"));
