@@ -9,17 +9,7 @@ use std::path::{Path, PathBuf};
 
 use genward::sys::cgroup::{own_cgroup, Location};
 use serde_json::json;
-use util::daemon::{Client, Daemon, Msg, PATIENCE};
-
-fn pid_of(c: &mut Client, gen: u64) -> u32 {
-    let seen = c.events_until(|m| m.is("spawned", gen));
-    seen.iter()
-        .find_map(|m| match m {
-            Msg::Json(v) if v["event"] == "spawned" => v["pid"].as_u64(),
-            _ => None,
-        })
-        .unwrap() as u32
-}
+use util::daemon::{Client, Daemon, PATIENCE};
 
 /// Waits until `session` lists no generation: its last one is released (its cgroup given
 /// back).
@@ -81,7 +71,7 @@ fn a_crashed_daemons_cgroup_subtree_goes_once_nothing_runs_in_it() {
     )["gen"]
         .as_u64()
         .unwrap();
-    let keep_pid = pid_of(&mut c, keep);
+    let keep_pid = c.spawned_pid(keep);
     // A job that ends: its emptied cgroup is kept for reuse when the daemon dies.
     let job = c.ok(json!({"op": "spawn", "session": "job", "argv": ["true"]}))["gen"]
         .as_u64()

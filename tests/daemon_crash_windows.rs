@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 use serde_json::{json, Value};
-use util::daemon::{Client, Daemon, Msg, LAZY_SUBREAPER, PATIENCE};
+use util::daemon::{Daemon, LAZY_SUBREAPER, PATIENCE};
 use util::recorded::{self, descriptors, marked, marker, KillMarkedOnDrop};
 use util::sys::readable;
 
@@ -107,15 +107,6 @@ fn what_a_group_kill_left_at_a_crash_does_not_run_on() {
     }
 }
 
-/// The pid generation `gen` was spawned with.
-fn spawned_pid(c: &mut Client, gen: u64) -> u32 {
-    let seen = c.events_until(|m| m.is("spawned", gen) || m.is("spawn_failed", gen));
-    match seen.last() {
-        Some(Msg::Json(v)) if v["event"] == "spawned" => v["pid"].as_u64().unwrap() as u32,
-        other => panic!("gen {gen} did not start: {other:?}"),
-    }
-}
-
 /// Two processes taken back after a crash (`on_recover: keep`): one is stopped through the
 /// daemon, the other ends by itself. The daemon sees both end: each gets its one
 /// `exited`, is no longer listed, and leaves no descriptor.
@@ -129,10 +120,10 @@ fn a_process_taken_back_is_seen_to_end(reaper: &[&str]) {
     let stopped = gen_of(&c.ok(json!({"op": "spawn", "session": "stopped",
         "on_recover": "keep", "grace": "100ms", "kill_grace": "100ms",
         "argv": ["sleep", "1000000"]})));
-    spawned_pid(&mut c, stopped);
+    c.spawned_pid(stopped);
     let ends = gen_of(&c.ok(json!({"op": "spawn", "session": "ends",
         "on_recover": "keep", "argv": ["sleep", "1000000"]})));
-    let ends_pid = spawned_pid(&mut c, ends);
+    let ends_pid = c.spawned_pid(ends);
     drop(c);
     d.kill();
     d.restart_wrapped(&[], reaper);
@@ -187,7 +178,7 @@ fn a_stopped_process_taken_back_is_not_reported_unkillable_while_its_status_wait
         json!({"op": "spawn", "session": "kept", "on_recover": "keep",
         "grace": "100ms", "kill_grace": "100ms", "argv": ["sleep", "1000000"]}),
     ));
-    spawned_pid(&mut c, gen);
+    c.spawned_pid(gen);
     drop(c);
     let mut subreaper = d.crash_daemon_and_restart(&[]);
     let mut c = d.client();
@@ -224,7 +215,7 @@ fn a_marked_process_in_the_middle_of_an_exec_is_still_swept() {
     for i in 0..16 {
         let gen = gen_of(&c.ok(json!({"op": "spawn", "session": format!("s{i}"),
             "argv": ["/bin/sh", script.to_str().unwrap()]})));
-        spawned_pid(&mut c, gen);
+        c.spawned_pid(gen);
         gens.push(gen);
     }
     drop(c);
@@ -252,7 +243,7 @@ fn a_marked_process_in_the_middle_of_an_exec_is_still_swept() {
         for i in 0..16 {
             let gen = gen_of(&c.ok(json!({"op": "spawn", "session": format!("s{i}"),
                 "argv": ["/bin/sh", script.to_str().unwrap()]})));
-            spawned_pid(&mut c, gen);
+            c.spawned_pid(gen);
             gens.push(gen);
         }
     }

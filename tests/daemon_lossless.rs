@@ -8,7 +8,7 @@ mod util;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::UnixStream;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use genward::testkit::proc;
 use serde_json::{json, Value};
@@ -201,43 +201,13 @@ fn flood_to_a_slow_reader(n: u64) {
     assert!(other_gen > gen);
 }
 
-/// The system call number of `write`, where the test knows it.
-fn write_syscall() -> Option<&'static str> {
-    if cfg!(target_arch = "x86_64") {
-        Some("1")
-    } else if cfg!(target_arch = "aarch64") {
-        Some("64")
-    } else {
-        None
-    }
-}
-
-/// Waits (bounded) until process `pid` is blocked in `write`: the daemon holds its output.
-fn await_blocked_in_write(pid: u64) {
-    let Some(nr) = write_syscall() else { return };
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let now = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-        if now.split_whitespace().next() == Some(nr) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "pid {pid} never blocked: {now}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn spawned_pid(c: &mut Client, gen: u64) -> u64 {
-    let ev = c.events_until(|m| m.is("spawned", gen));
-    ev.last().unwrap().json()["pid"].as_u64().unwrap()
-}
-
 #[test]
 fn a_lossless_reader_that_never_reads_is_demoted_and_the_child_runs_on() {
     let d = Daemon::start("lossless-stuck", &[]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let gen = spawn_flood(&mut c, "stuck", 3_000_000);
-    let pid = spawned_pid(&mut c, gen);
+    let pid = u64::from(c.spawned_pid(gen));
     let mut stuck = d.client();
     stuck.ok(
         json!({"op": "subscribe", "session": "stuck", "lossless": true,
@@ -306,7 +276,7 @@ fn a_lossless_reader_that_goes_lets_the_child_run_on() {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let gen = spawn_flood(&mut c, "held", 3_000_000);
-    let pid = spawned_pid(&mut c, gen);
+    let pid = u64::from(c.spawned_pid(gen));
     let mut held = d.client();
     // A bound far beyond the test's patience: only its going can let the child run on.
     held.ok(
@@ -314,7 +284,7 @@ fn a_lossless_reader_that_goes_lets_the_child_run_on() {
                    "demote_after": "1h"}),
     );
     go(&mut c, "held");
-    await_blocked_in_write(pid);
+    util::sys::await_blocked_in_write(pid);
     drop(held);
     let seen = c.events_until(|m| m.is("exited", gen));
     assert_eq!(seen.last().unwrap().json()["code"], 0);

@@ -110,31 +110,6 @@ impl Raw {
     }
 }
 
-/// The system call number of `write`, where the test knows it.
-fn write_syscall() -> Option<&'static str> {
-    if cfg!(target_arch = "x86_64") {
-        Some("1")
-    } else if cfg!(target_arch = "aarch64") {
-        Some("64")
-    } else {
-        None
-    }
-}
-
-/// Waits (bounded) until process `pid` is blocked in `write`: the daemon holds its output.
-fn await_blocked_in_write(pid: u64) {
-    let Some(nr) = write_syscall() else { return };
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let now = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-        if now.split_whitespace().next() == Some(nr) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "pid {pid} never blocked: {now}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn current_gen(c: &mut Client, session: &str) -> Value {
     let got = c.ok(json!({"op": "get", "session": session}));
     got["session"]["generations"][0].clone()
@@ -160,7 +135,7 @@ fn a_lossless_reader_that_takes_a_little_at_a_time_is_never_demoted() {
         std::thread::sleep(Duration::from_millis(5));
     };
     // Its socket and queue are full and the child waits for it.
-    await_blocked_in_write(pid);
+    util::sys::await_blocked_in_write(pid);
     // Each read frees far less of the socket than the poll waits for before it reports
     // room, and the next read comes only once the daemon wrote again: a reader that takes
     // bytes, however slowly, keeps its subscription lossless.

@@ -7,7 +7,7 @@
 mod util;
 
 use serde_json::{json, Value};
-use util::daemon::{Daemon, Msg};
+use util::daemon::Daemon;
 
 fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().unwrap()
@@ -22,16 +22,6 @@ fn session<'a>(list: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no session {name} in {list}"))
 }
 
-fn pid_of(c: &mut util::daemon::Client, gen: u64) -> u32 {
-    let seen = c.events_until(|m| m.is("spawned", gen));
-    seen.iter()
-        .find_map(|m| match m {
-            Msg::Json(v) if v["event"] == "spawned" => v["pid"].as_u64(),
-            _ => None,
-        })
-        .unwrap() as u32
-}
-
 #[test]
 fn sessions_generations_and_running_processes_survive_a_crash() {
     let mut d = Daemon::start("restart", &["--no-keeper"]);
@@ -40,13 +30,13 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     c.ok(json!({"op": "subscribe", "all": true}));
     let keep = gen_of(&c.ok(json!({"op": "spawn", "session": "keep",
         "on_recover": "keep", "argv": ["sleep", "1000"]})));
-    let keep_pid = pid_of(&mut c, keep);
+    let keep_pid = c.spawned_pid(keep);
     // By default a process found running by the next daemon is stopped, then its restart
     // policy applies (it gets a process whose I/O the daemon holds again).
     let auto = gen_of(&c.ok(json!({"op": "spawn", "session": "auto",
         "restart": {"mode": "always", "initial": "10ms"},
         "argv": ["sh", "-c", "sleep 1000 & echo child=$!.; exec sleep 1000"]})));
-    let auto_pid = pid_of(&mut c, auto);
+    let auto_pid = c.spawned_pid(auto);
     let mut text = String::new();
     let child_of = |text: &str| -> Option<u32> {
         text.split("child=").nth(1)?.split('.').next()?.parse().ok()
@@ -61,7 +51,7 @@ fn sessions_generations_and_running_processes_survive_a_crash() {
     let auto_child = child_of(&text).unwrap();
     let gone = gen_of(&c.ok(json!({"op": "spawn", "session": "gone",
         "argv": ["sleep", "1000"]})));
-    let gone_pid = pid_of(&mut c, gone);
+    let gone_pid = c.spawned_pid(gone);
     let fail = gen_of(&c.ok(json!({"op": "spawn", "session": "fail",
         "argv": ["sh", "-c", "exit 3"]})));
     c.events_until(|m| m.is("exited", fail));
@@ -159,7 +149,7 @@ fn a_marked_process_nobody_accounts_for_is_stopped_at_start() {
     c.ok(json!({"op": "subscribe", "all": true}));
     let ghost = gen_of(&c.ok(json!({"op": "spawn", "session": "ghost",
         "argv": ["sh", "-c", "sleep 1000 & exec sleep 1000"]})));
-    let ghost_pid = pid_of(&mut c, ghost);
+    let ghost_pid = c.spawned_pid(ghost);
     drop(c);
     // SIGKILL, then the descriptor is lost as if the daemon had died before writing it.
     // SAFETY: kill with the pid of our own, unreaped child.

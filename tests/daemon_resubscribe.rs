@@ -9,31 +9,6 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use util::daemon::{Client, Daemon, Msg, PATIENCE};
 
-/// The system call number of `write`, where the test knows it.
-fn write_syscall() -> Option<&'static str> {
-    if cfg!(target_arch = "x86_64") {
-        Some("1")
-    } else if cfg!(target_arch = "aarch64") {
-        Some("64")
-    } else {
-        None
-    }
-}
-
-/// Waits (bounded) until process `pid` is blocked in `write`: the daemon holds its output.
-fn await_blocked_in_write(pid: u64) {
-    let Some(nr) = write_syscall() else { return };
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let now = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-        if now.split_whitespace().next() == Some(nr) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "pid {pid} never blocked: {now}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// The pid of `session`'s generation, once it was started.
 fn pid_of(c: &mut Client, session: &str) -> u64 {
     let deadline = Instant::now() + PATIENCE;
@@ -56,7 +31,7 @@ fn spawn_flood(c: &mut Client, session: &str, n: u64) -> u64 {
 
 #[test]
 fn subscribing_again_without_lossless_lets_held_output_flow() {
-    if write_syscall().is_none() {
+    if util::sys::write_syscall().is_none() {
         return;
     }
     let d = Daemon::start("resub-ordinary", &[]);
@@ -68,7 +43,7 @@ fn subscribing_again_without_lossless_lets_held_output_flow() {
     // A bound far beyond the test's patience: only the change of terms can let it run on.
     sub.ok(json!({"op": "subscribe", "session": "dg2", "lossless": true, "demote_after": "1h"}));
     c.ok(json!({"op": "write", "session": "dg2", "data": "go\n"}));
-    await_blocked_in_write(pid);
+    util::sys::await_blocked_in_write(pid);
     // Answered even though its queue is full of output; from now on it is an ordinary
     // subscriber, which the child no longer waits for.
     sub.ok(json!({"op": "subscribe", "session": "dg2", "lossless": false}));
@@ -82,7 +57,7 @@ fn subscribing_again_without_lossless_lets_held_output_flow() {
 
 #[test]
 fn subscribing_again_with_lossless_holds_the_output_for_it() {
-    if write_syscall().is_none() {
+    if util::sys::write_syscall().is_none() {
         return;
     }
     let d = Daemon::start("resub-lossless", &[]);
@@ -94,7 +69,7 @@ fn subscribing_again_with_lossless_holds_the_output_for_it() {
     sub.ok(json!({"op": "subscribe", "session": "up", "lossless": true, "demote_after": "1h"}));
     c.ok(json!({"op": "write", "session": "up", "data": "go\n"}));
     // The child waits for the reader, which then gets everything, in order.
-    await_blocked_in_write(pid);
+    util::sys::await_blocked_in_write(pid);
     let mut pos = 0;
     loop {
         match sub.next_event() {

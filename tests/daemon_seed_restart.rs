@@ -14,22 +14,13 @@ use std::time::{Duration, Instant};
 use genward::testkit::proc;
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 use serde_json::{json, Value};
-use util::daemon::{Client, Daemon, Msg, PATIENCE};
+use util::daemon::{Daemon, PATIENCE};
 use util::pidns::{Bystander, PidNamespace};
 use util::recorded::{self, marker, wait_past_tick, KillMarkedOnDrop};
 use util::sys::{readable, skip};
 
 fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().expect("gen")
-}
-
-/// The pid (in the daemon's namespace) generation `gen` was spawned with.
-fn spawned_pid(c: &mut Client, gen: u64) -> u32 {
-    let seen = c.events_until(|m| m.is("spawned", gen) || m.is("spawn_failed", gen));
-    match seen.last() {
-        Some(Msg::Json(v)) if v["event"] == "spawned" => v["pid"].as_u64().unwrap() as u32,
-        other => panic!("gen {gen} did not start: {other:?}"),
-    }
 }
 
 fn session<'a>(list: &'a Value, name: &str) -> &'a Value {
@@ -91,15 +82,15 @@ fn a_stranger_on_a_recorded_pid_is_never_signalled(name: &str, reaper: &[&str]) 
     c.ok(json!({"op": "subscribe", "all": true}));
     let worker = gen_of(&c.ok(json!({"op": "spawn", "session": "worker",
         "argv": ["sleep", "1000000"]})));
-    let worker_pid = spawned_pid(&mut c, worker);
+    let worker_pid = c.spawned_pid(worker);
     let kept = gen_of(&c.ok(
         json!({"op": "spawn", "session": "kept", "on_recover": "keep",
         "argv": ["sleep", "1000000"]}),
     ));
-    let kept_pid = spawned_pid(&mut c, kept);
+    let kept_pid = c.spawned_pid(kept);
     let healthy = gen_of(&c.ok(json!({"op": "spawn", "session": "healthy",
         "restart": {"mode": "always", "initial": "10ms"}, "argv": ["sleep", "1000000"]})));
-    spawned_pid(&mut c, healthy);
+    c.spawned_pid(healthy);
     let failed = gen_of(&c.ok(json!({"op": "spawn", "session": "failed",
         "argv": ["sh", "-c", "exit 3"]})));
     c.events_until(|m| m.is("exited", failed));

@@ -321,6 +321,16 @@ pub struct Client {
 }
 
 impl Client {
+    /// The pid generation `gen` was spawned with (in the daemon's PID namespace), read
+    /// from its `spawned` event; this connection must be subscribed to its session.
+    pub fn spawned_pid(&mut self, gen: u64) -> u32 {
+        let seen = self.events_until(|m| m.is("spawned", gen) || m.is("spawn_failed", gen));
+        match seen.last() {
+            Some(Msg::Json(v)) if v["event"] == "spawned" => v["pid"].as_u64().unwrap() as u32,
+            other => panic!("gen {gen} did not start: {other:?}"),
+        }
+    }
+
     pub fn connect(path: &Path) -> Client {
         let stream = UnixStream::connect(path).expect("connect to daemon");
         stream.set_read_timeout(Some(PATIENCE)).unwrap();

@@ -210,3 +210,29 @@ pub fn finish(
     }
     starting.finish()
 }
+
+/// The system call number of `write`, where the test knows it.
+pub fn write_syscall() -> Option<&'static str> {
+    if cfg!(target_arch = "x86_64") {
+        Some("1")
+    } else if cfg!(target_arch = "aarch64") {
+        Some("64")
+    } else {
+        None
+    }
+}
+
+/// Waits (bounded) until process `pid` is blocked in `write` — the daemon holds its
+/// output back. The process's state is looked at, as nothing reports it.
+pub fn await_blocked_in_write(pid: u64) {
+    let Some(nr) = write_syscall() else { return };
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let now = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if now.split_whitespace().next() == Some(nr) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "pid {pid} never blocked: {now}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
