@@ -188,20 +188,6 @@ impl Subscriptions {
         };
     }
 
-    /// Whether `client` follows `session` already (by name or as one of all).
-    pub fn follows(&self, client: u64, session: &str) -> bool {
-        self.follows_all(client)
-            || self
-                .cursors
-                .get(session)
-                .is_some_and(|f| f.get(client).is_some())
-    }
-
-    /// Whether `client` follows every session.
-    pub fn follows_all(&self, client: u64) -> bool {
-        self.all.contains_key(&client)
-    }
-
     /// Whether `client` follows `session` or every session.
     pub fn follows_anything(&self, client: u64) -> bool {
         self.all.contains_key(&client) || self.count.get(&client).is_some_and(|n| *n > 0)

@@ -55,20 +55,6 @@ pub enum Replay {
     Start,
 }
 
-impl Replay {
-    /// The request member that asked for this start, if any: an error about it names
-    /// what the client wrote.
-    pub fn option(self) -> Option<&'static str> {
-        match self {
-            Replay::Now => None,
-            Replay::Tail(_) => Some("tail"),
-            Replay::Pos(_) => Some("from_pos"),
-            Replay::Gen(_) => Some("from_gen"),
-            Replay::Start => Some("from_start"),
-        }
-    }
-}
-
 /// The terms of a lossless subscription (`"lossless": true`): the daemon stops reading
 /// the session's output while this subscriber's queue is full, so the child waits on its
 /// pipe instead of the subscriber losing output; see docs/protocol.md.

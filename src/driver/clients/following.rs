@@ -13,7 +13,6 @@ use crate::driver::logs::Logs;
 use crate::driver::subscriptions::{start_cursor, Terms};
 use crate::proto::encode;
 use crate::proto::envelope::RequestId;
-use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::request::Target;
 
 impl Clients {
@@ -21,9 +20,9 @@ impl Clients {
     /// starting each per `terms` (where, and whether losslessly).
     ///
     /// A connection follows a session once: subscribing again to what it follows changes
-    /// the subscription's terms (lossless or not, `demote_after`) and keeps its position.
-    /// A start option there is refused rather than ignored, so that a client asking for a
-    /// replay it would not get learns it at once.
+    /// the subscription's terms (lossless or not, `demote_after`) and keeps its position —
+    /// a start option there is ignored, as clients that subscribe again after a
+    /// reconnection (the client libraries among them) expect.
     pub fn subscribe(
         &mut self,
         id: u64,
@@ -34,20 +33,6 @@ impl Clients {
         logs: &mut Logs,
     ) {
         let Terms { replay, lossless } = terms;
-        let again = if all {
-            self.subs.follows_all(id)
-        } else {
-            sessions.iter().all(|s| self.subs.follows(id, s))
-        };
-        if let (true, Some(option)) = (again, replay.option()) {
-            let what = if all { "every session" } else { "this session" };
-            let why = format!(
-                "`{option}` on a subscription this connection already has: it follows \
-                 {what} from where it started; unsubscribe first to start again"
-            );
-            let e = ProtoError::new(ErrorCode::BadRequest, why);
-            return self.send_error(id, rid, &e);
-        }
         self.send_ok(id, rid);
         if all {
             self.subs.add_all(id, replay, lossless);
