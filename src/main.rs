@@ -148,9 +148,10 @@ fn resume(rest: &[String]) -> Result<ExitCode, String> {
 
 /// A table limit from the command line: a positive count.
 fn limit(option: &str, value: &str) -> Result<usize, String> {
-    value
-        .parse()
-        .ok()
+    // Digits only: Rust's parser would also take a leading `+`.
+    Some(value)
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|v| v.parse().ok())
         .filter(|&n: &usize| n > 0)
         .ok_or_else(|| format!("--{option} {value}: expected a positive count"))
 }

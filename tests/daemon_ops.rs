@@ -335,7 +335,11 @@ fn a_readiness_descriptor_that_is_not_open_for_writing_is_refused_before_anythin
 fn a_bad_daemon_option_is_refused_before_anything_starts() {
     let dir = genward::testkit::scratch::ScratchDir::new("daemon-options");
     let long = dir.join("x".repeat(120));
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--max-sessions", "+5"],
+            "--max-sessions +5: expected a positive count",
+        ),
         (
             &["--keeper-hold", "0"],
             "--keeper-hold 0: a keeper that holds nothing; use --no-keeper",
