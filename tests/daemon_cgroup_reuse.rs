@@ -61,9 +61,7 @@ fn an_emptied_cgroup_is_reused_alone_and_never_one_that_had_limits() {
     const TEST: &str = "an_emptied_cgroup_is_reused_alone_and_never_one_that_had_limits";
     let d = Daemon::start("cgroup-reuse", &[]);
     let mut c = d.client();
-    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
-        println!("SKIP {TEST}: no cgroup containment here");
-        eprintln!("SKIP {TEST}: no cgroup containment here");
+    if util::daemon::without_cgroups(&mut c, TEST) {
         return;
     }
     let mount = Location::find().expect("cgroup containment works").mount;
@@ -108,9 +106,7 @@ fn a_kept_cgroup_removed_meanwhile_is_not_used() {
     const TEST: &str = "a_kept_cgroup_removed_meanwhile_is_not_used";
     let d = Daemon::start("cgroup-reuse-removed", &[]);
     let mut c = d.client();
-    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
-        println!("SKIP {TEST}: no cgroup containment here");
-        eprintln!("SKIP {TEST}: no cgroup containment here");
+    if util::daemon::without_cgroups(&mut c, TEST) {
         return;
     }
     let mount = Location::find().expect("cgroup containment works").mount;
@@ -133,9 +129,7 @@ fn a_cgroup_that_was_killed_is_never_reused() {
     const TEST: &str = "a_cgroup_that_was_killed_is_never_reused";
     let d = Daemon::start("cgroup-killed", &[]);
     let mut c = d.client();
-    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
-        println!("SKIP {TEST}: no cgroup containment here");
-        eprintln!("SKIP {TEST}: no cgroup containment here");
+    if util::daemon::without_cgroups(&mut c, TEST) {
         return;
     }
     let mount = Location::find().expect("cgroup containment works").mount;

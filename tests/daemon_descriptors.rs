@@ -340,8 +340,7 @@ fn kept_cgroups_never_cost_a_spawn_its_descriptors() {
         return;
     };
     let mut c = d.client();
-    if c.ok(json!({"op": "hello"}))["containment"] != "cgroup" {
-        util::daemon::skip_because(&format!("{TEST}: no cgroup containment here"));
+    if util::daemon::without_cgroups(&mut c, TEST) {
         return;
     }
     c.ok(json!({"op": "subscribe", "all": true}));

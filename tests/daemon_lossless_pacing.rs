@@ -149,33 +149,50 @@ fn a_lossless_reader_that_takes_a_little_at_a_time_is_never_demoted() {
 }
 
 #[test]
-fn output_after_the_leader_exited_is_paced_for_a_lossless_reader() {
+fn output_held_when_the_leader_exits_stays_paced_for_a_lossless_reader() {
     let d = Daemon::start("lossless-drain", &[]);
     let mut c = d.client();
-    // The leader starts a writer of 20 MB (far more than the session's log holds) and
-    // exits; the drain deadline is far beyond the test's patience.
-    let script = "read go; (head -c 20000000 /dev/zero; echo gc-done >&2) & exit 0";
+    // A writer of 20 MB (far more than the session's log holds) starts and says its pid;
+    // the leader exits when told; the drain deadline is far beyond the test's patience.
+    let pid_file = d.dir.join("writer.pid");
+    let script = format!(
+        "head -c 20000000 /dev/zero & echo $! > {}; read go; exit 0",
+        pid_file.display()
+    );
+    let mut sub = Raw::subscribe(
+        &d,
+        json!({"op": "subscribe", "all": true, "lossless": true, "demote_after": "1h"}),
+    );
+    // Following every session, so paced from the first byte. An ordinary follower too,
+    // to be told when the leader is gone (it never paces).
+    c.ok(json!({"op": "subscribe", "all": true}));
     let r = c.ok(
         json!({"op": "spawn", "session": "e", "argv": ["sh", "-c", script],
                         "on_exit": "leave", "drain": "1h"}),
     );
     let gen = r["gen"].as_u64().unwrap();
-    let mut sub = Raw::subscribe(
-        &d,
-        json!({"op": "subscribe", "session": "e", "from_start": true, "lossless": true,
-               "demote_after": "1h"}),
-    );
-    c.ok(json!({"op": "write", "session": "e", "data": "go\n"}));
-    // Nothing is read until the leader is gone and its output drains: every byte after
-    // that must still wait for this reader.
+    c.events_until(|m| m.is("spawned", gen));
+    // (Nothing reports a file written: it is looked at, within the patience.)
     let deadline = Instant::now() + PATIENCE;
-    while current_gen(&mut c, "e")["lifecycle"] != "exited" {
-        assert!(Instant::now() < deadline, "the leader never exited");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let (exited, stdout, stderr) = sub.read_to_end(gen);
+    let writer: u64 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the writer never said its pid");
+        std::thread::yield_now();
+    };
+    // Held while the leader runs (this reader takes nothing) ...
+    util::sys::await_blocked_in_write(writer);
+    c.ok(json!({"op": "write", "session": "e", "data": "go\n"}));
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "exiting");
+    // ... and still held once it is gone: read to its end instead, the rest would be
+    // dropped for this reader.
+    util::sys::await_blocked_in_write(writer);
+    let (exited, stdout, _) = sub.read_to_end(gen);
     assert_eq!(stdout, 20_000_000, "{exited}");
-    assert_eq!(stderr, b"gc-done\n");
     assert_eq!(exited["truncated"], false, "{exited}");
     assert_eq!(exited["discarded"], 0, "{exited}");
 }

@@ -190,11 +190,18 @@ impl Persist {
         if dirty.is_empty() && !retry {
             return;
         }
-        let mut names: BTreeSet<Arc<str>> = dirty.into_iter().collect();
+        let mut names = dirty;
         if retry {
             // A bounded batch per retry: a disk still full must not hold the loop.
             self.save_retry_at = None;
-            names.extend(self.unsaved.iter().take(SAVE_RETRY_BATCH).cloned());
+            let again: Vec<Arc<str>> = self
+                .unsaved
+                .iter()
+                .filter(|n| !names.contains(n))
+                .take(SAVE_RETRY_BATCH)
+                .cloned()
+                .collect();
+            names.extend(again);
         }
         let clock = WallClock {
             now,

@@ -559,6 +559,13 @@ pub fn skip_because(why: &str) -> bool {
     true
 }
 
+/// Whether the daemon `c` talks to contains generations in cgroups; if not, says that
+/// `test` is skipped for it.
+pub fn without_cgroups(c: &mut Client, test: &str) -> bool {
+    c.ok(serde_json::json!({"op": "hello"}))["containment"] != "cgroup"
+        && skip_because(&format!("{test}: no cgroup containment here"))
+}
+
 /// Whether tests of processes taken back after a crash cannot run here (said out loud):
 /// they need `python3` for the subreaper, and a kernel that keeps exit statuses for
 /// pidfds (PIDFD_INFO_EXIT).
