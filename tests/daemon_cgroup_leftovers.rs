@@ -118,3 +118,97 @@ fn a_crashed_daemons_cgroup_subtree_goes_once_nothing_runs_in_it() {
         assert!(decoy.is_dir(), "{decoy:?} is not the daemon's to remove");
     }
 }
+
+/// The cgroup subtree of the daemon `c` talks to, and the cgroup of a generation running
+/// `sleep` in session `session` (left running).
+fn sleeping(c: &mut Client, mount: &Path, session: &str) -> (PathBuf, PathBuf) {
+    let gen = c.ok(
+        json!({"op": "spawn", "session": session, "on_recover": "keep",
+        "argv": ["sleep", "1000"]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    let pid = c.spawned_pid(gen);
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let cg = mount.join(own_cgroup(&text).unwrap().trim_start_matches('/'));
+    (cg.parent().unwrap().to_owned(), cg)
+}
+
+/// A cgroup whose processes are killed and which is removed, with its parent, however
+/// the test ends.
+struct Doomed(PathBuf);
+
+impl Drop for Doomed {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("cgroup.kill"), "1");
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while std::fs::remove_dir(&self.0).is_err() && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let _ = std::fs::remove_dir(self.0.parent().unwrap());
+    }
+}
+
+#[test]
+fn a_dead_daemons_empty_subtree_goes_whichever_directory_the_next_daemon_has() {
+    const TEST: &str = "a_dead_daemons_empty_subtree_goes_whichever_directory_the_next_daemon_has";
+    // Killed with nothing running: its subtree is garbage.
+    let mut dead = Daemon::start("cgroup-dead", &["--no-keeper"]);
+    let mut c = dead.client();
+    if util::daemon::without_cgroups(&mut c, TEST) {
+        return;
+    }
+    let mount = Location::find().expect("cgroup containment works").mount;
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let (dead_subtree, _) = sleeping(&mut c, &mount, "s");
+    c.ok(json!({"op": "remove", "session": "s"}));
+    c.events_until(|m| {
+        let v = m.json();
+        v["event"] == "state" && v["session"] == "s" && v["state"] == "removed"
+    });
+    drop(c);
+    dead.kill();
+    assert!(dead_subtree.is_dir(), "a killed daemon cannot clean up");
+
+    // Killed with a process running: what runs stays contained, for its directory's next
+    // daemon to take back.
+    let mut left = Daemon::start("cgroup-left", &["--no-keeper"]);
+    let mut c = left.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let (left_subtree, left_cg) = sleeping(&mut c, &mount, "s");
+    let _doomed = Doomed(left_cg.clone());
+    drop(c);
+    left.kill();
+
+    // Alive, on another directory, with nothing running.
+    let alive = Daemon::start("cgroup-alive", &["--no-keeper"]);
+    let mut c = alive.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let (alive_subtree, _) = sleeping(&mut c, &mount, "s");
+    c.ok(json!({"op": "stop", "session": "s"}));
+    released(&mut c, "s");
+
+    // Unmarked: nothing tells whose it is.
+    let mut made = Made(Vec::new());
+    let own = dead_subtree.parent().unwrap();
+    let unmarked = made.dir(own.join("genward-0decoy0decoy-1"));
+
+    let _next = Daemon::start("cgroup-next", &["--no-keeper"]);
+    assert!(
+        !dead_subtree.exists(),
+        "{dead_subtree:?} outlived its daemon"
+    );
+    assert!(left_cg.is_dir(), "{left_cg:?} removed with a process in it");
+    assert!(
+        left_subtree.is_dir(),
+        "{left_subtree:?} removed with a process in it"
+    );
+    assert!(
+        alive_subtree.is_dir(),
+        "{alive_subtree:?} removed under a live daemon"
+    );
+    assert!(unmarked.is_dir(), "{unmarked:?} is no daemon's to remove");
+    // The live daemon carries on in it.
+    let (again, _) = sleeping(&mut c, &mount, "t");
+    assert_eq!(again, alive_subtree);
+}

@@ -20,7 +20,7 @@ use mio::Registry;
 use super::backlog::BULK_SLICE;
 use super::cgroup_pool::CgroupPool;
 use super::child::{Child, InputProgress};
-use super::containment::Predecessors;
+use super::containment::{clear_abandoned, Predecessors};
 use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
@@ -157,11 +157,13 @@ impl Children {
     }
 
     /// Removes what the cgroup subtrees of earlier daemons on this state directory hold
-    /// that no process is in, and keeps the rest in view (see [`Predecessors`]). Called
-    /// once the previous daemon's generations are taken back.
+    /// that no process is in, and keeps the rest in view (see [`Predecessors`]); removes
+    /// the empty subtrees of other directories' daemons verified gone (see
+    /// [`clear_abandoned`]). Called once the previous daemon's generations are taken back.
     pub fn clear_predecessors(&mut self) {
         if let Some(root) = &self.cgroups {
             self.predecessors = Predecessors::find(root, &self.dir_id);
+            clear_abandoned(root, &self.dir_id);
         }
     }
 

@@ -1,10 +1,13 @@
 //! Choosing what holds each generation's process tree when the daemon starts, and
-//! clearing away the cgroup subtrees that earlier daemons on the same state directory left.
+//! clearing away the cgroup subtrees that earlier daemons left: those of the same state
+//! directory as soon as nothing runs in them, and those of any other directory once their
+//! maker is verified gone and nothing runs in them.
 
 use std::path::PathBuf;
 
 use super::config::ContainmentMode;
-use crate::sys::cgroup::{prune_subtree, CgroupRoot, Placement, DAEMON_LEAF};
+use crate::sys::cgroup::{owner_of, prune_subtree, CgroupRoot, Placement, DAEMON_LEAF};
+use crate::sys::identity::{self, Observed, Verdict};
 
 /// The characters of the state directory's id a subtree's name carries.
 const ID_CHARS: usize = 12;
@@ -34,6 +37,92 @@ fn is_predecessor(name: &str, dir_id: &str, own_pid: u32) -> bool {
         && !pid.is_empty()
         && pid.bytes().all(|b| b.is_ascii_digit())
         && pid.parse::<u32>() != Ok(own_pid)
+}
+
+/// Whether `name` is any daemon's subtree (`genward-<id>-<digits>`) other than one of the
+/// state directory `dir_id` (those are [`Predecessors`]) — or our own.
+fn is_other_directorys(name: &str, dir_id: &str) -> bool {
+    let id: String = dir_id.chars().take(ID_CHARS).collect();
+    let Some((their_id, pid)) = name
+        .strip_prefix("genward-")
+        .and_then(|rest| rest.rsplit_once('-'))
+    else {
+        return false;
+    };
+    !their_id.is_empty()
+        && their_id.bytes().all(|b| b.is_ascii_alphanumeric())
+        && their_id != id
+        && !pid.is_empty()
+        && pid.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Version tag of the owner mark (see [`own_mark`]).
+const MARK_TAG: &str = "gw1";
+
+/// The owner mark this daemon puts on its subtree: `gw1 <pid namespace> <pid> <identity
+/// token>`. With it, a later daemon of *any* state directory can verify that the maker is
+/// gone. `None` where the namespace or the token cannot be read (the subtree then stays
+/// unmarked, and is only ever cleared by a daemon on the same directory).
+fn own_mark() -> Option<String> {
+    let ns = identity::pid_namespace().ok()?;
+    let pid = i32::try_from(std::process::id()).ok()?;
+    match identity::observe(pid, None) {
+        Observed::Token(token) => Some(format!("{MARK_TAG} {ns} {pid} {token}")),
+        Observed::Gone | Observed::Unreadable(_) => None,
+    }
+}
+
+/// Whether the daemon that `mark` names is verified gone, seen from the PID namespace
+/// `own_ns`: the mark is well-formed and of that namespace (a pid means nothing across
+/// namespaces), and the process on its pid is not the one it names, or none is, or it has
+/// exited. Anything else — a malformed mark, another namespace, an identity that cannot
+/// be read — is not known to be gone, and its subtree is left alone.
+fn maker_gone(mark: &str, own_ns: u64) -> bool {
+    let mut fields = mark.splitn(4, ' ');
+    let (Some(MARK_TAG), Some(ns), Some(pid), Some(token)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return false;
+    };
+    let (Ok(ns), Ok(pid)) = (ns.parse::<u64>(), pid.parse::<i32>()) else {
+        return false;
+    };
+    ns == own_ns && pid > 0 && identity::verify_running(pid, Some(token)) == Verdict::Mismatch
+}
+
+/// Removes the subtrees that daemons of *other* state directories left when they died
+/// (killed, or crashed, with no daemon on their directory after them to clear them up):
+/// each one whose owner mark names a daemon verified gone, as far as no process is in it.
+/// A subtree that still holds a process stays (a daemon on its directory may take it
+/// back), and so does every one whose maker lives, cannot be verified (another PID
+/// namespace, no mark), or is not named as a daemon names its subtree. Called once at
+/// start; returns how many went.
+pub fn clear_abandoned(root: &CgroupRoot, dir_id: &str) -> usize {
+    let Ok(own_ns) = identity::pid_namespace() else {
+        return 0;
+    };
+    let found = match root.siblings(|name| is_other_directorys(name, dir_id)) {
+        Ok(found) => found,
+        Err(e) => {
+            log::warn!("looking for cgroups other daemons left: {e}");
+            return 0;
+        }
+    };
+    let mut removed = 0;
+    for path in found {
+        if !owner_of(&path).is_some_and(|mark| maker_gone(&mark, own_ns)) {
+            continue;
+        }
+        match prune_subtree(&path, is_leaf_of_ours) {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(e) => log::warn!("removing the cgroup subtree {}: {e}", path.display()),
+        }
+    }
+    if removed > 0 {
+        log::info!("removed {removed} cgroup subtrees that daemons now gone left");
+    }
+    removed
 }
 
 /// Whether `name` is a cgroup a daemon makes in its subtree: `gen-<digits>` or `daemon`.
@@ -120,6 +209,11 @@ pub fn cgroup_root(mode: ContainmentMode, dir_id: &str) -> Result<Option<CgroupR
     let name = subtree_name(dir_id, std::process::id());
     match CgroupRoot::setup(&name, Placement::StayPut) {
         Ok(root) => {
+            if let Some(mark) = own_mark() {
+                if let Err(e) = root.mark_owner(&mark) {
+                    log::info!("cgroup subtree left unmarked (cleared only by a daemon on this state directory): {e}");
+                }
+            }
             log::info!(
                 "containment: a cgroup per generation under {} (controllers for limits: {})",
                 root.path().display(),
@@ -156,6 +250,47 @@ mod tests {
         assert!(!is_predecessor("genward-0123456789ab", ID, 42));
         assert!(!is_predecessor("xgenward-0123456789ab-41", ID, 42));
         assert!(!is_predecessor("genward--41", "", 42));
+    }
+
+    #[test]
+    fn other_directories_subtrees_are_named_as_a_daemon_names_them() {
+        assert!(is_other_directorys("genward-fedcba987654-41", ID));
+        assert!(is_other_directorys("genward-x-1", ID));
+        // This directory's (predecessors, or our own) and what no daemon names so.
+        assert!(!is_other_directorys("genward-0123456789ab-41", ID));
+        assert!(!is_other_directorys("genward-fedcba987654-", ID));
+        assert!(!is_other_directorys("genward-fedcba987654-4x", ID));
+        assert!(!is_other_directorys("genward--41", ID));
+        assert!(!is_other_directorys("genward-a.b-41", ID));
+        assert!(!is_other_directorys("genward-41", ID));
+        assert!(!is_other_directorys("other-fedcba987654-41", ID));
+    }
+
+    #[test]
+    fn a_maker_is_gone_only_when_verified_so_in_our_pid_namespace() {
+        let ns = identity::pid_namespace().unwrap();
+        let mark = own_mark().expect("a mark on Linux");
+        // Alive: ourselves.
+        assert!(!maker_gone(&mark, ns));
+        // The same pid with another start: a different process, so ours is gone.
+        let pid = std::process::id();
+        let boot = identity::boot_id().unwrap();
+        let stranger = format!("{MARK_TAG} {ns} {pid} linux1:{boot}:0:1");
+        assert!(maker_gone(&stranger, ns));
+        // In another PID namespace the pid says nothing.
+        assert!(!maker_gone(&stranger, ns + 1));
+        // Malformed, another version, no token, a token that cannot be compared.
+        for bad in [
+            "",
+            "gw1",
+            &format!("gw1 {ns} {pid}"),
+            &format!("gw2 {ns} {pid} linux1:{boot}:0:1"),
+            &format!("gw1 x {pid} linux1:{boot}:0:1"),
+            &format!("gw1 {ns} -1 linux1:{boot}:0:1"),
+            &format!("gw1 {ns} {pid} nonsense"),
+        ] {
+            assert!(!maker_gone(bad, ns), "{bad:?}");
+        }
     }
 
     #[test]

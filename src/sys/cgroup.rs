@@ -620,6 +620,23 @@ pub fn prune_subtree(path: &Path, leaf: impl Fn(&str) -> bool) -> io::Result<boo
     }
 }
 
+/// The extended attribute on a daemon's subtree naming the process that made it (see
+/// [`CgroupRoot::mark_owner`]): cgroupfs keeps `user.` attributes (Linux 5.7 and later)
+/// for whoever may write the cgroup, delegated users included.
+const OWNER_ATTR: &str = "user.genward.owner";
+
+/// Longest owner text [`owner_of`] reads back; a longer one is no owner of ours.
+const MAX_OWNER_LEN: usize = 512;
+
+/// The owner text the subtree at `path` carries ([`CgroupRoot::mark_owner`]); `None`
+/// when it has none (made before owners were marked, or by something else), it is too
+/// long, not UTF-8, or cannot be read.
+pub fn owner_of(path: &Path) -> Option<String> {
+    let mut buf = [0u8; MAX_OWNER_LEN];
+    let len = rustix::fs::getxattr(path, OWNER_ATTR, &mut buf[..]).ok()?;
+    String::from_utf8(buf[..len].to_vec()).ok()
+}
+
 /// The daemon's cgroup subtree: where generations' cgroups are made. See the
 /// [module docs](self).
 #[derive(Debug)]
@@ -711,6 +728,19 @@ impl CgroupRoot {
             controllers,
             moved_self: false,
         })
+    }
+
+    /// Records `owner` on the subtree, for [`owner_of`]: what lets a later daemon, of any
+    /// state directory, tell a subtree whose maker is gone (and so is garbage once empty)
+    /// from one of a daemon still running.
+    pub fn mark_owner(&self, owner: &str) -> io::Result<()> {
+        rustix::fs::setxattr(
+            &self.path,
+            OWNER_ATTR,
+            owner.as_bytes(),
+            rustix::fs::XattrFlags::empty(),
+        )
+        .map_err(io::Error::from)
     }
 
     /// The cgroups beside this subtree (in `<own>`, where it was made) whose names `pick`

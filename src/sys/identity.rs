@@ -180,6 +180,12 @@ pub fn compare(recorded: Option<&str>, observed: &Observed) -> Verdict {
     }
 }
 
+/// The inode of this process's PID namespace (`/proc/self/ns/pid`): a pid names the
+/// same process for two processes only when they share it.
+pub fn pid_namespace() -> io::Result<u64> {
+    Ok(rustix::fs::stat("/proc/self/ns/pid")?.st_ino)
+}
+
 /// The boot id, read once: `/proc/sys/kernel/random/boot_id`.
 pub fn boot_id() -> io::Result<String> {
     static BOOT_ID: OnceLock<String> = OnceLock::new();
