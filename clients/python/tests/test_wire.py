@@ -219,3 +219,68 @@ class TestNoAnswer(unittest.TestCase):
                 self.assertEqual(str(cm.exception), "no answer from the daemon in time")
             finally:
                 srv.close()
+
+
+class TestReconnectionSubscribesOnce(unittest.TestCase):
+    """A subscription asked for just before the connection broke, not answered: the next
+    connection carries one subscription of that session, not the lost request and a
+    resumption besides."""
+
+    def test_one_subscribe_per_session_after_a_reconnection(self) -> None:
+        import socket
+        import tempfile
+        import threading
+
+        hello = {"protocol": 1, "capabilities": ["output_frames", "replay", "if_gen", "wait"], "pid": 1}
+        seen: List[List[Dict[str, Any]]] = []
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "fake.sock")
+            srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            srv.bind(path)
+            srv.listen(2)
+            second_done = threading.Event()
+
+            def serve() -> None:
+                # First connection: hello and spawn answered; the connection breaks on
+                # the subscription the spawn brings, before its answer.
+                for first in (True, False):
+                    conn, _ = srv.accept()
+                    got: List[Dict[str, Any]] = []
+                    seen.append(got)
+                    with conn, conn.makefile("rwb") as f:
+                        for line in f:
+                            req = json.loads(line)
+                            got.append(req)
+                            if first and req["op"] == "subscribe":
+                                break
+                            answer: Dict[str, Any] = {"id": req["id"], "ok": True}
+                            if req["op"] == "hello":
+                                answer.update(hello)
+                            elif req["op"] == "spawn":
+                                answer["gen"] = 7
+                            elif req["op"] == "list":
+                                answer["sessions"] = []
+                            f.write(json.dumps(answer).encode() + b"\n")
+                            if req["op"] == "subscribe":
+                                started = {"event": "spawned", "session": "s", "gen": 7, "pid": 4242}
+                                f.write(json.dumps(started).encode() + b"\n")
+                            f.flush()
+                            if not first and req["op"] == "list":
+                                second_done.set()
+                                break
+
+            thread = threading.Thread(target=serve, daemon=True)
+            thread.start()
+            try:
+                client = genward.Client(path, timeout=10, reconnect_timeout=10)
+                try:
+                    client.spawn("s", ["cat"])
+                    client.list()
+                    self.assertTrue(second_done.wait(10))
+                finally:
+                    client.close()
+            finally:
+                srv.close()
+        self.assertEqual(len(seen), 2, seen)
+        subs = [(r["session"], r.get("from_gen")) for r in seen[1] if r["op"] == "subscribe"]
+        self.assertEqual(subs, [("s", 7)], seen[1])

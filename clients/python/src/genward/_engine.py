@@ -47,7 +47,7 @@ _READ_SLACK = 4 << 20
 
 
 class _Pending:
-    __slots__ = ("op", "line", "fut", "sent", "hook", "on_error")
+    __slots__ = ("op", "session", "line", "fut", "sent", "hook", "on_error")
 
     def __init__(
         self,
@@ -56,8 +56,12 @@ class _Pending:
         fut: Any,
         hook: Optional[Callable[[Dict[str, Any]], Any]],
         on_error: Optional[Callable[[BaseException], None]],
+        session: Optional[str] = None,
     ):
         self.op = op
+        #: The session a ``subscribe`` is for: a reconnection sends it as the session's
+        #: one subscription again instead of a second one.
+        self.session = session
         self.line = line
         self.fut = fut
         self.sent = False
@@ -274,7 +278,9 @@ class _Engine:
             msg = f"the `{args['op']}` request is {len(line) - 1} bytes, longer than a request line's limit of {MAX_LINE}"
             self._settle(fut, exc=Limit("limit", msg))
             return fut
-        p = _Pending(str(args["op"]), line, fut, hook, on_error)
+        op = str(args["op"])
+        session = str(args["session"]) if op == "subscribe" and "session" in args else None
+        p = _Pending(op, line, fut, hook, on_error, session)
         self._pending[rid] = p
         if self._connected:
             p.sent = True
@@ -536,10 +542,21 @@ class _Engine:
             self._pending[rid] = hello
             again.append(hello)
             for follow in self._follows.values():
+                # A subscription asked for but not answered yet becomes the session's
+                # subscription again (same request, same future): one per session.
+                unanswered = next(
+                    (r for r in sorted(self._pending) if self._pending[r].op == "subscribe" and self._pending[r].session == follow.session and not self._pending[r].sent),
+                    None,
+                )
+                if unanswered is not None:
+                    p = self._pending[unanswered]
+                    p.line = encode_request({"id": unanswered, **follow.resume_args()})
+                    again.append(p)
+                    continue
                 rid = self._next_id
                 self._next_id += 1
                 line = encode_request({"id": rid, **follow.resume_args()})
-                p = _Pending("subscribe", line, self._future(), None, self._gone_hook(follow.session))
+                p = _Pending("subscribe", line, self._future(), None, self._gone_hook(follow.session), follow.session)
                 self._pending[rid] = p
                 again.append(p)
             waited = [self._pending[r] for r in sorted(self._pending) if not self._pending[r].sent and self._pending[r] not in again]
