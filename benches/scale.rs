@@ -62,8 +62,9 @@ fn main() {
     }
 }
 
-/// Descriptors each running session holds in the daemon, at most, with room to spare.
-const FDS_PER_RUNNING: u64 = 8;
+/// Descriptors each running session holds in the daemon, at most (five: three pipes, the
+/// pidfd, its cgroup's `cgroup.events`), with room to spare.
+const FDS_PER_RUNNING: u64 = 6;
 
 /// The most sessions this process can have running under one daemon, which inherits our
 /// descriptor limit (and raises it to the hard limit).

@@ -36,7 +36,7 @@ fn ours_in(req: &SpawnRequest, dir: &CgroupDir, entry: CgroupEntry) {
 fn ours_in_fresh(req: &SpawnRequest, root: &CgroupRoot, gen: &mut u64, entry: CgroupEntry) {
     *gen += 1;
     let mut cg: GenCgroup = root.create_generation(*gen).expect("create cgroup");
-    ours_in(req, cg.dir(), entry);
+    ours_in(req, &cg.open_dir().unwrap(), entry);
     // The leader has been reaped; wait (on cgroup.events) in case the kernel has not
     // noted the cgroup empty yet.
     while cg.is_populated().expect("cgroup.events") {
@@ -110,10 +110,11 @@ fn main() {
             ours(&req);
             std_command();
             if let Some((root, same)) = &cgroups {
+                let same_dir = same.open_dir().expect("open cgroup");
                 ours_in_fresh(&req, root, &mut gen, CgroupEntry::ChildWritesProcs);
                 if cgroup_entry() == CgroupEntry::CloneIntoCgroup {
                     ours_in_fresh(&req, root, &mut gen, CgroupEntry::CloneIntoCgroup);
-                    ours_in(&req, same.dir(), CgroupEntry::CloneIntoCgroup);
+                    ours_in(&req, &same_dir, CgroupEntry::CloneIntoCgroup);
                 }
             }
         }
@@ -137,6 +138,7 @@ fn main() {
         genward.push(rate(budget / ROUNDS, || ours(&req)));
         std.push(rate(budget / ROUNDS, std_command));
         if let Some((root, same)) = &cgroups {
+            let same_dir = same.open_dir().expect("open cgroup");
             let entry = CgroupEntry::ChildWritesProcs;
             procs_fresh.push(rate(budget / ROUNDS, || {
                 ours_in_fresh(&req, root, &mut gen, entry)
@@ -146,7 +148,7 @@ fn main() {
                 clone3_fresh.push(rate(budget / ROUNDS, || {
                     ours_in_fresh(&req, root, &mut gen, entry)
                 }));
-                clone3_same.push(rate(budget / ROUNDS, || ours_in(&req, same.dir(), entry)));
+                clone3_same.push(rate(budget / ROUNDS, || ours_in(&req, &same_dir, entry)));
             }
         }
     }

@@ -175,7 +175,7 @@ fn the_child_is_in_its_cgroup_before_the_program_runs() {
                 .unwrap();
             // The program prints the cgroup it runs in, then waits for its stdin to close.
             let req = request_with(&["cat", "/proc/self/cgroup", "-"], reaper);
-            let starting = start_in_via(&req, gen.dir(), entry).expect("start");
+            let starting = start_in_via(&req, &gen.open_dir().unwrap(), entry).expect("start");
             let pid = starting.pid();
             if entry == CgroupEntry::CloneIntoCgroup {
                 // Started inside: already there before the status pipe said anything, while
@@ -215,7 +215,8 @@ fn leader_and_escapee(gen: &GenCgroup) -> (genward::sys::spawn::Child, i32) {
         "-c",
         r#"setsid -w sh -c 'sleep 1000 & echo escapee $!'; echo ready; exec sleep 1000"#,
     ]);
-    let child = finish(start_in(&req, Some(gen.dir())).expect("start")).expect("exec");
+    let child =
+        finish(start_in(&req, Some(&gen.open_dir().unwrap())).expect("start")).expect("exec");
     let mut out = Vec::new();
     let stdout = child.stdout.as_ref().unwrap().as_fd();
     let escapee = read_number(stdout, &mut out, "escapee ");
@@ -276,7 +277,8 @@ fn cgroup_events_reports_when_the_last_process_leaves() {
     };
     let mut gen = tree.root().create_generation(1).unwrap();
     let events = gen.events_fd();
-    let mut child = finish(start_in(&request(&["cat"]), Some(gen.dir())).unwrap()).unwrap();
+    let mut child =
+        finish(start_in(&request(&["cat"]), Some(&gen.open_dir().unwrap())).unwrap()).unwrap();
     let deadline = Instant::now() + TIMEOUT;
     // The child's arrival is a change: reported, and read as populated.
     assert!(wait_for(events, PollFlags::PRI, deadline));
@@ -301,7 +303,8 @@ fn a_cgroup_with_a_process_inside_is_not_removed() {
         return;
     };
     let mut gen = tree.root().create_generation(1).unwrap();
-    let mut child = finish(start_in(&request(&["cat"]), Some(gen.dir())).unwrap()).unwrap();
+    let mut child =
+        finish(start_in(&request(&["cat"]), Some(&gen.open_dir().unwrap())).unwrap()).unwrap();
     let err = gen.remove().unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
     assert!(gen.path().exists());
@@ -332,7 +335,8 @@ fn a_refused_cgroup_is_reported_as_the_cgroup_step() {
         "domain invalid"
     );
     for entry in entries(TEST) {
-        let result = start_in_via(&request(&["/bin/true"]), gen.dir(), entry).and_then(finish);
+        let result = start_in_via(&request(&["/bin/true"]), &gen.open_dir().unwrap(), entry)
+            .and_then(finish);
         let err = result.expect_err("a child ran in an invalid cgroup");
         let step = match entry {
             CgroupEntry::ChildWritesProcs => Step::Cgroup,
@@ -398,7 +402,7 @@ fn limits_are_applied_where_the_controllers_are_enabled() {
         },
         ..request(&["sh", "-c", "/bin/true; echo after=$?"])
     };
-    let mut child = finish(start_in(&req, Some(gen.dir())).unwrap()).unwrap();
+    let mut child = finish(start_in(&req, Some(&gen.open_dir().unwrap())).unwrap()).unwrap();
     let out = lossy(&read_to_eof(child.stdout.as_ref().unwrap().as_fd()));
     wait_reap(&mut child.process);
     assert!(
@@ -473,9 +477,11 @@ fn a_removed_cgroup_fails_the_start_and_runs_nothing_outside_it() {
         return;
     };
     let gen = tree.root().create_generation(1).unwrap();
+    let dir = gen.open_dir().unwrap();
     fs::remove_dir(gen.path()).unwrap();
+    assert!(gen.open_dir().is_err(), "a removed cgroup opened");
     for entry in entries(TEST) {
-        let err = start_in_via(&request(&["/bin/true"]), gen.dir(), entry).unwrap_err();
+        let err = start_in_via(&request(&["/bin/true"]), &dir, entry).unwrap_err();
         let step = match entry {
             CgroupEntry::ChildWritesProcs => Step::Cgroup,
             CgroupEntry::CloneIntoCgroup => Step::Fork,
@@ -553,9 +559,14 @@ fn move_self_helper() {
     assert!(root.moved_self());
     println!("helper moved to {}", self_cgroup());
     let gen = root.create_generation(1).unwrap();
-    let mut child =
-        finish(start_in(&request(&["cat", "/proc/self/cgroup"]), Some(gen.dir())).unwrap())
-            .unwrap();
+    let mut child = finish(
+        start_in(
+            &request(&["cat", "/proc/self/cgroup"]),
+            Some(&gen.open_dir().unwrap()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     let out = lossy(&read_to_eof(child.stdout.as_ref().unwrap().as_fd()));
     assert_eq!(wait_reap(&mut child.process), Exit::Code(0));
     println!("helper child in {}", own_cgroup(&out).unwrap());
@@ -578,7 +589,8 @@ fn mio_reports_the_emptiness_as_priority_readiness() {
     poll.registry()
         .register(&mut SourceFd(&raw), Token(7), Interest::PRIORITY)
         .unwrap();
-    let mut child = finish(start_in(&request(&["cat"]), Some(gen.dir())).unwrap()).unwrap();
+    let mut child =
+        finish(start_in(&request(&["cat"]), Some(&gen.open_dir().unwrap())).unwrap()).unwrap();
     let mut events = Events::with_capacity(4);
     let mut wait = |poll: &mut Poll| {
         let deadline = Instant::now() + TIMEOUT;
@@ -615,7 +627,8 @@ fn an_emptied_cgroup_is_reusable_only_when_empty_without_limits_or_cgroups_below
     };
     let mut gen = tree.root().create_generation(1).unwrap();
     assert!(gen.reusable(), "a fresh, empty cgroup");
-    let mut child = finish(start_in(&request(&["cat"]), Some(gen.dir())).unwrap()).unwrap();
+    let mut child =
+        finish(start_in(&request(&["cat"]), Some(&gen.open_dir().unwrap())).unwrap()).unwrap();
     assert!(!gen.reusable(), "a process is inside");
     drop(child.stdin.take()); // cat exits
     wait_empty(&gen);
@@ -631,7 +644,8 @@ fn an_emptied_cgroup_is_reusable_only_when_empty_without_limits_or_cgroups_below
 
     // Reused: the next process is in it alone, and its emptiness is reported again on
     // the same events descriptor.
-    let mut next = finish(start_in(&request(&["cat"]), Some(gen.dir())).unwrap()).unwrap();
+    let mut next =
+        finish(start_in(&request(&["cat"]), Some(&gen.open_dir().unwrap())).unwrap()).unwrap();
     let pid = next.process.pid();
     assert_eq!(gen.pids().unwrap(), vec![pid]);
     assert_eq!(cgroup_of(pid).as_deref(), Some(gen.name_in_hierarchy()));
@@ -677,7 +691,8 @@ fn a_child_killed_before_its_first_step_still_ends_its_start() {
         return skip(TEST, &format!("cannot freeze a cgroup here: {e}"));
     }
     let req = request_with(&["true"], ReaperMode::Auto);
-    let starting = start_in_via(&req, gen.dir(), CgroupEntry::CloneIntoCgroup).expect("start");
+    let starting =
+        start_in_via(&req, &gen.open_dir().unwrap(), CgroupEntry::CloneIntoCgroup).expect("start");
     let pid = starting.pid();
     assert_eq!(gen.pids().unwrap(), vec![pid]);
     gen.kill().expect("cgroup.kill");

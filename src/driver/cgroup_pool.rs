@@ -1,5 +1,5 @@
 //! Emptied generation cgroups kept for the next spawns: making a cgroup (`mkdir` in
-//! cgroupfs, opening it and its `cgroup.events`) and removing it (`rmdir`) cost the daemon
+//! cgroupfs, opening its `cgroup.events`) and removing it (`rmdir`) cost the daemon
 //! more than anything else per spawn, and a generation without limits needs nothing a
 //! used, emptied one does not offer.
 //!
@@ -9,7 +9,7 @@
 //! Pooled cgroups keep the name they were made with (`gen-<N>`, `N` the generation that
 //! first used it).
 //!
-//! The pool is bounded ([`MAX_POOLED`]); each pooled cgroup holds two descriptors, counted
+//! The pool is bounded ([`MAX_POOLED`]); each pooled cgroup holds one descriptor, counted
 //! in the daemon's descriptor budget. Those descriptors are lent, not spent: when a spawn
 //! would be refused for want of descriptors, kept cgroups are removed first, one at a
 //! time, until it fits (see [`CgroupPool::shed_one`]), so a daemon that ran and removed
@@ -21,8 +21,8 @@ use crate::sys::cgroup::GenCgroup;
 /// that they are removed.
 pub const MAX_POOLED: usize = 64;
 
-/// Descriptors a pooled cgroup holds (its directory and its `cgroup.events`).
-pub const POOLED_DESCRIPTORS: usize = 2;
+/// Descriptors a pooled cgroup holds (its `cgroup.events`).
+pub const POOLED_DESCRIPTORS: usize = 1;
 
 /// The emptied cgroups ready for another generation.
 #[derive(Debug, Default)]

@@ -206,8 +206,8 @@ impl Child {
     pub fn count_descriptors(&mut self) -> usize {
         let streams = self.outputs.iter().chain([&self.stdin, &self.hung_up_pty]);
         let pidfd = usize::from(self.process.pidfd().is_some());
-        // A cgroup's directory and its `cgroup.events`.
-        let cgroup = if self.cgroup.is_some() { 2 } else { 0 };
+        // A cgroup's `cgroup.events`.
+        let cgroup = usize::from(self.cgroup.is_some());
         self.counted = streams.flatten().count() + pidfd + cgroup;
         self.counted
     }

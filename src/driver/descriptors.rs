@@ -28,14 +28,16 @@ pub const RESERVE_MIN: u64 = 8;
 pub const KEPT_FOR_STATE: u64 = 8;
 
 /// Descriptors a spawn holds at its peak: both ends of three pipes (or a terminal's two),
-/// the status pipe's two, the pidfd, and a cgroup's directory and `cgroup.events`, plus
+/// the status pipe's two, the pidfd, and a cgroup's directory (for the start) and
+/// `cgroup.events`, plus
 /// one opened for a moment on the way.
 pub const SPAWN_PEAK: usize = 12;
 
 /// Descriptors a child still starting holds at most: its status pipe, our ends of its
-/// stdio (or a terminal's master), its pidfd and its cgroup's two. While its lookup helper
-/// runs, the helper's status pipe, stdin, stdout and pidfd take the place of the child's.
-pub const LAUNCH_HELD: usize = 8;
+/// stdio (or a terminal's master), its pidfd and its cgroup's `cgroup.events`. While its
+/// lookup helper runs, the helper's status pipe, stdin, stdout and pidfd take the place of
+/// the child's.
+pub const LAUNCH_HELD: usize = 7;
 
 /// Descriptors kept in reserve under `limit`: a quarter of it, between [`RESERVE_MIN`] and
 /// [`RESERVE_MAX`] — a small limit must still leave room to run something.

@@ -16,7 +16,7 @@ use super::lookup::Lookup;
 use super::token::Source;
 use crate::core::{RunAs, Scope};
 use crate::lookup::answer::Answer;
-use crate::sys::cgroup::{CgroupDir, GenCgroup};
+use crate::sys::cgroup::GenCgroup;
 use crate::sys::spawn::{self, SpawnRequest, Starting};
 
 /// Where a start is.
@@ -116,8 +116,8 @@ impl Launch {
     }
 
     /// The cgroup the child is to start in.
-    pub fn cgroup_dir(&self) -> Option<&CgroupDir> {
-        self.cgroup.as_ref().map(GenCgroup::dir)
+    pub fn cgroup(&self) -> Option<&GenCgroup> {
+        self.cgroup.as_ref()
     }
 
     /// Reads the lookup helper's answer, while there is one to wait for: `Some` once it is

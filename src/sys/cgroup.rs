@@ -44,7 +44,7 @@
 //!   error), `let cg = root.create_generation(N)?`, [`GenCgroup::set_limits`] if the spawn
 //!   asks for limits, register [`GenCgroup::events_fd`] with mio under
 //!   **`Interest::PRIORITY`** (`EPOLLPRI`), then
-//!   [`crate::sys::spawn::start_in`]`(&req, Some(cg.dir()))`. The child is in the cgroup
+//!   [`crate::sys::spawn::start_in`]`(&req, Some(&cg.open_dir()?))`. The child is in the cgroup
 //!   before it runs a single instruction of the program (see the spawn module). The
 //!   kernel reports a change of `cgroup.events` as `POLLPRI | POLLERR` (the file is
 //!   always readable, so `READABLE` would report nothing useful); mio then shows the event
@@ -529,6 +529,16 @@ fn write(path: &Path, value: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Opens the control file `file` of the cgroup at `dir` (close-on-exec added).
+fn open_in(dir: &Path, file: &str, flags: OFlags) -> io::Result<OwnedFd> {
+    Ok(openat(
+        CWD,
+        dir.join(file),
+        flags | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
 /// Makes a cgroup directory.
 fn mkdir(path: &Path) -> io::Result<()> {
     fs::create_dir(path)
@@ -884,7 +894,9 @@ pub struct GenCgroup {
     path: PathBuf,
     /// `path` as `/proc/<pid>/cgroup` names it.
     name_in_hierarchy: String,
-    dir: CgroupDir,
+    /// `cgroup.events`: the one descriptor a generation's cgroup holds (its directory is
+    /// opened only for the spawn, see [`GenCgroup::open_dir`]), so that a running
+    /// generation costs as few descriptors as possible.
     events: OwnedFd,
     controllers: Controllers,
     /// Whether [`GenCgroup::set_limits`] wrote any limit: such a cgroup is never reused.
@@ -913,15 +925,9 @@ impl GenCgroup {
         name_in_hierarchy: String,
         controllers: Option<Controllers>,
     ) -> io::Result<GenCgroup> {
-        let dir = CgroupDir::open(&path)?;
         // Opened now, before any process is in the cgroup, so that every change of
         // `populated` from here on is reported on it.
-        let events = openat(
-            dir.as_fd(),
-            "cgroup.events",
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
-            Mode::empty(),
-        )?;
+        let events = open_in(&path, "cgroup.events", OFlags::RDONLY | OFlags::NONBLOCK)?;
         let controllers = controllers.unwrap_or_else(|| {
             read(&path.join("cgroup.controllers"))
                 .map(|t| Controllers::parse(&t))
@@ -930,7 +936,6 @@ impl GenCgroup {
         Ok(GenCgroup {
             path,
             name_in_hierarchy,
-            dir,
             events,
             controllers,
             limited: std::cell::Cell::new(false),
@@ -949,9 +954,10 @@ impl GenCgroup {
         &self.name_in_hierarchy
     }
 
-    /// The directory descriptor to spawn into ([`crate::sys::spawn::start_in`]).
-    pub fn dir(&self) -> &CgroupDir {
-        &self.dir
+    /// Opens the directory to spawn into ([`crate::sys::spawn::start_in`]): held only
+    /// for the start, not for the generation's life.
+    pub fn open_dir(&self) -> io::Result<CgroupDir> {
+        CgroupDir::open(&self.path)
     }
 
     /// The controllers this cgroup has.
@@ -980,13 +986,7 @@ impl GenCgroup {
     /// [`is_populated`](Self::is_populated) through a descriptor of its own: the one
     /// registered with the event loop keeps its pending notification.
     fn populated_now(&self) -> io::Result<bool> {
-        let fd = openat(
-            self.dir.as_fd(),
-            "cgroup.events",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        populated_of(&fd)
+        populated_of(&open_in(&self.path, "cgroup.events", OFlags::RDONLY)?)
     }
 
     /// `SIGKILL` to every process in the cgroup and below, escaped or not, through
@@ -1089,12 +1089,7 @@ impl GenCgroup {
         if !matches!(self.is_populated(), Ok(false)) {
             return false;
         }
-        let stat = openat(
-            self.dir.as_fd(),
-            "cgroup.stat",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        );
+        let stat = open_in(&self.path, "cgroup.stat", OFlags::RDONLY);
         let mut buf = [0u8; 512];
         let n = match stat.map(|fd| rustix::io::read(&fd, &mut buf)) {
             Ok(Ok(n)) => n,
@@ -1116,12 +1111,7 @@ impl GenCgroup {
     }
 
     fn write_file(&self, file: &str, value: &str) -> io::Result<()> {
-        let fd = openat(
-            self.dir.as_fd(),
-            file,
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let fd = open_in(&self.path, file, OFlags::WRONLY)?;
         let n = rustix::io::write(&fd, value.as_bytes())?;
         if n != value.len() {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));

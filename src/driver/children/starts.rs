@@ -18,7 +18,7 @@ use crate::driver::run_as::{self, Resolution};
 use crate::sys::cgroup::{self, GenCgroup};
 use crate::sys::process::ReaperMode;
 use crate::sys::spawn::{
-    start_in, Env, IoMode, SpawnError as SysSpawnError, SpawnRequest, StderrMode,
+    start_in, Env, IoMode, SpawnError as SysSpawnError, SpawnRequest, Starting, StderrMode,
 };
 use crate::sys::tree;
 
@@ -44,6 +44,21 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
         other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
     };
     SpawnError::new(kind, errno).with_message(e.to_string())
+}
+
+/// Starts `request` in `cgroup`, whose directory is opened for the start only: a
+/// running generation holds no descriptor of it.
+fn start_into(
+    gen: u64,
+    request: &SpawnRequest,
+    cgroup: Option<&GenCgroup>,
+) -> Result<Starting, SpawnError> {
+    let dir = cgroup.map(GenCgroup::open_dir).transpose().map_err(|e| {
+        log::warn!("gen {gen}: opening its cgroup: {e}");
+        SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
+            .with_message(format!("opening its cgroup: {e}"))
+    })?;
+    start_in(request, dir.as_ref()).map_err(|e| spawn_error(gen, &e))
 }
 
 /// A lookup's failure (an unknown name, an unreadable database or environment file) as
@@ -166,8 +181,7 @@ impl Children {
             Resolution::Known(found) => {
                 let found = found.map_err(|why| lookup_failed(gen, why))?;
                 run_as::apply(&spec.run_as, found, &mut request).map_err(|e| logged(gen, e))?;
-                let starting = start_in(&request, cgroup.as_ref().map(GenCgroup::dir))
-                    .map_err(|e| spawn_error(gen, &e))?;
+                let starting = start_into(gen, &request, cgroup.as_ref())?;
                 Launch::new(gen, starting, cgroup, registry)
             }
         }
@@ -192,9 +206,7 @@ impl Children {
                     self.probe_identities.answered(gen, &found);
                     run_as::apply(&run_as, found, &mut request).map_err(|e| logged(gen, e))
                 })
-                .and_then(|()| {
-                    start_in(&request, launch.cgroup_dir()).map_err(|e| spawn_error(gen, &e))
-                })
+                .and_then(|()| start_into(gen, &request, launch.cgroup()))
                 .and_then(|starting| {
                     launch
                         .exec(gen, starting, registry)
