@@ -271,6 +271,32 @@ fn an_upgrade_keeps_a_subscription_lossless() {
 }
 
 #[test]
+fn an_upgrade_while_a_lossless_reader_is_behind_loses_nothing() {
+    let d = Daemon::start("lossless-upgrade-behind", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let n = 3_000_000; // 20 MB
+    let gen = spawn_flood(&mut c, "flood", n);
+    let pid = u64::from(c.spawned_pid(gen));
+    drop(c);
+    let mut sub = d.client();
+    sub.ok(
+        json!({"op": "subscribe", "session": "flood", "from_start": true, "lossless": true,
+                "demote_after": "1h"}),
+    );
+    let mut c = d.client();
+    go(&mut c, "flood");
+    // Held: the session's log (raised for the lossless reader beyond its 1 MiB buffer)
+    // and the reader's queue are full of what it has not read.
+    util::sys::await_blocked_in_write(pid);
+    let up = c.request(json!({"op": "upgrade"}));
+    assert_eq!(up["ok"], true, "{up}");
+    let mut reader = SlowReader::new(sub.stream().try_clone().unwrap(), 64 * 1024);
+    let total = read_flood_exactly(&mut reader, gen, n, u64::MAX, || {});
+    assert!(total > n * 6, "{total} bytes");
+}
+
+#[test]
 fn a_lossless_reader_that_goes_lets_the_child_run_on() {
     let d = Daemon::start("lossless-gone", &[]);
     let mut c = d.client();

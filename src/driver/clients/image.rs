@@ -1,6 +1,7 @@
 //! The connections across an upgrade: exported into the image with everything owed to
 //! them, and taken back by the next program on the same sockets.
 
+use std::collections::HashSet;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,23 @@ fn millis(d: Duration) -> u64 {
 fn lossless_of(ms: u64) -> Lossless {
     Lossless {
         demote_after: Duration::from_millis(ms.max(1)),
+    }
+}
+
+impl ClientsImage {
+    /// The sessions a lossless subscription in the image follows, and whether one follows
+    /// every session (`all`): their logs are to be opened as large as those subscribers
+    /// had them (at least [`LOSSLESS_LOG_BYTES`](super::LOSSLESS_LOG_BYTES)), or what they have not read yet would be cut.
+    pub fn paced_sessions(&self) -> (bool, HashSet<&str>) {
+        let all = self.clients.iter().any(|c| c.all_lossless_ms.is_some());
+        let sessions = self
+            .clients
+            .iter()
+            .flat_map(|c| &c.cursors)
+            .filter(|cur| cur.lossless_ms.is_some())
+            .map(|cur| cur.session.as_str())
+            .collect();
+        (all, sessions)
     }
 }
 

@@ -10,7 +10,7 @@ use mio::Poll;
 use super::start::{client_rules, core_config, hello};
 use super::{Clock, Daemon};
 use crate::driver::children::Children;
-use crate::driver::clients::Clients;
+use crate::driver::clients::{Clients, LOSSLESS_LOG_BYTES};
 use crate::driver::config::DaemonConfig;
 use crate::driver::keeper_link::KeeperLink;
 use crate::driver::notify::Notifier;
@@ -168,7 +168,16 @@ impl Daemon {
         children.resume_probe_identities(driver.probe_identities);
         let hello = hello(&cfg, &children);
         let (limits, policy) = client_rules(&cfg);
-        let mut logs = persist.open_logs(&core, log_capacities(&core));
+        // The logs lossless subscribers follow are opened as large as they had them, or
+        // what those have not read yet would be cut as they are read back.
+        let mut capacities = log_capacities(&core);
+        let (all_paced, paced) = driver.clients.paced_sessions();
+        for (session, bytes) in &mut capacities {
+            if all_paced || paced.contains(session.as_ref()) {
+                *bytes = (*bytes).max(LOSSLESS_LOG_BYTES);
+            }
+        }
+        let logs = persist.open_logs(&core, capacities);
         let mut clients = Clients::resume(
             driver.clients,
             poll.registry(),
@@ -177,12 +186,6 @@ impl Daemon {
             hello,
             &logs,
         );
-        // The logs lossless subscribers follow are as large as they had them.
-        for session in logs.sessions().cloned().collect::<Vec<_>>() {
-            if clients.paces(&session) {
-                logs.ensure_capacity(&session, super::super::clients::LOSSLESS_LOG_BYTES);
-            }
-        }
         for k in driver.unverified {
             persist.keep_unverified(k.gen);
             persist.check_again(k.gen, k.session.into(), k.pid, k.token);
