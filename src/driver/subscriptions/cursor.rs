@@ -52,6 +52,19 @@ pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox
     while outbox.has_room() {
         match ring.lookup(cursor.seq, cursor.pos) {
             Lookup::Record(r) => {
+                if r.pos > cursor.pos {
+                    // Bytes between where the follower is and the record it is given are
+                    // not in the log (it was opened smaller than the position assumed):
+                    // said, never skipped silently.
+                    let mut line = Vec::with_capacity(96);
+                    encode::dropped(session, cursor.pos, r.pos, &mut line);
+                    outbox.push(&line);
+                    log::warn!(
+                        "subscriber of {session}: dropped {}..{} missing from the log",
+                        cursor.pos,
+                        r.pos
+                    );
+                }
                 outbox.push_shared(&r.frame);
                 cursor.seq = r.seq + 1;
                 cursor.pos = r.pos + r.out_len;

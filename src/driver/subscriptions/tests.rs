@@ -54,6 +54,33 @@ fn replaying_from_an_evicted_position_reports_the_gap() {
 }
 
 #[test]
+fn a_follower_behind_the_record_it_is_given_is_told_of_the_gap() {
+    let mut ring = Ring::new(1024);
+    for _ in 0..100 {
+        ring.push_output(1, 100, frame(100), None);
+    }
+    let first_pos = match ring.lookup(ring.first_seq(), 0) {
+        Lookup::Record(r) => r.pos,
+        other => panic!("{other:?}"),
+    };
+    // A position carried from a log that held more (as across an upgrade), on a record
+    // that is still there.
+    let mut cursor = Cursor {
+        seq: ring.first_seq(),
+        pos: 50,
+    };
+    let mut outbox = Outbox::new(1 << 20);
+    assert!(pump("s", &ring, &mut cursor, &mut outbox));
+    let mut sink = Vec::new();
+    outbox.flush_to(&mut sink).unwrap();
+    let expected = format!(r#"{{"event":"dropped","session":"s","from":50,"to":{first_pos}}}"#);
+    let text = String::from_utf8_lossy(&sink);
+    assert!(text.starts_with(&expected), "{text}");
+    assert_eq!(text.matches("dropped").count(), 1);
+    assert_eq!(cursor.pos, 100 * 100);
+}
+
+#[test]
 fn replay_positions() {
     let mut ring = Ring::new(1 << 16);
     ring.push_output(1, 3, b"abc".to_vec(), None);
