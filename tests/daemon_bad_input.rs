@@ -297,3 +297,67 @@ fn pipelined_requests_from_a_client_that_never_reads_are_bounded() {
     drop(writer);
     c.ok(json!({"op": "shutdown"}));
 }
+
+#[test]
+fn what_a_client_sent_never_makes_a_line_from_the_daemon_too_long() {
+    const LINE: usize = 1 << 20;
+    let d = Daemon::start("long-lines", &[]);
+    let mut c = d.client();
+    // A spec beyond the limit is refused, and nothing is made.
+    let big = "x".repeat(300 << 10);
+    let r = c.err(
+        json!({"op": "spawn", "session": "big", "argv": ["true"], "env": {"A": big}}),
+        "limit",
+    );
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("beyond the limit of 262144"), "{message}");
+    c.err(json!({"op": "get", "session": "big"}), "no_such_session");
+
+    // A program path within it, quoted (and escaped twice) in every failure's message:
+    // each start fails, and every line the daemon sends stays within the line limit.
+    let path = format!("/{}", "\"".repeat(120_000));
+    let stream = UnixStream::connect(&d.socket).unwrap();
+    stream
+        .set_read_timeout(Some(util::daemon::PATIENCE))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let mut send = |v: Value| {
+        let mut line = serde_json::to_vec(&v).unwrap();
+        line.push(b'\n');
+        writer.write_all(&line).unwrap();
+    };
+    let mut longest = 0;
+    let mut until = |pred: &dyn Fn(&Value) -> bool| -> Value {
+        loop {
+            let mut line = Vec::new();
+            std::io::BufRead::read_until(&mut reader, b'\n', &mut line).unwrap();
+            assert!(line.len() <= LINE + 1, "a line of {} bytes", line.len());
+            longest = longest.max(line.len());
+            let v: Value = serde_json::from_slice(&line).unwrap();
+            if pred(&v) {
+                return v;
+            }
+        }
+    };
+    send(json!({"id": 1, "op": "subscribe", "all": true}));
+    until(&|v| v["id"] == 1);
+    for id in 2..5 {
+        send(json!({"id": id, "op": "spawn", "session": "q", "argv": [path]}));
+        let gen = until(&|v| v["id"] == id)["gen"].clone();
+        until(&|v| v["event"] == "spawn_failed" && v["gen"] == gen);
+    }
+    send(json!({"id": 5, "op": "get", "session": "q"}));
+    let got = until(&|v| v["id"] == 5);
+    assert_eq!(
+        got["session"]["recent_ends"].as_array().map(Vec::len),
+        Some(3),
+        "{got}"
+    );
+    send(json!({"id": 6, "op": "list", "limit": 1}));
+    let page = until(&|v| v["id"] == 6);
+    assert_eq!(page["sessions"].as_array().map(Vec::len), Some(1), "{page}");
+    send(json!({"id": 7, "op": "list"}));
+    until(&|v| v["id"] == 7 && v["ok"] == true);
+    eprintln!("longest line: {longest} bytes");
+}

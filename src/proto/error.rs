@@ -168,6 +168,25 @@ impl From<LineTooLong> for ProtoError {
     }
 }
 
+/// Most bytes of a message an answer or an event carries. A message may quote what a
+/// client sent (a path, a name), and a line may hold several (a session's recent ends):
+/// each line must stay within the 1 MiB line limit whatever was quoted.
+pub const MAX_MESSAGE_BYTES: usize = 2048;
+
+/// `message`, cut at a character boundary to at most [`MAX_MESSAGE_BYTES`] with `…` in
+/// place of the rest.
+pub fn bounded_message(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.into();
+    }
+    const MORE: &str = "…";
+    let mut end = MAX_MESSAGE_BYTES - MORE.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &message[..end]).into()
+}
+
 /// Appends the response line `{"id":..,"ok":false,"error":{"code":..,"message":..}}\n`.
 pub fn write_error_response(id: &RequestId, error: &ProtoError, out: &mut Vec<u8>) {
     let mut w = ObjWriter::new(out);
@@ -176,7 +195,7 @@ pub fn write_error_response(id: &RequestId, error: &ProtoError, out: &mut Vec<u8
         .with("error", |out| {
             let mut e = ObjWriter::new(out);
             e.str("code", error.code.as_str())
-                .str("message", &error.message);
+                .str("message", &bounded_message(&error.message));
             e.finish();
         });
     w.finish();
@@ -186,6 +205,18 @@ pub fn write_error_response(id: &RequestId, error: &ProtoError, out: &mut Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_messages_are_cut_at_a_character_boundary() {
+        assert_eq!(bounded_message("short"), "short");
+        let exact = "x".repeat(MAX_MESSAGE_BYTES);
+        assert_eq!(bounded_message(&exact), exact.as_str());
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let cut = bounded_message(&long);
+        assert!(cut.len() <= MAX_MESSAGE_BYTES, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.trim_end_matches('…').chars().all(|c| c == 'é'));
+    }
 
     #[test]
     fn codes_round_trip_through_their_wire_strings() {

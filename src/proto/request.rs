@@ -120,6 +120,12 @@ pub enum Op {
     Reload { dry_run: bool },
 }
 
+/// Most bytes a spec may take encoded (its `spawn` members, as `get` shows them): a spawn
+/// or a configured session beyond is refused with `limit`, so that an answer carrying a
+/// spec, its recent ends and the rest of the session always fits in one line (1 MiB).
+/// The kernel's own bound on one argument or environment string is 128 KiB.
+pub const MAX_SPEC_BYTES: usize = 256 << 10;
+
 /// Appends `spec` as a JSON object of its own, spelled exactly as a `spawn` request's
 /// members (without `session` and `on_busy`). The state directory keeps each session's
 /// spec this way, so the spec's format has one home. Fails, naming the field, for what

@@ -15,6 +15,7 @@ use crate::core::{Containment, ResourceLimits, SpawnError, SpawnErrorKind, Spec,
 use crate::driver::launch::Launch;
 use crate::driver::lookup::Lookup;
 use crate::driver::run_as::{self, Resolution};
+use crate::proto::error::bounded_message;
 use crate::sys::cgroup::{self, GenCgroup};
 use crate::sys::process::ReaperMode;
 use crate::sys::spawn::{
@@ -37,13 +38,15 @@ fn cgroup_limits(l: &ResourceLimits) -> cgroup::Limits {
 /// The core's view of a failed start: the class and errno clients act on. The step and
 /// path are logged here.
 fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
-    log::warn!("gen {gen}: spawn failed: {e}");
+    // It may quote a path the client sent: kept, and logged, as long as a message may be.
+    let message = bounded_message(&e.to_string()).into_owned();
+    log::warn!("gen {gen}: spawn failed: {message}");
     let (kind, errno) = match e {
         SysSpawnError::NotFound { .. } => (SpawnErrorKind::NotFound, libc::ENOENT),
         SysSpawnError::PermissionDenied { .. } => (SpawnErrorKind::PermissionDenied, libc::EACCES),
         other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
     };
-    SpawnError::new(kind, errno).with_message(e.to_string())
+    SpawnError::new(kind, errno).with_message(message)
 }
 
 /// Starts `request` in `cgroup`, whose directory is opened for the start only: a

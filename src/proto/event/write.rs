@@ -76,7 +76,7 @@ impl WireSpawnError {
         w.str("kind", self.kind.as_str())
             .i64("errno", self.errno.into());
         if let Some(message) = &self.message {
-            w.str("message", message);
+            w.str("message", &crate::proto::error::bounded_message(message));
         }
         w.finish();
     }

@@ -2,11 +2,13 @@
 //! two directions sit together so a new option is added to both at once.
 
 use super::fields::{bad, bytes_of, opt_duration, signal, u16_field, Result};
+use super::MAX_SPEC_BYTES;
 use crate::core::{
     CpuQuota, Env, IoMode, OnBusy, OnExit, OnRecover, ResourceLimits, Restart, RestartPolicy, Spec,
     Stderr,
 };
 use crate::proto::duration::write_wire;
+use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::{write_array, write_str, FieldError, ObjWriter, Object, Value};
 
 /// The arguments `spawn` accepts.
@@ -102,7 +104,25 @@ pub(super) fn spec(args: &Object) -> Result<Spec> {
     spec.ready = super::ready::decode_ready(args)?;
     spec.depends_on = super::ready::decode_depends_on(args)?;
     spec.live = super::ready::decode_live(args)?;
+    check_size(&spec)?;
     Ok(spec)
+}
+
+/// Refuses a spec whose encoding (as `get` answers and the state directory keep it)
+/// exceeds [`MAX_SPEC_BYTES`]: every answer that carries it must fit in one line.
+fn check_size(spec: &Spec) -> Result<()> {
+    let mut encoded = Vec::new();
+    // What cannot be encoded at all was refused field by field while decoding.
+    if super::write_spec_object(spec, &mut encoded).is_ok() && encoded.len() > MAX_SPEC_BYTES {
+        return Err(ProtoError::new(
+            ErrorCode::Limit,
+            format!(
+                "the spec is {} bytes encoded (argv, env and the rest together), beyond the limit of {MAX_SPEC_BYTES}",
+                encoded.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn limits(o: &Object) -> Result<ResourceLimits> {
