@@ -428,6 +428,8 @@ fuzz_target!(|ops: Vec<Operation>| {
     };
     for op in ops.into_iter().take(256) {
         world.apply(op);
+        // Persisted after every turn, as the driver does.
+        world.core.take_dirty_sessions();
     }
     let World {
         mut core,

@@ -170,6 +170,7 @@ impl Checker {
             check_other_sessions(core, own.as_ref(), &sessions_before);
         }
         check_dirty(core, &records);
+        check_no_release_missed(core);
         if let Some(name) = command_session {
             self.check_command_scope(&name, &before, &actions);
         }
@@ -221,6 +222,7 @@ impl Checker {
         let actions = self.drain(core, now, &before);
         check_timeout_isolation(core, now, &before, &sessions_before);
         check_dirty(core, &records);
+        check_no_release_missed(core);
         for action in &actions {
             if let Action::Signal {
                 gen,
@@ -289,6 +291,7 @@ impl Checker {
             }
         }
         check_dirty(core, &records);
+        check_no_release_missed(core);
         actions
     }
 
@@ -332,6 +335,7 @@ impl Checker {
             };
         }
         check_dirty(core, &records);
+        check_no_release_missed(core);
         (result, actions)
     }
 
@@ -1186,6 +1190,35 @@ fn records(core: &Core) -> Records {
         .into_iter()
         .map(|r| (r.name.clone(), r))
         .collect()
+}
+
+/// Order (`depends_on`): after a step, no session is left blocked whose generation could
+/// start now — its dependencies met, no older generation in its way. The core looks
+/// again only at the blocked sessions a step's changes may release; this is what says it
+/// never misses one.
+fn check_no_release_missed(core: &Core) {
+    if core.shutdown != super::Shutdown::Running {
+        return;
+    }
+    for name in core.blocked.names() {
+        let Some(s) = core.sessions.get(name).filter(|s| !s.removing) else {
+            continue;
+        };
+        let Some(g) = s.current.and_then(|cur| core.gens.get(&cur)) else {
+            continue;
+        };
+        if g.phase != super::generation::Phase::Pending {
+            continue;
+        }
+        let older_live = core.gens_of(name).next().is_some_and(|o| o < g.gen);
+        if older_live && !g.overlap {
+            continue;
+        }
+        assert!(
+            core.unmet_dependency(&g.spec.depends_on).is_some(),
+            "order: {name} left waiting though its dependencies are met"
+        );
+    }
 }
 
 /// Every session whose record changed (or that appeared or went) since `before` is among

@@ -179,7 +179,7 @@ impl Core {
                 g.overlap = true;
             }
             let name = name.clone();
-            self.start_or_wait(&name, gen, true);
+            self.start_or_wait(&name, gen);
         } else {
             self.advance_session(name);
         }

@@ -256,6 +256,7 @@ impl Core {
             self.dirty.insert(name.clone());
             self.resume_session(&name);
         }
+        self.follow_order();
         self.announce_states();
     }
 

@@ -162,6 +162,15 @@ pub(crate) struct Generation {
 }
 
 impl Generation {
+    /// The sessions its spec's `depends_on` names: what it waits on while blocked.
+    pub(super) fn depended_on(&self) -> Vec<Arc<str>> {
+        self.spec
+            .depends_on
+            .keys()
+            .map(|name| Arc::from(name.as_str()))
+            .collect()
+    }
+
     pub fn new(gen: u64, session: Arc<str>, spec: Arc<Spec>, now: Time) -> Generation {
         Generation {
             gen,

@@ -6,6 +6,7 @@
 //! executes against the operating system.
 
 mod action;
+mod blocked;
 #[cfg(any(test, feature = "testkit"))]
 pub mod check;
 mod commands;
@@ -149,9 +150,9 @@ pub struct Core {
     /// Every tracked generation under its session's name, so one session's generations
     /// are found without a scan of the whole table (`get`, a start, a remove).
     by_session: BTreeSet<(Arc<str>, u64)>,
-    /// Sessions whose Pending current generation waits for its dependencies, each with
-    /// whether it may start beside an older generation (`on_busy: overlap`).
-    blocked: BTreeMap<Arc<str>, bool>,
+    /// Sessions whose Pending current generation waits for its dependencies, indexed by
+    /// what they wait on.
+    blocked: blocked::Blocked,
     /// Generations the shutdown stops only once the sessions depending on theirs ended.
     deferred_stops: BTreeSet<u64>,
 }
@@ -192,7 +193,7 @@ impl Core {
             deadlines: deadlines::Deadlines::default(),
             touched: BTreeSet::new(),
             by_session: BTreeSet::new(),
-            blocked: BTreeMap::new(),
+            blocked: Default::default(),
             deferred_stops: BTreeSet::new(),
         }
     }
@@ -243,6 +244,7 @@ impl Core {
                 io,
             } => {
                 self.adopt(gen, &session, Started { pid, containment }, verified, io);
+                self.follow_order();
                 self.announce_states();
                 return;
             }
@@ -749,7 +751,7 @@ impl Core {
         let older_live = self.gens_of(name).next().is_some_and(|g| g < cur);
         if pending && !older_live {
             let name = name.clone();
-            self.start_or_wait(&name, cur, false);
+            self.start_or_wait(&name, cur);
         }
     }
 

@@ -3,10 +3,11 @@
 //! depend on.
 //!
 //! The gate sits where a Pending generation would start ([`Core::start_or_wait`]); a
-//! blocked session is remembered and looked at again after every input, so a dependency
-//! that starts, becomes ready, completes — or fails and later recovers — releases its
-//! dependents without any of them being told. Cost: per input, one look per blocked
-//! session (nothing when none is blocked).
+//! blocked session is remembered, under the sessions it waits on, and looked at again after
+//! an input that changed one of those (or itself), so a dependency that starts, becomes
+//! ready, completes — or fails and later recovers — releases its dependents without any of
+//! them being told. Cost: per input, one look per blocked session waiting on a session the
+//! input changed (nothing when none is blocked).
 
 use std::sync::Arc;
 
@@ -105,8 +106,9 @@ impl Core {
     }
 
     /// Starts `gen` (Pending, current in `name`) if its dependencies are met; else
-    /// remembers the session as blocked, to be looked at again after every input.
-    pub(super) fn start_or_wait(&mut self, name: &Arc<str>, gen: u64, overlap: bool) {
+    /// remembers the session as blocked, to be looked at again once a session it waits on
+    /// changes.
+    pub(super) fn start_or_wait(&mut self, name: &Arc<str>, gen: u64) {
         let Some(g) = self.gens.get(&gen) else { return };
         if g.phase != Phase::Pending {
             return;
@@ -115,19 +117,24 @@ impl Core {
             self.blocked.remove(name);
             self.dispatch(gen, GenInput::Start);
         } else {
-            self.blocked.insert(name.clone(), overlap);
+            let deps = g.depended_on();
+            self.blocked.insert(name.clone(), deps);
             self.touched.insert(name.clone());
         }
     }
 
-    /// Looks again at every blocked session: those whose dependencies are met now start.
+    /// Looks again at the blocked sessions the last input may have released (those it
+    /// changed, and those waiting on a session it changed: see [`super::blocked`]): those
+    /// whose dependencies are met now start.
     pub(super) fn retry_blocked(&mut self) {
         if self.blocked.is_empty() {
             return;
         }
-        let blocked: Vec<(Arc<str>, bool)> =
-            std::mem::take(&mut self.blocked).into_iter().collect();
-        for (name, _) in blocked {
+        let due = self
+            .blocked
+            .due(self.touched.iter().chain(self.dirty.iter()));
+        for name in due {
+            self.blocked.remove(&name);
             let Some(s) = self.sessions.get(&name) else {
                 continue;
             };
@@ -140,9 +147,10 @@ impl Core {
             }
             let older_live = self.gens_of(&name).next().is_some_and(|g| g < cur);
             if overlap || !older_live {
-                self.start_or_wait(&name, cur, overlap);
-            } else {
-                self.blocked.insert(name, overlap);
+                self.start_or_wait(&name, cur);
+            } else if let Some(g) = self.gens.get(&cur) {
+                let deps = g.depended_on();
+                self.blocked.insert(name, deps);
             }
         }
     }

@@ -225,6 +225,7 @@ impl Core {
                 s.origin = Origin::Config;
             }
         }
+        self.follow_order();
         self.announce_states();
         Ok(plan)
     }

@@ -363,19 +363,19 @@ fn build(config: Config, image: CoreImage) -> Core {
     // A Pending current generation with dependencies may wait for them: looked at again
     // after the next input (the image does not carry the wait itself; one that was
     // may start beside its predecessor keeps that, from its generation).
-    core.blocked = core
+    let blocked: Vec<(Arc<str>, Vec<Arc<str>>)> = core
         .sessions
         .values()
-        .filter(|s| {
-            s.current
-                .and_then(|g| core.gens.get(&g))
-                .is_some_and(|g| g.phase == Phase::Pending && !g.spec.depends_on.is_empty())
-        })
         .filter_map(|s| {
-            let overlap = core.gens.get(&s.current?)?.overlap;
-            Some((s.name.clone(), overlap))
+            let g = core.gens.get(&s.current?)?;
+            (g.phase == Phase::Pending && !g.spec.depends_on.is_empty())
+                .then(|| (s.name.clone(), g.depended_on()))
         })
         .collect();
+    for (name, deps) in blocked {
+        core.blocked.insert(name, deps);
+    }
+    core.blocked.mark_all_due();
     // A removed session's generation still running waited for its dependents to end
     // (the image does not carry the wait): it waits again, and is stopped once they have.
     // During a shutdown, the shutdown's own order does the same.

@@ -257,6 +257,9 @@ fn random_walks_keep_every_invariant() {
                 continue;
             }
             random_step(&mut r, &mut h, request);
+            // Persisted after every turn, as the driver does: what the core looks at
+            // again after an input must not rest on changes accumulated over many.
+            h.core.take_dirty_sessions();
         }
         h.settle();
         total += h.check.steps();
