@@ -75,7 +75,8 @@ impl Blocked {
         due.into_iter().collect()
     }
 
-    /// The blocked sessions, in name order.
+    /// The blocked sessions, in name order (for the invariant checker).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
         self.waiting.keys()
     }
