@@ -257,6 +257,32 @@ fn a_bad_config_fails_the_start_with_where_and_why() {
 }
 
 #[test]
+fn a_config_beyond_the_session_limit_fails_the_start_and_leaves_no_keeper() {
+    let conf = ScratchDir::new("config-over");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a"), "b": sleeper("b")}));
+    let state = conf.join("state");
+    let child = Command::new(daemon_binary())
+        .args(["daemon", "--max-sessions", "1", "--state-dir"])
+        .arg(&state)
+        .arg("--config")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_bounded(child);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("beyond the limit of 1"), "{stderr}");
+    // Its keeper held nothing: it went with the daemon (its socket and record with it).
+    for file in ["keeper.sock", "keeper"] {
+        assert!(!state.join(file).exists(), "{file} left: a keeper lingers");
+    }
+}
+
+#[test]
 fn reload_without_a_config_is_no_config() {
     let d = Daemon::start("config-none", &[]);
     let mut c = d.client();

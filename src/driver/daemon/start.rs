@@ -156,13 +156,23 @@ impl Daemon {
         // The configuration's sessions, reconciled with what was taken back as a reload
         // does: one persisted with an equal spec runs on untouched.
         if let Some(sessions) = configured {
-            let plan = core.reload(clock.now(), sessions).map_err(|e| {
-                StartError(format!(
-                    "{}: {}",
-                    display_path(cfg.config.as_deref()),
-                    e.message
-                ))
-            })?;
+            let plan = match core.reload(clock.now(), sessions) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    // A keeper holding nothing has nothing to keep for the next daemon:
+                    // it goes with this one (one holding sessions' I/O waits for it).
+                    if core.generation_count() == 0 {
+                        if let Some(link) = keeper.take() {
+                            link.bye(poll.registry());
+                        }
+                    }
+                    return Err(StartError(format!(
+                        "{}: {}",
+                        display_path(cfg.config.as_deref()),
+                        e.message
+                    )));
+                }
+            };
             super::reload::log_plan(&plan, false);
         }
         let clients = Clients::new(listener, policy, limits, hello);
