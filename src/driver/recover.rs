@@ -72,7 +72,10 @@ pub fn take_back(
         .map(|r| r.name.clone())
         .collect();
     let mut accounted = ended.clone();
-    for problem in core.restore(wall, left.sessions) {
+    let refused = core.restore(wall, left.sessions);
+    // Those taken back: the records less the refused.
+    let sessions = sessions - refused.len().min(sessions);
+    for problem in refused {
         log::warn!(
             "session {}: not restored: {}",
             problem.session,
