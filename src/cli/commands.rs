@@ -331,7 +331,7 @@ pub const LOGS: CommandSpec = CommandSpec {
     options: &[
         OptSpec::flag(
             "follow",
-            "keep printing new output until the generation followed ends",
+            "keep printing new output until the generation followed ends (the one running, or else the next to start)",
         )
         .short('f'),
         OptSpec::flag(
