@@ -230,6 +230,26 @@ fn a_bad_config_at_reload_says_where_and_changes_nothing() {
     assert_eq!(running(&mut c), before);
 }
 
+/// Starts a daemon with `extra` arguments on `state` and the configuration at `config`,
+/// which must refuse to start (exit 1); what it said.
+fn refused_start(extra: &[&str], state: &Path, config: &Path) -> String {
+    let child = Command::new(daemon_binary())
+        .arg("daemon")
+        .args(extra)
+        .arg("--state-dir")
+        .arg(state)
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_bounded(child);
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn a_bad_config_fails_the_start_with_where_and_why() {
     let conf = ScratchDir::new("config-start");
@@ -239,19 +259,7 @@ fn a_bad_config_fails_the_start_with_where_and_why() {
         "{\"sessions\": {\"a\": {\"argv\": [\"true\"], \"colour\": 1}}}",
     )
     .unwrap();
-    let child = Command::new(daemon_binary())
-        .args(["daemon", "--state-dir"])
-        .arg(conf.join("state"))
-        .arg("--config")
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_bounded(child);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused_start(&[], &conf.join("state"), &path);
     let want = format!("{}:1:39: sessions.a.colour: unknown field", path.display());
     assert!(stderr.contains(&want), "{stderr}");
 }
@@ -262,19 +270,7 @@ fn a_config_beyond_the_session_limit_fails_the_start_and_leaves_no_keeper() {
     let path = conf.join("genward.json");
     write_config(&path, json!({"a": sleeper("a"), "b": sleeper("b")}));
     let state = conf.join("state");
-    let child = Command::new(daemon_binary())
-        .args(["daemon", "--max-sessions", "1", "--state-dir"])
-        .arg(&state)
-        .arg("--config")
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_bounded(child);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused_start(&["--max-sessions", "1"], &state, &path);
     assert!(stderr.contains("beyond the limit of 1"), "{stderr}");
     // Its keeper held nothing: it went with the daemon (its socket and record with it).
     for file in ["keeper.sock", "keeper"] {
