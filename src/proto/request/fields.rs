@@ -21,21 +21,37 @@ pub(super) fn session(args: &Object) -> Result<String> {
     Ok(name.to_owned())
 }
 
-/// A duration: an integer number of milliseconds, or a string such as `"5s"`, `"250ms"`.
+/// A duration: an integer number of milliseconds, or a string with units such as `"5s"`,
+/// `"250ms"`.
 pub(super) fn opt_duration(args: &Object, key: &str) -> Result<Option<Duration>> {
+    opt_duration_named(args, key, key)
+}
+
+/// [`opt_duration`] of a member of a nested object, its errors naming `field` (such as
+/// `ready.timeout`).
+///
+/// A string without a unit is refused: on the wire a bare number means milliseconds, and
+/// `"5"` read as five seconds beside `5` read as five milliseconds would be a trap (the
+/// command line, which has no bare milliseconds, reads `5` as seconds).
+pub(super) fn opt_duration_named(
+    args: &Object,
+    key: &str,
+    field: &str,
+) -> Result<Option<Duration>> {
+    let invalid = |why: String| bad(FieldError::invalid(field, why));
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Str(s)) => parse_duration(s)
-            .map(Some)
-            .map_err(|e| bad(FieldError::invalid(key, e.to_string()))),
+        Some(Value::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+            Err(invalid(format!(
+                "`{s}` has no unit: give a number of milliseconds, or a string with its unit such as \"{s}s\" or \"{s}ms\""
+            )))
+        }
+        Some(Value::Str(s)) => parse_duration(s).map(Some).map_err(|e| invalid(e.to_string())),
         Some(v) => match v.as_u64() {
             Some(ms) => Ok(Some(Duration::from_millis(ms))),
-            None => Err(bad(FieldError::invalid(
-                key,
-                format!(
-                    "expected milliseconds or a duration string like \"5s\", got {}",
-                    v.type_name()
-                ),
+            None => Err(invalid(format!(
+                "expected milliseconds or a duration string like \"5s\", got {}",
+                v.type_name()
             ))),
         },
     }

@@ -9,9 +9,8 @@
 //! "live": {"command": ["curl", "-fs", "localhost:8080/health"], "interval": "10s", "failures": 3}
 //! ```
 
-use super::fields::{bad, Result};
+use super::fields::{bad, opt_duration_named, Result};
 use crate::core::{DependOn, Dependencies, LiveCheck, ReadyCheck, ReadyHow};
-use crate::proto::duration::parse_duration;
 use crate::proto::duration::write_wire;
 use crate::proto::error::ProtoError;
 use crate::proto::json::{write_array, write_str, FieldError, ObjWriter, Object, Value};
@@ -30,23 +29,7 @@ fn duration(o: &Object, key: &str) -> Result<Option<std::time::Duration>> {
 
 /// A duration member of object `name`, its errors naming `name.KEY`.
 fn duration_in(name: &str, o: &Object, key: &str) -> Result<Option<std::time::Duration>> {
-    let field = format!("{name}.{key}");
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Str(s)) => parse_duration(s)
-            .map(Some)
-            .map_err(|e| invalid(field, e.to_string())),
-        Some(v) => match v.as_u64() {
-            Some(ms) => Ok(Some(std::time::Duration::from_millis(ms))),
-            None => Err(invalid(
-                field,
-                format!(
-                    "expected milliseconds or a duration string like \"5s\", got {}",
-                    v.type_name()
-                ),
-            )),
-        },
-    }
+    opt_duration_named(o, key, &format!("{name}.{key}"))
 }
 
 /// The object `name` of `args`, if given, with exactly one of `kinds` in it and nothing

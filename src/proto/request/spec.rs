@@ -1,7 +1,7 @@
 //! The `spawn` request's spec, both ways: decoded by the daemon, written by clients. The
 //! two directions sit together so a new option is added to both at once.
 
-use super::fields::{bad, bytes_of, opt_duration, signal, u16_field, Result};
+use super::fields::{bad, bytes_of, opt_duration, opt_duration_named, signal, u16_field, Result};
 use super::MAX_SPEC_BYTES;
 use crate::core::{
     CpuQuota, Env, IoMode, OnBusy, OnExit, OnRecover, ResourceLimits, Restart, RestartPolicy, Spec,
@@ -255,13 +255,13 @@ fn restart(o: &Object) -> Result<RestartPolicy> {
         mode,
         ..RestartPolicy::default()
     };
-    if let Some(d) = opt_duration(o, "initial")? {
+    if let Some(d) = opt_duration_named(o, "initial", "restart.initial")? {
         p.initial = d;
     }
-    if let Some(d) = opt_duration(o, "max")? {
+    if let Some(d) = opt_duration_named(o, "max", "restart.max")? {
         p.max = d;
     }
-    if let Some(d) = opt_duration(o, "reset_after")? {
+    if let Some(d) = opt_duration_named(o, "reset_after", "restart.reset_after")? {
         p.reset_after = d;
     }
     if let Some(n) = o.opt_u64("max_restarts").map_err(bad)? {
