@@ -24,6 +24,13 @@ fn the_last_lines_across_reads_and_streams() {
     assert_eq!(gw(&d, &["logs", "p", "--lines", "0"]).ok(), "");
     let bad = gw(&d, &["logs", "p", "-n", "many"]);
     assert_eq!(bad.code, Some(2), "{bad:?}");
+    // Without following nothing waits for the reader: refused, not silently ignored.
+    let bad = gw(&d, &["logs", "p", "--lossless"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    assert!(
+        bad.stderr.contains("--lossless") && bad.stderr.contains("-f"),
+        "{bad:?}"
+    );
 }
 
 #[test]

@@ -355,7 +355,7 @@ pub const LOGS: CommandSpec = CommandSpec {
         ),
         OptSpec::flag(
             "lossless",
-            "never drop output: the process waits while this reader is behind (demoted after 30s of no reading)",
+            "with -f: never drop output; the process waits while this reader is behind (demoted after 30s of no reading)",
         ),
     ],
     examples: &[

@@ -105,6 +105,12 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         since_ms: m.value_with("since", |v| when::parse_since(v, now_ms))?,
         json: m.flag("json"),
     };
+    if m.flag("lossless") && !o.follow {
+        // Without following nothing waits for this reader: the flag would be ignored.
+        return Err(m
+            .invalid("--lossless", "", "needs -f or --follow-restarts")
+            .into());
+    }
     let lines = m.value_with("lines", |v| {
         v.parse::<usize>()
             .map_err(|_| "expected a number of lines such as 20")

@@ -210,7 +210,10 @@ fn a_duration_string_without_a_unit_is_refused_naming_its_member() {
     for (members, field) in [
         (r#""grace":"5""#, "grace"),
         (r#""drain":"1.5""#, "drain"),
-        (r#""restart":{"mode":"always","initial":"2"}"#, "restart.initial"),
+        (
+            r#""restart":{"mode":"always","initial":"2"}"#,
+            "restart.initial",
+        ),
         (r#""ready":{"output":"up","timeout":"30"}"#, "ready.timeout"),
     ] {
         let e = spawn_err(members);
@@ -218,8 +221,14 @@ fn a_duration_string_without_a_unit_is_refused_naming_its_member() {
     }
     let e = err(r#"{"op":"subscribe","session":"s","lossless":true,"demote_after":"30"}"#);
     assert!(e.contains("demote_after") && e.contains("no unit"), "{e}");
-    assert_eq!(spawn_spec(r#""grace":"5s""#).grace, std::time::Duration::from_secs(5));
-    assert_eq!(spawn_spec(r#""grace":5"#).grace, std::time::Duration::from_millis(5));
+    assert_eq!(
+        spawn_spec(r#""grace":"5s""#).grace,
+        std::time::Duration::from_secs(5)
+    );
+    assert_eq!(
+        spawn_spec(r#""grace":5"#).grace,
+        std::time::Duration::from_millis(5)
+    );
 }
 
 fn spawn_spec(members: &str) -> crate::core::Spec {
