@@ -121,9 +121,19 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
                 "lossless",
                 "demote_after",
             ])?;
+            let (target, replay) = (target(args)?, replay(args)?);
+            if target == Target::All && matches!(replay, Replay::Pos(_)) {
+                // Positions count one session's output: the same number means unrelated
+                // places in every other session.
+                return Err(ProtoError::new(
+                    ErrorCode::BadRequest,
+                    "`from_pos` is a position in one session's output: with `all`, give \
+                     `from_gen`, `tail` or `from_start`",
+                ));
+            }
             Op::Subscribe {
-                target: target(args)?,
-                replay: replay(args)?,
+                target,
+                replay,
                 lossless: lossless(args)?,
             }
         }

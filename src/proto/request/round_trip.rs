@@ -255,6 +255,9 @@ fn every_operation_round_trips() {
             }),
         ];
         for target in [Target::All, Target::Session(session())] {
+            if target == Target::All && matches!(replay, Replay::Pos(_)) {
+                continue; // refused: positions belong to one session
+            }
             for lossless in lossless {
                 ops.push(Op::Subscribe {
                     target: target.clone(),

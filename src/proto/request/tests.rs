@@ -201,6 +201,8 @@ fn lossless_subscriptions() {
     assert!(e.contains("demote_after"), "{e}");
     let e = err(r#"{"op":"subscribe","session":"s","lossless":"yes"}"#);
     assert!(e.contains("lossless"), "{e}");
+    let e = err(r#"{"op":"subscribe","all":true,"from_pos":10}"#);
+    assert!(e.contains("from_pos") && e.contains("all"), "{e}");
 }
 
 /// A bare number is milliseconds on the wire; the same digits in a string are refused rather
