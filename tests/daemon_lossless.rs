@@ -379,3 +379,40 @@ fn logs_lossless_gets_every_byte_to_a_slow_pipe() {
     assert!(rest == want, "{} bytes of {}", rest.len(), want.len());
     assert_eq!(wait_bounded(logs).status.code(), Some(0));
 }
+
+/// A session's log is raised for a lossless reader (so that what it has not read yet is
+/// not cut) and goes back to the session's own `buffer` once no lossless reader is left:
+/// a later reader from position 0 finds only the last `buffer` bytes, after a `dropped`.
+#[test]
+fn the_log_raised_for_a_lossless_reader_goes_back_to_its_size_when_the_reader_leaves() {
+    let d = Daemon::start("lossless-lowered", &[]);
+    let mut c = d.client();
+    // About 2.3 MB of output: more than the 1 MiB `buffer`, less than the raised log.
+    let n = 350_000;
+    let gen = spawn_flood(&mut c, "big", n);
+    let mut reader = d.client();
+    reader.ok(json!({"op": "subscribe", "session": "big", "lossless": true}));
+    go(&mut c, "big");
+    let seen = reader.events_until(|m| m.is("exited", gen));
+    let mut expected = Vec::new();
+    seq_text(1, n, &mut expected);
+    assert!(output_of(&seen, gen) == expected, "every byte, in order");
+    // While the lossless reader is there, everything it was sent is still retained.
+    let mut early = d.client();
+    early.ok(json!({"op": "subscribe", "session": "big", "from_start": true}));
+    let replay = early.events_until(|m| m.is("exited", gen));
+    assert!(!replay.iter().any(|m| m.json()["event"] == "dropped"));
+    assert!(output_of(&replay, gen) == expected);
+    reader.ok(json!({"op": "unsubscribe", "session": "big"}));
+    let mut late = d.client();
+    late.ok(json!({"op": "subscribe", "session": "big", "from_pos": 0}));
+    let replay = late.events_until(|m| m.is("exited", gen));
+    let first = replay[0].json();
+    assert_eq!(first["event"], "dropped", "{first}");
+    let kept = output_of(&replay, gen);
+    assert!(
+        kept.len() <= 1 << 20 && expected.ends_with(&kept),
+        "{} bytes kept",
+        kept.len()
+    );
+}

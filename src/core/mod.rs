@@ -456,6 +456,11 @@ impl Core {
         self.sessions.contains_key(session)
     }
 
+    /// The replay log size session `session`'s spec asks for (its `buffer`).
+    pub fn buffer_bytes(&self, session: &str) -> Option<usize> {
+        self.sessions.get(session).map(|s| s.spec.buffer_bytes)
+    }
+
     /// The snapshot of session `session`, if there is one.
     pub fn get(&self, session: &str) -> Option<SessionSnapshot> {
         self.sessions.get(session).map(|s| self.snapshot(s))

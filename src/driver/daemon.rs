@@ -169,6 +169,7 @@ impl Daemon {
             // A held generation whose output was closed in this turn (its drain deadline)
             // is no longer held: nothing of it is delivered any more.
             self.unpark(true);
+            self.lower_unpaced_logs();
             self.try_upgrade();
         }
     }

@@ -35,6 +35,10 @@ pub struct Pacers {
     /// Something happened that may let held output flow again (a pacer went, or caught
     /// up): the daemon looks at what it parked only then.
     moved: bool,
+    /// Sessions whose last pacer went since [`Pacers::take_unpaced`]: their logs, raised
+    /// for lossless followers, go back to their own size. Each session at most once per
+    /// pacer that went, and emptied every turn.
+    unpaced: Vec<Arc<str>>,
 }
 
 impl Pacers {
@@ -96,7 +100,9 @@ impl Pacers {
             v.retain(|p| p.client != client);
             self.moved |= v.len() != before;
             if v.is_empty() {
-                self.by_session.remove(session);
+                if let Some((session, _)) = self.by_session.remove_entry(session) {
+                    self.unpaced.push(session);
+                }
             }
         }
     }
@@ -105,10 +111,14 @@ impl Pacers {
     pub fn remove_client(&mut self, client: u64) {
         let before = self.by_session.len();
         let mut any = false;
-        self.by_session.retain(|_, v| {
+        let unpaced = &mut self.unpaced;
+        self.by_session.retain(|session, v| {
             let n = v.len();
             v.retain(|p| p.client != client);
             any |= v.len() != n;
+            if v.is_empty() {
+                unpaced.push(session.clone());
+            }
             !v.is_empty()
         });
         self.moved |= any || self.by_session.len() != before;
@@ -159,6 +169,12 @@ impl Pacers {
         std::mem::take(&mut self.moved)
     }
 
+    /// The sessions whose last lossless follower went since the last call (a session
+    /// paced again meanwhile is among them: ask [`Pacers::paces`]).
+    pub fn take_unpaced(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.unpaced)
+    }
+
     /// When the next follower is due to be demoted, if one holds output back.
     pub fn deadline(&self) -> Option<Instant> {
         self.by_session
@@ -191,6 +207,7 @@ impl Pacers {
     /// (client, session) is an ordinary follower from now on.
     pub fn demote_due(&mut self, now: Instant) -> Vec<(u64, Arc<str>)> {
         let mut out = Vec::new();
+        let unpaced = &mut self.unpaced;
         self.by_session.retain(|session, v| {
             v.retain(|p| {
                 let due = p
@@ -201,6 +218,9 @@ impl Pacers {
                 }
                 !due
             });
+            if v.is_empty() {
+                unpaced.push(session.clone());
+            }
             !v.is_empty()
         });
         if !out.is_empty() {
@@ -252,5 +272,26 @@ mod tests {
         assert_eq!(p.deadline(), None);
         p.remove_client(1);
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn a_session_is_unpaced_when_its_last_pacer_goes_however_it_goes() {
+        let (a, b, c): (Arc<str>, Arc<str>, Arc<str>) = ("a".into(), "b".into(), "c".into());
+        let mut p = Pacers::default();
+        p.add(1, &a, terms(10));
+        p.add(2, &a, terms(10));
+        p.add(1, &b, terms(10));
+        p.add(3, &c, terms(10));
+        p.remove(1, "a");
+        assert!(p.take_unpaced().is_empty(), "client 2 still paces a");
+        p.remove_client(1);
+        assert_eq!(p.take_unpaced(), vec![b.clone()]);
+        let t0 = Instant::now();
+        p.holding(&c, t0, |_| true);
+        p.demote_due(t0 + std::time::Duration::from_millis(10));
+        assert_eq!(p.take_unpaced(), vec![c.clone()]);
+        p.remove(2, "a");
+        assert_eq!(p.take_unpaced(), vec![a.clone()]);
+        assert!(p.is_empty() && p.take_unpaced().is_empty());
     }
 }

@@ -140,6 +140,11 @@ impl Clients {
         self.subs.take_moved()
     }
 
+    /// The sessions whose logs were raised for lossless followers that are all gone now.
+    pub fn take_unpaced(&mut self) -> Vec<Arc<str>> {
+        self.subs.take_unpaced()
+    }
+
     /// When the next lossless follower is due to be demoted.
     pub fn demote_deadline(&self) -> Option<Instant> {
         self.subs.demote_deadline()

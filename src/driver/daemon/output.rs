@@ -146,6 +146,18 @@ impl Daemon {
         self.unpark(false);
     }
 
+    /// Logs raised to [`LOSSLESS_LOG_BYTES`](crate::driver::clients::LOSSLESS_LOG_BYTES)
+    /// for lossless followers that are all gone (left, unsubscribed, demoted) go back to
+    /// their session's `buffer`: the raise is for a reader that must not lose a byte, not
+    /// a lasting cost of every session one ever read.
+    pub(super) fn lower_unpaced_logs(&mut self) {
+        for session in self.clients.take_unpaced() {
+            if let Some(bytes) = self.core.buffer_bytes(&session) {
+                self.logs.set_capacity(&session, bytes);
+            }
+        }
+    }
+
     /// Lets held output flow again where no lossless follower is behind any more (gone,
     /// caught up, demoted) or, with `ends`, where the generation's output was closed at
     /// its drain deadline (or its exit reported): its streams are serviced on the next

@@ -59,6 +59,13 @@ impl Subscriptions {
         self.pacers.take_moved()
     }
 
+    /// The sessions no lossless follower paces any more since the last call.
+    pub fn take_unpaced(&mut self) -> Vec<Arc<str>> {
+        let mut v = self.pacers.take_unpaced();
+        v.retain(|s| !self.paces(s));
+        v
+    }
+
     /// When the next lossless follower is due to be demoted.
     pub fn demote_deadline(&self) -> Option<Instant> {
         self.pacers.deadline()
