@@ -1,5 +1,6 @@
 //! Late subscribers replay from the session's buffer: the last N bytes, a position seen
-//! earlier, a generation, or everything retained; `unsubscribe` stops the flow.
+//! earlier, a generation, or everything retained; `unsubscribe` stops the flow; a reader
+//! behind when its session is removed still learns how it ended.
 
 mod util;
 
@@ -156,4 +157,51 @@ fn a_wait_answer_never_overtakes_the_output_it_follows() {
         covered, 13_000_005,
         "all output came before the wait answer"
     );
+}
+
+/// Removing a session while a reader is behind: what it was not sent of the output goes
+/// with the log (one `dropped`), but it still learns how the generation ended and that
+/// the session was removed, which were queued behind that output.
+#[test]
+fn a_reader_behind_when_its_session_is_removed_still_gets_the_end_and_the_removal() {
+    let d = Daemon::start("removed-behind", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut stuck = d.client();
+    let total: u64 = 12 << 20;
+    // More output than the reader's queue takes, all of it kept by the log.
+    let script = format!("head -c {total} /dev/zero; echo; echo done; exec sleep 1000");
+    let r = c.ok(json!({"op": "spawn", "session": "gone", "buffer": 32 << 20,
+                        "argv": ["sh", "-c", script]}));
+    let gen = r["gen"].as_u64().unwrap();
+    stuck.ok(json!({"op": "subscribe", "session": "gone", "from_start": true}));
+    c.output_until(gen, "done");
+    c.ok(json!({"op": "remove", "session": "gone"}));
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+    let mut got = 0u64;
+    let mut dropped = None;
+    let mut exited = None;
+    loop {
+        match stuck.next_event() {
+            Msg::Output(h, data) => {
+                assert!(dropped.is_none(), "output after the dropped: {h}");
+                assert_eq!(h["pos"].as_u64(), Some(got), "contiguous");
+                got += data.len() as u64;
+            }
+            Msg::Json(v) if v["event"] == "dropped" => {
+                assert_eq!(v["from"].as_u64(), Some(got), "{v}");
+                assert_eq!(v["to"].as_u64(), Some(total + 6), "{v}");
+                dropped = Some(v);
+            }
+            Msg::Json(v) if v["event"] == "exited" => {
+                assert_eq!(v["gen"], json!(gen));
+                exited = Some(v);
+            }
+            Msg::Json(v) if v["event"] == "state" && v["state"] == "removed" => break,
+            _ => {}
+        }
+    }
+    assert!(dropped.is_some(), "the output it missed is named");
+    let exited = exited.expect("the generation's end");
+    assert_eq!(exited["cause"], "stopped", "{exited}");
 }

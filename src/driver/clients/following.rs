@@ -81,17 +81,32 @@ impl Clients {
         }
     }
 
-    /// A removed session: followers still behind lose the rest of its log with it, and
-    /// are told so, counted.
+    /// A removed session: followers still behind (a lossless one among them) lose the
+    /// rest of its output with its log, and are told so, counted; the events they were
+    /// not sent yet still reach them after that — each generation's end and the removal
+    /// itself — so that nobody following a session misses how it ended. (Bounded by
+    /// the log they come from.)
     pub fn forget_session(&mut self, session: &str, logs: &Logs) {
         if let Some(ring) = logs.get(session) {
             let end = ring.end_pos();
             for (id, cursor) in self.subs.cursors_of(session) {
-                if cursor.seq < ring.end_seq() {
-                    let mut line = Vec::new();
-                    encode::dropped(session, cursor.pos, end.max(cursor.pos), &mut line);
-                    self.push(id, &line);
+                if cursor.seq >= ring.end_seq() {
+                    continue;
                 }
+                let Some(c) = self.table.get_mut(&id) else {
+                    continue;
+                };
+                if end > cursor.pos {
+                    let mut line = Vec::new();
+                    encode::dropped(session, cursor.pos, end, &mut line);
+                    c.outbox.push(&line);
+                }
+                for r in ring.records() {
+                    if r.seq >= cursor.seq && r.out_len == 0 {
+                        c.outbox.push_shared(&r.frame);
+                    }
+                }
+                self.mark_dirty(id);
             }
         }
         self.subs.remove_session(session);
