@@ -283,6 +283,18 @@ impl Core {
         }
         let name = s.name.clone();
         self.sync_restart(&name);
+        // A grace given applies to what the session still has ending too (superseded
+        // generations, the rest of an ended leader's group): a stop brings every SIGKILL
+        // of the session forward, never back, and their causes stay as they were.
+        if grace.is_some() {
+            let ending: Vec<u64> = self
+                .gens_of(&name)
+                .filter(|&g| Some(g) != current)
+                .collect();
+            for gen in ending {
+                self.dispatch(gen, GenInput::Stop(StopReason::Superseded, grace));
+            }
+        }
         match current {
             Some(gen) => {
                 self.dispatch(gen, GenInput::Stop(StopReason::Requested, grace));

@@ -769,6 +769,17 @@ impl Core {
             );
             return Err(Error::new(ErrorCode::Limit, msg));
         }
+        if self
+            .gens_of(session)
+            .nth(session::MAX_LIVE_GENERATIONS - 1)
+            .is_some()
+        {
+            let msg = format!(
+                "session {session:?} already has {} generations still ending, the most one session tracks; wait for them, or stop it with a short grace to end them sooner",
+                session::MAX_LIVE_GENERATIONS
+            );
+            return Err(Error::new(ErrorCode::Limit, msg));
+        }
         if self.next_gen == u64::MAX {
             return Err(Error::new(ErrorCode::Limit, "generation numbers exhausted"));
         }

@@ -14,6 +14,13 @@ use super::time::Time;
 /// for a generation it just replaced, small enough to keep an idle session cheap.
 pub const RECENT_ENDS: usize = 8;
 
+/// Generations one session may track at once (its current one and those still ending):
+/// each is listed in the session's entry of `list` and `get`, which must stay a bounded
+/// line however often a session was replaced or overlapped while its predecessors took
+/// long to stop. A start beyond it is refused with `limit` (a restart its policy asks
+/// for waits in backoff), as for the daemon-wide `--max-running`.
+pub const MAX_LIVE_GENERATIONS: usize = 64;
+
 /// One session. It outlives its generations; a removed one stays until they are gone, so
 /// a re-created session of the same name never runs next to its predecessor.
 #[derive(Debug)]

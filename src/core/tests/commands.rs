@@ -305,3 +305,72 @@ fn error_codes_are_stable_strings() {
         assert_eq!(code.as_str(), s);
     }
 }
+
+/// One session tracks at most `MAX_LIVE_GENERATIONS` at once, however it was replaced
+/// while its predecessors took long to stop: its `list` entry stays bounded. Beyond it a
+/// spawn and a restart are refused with `limit`, changing nothing; once those still
+/// ending are gone there is room again.
+#[test]
+fn a_session_tracks_a_bounded_number_of_generations() {
+    use crate::core::session::MAX_LIVE_GENERATIONS;
+    let mut h = Harness::new();
+    let mut slow = spec();
+    slow.grace = std::time::Duration::from_secs(3600);
+    for _ in 0..MAX_LIVE_GENERATIONS {
+        let g = h.spawn_with("s", slow.clone(), OnBusy::Overlap).unwrap();
+        h.started(g);
+    }
+    assert_eq!(h.get("s").generations.len(), MAX_LIVE_GENERATIONS);
+    for on_busy in [OnBusy::Overlap, OnBusy::Replace] {
+        let c = Command::Spawn {
+            session: "s".into(),
+            spec: Box::new(slow.clone()),
+            on_busy,
+        };
+        refused(&mut h, c, ErrorCode::Limit);
+    }
+    let restart = Command::Restart {
+        session: "s".into(),
+        if_gen: None,
+    };
+    refused(&mut h, restart, ErrorCode::Limit);
+    // Another session is not concerned.
+    running(&mut h, "t");
+    // A stop with a short grace ends them all; then the session has room again.
+    let stop = Command::Stop {
+        session: "s".into(),
+        if_gen: None,
+        grace: Some(std::time::Duration::ZERO),
+    };
+    h.cmd(stop).unwrap();
+    let gens: Vec<u64> = h.get("s").generations.iter().map(|g| g.gen).collect();
+    let kills = h.advance(1);
+    for &g in &gens {
+        assert!(
+            kills.contains(&Action::Signal {
+                gen: g,
+                signal: 9,
+                scope: crate::core::Scope::Leader
+            }),
+            "generation {g} is killed too"
+        );
+        h.exit(g, crate::core::ExitStatus::Signal(9));
+        h.eof(g);
+        h.group_empty(g);
+    }
+    h.settle();
+    assert!(h.get("s").generations.is_empty());
+    // Their ends say why each went: the superseded ones stay `superseded`.
+    let first = h.events_of(gens[0]);
+    assert!(
+        first.iter().any(|e| matches!(
+            e,
+            crate::core::Event::Exited {
+                cause: crate::core::ExitCause::Superseded,
+                ..
+            }
+        )),
+        "{first:?}"
+    );
+    assert!(h.spawn_with("s", spec(), OnBusy::Replace).is_ok());
+}

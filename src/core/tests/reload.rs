@@ -290,3 +290,27 @@ fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() 
         "db is stopped once web has ended: {seen:?}"
     );
 }
+
+/// A reload that would give a session more generations than one session tracks is
+/// refused whole, before anything of it is done.
+#[test]
+fn a_reload_refuses_a_session_with_no_room_for_another_generation() {
+    use crate::core::session::MAX_LIVE_GENERATIONS;
+    let mut h = Harness::new();
+    let mut slow = spec();
+    slow.grace = std::time::Duration::from_secs(3600);
+    reload(&mut h, vec![entry("a", slow.clone())]).unwrap();
+    run(&mut h, "a");
+    for _ in 1..MAX_LIVE_GENERATIONS {
+        let g = h.spawn_with("a", slow.clone(), OnBusy::Overlap).unwrap();
+        h.started(g);
+    }
+    let before = h.core.list();
+    let e = reload(&mut h, vec![entry("a", other_spec()), entry("b", spec())]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Limit, "{e}");
+    assert_eq!(
+        h.core.list(),
+        before,
+        "nothing of the refused reload was done"
+    );
+}
