@@ -416,3 +416,32 @@ fn the_log_raised_for_a_lossless_reader_goes_back_to_its_size_when_the_reader_le
         kept.len()
     );
 }
+
+/// Removing a session lets its output flow at once: what its process still writes while
+/// being stopped is read, not held for a lossless reader that takes nothing until the
+/// drain deadline throws it away (for every subscriber).
+#[test]
+fn removing_a_session_lets_output_held_for_a_lossless_reader_flow() {
+    let d = Daemon::start("lossless-remove", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = spawn_flood(&mut c, "held", 3_000_000);
+    let pid = u64::from(c.spawned_pid(gen));
+    let mut stuck = d.client();
+    stuck.ok(
+        json!({"op": "subscribe", "session": "held", "lossless": true,
+                    "demote_after": "1h"}),
+    );
+    go(&mut c, "held");
+    util::sys::await_blocked_in_write(pid);
+    c.ok(json!({"op": "remove", "session": "held"}));
+    let seen = c.events_until(|m| m.is("exited", gen));
+    let exited = seen.last().unwrap().json();
+    assert_eq!(exited["cause"], "stopped", "{exited}");
+    assert_eq!(
+        exited["truncated"], false,
+        "nothing was held until the drain deadline: {exited}"
+    );
+    assert_eq!(exited["discarded"], 0, "{exited}");
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+}

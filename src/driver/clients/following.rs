@@ -155,6 +155,12 @@ impl Clients {
         self.subs.take_moved()
     }
 
+    /// `session`'s lossless followers follow it as ordinary ones from now on: its removal
+    /// lets its output flow at once.
+    pub fn unpace_session(&mut self, session: &str) {
+        self.subs.unpace_session(session);
+    }
+
     /// The sessions whose logs were raised for lossless followers that are all gone now.
     pub fn take_unpaced(&mut self) -> Vec<Arc<str>> {
         self.subs.take_unpaced()

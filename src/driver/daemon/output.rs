@@ -123,6 +123,15 @@ impl Daemon {
         }
         self.clients.deliver(&session, seq, &self.logs);
         if let Event::State {
+            state: SessionState::Removing,
+            ..
+        } = event
+        {
+            // Going away: its output is no longer held for anyone (what a process being
+            // stopped still writes would only wait out its drain and be thrown away).
+            self.clients.unpace_session(&session);
+        }
+        if let Event::State {
             state: SessionState::Removed,
             ..
         } = event

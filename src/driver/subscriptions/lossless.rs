@@ -59,6 +59,11 @@ impl Subscriptions {
         self.pacers.take_moved()
     }
 
+    /// Nobody paces `session` any more; its followers stay, as ordinary ones.
+    pub fn unpace_session(&mut self, session: &str) {
+        self.pacers.remove_session(session);
+    }
+
     /// The sessions no lossless follower paces any more since the last call.
     pub fn take_unpaced(&mut self) -> Vec<Arc<str>> {
         let mut v = self.pacers.take_unpaced();
