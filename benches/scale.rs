@@ -180,11 +180,7 @@ fn core_turn(n: usize) -> (f64, f64) {
     };
     let mut core = Core::new(config, 1);
     let spec = Spec::new(vec![b"true".to_vec()]);
-    let failed = || SpawnError {
-        kind: SpawnErrorKind::NotFound,
-        errno: libc::ENOENT,
-        message: None,
-    };
+    let failed = || SpawnError::new(SpawnErrorKind::NotFound, libc::ENOENT);
     let mut now = Time::from_millis(1);
     for i in 0..n {
         let command = Command::Spawn {

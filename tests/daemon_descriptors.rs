@@ -228,6 +228,13 @@ fn spawns_are_refused_while_descriptors_are_kept_for_clients() {
     assert!(failed["gen"].as_u64().unwrap() > restarting, "{failed}");
     let why = failed["error"]["message"].as_str().unwrap_or("");
     assert!(why.contains("descriptor limit 160"), "{failed}");
+    // Not the session's failure: it waits in backoff, the refused start uncounted.
+    let s = &other.ok(json!({"op": "get", "session": "again"}))["session"];
+    assert_eq!(
+        (&s["state"], &s["restarts"]),
+        (&json!("backoff"), &json!(1)),
+        "{s}"
+    );
     other.ok(json!({"op": "hello"}));
     drop(more);
 

@@ -304,15 +304,17 @@ impl World {
                 });
             }
             Operation::SpawnErr { gen, kind } => {
-                let kind = [
-                    SpawnErrorKind::NotFound,
-                    SpawnErrorKind::PermissionDenied,
-                    SpawnErrorKind::Other,
-                ][kind as usize % 3];
+                let error = match kind % 4 {
+                    0 => SpawnError::new(SpawnErrorKind::NotFound, 2),
+                    1 => SpawnError::new(SpawnErrorKind::PermissionDenied, 13),
+                    2 => SpawnError::new(SpawnErrorKind::Other, 5),
+                    // Out of descriptors: retried uncounted by the restart policy.
+                    _ => SpawnError::new(SpawnErrorKind::Other, 24).as_shortage(),
+                };
                 let gen = self.gen(gen);
                 self.input(Input::SpawnResult {
                     gen,
-                    result: Err(SpawnError::new(kind, 2)),
+                    result: Err(error),
                 });
             }
             Operation::Output { gen, stream, len } => {

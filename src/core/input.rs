@@ -276,6 +276,11 @@ pub struct SpawnError {
     /// What failed, for people: the step and the path (`chdir to working directory
     /// "/srv/x": no such file or directory`), or why a start was cancelled.
     pub message: Option<Arc<str>>,
+    /// The daemon or the system was short of what every start needs (descriptors,
+    /// processes, memory), through no fault of this session's spec: its restart policy
+    /// tries again after its longest delay without counting the failure, as for a start
+    /// refused at the daemon's `--max-running`. Not on the wire (`errno` says which).
+    pub shortage: bool,
 }
 
 impl SpawnError {
@@ -285,7 +290,14 @@ impl SpawnError {
             kind,
             errno,
             message: None,
+            shortage: false,
         }
+    }
+
+    /// The same failure, marked as a [`shortage`](SpawnError::shortage).
+    pub fn as_shortage(mut self) -> SpawnError {
+        self.shortage = true;
+        self
     }
 
     /// The same failure, explained.

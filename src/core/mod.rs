@@ -719,6 +719,13 @@ impl Core {
             s.rest = Rest::Stopped;
             return;
         }
+        let shortage = matches!(&ended, Ended::SpawnFailed(e) if e.shortage);
+        if shortage && s.spec.restart.mode != Restart::Never {
+            // Not the session's failure: tried again, uncounted, once there may be room.
+            let wait = s.spec.restart.max.max(std::time::Duration::from_millis(1));
+            s.restart_at = Some(now.saturating_add(wait));
+            return;
+        }
         match restart::decide(&s.spec.restart, s.restarts, &ended) {
             Decision::Restart { delay, restarts } => {
                 s.restarts = restarts;

@@ -159,6 +159,11 @@ pub(super) fn choose_step(r: &mut Rng, core: &Core, now: Time, request: u64) -> 
                 r.pick(&[SpawnErrorKind::NotFound, SpawnErrorKind::Other]),
                 2,
             );
+            let err = if r.below(3) == 0 {
+                err.as_shortage()
+            } else {
+                err
+            };
             let result = if r.below(4) == 0 {
                 Err(err)
             } else {

@@ -147,3 +147,40 @@ fn stop_and_remove_cancel_a_pending_restart() {
         h.settle();
     }
 }
+
+/// A start that failed for want of descriptors, processes or memory is not the session's
+/// failure: its policy tries again after its longest delay, uncounted, however often,
+/// and an ordinary failure afterwards counts from where the count was.
+#[test]
+fn a_start_short_of_resources_is_retried_without_counting() {
+    use crate::core::{Input, SpawnError, SpawnErrorKind};
+    let mut h = Harness::new();
+    h.spawn_with("s", always(), OnBusy::Replace).unwrap();
+    crash(&mut h);
+    h.advance(100);
+    for round in 0..10 {
+        let g = h.get("s").current.expect("restarted");
+        let short = SpawnError::new(SpawnErrorKind::Other, 24).as_shortage();
+        h.input(Input::SpawnResult {
+            gen: g,
+            result: Err(short),
+        });
+        let s = h.get("s");
+        assert_eq!(
+            (s.state, s.restarts),
+            (SessionState::Backoff, 1),
+            "uncounted, round {round}"
+        );
+        h.advance(999);
+        assert_eq!(h.get("s").current, None, "the policy's longest delay first");
+        h.advance(1);
+    }
+    // The same errno without the mark is an ordinary failure.
+    let g = h.get("s").current.expect("restarted");
+    h.input(Input::SpawnResult {
+        gen: g,
+        result: Err(SpawnError::new(SpawnErrorKind::Other, 24)),
+    });
+    assert_eq!(h.get("s").restarts, 2);
+    h.settle();
+}

@@ -46,7 +46,13 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
         SysSpawnError::PermissionDenied { .. } => (SpawnErrorKind::PermissionDenied, libc::EACCES),
         other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
     };
-    SpawnError::new(kind, errno).with_message(message)
+    let error = SpawnError::new(kind, errno).with_message(message);
+    match errno {
+        // Out of descriptors, processes or memory: the daemon's or the system's state,
+        // not the session's.
+        libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM => error.as_shortage(),
+        _ => error,
+    }
 }
 
 /// Starts `request` in `cgroup`, whose directory is opened for the start only: a

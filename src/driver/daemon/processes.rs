@@ -29,7 +29,7 @@ impl Daemon {
         // refused like a client's spawn would be, as this generation's spawn failure.
         if let Err(e) = self.spawn_room() {
             log::warn!("gen {gen}: not spawned: {}", e.message);
-            let error = SpawnError::new(SpawnErrorKind::Other, libc::EMFILE);
+            let error = SpawnError::new(SpawnErrorKind::Other, libc::EMFILE).as_shortage();
             self.tell(Input::SpawnResult {
                 gen,
                 result: Err(error.with_message(e.message)),
