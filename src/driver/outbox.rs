@@ -4,8 +4,10 @@
 //! queue has a soft limit — a caller asks [`Outbox::has_room`] before adding optional data
 //! (output replay) and stops when it is full, so memory per client stays within the limit
 //! plus one frame. Replies to requests are always accepted; requests are read only while
-//! [`Outbox::can_take_replies`], so a client cannot make the daemon queue more than twice
-//! the limit however little it reads.
+//! [`Outbox::can_take_replies`]: while less than [`REPLY_BYTES`] of bytes of its own (answers,
+//! notices) wait, and less than twice the limit in all — so a client that never reads
+//! holds at most about `REPLY_BYTES` plus one answer of the daemon's memory beyond the
+//! frames it shares with the logs, however much it asks.
 //!
 //! Frames from a session's replay log are queued by reference ([`Frame`]), not copied, so
 //! fanning one frame out to many subscribers costs no memory per subscriber; a vectored
@@ -19,6 +21,11 @@ use std::sync::Arc;
 use super::frame::Frame;
 use super::upgrade::state::OutboxPiece;
 use crate::store::journal::Segment;
+
+/// Bytes copied for one client (answers, notices: not shared log frames) past which its
+/// requests wait to be read until it takes some: enough for a few pages of `list`, small
+/// enough that thousands of clients that never read cost little.
+pub const REPLY_BYTES: usize = 1 << 20;
 
 /// Most slices handed to one vectored write.
 const MAX_SLICES: usize = 32;
@@ -48,6 +55,8 @@ pub struct Outbox {
     /// Bytes of the front chunk already written.
     front_sent: usize,
     pending: usize,
+    /// Bytes held in owned chunks (copies made for this client), written or not.
+    owned: usize,
     limit: usize,
 }
 
@@ -58,6 +67,7 @@ impl Outbox {
             chunks: VecDeque::new(),
             front_sent: 0,
             pending: 0,
+            owned: 0,
             limit,
         }
     }
@@ -77,7 +87,7 @@ impl Outbox {
     /// output still gets its requests answered, and one that never reads is bounded by
     /// twice the limit.
     pub fn can_take_replies(&self) -> bool {
-        self.pending < self.limit.saturating_mul(2)
+        self.pending < self.limit.saturating_mul(2) && self.owned < REPLY_BYTES
     }
 
     /// Whether nothing is waiting.
@@ -125,6 +135,7 @@ impl Outbox {
                 OutboxPiece::Bytes(b) if b.is_empty() => {}
                 OutboxPiece::Bytes(b) => {
                     outbox.pending += b.len();
+                    outbox.owned += b.len();
                     outbox.chunks.push_back(Chunk::Owned(b));
                 }
                 OutboxPiece::Record { session, seq, skip } => {
@@ -152,6 +163,7 @@ impl Outbox {
     /// Queues a copy of `bytes` (responses, events).
     pub fn push(&mut self, bytes: &[u8]) {
         self.pending += bytes.len();
+        self.owned += bytes.len();
         // Append to the last private chunk unless it is the one being written (its
         // written prefix would be kept alive) or already big.
         let partly_sent = self.chunks.len() == 1 && self.front_sent > 0;
@@ -219,7 +231,9 @@ impl Outbox {
             let left = front_len - self.front_sent;
             if written >= left {
                 written -= left;
-                self.chunks.pop_front();
+                if let Some(Chunk::Owned(v)) = self.chunks.pop_front() {
+                    self.owned -= v.len();
+                }
                 self.front_sent = 0;
             } else {
                 self.front_sent += written;
@@ -313,6 +327,37 @@ mod tests {
             sink.got.extend_from_slice(&rest.got);
             assert_eq!(sink.got, b"frame-a<reply>frame-b", "cut {cut}");
         }
+    }
+
+    #[test]
+    fn answers_waiting_stop_requests_long_before_twice_the_limit() {
+        let mut ob = Outbox::new(4 << 20);
+        let page = vec![b'x'; 256 << 10];
+        let mut n = 0;
+        while ob.can_take_replies() {
+            ob.push(&page);
+            n += 1;
+        }
+        assert_eq!(n, REPLY_BYTES / page.len(), "requests wait at {REPLY_BYTES} bytes");
+        // Shared frames (what the logs hold anyway) do not count toward it.
+        let mut ob = Outbox::new(4 << 20);
+        ob.push_shared(&Frame::from(vec![b'y'; 3 << 20]));
+        assert!(ob.can_take_replies());
+        // Written answers give the room back.
+        let mut ob = Outbox::new(4 << 20);
+        ob.push(&page);
+        ob.push(&page);
+        ob.push(&page);
+        ob.push(&page);
+        assert!(!ob.can_take_replies());
+        let mut sink = Trickle {
+            got: vec![],
+            per_call: usize::MAX,
+            block_after: usize::MAX,
+            calls: 0,
+        };
+        ob.flush_to(&mut sink).unwrap();
+        assert!(ob.can_take_replies() && ob.is_empty());
     }
 
     #[test]
