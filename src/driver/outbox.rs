@@ -338,7 +338,11 @@ mod tests {
             ob.push(&page);
             n += 1;
         }
-        assert_eq!(n, REPLY_BYTES / page.len(), "requests wait at {REPLY_BYTES} bytes");
+        assert_eq!(
+            n,
+            REPLY_BYTES / page.len(),
+            "requests wait at {REPLY_BYTES} bytes"
+        );
         // Shared frames (what the logs hold anyway) do not count toward it.
         let mut ob = Outbox::new(4 << 20);
         ob.push_shared(&Frame::from(vec![b'y'; 3 << 20]));

@@ -70,7 +70,7 @@ impl Request {
                     ProtoError::new(ErrorCode::BadRequest, msg),
                 ));
             }
-            Err(e) => return Err(fail(RequestId::Null, e.into())),
+            Err(e) => return Err(fail(leading_id(line), e.into())),
         };
         let id = match args.remove("id") {
             None | Some(Value::Null) => RequestId::Null,
@@ -98,6 +98,45 @@ impl Request {
         args.remove("op");
         Ok(Request { id, op, args })
     }
+}
+
+/// The `id` of a line that is not valid JSON, when the object opens with it as written
+/// by every client (`{"id": 7, ...` or `{"id": "a-1", ...`, a string without escapes):
+/// the error then reaches the request that caused it. Anything less plain is `null`.
+fn leading_id(line: &[u8]) -> RequestId {
+    fn ws(b: &[u8]) -> &[u8] {
+        let n = b
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+            .count();
+        &b[n..]
+    }
+    let plain = || -> Option<RequestId> {
+        let rest = ws(line).strip_prefix(b"{")?;
+        let rest = ws(ws(rest).strip_prefix(b"\"id\"")?).strip_prefix(b":")?;
+        let rest = ws(rest);
+        let (id, after) = match rest.first()? {
+            b'"' => {
+                let end = rest[1..].iter().position(|&c| c == b'"' || c == b'\\')?;
+                let text = std::str::from_utf8(&rest[1..1 + end]).ok()?;
+                if rest[1 + end] != b'"' || text.len() > MAX_ID_LEN {
+                    return None;
+                }
+                (RequestId::Str(text.to_owned()), &rest[2 + end..])
+            }
+            b'0'..=b'9' => {
+                let n = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+                let digits = std::str::from_utf8(&rest[..n]).ok()?;
+                if n > 1 && digits.starts_with('0') {
+                    return None;
+                }
+                (RequestId::U64(digits.parse().ok()?), &rest[n..])
+            }
+            _ => return None,
+        };
+        matches!(ws(after).first(), Some(b',' | b'}')).then_some(id)
+    };
+    plain().unwrap_or(RequestId::Null)
 }
 
 /// Starts the success response `{"id":..,"ok":true` and returns the writer for the
@@ -153,7 +192,7 @@ mod tests {
             "a request must be a JSON object, got array"
         );
         let e = decode(r#"{"id":1,"op":"x""#).unwrap_err();
-        assert_eq!(e.id, RequestId::Null);
+        assert_eq!(e.id, RequestId::U64(1), "an id that opens the line is kept");
         assert_eq!(
             e.error.message,
             "invalid JSON: unexpected end of input at byte 16"
@@ -166,5 +205,29 @@ mod tests {
         let long = format!(r#"{{"id":"{}","op":"x"}}"#, "i".repeat(MAX_ID_LEN + 1));
         let e = decode(&long).unwrap_err();
         assert_eq!(e.error.message, "field `id`: longer than 128 bytes");
+    }
+
+    #[test]
+    fn a_line_that_is_not_json_keeps_the_id_it_opens_with() {
+        for (line, id) in [
+            (
+                r#"{"id":1,"op":"list","limit":18446744073709551616}"#,
+                RequestId::U64(1),
+            ),
+            (
+                r#" { "id" : "a-1" , "op":"x","op":"y"}"#,
+                RequestId::Str("a-1".into()),
+            ),
+            (r#"{"id":7}  x"#, RequestId::U64(7)),
+            (r#"{"op":"x","id":1,"#, RequestId::Null),
+            (r#"{"id":"a\"b","op":1"#, RequestId::Null),
+            (r#"{"id":01,"op":"x"}"#, RequestId::Null),
+            (r#"{"id":1.5,"op":"#, RequestId::Null),
+            (r#"{"id":99999999999999999999,"op":"x"}"#, RequestId::Null),
+            (r#"{"id":12"#, RequestId::Null),
+        ] {
+            let e = decode(line).unwrap_err();
+            assert_eq!(e.id, id, "{line}");
+        }
     }
 }
