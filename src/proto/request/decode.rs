@@ -3,6 +3,7 @@
 use super::fields::{bad, input_bytes, opt_duration, session, signal, u16_field, Result};
 use super::spec::{on_busy, spec, SPAWN_FIELDS};
 use super::{Lossless, Op, Replay, Target};
+use crate::core::check_session_name;
 use crate::core::{Command, Scope};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::{FieldError, Object};
@@ -256,6 +257,10 @@ fn replay(args: &Object) -> Result<Replay> {
 /// `list`: the classic form (every session) without `after` and `limit`, else a page.
 fn list(args: &Object) -> Result<Op> {
     let after = args.opt_str("after").map_err(bad)?;
+    if let Some(name) = after.filter(|a| !a.is_empty()) {
+        // Any name sorts, but one no session can have is a client's mistake, said.
+        check_session_name(name).map_err(|why| bad(FieldError::invalid("after", why)))?;
+    }
     let limit = args.opt_u64("limit").map_err(bad)?;
     if after.is_none() && limit.is_none() {
         return Ok(Op::Core(Command::List));

@@ -168,6 +168,11 @@ fn list_is_classic_without_after_and_limit_and_paged_with_either() {
     );
     assert!(err(r#"{"op":"list","limit":0}"#).contains("`limit`"));
     assert!(err(r#"{"op":"list","after":3}"#).contains("`after`"));
+    for bad in [".x", "a/b", &"x".repeat(65)] {
+        let e = err(&format!(r#"{{"op":"list","after":"{bad}"}}"#));
+        assert!(e.contains("`after`"), "{bad}: {e}");
+    }
+    assert!(dec(r#"{"op":"list","after":""}"#).is_ok());
     assert!(err(r#"{"op":"list","size":3}"#).contains("size"));
 }
 
