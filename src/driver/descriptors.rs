@@ -101,7 +101,7 @@ impl Descriptors {
         Err(ProtoError::new(
             ErrorCode::Limit,
             format!(
-                "descriptor limit {limit} reached: {in_use} in use, a spawn needs {SPAWN_PEAK} and {reserve} are kept in reserve for clients; stop or remove sessions, or raise the limit (RLIMIT_NOFILE)"
+                "no descriptors to spare for a spawn under the descriptor limit {limit}: {in_use} in use, a spawn needs {SPAWN_PEAK} and {reserve} are kept in reserve for clients; stop or remove sessions, or raise the limit (RLIMIT_NOFILE)"
             ),
         ))
     }

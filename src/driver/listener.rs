@@ -83,6 +83,7 @@ pub struct Listener {
     socket: UnixListener,
     policy: PeerPolicy,
     spare: SpareFd,
+    refusals: RefusalLog,
 }
 
 impl Listener {
@@ -97,6 +98,7 @@ impl Listener {
             socket,
             policy,
             spare: SpareFd::new(),
+            refusals: RefusalLog::default(),
         }
     }
 
@@ -128,12 +130,12 @@ impl Listener {
                 }
             };
             if let Err(refused) = self.policy.check(&stream) {
-                log::warn!("refused a connection: {}", refused.reason);
+                self.refusals.note(&refused.reason);
                 refuse(&mut stream, ErrorCode::PermissionDenied, refused.reason);
                 continue;
             }
             if room == 0 {
-                log::warn!("refused a connection: descriptors kept for the state files");
+                self.refusals.note(&"descriptors kept for the state files");
                 refuse(
                     &mut stream,
                     ErrorCode::Limit,
@@ -142,7 +144,8 @@ impl Listener {
                 continue;
             }
             if connected >= max {
-                log::warn!("refused a connection: {connected} clients connected");
+                self.refusals
+                    .note(&format_args!("{connected} clients connected"));
                 refuse(
                     &mut stream,
                     ErrorCode::Limit,
@@ -155,6 +158,31 @@ impl Listener {
             let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, CLIENT_SNDBUF);
             return Some(stream);
         }
+    }
+}
+
+/// Refused connections are logged at most once a second: a burst of clients must not
+/// flood the daemon's log. The ones in between are counted, and said with the next line.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    quiet_until: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    fn note(&mut self, why: &dyn std::fmt::Display) {
+        let now = std::time::Instant::now();
+        if self.quiet_until.is_some_and(|t| now < t) {
+            self.unlogged += 1;
+            return;
+        }
+        match std::mem::take(&mut self.unlogged) {
+            0 => log::warn!("refused a connection: {why}"),
+            n => log::warn!(
+                "refused a connection: {why} ({n} more refused since the last such line)"
+            ),
+        }
+        self.quiet_until = Some(now + std::time::Duration::from_secs(1));
     }
 }
 
