@@ -631,7 +631,7 @@ impl Generation {
         let event = Event::SpawnFailed {
             session: self.session.clone(),
             gen: self.gen,
-            error: error.clone(),
+            error: error.recorded(),
         };
         self.emit(out, event.clone());
         self.phase = Phase::Gone;

@@ -294,6 +294,15 @@ impl SpawnError {
         }
     }
 
+    /// The failure as events and records keep it: the [`shortage`](SpawnError::shortage)
+    /// mark is for the restart policy's decision only, never stored or sent.
+    pub fn recorded(&self) -> SpawnError {
+        SpawnError {
+            shortage: false,
+            ..self.clone()
+        }
+    }
+
     /// The same failure, marked as a [`shortage`](SpawnError::shortage).
     pub fn as_shortage(mut self) -> SpawnError {
         self.shortage = true;

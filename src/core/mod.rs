@@ -684,7 +684,7 @@ impl Core {
             },
             Ended::SpawnFailed(ref error) => LastEnd::SpawnFailed {
                 gen,
-                error: error.clone(),
+                error: error.recorded(),
             },
             Ended::Lost => LastEnd::Exited {
                 gen,
