@@ -237,6 +237,7 @@ fn read_past_demotion(stuck: &mut Client, gen: u64) -> u64 {
             }
             Msg::Json(v) if v["event"] == "demoted" => {
                 assert_eq!(v["session"], "stuck");
+                assert_eq!(v["reason"], "stalled", "{v}");
                 assert_eq!(v["pos"].as_u64(), Some(got), "{v}");
                 demoted_at = Some(got);
             }
@@ -444,4 +445,12 @@ fn removing_a_session_lets_output_held_for_a_lossless_reader_flow() {
     );
     assert_eq!(exited["discarded"], 0, "{exited}");
     c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+    // The reader is told its subscription is an ordinary one now, then how it ended.
+    let seen =
+        stuck.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+    let demoted = seen
+        .iter()
+        .position(|m| m.json()["event"] == "demoted" && m.json()["reason"] == "removing");
+    let end = seen.iter().position(|m| m.is("exited", gen));
+    assert!(demoted.is_some() && end.is_some(), "{seen:?}");
 }

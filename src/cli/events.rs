@@ -8,7 +8,7 @@ use super::args::Matches;
 use super::dispatch::{write_stdout, CommandResult, Context};
 use super::wait::describe as describe_end;
 use crate::proto::base64;
-use crate::proto::event::{OutputFrame, WireEvent};
+use crate::proto::event::{Demotion, OutputFrame, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::{Op, Replay, Target};
@@ -47,9 +47,14 @@ pub fn describe(msg: &Message) -> String {
         WireEvent::Dropped { from, to, .. } => {
             format!("{session}: output bytes {from}..{to} dropped (this reader fell behind)")
         }
-        WireEvent::Demoted { pos, .. } => {
-            format!("{session}: no longer lossless from output byte {pos} (this reader stalled)")
-        }
+        WireEvent::Demoted { pos, reason, .. } => match reason {
+            Demotion::Stalled => format!(
+                "{session}: no longer lossless from output byte {pos} (this reader stalled)"
+            ),
+            Demotion::Removing => format!(
+                "{session}: no longer lossless from output byte {pos} (the session is being removed)"
+            ),
+        },
     }
 }
 

@@ -27,7 +27,7 @@ use super::client::{objects_of, response_for, u64_of, Connection};
 use super::dispatch::{gen_arg, session_arg, write_stderr, CommandError, CommandResult, Context};
 use super::wait::{describe, last_end};
 use crate::core::Command;
-use crate::proto::event::{SessionState, WireEvent};
+use crate::proto::event::{Demotion, SessionState, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::{Lossless, Op, Replay, Target};
@@ -219,10 +219,13 @@ fn replay(
                     format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
                 )?;
             }
-            WireEvent::Demoted { pos, .. } => {
+            WireEvent::Demoted { pos, reason, .. } => {
+                let why = match reason {
+                    Demotion::Stalled => "this reader stalled",
+                    Demotion::Removing => "the session is being removed",
+                };
                 write_stderr(
-                    format!("[genward: no longer lossless from byte {pos}: this reader stalled]\n")
-                        .as_bytes(),
+                    format!("[genward: no longer lossless from byte {pos}: {why}]\n").as_bytes(),
                 )?;
             }
             WireEvent::Spawned { gen, pid, .. } if live => {

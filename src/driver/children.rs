@@ -33,6 +33,7 @@ use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
 
 pub use leaders::LeaderState;
+pub(crate) use starts::daemon_failure;
 pub use starts::spawn_request;
 
 /// The result of one read from a child's output.

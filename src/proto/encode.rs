@@ -7,7 +7,7 @@
 use crate::core::{Error as CoreError, ErrorCode as CoreCode, Event, Response, Stream};
 use crate::proto::envelope::{begin_ok_response, RequestId};
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
-use crate::proto::event::WireEvent;
+use crate::proto::event::{Demotion, WireEvent};
 use crate::proto::framing::OutputFrame;
 use crate::proto::json::ObjWriter;
 use crate::proto::list;
@@ -103,10 +103,11 @@ pub fn dropped(session: &str, from: u64, to: u64, out: &mut Vec<u8>) {
 
 /// Appends a `demoted` event: the subscriber's lossless subscription to `session` is an
 /// ordinary one from output position `pos` on.
-pub fn demoted(session: &str, pos: u64, out: &mut Vec<u8>) {
+pub fn demoted(session: &str, pos: u64, reason: Demotion, out: &mut Vec<u8>) {
     let event = WireEvent::Demoted {
         session: session.into(),
         pos,
+        reason,
     };
     event.write(out);
 }

@@ -125,14 +125,34 @@ pub enum WireEvent<'a> {
         /// First position not missed.
         to: u64,
     },
-    /// This subscriber's lossless subscription to the session became an ordinary one: it
-    /// took nothing for its `demote_after` while the session's output waited for it.
+    /// This subscriber's lossless subscription to the session became an ordinary one.
     Demoted {
         /// Session name.
         session: Cow<'a, str>,
         /// The session output position it had been sent up to when demoted.
         pos: u64,
+        /// Why.
+        reason: Demotion,
     },
+}
+
+/// Why a lossless subscription became an ordinary one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Demotion {
+    /// It took nothing for its `demote_after` while the session's output waited for it.
+    Stalled,
+    /// The session is being removed: its output is held for nobody any more.
+    Removing,
+}
+
+impl Demotion {
+    /// The wire spelling (`reason` of a `demoted` event).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Demotion::Stalled => "stalled",
+            Demotion::Removing => "removing",
+        }
+    }
 }
 
 /// Why a generation never ran, as the wire carries it: the core's [`SpawnError`] plus the
@@ -544,9 +564,14 @@ impl<'a> WireEvent<'a> {
                 from,
                 to,
             },
-            WireEvent::Demoted { session, pos } => WireEvent::Demoted {
+            WireEvent::Demoted {
+                session,
+                pos,
+                reason,
+            } => WireEvent::Demoted {
                 session: own(session),
                 pos,
+                reason,
             },
         }
     }

@@ -19,7 +19,7 @@ use crate::proto::error::bounded_message;
 use crate::sys::cgroup::{self, GenCgroup};
 use crate::sys::process::ReaperMode;
 use crate::sys::spawn::{
-    start_in, Env, IoMode, SpawnError as SysSpawnError, SpawnRequest, Starting, StderrMode,
+    start_in, Env, IoMode, SpawnError as SysSpawnError, SpawnRequest, Starting, StderrMode, Step,
 };
 use crate::sys::tree;
 
@@ -41,15 +41,32 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
     // It may quote a path the client sent: kept, and logged, as long as a message may be.
     let message = bounded_message(&e.to_string()).into_owned();
     log::warn!("gen {gen}: spawn failed: {message}");
-    let (kind, errno) = match e {
-        SysSpawnError::NotFound { .. } => (SpawnErrorKind::NotFound, libc::ENOENT),
-        SysSpawnError::PermissionDenied { .. } => (SpawnErrorKind::PermissionDenied, libc::EACCES),
-        other => (SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL)),
-    };
-    let error = SpawnError::new(kind, errno).with_message(message);
+    match e {
+        SysSpawnError::NotFound { .. } => {
+            SpawnError::new(SpawnErrorKind::NotFound, libc::ENOENT).with_message(message)
+        }
+        SysSpawnError::PermissionDenied { .. } => {
+            SpawnError::new(SpawnErrorKind::PermissionDenied, libc::EACCES).with_message(message)
+        }
+        // The daemon's own steps: what they lack, the session did not cause.
+        SysSpawnError::Os {
+            step: Step::Setup | Step::Fork,
+            errno,
+            ..
+        } => daemon_failure(*errno, message),
+        // The child's steps (`execve` under the spec's own limits, say): the session's.
+        other => SpawnError::new(SpawnErrorKind::Other, other.errno().unwrap_or(libc::EINVAL))
+            .with_message(message),
+    }
+}
+
+/// A start that failed in a step of the daemon's own (pipes, the cgroup's directory, the
+/// lookup helper, the child's `clone`), not in the child: marked a
+/// [`shortage`](SpawnError::shortage) when what it lacked was descriptors, processes or
+/// memory, which the restart policy does not hold against the session.
+pub(crate) fn daemon_failure(errno: i32, message: String) -> SpawnError {
+    let error = SpawnError::new(SpawnErrorKind::Other, errno).with_message(message);
     match errno {
-        // Out of descriptors, processes or memory: the daemon's or the system's state,
-        // not the session's.
         libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM => error.as_shortage(),
         _ => error,
     }
@@ -64,8 +81,10 @@ fn start_into(
 ) -> Result<Starting, SpawnError> {
     let dir = cgroup.map(GenCgroup::open_dir).transpose().map_err(|e| {
         log::warn!("gen {gen}: opening its cgroup: {e}");
-        SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
-            .with_message(format!("opening its cgroup: {e}"))
+        daemon_failure(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!("opening its cgroup: {e}"),
+        )
     })?;
     start_in(request, dir.as_ref()).map_err(|e| spawn_error(gen, &e))
 }
@@ -89,8 +108,10 @@ fn logged(gen: u64, e: SpawnError) -> SpawnError {
 /// The start could not be watched (registering its descriptor failed).
 fn watch_failed(gen: u64, e: &std::io::Error) -> SpawnError {
     log::error!("gen {gen}: watch spawn status: {e}");
-    SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO))
-        .with_message(format!("watching the start: {e}"))
+    daemon_failure(
+        e.raw_os_error().unwrap_or(libc::EIO),
+        format!("watching the start: {e}"),
+    )
 }
 
 fn os(bytes: &[u8]) -> OsString {
@@ -178,8 +199,10 @@ impl Children {
             Resolution::Lookup(query) => {
                 let lookup = Lookup::start(&query, self.reaper).map_err(|e| {
                     log::warn!("gen {gen}: starting the lookup helper: {e}");
-                    SpawnError::new(SpawnErrorKind::Other, e.errno().unwrap_or(libc::EIO))
-                        .with_message(format!("starting the lookup helper: {e}"))
+                    daemon_failure(
+                        e.errno().unwrap_or(libc::EIO),
+                        format!("starting the lookup helper: {e}"),
+                    )
                 })?;
                 let run_as = spec.run_as.clone();
                 if has_probe_command(spec) {

@@ -13,6 +13,7 @@ use crate::driver::logs::Logs;
 use crate::driver::subscriptions::{start_cursor, Terms};
 use crate::proto::encode;
 use crate::proto::envelope::RequestId;
+use crate::proto::event::Demotion;
 use crate::proto::request::Target;
 
 impl Clients {
@@ -155,10 +156,15 @@ impl Clients {
         self.subs.take_moved()
     }
 
-    /// `session`'s lossless followers follow it as ordinary ones from now on: its removal
-    /// lets its output flow at once.
+    /// `session`'s lossless followers follow it as ordinary ones from now on, each told
+    /// so (`demoted`, after what it was already sent): its removal lets its output flow
+    /// at once.
     pub fn unpace_session(&mut self, session: &str) {
-        self.subs.unpace_session(session);
+        for (id, pos) in self.subs.unpace_session(session) {
+            let mut line = Vec::new();
+            encode::demoted(session, pos, Demotion::Removing, &mut line);
+            self.push(id, &line);
+        }
     }
 
     /// The sessions whose logs were raised for lossless followers that are all gone now.
@@ -193,7 +199,7 @@ impl Clients {
         for (id, session, pos) in self.subs.demote_due(now) {
             log::info!("client {id}: lossless subscription to {session} demoted at byte {pos}: it took nothing for its demote_after");
             let mut line = Vec::new();
-            encode::demoted(&session, pos, &mut line);
+            encode::demoted(&session, pos, Demotion::Stalled, &mut line);
             self.push(id, &line);
         }
         resume

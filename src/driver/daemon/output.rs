@@ -127,8 +127,9 @@ impl Daemon {
             ..
         } = event
         {
-            // Going away: its output is no longer held for anyone (what a process being
-            // stopped still writes would only wait out its drain and be thrown away).
+            // Going away: its output is no longer held for its lossless followers (what a
+            // process being stopped still writes would only wait out its drain and be
+            // thrown away).
             self.clients.unpace_session(&session);
         }
         if let Event::State {

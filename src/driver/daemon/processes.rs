@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Daemon;
-use crate::core::{Input, SpawnError, SpawnErrorKind, Spec, Started};
+use crate::core::{Input, Spec, Started};
+use crate::driver::children::daemon_failure;
 use crate::driver::children::LeaderState;
 use crate::driver::recover::sweep;
 use crate::proto::error::ProtoError;
@@ -29,10 +30,9 @@ impl Daemon {
         // refused like a client's spawn would be, as this generation's spawn failure.
         if let Err(e) = self.spawn_room() {
             log::warn!("gen {gen}: not spawned: {}", e.message);
-            let error = SpawnError::new(SpawnErrorKind::Other, libc::EMFILE).as_shortage();
             self.tell(Input::SpawnResult {
                 gen,
-                result: Err(error.with_message(e.message)),
+                result: Err(daemon_failure(libc::EMFILE, e.message)),
             });
             return;
         }
@@ -40,11 +40,13 @@ impl Daemon {
         let extra = match self.ready.prepare(self.poll.registry(), gen, spec) {
             Ok(extra) => extra,
             Err(e) => {
-                let error =
-                    SpawnError::new(SpawnErrorKind::Other, e.raw_os_error().unwrap_or(libc::EIO));
+                let error = daemon_failure(
+                    e.raw_os_error().unwrap_or(libc::EIO),
+                    format!("readiness notification pipe: {e}"),
+                );
                 self.tell(Input::SpawnResult {
                     gen,
-                    result: Err(error.with_message(format!("readiness notification pipe: {e}"))),
+                    result: Err(error),
                 });
                 return;
             }

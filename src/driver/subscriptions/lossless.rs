@@ -59,9 +59,22 @@ impl Subscriptions {
         self.pacers.take_moved()
     }
 
-    /// Nobody paces `session` any more; its followers stay, as ordinary ones.
-    pub fn unpace_session(&mut self, session: &str) {
+    /// Nobody paces `session` any more; its followers stay, as ordinary ones. Returns
+    /// each lossless follower it had, with the output position it was sent up to.
+    pub fn unpace_session(&mut self, session: &str) -> Vec<(u64, u64)> {
+        let was: Vec<u64> = self.pacers.clients_of(session).collect();
         self.pacers.remove_session(session);
+        was.into_iter()
+            .map(|client| (client, self.sent_up_to(client, session)))
+            .collect()
+    }
+
+    /// The output position `client` was sent `session`'s output up to.
+    fn sent_up_to(&self, client: u64, session: &str) -> u64 {
+        self.cursors
+            .get(session)
+            .and_then(|s| s.get(client))
+            .map_or(0, |c| c.pos)
     }
 
     /// The sessions no lossless follower paces any more since the last call.
@@ -91,11 +104,7 @@ impl Subscriptions {
             .demote_due(now)
             .into_iter()
             .map(|(client, session)| {
-                let pos = self
-                    .cursors
-                    .get(&session)
-                    .and_then(|s| s.get(client))
-                    .map_or(0, |c| c.pos);
+                let pos = self.sent_up_to(client, &session);
                 (client, session, pos)
             })
             .collect()

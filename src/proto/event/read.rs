@@ -198,9 +198,20 @@ fn ready_failed(obj: &Object) -> Result<WireEvent<'static>> {
 }
 
 fn demoted(obj: &Object) -> Result<WireEvent<'static>> {
+    let reason = match obj.opt_str("reason")? {
+        None | Some("stalled") => super::Demotion::Stalled,
+        Some("removing") => super::Demotion::Removing,
+        Some(other) => {
+            return Err(FieldError::invalid(
+                "reason",
+                format!("`{other}` is not stalled or removing"),
+            ))
+        }
+    };
     Ok(WireEvent::Demoted {
         session: session(obj)?,
         pos: obj.req_u64("pos")?,
+        reason,
     })
 }
 

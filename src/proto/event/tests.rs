@@ -99,6 +99,12 @@ fn every_event() -> Vec<WireEvent<'static>> {
         WireEvent::Demoted {
             session: s("web"),
             pos: 1 << 33,
+            reason: super::Demotion::Stalled,
+        },
+        WireEvent::Demoted {
+            session: s("web"),
+            pos: 7,
+            reason: super::Demotion::Removing,
         },
     ]
 }
@@ -227,10 +233,10 @@ fn core_events_become_the_documented_lines() {
 #[test]
 fn demoted_is_the_documented_line() {
     let mut out = Vec::new();
-    crate::proto::encode::demoted("web", 77, &mut out);
+    crate::proto::encode::demoted("web", 77, super::Demotion::Stalled, &mut out);
     assert_eq!(
         out,
-        b"{\"event\":\"demoted\",\"session\":\"web\",\"pos\":77}\n"
+        b"{\"event\":\"demoted\",\"session\":\"web\",\"pos\":77,\"reason\":\"stalled\"}\n"
     );
     assert!(decode(r#"{"event":"demoted","session":"web"}"#)
         .unwrap_err()

@@ -58,8 +58,8 @@ impl WireEvent<'_> {
             WireEvent::Dropped { from, to, .. } => {
                 w.u64("from", *from).u64("to", *to);
             }
-            WireEvent::Demoted { pos, .. } => {
-                w.u64("pos", *pos);
+            WireEvent::Demoted { pos, reason, .. } => {
+                w.u64("pos", *pos).str("reason", reason.as_str());
             }
             // Framed above; never a JSON line.
             WireEvent::Output(_) => {}
