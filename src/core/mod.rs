@@ -722,8 +722,7 @@ impl Core {
         let shortage = matches!(&ended, Ended::SpawnFailed(e) if e.shortage);
         if shortage && s.spec.restart.mode != Restart::Never {
             // Not the session's failure: tried again, uncounted, once there may be room.
-            let wait = s.spec.restart.max.max(std::time::Duration::from_millis(1));
-            s.restart_at = Some(now.saturating_add(wait));
+            s.restart_at = Some(now.saturating_add(s.spec.restart.retry_after_refusal()));
             return;
         }
         match restart::decide(&s.spec.restart, s.restarts, &ended) {
@@ -768,6 +767,20 @@ impl Core {
     }
 
     /// Allocates the next generation number, Pending, for `session`.
+    /// Why session `name` may not have another generation, if it may not: it tracks
+    /// [`MAX_LIVE_GENERATIONS`](session::MAX_LIVE_GENERATIONS) already.
+    fn session_full(&self, name: &Arc<str>) -> Option<Error> {
+        self.gens_of(name)
+            .nth(session::MAX_LIVE_GENERATIONS - 1)
+            .map(|_| {
+                let msg = format!(
+                    "session {name:?} already has {} generations still ending, the most one session tracks; wait for them, or stop it with a short grace to end them sooner",
+                    session::MAX_LIVE_GENERATIONS
+                );
+                Error::new(ErrorCode::Limit, msg)
+            })
+    }
+
     fn allocate(&mut self, session: &Arc<str>, spec: Arc<Spec>) -> Result<u64, Error> {
         if self.gens.len() >= self.config.max_generations {
             let msg = format!(
@@ -776,16 +789,8 @@ impl Core {
             );
             return Err(Error::new(ErrorCode::Limit, msg));
         }
-        if self
-            .gens_of(session)
-            .nth(session::MAX_LIVE_GENERATIONS - 1)
-            .is_some()
-        {
-            let msg = format!(
-                "session {session:?} already has {} generations still ending, the most one session tracks; wait for them, or stop it with a short grace to end them sooner",
-                session::MAX_LIVE_GENERATIONS
-            );
-            return Err(Error::new(ErrorCode::Limit, msg));
+        if let Some(full) = self.session_full(session) {
+            return Err(full);
         }
         if self.next_gen == u64::MAX {
             return Err(Error::new(ErrorCode::Limit, "generation numbers exhausted"));

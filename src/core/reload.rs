@@ -151,17 +151,13 @@ impl Core {
             );
             return Err(Error::new(ErrorCode::Limit, msg));
         }
-        let crowded = plan.start.iter().chain(&plan.replace).find(|name| {
-            self.gens_of(name)
-                .nth(super::session::MAX_LIVE_GENERATIONS - 1)
-                .is_some()
-        });
-        if let Some(name) = crowded {
-            let msg = format!(
-                "session {name:?} already has {} generations still ending, the most one session tracks",
-                super::session::MAX_LIVE_GENERATIONS
-            );
-            return Err(Error::new(ErrorCode::Limit, msg));
+        if let Some(full) = plan
+            .start
+            .iter()
+            .chain(&plan.replace)
+            .find_map(|name| self.session_full(name))
+        {
+            return Err(full);
         }
         self.refuse_config_cycle(config, &plan)?;
         for list in [&mut plan.start, &mut plan.replace, &mut plan.busy] {

@@ -411,6 +411,13 @@ impl Default for RestartPolicy {
 }
 
 impl RestartPolicy {
+    /// How long a restart waits after it was refused for want of room (the daemon's
+    /// `--max-running`, a session's generations, a shortage of descriptors): the longest
+    /// delay of the policy, at least a millisecond so that it is never spun on.
+    pub fn retry_after_refusal(&self) -> Duration {
+        self.max.max(Duration::from_millis(1))
+    }
+
     fn validate(&self) -> Result<(), Error> {
         if self.initial > self.max {
             return Err(Error::bad("restart backoff initial is above max"));

@@ -111,9 +111,7 @@ impl Core {
             Err(_) => {
                 let now = self.now;
                 if let Some(s) = self.sessions.get_mut(name) {
-                    s.restart_at = Some(now.saturating_add(
-                        s.spec.restart.max.max(std::time::Duration::from_millis(1)),
-                    ));
+                    s.restart_at = Some(now.saturating_add(s.spec.restart.retry_after_refusal()));
                 }
                 self.sync_restart(name);
             }

@@ -286,6 +286,21 @@ impl Ring {
         self.records.iter()
     }
 
+    /// The newest `n` event records (not output) at `from_seq` or later, oldest first:
+    /// one walk back from the end, which stops at `from_seq`.
+    pub fn last_events(&self, n: usize, from_seq: u64) -> Vec<&Record> {
+        let mut events: Vec<&Record> = self
+            .records
+            .iter()
+            .rev()
+            .take_while(|r| r.seq >= from_seq)
+            .filter(|r| r.out_len == 0)
+            .take(n)
+            .collect();
+        events.reverse();
+        events
+    }
+
     /// The cursor from which replaying yields at least the last `bytes` output bytes that
     /// are still retained (whole records).
     pub fn seq_for_tail(&self, bytes: u64) -> u64 {
@@ -330,6 +345,20 @@ mod tests {
 
     fn out(ring: &mut Ring, gen: u64, bytes: &[u8]) -> u64 {
         ring.push_output(gen, bytes.len() as u64, bytes.to_vec(), None)
+    }
+
+    #[test]
+    fn last_events_are_the_newest_events_from_a_sequence_on_oldest_first() {
+        let mut ring = Ring::new(1 << 20);
+        for i in 0..10u8 {
+            out(&mut ring, 1, b"x");
+            ring.push_event(1, vec![b'0' + i], None);
+        }
+        let frames = |v: Vec<&Record>| v.iter().map(|r| r.frame[0]).collect::<Vec<u8>>();
+        assert_eq!(frames(ring.last_events(3, 0)), b"789");
+        // Records 0..=13 are before sequence 14: the events at 15, 17, 19 are left.
+        assert_eq!(frames(ring.last_events(64, 14)), b"789");
+        assert!(ring.last_events(64, ring.end_seq()).is_empty());
     }
 
     #[test]

@@ -306,7 +306,13 @@ fn a_reload_refuses_a_session_with_no_room_for_another_generation() {
         h.started(g);
     }
     let before = h.core.list();
-    let e = reload(&mut h, vec![entry("a", other_spec()), entry("b", spec())]).unwrap_err();
+    // A session that would start comes first: nothing of the config may be done.
+    let config = vec![
+        entry("0", spec()),
+        entry("a", other_spec()),
+        entry("b", spec()),
+    ];
+    let e = reload(&mut h, config).unwrap_err();
     assert_eq!(e.code, ErrorCode::Limit, "{e}");
     assert_eq!(
         h.core.list(),

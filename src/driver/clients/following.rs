@@ -16,6 +16,11 @@ use crate::proto::envelope::RequestId;
 use crate::proto::event::Demotion;
 use crate::proto::request::Target;
 
+/// Events a follower still behind is sent when its session is removed: enough for the
+/// ends of its last generations and the removal, few enough to stay cheap (frames shared
+/// with the log, not copied).
+const LAST_WORDS: usize = 64;
+
 impl Clients {
     /// Subscribes `id` to `sessions` (and, for `all`, to every session created later),
     /// starting each per `terms` (where, and whether losslessly).
@@ -83,17 +88,22 @@ impl Clients {
     }
 
     /// A removed session: followers still behind (a lossless one among them) lose the
-    /// rest of its output with its log, and are told so, counted; the events they were
-    /// not sent yet still reach them after that — each generation's end and the removal
-    /// itself — so that nobody following a session misses how it ended. (Bounded by
-    /// the log they come from.)
+    /// rest of its output with its log, and are told so, counted; the latest events they
+    /// were not sent yet (at most [`LAST_WORDS`]) still reach them after that — each
+    /// recent generation's end and the removal itself — so that nobody following a
+    /// session misses how it ended.
     pub fn forget_session(&mut self, session: &str, logs: &Logs) {
         if let Some(ring) = logs.get(session) {
             let end = ring.end_pos();
-            for (id, cursor) in self.subs.cursors_of(session) {
-                if cursor.seq >= ring.end_seq() {
-                    continue;
-                }
+            let behind: Vec<_> = self
+                .subs
+                .cursors_of(session)
+                .into_iter()
+                .filter(|(_, cursor)| cursor.seq < ring.end_seq())
+                .collect();
+            let from = behind.iter().map(|(_, c)| c.seq).min().unwrap_or(u64::MAX);
+            let last = ring.last_events(LAST_WORDS, from);
+            for (id, cursor) in behind {
                 let Some(c) = self.table.get_mut(&id) else {
                     continue;
                 };
@@ -102,10 +112,8 @@ impl Clients {
                     encode::dropped(session, cursor.pos, end, &mut line);
                     c.outbox.push(&line);
                 }
-                for r in ring.records() {
-                    if r.seq >= cursor.seq && r.out_len == 0 {
-                        c.outbox.push_shared(&r.frame);
-                    }
+                for r in last.iter().filter(|r| r.seq >= cursor.seq) {
+                    c.outbox.push_shared(&r.frame);
                 }
                 self.mark_dirty(id);
             }
