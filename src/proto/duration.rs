@@ -1,7 +1,9 @@
 //! Durations as people write them: `5s`, `500ms`, `1m30s`, `1.5s`, `2h`, plain `5`.
 //!
 //! Part of the wire format (a request's `grace`, `drain`, ... may be such a string) and
-//! of the command line (`--grace 1.5s`), so both read a duration the same way.
+//! of the command line (`--grace 1.5s`), so both read a duration the same way — except
+//! a plain number: seconds on the command line, refused in a wire string (where a bare
+//! JSON number means milliseconds; see `proto::request::fields`).
 //!
 //! Parsing is exact integer arithmetic on nanoseconds (no floating point), so `0.1s` is
 //! exactly 100ms and a huge value is reported as too large instead of silently wrapping

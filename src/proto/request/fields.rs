@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::core::check_session_name;
-use crate::proto::duration::parse_duration;
+use crate::proto::duration::{parse_duration, DurationError};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::{FieldError, Object, Value};
 use crate::proto::signal_name::parse_signal;
@@ -46,7 +46,13 @@ pub(super) fn opt_duration_named(
                 "`{s}` has no unit: give a number of milliseconds, or a string with its unit such as \"{s}s\" or \"{s}ms\""
             )))
         }
-        Some(Value::Str(s)) => parse_duration(s).map(Some).map_err(|e| invalid(e.to_string())),
+        Some(Value::Str(s)) => parse_duration(s).map(Some).map_err(|e| match e {
+            // The command line's wording speaks of lone numbers as seconds: not here.
+            DurationError::MissingUnit(s) => invalid(format!(
+                "missing unit in `{s}`: every number in a duration string needs its unit"
+            )),
+            e => invalid(e.to_string()),
+        }),
         Some(v) => match v.as_u64() {
             Some(ms) => Ok(Some(Duration::from_millis(ms))),
             None => Err(invalid(format!(

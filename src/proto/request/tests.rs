@@ -226,6 +226,8 @@ fn a_duration_string_without_a_unit_is_refused_naming_its_member() {
         let e = spawn_err(members);
         assert!(e.contains(field) && e.contains("no unit"), "{members}: {e}");
     }
+    let e = spawn_err(r#""grace":"1m30""#);
+    assert!(e.contains("missing unit") && !e.contains("seconds"), "{e}");
     let e = err(r#"{"op":"subscribe","session":"s","lossless":true,"demote_after":"30"}"#);
     assert!(e.contains("demote_after") && e.contains("no unit"), "{e}");
     assert_eq!(
