@@ -5,7 +5,7 @@
 
 use arbitrary::Arbitrary;
 use genward::core::{ExitCause, SessionState, Stream};
-use genward::proto::event::WireEvent;
+use genward::proto::event::{Demotion, WireEvent};
 use genward::proto::framing::{FrameDecoder, LineSplitter, Message, OutputFrame};
 use genward::proto::json::{ObjWriter, Value};
 use genward::proto::names::WireName;
@@ -82,7 +82,15 @@ fn event(
             state: SessionState::ALL[pick(SessionState::ALL.len())],
         },
         3 => WireEvent::Unkillable { session, gen },
-        4 => WireEvent::Demoted { session, pos: n },
+        4 => WireEvent::Demoted {
+            session,
+            pos: n,
+            reason: if flag {
+                Demotion::Removing
+            } else {
+                Demotion::Stalled
+            },
+        },
         _ => WireEvent::Dropped {
             session,
             from: gen,

@@ -6,7 +6,7 @@ use super::{Lossless, Op, Replay, Target};
 use crate::core::check_session_name;
 use crate::core::{Command, Scope};
 use crate::proto::error::{ErrorCode, ProtoError};
-use crate::proto::json::{FieldError, Object};
+use crate::proto::json::{FieldError, Object, Value};
 use crate::proto::list::{PAGE_DEFAULT, PAGE_MAX};
 
 /// Decodes the arguments of operation `op`.
@@ -196,7 +196,8 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
 }
 
 fn target(args: &Object) -> Result<Target> {
-    match (args.get("session"), args.opt_bool("all").map_err(bad)?) {
+    let named = args.get("session").filter(|v| !matches!(v, Value::Null));
+    match (named, args.opt_bool("all").map_err(bad)?) {
         (Some(_), Some(true)) => Err(ProtoError::new(
             ErrorCode::BadRequest,
             "give `session` or `all`, not both",

@@ -206,6 +206,7 @@ fn lossless_subscriptions() {
     assert!(e.contains("demote_after"), "{e}");
     let e = err(r#"{"op":"subscribe","session":"s","lossless":"yes"}"#);
     assert!(e.contains("lossless"), "{e}");
+    assert!(dec(r#"{"op":"subscribe","session":null,"all":true}"#).is_ok());
     let e = err(r#"{"op":"subscribe","all":true,"from_pos":10}"#);
     assert!(e.contains("from_pos") && e.contains("all"), "{e}");
 }
