@@ -93,3 +93,25 @@ fn subscribers_see_every_exit_of_a_shutdown() {
     });
     assert_eq!(d.exit_code(), Some(0));
 }
+
+/// `stop` with grace 0 reaches the whole tree: a grandchild that ignores SIGTERM is killed
+/// as soon as its leader ends, not after the spec's hour-long `kill_grace`, so a `remove`
+/// that follows completes.
+#[test]
+fn a_stop_with_grace_zero_kills_what_the_leader_leaves() {
+    let d = Daemon::start("stop-grace-zero-tree", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(
+        json!({"op": "spawn", "session": "tree", "grace": "1h", "kill_grace": "1h",
+        "argv": ["sh", "-c",
+            "(trap '' TERM; exec sleep 1000) >/dev/null 2>&1 & echo ready; exec sleep 1000"]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    c.output_until(gen, "ready");
+    c.ok(json!({"op": "stop", "session": "tree", "grace": "0s"}));
+    c.events_until(|m| m.is("exited", gen));
+    c.ok(json!({"op": "remove", "session": "tree"}));
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+}

@@ -278,8 +278,12 @@ impl Generation {
             }
             // Its leader exited already: nothing is left to stop, and the cause is fixed by
             // the stops asked before, as for a leader seen exiting.
-            (Phase::Running { .. } | Phase::Stopping { .. }, GenInput::Stop(..))
-                if self.leader_gone => {}
+            // Its grace still bounds how long the leader's group may outlive it.
+            (Phase::Running { .. } | Phase::Stopping { .. }, GenInput::Stop(_, grace))
+                if self.leader_gone =>
+            {
+                self.grace = shortest(self.grace, grace);
+            }
             (Phase::Running { pid }, GenInput::Stop(reason, grace)) => {
                 self.note_stop(reason, grace);
                 self.begin_stop(now, pid, out);
@@ -683,10 +687,7 @@ impl Generation {
             (_, StopReason::Requested) => Some(StopReason::Requested),
         };
         // Several stops before the process runs: the shortest grace asked for wins.
-        self.grace = match (self.grace, grace) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        self.grace = shortest(self.grace, grace);
     }
 
     /// A second stop with a shorter grace than the one running (e.g. `stop --grace 0`, or
@@ -849,8 +850,13 @@ impl Generation {
                     signal: SIGTERM,
                     scope: Scope::Tree,
                 });
+                // A stop's grace bounds the whole tree, not only its leader: what the
+                // leader leaves behind gets no longer than the stop allowed.
+                let grace = self
+                    .grace
+                    .map_or(self.spec.kill_grace, |g| g.min(self.spec.kill_grace));
                 self.group = Group::Term {
-                    until: now.saturating_add(self.spec.kill_grace),
+                    until: now.saturating_add(grace),
                 };
             }
             OnExit::KillGroup | OnExit::Leave => self.group = Group::Done,
@@ -974,5 +980,13 @@ impl Generation {
         self.phase = Phase::Gone;
         self.since = now;
         o.gone = true;
+    }
+}
+
+/// The shorter of two optional graces; either alone when the other is absent.
+fn shortest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

@@ -180,3 +180,52 @@ fn a_shutdown_completes_when_only_unkillable_processes_are_left() {
     );
     h.settle();
 }
+
+/// `stop` with a grace bounds the leader's whole tree: once the leader is gone, what it
+/// left behind gets SIGKILL after that grace, not after the spec's `kill_grace`.
+#[test]
+fn a_stop_grace_bounds_what_the_leader_leaves() {
+    let mut h = Harness::new();
+    let mut s = spec();
+    s.kill_grace = Duration::from_secs(60);
+    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
+    h.started(gen);
+    h.cmd(Command::Stop {
+        session: "a".into(),
+        if_gen: None,
+        grace: Some(Duration::ZERO),
+    })
+    .unwrap();
+    h.advance(0);
+    h.exit(gen, crate::core::ExitStatus::Signal(SIGKILL));
+    let actions = h.advance(0);
+    assert!(has(&actions, |a| matches!(
+        a,
+        Action::Signal { gen: g, scope: Scope::Tree, signal: SIGKILL } if *g == gen
+    )));
+    h.settle();
+}
+
+/// A stop that arrives after the leader is known gone still bounds its tree.
+#[test]
+fn a_stop_after_the_leader_died_still_bounds_its_tree() {
+    let mut h = Harness::new();
+    let mut s = spec();
+    s.kill_grace = Duration::from_secs(60);
+    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
+    h.started(gen);
+    h.exit(gen, crate::core::ExitStatus::Code(0));
+    h.advance(1_000);
+    h.cmd(Command::Stop {
+        session: "a".into(),
+        if_gen: None,
+        grace: Some(Duration::from_millis(500)),
+    })
+    .ok();
+    let actions = h.advance(500);
+    assert!(has(&actions, |a| matches!(
+        a,
+        Action::Signal { gen: g, scope: Scope::Tree, signal: SIGKILL } if *g == gen
+    )));
+    h.settle();
+}
