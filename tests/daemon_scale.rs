@@ -51,6 +51,34 @@ fn a_start_beyond_the_live_generations_limit_is_refused_with_limit() {
 }
 
 #[test]
+fn a_replacement_at_the_live_generations_limit_waits_for_the_one_it_replaces() {
+    let d = Daemon::start("scale-replace", &["--max-running", "2"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut gens = Vec::new();
+    for name in ["a", "b"] {
+        let r = c.ok(json!({"op": "spawn", "session": name, "argv": ["sleep", "1000"]}));
+        gens.push(r["gen"].as_u64().unwrap());
+    }
+    let r = c.ok(json!({"op": "spawn", "session": "a", "argv": ["sleep", "1000"]}));
+    let new = r["gen"].as_u64().unwrap();
+    // While it waits, no other start finds room.
+    c.err(
+        json!({"op": "spawn", "session": "c", "argv": ["sleep", "1000"]}),
+        "limit",
+    );
+    let seen = c.events_until(|m| m.is("spawned", new));
+    let old_exit = seen.iter().position(|m| m.is("exited", gens[0]));
+    assert!(
+        old_exit.is_some(),
+        "the new one started before the old one ended: {seen:?}"
+    );
+    let r = c.ok(json!({"op": "get", "session": "a"}));
+    assert_eq!(r["session"]["current"], json!(new), "{r}");
+    c.ok(json!({"op": "shutdown"}));
+}
+
+#[test]
 fn a_limit_that_is_not_a_positive_count_is_refused_at_start() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_genward"))
         .args(["daemon", "--max-sessions", "0"])

@@ -996,8 +996,19 @@ impl Checker {
             "invariant 8: {} sessions",
             list.len()
         );
+        // A replacement waits, Pending, beyond the limit (one per session at most), so
+        // what has started never exceeds it.
+        let started = list
+            .iter()
+            .flat_map(|s| &s.generations)
+            .filter(|g| g.lifecycle != Lifecycle::Pending)
+            .count();
         assert!(
-            core.generation_count() <= c.max_generations,
+            started <= c.max_generations,
+            "invariant 8: {started} generations started"
+        );
+        assert!(
+            core.generation_count() <= c.max_generations + list.len(),
             "invariant 8: {} generations",
             core.generation_count()
         );

@@ -143,7 +143,7 @@ impl Core {
         }
         let name: Arc<str> = Arc::from(name);
         let spec = Arc::new(spec);
-        let gen = self.allocate(&name, spec.clone())?;
+        let gen = self.allocate(&name, spec.clone(), on_busy)?;
         let s = self
             .sessions
             .entry(name.clone())
@@ -316,7 +316,7 @@ impl Core {
             .name
             .clone();
         let spec = self.sessions[&name].spec.clone();
-        let gen = self.allocate(&name, spec)?;
+        let gen = self.allocate(&name, spec, OnBusy::Replace)?;
         if let Some(s) = self.sessions.get_mut(&name) {
             s.restarts = 0;
         }

@@ -5,7 +5,9 @@
 pub struct Config {
     /// Sessions in the table, removing ones included.
     pub max_sessions: usize,
-    /// Generations tracked at once (pending, running, stopping, draining, reaping).
+    /// Generations started at once (running, stopping, draining, reaping), and those
+    /// pending beside them; a replacement pending for the one it replaces is tracked
+    /// beyond it (one per session at most), so a replace at the limit waits, never fails.
     pub max_generations: usize,
     /// Input bytes accepted for a generation but not yet written by the driver.
     pub max_pending_input: usize,

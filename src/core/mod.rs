@@ -781,8 +781,24 @@ impl Core {
             })
     }
 
-    fn allocate(&mut self, session: &Arc<str>, spec: Arc<Spec>) -> Result<u64, Error> {
-        if self.gens.len() >= self.config.max_generations {
+    /// Whether a new generation of `name` started with `on_busy` runs only once every
+    /// generation the session has now is gone: it replaces them without adding to what
+    /// runs, so the `--max-running` limit does not refuse it (it waits, Pending, tracked
+    /// beside them; a session holds one Pending generation at most, so what is tracked
+    /// stays bounded by the sessions).
+    fn takes_the_place_of_its_own(&self, name: &Arc<str>, on_busy: OnBusy) -> bool {
+        on_busy != OnBusy::Overlap && self.gens_of(name).next().is_some()
+    }
+
+    fn allocate(
+        &mut self,
+        session: &Arc<str>,
+        spec: Arc<Spec>,
+        on_busy: OnBusy,
+    ) -> Result<u64, Error> {
+        if self.gens.len() >= self.config.max_generations
+            && !self.takes_the_place_of_its_own(session, on_busy)
+        {
             let msg = format!(
                 "{} generations tracked, the limit (the daemon's --max-running); stop some, or raise it",
                 self.config.max_generations

@@ -142,7 +142,19 @@ impl Core {
             );
             return Err(Error::new(ErrorCode::Limit, msg));
         }
-        let gens = plan.start.len() + plan.replace.len();
+        let on_busy: BTreeMap<&str, OnBusy> = config
+            .iter()
+            .map(|e| (e.name.as_ref(), e.on_busy))
+            .collect();
+        let gens = plan
+            .start
+            .iter()
+            .chain(&plan.replace)
+            .filter(|name| {
+                let on_busy = on_busy.get(name.as_ref()).copied().unwrap_or_default();
+                !self.takes_the_place_of_its_own(name, on_busy)
+            })
+            .count();
         if self.gens.len() + gens > self.config.max_generations {
             let msg = format!(
                 "the config starts {gens} generations next to {}, beyond the limit of {}",

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::deadlines::Owner;
 use super::generation::GenInput;
+use super::spec::OnBusy;
 use super::time::Time;
 use super::Core;
 
@@ -101,7 +102,7 @@ impl Core {
             return;
         }
         let spec = s.spec.clone();
-        match self.allocate(name, spec) {
+        match self.allocate(name, spec, OnBusy::Replace) {
             Ok(gen) => {
                 if let Some(s) = self.sessions.get_mut(name) {
                     s.current = Some(gen);

@@ -1,6 +1,6 @@
 //! Command validation: every refusal has a specific code and changes nothing.
 
-use super::harness::{spec, Harness};
+use super::harness::{has, spec, Harness};
 use crate::core::{Action, Command, Config, ErrorCode, IoMode, OnBusy, Response, Spec};
 
 /// Runs `command` and asserts it fails with `code` and leaves every snapshot as it was.
@@ -373,4 +373,49 @@ fn a_session_tracks_a_bounded_number_of_generations() {
         "{first:?}"
     );
     assert!(h.spawn_with("s", spec(), OnBusy::Replace).is_ok());
+}
+
+/// At `--max-running`, a replacement is not refused: its generation waits, Pending, for
+/// the one it replaces to be gone, so what runs never exceeds the limit; a start in
+/// another session, or an overlapping one, still is.
+#[test]
+fn a_replacement_at_the_running_limit_waits_instead_of_being_refused() {
+    let config = Config {
+        max_generations: 1,
+        ..Config::default()
+    };
+    let mut h = Harness::with(config, 1);
+    let old = running(&mut h, "s");
+    let new = h.spawn_with("s", spec(), OnBusy::Replace).unwrap();
+    assert!(!has(
+        h.all_actions(),
+        |a| matches!(a, Action::Spawn { gen: g, .. } if *g == new)
+    ));
+    let c = |session: &str, on_busy| Command::Spawn {
+        session: session.into(),
+        spec: Box::new(spec()),
+        on_busy,
+    };
+    refused(&mut h, c("t", OnBusy::Replace), ErrorCode::Limit);
+    refused(&mut h, c("s", OnBusy::Overlap), ErrorCode::Limit);
+    // A restart replaces the Pending one, and still waits.
+    let Ok(Response::Gen(newer)) = h.cmd(Command::Restart {
+        session: "s".into(),
+        if_gen: None,
+    }) else {
+        panic!("restart at the limit refused")
+    };
+    h.exit(old, crate::core::ExitStatus::Signal(15));
+    h.eof(old);
+    let started = h.group_empty(old);
+    assert!(has(
+        &started,
+        |a| matches!(a, Action::Spawn { gen: g, .. } if *g == newer)
+    ));
+    assert!(!has(
+        h.all_actions(),
+        |a| matches!(a, Action::Spawn { gen: g, .. } if *g == new)
+    ));
+    h.started(newer);
+    h.settle();
 }
