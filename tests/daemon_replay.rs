@@ -92,6 +92,39 @@ fn late_subscribers_replay_what_they_ask_for() {
     );
 }
 
+/// `unsubscribe` from what the connection does not follow is refused and changes nothing;
+/// so is one session while it follows all of them (it would meet that session again).
+#[test]
+fn unsubscribe_from_what_is_not_followed_is_refused() {
+    let d = Daemon::start("unsubscribe", &[]);
+    let mut c = d.client();
+    let r = c.err(json!({"op": "unsubscribe", "all": true}), "bad_request");
+    assert!(r.to_string().contains("follows no session"), "{r}");
+    let mut other = d.client();
+    for name in ["a", "b"] {
+        other.ok(json!({"op": "spawn", "session": name, "argv": ["true"]}));
+    }
+    c.ok(json!({"op": "subscribe", "session": "a"}));
+    let r = c.err(json!({"op": "unsubscribe", "session": "b"}), "bad_request");
+    assert!(r.to_string().contains("does not follow session"), "{r}");
+    // Still following `a`.
+    let gen = other.ok(json!({"op": "spawn", "session": "a", "argv": ["true"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("exited", gen));
+    c.ok(json!({"op": "unsubscribe", "session": "a"}));
+    c.err(json!({"op": "unsubscribe", "session": "a"}), "bad_request");
+
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let r = c.err(json!({"op": "unsubscribe", "session": "a"}), "bad_request");
+    assert!(r.to_string().contains("follows all sessions"), "{r}");
+    let gen = other.ok(json!({"op": "spawn", "session": "a", "argv": ["true"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("exited", gen));
+    c.ok(json!({"op": "unsubscribe", "all": true}));
+}
+
 #[test]
 fn wait_without_a_generation_waits_for_the_current_one() {
     let d = Daemon::start("wait-current", &[]);

@@ -188,9 +188,21 @@ impl Subscriptions {
         };
     }
 
-    /// Whether `client` follows `session` or every session.
+    /// Whether `client` follows any session, or every session.
     pub fn follows_anything(&self, client: u64) -> bool {
         self.all.contains_key(&client) || self.count.get(&client).is_some_and(|n| *n > 0)
+    }
+
+    /// Whether `client` follows every session, present and future.
+    pub fn follows_all(&self, client: u64) -> bool {
+        self.all.contains_key(&client)
+    }
+
+    /// Whether `client` follows `session` by name (or met it following all).
+    pub fn follows(&self, client: u64, session: &str) -> bool {
+        self.cursors
+            .get(session)
+            .is_some_and(|subs| subs.get(client).is_some())
     }
 
     /// Stops `client` following `session`.

@@ -13,6 +13,7 @@ use crate::driver::logs::Logs;
 use crate::driver::subscriptions::{start_cursor, Terms};
 use crate::proto::encode;
 use crate::proto::envelope::RequestId;
+use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::event::Demotion;
 use crate::proto::request::Target;
 
@@ -58,7 +59,29 @@ impl Clients {
     }
 
     /// Stops `id` following `target`.
+    ///
+    /// What it does not follow is a `bad_request` that changes nothing, as is one session
+    /// of a connection following all of them: that session would be met again at its
+    /// next record, a silent jump past what it had not been sent.
     pub fn unsubscribe(&mut self, id: u64, rid: &RequestId, target: &Target) {
+        let refusal = match target {
+            Target::All if !self.subs.follows_anything(id) => {
+                Some("this connection follows no session".to_string())
+            }
+            Target::All => None,
+            Target::Session(name) if self.subs.follows_all(id) => Some(format!(
+                "this connection follows all sessions, {name:?} among them: unsubscribe from all"
+            )),
+            Target::Session(name) if !self.subs.follows(id, name) => {
+                Some(format!("this connection does not follow session {name:?}"))
+            }
+            Target::Session(_) => None,
+        };
+        if let Some(why) = refusal {
+            let error = ProtoError::new(ErrorCode::BadRequest, why);
+            self.send_error(id, rid, &error);
+            return;
+        }
         match target {
             Target::All => self.subs.remove_client(id),
             Target::Session(name) => self.subs.remove(id, name),
