@@ -315,6 +315,17 @@ impl Core {
         self.gens.get(&gen).is_some_and(Generation::is_live_leader)
     }
 
+    /// The generations of `session` whose leader's end is still awaited (see
+    /// [`Core::awaits_exit`]). Before a command that ends them, the driver asks each
+    /// whether it exited already: an exit that came first is then told first, and keeps
+    /// its own cause rather than the stop's.
+    pub fn awaiting_exit_in(&self, session: &str) -> Vec<u64> {
+        let name: Arc<str> = Arc::from(session);
+        self.gens_of(&name)
+            .filter(|gen| self.awaits_exit(*gen))
+            .collect()
+    }
+
     /// Whether output read from `gen` now would still be delivered (see
     /// [`Core::output`]): until its exit is reported or its drain deadline passed. Only
     /// then may a reader hold it back.

@@ -59,6 +59,13 @@ impl Daemon {
                         return self.clients.send_error(id, &rid, &e);
                     }
                 }
+                if let Some(session) = ends_a_leader(&command) {
+                    // An exit that came before this command, unseen yet, is told first:
+                    // a process that ended on its own is reported so, not as stopped.
+                    for gen in self.core.awaiting_exit_in(session) {
+                        self.check_exit(gen);
+                    }
+                }
                 let request = self.clients.expect_reply(id, rid);
                 self.tell(Input::Command { request, command });
             }
@@ -118,4 +125,18 @@ impl Daemon {
 /// Whether `command` starts a new generation, and so needs descriptors of its own.
 fn starts_a_process(command: &Command) -> bool {
     matches!(command, Command::Spawn { .. } | Command::Restart { .. })
+}
+
+/// The session whose running generations `command` stops or signals, if it does: each
+/// costs a look at whether its leader already exited. (Not `write`: keystrokes come
+/// often, and a write to a leader that just exited is harmless.)
+fn ends_a_leader(command: &Command) -> Option<&str> {
+    match command {
+        Command::Spawn { session, .. }
+        | Command::Signal { session, .. }
+        | Command::Stop { session, .. }
+        | Command::Restart { session, .. }
+        | Command::Remove { session } => Some(session),
+        _ => None,
+    }
 }
