@@ -74,9 +74,12 @@ fn check_table(config: &Config, image: &CoreImage) -> Checked {
             config.max_sessions
         )));
     }
-    if image.generations.len() > config.max_generations {
+    // A replacement waiting for the generations it replaces is tracked beyond the limit,
+    // one per session at most.
+    let room = config.max_generations + image.sessions.len();
+    if image.generations.len() > room {
         return Err(bad(format!(
-            "{} generations, above this daemon's limit of {}",
+            "{} generations, above this daemon's limit of {} and one waiting per session",
             image.generations.len(),
             config.max_generations
         )));

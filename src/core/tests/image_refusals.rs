@@ -448,7 +448,7 @@ fn inconsistent_images_are_refused_naming_the_problem() {
     );
     refused(
         good.clone(),
-        small(&|c| c.max_generations = 2),
+        small(&|c| c.max_generations = 0),
         "3 generations, above",
     );
     refused(
