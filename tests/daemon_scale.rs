@@ -78,6 +78,42 @@ fn a_replacement_at_the_live_generations_limit_waits_for_the_one_it_replaces() {
     c.ok(json!({"op": "shutdown"}));
 }
 
+/// A restart with a lower `--max-running` than what runs takes back every process: none
+/// is reported `lost` while it runs, none runs on unsupervised after a `shutdown`, and new
+/// starts are refused until what runs is below the limit.
+#[test]
+fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
+    let mut d = Daemon::start("scale-lowered", &["--no-keeper", "--max-running", "3"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut pidfds = Vec::new();
+    for name in ["a", "b", "c"] {
+        let r = c.ok(json!({"op": "spawn", "session": name, "on_recover": "keep",
+            "argv": ["sleep", "1000"]}));
+        let pid = c.spawned_pid(r["gen"].as_u64().unwrap());
+        pidfds.push(util::sys::pidfd_of(pid as i32));
+    }
+    drop(c);
+    d.crash_and_restart(&["--no-keeper", "--max-running", "1"]);
+    let mut c = d.client();
+    let list = c.ok(json!({"op": "list"}));
+    for s in list["sessions"].as_array().unwrap() {
+        assert_eq!(s["state"], "running", "{list}");
+    }
+    assert!(pidfds.iter().all(|fd| !util::sys::exited(fd)));
+    let r = c.err(
+        json!({"op": "spawn", "session": "d", "argv": ["sleep", "1000"]}),
+        "limit",
+    );
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-running"), "{r}");
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0));
+    for (name, fd) in ["a", "b", "c"].iter().zip(&pidfds) {
+        assert!(util::sys::exited(fd), "{name} runs on after the shutdown");
+    }
+}
+
 #[test]
 fn a_limit_that_is_not_a_positive_count_is_refused_at_start() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_genward"))

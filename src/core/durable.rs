@@ -106,7 +106,8 @@ impl Core {
     ///    check feeds [`Input::Verified`](super::Input::Verified) (`match`) or `Lost`
     ///    (`mismatch`). [`Core::awaits_exit`] tells whether an
     ///    `Adopt` was taken (it is refused for an unknown session, a number the core may
-    ///    still allocate, one already ended, or a full table).
+    ///    still allocate, one already ended, or a session that tracks as many generations
+    ///    as one may; never for `--max-running`, which bounds starts, not what runs).
     /// 4. [`Core::resume`] once: a recorded current generation that no descriptor adopted
     ///    (its process was never described, or its end was not saved before the crash) is
     ///    reported `lost`, and its session's restart policy decides as for any end that was not
@@ -223,10 +224,14 @@ impl Core {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
+        // `--max-running` bounds what this daemon starts, not what already runs: a process
+        // taken back under a lower limit runs on (as under a lowered `RLIMIT_NPROC`), and
+        // new starts wait until what runs is below the limit. One session's table stays
+        // bounded all the same.
         let taken = gen >= self.next_gen
             || self.gens.contains_key(&gen)
             || s.recent_end(gen).is_some()
-            || self.gens.len() >= self.config.max_generations;
+            || self.session_full(&s.name).is_some();
         if taken {
             return;
         }

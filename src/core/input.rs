@@ -72,7 +72,8 @@ pub enum Input {
     ///
     /// Ignored for a session that was not restored, a number at or above
     /// [`Core::next_generation`](super::Core::next_generation) (it could be allocated
-    /// again), a generation tracked or already ended, or a full table;
+    /// again), a generation tracked or already ended, or a session already tracking as many
+    /// generations as one may (never for the `--max-running` limit: what runs is taken back);
     /// [`Core::awaits_exit`](super::Core::awaits_exit) says whether it was taken. The
     /// whole start-up is on [`Core::restore`](super::Core::restore).
     Adopt {

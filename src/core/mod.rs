@@ -811,7 +811,8 @@ impl Core {
             && !self.takes_the_place_of_its_own(session, on_busy)
         {
             let msg = format!(
-                "{} generations tracked, the limit (the daemon's --max-running); stop some, or raise it",
+                "{} generations tracked, at the limit of {} (the daemon's --max-running); stop some, or raise it",
+                self.gens.len(),
                 self.config.max_generations
             );
             return Err(Error::new(ErrorCode::Limit, msg));

@@ -14,7 +14,9 @@ impl Core {
     /// taken without them. The driver then writes the image (the store's
     /// `encode_core_image`) and re-executes; the new daemon calls
     /// [`import_image`](Core::import_image) before feeding anything else. Exporting
-    /// changes nothing: if the upgrade fails, this core simply carries on.
+    /// changes nothing: if the upgrade fails, this core simply carries on. Refused too while
+    /// the table holds more than the new program would accept: processes taken back
+    /// ([`Input::Adopt`](crate::core::Input::Adopt)) beyond a lowered `--max-running`.
     ///
     /// Take it once the start-up is finished ([`resume`](Core::resume) called): before
     /// that, a restored current generation has no record yet and the image is refused on
@@ -24,6 +26,18 @@ impl Core {
             return Err(ImageError::new(format!(
                 "{} actions are still queued; drain poll_action before taking an image",
                 self.actions.len()
+            )));
+        }
+        // What the new program (and the rollback) accepts: a table within the limit and
+        // one waiting replacement per session. Processes taken back beyond a lowered
+        // `--max-running` exceed it until enough have ended.
+        let room = self.config.max_generations + self.sessions.len();
+        if self.gens.len() > room {
+            return Err(ImageError::new(format!(
+                "{} generations tracked, more than the --max-running limit of {} and one waiting per session allow (processes taken back from a previous daemon with a higher limit); upgrade once {} more have ended",
+                self.gens.len(),
+                self.config.max_generations,
+                self.gens.len() - room
             )));
         }
         Ok(CoreImage {

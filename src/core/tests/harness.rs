@@ -211,7 +211,17 @@ impl Harness {
         records: Vec<SessionRecord>,
         later_ms: u64,
     ) -> (Harness, Vec<RestoreProblem>) {
-        let mut h = Harness::with(self.core.config().clone(), self.core.next_generation());
+        self.reborn_with(self.core.config().clone(), records, later_ms)
+    }
+
+    /// [`reborn`](Harness::reborn) under another `config` (the new daemon's options).
+    pub fn reborn_with(
+        &self,
+        config: Config,
+        records: Vec<SessionRecord>,
+        later_ms: u64,
+    ) -> (Harness, Vec<RestoreProblem>) {
+        let mut h = Harness::with(config, self.core.next_generation());
         let clock = WallClock {
             now: Time::ZERO,
             unix_ms: BOOT_UNIX_MS + self.now.as_millis() + later_ms,

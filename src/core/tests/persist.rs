@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::harness::{has, spec, Harness};
 use crate::core::{
-    Action, Command, Event, ExitCause, ExitStatus, Input, LastEnd, Lifecycle, OnBusy, Restart,
-    RestartPolicy, SessionSnapshot, SessionState, Spec, WaitFor,
+    Action, Command, Config, ErrorCode, Event, ExitCause, ExitStatus, Input, LastEnd, Lifecycle,
+    OnBusy, Restart, RestartPolicy, SessionSnapshot, SessionState, Spec, WaitFor,
 };
 use crate::store::session_codec::{decode_session, encode_session};
 
@@ -748,4 +748,98 @@ fn a_shutdown_does_not_wait_for_an_unverified_generation() {
     assert!(n.core.is_shut_down());
     assert_eq!(n.core.generation_count(), 1);
     n.settle();
+}
+
+/// A restart with a lower `--max-running` than what runs takes every process back (none is
+/// reported lost while it runs, none is left unsupervised); new starts wait until what
+/// runs is below the limit, and a replacement still takes its predecessor's place.
+#[test]
+fn a_lowered_running_limit_takes_back_what_runs_and_holds_new_starts() {
+    let roomy = Config {
+        max_generations: 3,
+        ..Config::default()
+    };
+    let mut h = Harness::with(roomy, 1);
+    let gens: Vec<u64> = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            let gen = h.spawn(name);
+            h.started(gen);
+            gen
+        })
+        .collect();
+    let tight = Config {
+        max_generations: 1,
+        ..Config::default()
+    };
+    let (mut n, problems) = h.reborn_with(tight, h.records(), 5);
+    assert_eq!(problems, vec![]);
+    for (name, gen) in ["a", "b", "c"].iter().zip(&gens) {
+        assert!(n.adopt(*gen, name), "{name} gen {gen} taken back");
+    }
+    let actions = n.resume();
+    assert!(!has(&actions, |a| matches!(
+        a,
+        Action::Spawn { .. } | Action::Signal { .. }
+    )));
+    for (name, gen) in ["a", "b", "c"].iter().zip(&gens) {
+        let s = n.get(name);
+        assert_eq!(s.state, SessionState::Running, "{name}");
+        assert_eq!(s.current, Some(*gen));
+        assert!(exits_of(&n, *gen).is_empty(), "{name} reported ended");
+    }
+    let new_session = |n: &mut Harness| n.spawn_with("d", spec(), OnBusy::Replace);
+    assert_eq!(new_session(&mut n).unwrap_err().code, ErrorCode::Limit);
+    // A replacement of one taken back waits for it, and starts in its place.
+    let next = n.spawn_with("a", spec(), OnBusy::Replace).unwrap();
+    assert_eq!(n.get("a").current, Some(next));
+    assert!(n.all_actions().iter().all(|a| !matches!(
+        a,
+        Action::Spawn { gen, .. } if *gen == next
+    )));
+    end(&mut n, gens[0], ExitStatus::Signal(15));
+    assert!(has(n.all_actions(), |a| matches!(
+        a,
+        Action::Spawn { gen, .. } if *gen == next
+    )));
+    n.started(next);
+    // Three run, then two, then one: still at the limit, new starts are refused.
+    end(&mut n, gens[1], ExitStatus::Code(0));
+    assert_eq!(new_session(&mut n).unwrap_err().code, ErrorCode::Limit);
+    end(&mut n, gens[2], ExitStatus::Code(0));
+    assert_eq!(new_session(&mut n).unwrap_err().code, ErrorCode::Limit);
+    end(&mut n, next, ExitStatus::Code(0));
+    new_session(&mut n).unwrap();
+}
+
+/// An upgrade image holds what the new program accepts: while processes taken back beyond
+/// a lowered limit keep the table above it, the image is refused (the upgrade with it),
+/// and this daemon carries on; once enough have ended, it is taken.
+#[test]
+fn an_image_is_refused_while_what_was_taken_back_exceeds_the_limit() {
+    let roomy = Config {
+        max_generations: 3,
+        ..Config::default()
+    };
+    let mut h = Harness::with(roomy, 1);
+    let gens: Vec<u64> = (0..3)
+        .map(|_| {
+            let gen = h.spawn_with("a", spec(), OnBusy::Overlap).unwrap();
+            h.started(gen);
+            gen
+        })
+        .collect();
+    let tight = Config {
+        max_generations: 1,
+        ..Config::default()
+    };
+    let (mut n, _) = h.reborn_with(tight, h.records(), 5);
+    for gen in &gens {
+        assert!(n.adopt(*gen, "a"));
+    }
+    n.resume();
+    let refused = n.core.export_image().unwrap_err();
+    assert!(refused.message().contains("--max-running"), "{refused:?}");
+    end(&mut n, gens[0], ExitStatus::Code(0));
+    assert!(n.core.export_image().is_ok());
 }
