@@ -326,6 +326,16 @@ impl Core {
             .collect()
     }
 
+    /// Every generation whose leader's end is still awaited, for a command that may end
+    /// any of them (a shutdown, a reload): see [`Core::awaiting_exit_in`].
+    pub fn awaiting_exit(&self) -> Vec<u64> {
+        self.gens
+            .values()
+            .filter(|g| g.is_live_leader())
+            .map(|g| g.gen)
+            .collect()
+    }
+
     /// Whether output read from `gen` now would still be delivered (see
     /// [`Core::output`]): until its exit is reported or its drain deadline passed. Only
     /// then may a reader hold it back.

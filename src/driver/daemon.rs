@@ -407,6 +407,7 @@ impl Daemon {
     fn shutdown(&mut self) {
         log::info!("shutting down: stopping every session (again: killing them)");
         self.notify.stopping();
+        self.exits_first(self.core.awaiting_exit());
         let request = self.clients.internal_request();
         self.tell(Input::Command {
             request,

@@ -98,6 +98,15 @@ impl Daemon {
         }
     }
 
+    /// Before a command that stops or signals the leaders of `gens`: an exit that came
+    /// before it, unseen yet, is told first — a process that ended on its own is reported
+    /// so, with its own code, not as stopped.
+    pub(super) fn exits_first(&mut self, gens: Vec<u64>) {
+        for gen in gens {
+            self.check_exit(gen);
+        }
+    }
+
     /// Tells the core if a leader it thinks is running has exited (without reaping it).
     /// An adopted leader's status may come a little after its exit (see `exits.rs`): it is
     /// told then, exactly like a child's, or as lost if it never comes.

@@ -55,6 +55,8 @@ impl Daemon {
         self.notify.reloading();
         let result = match load_checked(&path) {
             Ok(sessions) => {
+                // It may stop or replace any session's generations.
+                self.exits_first(self.core.awaiting_exit());
                 let now = self.clock.now();
                 self.core.reload(now, sessions).map_err(|e| core_error(&e))
             }

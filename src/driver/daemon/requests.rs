@@ -53,6 +53,7 @@ impl Daemon {
                 }
                 if command == Command::Shutdown {
                     self.notify.stopping();
+                    self.exits_first(self.core.awaiting_exit());
                 }
                 if starts_a_process(&command) {
                     if let Err(e) = self.spawn_room() {
@@ -60,11 +61,7 @@ impl Daemon {
                     }
                 }
                 if let Some(session) = ends_a_leader(&command) {
-                    // An exit that came before this command, unseen yet, is told first:
-                    // a process that ended on its own is reported so, not as stopped.
-                    for gen in self.core.awaiting_exit_in(session) {
-                        self.check_exit(gen);
-                    }
+                    self.exits_first(self.core.awaiting_exit_in(session));
                 }
                 let request = self.clients.expect_reply(id, rid);
                 self.tell(Input::Command { request, command });
