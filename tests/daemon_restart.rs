@@ -178,3 +178,36 @@ fn a_marked_process_nobody_accounts_for_is_stopped_at_start() {
         "{list}"
     );
 }
+
+/// A replacement still waiting for the generation it replaces when the daemon crashed is
+/// started again by the next daemon (as a new generation, once the old process it took
+/// back is gone), rather than dropped with the session left `failed`.
+#[test]
+fn a_replacement_waiting_at_a_crash_runs_after_the_restart() {
+    let mut d = Daemon::start("restart-replacement", &["--no-keeper"]);
+    let mut c = d.client();
+    let go = util::daemon::fifo(&d, "go");
+    let script = format!("trap '' TERM; read x < '{}'; exit 0", go.display());
+    let old = gen_of(&c.ok(json!({"op": "spawn", "session": "a", "grace": "1h",
+        "argv": ["sh", "-c", script]})));
+    c.ok(json!({"op": "subscribe", "session": "a", "from_start": true}));
+    c.events_until(|m| m.is("spawned", old));
+    let waiting = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
+        "argv": ["sleep", "1000"]})));
+    drop(c);
+
+    d.crash_and_restart(&["--no-keeper"]);
+    let mut c = d.client();
+    let r = c.ok(json!({"op": "wait", "session": "a", "gen": waiting}));
+    assert_eq!(r["end"]["cause"], json!("lost"), "{r}");
+    let r = c.ok(json!({"op": "get", "session": "a"}));
+    let next = r["session"]["current"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no current: {r}"));
+    assert!(next > waiting, "{r}");
+    c.ok(json!({"op": "subscribe", "session": "a"}));
+    util::daemon::release(&go);
+    let seen = c.events_until(|m| m.is("spawned", next));
+    assert!(seen.iter().any(|m| m.is("exited", old)), "{seen:?}");
+    c.ok(json!({"op": "shutdown"}));
+}

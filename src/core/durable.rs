@@ -111,7 +111,9 @@ impl Core {
     /// 4. [`Core::resume`] once: a recorded current generation that no descriptor adopted
     ///    (its process was never described, or its end was not saved before the crash) is
     ///    reported `lost`, and its session's restart policy decides as for any end that was not
-    ///    a success; adopted generations that were being superseded are stopped (cause
+    ///    a success — unless older generations of its session were adopted: it was a
+    ///    replacement waiting for them, and a new generation replaces them in its stead
+    ///    (uncounted); adopted generations that were being superseded are stopped (cause
     ///    `superseded`), adopted current ones of a stopped or removed session are stopped
     ///    (cause `stopped`); a removed session with nothing left goes. Only then are clients
     ///    served.
@@ -276,11 +278,20 @@ impl Core {
         let current = s.current;
         // The recorded current with no process: nobody will ever see it end.
         if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
+            // With older generations of its session still running, it was a replacement
+            // waiting for them (or caught in its start by the crash): what was asked for
+            // still stands, so a new one takes its place — not the restart policy.
+            let replacing = !stop_current && self.gens_of(name).next().is_some();
             self.lost_unseen(name, gen);
+            if replacing {
+                self.replace_again(name);
+            }
         }
+        let current = self.sessions.get(name).and_then(|s| s.current);
         let adopted: Vec<(u64, StopReason)> = self
             .gens_of(name)
             .filter_map(|gen| self.gens.get(&gen))
+            .filter(|g| g.adopted.is_some())
             .filter_map(|g| {
                 let stop = stop_current || (stop_lost_io && !g.io_kept());
                 match (Some(g.gen) == current, stop) {
@@ -299,6 +310,28 @@ impl Core {
             self.dispatch(gen, GenInput::Stop(reason, None));
         }
         self.advance_session(name);
+    }
+
+    /// Starts the replacement a crash interrupted again, as a new generation: it waits
+    /// (Pending) for the older generations it replaces, as the lost one did. Not counted
+    /// as a restart; if the session has no room left, the restart policy decides as before.
+    fn replace_again(&mut self, name: &Arc<str>) {
+        let Some(s) = self.sessions.get(name) else {
+            return;
+        };
+        if s.current.is_some() || !s.want_up {
+            return;
+        }
+        let spec = s.spec.clone();
+        let Ok(gen) = self.allocate(name, spec, super::OnBusy::Replace) else {
+            return;
+        };
+        if let Some(s) = self.sessions.get_mut(name) {
+            s.current = Some(gen);
+            s.restart_at = None;
+        }
+        self.sync_restart(name);
+        self.dirty.insert(name.clone());
     }
 
     /// The one terminal event of a generation the previous daemon ran and this one never

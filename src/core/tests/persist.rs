@@ -843,3 +843,45 @@ fn an_image_is_refused_while_what_was_taken_back_exceeds_the_limit() {
     end(&mut n, gens[0], ExitStatus::Code(0));
     assert!(n.core.export_image().is_ok());
 }
+
+/// A replacement that was waiting for the generation it replaces when the daemon crashed
+/// is not dropped: the lost one is reported `lost`, and a new generation takes its place,
+/// starting once the old process (taken back, and stopped as superseded) is gone.
+#[test]
+fn a_replacement_waiting_at_a_crash_is_started_again_after_it() {
+    let mut h = Harness::new();
+    let old = h.spawn("a");
+    h.started(old);
+    let waiting = h.spawn_with("a", spec(), OnBusy::Replace).unwrap();
+    assert_eq!(h.get("a").generations.len(), 2);
+    let (mut n, _) = h.reborn(h.records(), 5);
+    assert!(n.adopt(old, "a"));
+    let actions = n.resume();
+    assert!(has(&actions, |a| matches!(
+        a,
+        Action::Signal { gen, .. } if *gen == old
+    )));
+    let ends = exits_of(&n, waiting);
+    assert!(
+        matches!(
+            ends[..],
+            [Event::Exited {
+                cause: ExitCause::Lost,
+                ..
+            }]
+        ),
+        "{ends:?}"
+    );
+    let s = n.get("a");
+    let next = s.current.expect("a replacement is current again");
+    assert!(next > waiting);
+    assert_eq!(s.restarts, 0);
+    assert!(!has(n.all_actions(), |a| matches!(a, Action::Spawn { .. })));
+    end(&mut n, old, ExitStatus::Signal(15));
+    assert!(has(n.all_actions(), |a| matches!(
+        a,
+        Action::Spawn { gen, .. } if *gen == next
+    )));
+    n.started(next);
+    assert_eq!(n.get("a").state, SessionState::Running);
+}
