@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use genward::testkit::scratch::ScratchDir;
 use serde_json::{json, Value};
-use util::daemon::{fifo, release, Client, Daemon, PATIENCE};
+use util::daemon::{fifo, make_fifo, release, Client, Daemon, PATIENCE};
 
 /// Whether `pid` is a zombie: it exited, and nobody reaped it yet.
 fn is_zombie(pid: u32) -> bool {
@@ -93,15 +93,7 @@ fn an_exit_that_came_before_a_remove_stop_or_shutdown_is_reported_as_its_own() {
 fn an_exit_that_came_before_a_reload_is_reported_as_its_own() {
     for reaper in ["auto", "fallback"] {
         let conf = ScratchDir::new(&format!("exit-race-reload-{reaper}"));
-        let go = conf.join("go");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &go,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
-            0,
-        )
-        .unwrap();
+        let go = make_fifo(conf.join("go"));
         let path = conf.join("genward.json");
         let script = format!("read x < '{}'; exit 0", go.display());
         let config = |sessions: Value| {

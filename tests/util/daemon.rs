@@ -593,7 +593,11 @@ pub fn cannot_take_back_exits() -> bool {
 
 /// A fifo in the daemon's directory.
 pub fn fifo(d: &Daemon, name: &str) -> PathBuf {
-    let fifo = d.dir.join(name);
+    make_fifo(d.dir.join(name))
+}
+
+/// Makes a FIFO at `fifo` (readable and writable by its owner).
+pub fn make_fifo(fifo: PathBuf) -> PathBuf {
     rustix::fs::mknodat(
         rustix::fs::CWD,
         &fifo,

@@ -750,39 +750,45 @@ fn a_shutdown_does_not_wait_for_an_unverified_generation() {
     n.settle();
 }
 
+/// Three generations started by `start` (given 0, 1, 2; it returns the session and the
+/// number) under a limit of 3 running, and a new daemon under a limit of 1 that took them
+/// all back; with their numbers.
+fn taken_back_under_a_lower_limit(
+    start: impl Fn(&mut Harness, usize) -> (&'static str, u64),
+) -> (Harness, Vec<u64>) {
+    let limit = |max_generations| Config {
+        max_generations,
+        ..Config::default()
+    };
+    let mut h = Harness::with(limit(3), 1);
+    let started: Vec<(&str, u64)> = (0..3)
+        .map(|i| {
+            let (name, gen) = start(&mut h, i);
+            h.started(gen);
+            (name, gen)
+        })
+        .collect();
+    let (mut n, problems) = h.reborn_with(limit(1), h.records(), 5);
+    assert_eq!(problems, vec![]);
+    for (name, gen) in &started {
+        assert!(n.adopt(*gen, name), "{name} gen {gen} taken back");
+    }
+    (n, started.into_iter().map(|(_, gen)| gen).collect())
+}
+
 /// A restart with a lower `--max-running` than what runs takes every process back (none is
 /// reported lost while it runs, none is left unsupervised); new starts wait until what
 /// runs is below the limit, and a replacement still takes its predecessor's place.
 #[test]
 fn a_lowered_running_limit_takes_back_what_runs_and_holds_new_starts() {
-    let roomy = Config {
-        max_generations: 3,
-        ..Config::default()
-    };
-    let mut h = Harness::with(roomy, 1);
-    let gens: Vec<u64> = ["a", "b", "c"]
-        .iter()
-        .map(|name| {
-            let gen = h.spawn(name);
-            h.started(gen);
-            gen
-        })
-        .collect();
-    let tight = Config {
-        max_generations: 1,
-        ..Config::default()
-    };
-    let (mut n, problems) = h.reborn_with(tight, h.records(), 5);
-    assert_eq!(problems, vec![]);
-    for (name, gen) in ["a", "b", "c"].iter().zip(&gens) {
-        assert!(n.adopt(*gen, name), "{name} gen {gen} taken back");
-    }
+    let names = ["a", "b", "c"];
+    let (mut n, gens) = taken_back_under_a_lower_limit(|h, i| (names[i], h.spawn(names[i])));
     let actions = n.resume();
     assert!(!has(&actions, |a| matches!(
         a,
         Action::Spawn { .. } | Action::Signal { .. }
     )));
-    for (name, gen) in ["a", "b", "c"].iter().zip(&gens) {
+    for (name, gen) in names.iter().zip(&gens) {
         let s = n.get(name);
         assert_eq!(s.state, SessionState::Running, "{name}");
         assert_eq!(s.current, Some(*gen));
@@ -817,26 +823,9 @@ fn a_lowered_running_limit_takes_back_what_runs_and_holds_new_starts() {
 /// and this daemon carries on; once enough have ended, it is taken.
 #[test]
 fn an_image_is_refused_while_what_was_taken_back_exceeds_the_limit() {
-    let roomy = Config {
-        max_generations: 3,
-        ..Config::default()
-    };
-    let mut h = Harness::with(roomy, 1);
-    let gens: Vec<u64> = (0..3)
-        .map(|_| {
-            let gen = h.spawn_with("a", spec(), OnBusy::Overlap).unwrap();
-            h.started(gen);
-            gen
-        })
-        .collect();
-    let tight = Config {
-        max_generations: 1,
-        ..Config::default()
-    };
-    let (mut n, _) = h.reborn_with(tight, h.records(), 5);
-    for gen in &gens {
-        assert!(n.adopt(*gen, "a"));
-    }
+    let (mut n, gens) = taken_back_under_a_lower_limit(|h, _| {
+        ("a", h.spawn_with("a", spec(), OnBusy::Overlap).unwrap())
+    });
     n.resume();
     let refused = n.core.export_image().unwrap_err();
     assert!(refused.message().contains("--max-running"), "{refused:?}");
