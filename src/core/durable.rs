@@ -276,6 +276,7 @@ impl Core {
         let stop_current = !s.want_up || s.removing;
         let stop_lost_io = s.spec.on_recover == super::OnRecover::Stop;
         let current = s.current;
+        let restarts = s.restarts;
         // The recorded current with no process: nobody will ever see it end.
         if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
             // With older generations of its session still running, it was a replacement
@@ -284,7 +285,7 @@ impl Core {
             let replacing = !stop_current && self.gens_of(name).next().is_some();
             self.lost_unseen(name, gen);
             if replacing {
-                self.replace_again(name);
+                self.replace_again(name, restarts);
             }
         }
         let current = self.sessions.get(name).and_then(|s| s.current);
@@ -314,8 +315,9 @@ impl Core {
 
     /// Starts the replacement a crash interrupted again, as a new generation: it waits
     /// (Pending) for the older generations it replaces, as the lost one did. Not counted
-    /// as a restart; if the session has no room left, the restart policy decides as before.
-    fn replace_again(&mut self, name: &Arc<str>) {
+    /// as a restart (`restarts` is the count before the lost end); if the session has no
+    /// room left, the restart policy decides as before.
+    fn replace_again(&mut self, name: &Arc<str>, restarts: u32) {
         let Some(s) = self.sessions.get(name) else {
             return;
         };
@@ -329,6 +331,7 @@ impl Core {
         if let Some(s) = self.sessions.get_mut(name) {
             s.current = Some(gen);
             s.restart_at = None;
+            s.restarts = restarts;
         }
         self.sync_restart(name);
         self.dirty.insert(name.clone());

@@ -841,7 +841,7 @@ fn a_replacement_waiting_at_a_crash_is_started_again_after_it() {
     let mut h = Harness::new();
     let old = h.spawn("a");
     h.started(old);
-    let waiting = h.spawn_with("a", spec(), OnBusy::Replace).unwrap();
+    let waiting = h.spawn_with("a", on_failure(), OnBusy::Replace).unwrap();
     assert_eq!(h.get("a").generations.len(), 2);
     let (mut n, _) = h.reborn(h.records(), 5);
     assert!(n.adopt(old, "a"));
