@@ -16,9 +16,10 @@ use super::frame::Frame;
 use crate::store::journal::{Placed, Segment};
 use crate::store::journal_read::LoadedRecord;
 
-/// What each record costs on top of its frame, so that a flood of one-byte reads is bounded
-/// by the same capacity as a few large ones.
-const RECORD_OVERHEAD: usize = 64;
+/// What each record costs on top of its frame — its slot in the queue, on the heap while
+/// the frame itself mostly lies in a journal segment's mapping — so that a flood of
+/// one-byte reads is bounded by the same capacity as a few large ones.
+const RECORD_OVERHEAD: usize = std::mem::size_of::<Record>();
 
 /// One framed record.
 #[derive(Debug, PartialEq, Eq)]
@@ -227,6 +228,11 @@ impl Ring {
             self.used -= old.frame.len() + RECORD_OVERHEAD;
             self.evicted.extend(old.seg);
         }
+        // Many small records replaced by a few large ones: the queue's slots go too.
+        let slots = self.records.capacity();
+        if slots > 64 && slots > 4 * self.records.len() {
+            self.records.shrink_to(2 * self.records.len());
+        }
     }
 
     /// The sequence number a new subscriber that wants only future records starts at.
@@ -392,6 +398,23 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_slots_of_evicted_small_records_are_given_back() {
+        let mut ring = Ring::new(1 << 20);
+        for _ in 0..10_000 {
+            out(&mut ring, 1, b"x");
+        }
+        let grown = ring.records.capacity();
+        assert!(grown >= 10_000);
+        out(&mut ring, 1, &vec![b'y'; (1 << 20) - 4096]);
+        assert!(ring.records.len() < 100);
+        assert!(
+            ring.records.capacity() <= grown / 4,
+            "{}",
+            ring.records.capacity()
+        );
     }
 
     #[test]
