@@ -3,6 +3,7 @@
 
 mod util;
 
+use genward::testkit::scratch::ScratchDir;
 use serde_json::{json, Value};
 use util::daemon::Daemon;
 
@@ -83,7 +84,18 @@ fn a_replacement_at_the_live_generations_limit_waits_for_the_one_it_replaces() {
 /// starts are refused until what runs is below the limit.
 #[test]
 fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
-    let mut d = Daemon::start("scale-lowered", &["--no-keeper", "--max-running", "3"]);
+    let conf = ScratchDir::new("scale-lowered-config");
+    let path = conf.join("genward.json");
+    let config = |sessions: Value| {
+        let text = json!({ "sessions": sessions }).to_string();
+        std::fs::write(&path, text).unwrap();
+    };
+    config(json!({}));
+    let path = path.to_str().unwrap();
+    let mut d = Daemon::start(
+        "scale-lowered",
+        &["--no-keeper", "--max-running", "3", "--config", path],
+    );
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let mut pidfds = Vec::new();
@@ -94,12 +106,20 @@ fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
         pidfds.push(util::sys::pidfd_of(pid as i32));
     }
     drop(c);
-    d.crash_and_restart(&["--no-keeper", "--max-running", "1"]);
+    // The configuration now adds a session there is no room for: the daemon starts all
+    // the same (exiting would leave what it took back unsupervised), without it.
+    config(json!({"x": {"argv": ["sleep", "1000"]}}));
+    d.crash_and_restart(&["--no-keeper", "--max-running", "1", "--config", path]);
     let mut c = d.client();
     let list = c.ok(json!({"op": "list"}));
-    for s in list["sessions"].as_array().unwrap() {
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 3, "{list}");
+    for s in sessions {
         assert_eq!(s["state"], "running", "{list}");
     }
+    c.err(json!({"op": "reload"}), "limit");
+    config(json!({}));
+    c.ok(json!({"op": "reload"}));
     assert!(pidfds.iter().all(|fd| !util::sys::exited(fd)));
     let r = c.err(
         json!({"op": "spawn", "session": "d", "argv": ["sleep", "1000"]}),

@@ -134,7 +134,9 @@ impl Core {
             .iter()
             .filter(|n| !self.sessions.contains_key(*n))
             .count();
-        if self.sessions.len() + new > self.config.max_sessions {
+        // Only what the config adds is refused: sessions and processes taken back beyond
+        // lowered limits do not block a reload that adds nothing.
+        if new > 0 && self.sessions.len() + new > self.config.max_sessions {
             let msg = format!(
                 "the config adds {new} sessions to {}, beyond the limit of {}",
                 self.sessions.len(),
@@ -155,7 +157,7 @@ impl Core {
                 !self.takes_the_place_of_its_own(name, on_busy)
             })
             .count();
-        if self.gens.len() + gens > self.config.max_generations {
+        if gens > 0 && self.gens.len() + gens > self.config.max_generations {
             let msg = format!(
                 "the config starts {gens} generations next to {}, beyond the limit of {}",
                 self.gens.len(),

@@ -796,6 +796,16 @@ fn a_lowered_running_limit_takes_back_what_runs_and_holds_new_starts() {
     }
     let new_session = |n: &mut Harness| n.spawn_with("d", spec(), OnBusy::Replace);
     assert_eq!(new_session(&mut n).unwrap_err().code, ErrorCode::Limit);
+    // A reload that starts nothing is not refused (nor one that only replaces); one that
+    // would start more is.
+    n.reload(vec![]).unwrap();
+    let config = |name: &str| crate::core::ConfigSession {
+        name: name.into(),
+        spec: spec(),
+        on_busy: OnBusy::Replace,
+    };
+    let refused = n.reload(vec![config("d")]).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Limit);
     // A replacement of one taken back waits for it, and starts in its place.
     let next = n.spawn_with("a", spec(), OnBusy::Replace).unwrap();
     assert_eq!(n.get("a").current, Some(next));

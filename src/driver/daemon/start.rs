@@ -157,7 +157,18 @@ impl Daemon {
         // does: one persisted with an equal spec runs on untouched.
         if let Some(sessions) = configured {
             let plan = match core.reload(clock.now(), sessions) {
-                Ok(plan) => plan,
+                Ok(plan) => Some(plan),
+                // The file was checked before anything was claimed; what refuses it now is
+                // what was taken back (its limits, its dependencies). Exiting would leave
+                // those processes unsupervised, and every start after refused the same way.
+                Err(e) if core.generation_count() > 0 => {
+                    log::error!(
+                        "{}: not applied next to what was taken back, which runs on: {}; reload once it can be",
+                        display_path(cfg.config.as_deref()),
+                        e.message
+                    );
+                    None
+                }
                 Err(e) => {
                     // A keeper holding nothing has nothing to keep for the next daemon:
                     // it goes with this one (one holding sessions' I/O waits for it).
@@ -173,7 +184,9 @@ impl Daemon {
                     )));
                 }
             };
-            super::reload::log_plan(&plan, false);
+            if let Some(plan) = plan {
+                super::reload::log_plan(&plan, false);
+            }
         }
         let clients = Clients::new(listener, policy, limits, hello);
         children.measure_descriptors(clients.count());
