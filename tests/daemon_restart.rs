@@ -187,11 +187,15 @@ fn a_replacement_waiting_at_a_crash_runs_after_the_restart() {
     let mut d = Daemon::start("restart-replacement", &["--no-keeper"]);
     let mut c = d.client();
     let go = util::daemon::fifo(&d, "go");
-    let script = format!("trap '' TERM; read x < '{}'; exit 0", go.display());
+    // It ignores SIGTERM before the replacement's stop can reach it.
+    let script = format!(
+        "trap '' TERM; echo ignoring; read x < '{}'; exit 0",
+        go.display()
+    );
     let old = gen_of(&c.ok(json!({"op": "spawn", "session": "a", "grace": "1h",
         "argv": ["sh", "-c", script]})));
     c.ok(json!({"op": "subscribe", "session": "a", "from_start": true}));
-    c.events_until(|m| m.is("spawned", old));
+    c.output_until(old, "ignoring");
     let waiting = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
         "argv": ["sleep", "1000"]})));
     drop(c);
@@ -209,5 +213,51 @@ fn a_replacement_waiting_at_a_crash_runs_after_the_restart() {
     util::daemon::release(&go);
     let seen = c.events_until(|m| m.is("spawned", next));
     assert!(seen.iter().any(|m| m.is("exited", old)), "{seen:?}");
+    c.ok(json!({"op": "shutdown"}));
+}
+
+/// The same when the generation it replaced ended while no daemon ran: the replacement
+/// starts as soon as the next daemon finds it gone.
+#[test]
+fn a_replacement_waiting_at_a_crash_runs_when_its_predecessor_ended_meanwhile() {
+    let mut d = Daemon::start("restart-replacement-gone", &["--no-keeper"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let go = util::daemon::fifo(&d, "go");
+    // It ignores SIGTERM before the replacement's stop can reach it.
+    let script = format!(
+        "trap '' TERM; echo ignoring; read x < '{}'; exit 0",
+        go.display()
+    );
+    let old = gen_of(&c.ok(json!({"op": "spawn", "session": "a", "grace": "1h",
+        "argv": ["sh", "-c", script]})));
+    let pidfd = util::sys::pidfd_of(c.spawned_pid(old) as i32);
+    c.output_until(old, "ignoring");
+    let waiting = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
+        "argv": ["sleep", "1000"]})));
+    drop(c);
+
+    d.kill();
+    util::daemon::release(&go);
+    let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
+    while !util::sys::exited(&pidfd) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gen {old} never ended"
+        );
+        std::thread::yield_now();
+    }
+    d.restart_wrapped(&[], &["--no-keeper"]);
+    let mut c = d.client();
+    let r = c.ok(json!({"op": "wait", "session": "a", "gen": waiting}));
+    assert_eq!(r["end"]["cause"], json!("lost"), "{r}");
+    let r = c.ok(json!({"op": "get", "session": "a"}));
+    let next = r["session"]["current"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(next > waiting, "{r}");
+    assert_eq!(r["session"]["restarts"], json!(0), "{r}");
+    c.ok(json!({"op": "subscribe", "session": "a", "from_start": true}));
+    c.events_until(|m| m.is("spawned", next));
     c.ok(json!({"op": "shutdown"}));
 }

@@ -111,7 +111,8 @@ impl Core {
     /// 4. [`Core::resume`] once: a recorded current generation that no descriptor adopted
     ///    (its process was never described, or its end was not saved before the crash) is
     ///    reported `lost`, and its session's restart policy decides as for any end that was not
-    ///    a success — unless older generations of its session were adopted: it was a
+    ///    a success — unless older generations of its session were adopted (even if found
+    ///    gone at once): it was a
     ///    replacement waiting for them, and a new generation replaces them in its stead
     ///    (uncounted); adopted generations that were being superseded are stopped (cause
     ///    `superseded`), adopted current ones of a stopped or removed session are stopped
@@ -237,6 +238,7 @@ impl Core {
         if taken {
             return;
         }
+        let older = s.current.is_some_and(|current| gen < current);
         let g = Generation::adopted(
             gen,
             s.name.clone(),
@@ -247,6 +249,9 @@ impl Core {
             self.now,
         );
         let name = s.name.clone();
+        if let Some(s) = self.sessions.get_mut(&name) {
+            s.older_taken_back |= older;
+        }
         self.gens.insert(gen, g);
         self.by_session.insert((name.clone(), gen));
         self.sync_gen(gen);
@@ -268,7 +273,7 @@ impl Core {
     }
 
     fn resume_session(&mut self, name: &Arc<str>) {
-        let Some(s) = self.sessions.get(name) else {
+        let Some(s) = self.sessions.get_mut(name) else {
             return;
         };
         // A session that should not run, or whose process should not be kept: `on_recover`
@@ -277,12 +282,14 @@ impl Core {
         let stop_lost_io = s.spec.on_recover == super::OnRecover::Stop;
         let current = s.current;
         let restarts = s.restarts;
+        let older_taken_back = std::mem::take(&mut s.older_taken_back);
         // The recorded current with no process: nobody will ever see it end.
         if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
-            // With older generations of its session still running, it was a replacement
-            // waiting for them (or caught in its start by the crash): what was asked for
-            // still stands, so a new one takes its place — not the restart policy.
-            let replacing = !stop_current && self.gens_of(name).next().is_some();
+            // With older generations of its session running when the daemon died, it was a
+            // replacement waiting for them (or caught in its start by the crash): what was
+            // asked for still stands, so a new one takes its place — not the restart policy.
+            let replacing =
+                !stop_current && (older_taken_back || self.gens_of(name).next().is_some());
             self.lost_unseen(name, gen);
             if replacing {
                 self.replace_again(name, restarts);

@@ -40,6 +40,10 @@ pub(crate) struct Session {
     /// with the daemon before (`on_recover: stop`): its end is not a stop anyone asked
     /// for, so the restart policy follows it (until a client's stop says otherwise).
     pub recovery_stop: Option<u64>,
+    /// During a start-up only (between restore and resume): a generation older than the
+    /// recorded current one was taken back, even if found gone at once — so the current
+    /// one, if nothing describes it, was a replacement waiting for it.
+    pub older_taken_back: bool,
     pub restarts: u32,
     pub restart_at: Option<Time>,
     /// State when nothing runs and no restart is pending.
@@ -63,6 +67,7 @@ impl Session {
             want_up: true,
             removing: false,
             recovery_stop: None,
+            older_taken_back: false,
             restarts: 0,
             restart_at: None,
             rest: Rest::Stopped,

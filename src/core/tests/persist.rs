@@ -884,3 +884,35 @@ fn a_replacement_waiting_at_a_crash_is_started_again_after_it() {
     n.started(next);
     assert_eq!(n.get("a").state, SessionState::Running);
 }
+
+/// The same when the generation it replaced ended while no daemon ran (found gone at the
+/// restart, reported `lost`): the new generation starts at once, uncounted.
+#[test]
+fn a_replacement_waiting_at_a_crash_starts_at_once_when_its_predecessor_is_gone() {
+    let mut h = Harness::new();
+    let old = h.spawn("a");
+    h.started(old);
+    let waiting = h.spawn_with("a", on_failure(), OnBusy::Replace).unwrap();
+    let (mut n, _) = h.reborn(h.records(), 5);
+    assert!(n.adopt(old, "a"));
+    n.input(Input::Lost { gen: old });
+    n.resume();
+    for gen in [old, waiting] {
+        let ends = exits_of(&n, gen);
+        let lost = matches!(
+            ends[..],
+            [Event::Exited {
+                cause: ExitCause::Lost,
+                ..
+            }]
+        );
+        assert!(lost, "gen {gen}: {ends:?}");
+    }
+    let s = n.get("a");
+    let next = s.current.expect("a replacement is current again");
+    assert_eq!(s.restarts, 0);
+    assert!(has(n.all_actions(), |a| matches!(
+        a,
+        Action::Spawn { gen, .. } if *gen == next
+    )));
+}
