@@ -134,6 +134,40 @@ fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
     }
 }
 
+/// The same for `--max-sessions`: every session on disk comes back with its process, and
+/// nothing runs on after a `shutdown`.
+#[test]
+fn a_restart_under_a_lower_session_limit_takes_back_every_session() {
+    let mut d = Daemon::start("scale-lowered-sessions", &["--no-keeper"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut pidfds = Vec::new();
+    for name in ["a", "b", "c"] {
+        let r = c.ok(json!({"op": "spawn", "session": name, "on_recover": "keep",
+            "argv": ["sleep", "1000"]}));
+        let pid = c.spawned_pid(r["gen"].as_u64().unwrap());
+        pidfds.push(util::sys::pidfd_of(pid as i32));
+    }
+    drop(c);
+    d.crash_and_restart(&["--no-keeper", "--max-sessions", "1"]);
+    let mut c = d.client();
+    let list = c.ok(json!({"op": "list"}));
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 3, "{list}");
+    for s in sessions {
+        assert_eq!(s["state"], "running", "{list}");
+    }
+    c.err(
+        json!({"op": "spawn", "session": "d", "argv": ["true"]}),
+        "limit",
+    );
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0));
+    for (name, fd) in ["a", "b", "c"].iter().zip(&pidfds) {
+        assert!(util::sys::exited(fd), "{name} runs on after the shutdown");
+    }
+}
+
 #[test]
 fn a_limit_that_is_not_a_positive_count_is_refused_at_start() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_genward"))

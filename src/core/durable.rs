@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use super::action::{Action, Event, ExitCause};
-use super::error::{Error, ErrorCode};
+use super::error::Error;
 use super::generation::{Ended, GenInput, Generation};
 use super::input::{AdoptedIo, Started};
 use super::persist::{Desired, RestoreProblem, SessionRecord, WallClock};
@@ -78,8 +78,9 @@ impl Core {
     ///
     /// A record is refused when its name or spec is invalid ([`Spec::validate`] against
     /// this daemon's limits: they may be stricter than the last one's), its name is a
-    /// duplicate, the session table is full, or it names a generation at or above
+    /// duplicate, or it names a generation at or above
     /// [`next_generation`](Core::next_generation) (that number could be allocated again).
+    /// Never for `--max-sessions`: it bounds what is created, not what is taken back.
     ///
     /// A pending backoff keeps the time it had left: a restart due while no daemon ran
     /// fires at the first [`handle_timeout`](Core::handle_timeout). A session whose
@@ -157,13 +158,8 @@ impl Core {
         if self.sessions.contains_key(&r.name) {
             return Err(Error::bad("a second record of the same session"));
         }
-        if self.sessions.len() >= self.config.max_sessions {
-            let msg = format!(
-                "{} sessions, the limit (the daemon's --max-sessions)",
-                self.config.max_sessions
-            );
-            return Err(Error::new(ErrorCode::Limit, msg));
-        }
+        // `--max-sessions` bounds what clients and the config create, not what is on disk:
+        // a session left out would leave its processes unsupervised and its output behind.
         let named = [r.current, r.last_gen, r.last_end.as_ref().map(|e| e.gen())];
         let ends = r.recent_ends.iter().filter_map(Event::gen);
         if let Some(gen) = named.into_iter().flatten().chain(ends).max() {

@@ -15,7 +15,8 @@ impl Core {
     /// `encode_core_image`) and re-executes; the new daemon calls
     /// [`import_image`](Core::import_image) before feeding anything else. Exporting
     /// changes nothing: if the upgrade fails, this core simply carries on. Refused too while
-    /// the table holds more than the new program would accept: processes taken back
+    /// the table holds more than the new program would accept: sessions restored beyond a
+    /// lowered `--max-sessions`, or processes taken back
     /// ([`Input::Adopt`](crate::core::Input::Adopt)) beyond a lowered `--max-running`.
     ///
     /// Take it once the start-up is finished ([`resume`](Core::resume) called): before
@@ -31,6 +32,14 @@ impl Core {
         // What the new program (and the rollback) accepts: a table within the limit and
         // one waiting replacement per session. Processes taken back beyond a lowered
         // `--max-running` exceed it until enough have ended.
+        if self.sessions.len() > self.config.max_sessions {
+            return Err(ImageError::new(format!(
+                "{} sessions, more than the --max-sessions limit of {} (taken back from a previous daemon with a higher limit); upgrade once {} more are removed",
+                self.sessions.len(),
+                self.config.max_sessions,
+                self.sessions.len() - self.config.max_sessions
+            )));
+        }
         let room = self.config.max_generations + self.sessions.len();
         if self.gens.len() > room {
             return Err(ImageError::new(format!(

@@ -916,3 +916,41 @@ fn a_replacement_waiting_at_a_crash_starts_at_once_when_its_predecessor_is_gone(
         Action::Spawn { gen, .. } if *gen == next
     )));
 }
+
+/// A restart with a lower `--max-sessions` than the sessions on disk takes every one back
+/// (none is left out with its processes unsupervised); new sessions are refused until
+/// there are fewer, and an upgrade image until they fit.
+#[test]
+fn a_lowered_session_limit_takes_back_every_session() {
+    let mut h = Harness::new();
+    let run = h.spawn("run");
+    h.started(run);
+    for name in ["a", "b"] {
+        let gen = h.spawn(name);
+        h.started(gen);
+        end(&mut h, gen, ExitStatus::Code(0));
+    }
+    let tight = Config {
+        max_sessions: 1,
+        ..Config::default()
+    };
+    let (mut n, problems) = h.reborn_with(tight, h.records(), 5);
+    assert_eq!(problems, vec![]);
+    assert!(n.adopt(run, "run"));
+    n.resume();
+    assert_eq!(n.core.list().len(), 3);
+    assert_eq!(n.get("run").current, Some(run));
+    let refused = n.spawn_with("c", spec(), OnBusy::Replace).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Limit);
+    assert!(n.core.export_image().is_err());
+    // An existing session still takes a new start.
+    n.spawn_with("a", spec(), OnBusy::Replace).unwrap();
+    for name in ["a", "b"] {
+        n.cmd(Command::Remove {
+            session: name.into(),
+        })
+        .unwrap();
+    }
+    n.settle();
+    assert!(n.core.export_image().is_ok());
+}
