@@ -62,7 +62,7 @@ pub const DAEMON: CommandSpec = CommandSpec {
         OptSpec::value(
             "max-running",
             "N",
-            "most generations running, starting or stopping at once; a start beyond is refused with `limit`, a replacement waits for the generations it replaces (default 16384)",
+            "most generations waiting for dependencies, starting, running or stopping at once; a start beyond is refused with `limit`, a replacement waits for the generations it replaces (default 16384)",
         ),
         OptSpec::value(
             "config",
