@@ -113,9 +113,8 @@ impl Core {
     ///    (its process was never described, or its end was not saved before the crash) is
     ///    reported `lost`, and its session's restart policy decides as for any end that was not
     ///    a success — unless older generations of its session were adopted (even if found
-    ///    gone at once): it was a
-    ///    replacement waiting for them, and a new generation replaces them in its stead
-    ///    (uncounted); adopted generations that were being superseded are stopped (cause
+    ///    gone at once): it was a replacement waiting for them, and a new generation
+    ///    replaces them in its stead (uncounted); adopted generations that were being superseded are stopped (cause
     ///    `superseded`), adopted current ones of a stopped or removed session are stopped
     ///    (cause `stopped`); a removed session with nothing left goes. Only then are clients
     ///    served.

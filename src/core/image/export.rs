@@ -29,9 +29,9 @@ impl Core {
                 self.actions.len()
             )));
         }
-        // What the new program (and the rollback) accepts: a table within the limit and
-        // one waiting replacement per session. Processes taken back beyond a lowered
-        // `--max-running` exceed it until enough have ended.
+        // What the new program (and the rollback) accepts: tables within the limits (and
+        // one waiting replacement per session). What a restart took back beyond lowered
+        // limits exceeds them until enough has gone.
         if self.sessions.len() > self.config.max_sessions {
             return Err(ImageError::new(format!(
                 "{} sessions, more than the --max-sessions limit of {} (taken back from a previous daemon with a higher limit); upgrade once {} more are removed",
