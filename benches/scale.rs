@@ -8,9 +8,10 @@
 //!
 //! and, in a second table, against R sessions *running* (`sleep`, each holding its pipes,
 //! pidfd and cgroup watch open in the daemon): a spawn's whole trip (spawn until its
-//! `exited` arrives, median of serial ones) and the daemon's open descriptors. R is capped
-//! by the descriptor limit the bench may give the daemon (as root 10,000; else the
-//! soft limit allows).
+//! `exited` arrives, median of serial ones) and the daemon's open descriptors; then the
+//! same with PTY sessions under `--containment session` (two descriptors each: the
+//! terminal and the pidfd), which reach 10,000 running where the hard descriptor limit
+//! is as low as 20,000. R is capped by the descriptor limit the bench may give the daemon.
 //!
 //! The daemon's state directory goes to /dev/shm where there is one, so the figures are
 //! the daemon's, not the disk's `fsync`s. Run with `cargo bench --bench scale`; without
@@ -52,42 +53,104 @@ fn main() {
         );
     }
     let running: &[usize] = if full { &[0, 1_000, 10_000] } else { &[0, 10] };
-    println!();
-    println!("| R running | daemon descriptors | spawn until exited, p50 |");
-    println!("| ---: | ---: | ---: |");
-    for &r in running {
-        let r = r.min(running_cap());
-        let (fds, trip) = spawn_beside_running(r);
-        println!("| {r} | {fds} | {trip:.0} µs |");
+    for kind in [Running::Pipes, Running::Pty] {
+        println!();
+        println!(
+            "| R running ({}) | daemon descriptors | spawn until exited, p50 | RSS | get p50 |",
+            kind.name()
+        );
+        println!("| ---: | ---: | ---: | ---: | ---: |");
+        for &r in running {
+            let r = r.min(kind.cap());
+            let f = spawn_beside_running(r, kind);
+            println!(
+                "| {r} | {} | {:.0} µs | {:.1} MiB | {:.0} µs |",
+                f.fds,
+                f.trip_us,
+                f.rss as f64 / (1 << 20) as f64,
+                f.get_us
+            );
+        }
     }
 }
 
-/// Descriptors each running session holds in the daemon, at most (five: three pipes, the
-/// pidfd, its cgroup's `cgroup.events`), with room to spare.
-const FDS_PER_RUNNING: u64 = 6;
-
-/// The most sessions this process can have running under one daemon, which inherits our
-/// descriptor limit (and raises it to the hard limit).
-fn running_cap() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid out-pointer for the call.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    (lim.rlim_max.saturating_sub(1_000) / FDS_PER_RUNNING) as usize
+/// What the running sessions are.
+#[derive(Clone, Copy)]
+enum Running {
+    /// Pipes, each in a cgroup of its own where the daemon may make one (the defaults).
+    Pipes,
+    /// A terminal each, contained by their sessions (`--containment session`).
+    Pty,
 }
 
-/// With `r` sessions running: the daemon's open descriptors and the median µs from a
-/// spawn of `true` to its `exited`.
-fn spawn_beside_running(r: usize) -> (usize, f64) {
+impl Running {
+    fn name(self) -> &'static str {
+        match self {
+            Running::Pipes => "pipes, defaults",
+            Running::Pty => "PTY, --containment session",
+        }
+    }
+
+    /// Descriptors each running session holds in the daemon, at most: three pipes, the
+    /// pidfd and its cgroup's `cgroup.events`, with room to spare; or the terminal and
+    /// the pidfd.
+    fn fds(self) -> u64 {
+        match self {
+            Running::Pipes => 6,
+            Running::Pty => 2,
+        }
+    }
+
+    /// The most sessions this process can have running under one daemon, which inherits
+    /// our descriptor limit (and raises it to the hard limit), less what the daemon holds
+    /// besides and keeps in reserve.
+    fn cap(self) -> usize {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `lim` is a valid out-pointer for the call.
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+        (lim.rlim_max.saturating_sub(300) / self.fds()) as usize
+    }
+
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Running::Pipes => &[],
+            Running::Pty => &["--containment", "session"],
+        }
+    }
+
+    fn spawn(self, i: usize) -> Value {
+        let mut spawn =
+            json!({"op": "spawn", "session": format!("r{i}"), "argv": ["sleep", "3600"]});
+        if let Running::Pty = self {
+            spawn["pty"] = json!({"rows": 24, "cols": 80});
+        }
+        spawn
+    }
+}
+
+/// Beside R running sessions.
+struct BesideRunning {
+    /// The daemon's open descriptors.
+    fds: usize,
+    /// Median µs from a spawn of `true` to its `exited`.
+    trip_us: f64,
+    /// The daemon's resident memory, bytes.
+    rss: u64,
+    /// Median µs of a `get` of one session.
+    get_us: f64,
+}
+
+fn spawn_beside_running(r: usize, kind: Running) -> BesideRunning {
     let max = (r + 10).to_string();
-    let d = Daemon::start("bench-scale-running", &["--max-sessions", &max]);
+    let mut args = vec!["--max-sessions", &max];
+    args.extend(kind.args());
+    let d = Daemon::start("bench-scale-running", &args);
     let pid = d.child.id();
     let mut c = d.client();
-    let spawns: Vec<Value> = (0..r)
-        .map(|i| json!({"op": "spawn", "session": format!("r{i}"), "argv": ["sleep", "3600"]}))
-        .collect();
+    let spawns: Vec<Value> = (0..r).map(|i| kind.spawn(i)).collect();
     for resp in c.pipelined(&spawns) {
         assert_eq!(resp["ok"], json!(true), "{resp}");
     }
@@ -95,7 +158,7 @@ fn spawn_beside_running(r: usize) -> (usize, f64) {
     let mut w = d.client();
     w.ok(json!({"op": "spawn", "session": "t", "argv": ["true"]}));
     w.ok(json!({"op": "subscribe", "session": "t"}));
-    let trip = median_us((0..SAMPLES).map(|_| {
+    let trip_us = median_us((0..SAMPLES).map(|_| {
         timed(|| {
             let gen = w.ok(json!({"op": "spawn", "session": "t", "argv": ["true"]}))["gen"]
                 .as_u64()
@@ -103,7 +166,17 @@ fn spawn_beside_running(r: usize) -> (usize, f64) {
             w.events_until(|m| m.is("exited", gen));
         })
     }));
-    (fds, trip)
+    let get_us = median_us((0..SAMPLES).map(|_| {
+        timed(|| {
+            c.ok(json!({"op": "get", "session": "t"}));
+        })
+    }));
+    BesideRunning {
+        fds,
+        trip_us,
+        rss: proc::status_number(pid, "VmRSS").unwrap_or(0) * 1024,
+        get_us,
+    }
 }
 
 struct DaemonFigures {

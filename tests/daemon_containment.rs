@@ -1,6 +1,7 @@
 //! What a generation's processes may and may not do to each other and to the daemon's own
 //! context: a PTY child that closes its stdio is not hung up on, and the daemon's own
-//! service-manager variables do not leak into children.
+//! service-manager variables do not leak into children, and only its own escapees are
+//! reported as a generation's.
 
 mod util;
 
@@ -354,4 +355,46 @@ fn a_signal_reaches_the_leader_the_terminals_foreground_job_or_the_whole_tree() 
         json!({"op": "signal", "session": "p", "signal": "INT", "scope": "foreground"}),
         "bad_request",
     );
+}
+
+/// Under session containment a stop walks the daemon's whole subtree; what it meets that
+/// is not the generation's — the daemon's keeper, another generation's escapee — is not
+/// reported as the generation's escapee (before, every stop reported the keeper).
+#[test]
+fn only_a_generations_own_escapee_is_reported_as_its_own() {
+    let mut d = Daemon::start_logged("escapee-report", &["--containment", "session"]);
+    let mut c = d.client();
+    assert_eq!(c.ok(json!({"op": "hello"}))["keeper"], json!(true));
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let escaping = c.ok(json!({"op": "spawn", "session": "escaping",
+        "argv": ["sh", "-c", "setsid sleep 1000 & echo escapee=$!.; exec sleep 1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&output_of(&c.output_until(escaping, "."), escaping)).to_string();
+    let escapee: i32 = text
+        .split("escapee=")
+        .nth(1)
+        .and_then(|t| t.split('.').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no escapee pid in {text:?}"));
+    let quiet = c.ok(json!({"op": "spawn", "session": "quiet", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    for (session, gen) in [("escaping", escaping), ("quiet", quiet)] {
+        c.ok(json!({"op": "stop", "session": session}));
+        c.events_until(|m| m.is("exited", gen));
+    }
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0));
+    // SAFETY: killing the process this test's session started and let escape.
+    unsafe { libc::kill(escapee, libc::SIGKILL) };
+    let log = d.log();
+    let reports: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("left its session"))
+        .collect();
+    let expected = format!("gen {escaping}: pid {escapee} left its session");
+    assert_eq!(reports.len(), 1, "{log}");
+    assert!(reports[0].contains(&expected), "{log}");
 }

@@ -368,10 +368,15 @@ impl Child {
     }
 
     /// Processes that left the session (`setsid`, a double fork) cannot be reached by a
-    /// session's signals: they are reported, once each.
+    /// session's signals: they are reported, once each. Only this generation's: a walk
+    /// also meets processes of the daemon's own (its keeper, its log writer) and orphans
+    /// of others, which are not this generation's to report.
     fn report_escapees(&mut self) {
         let Some(watch) = &mut self.watch else { return };
-        for e in watch.take_escapees() {
+        let sid = self.process.pid();
+        let gen = self.gen;
+        let ours = |e: &crate::sys::tree::Escapee| e.from_sid == Some(sid) || e.marker == Some(gen);
+        for e in watch.take_escapees().into_iter().filter(ours) {
             log::warn!(
                 "gen {}: pid {} left its session (now session {}); it is out of reach of the generation's stop",
                 self.gen,

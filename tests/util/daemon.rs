@@ -81,11 +81,31 @@ impl Daemon {
         Daemon::start_wrapped(tag, &[], extra, nofile)
     }
 
+    /// Like [`Daemon::start`], with what the daemon logs (standard error) going to the
+    /// file [`Daemon::log`] reads.
+    pub fn start_logged(tag: &str, extra: &[&str]) -> Daemon {
+        let dir = ScratchDir::new(tag);
+        let socket = dir.join("state").join("genward.sock");
+        let log = dir.join("daemon.log");
+        let (child, pid) = launch_env(&dir, &[], extra, None, &[], Some(&log));
+        Daemon {
+            child,
+            dir,
+            socket,
+            pid,
+        }
+    }
+
+    /// What a daemon started with [`Daemon::start_logged`] has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+    }
+
     /// Like [`Daemon::start`], with the daemon's environment extended with `env`.
     pub fn start_env(tag: &str, extra: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Daemon {
         let dir = ScratchDir::new(tag);
         let socket = dir.join("state").join("genward.sock");
-        let (child, pid) = launch_env(&dir, &[], extra, None, env);
+        let (child, pid) = launch_env(&dir, &[], extra, None, env, None);
         Daemon {
             child,
             dir,
@@ -188,7 +208,7 @@ impl Daemon {
             "the daemon did not die"
         );
         edit(&self.dir.join("state"));
-        let (child, pid) = launch_env(&self.dir, &[], extra, None, env);
+        let (child, pid) = launch_env(&self.dir, &[], extra, None, env, None);
         self.pid = pid;
         std::mem::replace(&mut self.child, child)
     }
@@ -221,7 +241,7 @@ impl Drop for Daemon {
 /// Starts a daemon on `dir/state` and waits for its readiness notification; returns the
 /// process started and the daemon's own pid.
 fn launch(dir: &ScratchDir, wrapper: &[&str], extra: &[&str], nofile: Option<u64>) -> (Child, u32) {
-    launch_env(dir, wrapper, extra, nofile, &[])
+    launch_env(dir, wrapper, extra, nofile, &[], None)
 }
 
 /// [`launch`], with the daemon's environment extended with `env`.
@@ -231,6 +251,7 @@ fn launch_env(
     extra: &[&str],
     nofile: Option<u64>,
     env: &[(&str, &std::ffi::OsStr)],
+    log: Option<&Path>,
 ) -> (Child, u32) {
     let state = dir.join("state");
     let (ready_r, ready_w) = pipe();
@@ -261,6 +282,9 @@ fn launch_env(
         )
         .envs(env.iter().copied())
         .stdin(Stdio::null());
+    if let Some(log) = log {
+        cmd.stderr(std::fs::File::create(log).expect("the daemon's log file"));
+    }
     // SAFETY: the closure makes only async-signal-safe calls; `ready_w_raw` is open in the
     // child.
     unsafe {
