@@ -378,3 +378,36 @@ fn an_upgrade_keeps_the_config_for_the_next_reload() {
     assert_eq!(names(&plan["unchanged"]), ["a"]);
     assert_eq!(running(&mut c)["a"], before["a"]);
 }
+
+/// Sessions taken back with nothing running still count as taken back: a config with no
+/// room beside them does not stop the daemon from starting and serving them.
+#[test]
+fn a_config_without_room_beside_idle_sessions_taken_back_does_not_stop_the_start() {
+    let conf = ScratchDir::new("config-idle-taken-back");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({}));
+    let config = path.to_str().unwrap();
+    let mut d = Daemon::start("config-idle-taken-back", &["--config", config]);
+    let mut c = d.client();
+    for name in ["a", "b"] {
+        let gen = c.ok(json!({"op": "spawn", "session": name, "argv": ["true"]}))["gen"].clone();
+        c.ok(json!({"op": "wait", "session": name, "gen": gen}));
+    }
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0));
+    write_config(&path, json!({"x": sleeper("x")}));
+    d.restart_wrapped(&[], &["--max-sessions", "2", "--config", config]);
+    let mut c = d.client();
+    let list = c.ok(json!({"op": "list"}));
+    let names: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"], "{list}");
+    c.err(json!({"op": "reload"}), "limit");
+    c.ok(json!({"op": "remove", "session": "a"}));
+    c.ok(json!({"op": "reload"}));
+    c.ok(json!({"op": "shutdown"}));
+}

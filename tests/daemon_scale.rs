@@ -127,6 +127,10 @@ fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
     );
     let message = r["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("--max-running"), "{r}");
+    // An upgrade waits until what runs fits the limit the new program is given.
+    let r = c.err(json!({"op": "upgrade"}), "upgrade_failed");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("once 2 more have ended"), "{r}");
     c.ok(json!({"op": "shutdown"}));
     assert_eq!(d.exit_code(), Some(0));
     for (name, fd) in ["a", "b", "c"].iter().zip(&pidfds) {
@@ -161,6 +165,9 @@ fn a_restart_under_a_lower_session_limit_takes_back_every_session() {
         json!({"op": "spawn", "session": "d", "argv": ["true"]}),
         "limit",
     );
+    let r = c.err(json!({"op": "upgrade"}), "upgrade_failed");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-sessions"), "{r}");
     c.ok(json!({"op": "shutdown"}));
     assert_eq!(d.exit_code(), Some(0));
     for (name, fd) in ["a", "b", "c"].iter().zip(&pidfds) {

@@ -124,6 +124,19 @@ impl Core {
         spec.validate(&self.config)?;
         super::depends::validate(Some(name), &spec.depends_on)?;
         self.refuse_cycle(name, &spec.depends_on)?;
+        self.spawn_acyclic(name, spec, on_busy)
+    }
+
+    /// [`spawn`](Core::spawn) of a valid spec whose dependencies were found to close no
+    /// cycle: by `spawn`, for one session, or by a reload's plan for the whole config at
+    /// once (one session at a time, a config that reverses a dependency would be checked
+    /// against the others' old specs and refused half applied).
+    pub(super) fn spawn_acyclic(
+        &mut self,
+        name: &str,
+        spec: Spec,
+        on_busy: OnBusy,
+    ) -> Result<Response, Error> {
         match self.sessions.get(name) {
             Some(s) if s.current.is_some() && on_busy == OnBusy::Reject => {
                 return Err(Error::new(

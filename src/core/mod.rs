@@ -492,6 +492,11 @@ impl Core {
         self.gens.len()
     }
 
+    /// Sessions in the table, removing ones included.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
     /// Marks what a command may change in the records, before it runs: the session it
     /// names, or every session for a shutdown (a refused command marks a record that did
     /// not change: a spare write, never a missed one). Commands that only address a process (`write`, `signal`,

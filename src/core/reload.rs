@@ -241,8 +241,8 @@ impl Core {
                 other => other,
             };
             // Checked by the plan: the spec is valid, the name is free or the config's,
-            // and there is room, so this cannot fail.
-            self.spawn(&name, entry.spec, on_busy)?;
+            // the whole config closes no cycle, and there is room, so this cannot fail.
+            self.spawn_acyclic(&name, entry.spec, on_busy)?;
             if let Some(s) = self.sessions.get_mut(&name) {
                 s.origin = Origin::Config;
             }

@@ -40,13 +40,20 @@ impl Core {
                 self.sessions.len() - self.config.max_sessions
             )));
         }
+        let started = self
+            .gens
+            .values()
+            .filter(|g| !matches!(g.phase, Phase::Pending))
+            .count();
         let room = self.config.max_generations + self.sessions.len();
-        if self.gens.len() > room {
+        let over = started
+            .saturating_sub(self.config.max_generations)
+            .max(self.gens.len().saturating_sub(room));
+        if over > 0 {
             return Err(ImageError::new(format!(
-                "{} generations tracked, more than the --max-running limit of {} and one waiting per session allow (processes taken back from a previous daemon with a higher limit); upgrade once {} more have ended",
+                "{started} generations started ({} tracked), more than the --max-running limit of {} allows (processes taken back from a previous daemon with a higher limit); upgrade once {over} more have ended",
                 self.gens.len(),
                 self.config.max_generations,
-                self.gens.len() - room
             )));
         }
         Ok(CoreImage {

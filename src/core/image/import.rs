@@ -76,6 +76,17 @@ fn check_table(config: &Config, image: &CoreImage) -> Checked {
     }
     // A replacement waiting for the generations it replaces is tracked beyond the limit,
     // one per session at most.
+    let started = image
+        .generations
+        .iter()
+        .filter(|g| g.phase != PhaseImage::Pending)
+        .count();
+    if started > config.max_generations {
+        return Err(bad(format!(
+            "{started} generations started, above this daemon's limit of {}",
+            config.max_generations
+        )));
+    }
     let room = config.max_generations + image.sessions.len();
     if image.generations.len() > room {
         return Err(bad(format!(

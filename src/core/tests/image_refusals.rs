@@ -449,7 +449,7 @@ fn inconsistent_images_are_refused_naming_the_problem() {
     refused(
         good.clone(),
         small(&|c| c.max_generations = 0),
-        "3 generations, above",
+        "2 generations started, above",
     );
     refused(
         good.clone(),

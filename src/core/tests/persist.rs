@@ -796,6 +796,8 @@ fn a_lowered_running_limit_takes_back_what_runs_and_holds_new_starts() {
     }
     let new_session = |n: &mut Harness| n.spawn_with("d", spec(), OnBusy::Replace);
     assert_eq!(new_session(&mut n).unwrap_err().code, ErrorCode::Limit);
+    let refused = n.core.export_image().unwrap_err();
+    assert!(refused.message().contains("once 2 more"), "{refused:?}");
     // A reload that starts nothing is not refused (nor one that only replaces); one that
     // would start more is.
     n.reload(vec![]).unwrap();
@@ -840,6 +842,9 @@ fn an_image_is_refused_while_what_was_taken_back_exceeds_the_limit() {
     let refused = n.core.export_image().unwrap_err();
     assert!(refused.message().contains("--max-running"), "{refused:?}");
     end(&mut n, gens[0], ExitStatus::Code(0));
+    let refused = n.core.export_image().unwrap_err();
+    assert!(refused.message().contains("once 1 more"), "{refused:?}");
+    end(&mut n, gens[1], ExitStatus::Code(0));
     assert!(n.core.export_image().is_ok());
 }
 

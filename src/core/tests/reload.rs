@@ -251,6 +251,36 @@ fn a_config_closing_a_dependency_cycle_is_refused_whole_and_starts_nothing() {
     assert!(h.core.sessions["a"].spec.depends_on.is_empty());
 }
 
+/// A config that reverses a dependency (`c` on `b` becomes `b` on `c`) closes no cycle as
+/// a whole: it is applied whole, not refused half applied (checked one session at a time
+/// against the others' old specs, `b` on `c` looked like a cycle after `z` had gone).
+#[test]
+fn a_config_reversing_a_dependency_is_applied_whole() {
+    use crate::core::DependOn;
+    let with_dep = |on: &str| {
+        let mut s = spec();
+        s.depends_on.insert(on.to_owned(), DependOn::Started);
+        s
+    };
+    let mut h = Harness::new();
+    let before = vec![
+        entry("b", spec()),
+        entry("c", with_dep("b")),
+        entry("z", spec()),
+    ];
+    reload(&mut h, before).unwrap();
+    for name in ["b", "c", "z"] {
+        run(&mut h, name);
+    }
+    let after = vec![entry("b", with_dep("c")), entry("c", spec())];
+    let plan = reload(&mut h, after).unwrap();
+    assert_eq!(names(&plan.replace), ["b", "c"]);
+    assert_eq!(names(&plan.stop), ["z"]);
+    assert!(h.core.sessions["b"].spec.depends_on.contains_key("c"));
+    assert!(h.core.sessions["c"].spec.depends_on.is_empty());
+    h.settle();
+}
+
 #[test]
 fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() {
     use crate::core::{Action, DependOn};

@@ -160,8 +160,9 @@ impl Daemon {
                 Ok(plan) => Some(plan),
                 // The file was checked before anything was claimed; what refuses it now is
                 // what was taken back (its limits, its dependencies). Exiting would leave
-                // those processes unsupervised, and every start after refused the same way.
-                Err(e) if core.generation_count() > 0 => {
+                // its processes unsupervised and its sessions unserved (a backoff never
+                // ending), and every start after refused the same way.
+                Err(e) if core.session_count() > 0 => {
                     log::error!(
                         "{}: not applied next to what was taken back, which runs on: {}; reload once it can be",
                         display_path(cfg.config.as_deref()),
