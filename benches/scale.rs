@@ -15,7 +15,8 @@
 //!
 //! The daemon's state directory goes to /dev/shm where there is one, so the figures are
 //! the daemon's, not the disk's `fsync`s. Run with `cargo bench --bench scale`; without
-//! `--bench` (as `cargo test --all-targets` runs it) a smoke run with small N.
+//! `--bench` (as `cargo test --all-targets` runs it) a smoke run with small N;
+//! `cargo bench --bench scale -- running` runs the tables of running sessions only.
 
 #[path = "../tests/util/daemon.rs"]
 mod daemon;
@@ -34,16 +35,22 @@ const SAMPLES: usize = 200;
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let sizes: &[usize] = if full {
-        &[100, 10_000, 100_000]
-    } else {
-        &[10, 100]
+    // `-- running`: only the tables of running sessions.
+    let only_running = std::env::args().any(|a| a == "running");
+    let sizes: &[usize] = match (full, only_running) {
+        (_, true) => &[],
+        (true, false) => &[100, 10_000, 100_000],
+        (false, false) => &[10, 100],
     };
     if std::path::Path::new("/dev/shm").is_dir() {
         std::env::set_var("TMPDIR", "/dev/shm");
     }
-    println!("| N sessions | RSS/session | spawn p50 | get p50 | idle CPU | core turn | scan |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    if !sizes.is_empty() {
+        println!(
+            "| N sessions | RSS/session | spawn p50 | get p50 | idle CPU | core turn | scan |"
+        );
+        println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    }
     for &n in sizes {
         let d = through_daemon(n, if full { 2.0 } else { 0.1 });
         let (turn, scan) = core_turn(n);
@@ -53,7 +60,7 @@ fn main() {
         );
     }
     let running: &[usize] = if full { &[0, 1_000, 10_000] } else { &[0, 10] };
-    for kind in [Running::Pipes, Running::Pty] {
+    for kind in [Running::Pipes, Running::Pty, Running::PtyFallback] {
         println!();
         println!(
             "| R running ({}) | daemon descriptors | spawn until exited, p50 | RSS | get p50 |",
@@ -81,23 +88,31 @@ enum Running {
     Pipes,
     /// A terminal each, contained by their sessions (`--containment session`).
     Pty,
+    /// The same, reaped on `SIGCHLD` instead of through pidfds (`--reaper fallback`).
+    PtyFallback,
 }
+
+/// Starts asked for at once when the running sessions are started (see
+/// `spawn_beside_running`).
+const BURST: usize = 32;
 
 impl Running {
     fn name(self) -> &'static str {
         match self {
             Running::Pipes => "pipes, defaults",
             Running::Pty => "PTY, --containment session",
+            Running::PtyFallback => "PTY, --containment session --reaper fallback",
         }
     }
 
     /// Descriptors each running session holds in the daemon, at most: three pipes, the
     /// pidfd and its cgroup's `cgroup.events`, with room to spare; or the terminal and
-    /// the pidfd.
+    /// the pidfd; or the terminal alone.
     fn fds(self) -> u64 {
         match self {
             Running::Pipes => 6,
             Running::Pty => 2,
+            Running::PtyFallback => 1,
         }
     }
 
@@ -111,20 +126,24 @@ impl Running {
         };
         // SAFETY: `lim` is a valid out-pointer for the call.
         unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-        (lim.rlim_max.saturating_sub(300) / self.fds()) as usize
+        // The daemon's own (about 70), the reserve (64), a burst of starts under way
+        // (12 each at their peak) and the measured spawn's.
+        let besides = 200 + 12 * BURST as u64;
+        (lim.rlim_max.saturating_sub(besides) / self.fds()) as usize
     }
 
     fn args(self) -> &'static [&'static str] {
         match self {
             Running::Pipes => &[],
             Running::Pty => &["--containment", "session"],
+            Running::PtyFallback => &["--containment", "session", "--reaper", "fallback"],
         }
     }
 
     fn spawn(self, i: usize) -> Value {
         let mut spawn =
             json!({"op": "spawn", "session": format!("r{i}"), "argv": ["sleep", "3600"]});
-        if let Running::Pty = self {
+        if let Running::Pty | Running::PtyFallback = self {
             spawn["pty"] = json!({"rows": 24, "cols": 80});
         }
         spawn
@@ -150,10 +169,33 @@ fn spawn_beside_running(r: usize, kind: Running) -> BesideRunning {
     let d = Daemon::start("bench-scale-running", &args);
     let pid = d.child.id();
     let mut c = d.client();
-    let spawns: Vec<Value> = (0..r).map(|i| kind.spawn(i)).collect();
-    for resp in c.pipelined(&spawns) {
-        assert_eq!(resp["ok"], json!(true), "{resp}");
+    let mut s = d.client();
+    s.ok(json!({"op": "subscribe", "all": true}));
+    // In bursts, each waited for: every start still under way is counted at its peak
+    // against the descriptor limit, so one burst of R near the limit would be refused.
+    // Each start's outcome is awaited: one refused by the system (terminals, processes)
+    // would make this a figure for fewer sessions than asked.
+    let (mut running, mut failed) = (0, 0);
+    for burst in (0..r).collect::<Vec<_>>().chunks(BURST) {
+        let spawns: Vec<Value> = burst.iter().map(|&i| kind.spawn(i)).collect();
+        for resp in c.pipelined(&spawns) {
+            assert_eq!(resp["ok"], json!(true), "{resp}");
+        }
+        let done = running + failed + burst.len();
+        s.events_until(|m| {
+            match m.json()["event"].as_str() {
+                Some("spawned") => running += 1,
+                Some("spawn_failed") => failed += 1,
+                _ => {}
+            }
+            running + failed == done
+        });
     }
+    drop(s);
+    assert_eq!(
+        failed, 0,
+        "{failed} of {r} starts failed (see the daemon's log)"
+    );
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
     let mut w = d.client();
     w.ok(json!({"op": "spawn", "session": "t", "argv": ["true"]}));

@@ -228,18 +228,26 @@ impl Core {
             self.dirty.insert(name.clone());
             self.remove(name)?;
         }
-        for entry in config {
+        // `reject` was the plan's to apply (a busy one is not started); what is left to
+        // start waits for what still runs, as `replace` does (a removed session's last
+        // generation, still stopping, say).
+        let mut todo: Vec<(ConfigSession, OnBusy)> = config
+            .into_iter()
+            .filter(|e| plan.start.contains(&e.name) || plan.replace.contains(&e.name))
+            .map(|e| {
+                let on_busy = match e.on_busy {
+                    OnBusy::Reject => OnBusy::Replace,
+                    other => other,
+                };
+                (e, on_busy)
+            })
+            .collect();
+        // What adds to what runs first, the replacements (which wait beyond the limit)
+        // after: in the config's order, a waiting replacement would take the room the
+        // plan counted for a start after it.
+        todo.sort_by_key(|(e, on_busy)| self.takes_the_place_of_its_own(&e.name, *on_busy));
+        for (entry, on_busy) in todo {
             let name = entry.name.clone();
-            if !(plan.start.contains(&name) || plan.replace.contains(&name)) {
-                continue;
-            }
-            // `reject` was the plan's to apply (a busy one is not started); what is left
-            // to start waits for what still runs, as `replace` does (a removed session's
-            // last generation, still stopping, say).
-            let on_busy = match entry.on_busy {
-                OnBusy::Reject => OnBusy::Replace,
-                other => other,
-            };
             // Checked by the plan: the spec is valid, the name is free or the config's,
             // the whole config closes no cycle, and there is room, so this cannot fail.
             self.spawn_acyclic(&name, entry.spec, on_busy)?;

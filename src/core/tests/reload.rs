@@ -281,6 +281,37 @@ fn a_config_reversing_a_dependency_is_applied_whole() {
     h.settle();
 }
 
+/// At `--max-running`, a config that replaces one session before (in its order) adding
+/// another is applied as planned: the start takes the room the plan counted, and the
+/// replacement waits beyond the limit — not the replacement first, the start then refused
+/// with the config half applied.
+#[test]
+fn a_replacement_listed_before_a_start_does_not_take_its_room() {
+    let config = crate::core::Config {
+        max_generations: 4,
+        ..crate::core::Config::default()
+    };
+    let mut h = Harness::with(config, 1);
+    let before = vec![entry("a", spec()), entry("b", spec()), entry("d", spec())];
+    reload(&mut h, before).unwrap();
+    for name in ["a", "b", "d"] {
+        run(&mut h, name);
+    }
+    let after = vec![
+        entry("a", other_spec()),
+        entry("b", spec()),
+        entry("c", spec()),
+    ];
+    let planned = h.core.plan_reload(&after).unwrap();
+    let plan = reload(&mut h, after).unwrap();
+    assert_eq!(plan, planned);
+    assert_eq!(names(&plan.start), ["c"]);
+    assert_eq!(names(&plan.replace), ["a"]);
+    assert_eq!(h.core.sessions["a"].spec.argv, other_spec().argv);
+    assert!(h.core.sessions.contains_key("c"));
+    h.settle();
+}
+
 #[test]
 fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() {
     use crate::core::{Action, DependOn};
