@@ -124,7 +124,16 @@ impl Core {
         spec.validate(&self.config)?;
         super::depends::validate(Some(name), &spec.depends_on)?;
         self.refuse_cycle(name, &spec.depends_on)?;
-        self.spawn_acyclic(name, spec, on_busy)
+        // A session being removed, whoever started it, is the client's from now on (as a
+        // reload takes one over for the config): the next reload leaves it alone.
+        let taken_over = self.sessions.get(name).is_some_and(|s| s.removing);
+        let response = self.spawn_acyclic(name, spec, on_busy)?;
+        if taken_over {
+            if let Some(s) = self.sessions.get_mut(name) {
+                s.origin = super::Origin::Client;
+            }
+        }
+        Ok(response)
     }
 
     /// [`spawn`](Core::spawn) of a valid spec whose dependencies were found to close no

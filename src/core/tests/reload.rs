@@ -227,6 +227,23 @@ fn a_client_session_being_removed_can_be_taken_over_by_the_config() {
     h.settle();
 }
 
+/// The other way round: a config session a reload is removing, spawned by a client while
+/// it stops, is the client's from then on, and the next reload leaves it alone.
+#[test]
+fn a_config_session_being_removed_can_be_taken_over_by_a_client() {
+    let mut h = Harness::new();
+    reload(&mut h, vec![entry("theirs", spec())]).unwrap();
+    run(&mut h, "theirs");
+    let plan = reload(&mut h, vec![]).unwrap();
+    assert_eq!(names(&plan.stop), ["theirs"]);
+    let mine = h.spawn("theirs");
+    assert_eq!(h.core.sessions["theirs"].origin, Origin::Client);
+    let plan = reload(&mut h, vec![]).unwrap();
+    assert!(plan.stop.is_empty(), "{plan:?}");
+    assert_eq!(h.get("theirs").current, Some(mine));
+    h.settle();
+}
+
 #[test]
 fn a_config_closing_a_dependency_cycle_is_refused_whole_and_starts_nothing() {
     use crate::core::DependOn;
