@@ -147,7 +147,7 @@ impl Core {
         on_busy: OnBusy,
     ) -> Result<Response, Error> {
         match self.sessions.get(name) {
-            Some(s) if s.current.is_some() && on_busy == OnBusy::Reject => {
+            Some(s) if self.runs_its_current(s) && on_busy == OnBusy::Reject => {
                 return Err(Error::new(
                     ErrorCode::Busy,
                     format!("session {name:?} is busy"),

@@ -492,6 +492,16 @@ impl Core {
         self.gens.len()
     }
 
+    /// Whether `session`'s current generation has started (a pending one, waiting for its
+    /// dependencies or for the generations it replaces, has not): what `on_busy: reject`
+    /// leaves as it is.
+    fn runs_its_current(&self, session: &Session) -> bool {
+        session
+            .current
+            .and_then(|gen| self.gens.get(&gen))
+            .is_some_and(|g| !matches!(g.phase, generation::Phase::Pending))
+    }
+
     /// Sessions in the table, removing ones included.
     pub fn session_count(&self) -> usize {
         self.sessions.len()

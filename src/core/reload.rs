@@ -118,7 +118,9 @@ impl Core {
                     return Err(Error::new(ErrorCode::BadConfig, why));
                 }
                 Some(s) if *s.spec == entry.spec => &mut plan.unchanged,
-                Some(s) if s.current.is_some() && entry.on_busy == OnBusy::Reject => &mut plan.busy,
+                Some(s) if self.runs_its_current(s) && entry.on_busy == OnBusy::Reject => {
+                    &mut plan.busy
+                }
                 Some(_) => &mut plan.replace,
             };
             list.push(entry.name.clone());

@@ -329,6 +329,37 @@ fn a_replacement_listed_before_a_start_does_not_take_its_room() {
     h.settle();
 }
 
+/// `on_busy: reject` leaves a *running* generation as it runs; one still waiting for its
+/// dependencies never ran, and is replaced — not kept `busy`, waiting forever on a
+/// dependency the new config dropped.
+#[test]
+fn reject_replaces_a_generation_still_waiting_for_its_dependencies() {
+    use crate::core::{DependOn, ExitStatus};
+    let mut h = Harness::new();
+    let mut waits = spec();
+    waits
+        .depends_on
+        .insert("db".to_owned(), DependOn::Completed);
+    let web = |spec: Spec| ConfigSession {
+        name: Arc::from("web"),
+        spec,
+        on_busy: OnBusy::Reject,
+    };
+    reload(&mut h, vec![entry("db", spec()), web(waits)]).unwrap();
+    let db = run(&mut h, "db");
+    h.exit(db, ExitStatus::Code(3));
+    h.eof(db);
+    h.group_empty(db);
+    let waiting = h.get("web").current.expect("web waits for db");
+    let plan = reload(&mut h, vec![web(spec())]).unwrap();
+    assert_eq!(names(&plan.replace), ["web"]);
+    assert!(plan.busy.is_empty(), "{plan:?}");
+    let now = h.get("web").current.expect("web is current");
+    assert_ne!(now, waiting);
+    h.started(now);
+    h.settle();
+}
+
 #[test]
 fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() {
     use crate::core::{Action, DependOn};
