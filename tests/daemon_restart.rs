@@ -179,6 +179,42 @@ fn a_marked_process_nobody_accounts_for_is_stopped_at_start() {
     );
 }
 
+/// Session `a` with a replacement waiting: see [`replacement_waiting`].
+struct Replacing {
+    /// What releases the old generation: it exits 0 once a line is written here.
+    go: std::path::PathBuf,
+    /// The old generation, ignoring SIGTERM (with an hour's grace) until released.
+    old: u64,
+    /// A pidfd of its process.
+    pidfd: std::os::fd::OwnedFd,
+    /// The replacement, waiting for it.
+    waiting: u64,
+}
+
+/// Starts session `a`, then a replacement that waits for it; `c` is left subscribed to
+/// every session.
+fn replacement_waiting(d: &Daemon, c: &mut util::daemon::Client) -> Replacing {
+    let go = util::daemon::fifo(d, "go");
+    // It ignores SIGTERM before the replacement's stop can reach it.
+    let script = format!(
+        "trap '' TERM; echo ignoring; read x < '{}'; exit 0",
+        go.display()
+    );
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let old = gen_of(&c.ok(json!({"op": "spawn", "session": "a", "grace": "1h",
+        "argv": ["sh", "-c", script]})));
+    let pidfd = util::sys::pidfd_of(c.spawned_pid(old) as i32);
+    c.output_until(old, "ignoring");
+    let waiting = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
+        "argv": ["sleep", "1000"]})));
+    Replacing {
+        go,
+        old,
+        pidfd,
+        waiting,
+    }
+}
+
 /// A replacement still waiting for the generation it replaces when the daemon crashed is
 /// started again by the next daemon (as a new generation, once the old process it took
 /// back is gone), rather than dropped with the session left `failed`.
@@ -186,18 +222,9 @@ fn a_marked_process_nobody_accounts_for_is_stopped_at_start() {
 fn a_replacement_waiting_at_a_crash_runs_after_the_restart() {
     let mut d = Daemon::start("restart-replacement", &["--no-keeper"]);
     let mut c = d.client();
-    let go = util::daemon::fifo(&d, "go");
-    // It ignores SIGTERM before the replacement's stop can reach it.
-    let script = format!(
-        "trap '' TERM; echo ignoring; read x < '{}'; exit 0",
-        go.display()
-    );
-    let old = gen_of(&c.ok(json!({"op": "spawn", "session": "a", "grace": "1h",
-        "argv": ["sh", "-c", script]})));
-    c.ok(json!({"op": "subscribe", "session": "a", "from_start": true}));
-    c.output_until(old, "ignoring");
-    let waiting = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
-        "argv": ["sleep", "1000"]})));
+    let Replacing {
+        go, old, waiting, ..
+    } = replacement_waiting(&d, &mut c);
     drop(c);
 
     d.crash_and_restart(&["--no-keeper"]);
@@ -222,19 +249,12 @@ fn a_replacement_waiting_at_a_crash_runs_after_the_restart() {
 fn a_replacement_waiting_at_a_crash_runs_when_its_predecessor_ended_meanwhile() {
     let mut d = Daemon::start("restart-replacement-gone", &["--no-keeper"]);
     let mut c = d.client();
-    c.ok(json!({"op": "subscribe", "all": true}));
-    let go = util::daemon::fifo(&d, "go");
-    // It ignores SIGTERM before the replacement's stop can reach it.
-    let script = format!(
-        "trap '' TERM; echo ignoring; read x < '{}'; exit 0",
-        go.display()
-    );
-    let old = gen_of(&c.ok(json!({"op": "spawn", "session": "a", "grace": "1h",
-        "argv": ["sh", "-c", script]})));
-    let pidfd = util::sys::pidfd_of(c.spawned_pid(old) as i32);
-    c.output_until(old, "ignoring");
-    let waiting = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
-        "argv": ["sleep", "1000"]})));
+    let Replacing {
+        go,
+        old,
+        pidfd,
+        waiting,
+    } = replacement_waiting(&d, &mut c);
     drop(c);
 
     d.kill();

@@ -79,6 +79,44 @@ fn a_replacement_at_the_live_generations_limit_waits_for_the_one_it_replaces() {
     c.ok(json!({"op": "shutdown"}));
 }
 
+/// Sessions `a`, `b` and `c`, each running `sleep` kept across a restart; a pidfd of each
+/// process, to see it end.
+fn three_kept_running(c: &mut util::daemon::Client) -> Vec<std::os::fd::OwnedFd> {
+    c.ok(json!({"op": "subscribe", "all": true}));
+    ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            let r = c.ok(json!({"op": "spawn", "session": name, "on_recover": "keep",
+                "argv": ["sleep", "1000"]}));
+            let pid = c.spawned_pid(r["gen"].as_u64().unwrap());
+            util::sys::pidfd_of(pid as i32)
+        })
+        .collect()
+}
+
+/// The three sessions of [`three_kept_running`] are listed, each running.
+fn all_three_run(c: &mut util::daemon::Client) {
+    let list = c.ok(json!({"op": "list"}));
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 3, "{list}");
+    for s in sessions {
+        assert_eq!(s["state"], "running", "{list}");
+    }
+}
+
+/// Shuts the daemon down and checks that none of the processes behind `pidfds` runs on.
+fn nothing_runs_on_after_a_shutdown(
+    d: &mut Daemon,
+    c: &mut util::daemon::Client,
+    pidfds: &[std::os::fd::OwnedFd],
+) {
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0));
+    for (name, fd) in ["a", "b", "c"].iter().zip(pidfds) {
+        assert!(util::sys::exited(fd), "{name} runs on after the shutdown");
+    }
+}
+
 /// A restart with a lower `--max-running` than what runs takes back every process: none
 /// is reported `lost` while it runs, none runs on unsupervised after a `shutdown`, and new
 /// starts are refused until what runs is below the limit.
@@ -97,26 +135,14 @@ fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
         &["--no-keeper", "--max-running", "3", "--config", path],
     );
     let mut c = d.client();
-    c.ok(json!({"op": "subscribe", "all": true}));
-    let mut pidfds = Vec::new();
-    for name in ["a", "b", "c"] {
-        let r = c.ok(json!({"op": "spawn", "session": name, "on_recover": "keep",
-            "argv": ["sleep", "1000"]}));
-        let pid = c.spawned_pid(r["gen"].as_u64().unwrap());
-        pidfds.push(util::sys::pidfd_of(pid as i32));
-    }
+    let pidfds = three_kept_running(&mut c);
     drop(c);
     // The configuration now adds a session there is no room for: the daemon starts all
     // the same (exiting would leave what it took back unsupervised), without it.
     config(json!({"x": {"argv": ["sleep", "1000"]}}));
     d.crash_and_restart(&["--no-keeper", "--max-running", "1", "--config", path]);
     let mut c = d.client();
-    let list = c.ok(json!({"op": "list"}));
-    let sessions = list["sessions"].as_array().unwrap();
-    assert_eq!(sessions.len(), 3, "{list}");
-    for s in sessions {
-        assert_eq!(s["state"], "running", "{list}");
-    }
+    all_three_run(&mut c);
     c.err(json!({"op": "reload"}), "limit");
     config(json!({}));
     c.ok(json!({"op": "reload"}));
@@ -131,11 +157,7 @@ fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
     let r = c.err(json!({"op": "upgrade"}), "upgrade_failed");
     let message = r["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("once 2 more have ended"), "{r}");
-    c.ok(json!({"op": "shutdown"}));
-    assert_eq!(d.exit_code(), Some(0));
-    for (name, fd) in ["a", "b", "c"].iter().zip(&pidfds) {
-        assert!(util::sys::exited(fd), "{name} runs on after the shutdown");
-    }
+    nothing_runs_on_after_a_shutdown(&mut d, &mut c, &pidfds);
 }
 
 /// The same for `--max-sessions`: every session on disk comes back with its process, and
@@ -144,23 +166,11 @@ fn a_restart_under_a_lower_running_limit_takes_back_every_running_process() {
 fn a_restart_under_a_lower_session_limit_takes_back_every_session() {
     let mut d = Daemon::start("scale-lowered-sessions", &["--no-keeper"]);
     let mut c = d.client();
-    c.ok(json!({"op": "subscribe", "all": true}));
-    let mut pidfds = Vec::new();
-    for name in ["a", "b", "c"] {
-        let r = c.ok(json!({"op": "spawn", "session": name, "on_recover": "keep",
-            "argv": ["sleep", "1000"]}));
-        let pid = c.spawned_pid(r["gen"].as_u64().unwrap());
-        pidfds.push(util::sys::pidfd_of(pid as i32));
-    }
+    let pidfds = three_kept_running(&mut c);
     drop(c);
     d.crash_and_restart(&["--no-keeper", "--max-sessions", "1"]);
     let mut c = d.client();
-    let list = c.ok(json!({"op": "list"}));
-    let sessions = list["sessions"].as_array().unwrap();
-    assert_eq!(sessions.len(), 3, "{list}");
-    for s in sessions {
-        assert_eq!(s["state"], "running", "{list}");
-    }
+    all_three_run(&mut c);
     c.err(
         json!({"op": "spawn", "session": "d", "argv": ["true"]}),
         "limit",
@@ -168,11 +178,7 @@ fn a_restart_under_a_lower_session_limit_takes_back_every_session() {
     let r = c.err(json!({"op": "upgrade"}), "upgrade_failed");
     let message = r["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("--max-sessions"), "{r}");
-    c.ok(json!({"op": "shutdown"}));
-    assert_eq!(d.exit_code(), Some(0));
-    for (name, fd) in ["a", "b", "c"].iter().zip(&pidfds) {
-        assert!(util::sys::exited(fd), "{name} runs on after the shutdown");
-    }
+    nothing_runs_on_after_a_shutdown(&mut d, &mut c, &pidfds);
 }
 
 #[test]
