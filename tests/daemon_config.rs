@@ -262,6 +262,11 @@ fn a_bad_config_fails_the_start_with_where_and_why() {
     let stderr = refused_start(&[], &conf.join("state"), &path);
     let want = format!("{}:1:39: sessions.a.colour: unknown field", path.display());
     assert!(stderr.contains(&want), "{stderr}");
+    // A spec that decodes but is not valid names its file and session too.
+    std::fs::write(&path, "{\"sessions\": {\"a\": {\"argv\": []}}}").unwrap();
+    let stderr = refused_start(&[], &conf.join("state"), &path);
+    let want = format!("{}: sessions.a: argv is empty", path.display());
+    assert!(stderr.contains(&want), "{stderr}");
 }
 
 #[test]

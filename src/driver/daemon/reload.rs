@@ -10,15 +10,30 @@ use crate::core::{ConfigSession, Plan};
 use crate::proto::encode::core_error;
 use crate::proto::error::{ErrorCode, ProtoError};
 
-/// Loads the configuration at `path` and checks each session's user and groups as far as
-/// a `spawn` does before it starts (numeric ids against the daemon's privileges; names are
-/// resolved off the loop at each start, so an unknown name is that start's `spawn_failed`).
-pub(super) fn load_checked(path: &Path) -> Result<Vec<ConfigSession>, ProtoError> {
+/// Loads the configuration at `path` and checks each session's spec against the daemon's
+/// `limits` and its user and groups as far as a `spawn` does before it starts (numeric ids
+/// against the daemon's privileges; names are resolved off the loop at each start, so an
+/// unknown name is that start's `spawn_failed`): a problem names the file it is in.
+pub(super) fn load_checked(
+    path: &Path,
+    limits: &crate::core::Config,
+) -> Result<Vec<ConfigSession>, ProtoError> {
     let bad = |msg: String| ProtoError::new(ErrorCode::BadConfig, msg);
     let entries = crate::config::load(path).map_err(|e| bad(e.to_string()))?;
     for e in &entries {
+        let file = e.file.display();
+        // Where in the file, as the parser's own problems say it: a file of the directory
+        // form holds one session's fields; the single file, every session's.
+        let field = match e.file.as_path() == path {
+            true => format!("sessions.{}: ", e.session.name),
+            false => String::new(),
+        };
+        e.session
+            .spec
+            .validate(limits)
+            .map_err(|err| bad(format!("{file}: {field}{}", err.message)))?;
         crate::driver::run_as::check_now(&e.session.spec.run_as)
-            .map_err(|err| bad(format!("{}: {}", e.file.display(), err.message)))?;
+            .map_err(|err| bad(format!("{file}: {}", err.message)))?;
     }
     Ok(crate::config::sessions(&entries))
 }
@@ -48,12 +63,12 @@ impl Daemon {
             ));
         };
         if dry_run {
-            let sessions = load_checked(&path)?;
+            let sessions = load_checked(&path, self.core.config())?;
             return self.core.plan_reload(&sessions).map_err(|e| core_error(&e));
         }
         // Around every attempt, a failed one too: systemd waits for the READY=1.
         self.notify.reloading();
-        let result = match load_checked(&path) {
+        let result = match load_checked(&path, self.core.config()) {
             Ok(sessions) => {
                 // It may stop or replace any session's generations.
                 self.exits_first(self.core.awaiting_exit());

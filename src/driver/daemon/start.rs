@@ -86,9 +86,10 @@ impl Daemon {
     pub fn new(cfg: DaemonConfig) -> Result<Daemon, StartError> {
         // Before anything is claimed: a bad configuration fails the start, changing nothing.
         let configured = match &cfg.config {
-            Some(path) => {
-                Some(super::reload::load_checked(path).map_err(|e| StartError(e.message))?)
-            }
+            Some(path) => Some(
+                super::reload::load_checked(path, &core_config(&cfg))
+                    .map_err(|e| StartError(e.message))?,
+            ),
             None => None,
         };
         listener::check_path(&cfg.socket)
