@@ -191,6 +191,19 @@ struct Replacing {
     waiting: u64,
 }
 
+/// After the restart: the replacement that was `waiting` was reported `lost`, and a newer
+/// generation is current in its place; that generation, and `get`'s answer.
+fn replaced_after_the_restart(c: &mut util::daemon::Client, waiting: u64) -> (u64, Value) {
+    let r = c.ok(json!({"op": "wait", "session": "a", "gen": waiting}));
+    assert_eq!(r["end"]["cause"], json!("lost"), "{r}");
+    let r = c.ok(json!({"op": "get", "session": "a"}));
+    let next = r["session"]["current"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no current: {r}"));
+    assert!(next > waiting, "{r}");
+    (next, r)
+}
+
 /// Starts session `a`, then a replacement that waits for it; `c` is left subscribed to
 /// every session.
 fn replacement_waiting(d: &Daemon, c: &mut util::daemon::Client) -> Replacing {
@@ -229,13 +242,7 @@ fn a_replacement_waiting_at_a_crash_runs_after_the_restart() {
 
     d.crash_and_restart(&["--no-keeper"]);
     let mut c = d.client();
-    let r = c.ok(json!({"op": "wait", "session": "a", "gen": waiting}));
-    assert_eq!(r["end"]["cause"], json!("lost"), "{r}");
-    let r = c.ok(json!({"op": "get", "session": "a"}));
-    let next = r["session"]["current"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no current: {r}"));
-    assert!(next > waiting, "{r}");
+    let (next, _) = replaced_after_the_restart(&mut c, waiting);
     c.ok(json!({"op": "subscribe", "session": "a"}));
     util::daemon::release(&go);
     let seen = c.events_until(|m| m.is("spawned", next));
@@ -269,13 +276,7 @@ fn a_replacement_waiting_at_a_crash_runs_when_its_predecessor_ended_meanwhile() 
     }
     d.restart_wrapped(&[], &["--no-keeper"]);
     let mut c = d.client();
-    let r = c.ok(json!({"op": "wait", "session": "a", "gen": waiting}));
-    assert_eq!(r["end"]["cause"], json!("lost"), "{r}");
-    let r = c.ok(json!({"op": "get", "session": "a"}));
-    let next = r["session"]["current"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{r}"));
-    assert!(next > waiting, "{r}");
+    let (next, r) = replaced_after_the_restart(&mut c, waiting);
     assert_eq!(r["session"]["restarts"], json!(0), "{r}");
     c.ok(json!({"op": "subscribe", "session": "a", "from_start": true}));
     c.events_until(|m| m.is("spawned", next));
