@@ -266,14 +266,8 @@ fn a_replacement_waiting_at_a_crash_runs_when_its_predecessor_ended_meanwhile() 
 
     d.kill();
     util::daemon::release(&go);
-    let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
-    while !util::sys::exited(&pidfd) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gen {old} never ended"
-        );
-        std::thread::yield_now();
-    }
+    let ended = util::sys::await_exit(&pidfd, util::daemon::PATIENCE);
+    assert!(ended, "gen {old} never ended");
     d.restart_wrapped(&[], &["--no-keeper"]);
     let mut c = d.client();
     let (next, r) = replaced_after_the_restart(&mut c, waiting);

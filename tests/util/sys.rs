@@ -170,6 +170,20 @@ pub fn exited(fd: &impl AsFd) -> bool {
     genward::sys::process::pidfd_exited(fd.as_fd()).unwrap()
 }
 
+/// Waits (at most `patience`) for the process behind pidfd `fd` to exit: a pidfd turns
+/// readable then. Whether it did.
+pub fn await_exit(fd: &impl AsFd, patience: std::time::Duration) -> bool {
+    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+    let timeout = rustix::event::Timespec::try_from(patience).expect("a patience in range");
+    loop {
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(_) => return exited(fd),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => panic!("poll of a pidfd: {e}"),
+        }
+    }
+}
+
 /// Reads until a complete line `<prefix><number>` has arrived; returns the number.
 pub fn read_number(fd: BorrowedFd<'_>, out: &mut Vec<u8>, prefix: &str) -> i32 {
     let deadline = Instant::now() + TIMEOUT;
