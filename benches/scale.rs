@@ -63,19 +63,21 @@ fn main() {
     for kind in [Running::Pipes, Running::Pty, Running::PtyFallback] {
         println!();
         println!(
-            "| R running ({}) | daemon descriptors | spawn until exited, p50 | RSS | get p50 |",
+            "| R running ({}) | daemon descriptors | spawn until exited, p50 | RSS | get p50 | shutdown | misreported ends |",
             kind.name()
         );
-        println!("| ---: | ---: | ---: | ---: | ---: |");
+        println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
         for &r in running {
             let r = r.min(kind.cap());
             let f = spawn_beside_running(r, kind);
             println!(
-                "| {r} | {} | {:.0} µs | {:.1} MiB | {:.0} µs |",
+                "| {r} | {} | {:.0} µs | {:.1} MiB | {:.0} µs | {:.2} s | {} |",
                 f.fds,
                 f.trip_us,
                 f.rss as f64 / (1 << 20) as f64,
-                f.get_us
+                f.get_us,
+                f.shutdown.as_secs_f64(),
+                f.misreported
             );
         }
     }
@@ -160,13 +162,18 @@ struct BesideRunning {
     rss: u64,
     /// Median µs of a `get` of one session.
     get_us: f64,
+    /// From `shutdown` until the daemon exited, every session stopped.
+    shutdown: Duration,
+    /// Lines of the daemon's log at that shutdown that call a session unkillable or
+    /// left behind (each one's end not seen in time).
+    misreported: usize,
 }
 
 fn spawn_beside_running(r: usize, kind: Running) -> BesideRunning {
     let max = (r + 10).to_string();
     let mut args = vec!["--max-sessions", &max];
     args.extend(kind.args());
-    let d = Daemon::start("bench-scale-running", &args);
+    let mut d = Daemon::start_logged("bench-scale-running", &args);
     let pid = d.child.id();
     let mut c = d.client();
     let mut s = d.client();
@@ -213,11 +220,29 @@ fn spawn_beside_running(r: usize, kind: Running) -> BesideRunning {
             c.ok(json!({"op": "get", "session": "t"}));
         })
     }));
+    let rss = proc::status_number(pid, "VmRSS").unwrap_or(0) * 1024;
+    drop((c, w));
+    let mut c = d.client();
+    let t0 = Instant::now();
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0), "{}", d.log());
+    let shutdown = t0.elapsed();
+    let log = d.log();
+    let misreported = log
+        .lines()
+        .filter(|l| {
+            ["survived SIGKILL", "left behind", "unkillable"]
+                .iter()
+                .any(|m| l.contains(m))
+        })
+        .count();
     BesideRunning {
         fds,
         trip_us,
-        rss: proc::status_number(pid, "VmRSS").unwrap_or(0) * 1024,
+        rss,
         get_us,
+        shutdown,
+        misreported,
     }
 }
 

@@ -398,3 +398,53 @@ fn only_a_generations_own_escapee_is_reported_as_its_own() {
     assert_eq!(reports.len(), 1, "{log}");
     assert!(reports[0].contains(&expected), "{log}");
 }
+
+/// Under session containment the members of every stopped session are found by one walk
+/// of the daemon's subtree per turn, shared by all the sessions looked at in it. A
+/// shutdown of many sessions at once must still reach each one's own members — TERM for
+/// those that take it, KILL for those that ignore it — and see each session empty, so that
+/// nothing is reported as surviving or left behind.
+#[test]
+fn a_shutdown_of_many_sessions_ends_every_member_of_each() {
+    const SESSIONS: usize = 48;
+    let mut d = Daemon::start_logged(
+        "many-sessions",
+        &["--containment", "session", "--no-keeper"],
+    );
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut members = Vec::new();
+    for i in 0..SESSIONS {
+        // Every third session has a member that ignores SIGTERM: it needs the SIGKILL.
+        let trap = if i % 3 == 0 { "trap '' TERM; " } else { "" };
+        let script = format!("sh -c \"{trap}sleep 1001\" & a=$!; sleep 1002 & echo m=$a,$!.; wait");
+        let gen = c.ok(
+            json!({"op": "spawn", "session": format!("s{i}"), "grace": "200ms",
+            "argv": ["sh", "-c", script]}),
+        )["gen"]
+            .as_u64()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output_of(&c.output_until(gen, "."), gen)).to_string();
+        let pids = text
+            .split("m=")
+            .nth(1)
+            .and_then(|t| t.split('.').next())
+            .unwrap_or_else(|| panic!("no member pids in {text:?}"));
+        members.extend(pids.split(',').map(|p| p.parse::<u32>().unwrap()));
+    }
+    c.ok(json!({"op": "shutdown"}));
+    assert_eq!(d.exit_code(), Some(0));
+    let alive: Vec<u32> = members
+        .iter()
+        .copied()
+        .filter(|&pid| genward::testkit::proc::stat(pid).is_some_and(|s| !s.is_zombie()))
+        .collect();
+    let log = d.log();
+    assert!(
+        alive.is_empty(),
+        "members outlived the shutdown: {alive:?}\n{log}"
+    );
+    for bad in ["survived SIGKILL", "left behind", "unkillable"] {
+        assert!(!log.contains(bad), "{bad}:\n{log}");
+    }
+}

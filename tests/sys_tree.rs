@@ -14,6 +14,7 @@
 mod util;
 
 use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Once;
@@ -24,8 +25,8 @@ use genward::sys::process::{Exit, Process, SignalError};
 use genward::sys::spawn::{spawn, Child};
 use genward::sys::tree::{
     descendants, descendants_capped, foreground_group, session_members, signal_foreground,
-    signal_members, signal_tree, Member, SessionWatch, WatchState, Within, FIRST_RESCAN,
-    GEN_MARKER, MAX_RESCAN,
+    signal_members, signal_tree, EscapeeLedger, Member, Reach, SessionWatch, Survey, WatchState,
+    Within, FIRST_RESCAN, GEN_MARKER, MAX_RESCAN,
 };
 use rustix::process::{pidfd_send_signal, waitid, Signal, WaitId, WaitIdOptions};
 use util::sys::*;
@@ -214,7 +215,13 @@ fn wait_empty(watch: &mut SessionWatch, leader: &Process) {
             panic!("the session did not empty: {watch:?}, left: {left:?}");
         }
         let until = watch.deadline().map_or(limit, |d| d.min(limit));
-        readable(watch.fd(), until);
+        match watch.fd() {
+            Some(fd) => {
+                readable(fd, until);
+            }
+            // Nothing watched to wake it: only its timer.
+            None => std::thread::sleep(until.saturating_duration_since(Instant::now())),
+        }
     }
 }
 
@@ -309,7 +316,7 @@ fn after_the_leader_exits_its_zombie_pins_the_session_and_the_watch_sees_it_empt
     assert_eq!(pids(&members), s.members());
 
     let now = Instant::now();
-    let mut watch = SessionWatch::new(s.process(), now).unwrap();
+    let mut watch = SessionWatch::new(s.process(), now);
     let counts = watch.signal(s.process(), &[], Signal::TERM, now).unwrap();
     assert_eq!(counts.signalled, 5, "{counts:?}");
     assert_eq!(watch.watched(), 5);
@@ -324,13 +331,15 @@ fn after_the_leader_exits_its_zombie_pins_the_session_and_the_watch_sees_it_empt
     );
 
     // Escapees are handed out once each, with the generation they came from.
-    let escapees = watch.take_escapees();
+    let mut ledger = EscapeeLedger::default();
+    let survey = Survey::take(Reach::Subtree, &HashSet::from([s.sid]), &[], None).unwrap();
+    let escapees = ledger.new_in(survey.walk(), &[s.sid]);
     for pid in [s.escaped, s.daemon] {
         let e = escapees.iter().find(|e| e.member.pid == pid).unwrap();
         assert_eq!(e.marker, Some(GEN), "{e:?}");
         assert_ne!(e.member.sid, s.sid);
     }
-    assert!(watch.take_escapees().is_empty());
+    assert!(ledger.new_in(survey.walk(), &[s.sid]).is_empty());
     assert!(s.alive(s.escaped) && s.alive(s.daemon));
 
     wait_reap(&mut s.child.process);
@@ -346,7 +355,7 @@ fn an_empty_session_costs_two_walks_and_no_timer() {
     let mut child = spawn(&request(&["true"])).unwrap();
     wait_exit(&child.process);
     let now = Instant::now();
-    let mut watch = SessionWatch::new(&child.process, now).unwrap();
+    let mut watch = SessionWatch::new(&child.process, now);
     let counts = watch
         .signal(&child.process, &[], Signal::TERM, now)
         .unwrap();
@@ -383,7 +392,7 @@ fn the_watch_backs_off_and_signals_members_forked_after_the_signal() {
     wait_exit(&child.process);
 
     let t0 = Instant::now();
-    let mut watch = SessionWatch::new(&child.process, t0).unwrap();
+    let mut watch = SessionWatch::new(&child.process, t0);
     let counts = watch.signal(&child.process, &[], Signal::TERM, t0).unwrap();
     assert_eq!(
         counts.signalled, 2,
@@ -563,7 +572,7 @@ fn an_interactive_shells_background_job_is_found_and_killed_after_the_shell_exit
     let (members, _) = session_members(child.process.pid(), &[]).unwrap();
     assert_eq!(pids(&members), BTreeSet::from([bg]));
     let now = Instant::now();
-    let mut watch = SessionWatch::new(&child.process, now).unwrap();
+    let mut watch = SessionWatch::new(&child.process, now);
     let counts = watch
         .signal(&child.process, &[], Signal::KILL, now)
         .unwrap();
@@ -605,7 +614,7 @@ fn a_stopped_member_is_continued_after_the_stop_signal_so_its_handler_runs() {
 
     // SIGTERM alone would wait in the stopped shell; SIGCONT after it lets the trap run.
     let now = Instant::now();
-    let mut watch = SessionWatch::new(&child.process, now).unwrap();
+    let mut watch = SessionWatch::new(&child.process, now);
     watch
         .signal(&child.process, &[], Signal::TERM, now)
         .unwrap();

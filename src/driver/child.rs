@@ -20,7 +20,7 @@ use crate::sys::cgroup::GenCgroup;
 use crate::sys::fd::{write_nonblocking, WriteOutcome};
 use crate::sys::process::{Process, SignalError};
 use crate::sys::spawn;
-use crate::sys::tree::{SessionWatch, WatchState};
+use crate::sys::tree::{Observed, SessionWatch, Survey};
 
 /// The byte a PTY's line discipline turns into end-of-file (VEOF, Ctrl-D).
 const PTY_EOF: u8 = 0x04;
@@ -307,59 +307,53 @@ impl Child {
         self.cgroup.as_ref()
     }
 
-    /// Signals every member of its session (not the leader) and watches them: found by
-    /// walking our own subtree, each verified before it is signalled.
-    pub fn signal_session(
-        &mut self,
-        registry: &Registry,
-        others: &[i32],
-        sig: rustix::process::Signal,
-    ) -> Result<(), SignalError> {
+    /// Notes `sig` for every member of its session (not the leader): the next survey of
+    /// the sessions (see `children/trees.rs`) sends it, verifying each member, and watches
+    /// them; later surveys send it to newcomers.
+    pub fn signal_session(&mut self, sig: rustix::process::Signal) -> Result<(), SignalError> {
         let now = Instant::now();
-        let watch = match &mut self.watch {
-            Some(w) => w,
-            None => {
-                let w = Box::new(SessionWatch::new(&self.process, now).map_err(SignalError::Os)?);
-                let source = Source::TreeWatch { gen: self.gen };
-                register(registry, w.fd(), source, Interest::READABLE);
-                self.watch.insert(w)
-            }
-        };
-        let counts = watch.signal(&self.process, others, sig, now)?;
-        log::debug!("gen {}: session members signalled: {counts:?}", self.gen);
-        self.report_escapees();
-        Ok(())
+        let process = &self.process;
+        let watch = self
+            .watch
+            .get_or_insert_with(|| Box::new(SessionWatch::new(process, now)));
+        watch.mark(process, sig, now)
     }
 
-    /// Whether its session is proven empty (leader aside); starts watching if nothing did.
-    pub fn session_empty(&mut self, registry: &Registry, others: &[i32]) -> bool {
-        let now = Instant::now();
-        if self.watch.is_none() {
-            match SessionWatch::new(&self.process, now) {
-                Ok(w) => {
-                    let source = Source::TreeWatch { gen: self.gen };
-                    register(registry, w.fd(), source, Interest::READABLE);
-                    self.watch = Some(Box::new(w));
-                }
-                Err(e) => {
-                    log::warn!("gen {}: watching its session: {e}", self.gen);
-                    return false;
-                }
-            }
-        }
+    /// Its session watch, started if it had none (its first look is due at once).
+    pub fn session_watch(&mut self) -> &mut SessionWatch {
+        let process = &self.process;
+        self.watch
+            .get_or_insert_with(|| Box::new(SessionWatch::new(process, Instant::now())))
+    }
+
+    /// Its session watch, if it has one.
+    pub fn watch(&self) -> Option<&SessionWatch> {
+        self.watch.as_deref()
+    }
+
+    /// Hands its session watch a survey that included it; registers the watch's
+    /// descriptor once it has one.
+    pub fn observe(&mut self, registry: &Registry, survey: &Survey, now: Instant) -> Observed {
         let Some(watch) = &mut self.watch else {
-            return false;
+            return Observed::Members(Default::default());
         };
-        let state = watch.poll(&self.process, others, now);
-        self.report_escapees();
-        match state {
-            Ok(WatchState::Empty) => true,
-            Ok(WatchState::Waiting) => false,
+        let had_fd = watch.fd().is_some();
+        let observed = match watch.observe(&self.process, survey, now) {
+            Ok(o) => o,
             Err(e) => {
-                log::warn!("gen {}: walking its session: {e}", self.gen);
-                false
+                log::info!("gen {}: session members not signalled: {e}", self.gen);
+                Observed::Members(Default::default())
             }
+        };
+        if let (false, Some(fd)) = (had_fd, watch.fd()) {
+            register(
+                registry,
+                fd,
+                Source::TreeWatch { gen: self.gen },
+                Interest::READABLE,
+            );
         }
+        observed
     }
 
     /// When its session watch wants to look again.
@@ -367,30 +361,11 @@ impl Child {
         self.watch.as_ref().and_then(|w| w.deadline())
     }
 
-    /// Processes that left the session (`setsid`, a double fork) cannot be reached by a
-    /// session's signals: they are reported, once each. Only this generation's: a walk
-    /// also meets processes of the daemon's own (its keeper, its log writer) and orphans
-    /// of others, which are not this generation's to report.
-    fn report_escapees(&mut self) {
-        let Some(watch) = &mut self.watch else { return };
-        let sid = self.process.pid();
-        let gen = self.gen;
-        let ours = |e: &crate::sys::tree::Escapee| e.from_sid == Some(sid) || e.marker == Some(gen);
-        for e in watch.take_escapees().into_iter().filter(ours) {
-            log::warn!(
-                "gen {}: pid {} left its session (now session {}); it is out of reach of the generation's stop",
-                self.gen,
-                e.member.pid,
-                e.member.sid
-            );
-        }
-    }
-
     /// Closes and deregisters everything it holds; returns its cgroup, deregistered, for
     /// the owner of cgroups to remove or keep (see `cgroup_pool.rs`).
     pub fn release(mut self, registry: &Registry) -> Option<GenCgroup> {
-        if let Some(w) = self.watch.take() {
-            let _ = registry.deregister(&mut SourceFd(&w.fd().as_raw_fd()));
+        if let Some(fd) = self.watch.take().as_ref().and_then(|w| w.fd()) {
+            let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
         let cgroup = self.cgroup.take();
         if let Some(cg) = &cgroup {

@@ -31,6 +31,7 @@ use crate::proto::error::ProtoError;
 use crate::sys::cgroup::CgroupRoot;
 use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
+use crate::sys::tree::{EscapeeLedger, SessionWatch};
 
 pub use leaders::LeaderState;
 pub(crate) use starts::daemon_failure;
@@ -79,6 +80,14 @@ pub struct Children {
     /// The generations whose session is watched: the loop asks for the soonest look on
     /// every turn, and only these can want one.
     watched: HashSet<u64>,
+    /// Watched generations whose watch descriptor was readable this turn.
+    woken: HashSet<u64>,
+    /// Generations whose leader's exit was seen this turn: their session is looked at.
+    leaders_ended: HashSet<u64>,
+    /// Descriptors the session watches hold (an epoll instance and member pidfds each).
+    watch_fds: usize,
+    /// The escapees already reported.
+    escapees: EscapeeLedger,
     /// The state directory's id, in every child's `GENWARD_GEN`.
     dir_id: String,
     /// Adopted generations that exited, waiting for their status.
@@ -138,6 +147,10 @@ impl Children {
             predecessors: Predecessors::default(),
             look_soon: false,
             watched: HashSet::new(),
+            woken: HashSet::new(),
+            leaders_ended: HashSet::new(),
+            watch_fds: 0,
+            escapees: EscapeeLedger::default(),
             dir_id,
             exits: PendingExits::default(),
             rechecks: Rechecks::default(),
@@ -148,7 +161,10 @@ impl Children {
     /// Descriptors held by children, counted from above: what each held when taken in,
     /// and the most a child still starting may hold.
     pub fn descriptors(&self) -> usize {
-        self.held + self.launching.len() * super::descriptors::LAUNCH_HELD + self.pool.descriptors()
+        self.held
+            + self.watch_fds
+            + self.launching.len() * super::descriptors::LAUNCH_HELD
+            + self.pool.descriptors()
     }
 
     /// Removes the emptied cgroups kept for reuse (before the daemon re-executes itself:
@@ -208,8 +224,16 @@ impl Children {
         }
     }
 
-    /// A leader exited: its tree is looked at the end of this turn.
-    pub fn look_soon(&mut self) {
+    /// `gen`'s leader exited: its tree is looked at the end of this turn.
+    pub fn look_soon(&mut self, gen: u64) {
+        self.leaders_ended.insert(gen);
+        self.look_soon = true;
+    }
+
+    /// `gen`'s session watch descriptor is readable (a watched member exited): the watch
+    /// is drained, and looked at if it wants, at the end of this turn.
+    pub fn wake_watch(&mut self, gen: u64) {
+        self.woken.insert(gen);
         self.look_soon = true;
     }
 
@@ -478,12 +502,15 @@ impl Children {
             launch.abandon(registry);
         }
         self.watched.remove(&gen);
+        self.woken.remove(&gen);
+        self.leaders_ended.remove(&gen);
         self.on_sigchld.remove(&gen);
         self.exits.forget(gen);
         self.rechecks.forget(gen);
         self.probe_identities.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
             self.held -= child.counted();
+            self.watch_fds -= child.watch().map_or(0, SessionWatch::descriptors);
             let adopted = !child.process().is_child();
             if let Some(cg) = child.release(registry) {
                 self.pool.give(gen, cg);

@@ -251,11 +251,7 @@ impl Daemon {
                     self.tell(input);
                 }
             }
-            Source::TreeWatch { gen } => {
-                if self.children.session_empty(self.poll.registry(), gen) == Some(true) {
-                    self.tell(Input::GroupEmpty { gen });
-                }
-            }
+            Source::TreeWatch { gen } => self.children.wake_watch(gen),
             Source::CgroupEvents { gen } => {
                 if self.children.cgroup_populated(gen) == Some(false) {
                     self.tell(Input::GroupEmpty { gen });
@@ -306,65 +302,94 @@ impl Daemon {
         self.core.handle(now, input);
     }
 
-    /// Executes the core's actions in order, each by the owner of what it concerns.
+    /// Executes the core's actions in order. Signals to sessions' members are sent by one survey of
+    /// the sessions at the end of the turn (see `children/trees.rs`); a reap or release
+    /// of a generation whose members still wait for theirs — a `SIGKILL` at its kill
+    /// deadline, then its reap — waits until that survey is taken, here, once for all.
     fn run_actions(&mut self) {
-        // No number the core just handed out may be seen before it is durable.
-        self.persist.reserve(&self.core);
-        while let Some(action) = self.core.poll_action() {
-            let registry = self.poll.registry();
-            match action {
-                Action::Spawn { gen, session, spec } => self.spawn(gen, &session, &spec),
-                Action::CancelSpawn { gen } => {
-                    if let Some(result) = self.children.cancel_launch(registry, gen) {
-                        self.spawn_result(gen, result);
-                    }
+        loop {
+            // No number the core just handed out may be seen before it is durable.
+            self.persist.reserve(&self.core);
+            let mut held: Vec<Action> = Vec::new();
+            while let Some(action) = self.core.poll_action() {
+                let ends = match &action {
+                    Action::Reap { gen } | Action::Release { gen } => Some(*gen),
+                    _ => None,
+                };
+                let waits = ends.is_some_and(|gen| {
+                    self.children.members_signal_pending(gen)
+                        || held.iter().any(|a| matches!(a,
+                            Action::Reap { gen: g } | Action::Release { gen: g } if Some(*g) == ends))
+                });
+                if waits {
+                    held.push(action);
+                } else {
+                    self.run_action(action);
                 }
-                Action::Signal { gen, signal, scope } => {
-                    self.children.signal(registry, gen, signal, scope)
-                }
-                Action::Reap { gen } => self.children.reap(registry, gen),
-                Action::WriteInput { gen, bytes } => {
-                    self.children.queue_input(gen, &bytes);
-                    self.flush_input(gen);
-                }
-                Action::CloseInput { gen } => {
-                    self.children.close_input_when_written(gen);
-                    self.flush_input(gen);
-                }
-                Action::Resize { gen, rows, cols } => self.children.resize(gen, rows, cols),
-                Action::CloseOutput { gen } => {
-                    let unread = self.children.close_outputs(registry, gen);
-                    self.keeper_closed(gen);
-                    self.tell(Input::OutputClosed { gen, unread });
-                }
-                Action::Release { gen } => {
-                    self.ready.release(registry, gen);
-                    self.children.release(registry, gen);
-                    self.persist.forget(gen);
-                    self.keeper_do(|k| k.forget(gen));
-                }
-                Action::Probe { gen, probe, live } => {
-                    let reaper = self.children.reaper();
-                    let identity = self.children.probe_identity(gen);
-                    let started = self
-                        .ready
-                        .start_probe(registry, gen, probe, live, reaper, identity);
-                    if let Some(input) = started {
-                        self.tell(input);
-                    }
-                }
-                Action::CancelProbe { gen, probe, live } => {
-                    self.ready.cancel_probe(registry, gen, probe, live)
-                }
-                Action::ReadySettled { gen } => self.ready.settled(registry, gen),
-                Action::Emit(event) => self.emit(event),
-                Action::Reply { request, result } => {
-                    self.clients.reply(request, &result, self.clock.wire)
-                }
+            }
+            if held.is_empty() {
+                break;
+            }
+            self.children.send_members_signals(self.poll.registry());
+            for action in held {
+                self.run_action(action);
             }
         }
         let now = self.clock.now();
         self.persist.sync_sessions(&mut self.core, now);
+    }
+
+    /// Executes one of the core's actions, by the owner of what it concerns.
+    fn run_action(&mut self, action: Action) {
+        let registry = self.poll.registry();
+        match action {
+            Action::Spawn { gen, session, spec } => self.spawn(gen, &session, &spec),
+            Action::CancelSpawn { gen } => {
+                if let Some(result) = self.children.cancel_launch(registry, gen) {
+                    self.spawn_result(gen, result);
+                }
+            }
+            Action::Signal { gen, signal, scope } => self.children.signal(gen, signal, scope),
+            Action::Reap { gen } => self.children.reap(registry, gen),
+            Action::WriteInput { gen, bytes } => {
+                self.children.queue_input(gen, &bytes);
+                self.flush_input(gen);
+            }
+            Action::CloseInput { gen } => {
+                self.children.close_input_when_written(gen);
+                self.flush_input(gen);
+            }
+            Action::Resize { gen, rows, cols } => self.children.resize(gen, rows, cols),
+            Action::CloseOutput { gen } => {
+                let unread = self.children.close_outputs(registry, gen);
+                self.keeper_closed(gen);
+                self.tell(Input::OutputClosed { gen, unread });
+            }
+            Action::Release { gen } => {
+                self.ready.release(registry, gen);
+                self.children.release(registry, gen);
+                self.persist.forget(gen);
+                self.keeper_do(|k| k.forget(gen));
+            }
+            Action::Probe { gen, probe, live } => {
+                let reaper = self.children.reaper();
+                let identity = self.children.probe_identity(gen);
+                let started = self
+                    .ready
+                    .start_probe(registry, gen, probe, live, reaper, identity);
+                if let Some(input) = started {
+                    self.tell(input);
+                }
+            }
+            Action::CancelProbe { gen, probe, live } => {
+                self.ready.cancel_probe(registry, gen, probe, live)
+            }
+            Action::ReadySettled { gen } => self.ready.settled(registry, gen),
+            Action::Emit(event) => self.emit(event),
+            Action::Reply { request, result } => {
+                self.clients.reply(request, &result, self.clock.wire)
+            }
+        }
     }
 
     fn on_control_signals(&mut self) {

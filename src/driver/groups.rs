@@ -33,12 +33,15 @@ pub fn emptied(core: &Core, children: &mut Children, registry: &Registry) -> Vec
     if !due {
         return Vec::new();
     }
-    let awaited: Vec<u64> = core.groups_awaited().map(|(gen, _)| gen).collect();
-    awaited
-        .into_iter()
-        .filter(|&gen| match children.cgroup_populated(gen) {
-            Some(populated) => !populated,
-            None => children.session_empty(registry, gen) == Some(true),
-        })
-        .collect()
+    let mut sessions = Vec::new();
+    let mut emptied = Vec::new();
+    for (gen, _) in core.groups_awaited() {
+        match children.cgroup_populated(gen) {
+            Some(true) => {}
+            Some(false) => emptied.push(gen),
+            None => sessions.push(gen),
+        }
+    }
+    emptied.extend(children.sessions_emptied(registry, &sessions));
+    emptied
 }

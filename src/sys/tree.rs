@@ -58,14 +58,19 @@
 //! - **Signal scopes**: `leader` is [`Process::signal`]; `foreground` is
 //!   [`signal_foreground`] (with the PTY master); `tree` is [`signal_tree`].
 //! - **Stop, and a leader's exit**: one [`SessionWatch`] per generation
-//!   ([`SessionWatch::new`]), its [`SessionWatch::fd`] registered for readable interest.
-//!   Each signal of the sequence goes to the leader through [`Process::signal`] (while it
-//!   runs) and to the rest through [`SessionWatch::signal`].
-//! - **Waiting for the session to empty**: [`SessionWatch::poll`] when the descriptor is
-//!   readable or [`SessionWatch::deadline`] has passed (the loop's timeout includes it);
-//!   [`WatchState::Empty`] after the leader exited means the generation's processes are
-//!   gone: deregister, drop the watch, reap the leader.
-//! - **Escapees**: [`SessionWatch::take_escapees`] after each signal or poll; an escapee
+//!   ([`SessionWatch::new`]). Each signal of the sequence goes to the leader through
+//!   [`Process::signal`] (while it runs) and is marked for the rest
+//!   ([`SessionWatch::mark`]); at the end of the loop's turn one [`Survey`] of our subtree
+//!   serves every session that wants a walk ([`SessionWatch::wants_walk`],
+//!   [`SessionWatch::observe`]): it sends the marked signals and watches the members. A
+//!   reap waits for that survey (the zombie leader pins the session the signal is for).
+//!   [`SessionWatch::signal`] and [`SessionWatch::poll`] do the same for one session alone.
+//! - **Waiting for the session to empty**: register [`SessionWatch::fd`] (once it has
+//!   one) for readable interest, and look again when it is readable or
+//!   [`SessionWatch::deadline`] has passed (the loop's timeout includes it). Empty after
+//!   the leader exited means the generation's processes are gone: deregister, drop the
+//!   watch, reap the leader.
+//! - **Escapees**: [`EscapeeLedger::new_in`] after each survey; an escapee
 //!   came from this generation if its [`Escapee::from_sid`] is the leader's pid or its
 //!   [`Escapee::marker`] is this generation; from another one if its marker says so.
 
@@ -73,16 +78,24 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use rustix::event::{epoll, Timespec};
 use rustix::io::Errno;
 use rustix::process::Signal;
 use rustix::process::{getpid, kill_process, pidfd_open, pidfd_send_signal, Pid, PidfdFlags};
 
 use crate::sys::process::{pidfd_exited, Process, SignalError};
+
+mod listing;
+mod survey;
+mod watch;
+
+use listing::Listing;
+
+pub use survey::{EscapeeLedger, Survey};
+pub use watch::{Observed, SessionWatch, WatchState, FIRST_RESCAN, MAX_RESCAN, MAX_WATCHED};
 
 /// Most processes one walk visits (and keeps); a walk that reaches it stops and says so.
 pub const MAX_WALK: usize = 1 << 16;
@@ -505,6 +518,18 @@ pub fn descendants_capped(root: i32, cap: usize) -> io::Result<Walk> {
 /// Walks below `root`, skipping the processes in `skip` (not read, not listed, not
 /// descended into).
 fn walk(root: i32, cap: usize, skip: &HashSet<i32>) -> io::Result<Walk> {
+    walk_on(root, cap, skip, &mut None)
+}
+
+/// [`walk`] that reads on from `listing` of the root's children, when it is one and the
+/// root has not reaped since it was read (see [`Listing`]), and leaves the root's list in
+/// it as read at the end.
+fn walk_on(
+    root: i32,
+    cap: usize,
+    skip: &HashSet<i32>,
+    listing: &mut Option<Listing>,
+) -> io::Result<Walk> {
     if !children_files_supported() {
         return walk_by_scan(root, cap, skip);
     }
@@ -521,10 +546,31 @@ fn walk(root: i32, cap: usize, skip: &HashSet<i32>) -> io::Result<Walk> {
     // The root is read first and again at the end, until it shows no child we have not
     // seen: a process reparented to it while we walked (its parent exited) was in neither
     // place when we looked, and it arrives at the root, or at a subreaper on the way.
+    // One thread: its list is read on from where the last read ended.
+    let listing = match listing {
+        Some(l) if root_threads == 1 && l.is_of(root, root) => Some(l),
+        _ if root_threads == 1 => Some(listing.insert(Listing::new(root, root))),
+        _ => None,
+    };
+    let mut listing = listing;
+    let mut first = true;
     loop {
         found.clear();
         let room = cap.saturating_sub(w.members.len());
-        match scratch.children(root, root_threads, &mut found, room) {
+        let listed = match listing.as_deref_mut() {
+            // At the first read, what it listed before too: the walk starts from them all.
+            Some(l) if std::mem::take(&mut first) => {
+                if l.listed(&mut found, room) {
+                    let left = room.saturating_sub(found.len());
+                    l.read_new(&mut found, left)
+                } else {
+                    Ok(false)
+                }
+            }
+            Some(l) => l.read_new(&mut found, room),
+            None => scratch.children(root, root_threads, &mut found, room),
+        };
+        match listed {
             Ok(all) => w.truncated |= !all,
             Err(Fail::Gone) => return Ok(w),
             Err(Fail::Other(e)) => return Err(e),
@@ -946,345 +992,6 @@ pub fn signal_foreground(
         signal_leader(leader, sig, &mut counts);
     }
     Ok(counts)
-}
-
-/// What [`SessionWatch::poll`] concluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatchState {
-    /// Two consecutive complete walks found no live member (the leader aside).
-    Empty,
-    /// Members remain, or emptiness is not proven yet.
-    Waiting,
-}
-
-/// Watching a session empty after its members were signalled, without looking every loop
-/// turn.
-///
-/// The watch holds a pidfd for each member it found and verified (up to [`MAX_WATCHED`]),
-/// all in an epoll instance of its own: [`SessionWatch::fd`] becomes readable when any of
-/// them exits. The driver registers that one descriptor with its poller for readable
-/// interest (edge-triggered is fine: [`SessionWatch::poll`] always drains it) and
-/// deregisters it before dropping the watch; it calls [`SessionWatch::poll`] when the
-/// descriptor is readable or [`SessionWatch::deadline`] has passed.
-///
-/// The session is walked again (never more than this):
-/// - when every watched member has exited (to find what they left behind, or to prove the
-///   session empty), and
-/// - on a timer that starts at [`FIRST_RESCAN`] after a signal and doubles up to
-///   [`MAX_RESCAN`] (to find members forked since, and any it could not watch).
-///
-/// Members found by a later walk get the last signal sent (a process forked while the
-/// session was being killed is killed too), and are watched. A member stopped by job
-/// control (a shell's Ctrl-Z) is sent SIGCONT right after the signal, as systemd does, so
-/// that a SIGTERM does not wait in it until the SIGKILL. "Empty" needs two
-/// consecutive complete walks with no live member; it is final once the leader has exited
-/// (no live member is left to fork into the session), and while the leader runs it means
-/// "empty now" (the watch then stops looking until the next [`SessionWatch::signal`]).
-///
-/// `others` (every method): the other session leaders we have not reaped, as for
-/// [`session_members`].
-#[derive(Debug)]
-pub struct SessionWatch {
-    sid: i32,
-    reach: Reach,
-    epoll: OwnedFd,
-    watched: HashMap<i32, OwnedFd>,
-    sticky: Option<Signal>,
-    delay: Duration,
-    next_walk: Option<Instant>,
-    empty: bool,
-    walks: u64,
-    /// Escapees seen, by pid and start time, so each is handed out once.
-    escapees_seen: HashSet<(i32, u64)>,
-    escapees_new: Vec<Escapee>,
-    warned: bool,
-}
-
-/// First rescan after a signal.
-pub const FIRST_RESCAN: Duration = Duration::from_millis(20);
-/// Longest time between rescans.
-pub const MAX_RESCAN: Duration = Duration::from_secs(1);
-/// Most members watched through pidfds at once; beyond it the timer finds them.
-pub const MAX_WATCHED: usize = 256;
-
-const ZERO: Timespec = Timespec {
-    tv_sec: 0,
-    tv_nsec: 0,
-};
-
-impl SessionWatch {
-    /// A watch on `leader`'s session, reaching members per [`Reach::of`], that walks at
-    /// its first [`SessionWatch::poll`] (its deadline is `now`).
-    pub fn new(leader: &Process, now: Instant) -> io::Result<SessionWatch> {
-        SessionWatch::with_reach(leader, Reach::of(leader), now)
-    }
-
-    /// [`SessionWatch::new`] with a given reach.
-    pub fn with_reach(leader: &Process, reach: Reach, now: Instant) -> io::Result<SessionWatch> {
-        Ok(SessionWatch {
-            sid: leader.pid(),
-            reach,
-            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
-            watched: HashMap::new(),
-            sticky: None,
-            delay: FIRST_RESCAN,
-            next_walk: Some(now),
-            empty: false,
-            walks: 0,
-            escapees_seen: HashSet::new(),
-            escapees_new: Vec::new(),
-            warned: false,
-        })
-    }
-
-    /// The descriptor to register for readable interest: readable when a watched member
-    /// exited.
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.epoll.as_fd()
-    }
-
-    /// When [`SessionWatch::poll`] must be called even if [`SessionWatch::fd`] stays
-    /// quiet; `None` once the session is empty.
-    pub fn deadline(&self) -> Option<Instant> {
-        if self.empty {
-            None
-        } else {
-            self.next_walk
-        }
-    }
-
-    /// How many members are watched through pidfds.
-    pub fn watched(&self) -> usize {
-        self.watched.len()
-    }
-
-    /// How many walks the watch has made.
-    pub fn walks(&self) -> u64 {
-        self.walks
-    }
-
-    /// Whether the last look found the session empty.
-    pub fn is_empty(&self) -> bool {
-        self.empty
-    }
-
-    /// Escapees found by the walks since the last call, each once: live processes of the
-    /// walked part of our subtree in no session of `others`, this one's or the daemon's.
-    /// Those that came from this session have [`Escapee::from_sid`] equal to its id or a
-    /// [`Escapee::marker`] naming its generation; the others are orphans from elsewhere.
-    pub fn take_escapees(&mut self) -> Vec<Escapee> {
-        std::mem::take(&mut self.escapees_new)
-    }
-
-    /// Walks the session now, signals every live member found (verified, see
-    /// [`signal_members`]; the leader is not signalled here: use [`Process::signal`]) and
-    /// watches them. Call it for each signal of a stop (e.g. SIGTERM, later SIGKILL). `sig` is
-    /// sent to members found by later walks too. A walk that finds nobody is confirmed at
-    /// once by a second, so a session that is already empty costs two walks and no timer.
-    pub fn signal(
-        &mut self,
-        leader: &Process,
-        others: &[i32],
-        sig: Signal,
-        now: Instant,
-    ) -> Result<SignalCounts, SignalError> {
-        check_pinned(leader)?;
-        self.sticky = Some(sig);
-        self.empty = false;
-        self.delay = FIRST_RESCAN;
-        let counts = self.look(leader, others, Send::All(sig))?;
-        self.next_walk = (!self.empty).then(|| now + self.delay);
-        Ok(counts)
-    }
-
-    /// Takes note of exits on [`SessionWatch::fd`] and walks the session if it is due (see
-    /// the type's docs).
-    pub fn poll(
-        &mut self,
-        leader: &Process,
-        others: &[i32],
-        now: Instant,
-    ) -> io::Result<WatchState> {
-        let exited = self.drain()?;
-        if self.empty {
-            return Ok(WatchState::Empty);
-        }
-        let due = self.next_walk.is_some_and(|t| now >= t);
-        let all_exited = exited > 0 && self.watched.is_empty();
-        if !due && !all_exited {
-            return Ok(WatchState::Waiting);
-        }
-        let how = match self.sticky {
-            Some(sig) => Send::Newcomers(sig),
-            None => Send::Nothing,
-        };
-        let looked = self.look(leader, others, how);
-        if self.empty {
-            self.next_walk = None;
-            return Ok(WatchState::Empty);
-        }
-        // Backed off whatever happened, a failed walk included: never a walk per turn.
-        if due {
-            self.delay = (self.delay * 2).min(MAX_RESCAN);
-        }
-        self.next_walk = Some(now + self.delay);
-        match looked {
-            Ok(_) => Ok(WatchState::Waiting),
-            Err(SignalError::Os(e)) => Err(e),
-            Err(e) => Err(io::Error::other(e.to_string())),
-        }
-    }
-
-    /// Removes the pidfds of members that exited; returns how many.
-    fn drain(&mut self) -> io::Result<usize> {
-        let mut exited = 0;
-        let mut events: Vec<epoll::Event> = Vec::with_capacity(64);
-        loop {
-            events.clear();
-            match epoll::wait(
-                &self.epoll,
-                rustix::buffer::spare_capacity(&mut events),
-                Some(&ZERO),
-            ) {
-                Ok(_) => {}
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-            for event in &events {
-                let data = event.data;
-                let pid = data.u64() as i32;
-                if let Some(fd) = self.watched.remove(&pid) {
-                    let _ = epoll::delete(&self.epoll, &fd);
-                    exited += 1;
-                }
-            }
-            if events.len() < events.capacity() {
-                return Ok(exited);
-            }
-        }
-    }
-
-    fn watch(&mut self, m: &Member, fd: OwnedFd) {
-        if self.watched.len() >= MAX_WATCHED || self.watched.contains_key(&m.pid) {
-            return;
-        }
-        let data = epoll::EventData::new_u64(m.pid as u32 as u64);
-        // Edge-triggered: a pidfd becomes readable once, when its process exits (already
-        // exited: reported at once), and is removed as soon as that is seen.
-        let flags = epoll::EventFlags::IN | epoll::EventFlags::ET;
-        if epoll::add(&self.epoll, &fd, data, flags).is_ok() {
-            self.watched.insert(m.pid, fd);
-        }
-    }
-
-    /// One walk (two if the first finds nobody): signal or watch the members found, note
-    /// escapees, decide emptiness.
-    fn look(
-        &mut self,
-        leader: &Process,
-        others: &[i32],
-        how: Send,
-    ) -> Result<SignalCounts, SignalError> {
-        let mut counts = SignalCounts::default();
-        let mut live = self.walk(others).map_err(SignalError::Os)?;
-        if live.is_none() {
-            // Nobody: make sure with a second walk (a member being reparented while the
-            // first ran can be missed by it).
-            live = self.walk(others).map_err(SignalError::Os)?;
-            if live.is_none() {
-                self.empty = true;
-                return Ok(counts);
-            }
-        }
-        self.empty = false;
-        let mut members = live.unwrap_or_default();
-        if !matches!(how, Send::All(_)) {
-            members.retain(|m| !self.watched.contains_key(&m.pid));
-        }
-        if members.is_empty() {
-            return Ok(counts);
-        }
-        let mut keep = Vec::new();
-        let sig = match how {
-            Send::All(sig) | Send::Newcomers(sig) => Some(sig),
-            Send::Nothing => None,
-        };
-        let sent = match sig {
-            Some(sig) => signal_each(
-                leader,
-                &members,
-                Within::Session,
-                sig,
-                true,
-                &mut counts,
-                |m, fd| keep.push((*m, fd)),
-            ),
-            None => Err(SignalError::Unverifiable),
-        };
-        match sent {
-            Ok(()) => {}
-            Err(e) if matches!(how, Send::All(_)) => return Err(e),
-            Err(_) => {
-                // Nothing to send, or the leader no longer pins the session: watch only
-                // (nothing was sent: the checks come before any signal).
-                for m in &members {
-                    if let Check::Verified(Some(fd), _) = verify(m, self.sid, Within::Session) {
-                        keep.push((*m, fd));
-                    }
-                }
-            }
-        }
-        for (m, fd) in keep {
-            self.watch(&m, fd);
-        }
-        Ok(counts)
-    }
-
-    /// One walk: the live members (the leader aside), or `None` if a complete walk found
-    /// none. Notes the escapees it saw.
-    fn walk(&mut self, others: &[i32]) -> io::Result<Option<Vec<Member>>> {
-        self.walks += 1;
-        let walk = session_walk(self.reach, self.sid, others)?;
-        if !walk.is_complete() && !self.warned {
-            self.warned = true;
-            log::warn!(
-                "session {}: walk incomplete ({} processes, truncated: {}, unreadable: {}); \
-                 emptiness cannot be proven",
-                self.sid,
-                walk.members.len(),
-                walk.truncated,
-                walk.unreadable
-            );
-        }
-        if self.reach == Reach::Subtree && self.escapees_seen.len() < MAX_WALK {
-            let mut tracked: Vec<i32> = others.to_vec();
-            tracked.push(self.sid);
-            let seen = &self.escapees_seen;
-            let found = walk.escapees_where(&tracked, |m| !seen.contains(&(m.pid, m.starttime)));
-            for e in found {
-                self.escapees_seen
-                    .insert((e.member.pid, e.member.starttime));
-                self.escapees_new.push(e);
-            }
-        }
-        let live: Vec<Member> = walk.session(self.sid).copied().collect();
-        if live.is_empty() && walk.is_complete() {
-            return Ok(None);
-        }
-        Ok(Some(live))
-    }
-}
-
-/// What a look at the session sends.
-#[derive(Debug, Clone, Copy)]
-enum Send {
-    /// To every live member; errors are the caller's.
-    All(Signal),
-    /// To members not watched yet; if the leader no longer pins the session, watch them
-    /// only.
-    Newcomers(Signal),
-    /// Nothing: watch new members only.
-    Nothing,
 }
 
 #[cfg(test)]

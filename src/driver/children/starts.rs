@@ -309,7 +309,7 @@ impl Children {
             self.resize(gen, rows, cols);
         }
         for (signal, scope) in held.signals {
-            self.signal(registry, gen, signal, scope);
+            self.signal(gen, signal, scope);
         }
         Some(Ok(Started {
             pid: pid as u32,

@@ -7,11 +7,15 @@ use std::time::Instant;
 
 use mio::Registry;
 
+use std::collections::HashSet;
+
 use super::Children;
 use crate::core::Scope;
+use crate::driver::child::Child;
 use crate::driver::launch::Launch;
 use crate::sys::process::SignalError;
 use crate::sys::tree;
+use crate::sys::tree::{Observed, Reach, SessionWatch, Survey};
 
 /// `Signal::from_named_raw` covers the named signals; real-time ones are valid too.
 fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
@@ -29,7 +33,7 @@ fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
 impl Children {
     /// Sends `signal` to `gen`'s leader, tree or terminal's foreground group, never to a
     /// process whose identity was not verified.
-    pub fn signal(&mut self, registry: &Registry, gen: u64, signal: i32, scope: Scope) {
+    pub fn signal(&mut self, gen: u64, signal: i32, scope: Scope) {
         if let Some(launch) = self.launching.get_mut(&gen) {
             launch.hold_signal(signal, scope);
             return;
@@ -39,12 +43,10 @@ impl Children {
             return;
         };
         // Only a walk of a session or a foreground group needs them (a cgroup does not).
-        let walks = match scope {
-            Scope::Leader => false,
-            Scope::Tree => self.table.get(&gen).is_some_and(|c| c.cgroup().is_none()),
-            Scope::Foreground => true,
+        let others = match scope {
+            Scope::Foreground => self.others(gen),
+            Scope::Leader | Scope::Tree => Vec::new(),
         };
-        let others = if walks { self.others(gen) } else { Vec::new() };
         let Some(child) = self.table.get_mut(&gen) else {
             // No process held (released, or taken back unverified): a pid alone is never
             // signalled.
@@ -65,10 +67,12 @@ impl Children {
             (Scope::Tree, None) if !child.process().is_child() => {
                 child.process().signal_adopted_group(sig)
             }
-            // The session: its members, watched until it is empty, and the leader.
+            // The session: the leader now; its members with the next survey, at the end of
+            // this turn, and then watched until it is empty.
             (Scope::Tree, None) => {
                 self.watched.insert(gen);
-                child.signal_session(registry, &others, sig).and_then(|()| {
+                self.look_soon = true;
+                child.signal_session(sig).and_then(|()| {
                     match child.process().signal(sig) {
                         // Already exited (the usual case at its exit): its members matter.
                         Err(SignalError::Exited) => Ok(()),
@@ -98,16 +102,164 @@ impl Children {
         }
     }
 
-    /// Under session containment: whether `gen`'s session is proven empty (its leader
-    /// aside); `None` for a generation with a cgroup, or gone.
-    pub fn session_empty(&mut self, registry: &Registry, gen: u64) -> Option<bool> {
-        if self.table.get(&gen)?.cgroup().is_some() {
-            return None;
+    /// Under session containment: looks at every watched session that wants it — members
+    /// to signal, watched members gone, a leader that just exited, a timer due — and at
+    /// the `awaited` ones not watched yet, with one survey of our subtree for all of them
+    /// (a second, at once, for those it found empty: emptiness needs two walks in a row).
+    /// Returns the `awaited` generations whose session is proven empty.
+    pub fn sessions_emptied(&mut self, registry: &Registry, awaited: &[u64]) -> Vec<u64> {
+        let now = Instant::now();
+        let woken = std::mem::take(&mut self.woken);
+        let ended = std::mem::take(&mut self.leaders_ended);
+        for &gen in awaited {
+            if self.table.get(&gen).is_some_and(|c| c.cgroup().is_none()) {
+                self.table.get_mut(&gen).map(Child::session_watch);
+                self.watched.insert(gen);
+            }
         }
-        let others = self.others(gen);
-        let empty = self.table.get_mut(&gen)?.session_empty(registry, &others);
-        self.watched.insert(gen);
-        Some(empty)
+        let mut want = Vec::new();
+        for &gen in &self.watched {
+            let Some(child) = self.table.get_mut(&gen) else {
+                continue;
+            };
+            let before = child.watch().map_or(0, SessionWatch::descriptors);
+            let watch = child.session_watch();
+            match watch.wants_walk(now, woken.contains(&gen), ended.contains(&gen)) {
+                Ok(true) => want.push(gen),
+                Ok(false) => {}
+                Err(e) => log::warn!("gen {gen}: watching its session: {e}"),
+            }
+            self.watch_fds = self.watch_fds + watch.descriptors() - before;
+        }
+        self.look(registry, want, now);
+        awaited
+            .iter()
+            .copied()
+            .filter(|gen| {
+                let child = self.table.get(gen);
+                child
+                    .and_then(Child::watch)
+                    .is_some_and(SessionWatch::is_empty)
+            })
+            .collect()
+    }
+
+    /// Whether `gen`'s session members have a signal marked for them and not sent yet.
+    pub fn members_signal_pending(&self, gen: u64) -> bool {
+        let watch = self.table.get(&gen).and_then(Child::watch);
+        watch.is_some_and(SessionWatch::signal_pending)
+    }
+
+    /// Sends every signal marked for sessions' members now, with one survey for all:
+    /// before a reap that would unpin a session they are still meant for.
+    pub fn send_members_signals(&mut self, registry: &Registry) {
+        let pending: Vec<u64> = self
+            .watched
+            .iter()
+            .copied()
+            .filter(|&gen| self.members_signal_pending(gen))
+            .collect();
+        self.look(registry, pending, Instant::now());
+    }
+
+    /// Surveys the sessions of `want`, and again at once those found empty for the first
+    /// time. Nothing is reaped between the two: the second reads on from the first's list
+    /// of our children.
+    fn look(&mut self, registry: &Registry, mut want: Vec<u64>, now: Instant) {
+        let mut last = None;
+        for _round in 0..2 {
+            if want.is_empty() {
+                break;
+            }
+            want = self.survey(registry, &want, now, &mut last);
+        }
+    }
+
+    /// One survey per reach for the sessions of `gens`, each handed its result; returns
+    /// those that want another walk at once (found empty for the first time). `last`: the
+    /// previous survey of our subtree, if nothing was reaped since; replaced by this one.
+    fn survey(
+        &mut self,
+        registry: &Registry,
+        gens: &[u64],
+        now: Instant,
+        last: &mut Option<Survey>,
+    ) -> Vec<u64> {
+        let leaders = self.leaders();
+        let mut again = Vec::new();
+        for reach in [Reach::Subtree, Reach::Host] {
+            let of_reach: Vec<u64> = gens
+                .iter()
+                .copied()
+                .filter(|gen| {
+                    let watch = self.table.get(gen).and_then(Child::watch);
+                    watch.is_some_and(|w| w.reach() == reach)
+                })
+                .collect();
+            if of_reach.is_empty() {
+                continue;
+            }
+            let sids: HashSet<i32> = of_reach
+                .iter()
+                .filter_map(|gen| Some(self.table.get(gen)?.watch()?.sid()))
+                .collect();
+            let since = if reach == Reach::Subtree {
+                last.take()
+            } else {
+                None
+            };
+            let survey = match Survey::take(reach, &sids, &leaders, since) {
+                Ok(s) => s,
+                Err(e) => {
+                    for gen in &of_reach {
+                        log::warn!("gen {gen}: walking its session: {e}");
+                        if let Some(c) = self.table.get_mut(gen) {
+                            c.session_watch().walk_failed(now);
+                        }
+                    }
+                    continue;
+                }
+            };
+            for &gen in &of_reach {
+                let Some(child) = self.table.get_mut(&gen) else {
+                    continue;
+                };
+                let before = child.watch().map_or(0, SessionWatch::descriptors);
+                if child.observe(registry, &survey, now) == Observed::Unconfirmed {
+                    again.push(gen);
+                }
+                let after = child.watch().map_or(0, SessionWatch::descriptors);
+                self.watch_fds = self.watch_fds + after - before;
+            }
+            if reach == Reach::Subtree {
+                self.report_escapees(&survey, &leaders);
+                *last = Some(survey);
+            }
+        }
+        again
+    }
+
+    /// Processes that left their session (`setsid`, a double fork) cannot be reached by
+    /// its signals: they are reported, once each, for the generation they came from
+    /// (their ancestor's session, or their marker). A walk also meets processes of the
+    /// daemon's own (its keeper, its log writer), which are no generation's.
+    fn report_escapees(&mut self, survey: &Survey, leaders: &[i32]) {
+        for e in self.escapees.new_in(survey.walk(), leaders) {
+            let by_sid = e.from_sid.and_then(|sid| {
+                self.table
+                    .iter()
+                    .find(|(_, c)| c.process().pid() == sid && !c.process().is_reaped())
+                    .map(|(g, _)| *g)
+            });
+            let Some(gen) = by_sid.or(e.marker.filter(|g| self.table.contains_key(g))) else {
+                continue;
+            };
+            log::warn!(
+                "gen {gen}: pid {} left its session (now session {}); it is out of reach of the generation's stop",
+                e.member.pid,
+                e.member.sid
+            );
+        }
     }
 
     /// The soonest a session watch wants to look again.
@@ -134,11 +286,20 @@ impl Children {
     /// The leaders of every other generation not reaped yet (and of those starting):
     /// a walk of one generation's session need not enter theirs.
     fn others(&self, gen: u64) -> Vec<i32> {
+        let own = self.table.get(&gen).map(|c| c.process().pid());
+        let mut leaders = self.leaders();
+        leaders.retain(|&p| Some(p) != own);
+        leaders
+    }
+
+    /// The leaders of every generation not reaped yet, and of those starting: a survey
+    /// enters only those of the sessions it looks at.
+    fn leaders(&self) -> Vec<i32> {
         let running = self
             .table
-            .iter()
-            .filter(|(g, c)| **g != gen && !c.process().is_reaped())
-            .map(|(_, c)| c.process().pid());
+            .values()
+            .filter(|c| !c.process().is_reaped())
+            .map(|c| c.process().pid());
         running
             .chain(self.launching.values().map(Launch::pid))
             .collect()

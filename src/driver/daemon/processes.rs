@@ -133,7 +133,7 @@ impl Daemon {
             LeaderState::Waiting => {}
             LeaderState::Exited(status) => {
                 self.tell(Input::LeaderExited { gen, status });
-                self.children.look_soon();
+                self.children.look_soon(gen);
             }
             LeaderState::Lost => self.tell(Input::Lost { gen }),
         }

@@ -1,0 +1,424 @@
+//! Watching a session empty after its members were signalled, without looking every loop
+//! turn, and without a walk per session when many are watched at once.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use rustix::event::{epoll, Timespec};
+use rustix::io::Errno;
+use rustix::process::Signal;
+
+use super::survey::Survey;
+use super::{check_pinned, signal_each, verify, Check, Member, Reach, SignalCounts, Within};
+use crate::sys::process::{Process, SignalError};
+
+/// What [`SessionWatch::poll`] concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchState {
+    /// Two consecutive complete walks found no live member (the leader aside).
+    Empty,
+    /// Members remain, or emptiness is not proven yet.
+    Waiting,
+}
+
+/// What [`SessionWatch::observe`] made of a walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    /// Members remain (or the walk was incomplete); what the signal did to them.
+    Members(SignalCounts),
+    /// No live member, for the first time: another walk must confirm it, at once.
+    Unconfirmed,
+    /// Two consecutive complete walks found no live member.
+    Empty,
+}
+
+/// Watching a session empty after its members were signalled, without looking every loop
+/// turn.
+///
+/// The watch holds a pidfd for each member it found and verified (up to [`MAX_WATCHED`]),
+/// all in an epoll instance of its own, created with the first: [`SessionWatch::fd`]
+/// becomes readable when any of them exits. The driver registers that descriptor with its
+/// poller for readable interest once it exists (edge-triggered is fine: the watch always
+/// drains it) and deregisters it before dropping the watch.
+///
+/// The session is walked again (never more than this):
+/// - after a signal ([`SessionWatch::mark`]): the members get it;
+/// - when every watched member has exited (to find what they left behind, or to prove the
+///   session empty), or when the driver says the leader exited;
+/// - on a timer that starts at [`FIRST_RESCAN`] after a signal and doubles up to
+///   [`MAX_RESCAN`] (to find members forked since, and any it could not watch).
+///
+/// Members found by a later walk get the last signal sent (a process forked while the
+/// session was being killed is killed too), and are watched. A member stopped by job
+/// control (a shell's Ctrl-Z) is sent SIGCONT right after the signal, as systemd does, so
+/// that a SIGTERM does not wait in it until the SIGKILL. "Empty" needs two
+/// consecutive complete walks with no live member; it is final once the leader has exited
+/// (no live member is left to fork into the session), and while the leader runs it means
+/// "empty now" (the watch then stops looking until the next signal).
+///
+/// # Alone or surveyed
+/// [`SessionWatch::signal`] and [`SessionWatch::poll`] walk for this session alone. A
+/// driver watching many sessions instead marks the signal ([`SessionWatch::mark`]), asks
+/// each watch whether it wants a walk ([`SessionWatch::wants_walk`]), walks once for all
+/// that do ([`Survey::take`]) and hands each the result ([`SessionWatch::observe`]): a
+/// second survey, at once, for those that answer [`Observed::Unconfirmed`].
+#[derive(Debug)]
+pub struct SessionWatch {
+    sid: i32,
+    reach: Reach,
+    /// Created with the first member watched: a session with none costs no descriptor.
+    epoll: Option<OwnedFd>,
+    watched: HashMap<i32, OwnedFd>,
+    sticky: Option<Signal>,
+    /// The last signal is still to be sent to every member (marked, not walked yet).
+    send_all: bool,
+    /// The last complete walk found no live member: the next one confirms or refutes it.
+    seen_empty: bool,
+    delay: Duration,
+    next_walk: Option<Instant>,
+    empty: bool,
+    walks: u64,
+    warned: bool,
+}
+
+/// First rescan after a signal.
+pub const FIRST_RESCAN: Duration = Duration::from_millis(20);
+/// Longest time between rescans.
+pub const MAX_RESCAN: Duration = Duration::from_secs(1);
+/// Most members watched through pidfds at once; beyond it the timer finds them.
+pub const MAX_WATCHED: usize = 256;
+
+const ZERO: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 0,
+};
+
+impl SessionWatch {
+    /// A watch on `leader`'s session, reaching members per [`Reach::of`], that wants a walk
+    /// at once (its deadline is `now`).
+    pub fn new(leader: &Process, now: Instant) -> SessionWatch {
+        SessionWatch::with_reach(leader, Reach::of(leader), now)
+    }
+
+    /// [`SessionWatch::new`] with a given reach.
+    pub fn with_reach(leader: &Process, reach: Reach, now: Instant) -> SessionWatch {
+        SessionWatch {
+            sid: leader.pid(),
+            reach,
+            epoll: None,
+            watched: HashMap::new(),
+            sticky: None,
+            send_all: false,
+            seen_empty: false,
+            delay: FIRST_RESCAN,
+            next_walk: Some(now),
+            empty: false,
+            walks: 0,
+            warned: false,
+        }
+    }
+
+    /// The session watched: its leader's pid.
+    pub fn sid(&self) -> i32 {
+        self.sid
+    }
+
+    /// Where its members can be.
+    pub fn reach(&self) -> Reach {
+        self.reach
+    }
+
+    /// The descriptor to register for readable interest, once a member is watched:
+    /// readable when a watched member exited.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.epoll.as_ref().map(OwnedFd::as_fd)
+    }
+
+    /// The descriptors it holds: the epoll instance and a pidfd per watched member.
+    pub fn descriptors(&self) -> usize {
+        usize::from(self.epoll.is_some()) + self.watched.len()
+    }
+
+    /// When it wants a walk even if [`SessionWatch::fd`] stays quiet; `None` once the
+    /// session is empty.
+    pub fn deadline(&self) -> Option<Instant> {
+        if self.empty {
+            None
+        } else {
+            self.next_walk
+        }
+    }
+
+    /// How many members are watched through pidfds.
+    pub fn watched(&self) -> usize {
+        self.watched.len()
+    }
+
+    /// How many walks the watch has taken in.
+    pub fn walks(&self) -> u64 {
+        self.walks
+    }
+
+    /// Whether a marked signal waits for the next walk to reach the members.
+    pub fn signal_pending(&self) -> bool {
+        self.send_all
+    }
+
+    /// Whether the last look found the session empty.
+    pub fn is_empty(&self) -> bool {
+        self.empty
+    }
+
+    /// Signals every live member of the session with `sig` and watches them, walking for
+    /// this session alone; the same signal goes to members found by later walks.
+    /// Refused once the leader no longer pins the session ([`SignalError::Reaped`]).
+    pub fn signal(
+        &mut self,
+        leader: &Process,
+        others: &[i32],
+        sig: Signal,
+        now: Instant,
+    ) -> Result<SignalCounts, SignalError> {
+        self.mark(leader, sig, now)?;
+        self.look_alone(leader, others, now)
+    }
+
+    /// Whether the session is empty, walking for it alone if a walk is due (see the type).
+    pub fn poll(
+        &mut self,
+        leader: &Process,
+        others: &[i32],
+        now: Instant,
+    ) -> io::Result<WatchState> {
+        if self.wants_walk(now, true, false)? {
+            match self.look_alone(leader, others, now) {
+                Ok(_) => {}
+                Err(SignalError::Os(e)) => return Err(e),
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+        }
+        Ok(if self.empty {
+            WatchState::Empty
+        } else {
+            WatchState::Waiting
+        })
+    }
+
+    /// Notes `sig` for every live member: the next walk sends it, and later walks send it
+    /// to newcomers. Refused once the leader no longer pins the session.
+    pub fn mark(&mut self, leader: &Process, sig: Signal, now: Instant) -> Result<(), SignalError> {
+        check_pinned(leader)?;
+        self.sticky = Some(sig);
+        self.send_all = true;
+        self.seen_empty = false;
+        self.empty = false;
+        self.delay = FIRST_RESCAN;
+        self.next_walk = Some(now);
+        Ok(())
+    }
+
+    /// Whether it wants a walk now: a signal to send, emptiness to confirm, the timer due,
+    /// every watched member gone (after `readable`: its descriptor was readable, so it is
+    /// drained), or `leader_exited` just now.
+    pub fn wants_walk(
+        &mut self,
+        now: Instant,
+        readable: bool,
+        leader_exited: bool,
+    ) -> io::Result<bool> {
+        let exited = if readable { self.drain()? } else { 0 };
+        if self.empty && !leader_exited {
+            return Ok(false);
+        }
+        let due = self.next_walk.is_some_and(|t| now >= t);
+        let all_exited = exited > 0 && self.watched.is_empty();
+        Ok(self.send_all || self.seen_empty || due || all_exited || leader_exited)
+    }
+
+    /// Takes in a walk that surveyed this session: sends the marked signal (to every
+    /// member, or to newcomers), watches the members, and says whether the session is
+    /// empty. An error is about the marked signal: members were not signalled (the
+    /// leader no longer pins the session).
+    pub fn observe(
+        &mut self,
+        leader: &Process,
+        survey: &Survey,
+        now: Instant,
+    ) -> Result<Observed, SignalError> {
+        self.walks += 1;
+        self.empty = false;
+        let walk = survey.walk();
+        let complete = walk.is_complete();
+        if !complete && !self.warned {
+            self.warned = true;
+            log::warn!(
+                "session {}: walk incomplete ({} processes, truncated: {}, unreadable: {}); \
+                 emptiness cannot be proven",
+                self.sid,
+                walk.members.len(),
+                walk.truncated,
+                walk.unreadable
+            );
+        }
+        let members = survey.members(self.sid);
+        if members.is_empty() && complete {
+            if !self.seen_empty {
+                self.seen_empty = true;
+                return Ok(Observed::Unconfirmed);
+            }
+            self.seen_empty = false;
+            self.send_all = false;
+            self.empty = true;
+            self.next_walk = None;
+            return Ok(Observed::Empty);
+        }
+        self.seen_empty = false;
+        let all = std::mem::take(&mut self.send_all);
+        if all {
+            self.delay = FIRST_RESCAN;
+        } else if self.next_walk.is_some_and(|t| now >= t) {
+            self.delay = (self.delay * 2).min(MAX_RESCAN);
+        }
+        self.next_walk = Some(now + self.delay);
+        let counts = self.reach_members(leader, members, all)?;
+        Ok(Observed::Members(counts))
+    }
+
+    /// A walk for it failed: it tries again later, and needs two walks again to be empty.
+    pub fn walk_failed(&mut self, now: Instant) {
+        self.seen_empty = false;
+        self.delay = (self.delay * 2).min(MAX_RESCAN);
+        self.next_walk = Some(now + self.delay);
+    }
+
+    /// [`SessionWatch::observe`] of walks for this session alone, a second at once if the
+    /// first found it empty.
+    fn look_alone(
+        &mut self,
+        leader: &Process,
+        others: &[i32],
+        now: Instant,
+    ) -> Result<SignalCounts, SignalError> {
+        let sids = HashSet::from([self.sid]);
+        let mut last = None;
+        loop {
+            let survey = match Survey::take(self.reach, &sids, others, last.take()) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.walk_failed(now);
+                    return Err(SignalError::Os(e));
+                }
+            };
+            match self.observe(leader, &survey, now)? {
+                Observed::Unconfirmed => last = Some(survey),
+                Observed::Empty => return Ok(SignalCounts::default()),
+                Observed::Members(counts) => return Ok(counts),
+            }
+        }
+    }
+
+    /// Sends the sticky signal to `members` (all of them, or those not watched yet), and
+    /// watches them.
+    fn reach_members(
+        &mut self,
+        leader: &Process,
+        members: &[Member],
+        all: bool,
+    ) -> Result<SignalCounts, SignalError> {
+        let mut counts = SignalCounts::default();
+        let fresh: Vec<Member>;
+        let members = if all {
+            members
+        } else {
+            fresh = members
+                .iter()
+                .filter(|m| !self.watched.contains_key(&m.pid))
+                .copied()
+                .collect();
+            &fresh
+        };
+        if members.is_empty() {
+            return Ok(counts);
+        }
+        let mut keep = Vec::new();
+        let sent = match self.sticky {
+            Some(sig) => signal_each(
+                leader,
+                members,
+                Within::Session,
+                sig,
+                true,
+                &mut counts,
+                |m, fd| keep.push((*m, fd)),
+            ),
+            None => Err(SignalError::Unverifiable),
+        };
+        match sent {
+            Ok(()) => {}
+            Err(e) if all => return Err(e),
+            // Nothing to send, or the leader no longer pins the session: watched only.
+            Err(_) => {
+                for m in members {
+                    if let Check::Verified(Some(fd), _) = verify(m, self.sid, Within::Session) {
+                        keep.push((*m, fd));
+                    }
+                }
+            }
+        }
+        for (m, fd) in keep {
+            self.watch(&m, fd);
+        }
+        Ok(counts)
+    }
+
+    /// Drains the epoll instance, forgetting the members that exited; how many did.
+    fn drain(&mut self) -> io::Result<usize> {
+        let Some(epoll) = &self.epoll else {
+            return Ok(0);
+        };
+        let mut exited = 0;
+        let mut events: Vec<epoll::Event> = Vec::with_capacity(64);
+        loop {
+            events.clear();
+            match epoll::wait(
+                epoll,
+                rustix::buffer::spare_capacity(&mut events),
+                Some(&ZERO),
+            ) {
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            for event in &events {
+                let pid = event.data.u64() as i32;
+                if let Some(fd) = self.watched.remove(&pid) {
+                    let _ = epoll::delete(epoll, &fd);
+                    exited += 1;
+                }
+            }
+            if events.len() < events.capacity() {
+                return Ok(exited);
+            }
+        }
+    }
+
+    fn watch(&mut self, m: &Member, fd: OwnedFd) {
+        if self.watched.len() >= MAX_WATCHED || self.watched.contains_key(&m.pid) {
+            return;
+        }
+        if self.epoll.is_none() {
+            match epoll::create(epoll::CreateFlags::CLOEXEC) {
+                Ok(e) => self.epoll = Some(e),
+                Err(_) => return, // no descriptor: the timer finds its end
+            }
+        }
+        let Some(epoll) = &self.epoll else { return };
+        let data = epoll::EventData::new_u64(m.pid as u32 as u64);
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::ET;
+        if epoll::add(epoll, &fd, data, flags).is_ok() {
+            self.watched.insert(m.pid, fd);
+        }
+    }
+}
