@@ -180,7 +180,7 @@ fn session(shape: Shape) -> Child {
 fn finish(mut child: Child) {
     let leader = child.process.pid();
     child.process.reap().expect("reap").expect("exited");
-    orphans::reap_orphans(|pid| pid == leader).expect("reap orphans");
+    orphans::reap_orphans(|pid| pid == leader, &mut Default::default()).expect("reap orphans");
 }
 
 /// What one side measured for one session.

@@ -7,6 +7,7 @@
 use std::process::Command;
 
 use genward::sys::orphans::reap_orphans;
+use genward::sys::tree::OwnChildren;
 use genward::testkit::proc;
 use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
 
@@ -33,10 +34,14 @@ fn untracked_zombies_are_reaped_and_tracked_ones_left_alone() {
     }
 
     let mut asked = Vec::new();
-    let reaped = reap_orphans(|pid| {
-        asked.push(pid);
-        pid == tracked.id() as i32
-    })
+    let mut own = OwnChildren::default();
+    let reaped = reap_orphans(
+        |pid| {
+            asked.push(pid);
+            pid == tracked.id() as i32
+        },
+        &mut own,
+    )
     .unwrap();
     assert_eq!(reaped, untracked.len(), "asked about {asked:?}");
     for &pid in &untracked {

@@ -25,8 +25,8 @@ use genward::sys::process::{Exit, Process, SignalError};
 use genward::sys::spawn::{spawn, Child};
 use genward::sys::tree::{
     descendants, descendants_capped, foreground_group, session_members, signal_foreground,
-    signal_members, signal_tree, EscapeeLedger, Member, Reach, SessionWatch, Survey, WatchState,
-    Within, FIRST_RESCAN, GEN_MARKER, MAX_RESCAN,
+    signal_members, signal_tree, EscapeeLedger, Member, OwnChildren, Reach, SessionWatch, Survey,
+    WatchState, Within, FIRST_RESCAN, GEN_MARKER, MAX_RESCAN,
 };
 use rustix::process::{pidfd_send_signal, waitid, Signal, WaitId, WaitIdOptions};
 use util::sys::*;
@@ -332,7 +332,13 @@ fn after_the_leader_exits_its_zombie_pins_the_session_and_the_watch_sees_it_empt
 
     // Escapees are handed out once each, with the generation they came from.
     let mut ledger = EscapeeLedger::default();
-    let survey = Survey::take(Reach::Subtree, &HashSet::from([s.sid]), &[], None).unwrap();
+    let survey = Survey::take(
+        Reach::Subtree,
+        &HashSet::from([s.sid]),
+        &[],
+        &mut OwnChildren::default(),
+    )
+    .unwrap();
     let escapees = ledger.new_in(survey.walk(), &[s.sid]);
     for pid in [s.escaped, s.daemon] {
         let e = escapees.iter().find(|e| e.member.pid == pid).unwrap();

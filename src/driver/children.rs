@@ -31,7 +31,7 @@ use crate::proto::error::ProtoError;
 use crate::sys::cgroup::CgroupRoot;
 use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
-use crate::sys::tree::{EscapeeLedger, SessionWatch};
+use crate::sys::tree::{EscapeeLedger, OwnChildren, SessionWatch};
 
 pub use leaders::LeaderState;
 pub(crate) use starts::daemon_failure;
@@ -88,6 +88,8 @@ pub struct Children {
     watch_fds: usize,
     /// The escapees already reported.
     escapees: EscapeeLedger,
+    /// Our own list of children as the last look at it left it: told of every reap here.
+    own_children: OwnChildren,
     /// The state directory's id, in every child's `GENWARD_GEN`.
     dir_id: String,
     /// Adopted generations that exited, waiting for their status.
@@ -151,6 +153,7 @@ impl Children {
             leaders_ended: HashSet::new(),
             watch_fds: 0,
             escapees: EscapeeLedger::default(),
+            own_children: OwnChildren::default(),
             dir_id,
             exits: PendingExits::default(),
             rechecks: Rechecks::default(),
@@ -466,7 +469,11 @@ impl Children {
         let Some(child) = self.table.get_mut(&gen) else {
             return;
         };
-        match child.process_mut().reap() {
+        let reaped = child.process_mut().reap();
+        if child.process().is_reaped() && child.process().is_child() {
+            self.own_children.reaped(child.process().pid());
+        }
+        match reaped {
             Ok(Some(exit)) => log::debug!("gen {gen}: reaped ({exit:?})"),
             Ok(None) => log::warn!("gen {gen}: reap requested but the process has not exited"),
             Err(e) => log::error!("gen {gen}: reap: {e}"),
@@ -510,7 +517,8 @@ impl Children {
         self.probe_identities.forget(gen);
         if let Some(child) = self.table.remove(&gen) {
             self.held -= child.counted();
-            self.watch_fds -= child.watch().map_or(0, SessionWatch::descriptors);
+            let held = child.watch().map_or(0, SessionWatch::descriptors);
+            self.recount_watch(held, 0);
             let adopted = !child.process().is_child();
             if let Some(cg) = child.release(registry) {
                 self.pool.give(gen, cg);

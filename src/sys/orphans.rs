@@ -10,7 +10,7 @@ use std::io;
 use rustix::io::Errno;
 use rustix::process::{getpid, waitpid, Pid, WaitOptions};
 
-use crate::sys::tree::children;
+use crate::sys::tree::OwnChildren;
 
 /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`—Makes orphaned descendants reparent to us instead of
 /// to init, so a grandchild that daemonizes stays ours to reap and account.
@@ -32,25 +32,30 @@ pub fn adopts_orphans() -> bool {
 
 /// Reaps every zombie child of ours whose pid `is_tracked` does not claim. Returns how many.
 ///
-/// Our children are read from our own `children` files (see [`crate::sys::tree::children`]),
-/// and each one not tracked is asked with `waitpid(pid, WNOHANG)`: a child that still runs
+/// Our children are read from our own `children` files (see [`OwnChildren::all`]: read on
+/// from where `own` left them), and each one not tracked is asked with `waitpid(pid, WNOHANG)`: a child that still runs
 /// answers "not yet", a zombie is reaped. The cost grows with our children, never with the
 /// host's processes; `is_tracked` is asked once per child, so it should answer in constant
 /// time (a set built once, not a scan of a table).
-pub fn reap_orphans(mut is_tracked: impl FnMut(i32) -> bool) -> io::Result<usize> {
-    let me = getpid().as_raw_nonzero().get();
+pub fn reap_orphans(
+    mut is_tracked: impl FnMut(i32) -> bool,
+    own: &mut OwnChildren,
+) -> io::Result<usize> {
     let mut reaped = 0;
-    for pid in children(me)? {
-        if is_tracked(pid) {
+    for raw in own.all()? {
+        if is_tracked(raw) {
             continue;
         }
-        let Some(pid) = Pid::from_raw(pid) else {
+        let Some(pid) = Pid::from_raw(raw) else {
             continue;
         };
         // Our child, which only we can reap, so its pid cannot have been reused between
         // the look and this call.
         match waitpid(Some(pid), WaitOptions::NOHANG) {
-            Ok(Some(_)) => reaped += 1,
+            Ok(Some(_)) => {
+                own.reaped(raw);
+                reaped += 1
+            }
             Ok(None) | Err(Errno::CHILD) => {}
             Err(Errno::INTR) => {}
             Err(e) => return Err(e.into()),

@@ -93,6 +93,7 @@ mod survey;
 mod watch;
 
 use listing::Listing;
+pub use listing::OwnChildren;
 
 pub use survey::{EscapeeLedger, Survey};
 pub use watch::{Observed, SessionWatch, WatchState, FIRST_RESCAN, MAX_RESCAN, MAX_WATCHED};
@@ -179,6 +180,7 @@ pub fn parse_stat(pid: i32, stat: &[u8]) -> Option<Member> {
 }
 
 /// Why a `/proc` file could not be read.
+#[derive(Debug)]
 enum Fail {
     /// The process is gone.
     Gone,
@@ -559,14 +561,7 @@ fn walk_on(
         let room = cap.saturating_sub(w.members.len());
         let listed = match listing.as_deref_mut() {
             // At the first read, what it listed before too: the walk starts from them all.
-            Some(l) if std::mem::take(&mut first) => {
-                if l.listed(&mut found, room) {
-                    let left = room.saturating_sub(found.len());
-                    l.read_new(&mut found, left)
-                } else {
-                    Ok(false)
-                }
-            }
+            Some(l) if std::mem::take(&mut first) => l.read_all(&mut found, room),
             Some(l) => l.read_new(&mut found, room),
             None => scratch.children(root, root_threads, &mut found, room),
         };

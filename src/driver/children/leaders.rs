@@ -3,11 +3,13 @@
 //! taken back after a restart, from the status the kernel keeps once its real parent
 //! reaped it (see `exits.rs`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use super::Children;
 use crate::core::ExitStatus;
+use crate::driver::child::Child;
+use crate::driver::launch::Launch;
 use crate::sys::pidfd_ext::ExitInfo;
 use crate::sys::process::{Exit, Process};
 
@@ -175,22 +177,23 @@ impl Children {
         }
         self.orphan_sweep = None;
         let mut pids = None;
+        let (table, launching) = (&self.table, &self.launching);
         let tracked = |pid: i32| {
-            let pids: &HashSet<i32> = pids.get_or_insert_with(|| self.tracked_pids());
+            let pids: &HashSet<i32> = pids.get_or_insert_with(|| tracked_pids(table, launching));
             pids.contains(&pid)
         };
-        match crate::sys::orphans::reap_orphans(tracked) {
+        match crate::sys::orphans::reap_orphans(tracked, &mut self.own_children) {
             Ok(0) => {}
             Ok(n) => log::debug!("reaped {n} orphaned process(es)"),
             Err(e) => log::warn!("reaping orphans: {e}"),
         }
     }
+}
 
-    /// The pids of every process we track: leaders of spawned generations and children
-    /// still starting.
-    fn tracked_pids(&self) -> HashSet<i32> {
-        let table = self.table.values().map(|c| c.process().pid());
-        let launching = self.launching.values().map(|l| l.pid());
-        table.chain(launching).collect()
-    }
+/// The pids of every process we track: leaders of spawned generations and children still
+/// starting.
+fn tracked_pids(table: &HashMap<u64, Child>, launching: &HashMap<u64, Launch>) -> HashSet<i32> {
+    let table = table.values().map(|c| c.process().pid());
+    let launching = launching.values().map(|l| l.pid());
+    table.chain(launching).collect()
 }

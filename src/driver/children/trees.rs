@@ -118,19 +118,21 @@ impl Children {
             }
         }
         let mut want = Vec::new();
+        let (mut before, mut after) = (0, 0);
         for &gen in &self.watched {
             let Some(child) = self.table.get_mut(&gen) else {
                 continue;
             };
-            let before = child.watch().map_or(0, SessionWatch::descriptors);
+            before += child.watch().map_or(0, SessionWatch::descriptors);
             let watch = child.session_watch();
             match watch.wants_walk(now, woken.contains(&gen), ended.contains(&gen)) {
                 Ok(true) => want.push(gen),
                 Ok(false) => {}
                 Err(e) => log::warn!("gen {gen}: watching its session: {e}"),
             }
-            self.watch_fds = self.watch_fds + watch.descriptors() - before;
+            after += watch.descriptors();
         }
+        self.recount_watch(before, after);
         self.look(registry, want, now);
         awaited
             .iter()
@@ -142,6 +144,11 @@ impl Children {
                     .is_some_and(SessionWatch::is_empty)
             })
             .collect()
+    }
+
+    /// A session watch went from holding `before` descriptors to `after`.
+    pub(super) fn recount_watch(&mut self, before: usize, after: usize) {
+        self.watch_fds = (self.watch_fds + after).saturating_sub(before);
     }
 
     /// Whether `gen`'s session members have a signal marked for them and not sent yet.
@@ -163,28 +170,19 @@ impl Children {
     }
 
     /// Surveys the sessions of `want`, and again at once those found empty for the first
-    /// time. Nothing is reaped between the two: the second reads on from the first's list
-    /// of our children.
+    /// time.
     fn look(&mut self, registry: &Registry, mut want: Vec<u64>, now: Instant) {
-        let mut last = None;
         for _round in 0..2 {
             if want.is_empty() {
                 break;
             }
-            want = self.survey(registry, &want, now, &mut last);
+            want = self.survey(registry, &want, now);
         }
     }
 
     /// One survey per reach for the sessions of `gens`, each handed its result; returns
-    /// those that want another walk at once (found empty for the first time). `last`: the
-    /// previous survey of our subtree, if nothing was reaped since; replaced by this one.
-    fn survey(
-        &mut self,
-        registry: &Registry,
-        gens: &[u64],
-        now: Instant,
-        last: &mut Option<Survey>,
-    ) -> Vec<u64> {
+    /// those that want another walk at once (found empty for the first time).
+    fn survey(&mut self, registry: &Registry, gens: &[u64], now: Instant) -> Vec<u64> {
         let leaders = self.leaders();
         let mut again = Vec::new();
         for reach in [Reach::Subtree, Reach::Host] {
@@ -203,12 +201,7 @@ impl Children {
                 .iter()
                 .filter_map(|gen| Some(self.table.get(gen)?.watch()?.sid()))
                 .collect();
-            let since = if reach == Reach::Subtree {
-                last.take()
-            } else {
-                None
-            };
-            let survey = match Survey::take(reach, &sids, &leaders, since) {
+            let survey = match Survey::take(reach, &sids, &leaders, &mut self.own_children) {
                 Ok(s) => s,
                 Err(e) => {
                     for gen in &of_reach {
@@ -229,11 +222,10 @@ impl Children {
                     again.push(gen);
                 }
                 let after = child.watch().map_or(0, SessionWatch::descriptors);
-                self.watch_fds = self.watch_fds + after - before;
+                self.recount_watch(before, after);
             }
             if reach == Reach::Subtree {
                 self.report_escapees(&survey, &leaders);
-                *last = Some(survey);
             }
         }
         again

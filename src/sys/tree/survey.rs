@@ -15,7 +15,7 @@ use std::io;
 
 use rustix::process::getpid;
 
-use super::{read_member, scan_all, walk_on, Escapee, Listing, Member, Reach, Walk, MAX_WALK};
+use super::{read_member, scan_all, walk_on, Escapee, Member, OwnChildren, Reach, Walk, MAX_WALK};
 use crate::sys::procscan::MAX_SCAN;
 
 /// What one walk found of a set of sessions.
@@ -24,8 +24,6 @@ pub struct Survey {
     walk: Walk,
     /// The live members of each surveyed session, leaders left out.
     by_sid: HashMap<i32, Vec<Member>>,
-    /// Our own children as the walk last listed them.
-    listing: Option<Listing>,
 }
 
 impl Survey {
@@ -33,15 +31,13 @@ impl Survey {
     /// we spawned and have not reaped (and those starting), as `others` for
     /// [`super::session_members`]: those not surveyed are skipped with their subtrees.
     ///
-    /// `since`: a survey taken since we last reaped a child, if any: our list of children
-    /// is read on from where it ended (see [`Listing`]) rather than read whole again.
+    /// `own`: our list of children as the last survey left it (see [`OwnChildren`]).
     pub fn take(
         reach: Reach,
         sids: &HashSet<i32>,
         leaders: &[i32],
-        since: Option<Survey>,
+        own: &mut OwnChildren,
     ) -> io::Result<Survey> {
-        let mut listing = since.and_then(|s| s.listing);
         let walk = match reach {
             Reach::Host => scan_all(MAX_SCAN)?,
             Reach::Subtree => {
@@ -50,7 +46,7 @@ impl Survey {
                     .copied()
                     .filter(|p| !sids.contains(p))
                     .collect();
-                walk_on(getpid().as_raw_pid(), MAX_WALK, &skip, &mut listing)?
+                walk_on(getpid().as_raw_pid(), MAX_WALK, &skip, own.listing())?
             }
         };
         let mut by_sid: HashMap<i32, Vec<Member>> = HashMap::new();
@@ -59,11 +55,7 @@ impl Survey {
                 by_sid.entry(m.sid).or_default().push(*m);
             }
         }
-        Ok(Survey {
-            walk,
-            by_sid,
-            listing,
-        })
+        Ok(Survey { walk, by_sid })
     }
 
     /// The live members of surveyed session `sid`, its leader left out.

@@ -11,6 +11,7 @@ use rustix::io::Errno;
 use rustix::process::Signal;
 
 use super::survey::Survey;
+use super::OwnChildren;
 use super::{check_pinned, signal_each, verify, Check, Member, Reach, SignalCounts, Within};
 use crate::sys::process::{Process, SignalError};
 
@@ -302,9 +303,9 @@ impl SessionWatch {
         now: Instant,
     ) -> Result<SignalCounts, SignalError> {
         let sids = HashSet::from([self.sid]);
-        let mut last = None;
+        let mut own = OwnChildren::default();
         loop {
-            let survey = match Survey::take(self.reach, &sids, others, last.take()) {
+            let survey = match Survey::take(self.reach, &sids, others, &mut own) {
                 Ok(s) => s,
                 Err(e) => {
                     self.walk_failed(now);
@@ -312,7 +313,7 @@ impl SessionWatch {
                 }
             };
             match self.observe(leader, &survey, now)? {
-                Observed::Unconfirmed => last = Some(survey),
+                Observed::Unconfirmed => continue,
                 Observed::Empty => return Ok(SignalCounts::default()),
                 Observed::Members(counts) => return Ok(counts),
             }
