@@ -172,6 +172,9 @@ impl Children {
     /// Surveys the sessions of `want`, and again at once those found empty for the first
     /// time.
     fn look(&mut self, registry: &Registry, mut want: Vec<u64>, now: Instant) {
+        // Nothing is reaped until the look ends: the second survey reads our list of
+        // children on from where the first left it.
+        self.own_children.begin();
         for _round in 0..2 {
             if want.is_empty() {
                 break;

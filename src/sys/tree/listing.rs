@@ -1,15 +1,20 @@
 //! The root of a walk's own children, read again without reading them all again.
 //!
-//! A `children` file is generated a page at a time, and each page's `read` counts its
-//! way from the head of the kernel's list again: reading the list of R children whole
-//! costs some R²/1,400 steps (75,000 for 10,000 running leaders, the daemon's own list).
-//! A walk reads its root's list at its start and again at its end, and a look at a
-//! session walks twice. But the list only grows while nothing is reaped: a fork and an
-//! orphan reparented to the root are both added at its end, and an entry leaves only when
-//! its process is reaped (by us, as no child of ours is ignored). So once read, the list
-//! is read on from where it ended (one positioned `read`: a count from the head, then
-//! only what was added), as long as its last entry is still where it was: that is checked,
-//! and the whole list read again if not.
+//! A `children` file is a `seq_file`: a `read` hands out at most a page, and finds its
+//! place by counting from the head of the kernel's list to the entry it stopped at (a
+//! `read` at any other offset first formats every entry up to it). Read whole, the list of
+//! R children costs some R²/1,400 steps (75,000 for 10,000 running leaders, the daemon's
+//! own list), and a look at sessions reads it at least four times (at the start and end of
+//! each of its two walks).
+//!
+//! But the list only grows while nothing is reaped: a fork and an orphan reparented to
+//! the root are both added at its end, and an entry leaves only when its process is
+//! reaped (by us, as no child of ours is ignored). So the copy is kept with the file open:
+//! - within a look, where nothing is reaped, the list is read on from where the last read
+//!   ended: one count from the head to the end, no formatting;
+//! - at the start of a look, from just before the copy's last entry (one count and the
+//!   formatting of what precedes it), which must still be there — a reap since that was
+//!   not told ([`OwnChildren::reaped`]) moved it — or the whole list is read again.
 
 use std::fs;
 use std::io;
@@ -17,15 +22,22 @@ use std::os::unix::fs::FileExt;
 
 use rustix::process::getpid;
 
-use super::{
-    children, children_files_supported, read_into, read_member, Fail, CHILD_BYTES, MAX_WALK,
-};
+use super::{children, children_files_supported, read_member, Fail, CHILD_BYTES, MAX_WALK};
 
-/// One thread's `children` list as last read: the file's text, whole pids only.
-#[derive(Debug, Clone, Default)]
+/// A read of a `children` file shorter than this ended at the end of the list: a read
+/// returns less than a page (4 KiB or more) only there, given room for more.
+const SHORT_READ: usize = 4096 - 64;
+
+/// One thread's `children` list as last read: the file's text, whole pids only, and the
+/// file kept open where the last read ended.
+#[derive(Debug, Default)]
 pub struct Listing {
     path: String,
     text: Vec<u8>,
+    file: Option<fs::File>,
+    /// Nothing was reaped since the last read (the caller says: see [`Listing::begin`]):
+    /// the kernel's place in the open file is the end of `text`.
+    in_place: bool,
 }
 
 impl Listing {
@@ -33,7 +45,7 @@ impl Listing {
     pub fn new(pid: i32, tid: i32) -> Listing {
         Listing {
             path: format!("/proc/{pid}/task/{tid}/children"),
-            text: Vec::new(),
+            ..Listing::default()
         }
     }
 
@@ -42,74 +54,102 @@ impl Listing {
         self.path == format!("/proc/{pid}/task/{tid}/children")
     }
 
-    /// Appends to `out` every child listed now, at most `room`: the copy read on from
-    /// where it ended, or the whole list where the copy can no longer be trusted;
-    /// `Ok(false)` if some did not fit.
+    /// A new look: something may have been reaped since the last read, so the next read
+    /// checks that the copy still holds.
+    pub fn begin(&mut self) {
+        self.in_place = false;
+    }
+
+    /// Appends to `out` every child listed now, at most `room`: the copy read on, or the
+    /// whole list where the copy can no longer be trusted; `Ok(false)` if some did not fit.
     pub fn read_all(&mut self, out: &mut Vec<i32>, room: usize) -> Result<bool, Fail> {
-        let limit = room.saturating_mul(CHILD_BYTES).max(CHILD_BYTES);
-        if !self.text.is_empty() && self.read_tail(limit)? {
-            return Ok(push_pids(&self.text, out, room));
+        match self.read_on(room)? {
+            Some(_) => Ok(push_pids(&self.text, out, room)),
+            None => self.read_whole(out, room),
         }
-        self.read_whole(out, room, limit)
     }
 
     /// Appends to `out` the children listed since the last read (every one, where the
     /// copy can no longer be trusted), at most `room`; `Ok(false)` if some did not fit.
     pub fn read_new(&mut self, out: &mut Vec<i32>, room: usize) -> Result<bool, Fail> {
+        match self.read_on(room)? {
+            Some(from) => Ok(push_pids(&self.text[from..], out, room)),
+            None => self.read_whole(out, room),
+        }
+    }
+
+    /// Reads what was added since the copy was read into it; `Some(old length)`, or `None`
+    /// if the copy cannot be read on (none yet, changed, or too long a tail).
+    fn read_on(&mut self, room: usize) -> Result<Option<usize>, Fail> {
+        let (Some(file), false) = (&self.file, self.text.is_empty()) else {
+            return Ok(None);
+        };
         let limit = room.saturating_mul(CHILD_BYTES).max(CHILD_BYTES);
         let from = self.text.len();
-        if from > 0 && self.read_tail(limit)? {
-            return Ok(push_pids(&self.text[from..], out, room));
+        if self.in_place {
+            let Some(tail) = read_at_end(file, from, limit)? else {
+                return Ok(None);
+            };
+            self.text.extend_from_slice(&tail);
+            return Ok(Some(from));
         }
-        self.read_whole(out, room, limit)
+        // From the space before the last entry: the entry must start where it started.
+        let body = &self.text[..from - 1]; // every entry ends with a space
+        let last_at = body.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1);
+        let start = last_at.saturating_sub(1);
+        let expected = &self.text[start..];
+        let Some(tail) = read_at_end(file, start, expected.len() + limit)? else {
+            return Ok(None);
+        };
+        if !tail.starts_with(expected) || tail.last() != Some(&b' ') {
+            return Ok(None);
+        }
+        self.text.extend_from_slice(&tail[expected.len()..]);
+        self.in_place = true;
+        Ok(Some(from))
     }
 
     /// Reads the whole list into the copy, and its pids into `out`.
-    fn read_whole(&mut self, out: &mut Vec<i32>, room: usize, limit: usize) -> Result<bool, Fail> {
-        let complete = read_into(&self.path, &mut self.text, limit)?;
-        if !complete {
-            // Possibly cut in the middle of a pid: nothing of it is kept for the next read.
-            let cut = self
-                .text
-                .iter()
-                .rposition(|&b| b == b' ')
-                .map_or(0, |i| i + 1);
-            self.text.truncate(cut);
-            push_pids(&self.text, out, room);
-            self.text.clear();
+    fn read_whole(&mut self, out: &mut Vec<i32>, room: usize) -> Result<bool, Fail> {
+        let limit = room.saturating_mul(CHILD_BYTES).max(CHILD_BYTES);
+        self.text.clear();
+        self.in_place = false;
+        let file = fs::File::open(&self.path)?;
+        let Some(text) = read_at_end(&file, 0, limit)? else {
+            // Too many to keep: what fit is handed out, cut at the last whole pid.
+            let mut part = Vec::new();
+            let mut buf = vec![0; limit];
+            let n = file.read_at(&mut buf, 0)?;
+            part.extend_from_slice(&buf[..n]);
+            let cut = part.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1);
+            push_pids(&part[..cut], out, room);
+            self.file = None;
             return Ok(false);
-        }
+        };
+        self.text = text;
+        self.file = Some(file);
+        self.in_place = true;
         Ok(push_pids(&self.text, out, room))
     }
+}
 
-    /// Reads what follows the last entry into `text`; `Ok(false)` if the last entry is not
-    /// where it was (the list changed other than at its end) or the tail is too long.
-    fn read_tail(&mut self, limit: usize) -> Result<bool, Fail> {
-        let body = &self.text[..self.text.len() - 1]; // every entry ends with a space
-        let last_at = body.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1);
-        // From the space before the last entry: the entry must start where it started.
-        let start = last_at.saturating_sub(1);
-        let expected = &self.text[start..];
-        let file = fs::File::open(&self.path)?;
-        let mut tail = vec![0; expected.len() + limit.min(64 * 1024)];
-        let mut got = 0;
-        loop {
-            if got == tail.len() {
-                return Ok(false);
-            }
-            match file.read_at(&mut tail[got..], (start + got) as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
+/// Reads `file` from `offset` to its end, at most `limit` bytes; `None` if there is more.
+fn read_at_end(file: &fs::File, offset: usize, limit: usize) -> Result<Option<Vec<u8>>, Fail> {
+    let mut out = Vec::new();
+    let mut buf = vec![0; 64 * 1024];
+    loop {
+        let n = match file.read_at(&mut buf, (offset + out.len()) as u64) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        out.extend_from_slice(&buf[..n]);
+        if out.len() > limit {
+            return Ok(None);
         }
-        tail.truncate(got);
-        if !tail.starts_with(expected) || tail.last() != Some(&b' ') {
-            return Ok(false);
+        if n < SHORT_READ {
+            return Ok(Some(out));
         }
-        self.text.extend_from_slice(&tail[expected.len()..]);
-        Ok(true)
     }
 }
 
@@ -140,6 +180,13 @@ pub struct OwnChildren {
 }
 
 impl OwnChildren {
+    /// A new look at our children begins: see [`Listing::begin`].
+    pub fn begin(&mut self) {
+        if let Some(listing) = &mut self.listing {
+            listing.begin();
+        }
+    }
+
     /// We reaped our child `pid`: it left the kernel's list, and leaves the copy.
     pub fn reaped(&mut self, pid: i32) {
         // Not in the copy: forked or reparented since the last read, so not read yet.
@@ -165,6 +212,7 @@ impl OwnChildren {
             Some(l) if l.is_of(me, me) => l,
             other => other.insert(Listing::new(me, me)),
         };
+        listing.begin();
         let mut out = Vec::new();
         match listing.read_all(&mut out, MAX_WALK) {
             Ok(_) | Err(Fail::Gone) => Ok(out),
@@ -174,8 +222,10 @@ impl OwnChildren {
 }
 
 impl Listing {
-    /// Removes `pid`'s entry from the copy; `false` if it was not there.
+    /// Removes `pid`'s entry from the copy (its process was reaped); `false` if it was
+    /// not there.
     fn remove(&mut self, pid: i32) -> bool {
+        self.in_place = false;
         let entry = format!("{pid} ");
         let mut at = 0;
         while let Some(i) = find(&self.text[at..], entry.as_bytes()) {
@@ -228,8 +278,10 @@ mod tests {
     fn the_copy_is_read_on_and_stays_what_a_whole_read_shows() {
         let mut listing = own_thread();
         let whole = |l: &Listing| {
-            let mut fresh = Listing::new(0, 0);
-            fresh.path = l.path.clone();
+            let mut fresh = Listing {
+                path: l.path.clone(),
+                ..Listing::default()
+            };
             let mut out = Vec::new();
             fresh.read_all(&mut out, MAX_WALK).unwrap();
             out
@@ -262,8 +314,9 @@ mod tests {
         assert_eq!(all, whole(&listing));
         assert!(all.contains(&(kids.last().unwrap().id() as i32)));
 
-        // A reap that is not told: found out, the list read whole.
+        // A reap that is not told, found out at the next look: the list read whole.
         reap(&mut kids[0]);
+        listing.begin();
         let mut all = Vec::new();
         listing.read_all(&mut all, MAX_WALK).unwrap();
         assert_eq!(all, whole(&listing));
@@ -272,6 +325,7 @@ mod tests {
         // The last one reaped and not told: found out too.
         let last = kids.len() - 1;
         reap(&mut kids[last]);
+        listing.begin();
         let mut all = Vec::new();
         listing.read_all(&mut all, MAX_WALK).unwrap();
         assert_eq!(all, whole(&listing));
