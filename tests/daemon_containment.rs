@@ -448,3 +448,71 @@ fn a_shutdown_of_many_sessions_ends_every_member_of_each() {
         assert!(!log.contains(bad), "{bad}:\n{log}");
     }
 }
+
+/// A replacement starts only after the generation it replaces has gone, members
+/// included: the `SIGKILL` its member needs reaches it before the replacement's start
+/// (signals to members go out with one walk per turn, and what follows the reap waits
+/// for it).
+#[test]
+fn a_replacement_starts_after_the_members_of_the_generation_it_replaces_are_killed() {
+    let d = Daemon::start("replace-after-kill", &["--containment", "session"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let old = c.ok(
+        json!({"op": "spawn", "session": "r", "grace": "100ms", "kill_grace": "100ms",
+        "argv": ["sh", "-c", "sh -c \"trap '' TERM; exec sleep 1001\" & echo m=$!.; wait"]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output_of(&c.output_until(old, "."), old)).to_string();
+    let member: u32 = text
+        .split("m=")
+        .nth(1)
+        .and_then(|t| t.split('.').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no member pid in {text:?}"));
+    // Killed, it may still be a zombie until the daemon reaps it: that is gone too.
+    let check = format!(
+        "s=$(cut -d' ' -f3 /proc/{member}/stat 2>/dev/null); \
+         if [ -z \"$s\" ] || [ \"$s\" = Z ]; then echo GONE.; else echo ALIVE.; fi"
+    );
+    let new = c.ok(json!({"op": "spawn", "session": "r", "on_busy": "replace",
+        "argv": ["sh", "-c", check]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.output_until(new, ".");
+    let said = String::from_utf8_lossy(&output_of(&seen, new)).to_string();
+    assert!(said.contains("GONE."), "the replacement saw: {said:?}");
+}
+
+/// Two tree signals in one turn both reach the members, in order: marking the second
+/// does not replace the first.
+#[test]
+fn two_tree_signals_in_one_turn_both_reach_the_members() {
+    let d = Daemon::start("two-signals", &["--containment", "session"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = "sh -c 'trap \"echo got-HUP\" HUP; trap \"echo got-USR1\" USR1; echo ready.; \
+                  while :; do sleep 0.05; done' & wait";
+    let gen = c.ok(json!({"op": "spawn", "session": "t", "argv": ["sh", "-c", script]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.output_until(gen, "ready.");
+    let replies = c.pipelined(&[
+        json!({"op": "signal", "session": "t", "signal": "HUP", "scope": "tree"}),
+        json!({"op": "signal", "session": "t", "signal": "USR1", "scope": "tree"}),
+    ]);
+    assert!(
+        replies.iter().all(|r| r["ok"] == json!(true)),
+        "{replies:?}"
+    );
+    let mut text = String::new();
+    c.events_until(|m| {
+        text.push_str(&String::from_utf8_lossy(&output_of(
+            std::slice::from_ref(m),
+            gen,
+        )));
+        text.contains("got-HUP") && text.contains("got-USR1")
+    });
+    c.ok(json!({"op": "stop", "session": "t"}));
+}

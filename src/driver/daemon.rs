@@ -15,6 +15,7 @@ mod resume;
 mod start;
 mod upgrade;
 
+use std::collections::HashSet;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -165,6 +166,9 @@ impl Daemon {
                 self.tell(Input::GroupEmpty { gen });
             }
             self.run_actions();
+            // What this turn's last actions marked for sessions' members goes now: not
+            // left for a next turn that an upgrade or the exit would never take.
+            self.children.send_members_signals(self.poll.registry());
             self.flush_clients();
             // A held generation whose output was closed in this turn (its drain deadline)
             // is no longer held: nothing of it is delivered any more.
@@ -302,26 +306,36 @@ impl Daemon {
         self.core.handle(now, input);
     }
 
-    /// Executes the core's actions in order. Signals to sessions' members are sent by one survey of
-    /// the sessions at the end of the turn (see `children/trees.rs`); a reap or release
-    /// of a generation whose members still wait for theirs — a `SIGKILL` at its kill
-    /// deadline, then its reap — waits until that survey is taken, here, once for all.
+    /// Executes the core's actions in order.
+    ///
+    /// A signal to a session's members is only marked here; one survey of the sessions
+    /// sends every marked signal (see `children/trees.rs`), at the end of the turn. A reap
+    /// or release of a generation whose members still wait for theirs (a `SIGKILL` at its
+    /// kill deadline, then its reap) must not come first, nor what follows it (a
+    /// replacement's spawn): from there on the actions are held, in order, except signals
+    /// about generations none of them concerns (marked at once, so that one survey sends
+    /// them all); the survey is taken, and the held actions run.
     fn run_actions(&mut self) {
+        let mut replay: Vec<Action> = Vec::new();
         loop {
             // No number the core just handed out may be seen before it is durable.
             self.persist.reserve(&self.core);
             let mut held: Vec<Action> = Vec::new();
-            while let Some(action) = self.core.poll_action() {
-                let ends = match &action {
-                    Action::Reap { gen } | Action::Release { gen } => Some(*gen),
-                    _ => None,
+            let mut held_gens: HashSet<u64> = HashSet::new();
+            let mut replaying = std::mem::take(&mut replay).into_iter();
+            while let Some(action) = replaying.next().or_else(|| self.core.poll_action()) {
+                let gen = action_gen(&action);
+                let waits = if held.is_empty() {
+                    matches!(action, Action::Reap { .. } | Action::Release { .. })
+                        && gen.is_some_and(|g| self.children.members_signal_pending(g))
+                } else {
+                    match action {
+                        Action::Signal { gen, .. } => held_gens.contains(&gen),
+                        _ => true,
+                    }
                 };
-                let waits = ends.is_some_and(|gen| {
-                    self.children.members_signal_pending(gen)
-                        || held.iter().any(|a| matches!(a,
-                            Action::Reap { gen: g } | Action::Release { gen: g } if Some(*g) == ends))
-                });
                 if waits {
+                    held_gens.extend(gen);
                     held.push(action);
                 } else {
                     self.run_action(action);
@@ -331,9 +345,7 @@ impl Daemon {
                 break;
             }
             self.children.send_members_signals(self.poll.registry());
-            for action in held {
-                self.run_action(action);
-            }
+            replay = held;
         }
         let now = self.clock.now();
         self.persist.sync_sessions(&mut self.core, now);
@@ -438,5 +450,24 @@ impl Daemon {
             request,
             command: Command::Shutdown,
         });
+    }
+}
+
+/// The generation an action is about, if any.
+fn action_gen(action: &Action) -> Option<u64> {
+    match action {
+        Action::Spawn { gen, .. }
+        | Action::CancelSpawn { gen }
+        | Action::Signal { gen, .. }
+        | Action::Reap { gen }
+        | Action::WriteInput { gen, .. }
+        | Action::CloseInput { gen }
+        | Action::Resize { gen, .. }
+        | Action::CloseOutput { gen }
+        | Action::Release { gen }
+        | Action::Probe { gen, .. }
+        | Action::CancelProbe { gen, .. }
+        | Action::ReadySettled { gen } => Some(*gen),
+        Action::Emit(_) | Action::Reply { .. } => None,
     }
 }

@@ -12,9 +12,10 @@
 //! reaped (by us, as no child of ours is ignored). So the copy is kept with the file open:
 //! - within a look, where nothing is reaped, the list is read on from where the last read
 //!   ended: one count from the head to the end, no formatting;
-//! - at the start of a look, from just before the copy's last entry (one count and the
-//!   formatting of what precedes it), which must still be there — a reap since that was
-//!   not told ([`OwnChildren::reaped`]) moved it — or the whole list is read again.
+//! - at the start of a look, from just before the copy's last few entries (one count and
+//!   the formatting of what precedes them), which must still be where they were — a reap
+//!   since that was not told ([`OwnChildren::reaped`]) moves them — or the whole list is
+//!   read again.
 
 use std::fs;
 use std::io;
@@ -23,6 +24,9 @@ use std::os::unix::fs::FileExt;
 use rustix::process::getpid;
 
 use super::{children, children_files_supported, read_member, Fail, CHILD_BYTES, MAX_WALK};
+
+/// The entries at the end of the copy that a look's first read checks are still there.
+const CHECKED_ENTRIES: usize = 8;
 
 /// A read of a `children` file shorter than this ended at the end of the list: a read
 /// returns less than a page (4 KiB or more) only there, given room for more.
@@ -93,10 +97,12 @@ impl Listing {
             self.text.extend_from_slice(&tail);
             return Ok(Some(from));
         }
-        // From the space before the last entry: the entry must start where it started.
+        // From the space before the last few entries: they must be where they were. An
+        // untold reap before them moves them (a later fork reusing a pid at the very same
+        // place would have to do so for each of them).
         let body = &self.text[..from - 1]; // every entry ends with a space
-        let last_at = body.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1);
-        let start = last_at.saturating_sub(1);
+        let mut spaces = body.iter().enumerate().rev().filter(|(_, &b)| b == b' ');
+        let start = spaces.nth(CHECKED_ENTRIES - 1).map_or(0, |(i, _)| i);
         let expected = &self.text[start..];
         let Some(tail) = read_at_end(file, start, expected.len() + limit)? else {
             return Ok(None);

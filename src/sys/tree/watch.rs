@@ -72,9 +72,11 @@ pub struct SessionWatch {
     /// Created with the first member watched: a session with none costs no descriptor.
     epoll: Option<OwnedFd>,
     watched: HashMap<i32, OwnedFd>,
+    /// The last signal sent: members found later get it too.
     sticky: Option<Signal>,
-    /// The last signal is still to be sent to every member (marked, not walked yet).
-    send_all: bool,
+    /// Signals marked and not sent yet, to every member, in order (see
+    /// [`SessionWatch::mark`]).
+    to_send: Vec<Signal>,
     /// The last complete walk found no live member: the next one confirms or refutes it.
     seen_empty: bool,
     delay: Duration,
@@ -90,6 +92,8 @@ pub const FIRST_RESCAN: Duration = Duration::from_millis(20);
 pub const MAX_RESCAN: Duration = Duration::from_secs(1);
 /// Most members watched through pidfds at once; beyond it the timer finds them.
 pub const MAX_WATCHED: usize = 256;
+/// Most signals marked and not sent yet (one turn's worth; the oldest go first).
+const MAX_MARKED: usize = 64;
 
 const ZERO: Timespec = Timespec {
     tv_sec: 0,
@@ -111,7 +115,7 @@ impl SessionWatch {
             epoll: None,
             watched: HashMap::new(),
             sticky: None,
-            send_all: false,
+            to_send: Vec::new(),
             seen_empty: false,
             delay: FIRST_RESCAN,
             next_walk: Some(now),
@@ -164,7 +168,7 @@ impl SessionWatch {
 
     /// Whether a marked signal waits for the next walk to reach the members.
     pub fn signal_pending(&self) -> bool {
-        self.send_all
+        !self.to_send.is_empty()
     }
 
     /// Whether the last look found the session empty.
@@ -212,7 +216,14 @@ impl SessionWatch {
     pub fn mark(&mut self, leader: &Process, sig: Signal, now: Instant) -> Result<(), SignalError> {
         check_pinned(leader)?;
         self.sticky = Some(sig);
-        self.send_all = true;
+        // In order, each once in a row: `KILL` then `CONT` must not become `CONT`. Bounded:
+        // a flood of requests within one turn keeps the latest.
+        if self.to_send.last() != Some(&sig) {
+            if self.to_send.len() == MAX_MARKED {
+                self.to_send.remove(0);
+            }
+            self.to_send.push(sig);
+        }
         self.seen_empty = false;
         self.empty = false;
         self.delay = FIRST_RESCAN;
@@ -235,7 +246,7 @@ impl SessionWatch {
         }
         let due = self.next_walk.is_some_and(|t| now >= t);
         let all_exited = exited > 0 && self.watched.is_empty();
-        Ok(self.send_all || self.seen_empty || due || all_exited || leader_exited)
+        Ok(!self.to_send.is_empty() || self.seen_empty || due || all_exited || leader_exited)
     }
 
     /// Takes in a walk that surveyed this session: sends the marked signal (to every
@@ -270,20 +281,20 @@ impl SessionWatch {
                 return Ok(Observed::Unconfirmed);
             }
             self.seen_empty = false;
-            self.send_all = false;
+            self.to_send.clear();
             self.empty = true;
             self.next_walk = None;
             return Ok(Observed::Empty);
         }
         self.seen_empty = false;
-        let all = std::mem::take(&mut self.send_all);
-        if all {
+        let all = std::mem::take(&mut self.to_send);
+        if !all.is_empty() {
             self.delay = FIRST_RESCAN;
         } else if self.next_walk.is_some_and(|t| now >= t) {
             self.delay = (self.delay * 2).min(MAX_RESCAN);
         }
         self.next_walk = Some(now + self.delay);
-        let counts = self.reach_members(leader, members, all)?;
+        let counts = self.reach_members(leader, members, &all)?;
         Ok(Observed::Members(counts))
     }
 
@@ -320,15 +331,16 @@ impl SessionWatch {
         }
     }
 
-    /// Sends the sticky signal to `members` (all of them, or those not watched yet), and
-    /// watches them.
+    /// Sends `marked` to every one of `members`, in order, or (none marked) the sticky
+    /// signal to those not watched yet; watches them.
     fn reach_members(
         &mut self,
         leader: &Process,
         members: &[Member],
-        all: bool,
+        marked: &[Signal],
     ) -> Result<SignalCounts, SignalError> {
         let mut counts = SignalCounts::default();
+        let all = !marked.is_empty();
         let fresh: Vec<Member>;
         let members = if all {
             members
@@ -343,9 +355,16 @@ impl SessionWatch {
         if members.is_empty() {
             return Ok(counts);
         }
+        let newcomers: Vec<Signal> = self.sticky.into_iter().collect();
+        let signals = if all { marked } else { &newcomers[..] };
         let mut keep = Vec::new();
-        let sent = match self.sticky {
-            Some(sig) => signal_each(
+        let mut sent = if signals.is_empty() {
+            Err(SignalError::Unverifiable)
+        } else {
+            Ok(())
+        };
+        for &sig in signals {
+            let once = signal_each(
                 leader,
                 members,
                 Within::Session,
@@ -353,9 +372,12 @@ impl SessionWatch {
                 true,
                 &mut counts,
                 |m, fd| keep.push((*m, fd)),
-            ),
-            None => Err(SignalError::Unverifiable),
-        };
+            );
+            if let Err(e) = once {
+                sent = Err(e);
+                break;
+            }
+        }
         match sent {
             Ok(()) => {}
             Err(e) if all => return Err(e),
