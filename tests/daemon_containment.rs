@@ -492,8 +492,11 @@ fn two_tree_signals_in_one_turn_both_reach_the_members() {
     let d = Daemon::start("two-signals", &["--containment", "session"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let script = "sh -c 'trap \"echo got-HUP\" HUP; trap \"echo got-USR1\" USR1; echo ready.; \
-                  while :; do sleep 0.05; done' & wait";
+    // The leader takes both too (its exit would start the session's stop), and waits on.
+    let script = "trap : HUP USR1; \
+                  sh -c 'trap \"echo got-HUP\" HUP; trap \"echo got-USR1\" USR1; echo ready.; \
+                  while :; do sleep 0.05; done' & \
+                  while kill -0 $! 2>/dev/null; do wait $!; done";
     let gen = c.ok(json!({"op": "spawn", "session": "t", "argv": ["sh", "-c", script]}))["gen"]
         .as_u64()
         .unwrap();

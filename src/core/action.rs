@@ -158,6 +158,28 @@ pub enum Event {
     },
 }
 
+impl Action {
+    /// The generation the action is about, if it is about one.
+    pub fn gen(&self) -> Option<u64> {
+        match self {
+            Action::Emit(e) => e.gen(),
+            Action::Spawn { gen, .. }
+            | Action::CancelSpawn { gen }
+            | Action::Signal { gen, .. }
+            | Action::Reap { gen }
+            | Action::WriteInput { gen, .. }
+            | Action::CloseInput { gen }
+            | Action::Resize { gen, .. }
+            | Action::CloseOutput { gen }
+            | Action::Release { gen }
+            | Action::Probe { gen, .. }
+            | Action::CancelProbe { gen, .. }
+            | Action::ReadySettled { gen } => Some(*gen),
+            Action::Reply { .. } => None,
+        }
+    }
+}
+
 impl Event {
     /// The generation the event is about, if it is about one.
     pub fn gen(&self) -> Option<u64> {

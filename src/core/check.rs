@@ -968,19 +968,7 @@ impl Checker {
                     );
                     continue;
                 }
-                Action::Emit(e) => e.gen(),
-                Action::Signal { gen, .. }
-                | Action::CancelSpawn { gen }
-                | Action::Reap { gen }
-                | Action::WriteInput { gen, .. }
-                | Action::CloseInput { gen }
-                | Action::Resize { gen, .. }
-                | Action::CloseOutput { gen }
-                | Action::Release { gen }
-                | Action::Probe { gen, .. }
-                | Action::CancelProbe { gen, .. }
-                | Action::ReadySettled { gen } => Some(*gen),
-                Action::Reply { .. } => None,
+                other => other.gen(),
             };
             if let Some((session, _)) = gen.and_then(|g| before.get(&g)) {
                 assert_eq!(&**session, name, "command on {name} acted on {action:?}");

@@ -324,7 +324,7 @@ impl Daemon {
             let mut held_gens: HashSet<u64> = HashSet::new();
             let mut replaying = std::mem::take(&mut replay).into_iter();
             while let Some(action) = replaying.next().or_else(|| self.core.poll_action()) {
-                let gen = action_gen(&action);
+                let gen = action.gen();
                 let waits = if held.is_empty() {
                     matches!(action, Action::Reap { .. } | Action::Release { .. })
                         && gen.is_some_and(|g| self.children.members_signal_pending(g))
@@ -450,24 +450,5 @@ impl Daemon {
             request,
             command: Command::Shutdown,
         });
-    }
-}
-
-/// The generation an action is about, if any.
-fn action_gen(action: &Action) -> Option<u64> {
-    match action {
-        Action::Spawn { gen, .. }
-        | Action::CancelSpawn { gen }
-        | Action::Signal { gen, .. }
-        | Action::Reap { gen }
-        | Action::WriteInput { gen, .. }
-        | Action::CloseInput { gen }
-        | Action::Resize { gen, .. }
-        | Action::CloseOutput { gen }
-        | Action::Release { gen }
-        | Action::Probe { gen, .. }
-        | Action::CancelProbe { gen, .. }
-        | Action::ReadySettled { gen } => Some(*gen),
-        Action::Emit(_) | Action::Reply { .. } => None,
     }
 }
