@@ -331,6 +331,11 @@ impl Child {
         self.watch.as_deref()
     }
 
+    /// Its session watch, if it has one, to change.
+    pub fn watch_mut(&mut self) -> Option<&mut SessionWatch> {
+        self.watch.as_deref_mut()
+    }
+
     /// Hands its session watch a survey that included it; registers the watch's
     /// descriptor once it has one.
     pub fn observe(&mut self, registry: &Registry, survey: &Survey, now: Instant) -> Observed {

@@ -469,8 +469,11 @@ impl Children {
         let Some(child) = self.table.get_mut(&gen) else {
             return;
         };
+        let before = child.process().is_reaped();
         let reaped = child.process_mut().reap();
-        if child.process().is_reaped() && child.process().is_child() {
+        // Only a reap just now took an entry off our list (a pid told twice could be a
+        // new child's by then).
+        if !before && child.process().is_reaped() && child.process().is_child() {
             self.own_children.reaped(child.process().pid());
         }
         match reaped {

@@ -166,7 +166,19 @@ impl Children {
             .copied()
             .filter(|&gen| self.members_signal_pending(gen))
             .collect();
-        self.look(registry, pending, Instant::now());
+        if pending.is_empty() {
+            return;
+        }
+        self.look(registry, pending.clone(), Instant::now());
+        // A survey that failed (no descriptor left, `/proc` unreadable) sent nothing: what
+        // waits for it must still go on, or the reap held for it would wait forever.
+        for gen in pending {
+            if let Some(watch) = self.table.get_mut(&gen).and_then(Child::watch_mut) {
+                if watch.drop_marked() {
+                    log::warn!("gen {gen}: its session's members were not signalled (walk failed)");
+                }
+            }
+        }
     }
 
     /// Surveys the sessions of `want`, and again at once those found empty for the first

@@ -171,6 +171,14 @@ impl SessionWatch {
         !self.to_send.is_empty()
     }
 
+    /// Forgets the signals marked and not sent (a walk to send them failed); whether
+    /// there were any. Members found later still get the last one.
+    pub fn drop_marked(&mut self) -> bool {
+        let had = !self.to_send.is_empty();
+        self.to_send.clear();
+        had
+    }
+
     /// Whether the last look found the session empty.
     pub fn is_empty(&self) -> bool {
         self.empty
@@ -363,7 +371,9 @@ impl SessionWatch {
         } else {
             Ok(())
         };
-        for &sig in signals {
+        for (i, &sig) in signals.iter().enumerate() {
+            // The members are watched through the pidfds of the last pass only: one each.
+            let last = i + 1 == signals.len();
             let once = signal_each(
                 leader,
                 members,
@@ -371,7 +381,11 @@ impl SessionWatch {
                 sig,
                 true,
                 &mut counts,
-                |m, fd| keep.push((*m, fd)),
+                |m, fd| {
+                    if last {
+                        keep.push((*m, fd))
+                    }
+                },
             );
             if let Err(e) = once {
                 sent = Err(e);
