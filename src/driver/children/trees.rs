@@ -193,6 +193,7 @@ impl Children {
             }
             want = self.survey(registry, &want, now);
         }
+        self.own_children.end();
     }
 
     /// One survey per reach for the sessions of `gens`, each handed its result; returns

@@ -9,7 +9,8 @@
 //!
 //! But the list only grows while nothing is reaped: a fork and an orphan reparented to
 //! the root are both added at its end, and an entry leaves only when its process is
-//! reaped (by us, as no child of ours is ignored). So the copy is kept with the file open:
+//! reaped (by us, as no child of ours is ignored). So the copy is kept, and the file held
+//! open for the length of a look:
 //! - within a look, where nothing is reaped, the list is read on from where the last read
 //!   ended: one count from the head to the end, no formatting;
 //! - at the start of a look, from just before the copy's last few entries (one count and
@@ -64,6 +65,13 @@ impl Listing {
         self.in_place = false;
     }
 
+    /// The look ended: the file is closed (a descriptor held between looks would be one
+    /// the daemon's budget does not count); the copy stays.
+    pub fn end(&mut self) {
+        self.file = None;
+        self.in_place = false;
+    }
+
     /// Appends to `out` every child listed now, at most `room`: the copy read on, or the
     /// whole list where the copy can no longer be trusted; `Ok(false)` if some did not fit.
     pub fn read_all(&mut self, out: &mut Vec<i32>, room: usize) -> Result<bool, Fail> {
@@ -85,7 +93,15 @@ impl Listing {
     /// Reads what was added since the copy was read into it; `Some(old length)`, or `None`
     /// if the copy cannot be read on (none yet, changed, or too long a tail).
     fn read_on(&mut self, room: usize) -> Result<Option<usize>, Fail> {
-        let (Some(file), false) = (&self.file, self.text.is_empty()) else {
+        if self.text.is_empty() {
+            return Ok(None);
+        }
+        if self.file.is_none() {
+            // Opened again for this look: its first read is the checked one.
+            self.file = Some(fs::File::open(&self.path)?);
+            self.in_place = false;
+        }
+        let Some(file) = &self.file else {
             return Ok(None);
         };
         let limit = room.saturating_mul(CHILD_BYTES).max(CHILD_BYTES);
@@ -193,6 +209,13 @@ impl OwnChildren {
         }
     }
 
+    /// The look ended: see [`Listing::end`].
+    pub fn end(&mut self) {
+        if let Some(listing) = &mut self.listing {
+            listing.end();
+        }
+    }
+
     /// We reaped our child `pid`: it left the kernel's list, and leaves the copy.
     pub fn reaped(&mut self, pid: i32) {
         // Not in the copy: forked or reparented since the last read, so not read yet.
@@ -220,7 +243,9 @@ impl OwnChildren {
         };
         listing.begin();
         let mut out = Vec::new();
-        match listing.read_all(&mut out, MAX_WALK) {
+        let read = listing.read_all(&mut out, MAX_WALK);
+        listing.end();
+        match read {
             Ok(_) | Err(Fail::Gone) => Ok(out),
             Err(Fail::Other(e)) => Err(e),
         }
