@@ -206,7 +206,9 @@ class _Engine:
     def _future(self) -> Any:
         raise NotImplementedError
 
-    def _send_bytes(self, data: bytes) -> None:
+    def _send_bytes(self, data: bytes) -> bool:
+        """Sends ``data``; ``False`` when the connection was found already gone, so that
+        none of it can have been read by a daemon (the reader has not seen the end yet)."""
         raise NotImplementedError
 
     def _wake(self, stream: Optional[_Stream]) -> None:
@@ -284,7 +286,11 @@ class _Engine:
         self._pending[rid] = p
         if self._connected:
             p.sent = True
-            self._send_bytes(line)
+            if not self._send_bytes(line):
+                # The daemon was gone before this was sent (its end not read yet): the
+                # request waits for the next connection like one made after the loss.
+                p.sent = False
+                self._connected = False
         return fut
 
     def _withdraw(self, fut: Any) -> None:

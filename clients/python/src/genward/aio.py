@@ -101,10 +101,11 @@ class AsyncClient(_Engine):
         fut.add_done_callback(_consume)
         return fut
 
-    def _send_bytes(self, data: bytes) -> None:
+    def _send_bytes(self, data: bytes) -> bool:
         w = self._writer
         if w is not None and not w.is_closing():
             w.write(data)
+        return True
 
     def _wake(self, stream: Optional[_Stream]) -> None:
         if stream is not None and stream.waker is not None:

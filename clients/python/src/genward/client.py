@@ -121,14 +121,19 @@ class Client(_Engine):
 
         return concurrent.futures.Future()
 
-    def _send_bytes(self, data: bytes) -> None:
+    def _send_bytes(self, data: bytes) -> bool:
         sock = self._sock
         if sock is None:
-            return
+            return False
         try:
             sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # The daemon's end is closed: no byte of this reaches it (and a line cut short
+            # is never acted on). The reader sees the end and takes it from there.
+            return False
         except OSError:
             pass  # the reader sees the connection end and takes it from there
+        return True
 
     def _wake(self, stream: Optional[_Stream]) -> None:
         self._cond.notify_all()
