@@ -107,10 +107,11 @@ impl Listing {
         let limit = room.saturating_mul(CHILD_BYTES).max(CHILD_BYTES);
         let from = self.text.len();
         if self.in_place {
-            let Some(tail) = read_at_end(file, from, limit)? else {
+            let tail = read_at_end(file, from, limit)?;
+            if !tail.whole {
                 return Ok(None);
-            };
-            self.text.extend_from_slice(&tail);
+            }
+            self.text.extend_from_slice(&tail.bytes);
             return Ok(Some(from));
         }
         // From the space before the last few entries: they must be where they were. An
@@ -120,10 +121,9 @@ impl Listing {
         let mut spaces = body.iter().enumerate().rev().filter(|(_, &b)| b == b' ');
         let start = spaces.nth(CHECKED_ENTRIES - 1).map_or(0, |(i, _)| i);
         let expected = &self.text[start..];
-        let Some(tail) = read_at_end(file, start, expected.len() + limit)? else {
-            return Ok(None);
-        };
-        if !tail.starts_with(expected) || tail.last() != Some(&b' ') {
+        let read = read_at_end(file, start, expected.len() + limit)?;
+        let tail = &read.bytes[..];
+        if !read.whole || !tail.starts_with(expected) || tail.last() != Some(&b' ') {
             return Ok(None);
         }
         self.text.extend_from_slice(&tail[expected.len()..]);
@@ -137,40 +137,48 @@ impl Listing {
         self.text.clear();
         self.in_place = false;
         let file = fs::File::open(&self.path)?;
-        let Some(text) = read_at_end(&file, 0, limit)? else {
-            // Too many to keep: what fit is handed out, cut at the last whole pid.
-            let mut part = Vec::new();
-            let mut buf = vec![0; limit];
-            let n = file.read_at(&mut buf, 0)?;
-            part.extend_from_slice(&buf[..n]);
+        let read = read_at_end(&file, 0, limit)?;
+        if !read.whole {
+            // Too many to keep: what was read is handed out, cut at the last whole pid.
+            let part = &read.bytes;
             let cut = part.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1);
             push_pids(&part[..cut], out, room);
             self.file = None;
             return Ok(false);
-        };
-        self.text = text;
+        }
+        self.text = read.bytes;
         self.file = Some(file);
         self.in_place = true;
         Ok(push_pids(&self.text, out, room))
     }
 }
 
-/// Reads `file` from `offset` to its end, at most `limit` bytes; `None` if there is more.
-fn read_at_end(file: &fs::File, offset: usize, limit: usize) -> Result<Option<Vec<u8>>, Fail> {
-    let mut out = Vec::new();
+/// What [`read_at_end`] read: everything from the offset to the end of the list, or only
+/// the first `limit` bytes or so of it.
+struct Tail {
+    bytes: Vec<u8>,
+    whole: bool,
+}
+
+/// Reads `file` from `offset` to its end, stopping once more than `limit` bytes came.
+fn read_at_end(file: &fs::File, offset: usize, limit: usize) -> Result<Tail, Fail> {
+    let mut bytes = Vec::new();
     let mut buf = vec![0; 64 * 1024];
     loop {
-        let n = match file.read_at(&mut buf, (offset + out.len()) as u64) {
+        let n = match file.read_at(&mut buf, (offset + bytes.len()) as u64) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e.into()),
         };
-        out.extend_from_slice(&buf[..n]);
-        if out.len() > limit {
-            return Ok(None);
+        bytes.extend_from_slice(&buf[..n]);
+        if bytes.len() > limit {
+            return Ok(Tail {
+                bytes,
+                whole: false,
+            });
         }
         if n < SHORT_READ {
-            return Ok(Some(out));
+            return Ok(Tail { bytes, whole: true });
         }
     }
 }
@@ -302,6 +310,25 @@ mod tests {
     fn reap(child: &mut Child) {
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// More children than a walk may take: as many as it may are handed out, however many
+    /// pages of the file that takes (a read returns one page, some 500 to 800 pids).
+    #[test]
+    fn a_list_longer_than_the_room_hands_out_the_room() {
+        /// Reaped however the test ends: a failed one leaves no thousands of sleeps.
+        struct Reaped(Vec<Child>);
+        impl Drop for Reaped {
+            fn drop(&mut self) {
+                self.0.iter_mut().for_each(reap);
+            }
+        }
+        let room = 1000;
+        let kids = Reaped(spawn_sleeps(2 * room));
+        let mut out = Vec::new();
+        let fit = own_thread().read_all(&mut out, room).unwrap();
+        assert!(!fit);
+        assert_eq!(out, ids(&kids.0[..room]));
     }
 
     /// Reads on from the copy; every read is checked against a whole read of the list.
