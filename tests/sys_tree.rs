@@ -14,7 +14,6 @@
 mod util;
 
 use std::collections::BTreeSet;
-use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Once;
@@ -24,7 +23,7 @@ use genward::sys::orphans::become_subreaper;
 use genward::sys::process::{Exit, Process, SignalError};
 use genward::sys::spawn::{spawn, Child};
 use genward::sys::tree::{
-    descendants, descendants_capped, foreground_group, session_members, signal_foreground,
+    descendants, descendants_capped, foreground_group, pid_set, session_members, signal_foreground,
     signal_members, signal_tree, EscapeeLedger, Member, OwnChildren, Reach, SessionWatch, Survey,
     WatchState, Within, FIRST_RESCAN, GEN_MARKER, MAX_RESCAN,
 };
@@ -332,20 +331,21 @@ fn after_the_leader_exits_its_zombie_pins_the_session_and_the_watch_sees_it_empt
 
     // Escapees are handed out once each, with the generation they came from.
     let mut ledger = EscapeeLedger::default();
+    let sids = pid_set([s.sid]);
     let survey = Survey::take(
         Reach::Subtree,
-        &HashSet::from([s.sid]),
-        &[],
+        &sids,
+        &pid_set([]),
         &mut OwnChildren::default(),
     )
     .unwrap();
-    let escapees = ledger.new_in(survey.walk(), &[s.sid]);
+    let escapees = ledger.new_in(survey.walk(), &sids);
     for pid in [s.escaped, s.daemon] {
         let e = escapees.iter().find(|e| e.member.pid == pid).unwrap();
         assert_eq!(e.marker, Some(GEN), "{e:?}");
         assert_ne!(e.member.sid, s.sid);
     }
-    assert!(ledger.new_in(survey.walk(), &[s.sid]).is_empty());
+    assert!(ledger.new_in(survey.walk(), &sids).is_empty());
     assert!(s.alive(s.escaped) && s.alive(s.daemon));
 
     wait_reap(&mut s.child.process);

@@ -89,11 +89,13 @@ use rustix::process::{getpid, kill_process, pidfd_open, pidfd_send_signal, Pid, 
 use crate::sys::process::{pidfd_exited, Process, SignalError};
 
 mod listing;
+mod pid_set;
 mod survey;
 mod watch;
 
 use listing::Listing;
 pub use listing::OwnChildren;
+pub use pid_set::{pid_set, PidSet};
 
 pub use survey::{EscapeeLedger, Survey};
 pub use watch::{Observed, SessionWatch, WatchState, FIRST_RESCAN, MAX_RESCAN, MAX_WATCHED};
@@ -379,23 +381,30 @@ impl Walk {
     /// Reads `/proc/<pid>/environ` of each (for [`Escapee::marker`]); there are usually
     /// none.
     pub fn escapees(&self, tracked: &[i32]) -> Vec<Escapee> {
-        self.escapees_where(tracked, |_| true)
+        self.escapees_where(&pid_set(tracked.iter().copied()), |_| true)
     }
 
     /// [`Walk::escapees`] among the processes `consider` accepts (the others' environments
     /// are not read).
     pub fn escapees_where(
         &self,
-        tracked: &[i32],
+        tracked: &PidSet,
         consider: impl Fn(&Member) -> bool,
     ) -> Vec<Escapee> {
         let own = own_session();
-        let tracked: HashSet<i32> = tracked.iter().copied().collect();
-        let by_pid: HashMap<i32, &Member> = self.members.iter().map(|m| (m.pid, m)).collect();
-        self.members
+        let found: Vec<&Member> = self
+            .members
             .iter()
             .filter(|m| !m.is_exited() && m.sid != own && !tracked.contains(&m.sid))
             .filter(|m| consider(m))
+            .collect();
+        if found.is_empty() {
+            // The usual case: no map of the walk by pid to build.
+            return Vec::new();
+        }
+        let by_pid: HashMap<i32, &Member> = self.members.iter().map(|m| (m.pid, m)).collect();
+        found
+            .into_iter()
             .map(|m| {
                 // Up the parent chain, as far as the walk saw it, to a tracked session.
                 let mut from_sid = None;
@@ -520,16 +529,16 @@ pub fn descendants_capped(root: i32, cap: usize) -> io::Result<Walk> {
 /// Walks below `root`, skipping the processes in `skip` (not read, not listed, not
 /// descended into).
 fn walk(root: i32, cap: usize, skip: &HashSet<i32>) -> io::Result<Walk> {
-    walk_on(root, cap, skip, &mut None)
+    walk_on(root, cap, &|pid| skip.contains(&pid), &mut None)
 }
 
-/// [`walk`] that reads on from `listing` of the root's children, when it is one and the
-/// root has not reaped since it was read (see [`Listing`]), and leaves the root's list in
-/// it as read at the end.
+/// [`walk`] that skips the pids `skip` accepts, and reads on from `listing` of the root's
+/// children, when it is one and the root has not reaped since it was read (see
+/// [`Listing`]), and leaves the root's list in it as read at the end.
 fn walk_on(
     root: i32,
     cap: usize,
-    skip: &HashSet<i32>,
+    skip: &dyn Fn(i32) -> bool,
     listing: &mut Option<Listing>,
 ) -> io::Result<Walk> {
     if !children_files_supported() {
@@ -542,7 +551,7 @@ fn walk_on(
         Err(Fail::Gone) => return Ok(w),
         Err(Fail::Other(e)) => return Err(e),
     };
-    let mut seen: HashSet<i32> = HashSet::new();
+    let mut seen = PidSet::default();
     let mut queue: VecDeque<i32> = VecDeque::new();
     let mut found = Vec::new();
     // The root is read first and again at the end, until it shows no child we have not
@@ -571,12 +580,19 @@ fn walk_on(
             Err(Fail::Other(e)) => return Err(e),
         }
         let before = queue.len();
-        queue.extend(found.iter().copied().filter(|p| !seen.contains(p)));
+        // Skipped ones are never queued nor remembered: with thousands of leaders under the
+        // root, the set of those seen stays as small as what is walked.
+        queue.extend(
+            found
+                .iter()
+                .copied()
+                .filter(|&p| !skip(p) && !seen.contains(&p)),
+        );
         if queue.len() == before {
             break;
         }
         while let Some(pid) = queue.pop_front() {
-            if !seen.insert(pid) || pid == root || skip.contains(&pid) {
+            if !seen.insert(pid) || pid == root || skip(pid) {
                 continue;
             }
             if w.members.len() >= cap {
@@ -637,7 +653,7 @@ fn scan_all(cap: usize) -> io::Result<Walk> {
 }
 
 /// [`walk`] without `children` files: one scan of all of `/proc`, linked by parent pid.
-fn walk_by_scan(root: i32, cap: usize, skip: &HashSet<i32>) -> io::Result<Walk> {
+fn walk_by_scan(root: i32, cap: usize, skip: &dyn Fn(i32) -> bool) -> io::Result<Walk> {
     let all = scan_all(crate::sys::procscan::MAX_SCAN)?;
     let mut kids: HashMap<i32, Vec<&Member>> = HashMap::new();
     for m in &all.members {
@@ -653,7 +669,7 @@ fn walk_by_scan(root: i32, cap: usize, skip: &HashSet<i32>) -> io::Result<Walk> 
     let mut seen = HashSet::from([root]);
     while let Some(pid) = queue.pop_front() {
         for m in kids.get(&pid).into_iter().flatten() {
-            if !seen.insert(m.pid) || skip.contains(&m.pid) {
+            if !seen.insert(m.pid) || skip(m.pid) {
                 continue;
             }
             if w.members.len() >= cap {
@@ -1070,11 +1086,11 @@ mod tests {
             v
         };
         let by_files = descendants(pid).unwrap();
-        let by_scan = walk_by_scan(pid, MAX_WALK, &HashSet::new()).unwrap();
+        let by_scan = walk_by_scan(pid, MAX_WALK, &|_| false).unwrap();
         assert!(!by_files.by_scan && by_scan.by_scan);
         assert_eq!(by_files.members.len(), 2);
         assert_eq!(pids(by_files), pids(by_scan));
-        let skipped = walk_by_scan(getpid().as_raw_pid(), MAX_WALK, &HashSet::from([pid]));
+        let skipped = walk_by_scan(getpid().as_raw_pid(), MAX_WALK, &|p| p == pid);
         assert!(skipped
             .unwrap()
             .members

@@ -7,15 +7,13 @@ use std::time::Instant;
 
 use mio::Registry;
 
-use std::collections::HashSet;
-
 use super::Children;
 use crate::core::Scope;
 use crate::driver::child::Child;
 use crate::driver::launch::Launch;
 use crate::sys::process::SignalError;
 use crate::sys::tree;
-use crate::sys::tree::{Observed, Reach, SessionWatch, Survey};
+use crate::sys::tree::{pid_set, Observed, PidSet, Reach, SessionWatch, Survey};
 
 /// `Signal::from_named_raw` covers the named signals; real-time ones are valid too.
 fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
@@ -187,19 +185,25 @@ impl Children {
         // Nothing is reaped until the look ends: the second survey reads our list of
         // children on from where the first left it.
         self.own_children.begin();
+        let leaders = self.leaders();
         for _round in 0..2 {
             if want.is_empty() {
                 break;
             }
-            want = self.survey(registry, &want, now);
+            want = self.survey(registry, &want, &leaders, now);
         }
         self.own_children.end();
     }
 
     /// One survey per reach for the sessions of `gens`, each handed its result; returns
     /// those that want another walk at once (found empty for the first time).
-    fn survey(&mut self, registry: &Registry, gens: &[u64], now: Instant) -> Vec<u64> {
-        let leaders = self.leaders();
+    fn survey(
+        &mut self,
+        registry: &Registry,
+        gens: &[u64],
+        leaders: &PidSet,
+        now: Instant,
+    ) -> Vec<u64> {
         let mut again = Vec::new();
         for reach in [Reach::Subtree, Reach::Host] {
             let of_reach: Vec<u64> = gens
@@ -213,11 +217,12 @@ impl Children {
             if of_reach.is_empty() {
                 continue;
             }
-            let sids: HashSet<i32> = of_reach
-                .iter()
-                .filter_map(|gen| Some(self.table.get(gen)?.watch()?.sid()))
-                .collect();
-            let survey = match Survey::take(reach, &sids, &leaders, &mut self.own_children) {
+            let sids = pid_set(
+                of_reach
+                    .iter()
+                    .filter_map(|gen| Some(self.table.get(gen)?.watch()?.sid())),
+            );
+            let survey = match Survey::take(reach, &sids, leaders, &mut self.own_children) {
                 Ok(s) => s,
                 Err(e) => {
                     for gen in &of_reach {
@@ -241,7 +246,7 @@ impl Children {
                 self.recount_watch(before, after);
             }
             if reach == Reach::Subtree {
-                self.report_escapees(&survey, &leaders);
+                self.report_escapees(&survey, leaders);
             }
         }
         again
@@ -251,7 +256,7 @@ impl Children {
     /// its signals: they are reported, once each, for the generation they came from
     /// (their ancestor's session, or their marker). A walk also meets processes of the
     /// daemon's own (its keeper, its log writer), which are no generation's.
-    fn report_escapees(&mut self, survey: &Survey, leaders: &[i32]) {
+    fn report_escapees(&mut self, survey: &Survey, leaders: &PidSet) {
         for e in self.escapees.new_in(survey.walk(), leaders) {
             let by_sid = e.from_sid.and_then(|sid| {
                 self.table
@@ -295,21 +300,23 @@ impl Children {
     /// a walk of one generation's session need not enter theirs.
     fn others(&self, gen: u64) -> Vec<i32> {
         let own = self.table.get(&gen).map(|c| c.process().pid());
-        let mut leaders = self.leaders();
-        leaders.retain(|&p| Some(p) != own);
-        leaders
+        let leaders = self.leaders().into_iter();
+        leaders.filter(|&p| Some(p) != own).collect()
     }
 
     /// The leaders of every generation not reaped yet, and of those starting: a survey
     /// enters only those of the sessions it looks at.
-    fn leaders(&self) -> Vec<i32> {
+    fn leaders(&self) -> PidSet {
         let running = self
             .table
             .values()
             .filter(|c| !c.process().is_reaped())
             .map(|c| c.process().pid());
-        running
-            .chain(self.launching.values().map(Launch::pid))
-            .collect()
+        let mut leaders = PidSet::with_capacity_and_hasher(
+            self.table.len() + self.launching.len(),
+            Default::default(),
+        );
+        leaders.extend(running.chain(self.launching.values().map(Launch::pid)));
+        leaders
     }
 }

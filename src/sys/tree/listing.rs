@@ -43,6 +43,11 @@ pub struct Listing {
     /// Nothing was reaped since the last read (the caller says: see [`Listing::begin`]):
     /// the kernel's place in the open file is the end of `text`.
     in_place: bool,
+    /// The last read, in place, found nothing new: the copy is the whole list as of then,
+    /// and the next [`Listing::read_all`] of this look hands it out without reading. A look
+    /// walks twice in a row; the second walk's start is the first walk's last read, and
+    /// its own last read still catches what arrived since.
+    settled: bool,
 }
 
 impl Listing {
@@ -63,6 +68,7 @@ impl Listing {
     /// checks that the copy still holds.
     pub fn begin(&mut self) {
         self.in_place = false;
+        self.settled = false;
     }
 
     /// The look ended: the file is closed (a descriptor held between looks would be one
@@ -70,11 +76,15 @@ impl Listing {
     pub fn end(&mut self) {
         self.file = None;
         self.in_place = false;
+        self.settled = false;
     }
 
     /// Appends to `out` every child listed now, at most `room`: the copy read on, or the
     /// whole list where the copy can no longer be trusted; `Ok(false)` if some did not fit.
     pub fn read_all(&mut self, out: &mut Vec<i32>, room: usize) -> Result<bool, Fail> {
+        if std::mem::take(&mut self.settled) {
+            return Ok(push_pids(&self.text, out, room));
+        }
         match self.read_on(room)? {
             Some(_) => Ok(push_pids(&self.text, out, room)),
             None => self.read_whole(out, room),
@@ -111,6 +121,7 @@ impl Listing {
             if !tail.whole {
                 return Ok(None);
             }
+            self.settled = tail.bytes.is_empty();
             self.text.extend_from_slice(&tail.bytes);
             return Ok(Some(from));
         }
@@ -136,6 +147,7 @@ impl Listing {
         let limit = room.saturating_mul(CHILD_BYTES).max(CHILD_BYTES);
         self.text.clear();
         self.in_place = false;
+        self.settled = false;
         let file = fs::File::open(&self.path)?;
         let read = read_at_end(&file, 0, limit)?;
         if !read.whole {
@@ -265,6 +277,7 @@ impl Listing {
     /// not there.
     fn remove(&mut self, pid: i32) -> bool {
         self.in_place = false;
+        self.settled = false;
         let entry = format!("{pid} ");
         let mut at = 0;
         while let Some(i) = find(&self.text[at..], entry.as_bytes()) {
@@ -387,6 +400,22 @@ mod tests {
         let mut all = Vec::new();
         listing.read_all(&mut all, MAX_WALK).unwrap();
         assert_eq!(all, whole(&listing));
+
+        // A second walk of the same look starts from where the first walk's last read
+        // ended, found nothing new, and its own last read finds what came since.
+        listing.begin();
+        let mut all = Vec::new();
+        listing.read_all(&mut all, MAX_WALK).unwrap();
+        let mut none = Vec::new();
+        listing.read_new(&mut none, MAX_WALK).unwrap();
+        assert!(none.is_empty());
+        kids.extend(spawn_sleeps(1));
+        let mut again = Vec::new();
+        listing.read_all(&mut again, MAX_WALK).unwrap();
+        assert_eq!(again, all);
+        let mut new = Vec::new();
+        listing.read_new(&mut new, MAX_WALK).unwrap();
+        assert_eq!(new, ids(&kids[kids.len() - 1..]));
 
         for (i, kid) in kids.iter_mut().enumerate() {
             if ![0, 1, 4, last].contains(&i) {

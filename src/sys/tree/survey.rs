@@ -15,7 +15,9 @@ use std::io;
 
 use rustix::process::getpid;
 
-use super::{read_member, scan_all, walk_on, Escapee, Member, OwnChildren, Reach, Walk, MAX_WALK};
+use super::{
+    read_member, scan_all, walk_on, Escapee, Member, OwnChildren, PidSet, Reach, Walk, MAX_WALK,
+};
 use crate::sys::procscan::MAX_SCAN;
 
 /// What one walk found of a set of sessions.
@@ -34,18 +36,14 @@ impl Survey {
     /// `own`: our list of children as the last survey left it (see [`OwnChildren`]).
     pub fn take(
         reach: Reach,
-        sids: &HashSet<i32>,
-        leaders: &[i32],
+        sids: &PidSet,
+        leaders: &PidSet,
         own: &mut OwnChildren,
     ) -> io::Result<Survey> {
         let walk = match reach {
             Reach::Host => scan_all(MAX_SCAN)?,
             Reach::Subtree => {
-                let skip: HashSet<i32> = leaders
-                    .iter()
-                    .copied()
-                    .filter(|p| !sids.contains(p))
-                    .collect();
+                let skip = |pid| leaders.contains(&pid) && !sids.contains(&pid);
                 walk_on(getpid().as_raw_pid(), MAX_WALK, &skip, own.listing())?
             }
         };
@@ -79,7 +77,7 @@ impl EscapeeLedger {
     /// The escapees of `walk` not handed out before (see [`Walk::escapees`] for
     /// `tracked`). Once [`MAX_WALK`] are remembered, those that ended are forgotten; if
     /// that frees no room, no new one is handed out.
-    pub fn new_in(&mut self, walk: &Walk, tracked: &[i32]) -> Vec<Escapee> {
+    pub fn new_in(&mut self, walk: &Walk, tracked: &PidSet) -> Vec<Escapee> {
         if self.seen.len() >= MAX_WALK {
             self.seen.retain(|&(pid, start)| {
                 matches!(read_member(pid), Ok(Some(m)) if m.starttime == start && !m.is_exited())

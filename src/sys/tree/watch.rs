@@ -1,7 +1,7 @@
 //! Watching a session empty after its members were signalled, without looking every loop
 //! turn, and without a walk per session when many are watched at once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -12,7 +12,9 @@ use rustix::process::Signal;
 
 use super::survey::Survey;
 use super::OwnChildren;
-use super::{check_pinned, signal_each, verify, Check, Member, Reach, SignalCounts, Within};
+use super::{
+    check_pinned, pid_set, signal_each, verify, Check, Member, Reach, SignalCounts, Within,
+};
 use crate::sys::process::{Process, SignalError};
 
 /// What [`SessionWatch::poll`] concluded.
@@ -321,10 +323,11 @@ impl SessionWatch {
         others: &[i32],
         now: Instant,
     ) -> Result<SignalCounts, SignalError> {
-        let sids = HashSet::from([self.sid]);
+        let sids = pid_set([self.sid]);
+        let leaders = pid_set(others.iter().copied());
         let mut own = OwnChildren::default();
         loop {
-            let survey = match Survey::take(self.reach, &sids, others, &mut own) {
+            let survey = match Survey::take(self.reach, &sids, &leaders, &mut own) {
                 Ok(s) => s,
                 Err(e) => {
                     self.walk_failed(now);
