@@ -45,6 +45,10 @@ impl Core {
             restarts: s.restarts,
             restart_at_unix_ms: s.restart_at.map(|t| clock.unix_ms_of(t)),
             current: s.current,
+            current_overlaps: s
+                .current
+                .and_then(|g| self.gens.get(&g))
+                .is_some_and(|g| g.overlap),
             last_gen: s.last_gen,
             last_end: s.last_end.clone(),
             recent_ends: s.recent_ends().cloned().collect(),
@@ -191,6 +195,7 @@ impl Core {
         s.current = r
             .current
             .filter(|g| !r.recent_ends.iter().any(|e| e.gen() == Some(*g)));
+        s.current_overlaps = r.current_overlaps && s.current.is_some();
         s.last_gen = r.last_gen;
         s.last_end = r.last_end;
         let skip = r.recent_ends.len().saturating_sub(RECENT_ENDS);
@@ -278,6 +283,10 @@ impl Core {
         let current = s.current;
         let restarts = s.restarts;
         let older_taken_back = std::mem::take(&mut s.older_taken_back);
+        let on_busy = match std::mem::take(&mut s.current_overlaps) {
+            true => super::OnBusy::Overlap,
+            false => super::OnBusy::Replace,
+        };
         // The recorded current with no process: nobody will ever see it end.
         if let Some(gen) = current.filter(|g| !self.gens.contains_key(g)) {
             // With older generations of its session running when the daemon died, it was a
@@ -287,7 +296,7 @@ impl Core {
                 !stop_current && (older_taken_back || self.gens_of(name).next().is_some());
             self.lost_unseen(name, gen);
             if replacing {
-                self.replace_again(name, restarts);
+                self.replace_again(name, restarts, on_busy);
             }
         }
         let current = self.sessions.get(name).and_then(|s| s.current);
@@ -315,11 +324,12 @@ impl Core {
         self.advance_session(name);
     }
 
-    /// Starts the replacement a crash interrupted again, as a new generation: it waits
-    /// (Pending) for the older generations it replaces, as the lost one did. Not counted
-    /// as a restart (`restarts` is the count before the lost end); if the session has no
-    /// room left, the restart policy decides as before.
-    fn replace_again(&mut self, name: &Arc<str>, restarts: u32) {
+    /// Starts the replacement a crash interrupted again, as a new generation with the lost
+    /// one's `on_busy`: with `replace` it waits (Pending) for the older generations it
+    /// replaces, as the lost one did; with `overlap` it starts beside them. Not counted as
+    /// a restart (`restarts` is the count before the lost end); if the session has no room
+    /// left, the restart policy decides as before.
+    fn replace_again(&mut self, name: &Arc<str>, restarts: u32, on_busy: super::OnBusy) {
         let Some(s) = self.sessions.get(name) else {
             return;
         };
@@ -327,9 +337,12 @@ impl Core {
             return;
         }
         let spec = s.spec.clone();
-        let Ok(gen) = self.allocate(name, spec, super::OnBusy::Replace) else {
+        let Ok(gen) = self.allocate(name, spec, on_busy) else {
             return;
         };
+        if let Some(g) = self.gens.get_mut(&gen) {
+            g.overlap = on_busy == super::OnBusy::Overlap;
+        }
         if let Some(s) = self.sessions.get_mut(name) {
             s.current = Some(gen);
             s.restart_at = None;

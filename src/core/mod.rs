@@ -791,12 +791,12 @@ impl Core {
             return;
         }
         let Some(cur) = s.current else { return };
-        let pending = self
-            .gens
-            .get(&cur)
-            .is_some_and(|g| g.phase == Phase::Pending);
+        let Some(g) = self.gens.get(&cur).filter(|g| g.phase == Phase::Pending) else {
+            return;
+        };
+        // One spawned with `on_busy: overlap` starts beside the older ones.
         let older_live = self.gens_of(name).next().is_some_and(|g| g < cur);
-        if pending && !older_live {
+        if g.overlap || !older_live {
             let name = name.clone();
             self.start_or_wait(&name, cur);
         }

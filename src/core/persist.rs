@@ -38,6 +38,9 @@ pub struct SessionRecord {
     pub restart_at_unix_ms: Option<u64>,
     /// The generation commands addressed when this was written.
     pub current: Option<u64>,
+    /// `current` was spawned with `on_busy: overlap`: if a crash caught it in its start,
+    /// what takes its place starts beside the older generations too, not after them.
+    pub current_overlaps: bool,
     /// The last generation that was current.
     pub last_gen: Option<u64>,
     /// How the last current generation ended.

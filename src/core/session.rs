@@ -44,6 +44,9 @@ pub(crate) struct Session {
     /// recorded current one was taken back, even if found gone at once — so the current
     /// one, if nothing describes it, was a replacement waiting for it.
     pub older_taken_back: bool,
+    /// During a start-up only: the recorded current generation was spawned with
+    /// `on_busy: overlap` (see [`super::SessionRecord::current_overlaps`]).
+    pub current_overlaps: bool,
     pub restarts: u32,
     pub restart_at: Option<Time>,
     /// State when nothing runs and no restart is pending.
@@ -68,6 +71,7 @@ impl Session {
             removing: false,
             recovery_stop: None,
             older_taken_back: false,
+            current_overlaps: false,
             restarts: 0,
             restart_at: None,
             rest: Rest::Stopped,

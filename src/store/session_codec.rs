@@ -49,7 +49,9 @@ const FIELDS: &[&str] = &[
 
 /// Members a file of an older daemon may lack. `origin`: absent, the session is a
 /// client's (no daemon before it had a config).
-const OPTIONAL_FIELDS: &[&str] = &["origin"];
+/// `current_overlaps`: absent, the current generation was not spawned with `on_busy:
+/// overlap` (written only when it was).
+const OPTIONAL_FIELDS: &[&str] = &["origin", "current_overlaps"];
 
 /// The session file for `record`. Fails, naming the field, for a spec the format cannot
 /// carry (the wire's limits: text that is not UTF-8, unlimited restarts), or for recent
@@ -80,6 +82,9 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
             .u64("restarts", record.restarts.into());
         opt_u64(w, "restart_at_unix_ms", record.restart_at_unix_ms);
         opt_u64(w, "current", record.current);
+        if record.current_overlaps {
+            w.bool("current_overlaps", true);
+        }
         opt_u64(w, "last_gen", record.last_gen);
         match &record.last_end {
             Some(end) => w.with("last_end", |out| End::from(end).write(out)),
@@ -136,6 +141,7 @@ pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, FormatError> {
             .map_err(|_| FieldError::invalid("restarts", "above 4294967295"))?,
         restart_at_unix_ms: o.opt_u64("restart_at_unix_ms")?,
         current: o.opt_u64("current")?,
+        current_overlaps: o.opt_bool("current_overlaps")?.unwrap_or(false),
         last_gen: o.opt_u64("last_gen")?,
         last_end: match o.opt_object("last_end")? {
             None => None,
@@ -270,6 +276,7 @@ mod tests {
             restarts: 3,
             restart_at_unix_ms: Some(1_700_000_000_000),
             current: None,
+            current_overlaps: false,
             last_gen: Some(9),
             last_end: Some(LastEnd::Exited {
                 gen: 9,
@@ -304,6 +311,7 @@ mod tests {
         assert_eq!(decode_session(&bytes).unwrap(), r);
         let bare = SessionRecord {
             current: Some(10),
+            current_overlaps: true,
             last_end: Some(LastEnd::SpawnFailed {
                 gen: 8,
                 error: SpawnError::new(SpawnErrorKind::Cancelled, 0),

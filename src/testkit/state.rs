@@ -34,6 +34,7 @@ pub fn sample_session(name: &str) -> SessionRecord {
         restarts: 2,
         restart_at_unix_ms: None,
         current: Some(12),
+        current_overlaps: true,
         last_gen: Some(11),
         last_end: Some(LastEnd::Exited {
             gen: 11,

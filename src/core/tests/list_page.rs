@@ -63,6 +63,7 @@ fn pages_of_a_large_table_hold_every_session_once_under_churn() {
         restarts: 0,
         restart_at_unix_ms: None,
         current: None,
+        current_overlaps: false,
         last_gen: None,
         last_end: None,
         recent_ends: Vec::new(),

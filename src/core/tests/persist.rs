@@ -890,6 +890,37 @@ fn a_replacement_waiting_at_a_crash_is_started_again_after_it() {
     assert_eq!(n.get("a").state, SessionState::Running);
 }
 
+/// A generation spawned with `on_busy: overlap` that a crash caught in its start comes
+/// back as it was asked for: its successor starts at once, beside the older generation
+/// taken back (which is stopped as superseded), not after it.
+#[test]
+fn an_overlapping_start_caught_by_a_crash_overlaps_again() {
+    let mut h = Harness::new();
+    let old = h.spawn("a");
+    h.started(old);
+    let lost = h.spawn_with("a", on_failure(), OnBusy::Overlap).unwrap();
+    let records = h.records();
+    assert!(records
+        .iter()
+        .any(|r| r.current == Some(lost) && r.current_overlaps));
+    let (mut n, _) = h.reborn(records, 5);
+    assert!(n.adopt(old, "a"));
+    let actions = n.resume();
+    let next = n.get("a").current.expect("a successor is current");
+    assert!(next > lost);
+    assert!(has(&actions, |a| matches!(
+        a,
+        Action::Spawn { gen, .. } if *gen == next
+    )));
+    assert!(has(&actions, |a| matches!(
+        a,
+        Action::Signal { gen, .. } if *gen == old
+    )));
+    n.started(next);
+    assert_eq!(n.get("a").state, SessionState::Running);
+    assert_eq!(n.get("a").restarts, 0);
+}
+
 /// The same when the generation it replaced ended while no daemon ran (found gone at the
 /// restart, reported `lost`): the new generation starts at once, uncounted.
 #[test]
