@@ -31,6 +31,25 @@ pub const PAGE_MAX: usize = 1_000;
 /// holds at least one session): a quarter of the line limit.
 pub const PAGE_BYTES: usize = MAX_LINE / 4;
 
+/// Fewer bytes than any session takes in a list: the least there is to say of one,
+/// `{"name":"x","state":"failed","current":null,"restarts":0,"last_end":null,"generations":[]}`,
+/// is 89 (and a comma).
+const MIN_SESSION_BYTES: usize = 80;
+
+/// More sessions than this never fit in a classic answer: a daemon with more answers with
+/// [`too_many`] at once, without building or encoding any of them.
+pub const CLASSIC_MOST: usize = MAX_LINE / MIN_SESSION_BYTES;
+
+/// The `limit` error of a classic `list` of `total` sessions that does not fit in a line.
+pub fn too_many(total: usize) -> ProtoError {
+    let why = format!(
+        "the list of {total} sessions does not fit in one line of {MAX_LINE} bytes; \
+         ask for it in pages: {{\"op\":\"list\",\"limit\":{PAGE_MAX}}}, then \
+         \"after\": the `next` of each page"
+    );
+    ProtoError::new(ErrorCode::Limit, why)
+}
+
 /// Appends the classic answer: every session on one line, or, when that line would pass
 /// [`MAX_LINE`], a `limit` error naming the paged form. At most the line limit plus one
 /// session is ever encoded.
@@ -58,13 +77,7 @@ pub fn write_all(id: &RequestId, sessions: &[SessionSnapshot], clock: Clock, out
         return;
     }
     out.truncate(start);
-    let why = format!(
-        "the list of {} sessions does not fit in one line of {MAX_LINE} bytes; \
-         ask for it in pages: {{\"op\":\"list\",\"limit\":{PAGE_MAX}}}, then \
-         \"after\": the `next` of each page",
-        sessions.len()
-    );
-    write_error_response(id, &ProtoError::new(ErrorCode::Limit, why), out);
+    write_error_response(id, &too_many(sessions.len()), out);
 }
 
 /// Appends a page answer: `sessions` (a core page; `more` when sessions follow it) up to

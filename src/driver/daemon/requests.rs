@@ -10,21 +10,55 @@ use crate::driver::clients::Next;
 use crate::driver::subscriptions::Terms;
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
+use crate::proto::list;
 use crate::proto::request::{Op, Target};
 
 /// Bytes read from one client per turn, so one chatty client cannot starve the rest.
 const CLIENT_READ_PER_TURN: usize = 256 * 1024;
 
+/// Work one client's requests may take per turn, in rough microseconds of the daemon's
+/// time (see [`cost`]): a client that pipelines thousands of spawns or whole-table lists
+/// gets them served over many turns, and every other client and session is served in
+/// between — instead of one turn of seconds, with every spawn of the burst holding its
+/// descriptors until the turn ends.
+const CLIENT_WORK_PER_TURN: usize = 8 * 1024;
+
+/// What serving `op` costs, in the units of [`CLIENT_WORK_PER_TURN`], with `sessions` in
+/// the table: a session's snapshot or subscription about one, a start about what a
+/// process's start costs the daemon (a fork, its descriptors, its records).
+fn cost(op: &Op, sessions: usize) -> usize {
+    const REQUEST: usize = 8;
+    const START: usize = 256;
+    match op {
+        Op::Core(command) if starts_a_process(command) => START,
+        Op::Core(Command::List) if sessions <= list::CLASSIC_MOST => REQUEST + sessions,
+        Op::ListPage { limit, .. } => REQUEST + limit,
+        Op::Subscribe {
+            target: Target::All,
+            ..
+        } => REQUEST + sessions,
+        _ => REQUEST,
+    }
+}
+
 impl Daemon {
     pub(super) fn serve_client(&mut self, id: u64, token: Token) {
         let mut budget = CLIENT_READ_PER_TURN;
+        let mut work = CLIENT_WORK_PER_TURN;
         loop {
+            if work == 0 {
+                self.turn.again(token);
+                break;
+            }
             let registry = self.poll.registry();
             match self
                 .clients
                 .next_request(registry, id, self.turn.read_buf(), &mut budget)
             {
-                Next::Request(rid, op) => self.handle_op(id, rid, op),
+                Next::Request(rid, op) => {
+                    work = work.saturating_sub(cost(&op, self.core.session_count()));
+                    self.handle_op(id, rid, op);
+                }
                 Next::Idle => break,
                 Next::Again => {
                     self.turn.again(token);
@@ -42,6 +76,11 @@ impl Daemon {
     /// Routes a decoded request: commands to the core, the rest to the clients.
     fn handle_op(&mut self, id: u64, rid: RequestId, op: Op) {
         match op {
+            // More than one line can hold: refused before a snapshot of any is built.
+            Op::Core(Command::List) if self.core.session_count() > list::CLASSIC_MOST => {
+                let e = list::too_many(self.core.session_count());
+                self.clients.send_error(id, &rid, &e);
+            }
             Op::Core(command) => {
                 // What can be checked without a lookup is checked now, so an identity the
                 // daemon may not take is the requester's error; names are looked up (off

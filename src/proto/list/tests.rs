@@ -135,3 +135,43 @@ fn the_last_page_says_next_null_and_a_full_one_names_its_last_session() {
     assert!(names(&v).is_empty());
     assert_eq!(v.as_object().unwrap().get("next"), Some(&Value::Null));
 }
+
+#[test]
+fn no_session_takes_fewer_bytes_in_a_list_than_the_classic_bound_counts() {
+    let mut least = SessionSnapshot {
+        name: Arc::from("x"),
+        state: SessionState::Failed,
+        current: None,
+        restarts: 0,
+        restart_at: None,
+        last_end: None,
+        generations: Vec::new(),
+        detail: None,
+        waiting: None,
+    };
+    for state in [
+        SessionState::Starting,
+        SessionState::Running,
+        SessionState::Stopping,
+        SessionState::Exiting,
+        SessionState::Backoff,
+        SessionState::Stopped,
+        SessionState::Exited,
+        SessionState::Failed,
+        SessionState::Removing,
+        SessionState::Removed,
+    ] {
+        least.state = state;
+        let mut out = Vec::new();
+        session(&least, CLOCK, &mut out);
+        assert!(
+            out.len() + 1 > MAX_LINE / CLASSIC_MOST,
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    let mut out = Vec::new();
+    let table = vec![least; CLASSIC_MOST + 1];
+    write_all(&RequestId::U64(1), &table, CLOCK, &mut out);
+    assert!(String::from_utf8_lossy(&out).contains(r#""code":"limit""#));
+}
