@@ -107,9 +107,7 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     };
     if m.flag("lossless") && !o.follow {
         // Without following nothing waits for this reader: the flag would be ignored.
-        return Err(m
-            .invalid("--lossless", "", "needs -f or --follow-restarts")
-            .into());
+        return Err(m.requires("--lossless", "-f or --follow-restarts").into());
     }
     let lines = m.value_with("lines", |v| {
         v.parse::<usize>()

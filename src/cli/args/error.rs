@@ -42,6 +42,8 @@ pub enum ArgErrorKind {
     MissingTrailing { name: &'static str },
     /// An argument (1-based, after the program name) is not valid UTF-8.
     NotUnicode { position: usize, lossy: String },
+    /// An option given without another it only works with (`--lossless` without `-f`).
+    Requires { option: String, needs: String },
     /// A value the command could not use, with the reason from its parser.
     InvalidValue {
         option: String,
@@ -134,6 +136,9 @@ impl fmt::Display for ArgError {
                 f,
                 "argument {position} (`{lossy}`) is not valid UTF-8; only text can be passed on"
             )?,
+            ArgErrorKind::Requires { option, needs } => {
+                write!(f, "`{option}` needs {needs}")?;
+            }
             ArgErrorKind::InvalidValue {
                 option,
                 value,

@@ -94,6 +94,18 @@ impl<'s> Matches<'s> {
         )
     }
 
+    /// An [`ArgErrorKind::Requires`] error for this command: `option` works only with
+    /// `needs`.
+    pub fn requires(&self, option: &str, needs: &str) -> ArgError {
+        ArgError::new(
+            command_name(self.spec),
+            ArgErrorKind::Requires {
+                option: option.to_string(),
+                needs: needs.to_string(),
+            },
+        )
+    }
+
     /// The values given for option `long` (`None` entries for flags), in order.
     fn given_named(&self, long: &str) -> impl Iterator<Item = &Option<String>> + '_ {
         let index = self.spec.options.iter().position(|o| o.long == long);
