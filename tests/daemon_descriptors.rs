@@ -363,3 +363,41 @@ fn kept_cgroups_never_cost_a_spawn_its_descriptors() {
     assert_eq!(again, fresh, "fewer spawns fit once cgroups were kept");
     remove_all(&mut c, "c", again);
 }
+
+/// A limit lowered while the daemon runs (`prlimit` by someone else) is the one spawns are
+/// refused under: refused with `limit`, naming it, not accepted and then failed in their
+/// setup for want of a descriptor.
+#[test]
+fn a_limit_lowered_while_running_is_the_one_spawns_are_refused_under() {
+    let d = Daemon::start("fd-lowered", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    // Room for a few sessions above what the daemon holds for itself.
+    let lowered_to = proc::fd_count(d.pid) as u64 + 100;
+    let lowered = libc::rlimit {
+        rlim_cur: lowered_to,
+        rlim_max: nofile_of(d.pid).max(lowered_to),
+    };
+    // SAFETY: `lowered` is a valid rlimit that outlives the call, and a null old-limit
+    // pointer asks for nothing back.
+    let rc = unsafe {
+        libc::prlimit(
+            d.pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &lowered,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let ran = fill(&mut c, "s", false, lowered_to as usize);
+    assert!(ran >= 2, "refused after {ran} spawns");
+    let r = c.err(
+        json!({"op": "spawn", "session": "one-more", "argv": ["true"]}),
+        "limit",
+    );
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    let named = format!("descriptor limit {lowered_to}");
+    assert!(message.contains(&named), "{r}");
+    remove_all(&mut c, "s", ran);
+    c.ok(json!({"op": "spawn", "session": "after", "argv": ["true"]}));
+}

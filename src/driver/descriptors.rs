@@ -55,8 +55,12 @@ fn open_now() -> Option<usize> {
 /// The daemon's descriptor budget.
 #[derive(Debug, Clone, Copy)]
 pub struct Descriptors {
-    /// The soft `RLIMIT_NOFILE`; `None` when unlimited.
+    /// The soft `RLIMIT_NOFILE` when measured; `None` when unlimited.
     limit: Option<u64>,
+    /// Follow the limit as it is at each check rather than `limit`: another process may
+    /// lower it while the daemon runs (`prlimit`), and spawns must then be refused with
+    /// `limit`, not fail in their setup. One `getrlimit` per check costs next to nothing.
+    live: bool,
     /// What the daemon holds apart from children and connections.
     own: usize,
 }
@@ -67,20 +71,32 @@ impl Descriptors {
     pub fn measure(held: usize) -> Descriptors {
         let limit = crate::sys::rlimit::nofile_soft_limit();
         let own = open_now().map_or(0, |n| n.saturating_sub(held));
-        Descriptors { limit, own }
+        Descriptors {
+            limit,
+            live: true,
+            own,
+        }
     }
 
     /// No budget yet: everything is admitted until [`Descriptors::measure`] replaces it.
     pub fn unmeasured() -> Descriptors {
         Descriptors {
             limit: None,
+            live: false,
             own: 0,
         }
     }
 
     /// The limit and its reserve, for people (`None` when unlimited).
     pub fn limit(&self) -> Option<(u64, u64)> {
-        self.limit.map(|l| (l, reserve_for(l)))
+        self.current_limit().map(|l| (l, reserve_for(l)))
+    }
+
+    fn current_limit(&self) -> Option<u64> {
+        match self.live {
+            true => crate::sys::rlimit::nofile_soft_limit(),
+            false => self.limit,
+        }
     }
 
     /// Descriptors in use, by this count, with `held` held by children and connections.
@@ -111,7 +127,7 @@ impl Descriptors {
     /// How many more connections fit with `held` held by children and connections,
     /// leaving [`KEPT_FOR_STATE`] descriptors free (`usize::MAX` when unlimited).
     pub fn connection_room(&self, held: usize) -> usize {
-        let Some(limit) = self.limit else {
+        let Some(limit) = self.current_limit() else {
             return usize::MAX;
         };
         let in_use = self.in_use(held) as u64;
@@ -136,6 +152,7 @@ mod tests {
     fn a_spawn_is_refused_once_it_would_eat_into_the_reserve() {
         let d = Descriptors {
             limit: Some(100),
+            live: false,
             own: 20,
         };
         // 100 - 25 reserved - 12 for the spawn - 20 own: 43 may be held.
@@ -146,6 +163,7 @@ mod tests {
         assert!(e.message.contains("64 in use"), "{}", e.message);
         let unlimited = Descriptors {
             limit: None,
+            live: false,
             own: 20,
         };
         assert!(unlimited.admit_spawn(usize::MAX / 2).is_ok());
@@ -155,6 +173,7 @@ mod tests {
     fn connections_may_use_the_reserve_but_never_what_state_writes_need() {
         let d = Descriptors {
             limit: Some(100),
+            live: false,
             own: 20,
         };
         // Spawns stop at 43 held; connections go on to 100 - 8 - 20 = 72.
