@@ -16,7 +16,8 @@
 //! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
 //! - `recover.rs`: taking back what a previous daemon left; `persist.rs`: the state
 //!   directory (lease, descriptors, sessions) and the generations taken back unverified,
-//!   whose identity `unverified.rs` schedules checks of until it can be told.
+//!   whose identity `unverified.rs` schedules checks of until it can be told; `saved.rs`:
+//!   what each session's file holds, so that one is not written again unchanged.
 //! - `clients.rs`, `client.rs`: connections; `clients/`: answers, following, waits;
 //!   `subscriptions.rs` (and `subscriptions/`): who follows which session and how far they
 //!   got; `pacers.rs`, `parked.rs`: lossless followers and output held back for them.
@@ -66,6 +67,7 @@ mod ready;
 mod recover;
 mod ring;
 mod run_as;
+mod saved;
 mod signals;
 mod subscriptions;
 mod token;

@@ -6,8 +6,9 @@
 //! generations whose identity could not be verified are checked again from here: their
 //! descriptors stay until a check can tell.
 //!
-//! The core decides what a session is; this only writes what the core says changed, and
-//! reads it back once.
+//! The core decides what a session is; this only writes what the core says changed — and
+//! of that, only a file whose bytes differ from what it holds ([`Saved`]) — and reads it
+//! back once.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -15,12 +16,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::config::StartError;
 use super::logs::Logs;
+use super::saved::Saved;
 use super::unverified::Unverified;
 use crate::core::{Core, SessionRecord, Time, WallClock};
 use crate::store::journal::Journal;
 use crate::store::lease::Lease;
+use crate::store::sessions::session_file_bytes;
 use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
-use crate::store::{generation_floor, Descriptor, GenAllocator, IoKind, Store};
+use crate::store::{generation_floor, Descriptor, GenAllocator, IoKind, Store, StoreError};
 use crate::sys::process::Process;
 
 /// Most session records and descriptors read at start.
@@ -49,6 +52,9 @@ pub struct Persist {
     unsaved: BTreeSet<Arc<str>>,
     /// When they are tried again.
     save_retry_at: Option<Instant>,
+    /// What each session's file holds: a record that would be written as those very
+    /// bytes is not written again.
+    saved: Saved,
     /// One daemon per directory, for as long as this one runs.
     lease: Lease,
 }
@@ -59,6 +65,8 @@ pub struct Persist {
 pub struct Reopened {
     store: Store,
     alloc: GenAllocator,
+    /// What the session files read hold (nothing is known of those not read).
+    saved: Saved,
 }
 
 impl Reopened {
@@ -70,6 +78,7 @@ impl Reopened {
             unverified: HashSet::new(),
             unsaved: BTreeSet::new(),
             save_retry_at: None,
+            saved: self.saved,
             checks: Unverified::default(),
             lease,
         }
@@ -134,9 +143,18 @@ impl Persist {
     /// Opens the state in `dir` (already leased) and reads what was left.
     pub fn open(dir: &std::path::Path, lease: Lease) -> Result<(Persist, Left), String> {
         let store = Store::open(dir).map_err(|e| e.to_string())?;
+        let mut saved = Saved::default();
         let sessions = store
-            .load_sessions(MAX_RECORDS)
+            .load_sessions_seen(MAX_RECORDS, |record, bytes| {
+                saved.holding(record.name.clone(), bytes)
+            })
             .map_err(|e| format!("reading sessions: {e}"))?;
+        // What was read is taken for what is on disk only once that is durable; else every
+        // session the core marks is written, as it would be with nothing read.
+        if let Err(e) = store.sync_sessions_dir() {
+            log::warn!("flushing the sessions read: {e}");
+            saved.forget_all();
+        }
         let descriptors = store
             .load_descriptors(MAX_RECORDS)
             .map_err(|e| format!("reading descriptors: {e}"))?;
@@ -148,7 +166,12 @@ impl Persist {
         let floor = generation_floor(&sessions.records, descriptors.records.iter().map(|d| d.gen));
         let (alloc, first_gen) =
             GenAllocator::open(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
-        let persist = Reopened { store, alloc }.leased(lease);
+        let persist = Reopened {
+            store,
+            alloc,
+            saved,
+        }
+        .leased(lease);
         let left = Left {
             sessions: sessions.records,
             descriptors: descriptors.records,
@@ -159,13 +182,18 @@ impl Persist {
 
     /// Opens the state in `dir` again for a daemon that re-executed itself: its sessions
     /// and generations come from the upgrade image, so the files that record them are not
-    /// read (they say the same); `floor` is the highest generation number it has handed
-    /// out.
+    /// read (they say the same) — so nothing is known of what they hold, and each is
+    /// written the first time the core marks it; `floor` is the highest generation number
+    /// it has handed out.
     pub fn reopen(dir: &std::path::Path, floor: u64) -> Result<Reopened, String> {
         let store = Store::open(dir).map_err(|e| e.to_string())?;
         let (alloc, _) =
             GenAllocator::open(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
-        Ok(Reopened { store, alloc })
+        Ok(Reopened {
+            store,
+            alloc,
+            saved: Saved::default(),
+        })
     }
 
     /// The lease's descriptor, carried across an upgrade.
@@ -182,7 +210,8 @@ impl Persist {
     }
 
     /// Writes the records of every session the core says changed (removes those gone),
-    /// and, when it is time, those that could not be written before.
+    /// and, when it is time, those that could not be written before; a file that already
+    /// holds the record's bytes is left as it is.
     pub fn sync_sessions(&mut self, core: &mut Core, now: Time) {
         // Called after every step: nothing to do (the usual case) costs nothing.
         let dirty = core.take_dirty_sessions();
@@ -209,8 +238,11 @@ impl Persist {
         };
         for name in names {
             let result = match core.session_record(&name, clock) {
-                Some(record) => self.store.write_session(&record),
-                None => self.store.remove_session(&name),
+                Some(record) => self.save(&record),
+                None => {
+                    self.saved.forget(&name);
+                    self.store.remove_session(&name)
+                }
             };
             match result {
                 Ok(()) if self.unsaved.remove(&name) => {
@@ -227,6 +259,19 @@ impl Persist {
         if !self.unsaved.is_empty() && self.save_retry_at.is_none() {
             self.save_retry_at = Some(Instant::now() + SAVE_RETRY);
         }
+    }
+
+    /// Writes `record`'s file, unless it holds those bytes already.
+    fn save(&mut self, record: &SessionRecord) -> Result<(), StoreError> {
+        let bytes = session_file_bytes(record)?;
+        if self.saved.holds(&record.name, &bytes) {
+            return Ok(());
+        }
+        // Forgotten first: a write that fails may have replaced the file or not.
+        self.saved.forget(&record.name);
+        self.store.write_session_file(&record.name, &bytes)?;
+        self.saved.holding(record.name.clone(), &bytes);
+        Ok(())
     }
 
     /// When session records that could not be written are tried again.

@@ -47,7 +47,11 @@
 //!    [`Core::session_record`](crate::core::Core::session_record), with a
 //!    [`WallClock`](crate::core::WallClock) read now, to
 //!    [`write_session`](Store::write_session); `None` (the session is gone):
-//!    [`remove_session`](Store::remove_session). Once per session per turn.
+//!    [`remove_session`](Store::remove_session). Once per session per turn. A file
+//!    known to hold the record's bytes already (written since, or read by
+//!    [`load_sessions_seen`](Store::load_sessions_seen) and made durable by
+//!    [`sync_sessions_dir`](Store::sync_sessions_dir)) need not be written again: the
+//!    core names every session whose record may have changed, not only those that did.
 //!
 //! An upgrade by re-exec needs none of this: the core's whole state goes into the memfd
 //! the new binary inherits as [`core_image`]'s bytes (inside the caller's versioned

@@ -12,12 +12,13 @@ use crate::proto::json::FieldError;
 impl Store {
     /// Saves `record` atomically and durably, replacing its previous file.
     pub fn write_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
-        let bytes = encode_session(record).map_err(|err| StoreError::Unencodable {
-            what: format!("session {:?}", &*record.name),
-            err,
-        })?;
-        let file = session_file(&record.name);
-        self.sessions.write_atomic(&file, &bytes)?;
+        self.write_session_file(&record.name, &session_file_bytes(record)?)
+    }
+
+    /// Saves `bytes` (a [`session_file_bytes`]) as session `name`'s file, atomically and
+    /// durably: for a caller that looks at the bytes first.
+    pub fn write_session_file(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.sessions.write_atomic(&session_file(name), bytes)?;
         Ok(())
     }
 
@@ -28,11 +29,31 @@ impl Store {
         Ok(())
     }
 
+    /// Flushes the sessions directory. Every session file is flushed before it is renamed
+    /// into place, so after this every file read is on disk durably — even one that a
+    /// daemon which died between its rename and the directory's `fsync` left, whose name
+    /// could otherwise still be lost with power.
+    pub fn sync_sessions_dir(&self) -> Result<(), StoreError> {
+        self.sessions.sync()?;
+        Ok(())
+    }
+
     /// Reads every session file (at most `max`), sorted by name. A bad file (corrupt,
     /// foreign, cut short, misnamed, from a newer version, or whose name differs from the
     /// session inside) is moved aside and counted, never returned and never fatal; only a
     /// failing directory is an error.
     pub fn load_sessions(&self, max: usize) -> Result<Batch<SessionRecord>, StoreError> {
+        self.load_sessions_seen(max, |_, _| {})
+    }
+
+    /// [`load_sessions`](Store::load_sessions), telling `seen` each record returned with
+    /// the bytes of its file. Those are on disk durably once
+    /// [`sync_sessions_dir`](Store::sync_sessions_dir) succeeds.
+    pub fn load_sessions_seen(
+        &self,
+        max: usize,
+        mut seen: impl FnMut(&SessionRecord, &[u8]),
+    ) -> Result<Batch<SessionRecord>, StoreError> {
         let place = Place {
             dir: &self.sessions,
             label: SESSIONS_DIR,
@@ -48,9 +69,20 @@ impl Store {
                 )
                 .into());
             }
+            seen(&record, bytes);
             Ok(record)
         })?;
         batch.records.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(batch)
     }
+}
+
+/// The file of `record`'s session, as [`Store::write_session`] writes it (the encoding is
+/// deterministic: the same record, the same bytes). Fails for a record the format cannot
+/// carry.
+pub fn session_file_bytes(record: &SessionRecord) -> Result<Vec<u8>, StoreError> {
+    encode_session(record).map_err(|err| StoreError::Unencodable {
+        what: format!("session {:?}", &*record.name),
+        err,
+    })
 }
