@@ -4,6 +4,7 @@ use super::*;
 use crate::core::{Containment, GenerationSnapshot, Lifecycle, SessionState, Stream, Time};
 use crate::proto::framing::{FrameDecoder, Message};
 use crate::proto::json::{parse_with, Limits, Value};
+use crate::proto::names::WireName;
 
 const CLOCK: Clock = Clock {
     epoch_unix_ms: 1_700_000_000_000,
@@ -149,18 +150,7 @@ fn no_session_takes_fewer_bytes_in_a_list_than_the_classic_bound_counts() {
         detail: None,
         waiting: None,
     };
-    for state in [
-        SessionState::Starting,
-        SessionState::Running,
-        SessionState::Stopping,
-        SessionState::Exiting,
-        SessionState::Backoff,
-        SessionState::Stopped,
-        SessionState::Exited,
-        SessionState::Failed,
-        SessionState::Removing,
-        SessionState::Removed,
-    ] {
+    for &state in SessionState::ALL {
         least.state = state;
         let mut out = Vec::new();
         session(&least, CLOCK, &mut out);
