@@ -274,6 +274,21 @@ impl Persist {
         Ok(())
     }
 
+    /// The sessions whose record could not be written yet, for an upgrade's image.
+    pub fn unsaved(&self) -> Vec<String> {
+        self.unsaved.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// Sessions whose record the program before an upgrade could not write: tried again
+    /// with the next retry, as they would have been.
+    pub fn save_again(&mut self, names: Vec<String>) {
+        if names.is_empty() {
+            return;
+        }
+        self.unsaved.extend(names.into_iter().map(Arc::from));
+        self.save_retry_at = Some(Instant::now());
+    }
+
     /// When session records that could not be written are tried again.
     pub fn save_deadline(&self) -> Option<Instant> {
         self.save_retry_at

@@ -186,6 +186,7 @@ impl Daemon {
             hello,
             &logs,
         );
+        persist.save_again(driver.unsaved);
         for k in driver.unverified {
             persist.keep_unverified(k.gen);
             persist.check_again(k.gen, k.session.into(), k.pid, k.token);

@@ -117,6 +117,7 @@ impl Daemon {
             }),
             exec_only: vec![p.program.as_raw_fd()],
             probe_identities: self.children.export_probe_identities(),
+            unsaved: self.persist.unsaved(),
         };
         let mut keeper = keeper;
         let mut fail = |d: &mut Daemon, why: String| {

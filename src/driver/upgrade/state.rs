@@ -235,6 +235,9 @@ pub struct DriverImage {
     /// Whom probe commands run as, per generation whose start took a lookup (the lookup
     /// answer's encoding).
     pub probe_identities: Vec<(u64, Vec<u8>)>,
+    /// Sessions whose file could not be written: the program that resumes tries again,
+    /// or a crash after the upgrade would undo what their clients were told.
+    pub unsaved: Vec<String>,
 }
 
 impl DriverImage {

@@ -64,6 +64,10 @@ impl DriverImage {
         for (gen, found) in &self.probe_identities {
             w.u64(*gen).bytes(found);
         }
+        w.count(self.unsaved.len());
+        for name in &self.unsaved {
+            w.str(name);
+        }
         w.finish()
     }
 
@@ -164,6 +168,14 @@ impl DriverImage {
                 probe_identities.push((gen, r.bytes()?.to_vec()));
             }
         }
+        // Later still: absent from an image of a build that did not carry them.
+        let mut unsaved = Vec::new();
+        if !r.is_empty() {
+            let n = r.count(1)?;
+            for _ in 0..n {
+                unsaved.push(r.str()?.to_owned());
+            }
+        }
         r.end("the driver's state")?;
         Ok(DriverImage {
             config,
@@ -178,6 +190,7 @@ impl DriverImage {
             requester,
             exec_only,
             probe_identities,
+            unsaved,
         })
     }
 }

@@ -100,6 +100,7 @@ fn sample() -> DriverImage {
         }),
         exec_only: vec![12],
         probe_identities: vec![(5, vec![1, 2, 3])],
+        unsaved: vec!["web".into(), "db".into()],
     }
 }
 
@@ -109,7 +110,8 @@ fn before_config() -> usize {
     let mut image = sample();
     image.config.config = None;
     image.probe_identities.clear();
-    image.encode().len() - 8 - 1
+    image.unsaved.clear();
+    image.encode().len() - 8 - 8 - 1
 }
 
 /// Where the image of a build before probe identities ends: before their count (the last
@@ -117,7 +119,24 @@ fn before_config() -> usize {
 fn before_probe_identities() -> usize {
     let mut image = sample();
     image.probe_identities.clear();
+    image.unsaved.clear();
+    image.encode().len() - 8 - 8
+}
+
+/// Where the image of a build before unsaved sessions were carried ends: before their
+/// count (the last member).
+fn before_unsaved() -> usize {
+    let mut image = sample();
+    image.unsaved.clear();
     image.encode().len() - 8
+}
+
+#[test]
+fn an_image_of_a_build_before_unsaved_sessions_resumes_without_them() {
+    let bytes = sample().encode();
+    let earlier = DriverImage::decode(&bytes[..before_unsaved()]).unwrap();
+    assert!(earlier.unsaved.is_empty());
+    assert_eq!(earlier.probe_identities, sample().probe_identities);
 }
 
 #[test]
@@ -165,6 +184,7 @@ fn truncations_and_corruptions_are_refused_without_panic() {
     // Without the config, the stdout flag and the two limits at the end (each in turn),
     // the image is an earlier build's (see above).
     let earlier_builds = [
+        before_unsaved(),
         before_probe_identities(),
         before_config(),
         before_config() - 1,
