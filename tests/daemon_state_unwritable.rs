@@ -1,0 +1,86 @@
+//! A session record the daemon could not write (its state directory full) is written as
+//! soon as it can be — by the same program, or by the one an `upgrade` put in its place:
+//! what a client was answered must reach the disk, or a crash would undo it.
+
+mod util;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::json;
+use util::daemon::{Daemon, PATIENCE};
+
+/// A small tmpfs mounted at a daemon's state directory (by the wrapper that starts it),
+/// unmounted when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Fills the file system at `dir` with one file, `filler`, until a write fails.
+fn fill(filler: &Path) {
+    let mut f = std::fs::File::create(filler).unwrap();
+    let chunk = vec![0u8; 4096];
+    while f.write_all(&chunk).and_then(|()| f.sync_all()).is_ok() {}
+}
+
+/// Session `name`'s file says it is to stay down.
+fn recorded_down(state: &Path, name: &str) -> bool {
+    let file = state.join("sessions").join(format!("{name}.json"));
+    std::fs::read_to_string(file).is_ok_and(|s| s.contains(r#""desired":"down""#))
+}
+
+#[test]
+fn a_record_that_could_not_be_written_is_written_after_an_upgrade() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        util::daemon::skip_because(
+            "a_record_that_could_not_be_written_is_written_after_an_upgrade: mounting a tmpfs needs root",
+        );
+        return;
+    }
+    // The wrapper mounts the state directory ($4) and runs the daemon as its one child.
+    let mount = r#"mkdir -p "$4" && mount -t tmpfs -o size=1m,mode=0700 tmpfs "$4" && "$@""#;
+    let d = Daemon::start_wrapped(
+        "unwritable",
+        &["sh", "-c", mount, "sh"],
+        &["--no-keeper"],
+        None,
+    );
+    let state = d.dir.join("state");
+    let _mounted = Mounted(state.clone());
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "stub", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", gen));
+
+    let filler = state.join("filler");
+    fill(&filler);
+    c.ok(json!({"op": "stop", "session": "stub"}));
+    c.events_until(|m| m.is("exited", gen));
+    assert!(
+        !recorded_down(&state, "stub"),
+        "written into a full file system?"
+    );
+
+    let up = c.request(json!({"op": "upgrade"}));
+    assert_eq!(up["ok"], json!(true), "{up}");
+    std::fs::remove_file(&filler).unwrap();
+    // Tried again every second: nothing announces the write but the file itself.
+    let since = Instant::now();
+    while !recorded_down(&state, "stub") {
+        assert!(
+            since.elapsed() < PATIENCE,
+            "the stop answered before the upgrade never reached the disk"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    c.ok(json!({"op": "shutdown"}));
+}
