@@ -185,6 +185,8 @@ export class Client extends EventEmitter {
   private pausers = new Set<object>();
   private closed = false;
   private reconnecting: Promise<void> | null = null;
+  /** Requests being gathered for one write (see `together`), else null. */
+  private gathered: Pending[] | null = null;
 
   private constructor(opts: ConnectOptions) {
     super();
@@ -243,18 +245,19 @@ export class Client extends EventEmitter {
     // The subscription goes in the same write, right behind the request: the daemon takes
     // both in one turn, before the process can have written anything, so a lossless
     // client follows the new generation from its first byte.
-    this.sock?.cork();
-    const spawned = this.send(op, args, {
-      onResponse: (body) => {
-        // Synchronously, before any later message is read: nothing of it is missed.
-        handle = this.track(sub, body.gen, size);
-      },
+    const spawned = this.together(() => {
+      const answer = this.send(op, args, {
+        onResponse: (body) => {
+          // Synchronously, before any later message is read: nothing of it is missed.
+          handle = this.track(sub, body.gen, size);
+        },
+      });
+      if (!sub.subscribed) {
+        sub.subscribed = true;
+        this.send('subscribe', this.subscribeArgs(sub, {})).catch((e) => this.unsubscribed(sub, e));
+      }
+      return answer;
     });
-    if (!sub.subscribed) {
-      sub.subscribed = true;
-      this.send('subscribe', this.subscribeArgs(sub, {})).catch((e) => this.unsubscribed(sub, e));
-    }
-    this.sock?.uncork();
     try {
       await spawned;
     } catch (e) {
@@ -565,10 +568,47 @@ export class Client extends EventEmitter {
       const p: Pending = { id, op, line, retry: o.retry ?? false, sent: false, resolve, reject, onResponse: o.onResponse };
       this.pending.set(id, p);
       if (this.sock && !this.reconnecting) {
-        p.sent = true;
-        this.sock.write(line);
+        if (this.gathered) this.gathered.push(p);
+        else this.writeOut(this.sock, [p]);
       }
     });
+  }
+
+  /** Runs `fn`; the requests it sends go out in one write, which the daemon takes in one turn. */
+  private together<T>(fn: () => T): T {
+    const gathered: Pending[] = [];
+    this.gathered = gathered;
+    try {
+      return fn();
+    } finally {
+      this.gathered = null;
+      if (this.sock && gathered.length > 0) this.writeOut(this.sock, gathered);
+    }
+  }
+
+  /**
+   * Writes the lines of `ps` on `sock` in one write. The socket may have found the daemon
+   * gone before its `close` tells the client (which fails what was sent): when certainly no
+   * byte of them went out, they stay unsent, to go on the next connection like requests
+   * asked after the loss.
+   */
+  private writeOut(sock: net.Socket, ps: Pending[]): void {
+    const sent = Client.sendBytes(sock, ps.map((p) => p.line).join(''));
+    for (const p of ps) p.sent = sent;
+  }
+
+  /**
+   * Writes `data` on `sock`; false when none of it went out. A socket no longer writable
+   * (ended, or destroyed with its `close` still to come) takes nothing. With nothing queued
+   * before it, a write is tried at once, and a try that fails (the daemon's end is gone)
+   * fails the socket before `write` returns. Queued behind other data, how much of it went
+   * out before a failure is not told: true.
+   */
+  private static sendBytes(sock: net.Socket, data: string): boolean {
+    if (!sock.writable) return false;
+    const idle = sock.writableLength === 0 && sock.writableCorked === 0;
+    sock.write(data);
+    return !(idle && sock.errored !== null);
   }
 
   private async open(reconnecting: boolean): Promise<void> {
@@ -773,10 +813,7 @@ export class Client extends EventEmitter {
       this.reconnecting = null;
       // Whatever was asked while reconnecting.
       for (const p of [...this.pending.values()].sort((a, b) => a.id - b.id)) {
-        if (!p.sent && this.sock) {
-          p.sent = true;
-          this.sock.write(p.line);
-        }
+        if (!p.sent && this.sock) this.writeOut(this.sock, [p]);
       }
     });
   }

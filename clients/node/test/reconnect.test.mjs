@@ -3,7 +3,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { renameSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, ConnectionLostError } from '../dist/esm/index.js';
 import { Daemon, collect, until } from './daemon.mjs';
@@ -151,5 +153,142 @@ test('an upgrade in place keeps the connection and the handles', async () => {
     assert.equal((await h.wait()).code, 0);
   } finally {
     client.close();
+  }
+});
+
+/**
+ * Moments between the daemon's end and the `close` of the client's socket (which tells the
+ * client), each with how the socket is then.
+ */
+const goneMoments = {
+  // It read the daemon's end and is still writable: a write fails at once.
+  end: { at: (sock, fn) => sock.once('end', fn), state: { writable: true, destroyed: false } },
+  // It ended its own side too: it takes nothing more.
+  finish: { at: (sock, fn) => sock.once('finish', fn), state: { writable: false, destroyed: false } },
+  // Destroyed right after `finish`, without an error; `close` comes later.
+  destroyed: {
+    at: (sock, fn) => sock.once('finish', () => process.nextTick(fn)),
+    state: { writable: false, destroyed: true },
+  },
+};
+
+/**
+ * Crashes the daemon and runs `ask` at `moment` (of `goneMoments`), before the client can
+ * know; starts the daemon again. Checks how the socket was then, and resolves with what
+ * `ask` came to: 'ok', or its error.
+ */
+async function askWhileGone(client, moment, ask) {
+  let state;
+  let asked;
+  // The client's socket is private: reached into here to act in that moment.
+  const sock = client.sock;
+  goneMoments[moment].at(sock, () => {
+    state = { writable: sock.writable, destroyed: sock.destroyed };
+    asked = ask().then(
+      () => 'ok',
+      (e) => e,
+    );
+  });
+  // Answered in order: everything sent before was read, so the crash leaves an end to
+  // read, not a reset.
+  await client.list();
+  // Nothing to reconnect to until the next daemon binds: the dying daemon's listener can
+  // outlive its connections for a moment, and a connection made to it then is reset with
+  // what was written into it (which, for all the client can tell, may have been read).
+  rmSync(daemon.socket);
+  const disconnected = once(client, 'disconnect');
+  await daemon.crash();
+  await disconnected;
+  const reconnected = once(client, 'reconnect');
+  await daemon.start();
+  await reconnected;
+  assert.deepEqual(state, goneMoments[moment].state, moment);
+  return asked;
+}
+
+for (const moment of Object.keys(goneMoments)) {
+  test(`a request written into a connection the daemon already left goes on the next one (at ${moment})`, async () => {
+    const client = await Client.connect({ socket: daemon.socket });
+    try {
+      const h = await client.spawn(`left-${moment}`, ['cat']);
+      const out = collect(h);
+      // A `write`, which may not be asked twice: never reached the daemon, it is not lost.
+      assert.equal(await askWhileGone(client, moment, () => h.write('once\n')), 'ok');
+      await h.closeInput();
+      assert.equal((await h.wait()).code, 0);
+      assert.equal(out.text(), 'once\n');
+    } finally {
+      client.close();
+    }
+  });
+}
+
+test('a spawn asked into a connection the daemon already left goes on the next one', async () => {
+  const client = await Client.connect({ socket: daemon.socket });
+  try {
+    let h;
+    const spawn = () => client.spawn('left-spawn', ['cat']).then((x) => (h = x));
+    // The spawn and its subscription, one write: it fails at once, and both wait.
+    assert.equal(await askWhileGone(client, 'end', spawn), 'ok');
+    const out = collect(h);
+    await h.write('spawned once\n');
+    await h.closeInput();
+    assert.equal((await h.wait()).code, 0);
+    assert.equal(out.text(), 'spawned once\n');
+  } finally {
+    client.close();
+  }
+});
+
+test('a request asked while reconnecting, written into a connection gone right after hello, goes on the next one', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-gone-'));
+  const socket = join(dir, 'fake.sock');
+  const hello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
+  const conns = [];
+  const asked = [];
+  let client;
+  let stopped;
+  // A stand-in daemon answering every request `ok`. On the second connection (the client
+  // reconnecting) the stop is asked as the hello arrives, too late for the connection's
+  // first writes: it waits for the hello's answer. The connection goes right after that
+  // answer, before the client writes the stop.
+  const server = createServer((conn) => {
+    const n = conns.push(conn) - 1;
+    asked.push([]);
+    let buf = '';
+    conn.on('error', () => {});
+    conn.on('data', (chunk) => {
+      buf += chunk;
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+        const req = JSON.parse(buf.slice(0, i));
+        asked[n].push(req.op);
+        const gone = n === 1 && req.op === 'hello';
+        if (gone) {
+          stopped = client.stop('s').then(
+            () => 'ok',
+            (e) => e,
+          );
+        }
+        conn.write(JSON.stringify({ id: req.id, ok: true, ...(req.op === 'hello' ? hello : {}) }) + '\n');
+        if (gone) {
+          conn.destroy();
+          return;
+        }
+      }
+    });
+  });
+  await new Promise((r) => server.listen(socket, r));
+  try {
+    client = await Client.connect({ socket });
+    const reconnected = once(client, 'reconnect');
+    conns[0].destroy();
+    await reconnected;
+    assert.equal(await stopped, 'ok');
+    assert.deepEqual(asked.slice(1), [['hello'], ['hello', 'stop']]);
+  } finally {
+    client?.close();
+    for (const c of conns) c.destroy();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import socket
+import tempfile
 import time
 import unittest
-from typing import Dict, List
+from typing import Any, Callable, Dict, List, Tuple
+from unittest import mock
 
 import genward
-from genward import Dropped, Exit, Output
+from genward import Dropped, Exit, Output, aio
 
 from .daemon import Daemon, DaemonPerClass
 from .test_sync import FLOOD, FLOOD_SCRIPT, PY, flood_digest
@@ -224,6 +227,89 @@ class TestAsyncReconnect(unittest.IsolatedAsyncioTestCase):
         self.daemon.kill()
         time.sleep(0.2)
         self.daemon.start()
+
+    async def test_a_request_written_into_a_connection_already_gone_goes_on_the_next(self) -> None:
+        # The write fails at once: nothing of it reached the daemon.
+        await self._written_while_gone(lambda client: None)
+
+    async def test_a_request_written_into_a_transport_that_failed_goes_on_the_next(self) -> None:
+        # The transport found the end first (as a failed read or write leaves it: closing,
+        # its loss not yet delivered to the client's reader): it takes nothing more.
+        await self._written_while_gone(lambda client: client._writer.transport.abort())
+
+    async def test_requests_written_into_a_new_connection_already_gone_go_on_the_next(self) -> None:
+        # The first connection after the loss is to a daemon gone before it accepted it:
+        # what waited for it is written there, fails at once, and waits for the next one.
+        await self._written_while_gone(lambda client: None, first_reconnection_gone=True)
+
+    async def test_closed_as_a_reconnection_connects_it_reads_no_more(self) -> None:
+        # Closed from inside the reconnection here; from outside, what `close` cancels can
+        # be lost that way (before Python 3.12, when the connection is made in the same turn).
+        client = await genward.AsyncClient.connect(self.daemon.socket, reconnect_timeout=20)
+        real_open = aio._open
+
+        async def open_and_close(path: str, timeout: Any) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            conn = await real_open(path, timeout)
+            await client.close()
+            return conn
+
+        reader = client._task
+        assert reader is not None
+        with mock.patch.object(aio, "_open", open_and_close):
+            client._writer.transport.abort()  # the connection lost: the client reconnects
+            # Bounded only so that a reader going on reading fails the test, not hangs it.
+            done, _ = await asyncio.wait({reader}, timeout=20)
+        self.assertEqual(done, {reader})
+        self.assertIsNone(client._writer)
+
+    async def _written_while_gone(self, gone: Callable[[Any], None], first_reconnection_gone: bool = False) -> None:
+        """The daemon is killed and, before the loop turns again (so before the client can
+        read that its connection ended), ``gone`` runs and input is written: a request that
+        may not be asked twice. It reaches the process once, through the daemon started
+        again, instead of failing as one that may or may not have been done."""
+        real_open = aio._open
+        starting: "List[asyncio.Future[Any]]" = []
+
+        async def open_again(path: str, timeout: Any) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            if starting:
+                return await real_open(path, timeout)
+            gone_conn = await _gone_connection(real_open, timeout) if first_reconnection_gone else None
+            # Started only now, that socket closed: a child forked while it is open holds it
+            # until it runs its program, and the connection queued there lives on till then.
+            starting.append(asyncio.get_running_loop().run_in_executor(None, self.daemon.start))
+            await asyncio.shield(starting[0])
+            return gone_conn or await real_open(path, timeout)
+
+        client = await genward.AsyncClient.connect(self.daemon.socket, reconnect_timeout=20)
+        try:
+            p = await client.spawn("gone", ["cat"])
+            with mock.patch.object(aio, "_open", open_again):
+                self.daemon.kill()  # blocks the loop: it does not turn before the write below
+                gone(client)
+                # Runs straight into its write, with no turn of the loop before it.
+                await p.write("once\n")
+            await p.close_input()
+            self.assertEqual(await p.read_all(20), b"once\n")
+            self.assertEqual((await p.wait(10)).code, 0)
+            self.assertEqual(client.reconnects, 2 if first_reconnection_gone else 1)
+        finally:
+            await client.close()
+            if starting:
+                await starting[0]  # up, whatever became of the client, to be stopped after
+
+
+async def _gone_connection(
+    open_unix: Callable[[str, Any], Any], timeout: Any
+) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to a daemon gone before it accepted it: its listening socket is closed
+    with the connection still queued, which resets it."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "gone.sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
+            srv.bind(path)
+            srv.listen(1)
+            conn: Tuple[asyncio.StreamReader, asyncio.StreamWriter] = await open_unix(path, timeout)
+    return conn
 
 
 async def _collect(events, want: bytes) -> bytes:  # type: ignore[no-untyped-def]

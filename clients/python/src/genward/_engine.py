@@ -285,12 +285,7 @@ class _Engine:
         p = _Pending(op, line, fut, hook, on_error, session)
         self._pending[rid] = p
         if self._connected:
-            p.sent = True
-            if not self._send_bytes(line):
-                # The daemon was gone before this was sent (its end not read yet): the
-                # request waits for the next connection like one made after the loss.
-                p.sent = False
-                self._connected = False
+            self._send_in_turn([p])
         return fut
 
     def _withdraw(self, fut: Any) -> None:
@@ -566,15 +561,22 @@ class _Engine:
                 self._pending[rid] = p
                 again.append(p)
             waited = [self._pending[r] for r in sorted(self._pending) if not self._pending[r].sent and self._pending[r] not in again]
-            for p in again + waited:
-                p.sent = True
-            self._send_bytes(b"".join(p.line for p in again + waited))
+            self._send_in_turn(again + waited)
         else:
-            for rid in sorted(self._pending):
-                p = self._pending[rid]
-                if not p.sent:
-                    p.sent = True
-                    self._send_bytes(p.line)
+            self._send_in_turn([self._pending[r] for r in sorted(self._pending) if not self._pending[r].sent])
+
+    def _send_in_turn(self, batch: List[_Pending]) -> None:
+        """Sends each request of ``batch`` in order, a line at a time (a send that fails
+        tells of its own bytes only, not of whole lines it carried before them). The
+        connection may be found already gone (the daemon's end not read yet, or a new
+        connection that died before this): the request that found it, and those behind it,
+        stay unsent and go on the next connection, like requests made after the loss."""
+        for p in batch:
+            p.sent = True
+            if not self._send_bytes(p.line):
+                p.sent = False
+                self._connected = False
+                return
 
     def _reconnect_hello(self, resp: Dict[str, Any]) -> ServerInfo:
         try:

@@ -103,9 +103,16 @@ class AsyncClient(_Engine):
 
     def _send_bytes(self, data: bytes) -> bool:
         w = self._writer
-        if w is not None and not w.is_closing():
-            w.write(data)
-        return True
+        if w is None or w.is_closing():
+            # The transport failed already (its loss reaches the reader later): it would
+            # drop this without a word.
+            return False
+        idle = w.transport.get_write_buffer_size() == 0
+        w.write(data)
+        # With nothing queued before it, the transport tries this write at once; closing
+        # right after, that one try failed (the daemon's end is gone): no byte went out.
+        # Queued behind other bytes, how much of it goes out before a failure is not told.
+        return not (idle and w.is_closing())
 
     def _wake(self, stream: Optional[_Stream]) -> None:
         if stream is not None and stream.waker is not None:
@@ -180,7 +187,7 @@ class AsyncClient(_Engine):
         delay = 0.05
         while not self._closed:
             try:
-                self._reader, self._writer = await _open(self.path, self.timeout)
+                reader, writer = await _open(self.path, self.timeout)
             except NoDaemon as e:
                 if loop.time() >= deadline:
                     self._shut(ConnectionLost(f"the daemon did not come back within {self.reconnect_timeout}s: {e}"))
@@ -188,6 +195,12 @@ class AsyncClient(_Engine):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
                 continue
+            if self._closed:
+                # Closed while connecting (its cancellation is lost when the connection is
+                # made in the same turn, before Python 3.12): nothing more is read.
+                writer.close()
+                return False
+            self._reader, self._writer = reader, writer
             self._decoder = Decoder()
             self._on_connected(first=False)
             return True
