@@ -630,7 +630,22 @@ export class Client extends EventEmitter {
       }
     });
     sock.on('error', () => {});
-    sock.on('close', () => this.onClose(sock));
+    // Until its hello is answered the connection is this attempt's alone: its end fails
+    // the attempt, for the one caller (`connect`, or the reconnect loop) to give up or try
+    // again. `onClose`, which starts a reconnect loop, is for a connection that was up:
+    // were it called here too, a reconnection lost this early would start a second loop.
+    let up = false;
+    let gone = false;
+    let lost!: (e: Error) => void;
+    const closed = new Promise<never>((_, reject) => (lost = reject));
+    sock.on('close', () => {
+      if (up) {
+        this.onClose(sock);
+      } else {
+        gone = true;
+        lost(new ConnectionLostError('lost the connection to the genward daemon before it answered hello'));
+      }
+    });
     // hello first, then the subscriptions again from where they were, then what waits.
     const helloP = this.sendNow(sock, 'hello', {});
     if (reconnecting) {
@@ -654,6 +669,7 @@ export class Client extends EventEmitter {
       const limit = this.opts.connectTimeout ?? 10_000;
       hello = await Promise.race([
         helloP,
+        closed,
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () => reject(new NoDaemonError(this.socketPath, 'ETIMEDOUT', `no answer to hello from ${this.socketPath} within ${limit} ms`)),
@@ -662,6 +678,8 @@ export class Client extends EventEmitter {
         }),
       ]);
       checkHello(hello, this.opts.capabilities ?? (this.opts.lossless ? ['lossless'] : []));
+      // Gone right behind the answer: no `close` is left to tell `onClose`.
+      if (gone) throw new ConnectionLostError();
     } catch (e) {
       this.sock = null;
       sock.destroy();
@@ -681,6 +699,7 @@ export class Client extends EventEmitter {
       clearTimeout(timer);
     }
     this.hello = hello;
+    up = true;
   }
 
   /** Sends on `sock` now, even while reconnecting. */

@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, NoDaemonError } from '../dist/esm/index.js';
+import { Client, ConnectionLostError, NoDaemonError } from '../dist/esm/index.js';
 import { Daemon } from './daemon.mjs';
 
 test('no daemon at the socket: NoDaemonError naming the socket', async () => {
@@ -41,6 +41,28 @@ test('something that never answers hello: NoDaemonError after connectTimeout', a
       return true;
     });
     assert.ok(Date.now() - t0 < 5000);
+  } finally {
+    for (const c of conns) c.destroy();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a first connection that goes before hello is answered: connect fails, and nothing reconnects', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-connect-'));
+  const socket = join(dir, 'gone.sock');
+  const conns = [];
+  // Goes as the hello arrives; a connection after it would be a reconnect loop's.
+  const server = createServer((c) => {
+    conns.push(c);
+    c.on('error', () => {});
+    c.once('data', () => c.destroy());
+  });
+  await new Promise((r) => server.listen(socket, r));
+  try {
+    await assert.rejects(Client.connect({ socket }), ConnectionLostError);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(conns.length, 1);
   } finally {
     for (const c of conns) c.destroy();
     await new Promise((r) => server.close(r));

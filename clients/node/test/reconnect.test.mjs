@@ -292,3 +292,69 @@ test('a request asked while reconnecting, written into a connection gone right a
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a reconnection whose connection goes before hello is answered: one reconnect loop tries again', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-twice-'));
+  const socket = join(dir, 'fake.sock');
+  const hello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
+  const conns = [];
+  const asked = [];
+  // A stand-in daemon. The first connection answers hello only (what else is asked waits
+  // there till the test drops it); the second (the first reconnection) goes as its hello
+  // arrives, unanswered; every later one answers everything.
+  const server = createServer((conn) => {
+    const n = conns.push(conn) - 1;
+    asked.push([]);
+    let buf = '';
+    conn.on('error', () => {});
+    conn.on('data', (chunk) => {
+      buf += chunk;
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+        const req = JSON.parse(buf.slice(0, i));
+        asked[n].push(req.op);
+        if (n === 1) {
+          conn.destroy();
+          return;
+        }
+        if (n === 0 && req.op !== 'hello') continue;
+        const body = req.op === 'hello' ? hello : req.op === 'get' ? { session: { name: req.session } } : { sessions: [] };
+        conn.write(JSON.stringify({ id: req.id, ok: true, ...body }) + '\n');
+      }
+    });
+  });
+  await new Promise((r) => server.listen(socket, r));
+  let client;
+  try {
+    client = await Client.connect({ socket });
+    const events = { disconnect: 0, reconnect: 0 };
+    client.on('disconnect', () => events.disconnect++);
+    client.on('reconnect', () => events.reconnect++);
+    const settled = { get: [], stop: [] };
+    const note = (op, p) => p.then((v) => settled[op].push(v), (e) => settled[op].push(e));
+    // Sent, then lost with the connection: the get is asked again, the stop fails.
+    note('get', client.get('s'));
+    note('stop', client.stop('s'));
+    await until(() => asked[0].length === 3, 5_000, 'the get and the stop');
+    const reconnected = once(client, 'reconnect');
+    conns[0].destroy();
+    await reconnected;
+    // Long past the loop's first backoffs: a second loop would have connected by now.
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(conns.length, 3, 'one loop: connections made');
+    assert.deepEqual(events, { disconnect: 1, reconnect: 1 });
+    assert.equal(settled.get.length, 1);
+    assert.deepEqual(settled.get[0], { name: 's' });
+    assert.equal(settled.stop.length, 1);
+    assert.ok(settled.stop[0] instanceof ConnectionLostError, String(settled.stop[0]));
+    // Asked once more, in all, after the first connection.
+    assert.equal(asked.slice(1).flat().filter((op) => op === 'get').length, 1);
+    // Usable, on the connection it kept.
+    assert.deepEqual(await client.list(), []);
+    assert.equal(asked[2].at(-1), 'list');
+  } finally {
+    client?.close();
+    for (const c of conns) c.destroy();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
