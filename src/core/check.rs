@@ -936,19 +936,7 @@ impl Checker {
                             .iter()
                             .any(|h| before.get(h).is_some_and(|(n, _)| n == s))
                 }
-                Action::Emit(e) => e.gen() == Some(gen),
-                Action::Signal { gen: h, .. }
-                | Action::CancelSpawn { gen: h }
-                | Action::Reap { gen: h }
-                | Action::WriteInput { gen: h, .. }
-                | Action::CloseInput { gen: h }
-                | Action::Resize { gen: h, .. }
-                | Action::CloseOutput { gen: h }
-                | Action::Release { gen: h }
-                | Action::Probe { gen: h, .. }
-                | Action::CancelProbe { gen: h, .. }
-                | Action::ReadySettled { gen: h } => *h == gen,
-                Action::Reply { .. } => false,
+                other => other.gen() == Some(gen),
             };
             assert!(
                 ok,
