@@ -55,25 +55,29 @@ fn open_now() -> Option<usize> {
 /// The daemon's descriptor budget.
 #[derive(Debug, Clone, Copy)]
 pub struct Descriptors {
-    /// The soft `RLIMIT_NOFILE` when measured; `None` when unlimited.
-    limit: Option<u64>,
-    /// Follow the limit as it is at each check rather than `limit`: another process may
-    /// lower it while the daemon runs (`prlimit`), and spawns must then be refused with
-    /// `limit`, not fail in their setup. One `getrlimit` per check costs next to nothing.
-    live: bool,
+    limit: Limit,
     /// What the daemon holds apart from children and connections.
     own: usize,
+}
+
+/// Where a budget's limit comes from.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    /// The soft `RLIMIT_NOFILE` as it is at each check: another process may lower it while
+    /// the daemon runs (`prlimit`), and spawns must then be refused with `limit`, not fail
+    /// in their setup. One `getrlimit` per check costs next to nothing.
+    Current,
+    /// A given one (`None`: unlimited), for a budget not measured, and for tests.
+    Fixed(Option<u64>),
 }
 
 impl Descriptors {
     /// The budget under the current limit, with `held` of the descriptors open now held by
     /// children and connections (counted as they are); the rest is the daemon's own.
     pub fn measure(held: usize) -> Descriptors {
-        let limit = crate::sys::rlimit::nofile_soft_limit();
         let own = open_now().map_or(0, |n| n.saturating_sub(held));
         Descriptors {
-            limit,
-            live: true,
+            limit: Limit::Current,
             own,
         }
     }
@@ -81,8 +85,7 @@ impl Descriptors {
     /// No budget yet: everything is admitted until [`Descriptors::measure`] replaces it.
     pub fn unmeasured() -> Descriptors {
         Descriptors {
-            limit: None,
-            live: false,
+            limit: Limit::Fixed(None),
             own: 0,
         }
     }
@@ -93,9 +96,9 @@ impl Descriptors {
     }
 
     fn current_limit(&self) -> Option<u64> {
-        match self.live {
-            true => crate::sys::rlimit::nofile_soft_limit(),
-            false => self.limit,
+        match self.limit {
+            Limit::Current => crate::sys::rlimit::nofile_soft_limit(),
+            Limit::Fixed(limit) => limit,
         }
     }
 
@@ -151,8 +154,7 @@ mod tests {
     #[test]
     fn a_spawn_is_refused_once_it_would_eat_into_the_reserve() {
         let d = Descriptors {
-            limit: Some(100),
-            live: false,
+            limit: Limit::Fixed(Some(100)),
             own: 20,
         };
         // 100 - 25 reserved - 12 for the spawn - 20 own: 43 may be held.
@@ -162,8 +164,7 @@ mod tests {
         assert!(e.message.contains("descriptor limit 100"), "{}", e.message);
         assert!(e.message.contains("64 in use"), "{}", e.message);
         let unlimited = Descriptors {
-            limit: None,
-            live: false,
+            limit: Limit::Fixed(None),
             own: 20,
         };
         assert!(unlimited.admit_spawn(usize::MAX / 2).is_ok());
@@ -172,8 +173,7 @@ mod tests {
     #[test]
     fn connections_may_use_the_reserve_but_never_what_state_writes_need() {
         let d = Descriptors {
-            limit: Some(100),
-            live: false,
+            limit: Limit::Fixed(Some(100)),
             own: 20,
         };
         // Spawns stop at 43 held; connections go on to 100 - 8 - 20 = 72.
