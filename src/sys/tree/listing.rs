@@ -4,8 +4,8 @@
 //! place by counting from the head of the kernel's list to the entry it stopped at (a
 //! `read` at any other offset first formats every entry up to it). Read whole, the list of
 //! R children costs some R²/1,400 steps (75,000 for 10,000 running leaders, the daemon's
-//! own list), and a look at sessions reads it at least four times (at the start and end of
-//! each of its two walks).
+//! own list), and a look at sessions reads it at least three times (at the start and end
+//! of its first walk, and at the end of its second, which starts where the first ended).
 //!
 //! But the list only grows while nothing is reaped: a fork and an orphan reparented to
 //! the root are both added at its end, and an entry leaves only when its process is
