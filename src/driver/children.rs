@@ -469,14 +469,8 @@ impl Children {
         let Some(child) = self.table.get_mut(&gen) else {
             return;
         };
-        let before = child.process().is_reaped();
-        let reaped = child.process_mut().reap();
-        // Only a reap just now took an entry off our list (a pid told twice could be a
-        // new child's by then).
-        if !before && child.process().is_reaped() && child.process().is_child() {
-            self.own_children.reaped(child.process().pid());
-        }
-        match reaped {
+        // A reap notes its pid for our copy of the list of children (`sys::reaped`).
+        match child.process_mut().reap() {
             Ok(Some(exit)) => log::debug!("gen {gen}: reaped ({exit:?})"),
             Ok(None) => log::warn!("gen {gen}: reap requested but the process has not exited"),
             Err(e) => log::error!("gen {gen}: reap: {e}"),

@@ -16,6 +16,7 @@
 //! - [`fdpass`]: descriptors passed over a Unix socket (`SCM_RIGHTS`), for the keeper.
 //! - [`sigchld`]: the SIGCHLD self-pipe for the fallback (no pidfd) path.
 //! - [`procscan`]: `/proc` scans for group members and for who still holds a pipe.
+//! - [`reaped`]: every child of ours reaped, noted for the copy of our list of children.
 //! - [`tree`]: a session's processes found by walking our own subtree (not the host),
 //!   signalled one verified pidfd at a time, and watched until empty; escapees reported.
 
@@ -30,6 +31,7 @@ pub mod pidfd_probe;
 pub mod process;
 pub mod procscan;
 pub mod pty;
+pub mod reaped;
 pub mod reexec;
 pub mod rlimit;
 pub mod sigchld;

@@ -53,7 +53,7 @@ pub fn reap_orphans(
         // the look and this call.
         match waitpid(Some(pid), WaitOptions::NOHANG) {
             Ok(Some(_)) => {
-                own.reaped(raw);
+                crate::sys::reaped::note(raw);
                 reaped += 1
             }
             Ok(None) | Err(Errno::CHILD) => {}

@@ -251,6 +251,9 @@ impl Process {
         };
         if exit.is_some() {
             self.reaped = exit;
+            if self.child {
+                crate::sys::reaped::note(self.pid.as_raw_pid());
+            }
         }
         Ok(exit)
     }

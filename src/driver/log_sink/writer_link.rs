@@ -210,7 +210,7 @@ impl WriterLink {
 
     /// Reaps writers that ended; notices the running one's death.
     pub fn reap(&mut self, registry: &Registry) {
-        self.exited.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+        self.exited.retain_mut(still_running);
         self.check_exit(registry);
     }
 
@@ -220,7 +220,10 @@ impl WriterLink {
         };
         match run.child.try_wait() {
             Ok(None) => {}
-            Ok(Some(status)) => self.died(registry, &format!("it exited ({status})")),
+            Ok(Some(status)) => {
+                crate::sys::reaped::note(run.child.id() as i32);
+                self.died(registry, &format!("it exited ({status})"))
+            }
             // Not ours to wait for any more: reaped as an orphan would be.
             Err(e) => self.died(registry, &format!("it is gone ({e})")),
         }
@@ -277,7 +280,7 @@ impl WriterLink {
             self.backoff.as_millis()
         );
         self.exited.push(run.child);
-        self.exited.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+        self.exited.retain_mut(still_running);
         self.restart_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
@@ -347,4 +350,17 @@ fn spawn(stdout: bool) -> io::Result<(Child, OwnedFd)> {
     let child = cmd.spawn()?;
     rustix::io::ioctl_fionbio(&write, true)?;
     Ok((child, write))
+}
+
+/// Whether an ended writer has still to be reaped: `false` once it is (its reap noted for
+/// our list of children), or once it is not ours to wait for.
+fn still_running(child: &mut Child) -> bool {
+    match child.try_wait() {
+        Ok(None) => true,
+        Ok(Some(_)) => {
+            crate::sys::reaped::note(child.id() as i32);
+            false
+        }
+        Err(_) => false,
+    }
 }

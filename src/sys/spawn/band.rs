@@ -198,6 +198,7 @@ fn unshare_supported() -> bool {
         // SAFETY: waits for our own child, by pid.
         let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
         if rc == pid {
+            crate::sys::reaped::note(pid);
             return libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
         }
         if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {

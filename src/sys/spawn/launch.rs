@@ -475,6 +475,7 @@ pub(crate) fn probe_clone_into_cgroup() -> bool {
             pid if pid > 0 => {
                 // SAFETY: reaps our own child.
                 unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+                crate::sys::reaped::note(pid as i32);
                 false
             }
             _ => errno == Some(libc::EBADF),

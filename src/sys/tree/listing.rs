@@ -15,7 +15,7 @@
 //!   ended: one count from the head to the end, no formatting;
 //! - at the start of a look, from just before the copy's last few entries (one count and
 //!   the formatting of what precedes them), which must still be where they were — a reap
-//!   since that was not told ([`OwnChildren::reaped`]) moves them — or the whole list is
+//!   since that was not noted ([`crate::sys::reaped`]) moves them — or the whole list is
 //!   read again.
 
 use std::fs;
@@ -213,18 +213,26 @@ fn push_pids(text: &[u8], out: &mut Vec<i32>, room: usize) -> bool {
 
 /// Our own list of children, carried from one look to the next: read on from where it
 /// ended rather than whole (see the [module docs](self)). The list loses an entry only
-/// when we reap it: whoever reaps one of our children says so ([`OwnChildren::reaped`]),
-/// and the entry leaves the copy too. A reap that was not said is found out (the last
-/// entry is no longer where it was) and costs one whole read.
+/// when we reap it: every reap of a child of ours is noted ([`crate::sys::reaped`]), and
+/// at the start of a look the entries noted leave the copy too. A reap that was not noted
+/// is found out (the last entry is no longer where it was) and costs one whole read.
 #[derive(Debug, Default)]
 pub struct OwnChildren {
     listing: Option<Listing>,
 }
 
 impl OwnChildren {
-    /// A new look at our children begins: see [`Listing::begin`].
+    /// A new look at our children begins: the children reaped since the last one leave
+    /// the copy (see [`Listing::begin`]).
     pub fn begin(&mut self) {
+        let reaped = crate::sys::reaped::take();
+        if reaped.overflowed {
+            self.listing = None;
+        }
         if let Some(listing) = &mut self.listing {
+            for pid in reaped.pids {
+                listing.remove(pid);
+            }
             listing.begin();
         }
     }
@@ -233,14 +241,6 @@ impl OwnChildren {
     pub fn end(&mut self) {
         if let Some(listing) = &mut self.listing {
             listing.end();
-        }
-    }
-
-    /// We reaped our child `pid`: it left the kernel's list, and leaves the copy.
-    pub fn reaped(&mut self, pid: i32) {
-        // Not in the copy: forked or reparented since the last read, so not read yet.
-        if let Some(listing) = &mut self.listing {
-            listing.remove(pid);
         }
     }
 
@@ -257,11 +257,11 @@ impl OwnChildren {
         if threads != 1 || !children_files_supported() {
             return children(me);
         }
+        self.begin();
         let listing = match &mut self.listing {
             Some(l) if l.is_of(me, me) => l,
             other => other.insert(Listing::new(me, me)),
         };
-        listing.begin();
         let mut out = Vec::new();
         let read = listing.read_all(&mut out, MAX_WALK);
         listing.end();
@@ -342,6 +342,51 @@ mod tests {
         let fit = own_thread().read_all(&mut out, room).unwrap();
         assert!(!fit);
         assert_eq!(out, ids(&kids.0[..room]));
+    }
+
+    /// A child reaped through its handle, whoever holds it (a readiness probe, a failed
+    /// start), without a word to the copy: the reap's note mends the copy at the next
+    /// look, which reads on instead of reading the whole list again.
+    #[test]
+    fn a_reap_through_any_handle_leaves_the_copy_readable_on() {
+        use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+
+        use crate::sys::process::Process;
+
+        let mut kids = spawn_sleeps(12);
+        let mut own = OwnChildren {
+            listing: Some(own_thread()),
+        };
+        own.begin();
+        let listing = own.listing.as_mut().unwrap();
+        let mut out = Vec::new();
+        listing.read_all(&mut out, MAX_WALK).unwrap();
+        assert_eq!(out, ids(&kids));
+        own.end();
+
+        // Early in the list, so that the entries a look checks move without the note.
+        let pid = Pid::from_raw(kids[2].id() as i32).unwrap();
+        kids[2].kill().unwrap();
+        let exited = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+        waitid(WaitId::Pid(pid), exited).unwrap();
+        let mut handle = Process::child(pid, None, None);
+        assert!(handle.reap().unwrap().is_some());
+
+        own.begin();
+        let listing = own.listing.as_mut().unwrap();
+        assert_eq!(listing.read_on(MAX_WALK).unwrap(), Some(listing.text.len()));
+        let mut out = Vec::new();
+        listing.read_all(&mut out, MAX_WALK).unwrap();
+        own.end();
+        let mut left = ids(&kids);
+        left.remove(2);
+        assert_eq!(out, left);
+
+        for (i, kid) in kids.iter_mut().enumerate() {
+            if i != 2 {
+                reap(kid);
+            }
+        }
     }
 
     /// Reads on from the copy; every read is checked against a whole read of the list.
