@@ -82,6 +82,27 @@ fn malformed_requests_get_specific_errors_and_change_nothing() {
     assert_eq!(c.ok(json!({"op": "list"}))["sessions"], json!([]));
 }
 
+/// "An empty line is an invalid request": each is answered (one answer per line, so a
+/// client counting them never waits), and the connection goes on.
+#[test]
+fn blank_lines_are_answered_as_invalid_requests() {
+    let d = Daemon::start("blank-lines", &[]);
+    let mut c = d.client();
+    for line in [&b"\n"[..], b"   \n", b"\r\n", b" \t \r\n"] {
+        let e = raw_error(&mut c, line);
+        assert_eq!(e["error"]["code"], "bad_request", "{e}");
+        assert_eq!(e["id"], Value::Null, "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("empty line"),
+            "{e}"
+        );
+    }
+    c.ok(json!({"op": "hello"}));
+}
+
 #[test]
 fn a_ten_mebibyte_line_is_refused_and_the_connection_survives() {
     let d = Daemon::start("long-line", &[]);

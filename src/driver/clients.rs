@@ -162,8 +162,7 @@ impl Clients {
             };
             if let Some(line) = client.next_line() {
                 match self.decode(line) {
-                    Ok(Some((rid, op))) => return Next::Request(rid, op),
-                    Ok(None) => {}
+                    Ok((rid, op)) => return Next::Request(rid, op),
                     Err((rid, e)) => self.send_error(id, &rid, &e),
                 }
                 continue;
@@ -186,8 +185,8 @@ impl Clients {
         }
     }
 
-    /// A request line → its id and operation; `None` for a blank line.
-    fn decode(&self, line: Line) -> Result<Option<(RequestId, Op)>, (RequestId, ProtoError)> {
+    /// A request line → its id and operation.
+    fn decode(&self, line: Line) -> Result<(RequestId, Op), (RequestId, ProtoError)> {
         let line = line.map_err(|too_long| {
             (
                 RequestId::Null,
@@ -195,7 +194,12 @@ impl Clients {
             )
         })?;
         if line.iter().all(u8::is_ascii_whitespace) {
-            return Ok(None);
+            // Answered like any invalid request: a client counting one answer per line
+            // never waits for one that cannot come.
+            return Err((
+                RequestId::Null,
+                ProtoError::new(ErrorCode::BadRequest, "empty line: expected a JSON request"),
+            ));
         }
         let limits = Limits {
             max_len: self.limits.max_line,
@@ -203,7 +207,7 @@ impl Clients {
         };
         let req = Request::decode(&line, &limits).map_err(|e| (e.id, e.error))?;
         match request::decode(&req.op, &req.args) {
-            Ok(op) => Ok(Some((req.id, op))),
+            Ok(op) => Ok((req.id, op)),
             Err(e) => Err((req.id, e)),
         }
     }

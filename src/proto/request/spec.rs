@@ -301,12 +301,15 @@ pub(super) fn write_spec(w: &mut ObjWriter<'_>, spec: &Spec, busy: OnBusy) -> En
     }
     if !spec.env.set.is_empty() {
         let mut set: Vec<(&str, &str)> = Vec::with_capacity(spec.env.set.len());
+        // A hash set, not a scan of `set`: a request may carry tens of thousands of
+        // entries, and this runs in the daemon's only loop before any size check.
+        let mut seen = std::collections::HashSet::with_capacity(spec.env.set.len());
         for (k, v) in &spec.env.set {
             let k = text(k, "env")?;
-            let field = format!("env.{k}");
-            if set.iter().any(|(seen, _)| *seen == k) {
-                return Err(FieldError::invalid(field, "set twice"));
+            if !seen.insert(k) {
+                return Err(FieldError::invalid(format!("env.{k}"), "set twice"));
             }
+            let field = format!("env.{k}");
             set.push((k, text(v, &field)?));
         }
         w.with("env", |out| {
