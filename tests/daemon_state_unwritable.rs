@@ -100,3 +100,68 @@ fn a_record_that_could_not_be_written_is_written_after_an_upgrade() {
     }
     c.ok(json!({"op": "shutdown"}));
 }
+
+/// Whether a process runs whose command line is exactly `argv`.
+fn running(argv: &[&str]) -> bool {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+}
+
+/// "`gens/<gen>.json` ... before the spawn is reported": a generation whose descriptor
+/// cannot be written (its state directory full) is never reported running — a crash
+/// would leave a process no daemon could account for. Its start fails instead, naming
+/// why, and its process is killed at once; with room again, spawns work.
+#[test]
+fn a_start_that_cannot_be_recorded_fails_and_leaves_no_process() {
+    if !can_mount_tmpfs() {
+        util::daemon::skip_because(
+            "a_start_that_cannot_be_recorded_fails_and_leaves_no_process: cannot mount a tmpfs (needs root)",
+        );
+        return;
+    }
+    let mount = r#"mkdir -p "$4" && mount -t tmpfs -o size=1m,mode=0700 tmpfs "$4" && "$@""#;
+    let d = Daemon::start_wrapped(
+        "unrecordable",
+        &["sh", "-c", mount, "sh"],
+        &["--no-keeper"],
+        None,
+    );
+    let state = d.dir.join("state");
+    let _mounted = Mounted(state.clone());
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+
+    let filler = state.join("filler");
+    fill(&filler);
+    let argv = ["sleep", "98765"];
+    let gen = c.ok(json!({"op": "spawn", "session": "full", "argv": argv}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| m.is("spawn_failed", gen));
+    assert!(
+        !seen.iter().any(|m| m.is("spawned", gen)),
+        "reported running without its descriptor"
+    );
+    let failed = seen.last().unwrap().json().clone();
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be recorded"), "{failed}");
+    let since = Instant::now();
+    while running(&argv) {
+        assert!(since.elapsed() < PATIENCE, "its process was left running");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    std::fs::remove_file(&filler).unwrap();
+    let gen = c.ok(json!({"op": "spawn", "session": "full", "argv": argv}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", gen));
+    assert!(state.join("gens").join(format!("{gen}.json")).exists());
+    c.ok(json!({"op": "shutdown"}));
+}

@@ -307,6 +307,11 @@ impl Core {
         })
     }
 
+    /// The session `gen` belongs to, while the core knows `gen`.
+    pub fn session_of(&self, gen: u64) -> Option<Arc<str>> {
+        self.gens.get(&gen).map(|g| g.session.clone())
+    }
+
     /// Whether `gen` was spawned and its leader's end has not been told yet (its exit
     /// with a status, or `Lost`; after `LeaderGone` the status is still awaited): the
     /// driver asks the process only then (a pidfd stays readable after the exit, and

@@ -368,7 +368,13 @@ impl Child {
 
     /// Closes and deregisters everything it holds; returns its cgroup, deregistered, for
     /// the owner of cgroups to remove or keep (see `cgroup_pool.rs`).
-    pub fn release(mut self, registry: &Registry) -> Option<GenCgroup> {
+    pub fn release(self, registry: &Registry) -> Option<GenCgroup> {
+        self.into_process(registry).1
+    }
+
+    /// [`Child::release`], giving back its process too: one that may not have been
+    /// reaped, for its owner to reap.
+    pub fn into_process(mut self, registry: &Registry) -> (Process, Option<GenCgroup>) {
         if let Some(fd) = self.watch.take().as_ref().and_then(|w| w.fd()) {
             let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
@@ -380,7 +386,7 @@ impl Child {
         self.hung_up_pty = None;
         self.close_stdin(registry);
         self.unwatch_pidfd(registry);
-        cgroup
+        (self.process, cgroup)
     }
 
     /// Queues input for the child.

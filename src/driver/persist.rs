@@ -294,8 +294,16 @@ impl Persist {
         self.save_retry_at
     }
 
-    /// Describes a generation that just started, so that a successor can find it.
-    pub fn describe(&self, session: &Arc<str>, gen: u64, process: &Process, pty: bool) {
+    /// Describes a generation that just started, so that a successor can find it. Until
+    /// this succeeded nobody may hear of it: a crash would leave a running process that
+    /// no daemon can account for (the next one kills it).
+    pub fn describe(
+        &self,
+        session: &Arc<str>,
+        gen: u64,
+        process: &Process,
+        pty: bool,
+    ) -> Result<(), StoreError> {
         let pid = process.pid() as u32;
         let descriptor = Descriptor {
             session: session.clone(),
@@ -308,9 +316,7 @@ impl Persist {
             io: if pty { IoKind::Pty } else { IoKind::Pipes },
             dir_id: self.store.id().clone(),
         };
-        if let Err(e) = self.store.write_descriptor(&descriptor) {
-            log::error!("gen {gen}: writing its descriptor: {e}");
-        }
+        self.store.write_descriptor(&descriptor)
     }
 
     /// The replay logs, written through to the state directory's output journal, with

@@ -61,13 +61,15 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
 }
 
 /// A start that failed in a step of the daemon's own (pipes, the cgroup's directory, the
-/// lookup helper, the child's `clone`), not in the child: marked a
-/// [`shortage`](SpawnError::shortage) when what it lacked was descriptors, processes or
-/// memory, which the restart policy does not hold against the session.
+/// lookup helper, the child's `clone`, its record), not in the child: marked a
+/// [`shortage`](SpawnError::shortage) when what it lacked was descriptors, processes,
+/// memory or room on disk, which the restart policy does not hold against the session.
 pub(crate) fn daemon_failure(errno: i32, message: String) -> SpawnError {
     let error = SpawnError::new(SpawnErrorKind::Other, errno).with_message(message);
     match errno {
-        libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM => error.as_shortage(),
+        libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM | libc::ENOSPC | libc::EDQUOT => {
+            error.as_shortage()
+        }
         _ => error,
     }
 }
@@ -269,6 +271,36 @@ impl Children {
         Some(Err(
             SpawnError::new(SpawnErrorKind::Cancelled, 0).with_message(why)
         ))
+    }
+
+    /// Takes back a generation that started but that the core must never hear of (its
+    /// descriptor could not be written: a successor could not find it). It has only just
+    /// run its program: it is killed at once, its cgroup with it (or, under session
+    /// containment, the process group it leads, where anything it forked this soon still
+    /// is), and let go of to be reaped (`sys::spawn::abandon`).
+    pub fn withdraw(&mut self, registry: &Registry, gen: u64) {
+        let Some(child) = self.table.remove(&gen) else {
+            return;
+        };
+        self.held -= child.counted();
+        self.on_sigchld.remove(&gen);
+        let kill = rustix::process::Signal::KILL;
+        let killed = match child.cgroup() {
+            Some(cg) => cg.kill().map_err(|e| e.to_string()),
+            None => child
+                .process()
+                .signal_group(kill)
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = killed {
+            log::warn!("gen {gen}: withdrawn, but its tree was not killed: {e}");
+        }
+        let (process, cgroup) = child.into_process(registry);
+        crate::sys::spawn::abandon(process);
+        if let Some(cg) = cgroup {
+            self.pool.give(gen, cg);
+        }
+        log::info!("gen {gen}: withdrawn and killed");
     }
 
     /// Takes a start out of the table, which gives its memory back once no start is left

@@ -76,12 +76,9 @@ impl Daemon {
     /// delivers it to subscribers.
     pub(super) fn emit(&mut self, event: Event) {
         crate::driver::logs::log_event(&event);
-        if let Event::Spawned { session, gen, .. } = &event {
-            // Described before anyone hears of it: a successor can find it.
-            if let Some((process, pty)) = self.children.describe(*gen) {
-                self.persist.describe(session, *gen, process, pty);
-            }
-            // And its descriptors held by the keeper, so that a crash loses none of it.
+        if let Event::Spawned { gen, .. } = &event {
+            // Described already (see `spawn_result`); its descriptors held by the keeper
+            // too, so that a crash loses none of it.
             if let (Some(keeper), Some((roles, fds))) =
                 (self.keeper.as_mut(), self.children.keepable(*gen))
             {

@@ -11,6 +11,7 @@ use crate::driver::children::daemon_failure;
 use crate::driver::children::LeaderState;
 use crate::driver::recover::sweep;
 use crate::proto::error::ProtoError;
+use crate::store::StoreError;
 use crate::sys::identity::{adopt, Adoption};
 
 /// Identity checks of unverified generations per turn (one may run `ps`): the rest due
@@ -71,16 +72,41 @@ impl Daemon {
         gen: u64,
         result: Result<Started, crate::core::SpawnError>,
     ) {
-        let spawned = result.is_ok();
-        if let Ok(started) = result {
+        let result = result.and_then(|started| {
             log::info!("gen {gen}: spawned pid {}", started.pid);
-        }
+            self.describe(gen).map(|()| started)
+        });
+        let spawned = result.is_ok();
         self.tell(Input::SpawnResult { gen, result });
         if spawned {
             // It may have exited before its pidfd was registered: edge-triggered readiness
             // still fires for a pidfd that is already readable, but look once anyway.
             self.check_exit(gen);
         }
+    }
+
+    /// Writes the descriptor of `gen`, which just started, before anyone hears of it: a
+    /// successor finds it by it. One that cannot be written (a full disk) makes the
+    /// start a failure, its process killed at once: a client is never told of a
+    /// generation that a crash would leave unaccounted for.
+    fn describe(&mut self, gen: u64) -> Result<(), crate::core::SpawnError> {
+        let Some(session) = self.core.session_of(gen) else {
+            return Ok(());
+        };
+        let Some((process, pty)) = self.children.describe(gen) else {
+            return Ok(());
+        };
+        let Err(e) = self.persist.describe(&session, gen, process, pty) else {
+            return Ok(());
+        };
+        log::error!("gen {gen}: writing its descriptor: {e}; killing it");
+        self.children.withdraw(self.poll.registry(), gen);
+        let errno = match &e {
+            StoreError::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
+            _ => libc::EIO,
+        };
+        let why = format!("it could not be recorded, and was killed at once: {e}");
+        Err(daemon_failure(errno, why))
     }
 
     /// Writes a generation's queued input as far as it goes and tells the core.
