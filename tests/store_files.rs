@@ -30,6 +30,43 @@ fn a_write_replaces_the_file_whole_and_leaves_no_temporary() {
     assert_eq!(buf, b"two, longer");
 }
 
+/// A batch of writes sharing its flushes: each file whole under its name, a file that
+/// cannot be replaced (a directory in its place) fails alone and leaves no temporary, and
+/// a symlink at a temporary name is replaced, never followed.
+#[test]
+fn a_batch_of_writes_replaces_each_file_and_fails_only_where_it_must() {
+    let scratch = ScratchDir::new("atomic-batch");
+    let dir = Dir::open(&scratch).unwrap();
+    std::fs::create_dir(scratch.join("blocked")).unwrap();
+    std::fs::write(scratch.join("b"), b"old").unwrap();
+    let victim = scratch.join("victim");
+    std::fs::write(&victim, b"untouched").unwrap();
+    std::os::unix::fs::symlink(&victim, scratch.join(".c.tmp")).unwrap();
+    let files: Vec<(String, &[u8])> = vec![
+        ("a".into(), b"first"),
+        ("blocked".into(), b"never"),
+        ("b".into(), b"second, replacing"),
+        ("c".into(), b"third"),
+    ];
+    let results = dir.write_atomic_all(&files);
+    assert!(results[0].is_ok() && results[2].is_ok() && results[3].is_ok());
+    assert!(results[1].is_err());
+    assert_eq!(std::fs::read(scratch.join("a")).unwrap(), b"first");
+    assert_eq!(
+        std::fs::read(scratch.join("b")).unwrap(),
+        b"second, replacing"
+    );
+    assert_eq!(std::fs::read(scratch.join("c")).unwrap(), b"third");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
+    assert!(scratch.join("blocked").is_dir());
+    let mut names: Vec<_> = std::fs::read_dir(&scratch)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "blocked", "c", "victim"]);
+}
+
 #[test]
 fn a_write_follows_no_symlink() {
     let scratch = ScratchDir::new("atomic-links");

@@ -35,6 +35,10 @@ const SAVE_RETRY: Duration = Duration::from_secs(1);
 /// Most of those tried again at once.
 const SAVE_RETRY_BATCH: usize = 64;
 
+/// Most session files written with shared flushes (see `store::atomic`): a bound on the
+/// memory their bytes take at once.
+const SAVE_BATCH: usize = 1024;
+
 /// The state directory's contents, owned for the daemon's lifetime.
 #[derive(Debug)]
 pub struct Persist {
@@ -236,24 +240,38 @@ impl Persist {
             now,
             unix_ms: unix_ms(),
         };
+        // Files to write, in batches that share their flushes; removals one by one.
+        let mut writes = Vec::new();
         for name in names {
             let result = match core.session_record(&name, clock) {
-                Some(record) => self.save(&record),
+                Some(record) => match session_file_bytes(&record) {
+                    // A file that holds those very bytes is not written again.
+                    Ok(bytes) if self.saved.holds(&name, &bytes) => Ok(()),
+                    Ok(bytes) => {
+                        writes.push((name, bytes));
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
                 None => {
                     self.saved.forget(&name);
                     self.store.remove_session(&name)
                 }
             };
-            match result {
-                Ok(()) if self.unsaved.remove(&name) => {
-                    log::info!("session {name}: its state is saved again")
+            self.saved_or_not(name, result);
+        }
+        while !writes.is_empty() {
+            let rest = writes.split_off(writes.len().min(SAVE_BATCH));
+            let batch = std::mem::replace(&mut writes, rest);
+            // Forgotten first: a write that fails may have replaced the file or not.
+            batch.iter().for_each(|(name, _)| self.saved.forget(name));
+            let files: Vec<(&str, &[u8])> = batch.iter().map(|(n, b)| (&**n, &b[..])).collect();
+            let results = self.store.write_session_files(&files);
+            for ((name, bytes), result) in batch.into_iter().zip(results) {
+                if result.is_ok() {
+                    self.saved.holding(name.clone(), &bytes);
                 }
-                Ok(()) => {}
-                Err(e) if self.unsaved.insert(name.clone()) => log::error!(
-                    "session {name}: saving its state: {e}; trying again every {}s",
-                    SAVE_RETRY.as_secs()
-                ),
-                Err(_) => {}
+                self.saved_or_not(name, result);
             }
         }
         if !self.unsaved.is_empty() && self.save_retry_at.is_none() {
@@ -261,17 +279,20 @@ impl Persist {
         }
     }
 
-    /// Writes `record`'s file, unless it holds those bytes already.
-    fn save(&mut self, record: &SessionRecord) -> Result<(), StoreError> {
-        let bytes = session_file_bytes(record)?;
-        if self.saved.holds(&record.name, &bytes) {
-            return Ok(());
+    /// Notes whether session `name`'s record reached the disk: one that did not is
+    /// written again every [`SAVE_RETRY`] until it does.
+    fn saved_or_not(&mut self, name: Arc<str>, result: Result<(), StoreError>) {
+        match result {
+            Ok(()) if self.unsaved.remove(&name) => {
+                log::info!("session {name}: its state is saved again")
+            }
+            Ok(()) => {}
+            Err(e) if self.unsaved.insert(name.clone()) => log::error!(
+                "session {name}: saving its state: {e}; trying again every {}s",
+                SAVE_RETRY.as_secs()
+            ),
+            Err(_) => {}
         }
-        // Forgotten first: a write that fails may have replaced the file or not.
-        self.saved.forget(&record.name);
-        self.store.write_session_file(&record.name, &bytes)?;
-        self.saved.holding(record.name.clone(), &bytes);
-        Ok(())
     }
 
     /// The sessions whose record could not be written yet, for an upgrade's image.

@@ -39,24 +39,7 @@ impl Dir {
     /// with power. For a batch of writes followed by one [`sync`](Dir::sync).
     pub fn write_and_rename(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let tmp = temporary_name(name);
-        let create = || {
-            rfs::openat(
-                self,
-                tmp.as_str(),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::RUSR | Mode::WUSR,
-            )
-        };
-        // Temporaries a dead daemon left are removed at start and a failed write removes
-        // its own, so one is found here only after an unlink that failed: removed then.
-        let fd = match create() {
-            Err(rustix::io::Errno::EXIST) => {
-                self.unlink(&tmp)?;
-                create()
-            }
-            other => other,
-        }
-        .map_err(|e| self.io(e))?;
+        let fd = self.create_temporary(&tmp)?;
         let written = write_all(&fd, bytes)
             .and_then(|()| rfs::fsync(&fd))
             .and_then(|()| rfs::renameat(self, tmp.as_str(), self, name));
@@ -66,6 +49,86 @@ impl Dir {
             return Err(self.io(e));
         }
         Ok(())
+    }
+
+    /// Replaces each of `files` as [`write_atomic`](Dir::write_atomic) replaces one, with
+    /// the flushes shared: every temporary file written, then one `syncfs` for all their
+    /// contents, each renamed, and the directory flushed once — two flushes for the batch
+    /// where one at a time took two per file (on a disk, 0.3–7 ms each: a `shutdown` of
+    /// 20,000 sessions rewrote every file). Each file's result, in order; a file whose
+    /// write failed is left as it was.
+    pub fn write_atomic_all(&self, files: &[(String, &[u8])]) -> Vec<io::Result<()>> {
+        if let [(name, bytes)] = files {
+            return vec![self.write_atomic(name, bytes)];
+        }
+        let mut results: Vec<io::Result<()>> = files
+            .iter()
+            .map(|(name, bytes)| {
+                let tmp = temporary_name(name);
+                let fd = self.create_temporary(&tmp)?;
+                write_all(&fd, bytes).map_err(|e| {
+                    let _ = self.unlink(&tmp);
+                    self.io(e)
+                })
+            })
+            .collect();
+        if results.iter().any(Result::is_ok) {
+            if let Err(e) = rfs::syncfs(self) {
+                self.undo(files, &mut results, e);
+                return results;
+            }
+        }
+        for ((name, _), result) in files.iter().zip(&mut results) {
+            if result.is_ok() {
+                let tmp = temporary_name(name);
+                if let Err(e) = rfs::renameat(self, tmp.as_str(), self, name.as_str()) {
+                    let _ = self.unlink(&tmp);
+                    *result = Err(self.io(e));
+                }
+            }
+        }
+        if results.iter().any(Result::is_ok) {
+            if let Err(e) = rfs::fsync(self) {
+                // In place, but the renames may be lost with power: written again.
+                for result in results.iter_mut().filter(|r| r.is_ok()) {
+                    *result = Err(self.io(e));
+                }
+            }
+        }
+        results
+    }
+
+    /// The temporary files of a batch whose flush failed are removed, each an error.
+    fn undo(&self, files: &[(String, &[u8])], results: &mut [io::Result<()>], e: Errno) {
+        for ((name, _), result) in files.iter().zip(results) {
+            if result.is_ok() {
+                let _ = self.unlink(&temporary_name(name));
+                *result = Err(self.io(e));
+            }
+        }
+    }
+
+    /// Creates temporary file `tmp` for writing: fresh (mode 0600, created exclusively, so
+    /// nothing already there is followed or reused).
+    fn create_temporary(&self, tmp: &str) -> io::Result<std::os::fd::OwnedFd> {
+        let create = || {
+            rfs::openat(
+                self,
+                tmp,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::RUSR | Mode::WUSR,
+            )
+        };
+        // Temporaries a dead daemon left are removed at start and a failed write removes
+        // its own, so one is found here only after an unlink that failed: removed then.
+        match create() {
+            Err(Errno::EXIST) => {
+                self.unlink(tmp)?;
+                create()
+            }
+            other => other,
+        }
+        .map_err(|e| self.io(e))
     }
 
     /// Removes file `name` durably (a missing one is not an error): a removal lost with

@@ -12,14 +12,27 @@ use crate::proto::json::FieldError;
 impl Store {
     /// Saves `record` atomically and durably, replacing its previous file.
     pub fn write_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
-        self.write_session_file(&record.name, &session_file_bytes(record)?)
+        let bytes = session_file_bytes(record)?;
+        self.sessions
+            .write_atomic(&session_file(&record.name), &bytes)?;
+        Ok(())
     }
 
-    /// Saves `bytes` (a [`session_file_bytes`]) as session `name`'s file, atomically and
-    /// durably: for a caller that looks at the bytes first.
-    pub fn write_session_file(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        self.sessions.write_atomic(&session_file(name), bytes)?;
-        Ok(())
+    /// Saves each `(name, bytes)` (a [`session_file_bytes`]) as session `name`'s file,
+    /// atomically and durably, the flushes shared by all (see [`Dir::write_atomic_all`]):
+    /// for a caller that looks at the bytes first. Each one's result, in order.
+    ///
+    /// [`Dir::write_atomic_all`]: super::dir::Dir::write_atomic_all
+    pub fn write_session_files(&self, files: &[(&str, &[u8])]) -> Vec<Result<(), StoreError>> {
+        let files: Vec<(String, &[u8])> = files
+            .iter()
+            .map(|&(name, bytes)| (session_file(name), bytes))
+            .collect();
+        let results = self.sessions.write_atomic_all(&files);
+        results
+            .into_iter()
+            .map(|r| r.map_err(StoreError::from))
+            .collect()
     }
 
     /// Removes a session's file, durably: a removed session must not come back after a
