@@ -190,7 +190,7 @@ impl Spec {
         }
         if self.buffer_bytes > config.max_buffer_bytes {
             return Err(Error::bad(format!(
-                "buffer_bytes above {}",
+                "buffer above {} bytes",
                 config.max_buffer_bytes
             )));
         }

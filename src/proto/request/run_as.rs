@@ -155,7 +155,14 @@ fn bound(v: &Value, field: &str) -> Result<RlimitBound> {
         Value::Str(s) if s == "infinity" || s == "unlimited" => Ok(RlimitBound::Infinity),
         v => match v.as_u64() {
             // The kernel's own spelling of "no limit" is infinity, not a number.
-            Some(u64::MAX) | None => Err(invalid(
+            Some(u64::MAX) => Err(invalid(
+                field,
+                format!(
+                    "{} is what the kernel calls no limit: say \"infinity\"",
+                    u64::MAX
+                ),
+            )),
+            None => Err(invalid(
                 field,
                 format!(
                     "expected a non-negative integer or \"infinity\", got {}",

@@ -314,6 +314,10 @@ fn spawn_run_as_refusals_name_the_field() {
         (r#""rlimits":{"nofile":-1}"#, "rlimits.nofile"),
         (r#""rlimits":{"nofile":"lots"}"#, "rlimits.nofile"),
         (r#""rlimits":{"nofile":1.5}"#, "rlimits.nofile"),
+        (
+            r#""rlimits":{"nofile":18446744073709551615}"#,
+            "what the kernel calls no limit",
+        ),
         (r#""rlimits":{"nofile":{"soft":1}}"#, "rlimits.nofile.hard"),
         (
             r#""rlimits":{"nofile":{"soft":1,"hard":2,"x":3}}"#,
