@@ -1,12 +1,14 @@
 //! `genward ls NAME` against a real daemon: one session in full (state, current generation,
-//! restarts, latest ends, spec), and the RESTARTS column of `ls`.
+//! restarts, latest ends, spec), the RESTARTS column of `ls`, and what a pending generation
+//! waits for, in `ls`, `ls NAME` and `run`.
 
 mod util;
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use util::cli::{await_line, gw, gw_ok};
+use util::cli::{await_line, command, gw, gw_ok};
 use util::daemon::{Daemon, PATIENCE};
 
 /// The cell of `session`'s first row under the right-aligned column `title`.
@@ -114,4 +116,69 @@ fn ls_counts_restarts() {
     assert!(!one.contains("restarts    0\n"), "{one}");
     gw(&d, &["stop", "flap"]).ok();
     gw(&d, &["stop", "calm"]).ok();
+}
+
+#[test]
+fn ls_and_ls_name_say_what_a_pending_generation_waits_for() {
+    let d = Daemon::start("cli-ls-waiting", &[]);
+    let gen = gw_ok(
+        &d,
+        &[
+            "run",
+            "--no-wait",
+            "w",
+            "--depends-on",
+            "nosuchdep=ready",
+            "--",
+            "true",
+        ],
+    );
+    let said = "starting (pending): nosuchdep: no such session";
+    let table = gw(&d, &["ls"]).ok();
+    assert!(table.contains(said), "{table}");
+    let text = gw(&d, &["ls", "w"]).ok();
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(gen.as_str()))
+        .unwrap_or_else(|| panic!("no generation {gen} in\n{text}"));
+    assert!(row.contains(said), "{text}");
+    gw(&d, &["rm", "w"]).ok();
+}
+
+/// `run` gives up waiting for the start after a while (15 s) and says why: here a
+/// dependency, not a predecessor the session does not have.
+#[test]
+fn run_waiting_for_a_dependency_says_so() {
+    let d = Daemon::start("cli-run-waiting", &[]);
+    let mut child = command(
+        &d,
+        &["run", "w", "--depends-on", "nosuchdep=ready", "--", "true"],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // A bound against a hang, as `gw`'s, past the 15 s `run` waits: not a measurement.
+    let deadline = Instant::now() + Duration::from_secs(15) + PATIENCE;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("genward run did not finish: {:?}", child.wait_with_output());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let gen = stdout.trim();
+    assert!(
+        stderr.contains(&format!(
+            "w gen {gen} has not started within 15s (nosuchdep: no such session)"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("predecessor"), "{stderr}");
+    gw(&d, &["rm", "w"]).ok();
 }

@@ -93,10 +93,7 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
     for (i, g) in gens.iter().enumerate() {
         let gen = u64_of(g, "gen");
         let lifecycle = str_of(g, "lifecycle").unwrap_or("?");
-        let mut state = generation_state(&state, current, g);
-        if let (Some(why), true) = (waiting, gen.is_some() && gen == current) {
-            state = format!("{state}: {why}");
-        }
+        let mut state = generation_state(&state, current, waiting, g);
         match str_of(g, "ready") {
             Some("starting") if lifecycle == "running" => state.push_str(" [not ready]"),
             Some("ready_failed") => {
@@ -130,9 +127,15 @@ fn session_rows(s: &Object, now: u64, rows: &mut Vec<Vec<String>>) {
 }
 
 /// What a generation's STATE says: the session's state for its current generation (with
-/// the generation's own step when they differ), `superseded (...)` for a replaced one, and
-/// whether it was taken back after a daemon crash.
-fn generation_state(session_state: &str, current: Option<u64>, g: &Object) -> String {
+/// the generation's own step when they differ), `superseded (...)` for a replaced one,
+/// whether it was taken back after a daemon crash, and for the current generation what it
+/// waits for (the session's `waiting`: its dependencies), in the table and `ls NAME` alike.
+fn generation_state(
+    session_state: &str,
+    current: Option<u64>,
+    waiting: Option<&str>,
+    g: &Object,
+) -> String {
     let gen = u64_of(g, "gen");
     let lifecycle = str_of(g, "lifecycle").unwrap_or("?");
     let state = if gen.is_some() && gen == current {
@@ -148,12 +151,16 @@ fn generation_state(session_state: &str, current: Option<u64>, g: &Object) -> St
     };
     // Taken back after a daemon crash: its output and input were lost with that daemon;
     // while its identity is not verified, nothing is sent to it.
-    match g.get("adopted").map(Value::as_object) {
+    let state = match g.get("adopted").map(Value::as_object) {
         Some(Some(a)) if a.get("verified") == Some(&Value::Bool(false)) => {
             format!("{state}, adopted, unverified")
         }
         Some(_) => format!("{state}, adopted"),
         None => state,
+    };
+    match waiting {
+        Some(why) if gen.is_some() && gen == current => format!("{state}: {why}"),
+        _ => state,
     }
 }
 
@@ -207,7 +214,7 @@ pub fn render_session(s: &Object, now: u64) -> String {
                     u64_of(g, "gen").map_or_else(|| "?".into(), |g| g.to_string()),
                     u64_of(g, "pid").map_or_else(|| "-".into(), |p| p.to_string()),
                     str_of(g, "containment").unwrap_or("-").to_string(),
-                    generation_state(state, current, g),
+                    generation_state(state, current, str_of(s, "waiting"), g),
                     since,
                 ]
             })
@@ -430,5 +437,24 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle:?} not in\n{text}");
         }
+    }
+
+    #[test]
+    fn what_a_pending_generation_waits_for_shows_in_the_table_and_in_full() {
+        let json = r#"{"name":"w","state":"starting","current":2,"restarts":0,
+             "waiting":"nosuchdep: no such session","last_end":null,
+             "generations":[
+               {"gen":2,"pid":null,"lifecycle":"pending","since_unix_ms":1000,"superseded":false}],
+             "recent_ends":[],"spec":{"argv":["true"]}}"#;
+        let said = "starting (pending): nosuchdep: no such session";
+        let text = table(&format!("[{json}]"), 2_000);
+        assert!(text.lines().nth(1).unwrap().contains(said), "{text}");
+        let v = parse(json.as_bytes()).unwrap();
+        let text = render_session(v.as_object().unwrap(), 2_000);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("2 "))
+            .unwrap();
+        assert!(row.contains(said), "{text}");
     }
 }

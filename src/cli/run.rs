@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use super::args::Matches;
-use super::client::{u64_of, ClientError, Connection};
+use super::client::{objects_of, str_of, u64_of, ClientError, Connection};
 use super::dispatch::{session_arg, CommandError, CommandResult, Context};
 use super::wait::{describe, status};
 use crate::core::{
@@ -27,11 +27,13 @@ use crate::env_file::{check_env_name, read_env_file};
 use crate::proto::duration::parse_duration;
 use crate::proto::event::WireEvent;
 use crate::proto::framing::Message;
+use crate::proto::json::{Object, Value};
 use crate::proto::request::{Op, Replay, Target};
 use crate::sys::terminal::window_size;
 
 /// How long `run` waits for the generation to start (a replaced predecessor is stopped
-/// first, within its grace) before it prints the generation and leaves it starting.
+/// first, within its grace; dependencies may take longer) before it says what it waits
+/// for and leaves it starting.
 pub const START_WAIT: Duration = Duration::from_secs(15);
 
 /// This process's environment, as the child would inherit it from a shell. Variables the
@@ -417,8 +419,16 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             if json {
                 super::json_out::print(super::json_out::session_gen(&session, gen))?;
             }
+            // What it waits for, as the daemon sees it now: no event says so.
+            let why = conn
+                .request(&Op::Core(Command::Get {
+                    session: session.clone(),
+                }))
+                .ok()
+                .and_then(|resp| not_started_why(resp.get("session")?.as_object()?, gen))
+                .map_or_else(String::new, |why| format!(" ({why})"));
             eprintln!(
-                "genward: {session} gen {gen} has not started within {}s (its predecessor may still be stopping); `genward ls` shows it",
+                "genward: {session} gen {gen} has not started within {}s{why}; `genward ls` shows it",
                 START_WAIT.as_secs()
             );
             return Ok(ExitCode::SUCCESS);
@@ -449,6 +459,24 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             _ => {}
         }
     }
+}
+
+/// Why generation `gen` has not started, from its session's `get` snapshot `s`: what it
+/// waits for (the session's `waiting`: a dependency), or a predecessor still stopping (a
+/// superseded generation still listed); `None` when the snapshot says neither.
+fn not_started_why(s: &Object, gen: u64) -> Option<String> {
+    if u64_of(s, "current") == Some(gen) {
+        if let Some(why) = str_of(s, "waiting") {
+            return Some(why.to_string());
+        }
+    }
+    let before = objects_of(s, "generations")
+        .into_iter()
+        .filter(|g| g.get("superseded") == Some(&Value::Bool(true)))
+        .filter_map(|g| u64_of(g, "gen"))
+        .filter(|&g| g < gen)
+        .max()?;
+    Some(format!("its predecessor, gen {before}, has not ended yet"))
 }
 
 /// The next message, or `None` once `deadline` has passed without one.
@@ -488,7 +516,7 @@ mod tests {
     use crate::cli::args::{parse, Outcome};
     use crate::cli::commands::RUN;
     use crate::proto::envelope::RequestId;
-    use crate::proto::json::{parse as parse_json, Value};
+    use crate::proto::json::parse as parse_json;
     use crate::proto::request::encode;
 
     fn spawn(words: &[&str]) -> Result<String, String> {
@@ -724,5 +752,30 @@ mod tests {
         assert!(e.contains("--unset-env") && e.contains("'='"), "{e}");
         let e = spawn(&["a", "--env", "A B=1", "--", "true"]).unwrap_err();
         assert!(e.contains("whitespace"), "{e}");
+    }
+
+    #[test]
+    fn a_start_not_seen_in_time_says_what_it_waits_for() {
+        let why = |json: &str, gen| {
+            let v = parse_json(json.as_bytes()).unwrap();
+            not_started_why(v.as_object().unwrap(), gen)
+        };
+        // A dependency: what the session's `waiting` says, not a predecessor it lacks.
+        let dep = r#"{"name":"w","state":"starting","current":2,"waiting":"nosuchdep: no such session",
+            "generations":[{"gen":2,"pid":null,"lifecycle":"pending","superseded":false}]}"#;
+        assert_eq!(why(dep, 2).as_deref(), Some("nosuchdep: no such session"));
+        let replacing = r#"{"name":"w","state":"starting","current":5,
+            "generations":[{"gen":4,"pid":40,"lifecycle":"stopping","superseded":true},
+                           {"gen":5,"pid":null,"lifecycle":"pending","superseded":false}]}"#;
+        assert_eq!(
+            why(replacing, 5).as_deref(),
+            Some("its predecessor, gen 4, has not ended yet")
+        );
+        // Nothing known: no reason made up.
+        let alone = r#"{"name":"w","state":"starting","current":2,
+            "generations":[{"gen":2,"pid":null,"lifecycle":"pending","superseded":false}]}"#;
+        assert_eq!(why(alone, 2), None);
+        // Another generation's wait is not this one's.
+        assert_eq!(why(dep, 3), None);
     }
 }

@@ -105,8 +105,98 @@ function checkHello(hello: HelloInfo, extra: string[]): void {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Maps `SpawnOptions` to the `spawn` request's members. */
+/**
+ * The keys of `SpawnOptions`, and of the objects in it that are mapped member by member.
+ * Any other is refused before anything is sent: the mapping would drop it unseen (a
+ * `kill_grace` for `killGrace`), where the daemon refuses an argument it does not know so
+ * that a misspelt option never goes unnoticed.
+ */
+const SPAWN_KEYS = new Set([
+  'cwd',
+  'env',
+  'unsetEnv',
+  'clearEnv',
+  'pty',
+  'cols',
+  'rows',
+  'stderr',
+  'stopSignal',
+  'grace',
+  'killGrace',
+  'drain',
+  'onExit',
+  'onBusy',
+  'restart',
+  'buffer',
+  'onRecover',
+  'limits',
+  'user',
+  'group',
+  'groups',
+  'umask',
+  'envFile',
+  'rlimits',
+  'ready',
+  'dependsOn',
+  'live',
+  'log',
+]);
+const RESTART_KEYS = new Set(['mode', 'initial', 'max', 'resetAfter', 'maxRestarts']);
+const LIMITS_KEYS = new Set(['memoryMax', 'pidsMax', 'cpuMax']);
+const CPU_MAX_KEYS = new Set(['quotaUs', 'periodUs']);
+const LOG_KEYS = new Set(['path', 'maxSize', 'keep']);
+
+/** What a value of the wrong shape is, for a message: `an array`, `a number`, ... */
+const shape = (v: unknown) => (Array.isArray(v) ? 'an array' : `a ${typeof v}`);
+
+/** Refuses a key of `o` not in `known`, naming it (`prefix`: where `o` is, e.g. `restart.`). */
+function checkKeys(o: object, known: Set<string>, prefix = ''): void {
+  for (const key of Object.keys(o)) {
+    if (known.has(key)) continue;
+    const camel = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    const hint = known.has(camel) ? ` (did you mean \`${prefix}${camel}\`?)` : '';
+    throw new TypeError(`spawn: unknown option \`${prefix}${key}\`${hint}`);
+  }
+}
+
+/**
+ * The spawn option `name`, an object of options mapped member by member, checked: absent
+ * (`undefined`, or `null`, which the protocol reads as absent), or an object of known keys.
+ */
+function optionObject<T extends object>(name: string, v: T | null | undefined, known: Set<string>): T | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'object' || Array.isArray(v)) {
+    throw new TypeError(`spawn: option \`${name}\` is an object, not ${shape(v)}`);
+  }
+  checkKeys(v, known, `${name}.`);
+  return v;
+}
+
+/** The `restart` member: a policy object, or a mode alone as the CLI and the Python client take it. */
+function restartMember(r: SpawnOptions['restart'] | null): unknown {
+  // Any string: the daemon judges the mode, and refuses one it does not know.
+  if (typeof r === 'string') return { mode: r };
+  if (r !== undefined && r !== null && (typeof r !== 'object' || Array.isArray(r))) {
+    throw new TypeError(`spawn: option \`restart\` is a mode ('never', 'on-failure', 'always') or an object, not ${shape(r)}`);
+  }
+  const p = optionObject('restart', r, RESTART_KEYS);
+  return (
+    p && {
+      mode: p.mode,
+      initial: p.initial,
+      max: p.max,
+      reset_after: p.resetAfter,
+      max_restarts: p.maxRestarts,
+    }
+  );
+}
+
+/** Maps `SpawnOptions` to the `spawn` request's members; throws a `TypeError` on a key it does not know. */
 function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<string, unknown> {
+  checkKeys(o, SPAWN_KEYS);
+  const limits = optionObject('limits', o.limits, LIMITS_KEYS);
+  const cpuMax = optionObject('limits.cpuMax', limits?.cpuMax, CPU_MAX_KEYS);
+  const log = optionObject('log', o.log, LOG_KEYS);
   let pty: unknown = o.pty;
   if (o.cols !== undefined || o.rows !== undefined) {
     pty = { rows: o.rows ?? 24, cols: o.cols ?? 80 };
@@ -126,19 +216,13 @@ function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<str
     drain: o.drain,
     on_exit: o.onExit,
     on_busy: o.onBusy,
-    restart: o.restart && {
-      mode: o.restart.mode,
-      initial: o.restart.initial,
-      max: o.restart.max,
-      reset_after: o.restart.resetAfter,
-      max_restarts: o.restart.maxRestarts,
-    },
+    restart: restartMember(o.restart),
     buffer: o.buffer,
     on_recover: o.onRecover,
-    limits: o.limits && {
-      memory_max: o.limits.memoryMax,
-      pids_max: o.limits.pidsMax,
-      cpu_max: o.limits.cpuMax && { quota_us: o.limits.cpuMax.quotaUs, period_us: o.limits.cpuMax.periodUs },
+    limits: limits && {
+      memory_max: limits.memoryMax,
+      pids_max: limits.pidsMax,
+      cpu_max: cpuMax && { quota_us: cpuMax.quotaUs, period_us: cpuMax.periodUs },
     },
     user: o.user,
     group: o.group,
@@ -149,7 +233,7 @@ function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<str
     ready: o.ready,
     depends_on: o.dependsOn,
     live: o.live,
-    log: o.log && { path: o.log.path, max_size: o.log.maxSize, keep: o.log.keep },
+    log: log && { path: log.path, max_size: log.maxSize, keep: log.keep },
   };
 }
 

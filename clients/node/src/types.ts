@@ -48,7 +48,11 @@ export interface ReloadPlan {
   unchanged: string[];
 }
 
-/** Options of `spawn` (the protocol's `spawn` arguments, camelCased). */
+/**
+ * Options of `spawn` (the protocol's `spawn` arguments, camelCased). A key not named here
+ * (or in the objects it maps member by member: `restart`, `limits`, `log`) is refused with
+ * a `TypeError`, as the daemon refuses an argument it does not know.
+ */
 export interface SpawnOptions {
   cwd?: string;
   env?: Record<string, string>;
@@ -66,14 +70,12 @@ export interface SpawnOptions {
   drain?: Duration;
   onExit?: 'kill_group' | 'leave';
   onBusy?: 'replace' | 'overlap' | 'reject';
-  /** Restarts by the daemon itself, each a new generation (handles stay bound to theirs). */
-  restart?: {
-    mode: 'never' | 'on-failure' | 'always';
-    initial?: Duration;
-    max?: Duration;
-    resetAfter?: Duration;
-    maxRestarts?: number;
-  };
+  /**
+   * Restarts by the daemon itself, each a new generation (handles stay bound to theirs):
+   * the policy, or its mode alone (`'on-failure'` for `{ mode: 'on-failure' }`), as the
+   * CLI's `--restart` and the Python client take it.
+   */
+  restart?: RestartMode | RestartPolicy;
   buffer?: number;
   onRecover?: 'stop' | 'keep';
   limits?: {
@@ -120,6 +122,18 @@ export interface SpawnOptions {
    * appended and rotated by the daemon's log writer.
    */
   log?: LogOptions;
+}
+
+/** When the daemon restarts a session whose process ended on its own. */
+export type RestartMode = 'never' | 'on-failure' | 'always';
+
+/** A spawn's `restart` policy (see `SpawnOptions.restart`). */
+export interface RestartPolicy {
+  mode: RestartMode;
+  initial?: Duration;
+  max?: Duration;
+  resetAfter?: Duration;
+  maxRestarts?: number;
 }
 
 /** A spawn's `log` file (see `SpawnOptions.log`). */
