@@ -4,7 +4,8 @@
 //! program is being replaced, and one that ends after, are reported with their exact
 //! codes; an attached shell keeps answering; descriptors and memory come back to where
 //! they were; a program that cannot take over is refused or rolled back with the daemon
-//! serving throughout.
+//! serving throughout; and while a program is being checked, the daemon keeps serving,
+//! refuses a second upgrade, and a shutdown kills and reaps the program.
 
 mod util;
 
@@ -16,7 +17,7 @@ use std::thread;
 use genward::testkit::proc;
 use serde_json::{json, Value};
 use util::cli::gw_ok;
-use util::daemon::{daemon_binary, Client, Daemon, Msg};
+use util::daemon::{daemon_binary, fifo, release, Client, Daemon, Msg, PATIENCE};
 use util::tmux::Tmux;
 
 fn gen_of(v: &Value) -> u64 {
@@ -101,6 +102,54 @@ fn wrapper(path: &Path, body: &str) {
     )
     .unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A program at `path` that, asked for its image version, first writes its pid to
+/// `pid_file` and waits for a line on `gate`, and otherwise (or then) is the daemon's
+/// program: an upgrade to it is held in its check until the test releases it.
+fn held_at_check(path: &Path, pid_file: &Path, gate: &Path) {
+    let body = format!(
+        "if [ \"$1\" = __image-version ]; then echo $$ > '{}'; read line < '{}'; fi",
+        pid_file.display(),
+        gate.display()
+    );
+    wrapper(path, &body);
+}
+
+/// The pid `held_at_check` wrote once its check started.
+fn checked_pid(pid_file: &Path) -> u32 {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(pid_file).unwrap_or_default();
+        if let Ok(pid) = text.trim().parse() {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program's check did not start"
+        );
+        thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Sends an `upgrade` to `binary` on `c` without waiting for its answer (read later with
+/// [`answer_to`]).
+fn send_upgrade(c: &mut Client, binary: &Path, id: &str) {
+    let mut line =
+        serde_json::to_vec(&json!({"id": id, "op": "upgrade", "binary": binary})).unwrap();
+    line.push(b'\n');
+    c.send_raw(&line);
+}
+
+/// The answer to request `id` on `c`, events skipped.
+fn answer_to(c: &mut Client, id: &str) -> Value {
+    loop {
+        if let Msg::Json(v) = c.read_msg() {
+            if v.get("event").is_none() && v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
 }
 
 #[test]
@@ -419,11 +468,16 @@ fn a_program_that_cannot_take_over_is_refused_or_rolled_back() {
         std::fs::set_permissions(&newer, std::fs::Permissions::from_mode(0o755)).unwrap();
         let not_exec = d.dir.join("not-executable");
         std::fs::write(&not_exec, "x").unwrap();
+        // Its own status, not the daemon's kill.
+        let silent = d.dir.join("silent");
+        std::fs::write(&silent, "#!/bin/sh\nexit 3\n").unwrap();
+        std::fs::set_permissions(&silent, std::fs::Permissions::from_mode(0o755)).unwrap();
         vec![
             (d.dir.join("missing"), "No such file"),
             (not_exec, "not executable"),
             (not_genward, "does not answer as genward"),
             (newer, "reads image formats 99 to 99"),
+            (silent, "it said nothing (exit status: 3)"),
         ]
     };
     for (binary, why) in &cases {
@@ -482,4 +536,92 @@ fn an_adopted_process_crosses_an_upgrade() {
     let end = c.events_until(|m| m.is("exited", gen));
     let end = end.last().unwrap().json();
     assert_eq!(end["cause"], json!("stopped"), "{end}");
+}
+
+/// The check of a program does not pause the daemon: while the program takes its time to
+/// answer, other clients are served and a second upgrade is refused `busy`; once it
+/// answers, the upgrade goes on as ever.
+#[test]
+fn the_daemon_serves_while_a_program_is_checked() {
+    let d = Daemon::start("upgrade-check-serves", &[]);
+    let mut c = d.client();
+    let (gen, _started) = spawn_started(
+        &d,
+        &mut c,
+        json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]}),
+    );
+    let before = listing(&mut c);
+    let slow = d.dir.join("slow");
+    let pid_file = d.dir.join("slow.pid");
+    let gate = fifo(&d, "gate");
+    held_at_check(&slow, &pid_file, &gate);
+
+    let mut requester = d.client();
+    send_upgrade(&mut requester, &slow, "up");
+    let checked = checked_pid(&pid_file);
+    // The program is still waiting for the gate: its check is under way.
+    assert!(proc::stat(checked).is_some(), "the checked program runs");
+    let mut other = d.client();
+    let hello = other.ok(json!({"op": "hello"}));
+    assert_eq!(hello["pid"], json!(d.pid), "{hello}");
+    assert_eq!(listing(&mut other), before, "served during the check");
+    let busy = other.err(json!({"op": "upgrade"}), "busy");
+    assert!(
+        busy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already under way"),
+        "{busy}"
+    );
+    c.ok(json!({"op": "spawn", "session": "t", "argv": ["true"]}));
+
+    release(&gate);
+    let answer = answer_to(&mut requester, "up");
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    assert_eq!(answer["pid"], json!(d.pid), "{answer}");
+    let after = listing(&mut other);
+    assert!(after.contains(&before[0]), "{after:?}");
+    c.ok(json!({"op": "stop", "session": "s", "if_gen": gen}));
+}
+
+/// A shutdown while a program is being checked refuses the upgrade, and the program is
+/// killed and reaped by the daemon, which is still stopping its sessions.
+#[test]
+fn a_shutdown_ends_a_check_under_way() {
+    let d = Daemon::start("upgrade-check-shutdown", &[]);
+    let mut c = d.client();
+    // A session that outlives the shutdown's first stop: the daemon runs on meanwhile.
+    spawn_started(
+        &d,
+        &mut c,
+        json!({"op": "spawn", "session": "stubborn", "grace": "60s",
+        "argv": ["sh", "-c", "trap '' TERM; exec sleep 1000"]}),
+    );
+    let slow = d.dir.join("slow");
+    let pid_file = d.dir.join("slow.pid");
+    let gate = fifo(&d, "gate");
+    held_at_check(&slow, &pid_file, &gate);
+
+    let mut requester = d.client();
+    send_upgrade(&mut requester, &slow, "up");
+    let checked = checked_pid(&pid_file);
+    c.ok(json!({"op": "shutdown"}));
+    let answer = answer_to(&mut requester, "up");
+    assert_eq!(answer["error"]["code"], json!("upgrade_failed"), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("shutting down"), "{message}");
+    // Killed and reaped (not left a zombie) while the daemon still runs.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while proc::stat(checked).is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the checked program is still there: {:?}",
+            proc::stat(checked)
+        );
+        thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        proc::stat(d.pid).is_some_and(|s| !s.is_zombie()),
+        "still stopping"
+    );
 }

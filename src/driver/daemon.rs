@@ -109,6 +109,9 @@ impl Daemon {
                     // A clean end: the keeper closes everything and exits too.
                     keeper.bye(self.poll.registry());
                 }
+                // Helpers let go of and killed meanwhile (an upgrade's check the
+                // shutdown ended) are reaped if they are gone by now.
+                crate::sys::spawn::reap_abandoned();
                 return Ok(());
             }
             // What the keeper was asked to drop goes before the loop sleeps.
@@ -221,6 +224,7 @@ impl Daemon {
                 }
             }
             Source::LogWriter => self.log_sink.ready(self.poll.registry()),
+            Source::UpgradeCheck => self.upgrade_checked(),
             Source::Client(id) => {
                 let resume =
                     writable && self.clients.writable(self.poll.registry(), id, &self.logs);
@@ -437,6 +441,10 @@ impl Daemon {
         }
         self.children.orphans_may_have_exited(Instant::now());
         crate::sys::spawn::reap_abandoned();
+        // Without a pidfd, the exit of a program being checked for an upgrade shows here.
+        if self.upgrade.is_checking() {
+            self.upgrade_checked();
+        }
     }
 
     /// Stops every session (first request) or kills everything at once (any later one):

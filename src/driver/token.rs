@@ -23,6 +23,9 @@ pub enum Source {
     Keeper,
     /// The pipe to the log writer: room to send, or the writer gone.
     LogWriter,
+    /// The upgrade's check of a program in flight: its exec-status pipe, its stdout, its
+    /// pidfd (at most one check at a time).
+    UpgradeCheck,
     /// Connection `id`.
     Client(u64),
     /// An output stream of generation `gen`; for a PTY also where its input goes.
@@ -57,6 +60,7 @@ const CONTROL_SIGNALS: usize = 1;
 const SIGCHLD: usize = 2;
 const KEEPER: usize = 3;
 const LOG_WRITER: usize = 4;
+const UPGRADE_CHECK: usize = 5;
 
 /// The top bit marks clients; below it, children use four bits for the descriptor kind.
 const CLIENT_BIT: u64 = 1 << 63;
@@ -93,6 +97,7 @@ impl Source {
             Source::Sigchld => Some(Token(SIGCHLD)),
             Source::Keeper => Some(Token(KEEPER)),
             Source::LogWriter => Some(Token(LOG_WRITER)),
+            Source::UpgradeCheck => Some(Token(UPGRADE_CHECK)),
             Source::Client(id) => (id < CLIENT_BIT).then_some(Token((CLIENT_BIT | id) as usize)),
             Source::Output { gen, stream } => child(
                 gen,
@@ -130,6 +135,7 @@ impl Source {
                 SIGCHLD => Source::Sigchld,
                 KEEPER => Source::Keeper,
                 LOG_WRITER => Source::LogWriter,
+                UPGRADE_CHECK => Source::UpgradeCheck,
                 _ => Source::Unknown,
             };
         }
@@ -173,6 +179,7 @@ mod tests {
             Source::Sigchld,
             Source::Keeper,
             Source::LogWriter,
+            Source::UpgradeCheck,
             Source::Client(0),
             Source::Client(1 << 40),
             Source::Output {
@@ -208,6 +215,6 @@ mod tests {
     fn out_of_range_numbers_have_no_token() {
         assert_eq!(Source::Pidfd { gen: 1 << 59 }.token(), None);
         assert_eq!(Source::Client(1 << 63).token(), None);
-        assert_eq!(Source::of(Token(5)), Source::Unknown);
+        assert_eq!(Source::of(Token(6)), Source::Unknown);
     }
 }

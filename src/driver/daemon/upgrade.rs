@@ -18,30 +18,59 @@ use crate::sys::process::ReaperMode;
 use crate::sys::reexec;
 
 impl Daemon {
-    /// `upgrade`: the program is opened and asked which images it reads now; the rest
-    /// happens at the end of a turn without starts in flight ([`try_upgrade`]).
+    /// `upgrade`: the program is opened and started to ask which images it reads; its
+    /// answer is awaited without waiting ([`upgrade_checked`], [`try_upgrade`]), and the
+    /// rest happens at the end of a turn without starts in flight ([`try_upgrade`]).
     pub(super) fn begin_upgrade(&mut self, id: u64, rid: RequestId, binary: Option<String>) {
         let asked = if self.core.is_shutting_down() {
             Err(refused("the daemon is shutting down"))
         } else {
-            self.upgrade.ask(id, &rid, binary)
+            let reaper = self.children.reaper();
+            self.upgrade
+                .ask(self.poll.registry(), reaper, id, &rid, binary)
         };
         if let Err(e) = asked {
             self.clients.send_error(id, &rid, &e);
         }
     }
 
-    /// Runs a pending upgrade if no generation is starting; refuses it once starts kept
-    /// it waiting for [`LAUNCH_WAIT`]. Called at the end of a turn, when the core's
-    /// actions are all executed.
+    /// The program being checked had a readiness (or `SIGCHLD` came): a refusal is
+    /// answered once it is decided; an accepted program waits for [`try_upgrade`].
+    pub(super) fn upgrade_checked(&mut self) {
+        if let Some(r) = self.upgrade.on_check(self.poll.registry()) {
+            self.clients.send_error(r.client, &r.rid, &r.error);
+        }
+    }
+
+    /// Refuses a check past its deadline, or under way while the daemon shuts down (its
+    /// program killed and left to be reaped); runs a pending upgrade if no generation is
+    /// starting; refuses it once starts kept it waiting for [`LAUNCH_WAIT`]. Called at
+    /// the end of a turn, when the core's actions are all executed.
     pub(super) fn try_upgrade(&mut self) {
+        let registry = self.poll.registry();
+        let check = if self.core.is_shutting_down() {
+            self.upgrade
+                .cancel_check(registry, "the daemon is shutting down")
+        } else {
+            self.upgrade.overdue(registry, Instant::now())
+        };
+        let mut answered = false;
+        if let Some(r) = check {
+            self.clients.send_error(r.client, &r.rid, &r.error);
+            answered = true;
+        }
         match self.upgrade.due(self.children.is_launching()) {
             None => {}
             Some(Due::Run(p)) => self.execute_upgrade(p),
             Some(Due::GaveUp(p)) => {
                 let why = format!("generations kept starting for {} s", LAUNCH_WAIT.as_secs());
                 self.clients.send_error(p.client, &p.rid, &refused(why));
+                answered = true;
             }
+        }
+        // Written now, not when something next wakes the loop.
+        if answered {
+            self.flush_clients();
         }
     }
 

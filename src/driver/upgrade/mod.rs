@@ -5,7 +5,9 @@
 //! The sequence, from the request to the answer (the daemon's side is in
 //! `daemon/upgrade.rs` and `daemon/resume.rs`; what waits between turns in [`upgrader`]):
 //! 1. The program named (default: the one the daemon was started as) is opened, and run
-//!    once to ask which image formats it reads ([`probe`]); refused here, nothing changed.
+//!    once to ask which image formats it reads ([`probe`]), its answer awaited without
+//!    pausing the loop (another upgrade meanwhile is `busy`; a shutdown ends the check);
+//!    refused here, nothing changed.
 //! 2. The upgrade waits (bounded) until no generation is between `fork` and `execve`.
 //! 3. Each owner exports its state ([`state`]; the core's through [`core_section`]);
 //!    the image is written to a sealed memory file; close-on-exec is cleared on exactly

@@ -7,18 +7,44 @@
 //!
 //! A program that cannot be executed, answers anything else, or cannot read this daemon's
 //! image format is refused while the daemon still runs unchanged.
+//!
+//! The check ([`Check`]) never blocks the loop: the program is started through the
+//! asynchronous spawn ([`spawn::start`]), and its exec status, its stdout (a non-blocking
+//! pipe) and its pidfd are watched under one token ([`Source::UpgradeCheck`]). Each
+//! readiness (or `SIGCHLD`, without a pidfd) takes the next [`Check::step`]; the answer is
+//! its first line, read as it arrives, at most [`MAX_ANSWER`] bytes; what is not decided
+//! by [`Check::deadline`] is refused. A check let go of ([`Check::abandon`]) kills the
+//! program and its process group, and leaves it to be reaped
+//! ([`spawn::abandon`]: through [`Process`], which notes the reap).
 
-use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd};
-use std::process::{Command, Stdio};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::store::image::IMAGE_VERSION;
+use mio::unix::SourceFd;
+use mio::{Interest, Registry};
+use rustix::process::Signal;
 
-/// Longest wait for a program's answer. The loop does not serve meanwhile: an upgrade is
-/// an operator's request, and a program that takes longer to say its version would not
-/// resume a daemon promptly either.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+use super::PROBE_COMMAND;
+use crate::driver::token::Source;
+use crate::store::image::IMAGE_VERSION;
+use crate::sys::fd::{read_nonblocking, ReadOutcome};
+use crate::sys::process::{Exit, Process, ReaperMode};
+use crate::sys::spawn::{self, IoMode, SpawnError, SpawnRequest, Starting, StderrMode};
+
+/// Longest wait for a program's answer (and, if it says nothing, for its exit). The loop
+/// serves everything else meanwhile; a program that takes longer to say its version would
+/// not resume a daemon promptly either.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest answer read.
+const MAX_ANSWER: usize = 4096;
+
+/// The number the program's open file gets in the checked process, which executes it as
+/// `/proc/self/fd/3` (a script's interpreter reads its file through that path too): the
+/// program checked is the file the daemon opened, as is the one later executed.
+const PROGRAM_FD: u32 = 3;
 
 /// The answer's first word.
 pub const PROBE_MAGIC: &str = "genward-image";
@@ -64,83 +90,242 @@ pub fn parse_answer(text: &str) -> Result<Probed, String> {
     })
 }
 
-/// Runs the program open at `program` once with `__image-version`.
-pub fn probe(program: BorrowedFd<'_>) -> Result<Probed, String> {
-    let path = crate::sys::reexec::fd_path(program.as_fd());
-    // Inherited by the probe (a script's interpreter reads its file through the path),
-    // and close-on-exec again at once: the loop starts nothing else meanwhile.
-    let _ = crate::sys::reexec::set_close_on_exec(program, false);
-    let spawned = Command::new(&path)
-        .arg("__image-version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn();
-    let _ = crate::sys::reexec::set_close_on_exec(program, true);
-    let mut child = spawned.map_err(|e| format!("it cannot be run: {e}"))?;
-    let deadline = Instant::now() + PROBE_TIMEOUT;
-    let mut out = Vec::new();
-    let result = match child.stdout.take() {
-        Some(mut stdout) => read_until(&mut stdout, &mut out, deadline),
-        None => Err("no output".into()),
-    };
-    let _ = child.kill();
-    let status = child.wait();
-    result?;
-    let text = String::from_utf8_lossy(&out);
-    if text.is_empty() {
-        let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-        return Err(format!("it said nothing ({status})"));
-    }
-    parse_answer(&text)
+/// What a step of a check found.
+#[derive(Debug)]
+pub enum Step {
+    /// Not decided yet: wait for the next readiness, `SIGCHLD` or the deadline.
+    Pending,
+    /// Decided: what the program said, or why it will not do. Let the check go then
+    /// ([`Check::abandon`]).
+    Done(Result<Probed, String>),
 }
 
-/// Reads `src` to its end, at most 4 KiB, until `deadline`.
-fn read_until(
-    src: &mut std::process::ChildStdout,
-    out: &mut Vec<u8>,
+/// Where a check is.
+#[derive(Debug)]
+enum Phase {
+    /// Between its start and its exec: the status pipe and stdout registered.
+    Starting(Starting),
+    /// Running the program: stdout and the pidfd (if any) registered.
+    Running { process: Process, stdout: OwnedFd },
+    /// Let go of.
+    Done,
+}
+
+/// One program being run with `__image-version`, watched without waiting for it. See the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct Check {
+    phase: Phase,
+    /// What it wrote so far (at most the answer's first line).
+    answer: Vec<u8>,
+    /// Its stdout reached end of file.
+    eof: bool,
     deadline: Instant,
-) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
-    let fd = src.as_raw_fd();
-    let mut buf = [0u8; 512];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(format!(
-                "it did not answer within {} s",
-                PROBE_TIMEOUT.as_secs()
-            ));
-        }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
+}
+
+impl Check {
+    /// Starts the program open at `program` with `__image-version`, and watches it. `Err`
+    /// says why it could not be started (nothing is left running then).
+    pub fn start(
+        registry: &Registry,
+        program: BorrowedFd<'_>,
+        reaper: ReaperMode,
+    ) -> Result<Check, String> {
+        let copy = program
+            .try_clone_to_owned()
+            .map_err(|e| format!("it cannot be run: {e}"))?;
+        let request = SpawnRequest {
+            argv: vec![
+                format!("/proc/self/fd/{PROGRAM_FD}").into(),
+                PROBE_COMMAND.into(),
+            ],
+            io: IoMode::Pipes {
+                stderr: StderrMode::Null,
+            },
+            reaper,
+            extra_fd: Some((Arc::new(copy), PROGRAM_FD)),
+            ..SpawnRequest::default()
         };
-        // SAFETY: one valid pollfd for the call's duration.
-        let rc = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
+        let starting = spawn::start(&request).map_err(|e| cannot_run(&e))?;
+        let mut check = Check {
+            phase: Phase::Starting(starting),
+            answer: Vec::new(),
+            eof: false,
+            deadline: Instant::now() + PROBE_TIMEOUT,
+        };
+        if let Err(e) = check.watch(registry) {
+            check.abandon(registry);
+            return Err(format!("watching it: {e}"));
+        }
+        Ok(check)
+    }
+
+    fn watch(&self, registry: &Registry) -> io::Result<()> {
+        let Phase::Starting(starting) = &self.phase else {
+            return Ok(());
+        };
+        register(registry, starting.status_fd())?;
+        if let Some(fd) = starting.stdout_fd() {
+            register(registry, fd)?;
+        }
+        Ok(())
+    }
+
+    /// When it is refused if still undecided.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The next step after a readiness of its token, a `SIGCHLD` or its deadline. Never
+    /// blocks; reads at most [`MAX_ANSWER`] bytes in all.
+    pub fn step(&mut self, registry: &Registry) -> Step {
+        if let Phase::Starting(starting) = &mut self.phase {
+            if !starting.poll() {
+                return Step::Pending;
             }
-            return Err(format!("waiting for its answer: {e}"));
-        }
-        if rc == 0 {
-            continue;
-        }
-        match src.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => {
-                out.extend_from_slice(&buf[..n]);
-                if out.len() > 4096 {
-                    return Err("its answer is too long".into());
+            let _ = registry.deregister(&mut SourceFd(&starting.status_fd().as_raw_fd()));
+            let failure = starting.failure();
+            if let Some(e) = failure {
+                // Not run: the start is let go of (killed if need be, reaped later).
+                self.abandon(registry);
+                return Step::Done(Err(cannot_run(&e)));
+            }
+            let Phase::Starting(starting) = std::mem::replace(&mut self.phase, Phase::Done) else {
+                return Step::Pending;
+            };
+            // It exec'd: `finish` does not wait, and hands stdout over still registered
+            // (the same descriptor). Its stdin closes here: nothing is written to it.
+            let child = match starting.finish() {
+                Ok(child) => child,
+                Err(e) => return Step::Done(Err(cannot_run(&e))),
+            };
+            let Some(stdout) = child.stdout else {
+                spawn::abandon(child.process);
+                return Step::Done(Err("it has no output".into()));
+            };
+            if let Some(fd) = child.process.pidfd() {
+                // Without it, `SIGCHLD` and the deadline still take the next step.
+                if let Err(e) = register(registry, fd) {
+                    log::debug!("upgrade check: watching its pidfd: {e}");
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading its answer: {e}")),
+            self.phase = Phase::Running {
+                process: child.process,
+                stdout,
+            };
+        }
+        let Phase::Running { process, stdout } = &mut self.phase else {
+            return Step::Pending;
+        };
+        let mut buf = [0u8; 512];
+        while !self.eof && !self.answer.contains(&b'\n') {
+            match read_nonblocking(stdout.as_fd(), &mut buf) {
+                Ok(ReadOutcome::Data(n)) => {
+                    self.answer.extend_from_slice(&buf[..n]);
+                    if let Some(end) = self.answer.iter().position(|b| *b == b'\n') {
+                        self.answer.truncate(end + 1);
+                    }
+                    if self.answer.len() > MAX_ANSWER {
+                        return Step::Done(Err("its answer is too long".into()));
+                    }
+                }
+                Ok(ReadOutcome::WouldBlock) => return Step::Pending,
+                Ok(ReadOutcome::Eof) => self.eof = true,
+                Err(e) => return Step::Done(Err(format!("reading its answer: {e}"))),
+            }
+        }
+        if !self.answer.is_empty() {
+            return Step::Done(parse_answer(&String::from_utf8_lossy(&self.answer)));
+        }
+        // Nothing said, and its stdout closed: its own status says why, once it has one
+        // (its pidfd, or `SIGCHLD`, tells).
+        match process.reap() {
+            Ok(None) => Step::Pending,
+            Ok(Some(exit)) => Step::Done(Err(format!("it said nothing ({})", status_text(exit)))),
+            Err(e) => Step::Done(Err(format!("it said nothing ({e})"))),
         }
     }
+
+    /// Why a check still undecided at its deadline is refused.
+    pub fn overdue() -> String {
+        format!("it did not answer within {} s", PROBE_TIMEOUT.as_secs())
+    }
+
+    /// Lets the check go: stops watching it, kills the program (and its process group,
+    /// which it leads: a script's commands go with it) unless it already exited, and
+    /// leaves it to be reaped — at once if it exited, else on `SIGCHLD`
+    /// ([`spawn::reap_abandoned`]). Never waits.
+    pub fn abandon(&mut self, registry: &Registry) {
+        self.let_go(Some(registry));
+    }
+
+    fn let_go(&mut self, registry: Option<&Registry>) {
+        let deregister = |fd: BorrowedFd<'_>| {
+            if let Some(registry) = registry {
+                let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+            }
+        };
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Starting(starting) => {
+                deregister(starting.status_fd());
+                if let Some(fd) = starting.stdout_fd() {
+                    deregister(fd);
+                }
+                // Dropping a start kills the child and parks it to be reaped.
+                drop(starting);
+            }
+            Phase::Running { process, stdout } => {
+                deregister(stdout.as_fd());
+                drop(stdout);
+                if let Some(fd) = process.pidfd() {
+                    deregister(fd);
+                }
+                // While it is our unreaped child (a zombie included) its group is its own.
+                if !process.is_reaped() {
+                    let _ = process.signal_group(Signal::KILL);
+                }
+                spawn::abandon(process);
+            }
+            Phase::Done => {}
+        }
+    }
+}
+
+impl Drop for Check {
+    /// A check dropped undecided (the daemon exiting) still kills its program.
+    fn drop(&mut self) {
+        self.let_go(None);
+    }
+}
+
+fn register(registry: &Registry, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let token = Source::UpgradeCheck
+        .token()
+        .ok_or_else(|| io::Error::other("no token"))?;
+    registry.register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)
+}
+
+/// A start that failed, as the check says it: the errno where there is one.
+fn cannot_run(e: &SpawnError) -> String {
+    match e.errno() {
+        Some(errno) => format!("it cannot be run: {}", io::Error::from_raw_os_error(errno)),
+        None => format!("it cannot be run: {e}"),
+    }
+}
+
+/// An exit as `std::process::ExitStatus` shows it (`exit status: 1`, `signal: 11
+/// (SIGSEGV) (core dumped)`).
+fn status_text(exit: Exit) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let raw = match exit {
+        Exit::Code(code) => (code & 0xff) << 8,
+        Exit::Signal {
+            signal,
+            core_dumped,
+        } => signal | if core_dumped { 0x80 } else { 0 },
+        Exit::Unknown => return "its status is unknown".into(),
+    };
+    std::process::ExitStatus::from_raw(raw).to_string()
 }
 
 #[cfg(test)]
@@ -161,5 +346,21 @@ mod tests {
             .contains("malformed"));
         let newer = format!("genward-image {0} {0} 9.9.9", IMAGE_VERSION + 1);
         assert!(parse_answer(&newer).unwrap_err().contains("writes"));
+    }
+
+    #[test]
+    fn statuses_read_as_the_standard_library_shows_them() {
+        assert_eq!(status_text(Exit::Code(0)), "exit status: 0");
+        assert_eq!(status_text(Exit::Code(3)), "exit status: 3");
+        let killed = Exit::Signal {
+            signal: libc::SIGKILL,
+            core_dumped: false,
+        };
+        assert_eq!(status_text(killed), "signal: 9 (SIGKILL)");
+        let dumped = Exit::Signal {
+            signal: libc::SIGSEGV,
+            core_dumped: true,
+        };
+        assert_eq!(status_text(dumped), "signal: 11 (SIGSEGV) (core dumped)");
     }
 }
