@@ -39,6 +39,20 @@ fn can_mount_tmpfs() -> bool {
     mounted
 }
 
+/// A daemon (without a keeper) whose state directory is a 1 MiB tmpfs of its own, and the
+/// mount; `None`, with a visible skip line for `test`, where a tmpfs cannot be mounted.
+fn start_on_small_tmpfs(name: &str, test: &str) -> Option<(Daemon, Mounted)> {
+    if !can_mount_tmpfs() {
+        util::daemon::skip_because(&format!("{test}: cannot mount a tmpfs (needs root)"));
+        return None;
+    }
+    // The wrapper mounts the state directory ($4) and runs the daemon as its one child.
+    let mount = r#"mkdir -p "$4" && mount -t tmpfs -o size=1m,mode=0700 tmpfs "$4" && "$@""#;
+    let d = Daemon::start_wrapped(name, &["sh", "-c", mount, "sh"], &["--no-keeper"], None);
+    let mounted = Mounted(d.dir.join("state"));
+    Some((d, mounted))
+}
+
 /// Fills the file system at `dir` with one file, `filler`, until a write fails.
 fn fill(filler: &Path) {
     let mut f = std::fs::File::create(filler).unwrap();
@@ -54,22 +68,13 @@ fn recorded_down(state: &Path, name: &str) -> bool {
 
 #[test]
 fn a_record_that_could_not_be_written_is_written_after_an_upgrade() {
-    if !can_mount_tmpfs() {
-        util::daemon::skip_because(
-            "a_record_that_could_not_be_written_is_written_after_an_upgrade: cannot mount a tmpfs (needs root)",
-        );
-        return;
-    }
-    // The wrapper mounts the state directory ($4) and runs the daemon as its one child.
-    let mount = r#"mkdir -p "$4" && mount -t tmpfs -o size=1m,mode=0700 tmpfs "$4" && "$@""#;
-    let d = Daemon::start_wrapped(
+    let Some((d, _mounted)) = start_on_small_tmpfs(
         "unwritable",
-        &["sh", "-c", mount, "sh"],
-        &["--no-keeper"],
-        None,
-    );
+        "a_record_that_could_not_be_written_is_written_after_an_upgrade",
+    ) else {
+        return;
+    };
     let state = d.dir.join("state");
-    let _mounted = Mounted(state.clone());
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let gen = c.ok(json!({"op": "spawn", "session": "stub", "argv": ["sleep", "1000"]}))["gen"]
@@ -119,21 +124,13 @@ fn running(argv: &[&str]) -> bool {
 /// why, and its process is killed at once; with room again, spawns work.
 #[test]
 fn a_start_that_cannot_be_recorded_fails_and_leaves_no_process() {
-    if !can_mount_tmpfs() {
-        util::daemon::skip_because(
-            "a_start_that_cannot_be_recorded_fails_and_leaves_no_process: cannot mount a tmpfs (needs root)",
-        );
-        return;
-    }
-    let mount = r#"mkdir -p "$4" && mount -t tmpfs -o size=1m,mode=0700 tmpfs "$4" && "$@""#;
-    let d = Daemon::start_wrapped(
+    let Some((d, _mounted)) = start_on_small_tmpfs(
         "unrecordable",
-        &["sh", "-c", mount, "sh"],
-        &["--no-keeper"],
-        None,
-    );
+        "a_start_that_cannot_be_recorded_fails_and_leaves_no_process",
+    ) else {
+        return;
+    };
     let state = d.dir.join("state");
-    let _mounted = Mounted(state.clone());
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
 
