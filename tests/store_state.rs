@@ -93,7 +93,14 @@ fn sessions_round_trip_and_are_removed() {
     assert_eq!((loaded.bad, loaded.over_limit), (0, 0));
     store.remove_session("b.2").unwrap();
     store.remove_session("never-was").unwrap();
-    assert_eq!(store.load_sessions(10).unwrap().records, [a]);
+    assert_eq!(store.load_sessions(10).unwrap().records, [a.clone()]);
+
+    // Several at once, with one flush: each removed, a missing one no error.
+    let c = sample_session("c");
+    store.write_session(&c).unwrap();
+    let removed = store.remove_sessions(&["a", "never-was", "c"]);
+    assert!(removed.iter().all(Result::is_ok));
+    assert_eq!(store.load_sessions(10).unwrap().records, []);
 }
 
 #[test]

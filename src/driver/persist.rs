@@ -240,8 +240,9 @@ impl Persist {
             now,
             unix_ms: unix_ms(),
         };
-        // Files to write, in batches that share their flushes; removals one by one.
+        // Files to write, in batches that share their flushes; removals together.
         let mut writes = Vec::new();
+        let mut removals = Vec::new();
         for name in names {
             let result = match core.session_record(&name, clock) {
                 Some(record) => match session_file_bytes(&record) {
@@ -255,10 +256,18 @@ impl Persist {
                 },
                 None => {
                     self.saved.forget(&name);
-                    self.store.remove_session(&name)
+                    removals.push(name);
+                    continue;
                 }
             };
             self.saved_or_not(name, result);
+        }
+        if !removals.is_empty() {
+            let names: Vec<&str> = removals.iter().map(|n| &**n).collect();
+            let results = self.store.remove_sessions(&names);
+            for (name, result) in removals.into_iter().zip(results) {
+                self.saved_or_not(name, result);
+            }
         }
         while !writes.is_empty() {
             let rest = writes.split_off(writes.len().min(SAVE_BATCH));

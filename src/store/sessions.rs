@@ -1,6 +1,8 @@
 //! `sessions/<name>.json`: one file per session, written whenever something it holds
 //! changes, removed when the session is.
 
+use std::io;
+
 use super::error::StoreError;
 use super::layout::Store;
 use super::load::{load_dir, Batch, Place};
@@ -40,6 +42,23 @@ impl Store {
     pub fn remove_session(&self, name: &str) -> Result<(), StoreError> {
         self.sessions.remove_durably(&session_file(name))?;
         Ok(())
+    }
+
+    /// Removes the files of `names`, durably, with one flush of the directory for all.
+    /// Each one's result, in order (a failed flush fails each: it is done again).
+    pub fn remove_sessions(&self, names: &[&str]) -> Vec<Result<(), StoreError>> {
+        let mut results: Vec<Result<(), StoreError>> = names
+            .iter()
+            .map(|name| Ok(self.sessions.unlink(&session_file(name))?))
+            .collect();
+        if results.iter().any(Result::is_ok) {
+            if let Err(e) = self.sessions.sync() {
+                for result in results.iter_mut().filter(|r| r.is_ok()) {
+                    *result = Err(io::Error::new(e.kind(), e.to_string()).into());
+                }
+            }
+        }
+        results
     }
 
     /// Flushes the sessions directory. Every session file is flushed before it is renamed
