@@ -93,7 +93,10 @@ fn sessions_round_trip_and_are_removed() {
     assert_eq!((loaded.bad, loaded.over_limit), (0, 0));
     store.remove_session("b.2").unwrap();
     store.remove_session("never-was").unwrap();
-    assert_eq!(store.load_sessions(10).unwrap().records, [a.clone()]);
+    assert_eq!(
+        store.load_sessions(10).unwrap().records,
+        std::slice::from_ref(&a)
+    );
 
     // Several at once, with one flush: each removed, a missing one no error.
     let c = sample_session("c");
