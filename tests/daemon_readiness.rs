@@ -380,3 +380,47 @@ fn readiness_works_in_a_pseudo_terminal_too() {
     release(&go);
     c.events_until(|m| m.is("ready", out));
 }
+
+/// Whether a process runs whose command line is exactly `argv`.
+fn running(argv: &[&str]) -> bool {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+}
+
+/// A probe command is killed with what it started: one still running after its interval
+/// (a shell waiting on its `sleep`), and one that ended leaving a process behind. Nothing
+/// of either outlives it.
+#[test]
+fn a_probe_command_takes_what_it_started_with_it() {
+    let d = Daemon::start("ready-probe-tree", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let hung = gen_of(&c.ok(
+        json!({"op": "spawn", "session": "hung", "argv": ["sleep", "100"],
+        "ready": {"command": ["sh", "-c", "sleep 97531; true"], "interval": "50ms",
+                  "timeout": "300ms"}}),
+    ));
+    let left = gen_of(&c.ok(
+        json!({"op": "spawn", "session": "left", "argv": ["sleep", "100"],
+        "ready": {"command": ["sh", "-c", "sleep 97532 & exit 0"], "interval": "50ms"}}),
+    ));
+    let seen = c.events_until(|m| m.is("ready_failed", hung));
+    if !seen.iter().any(|m| m.is("ready", left)) {
+        c.events_until(|m| m.is("ready", left));
+    }
+    let since = std::time::Instant::now();
+    while running(&["sleep", "97531"]) || running(&["sleep", "97532"]) {
+        assert!(
+            since.elapsed() < util::daemon::PATIENCE,
+            "what a probe started outlived it"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    c.ok(json!({"op": "shutdown"}));
+}

@@ -134,9 +134,17 @@ impl Probe {
                     }
                 }
             }
-            Probe::Running(process) => match process.reap() {
+            Probe::Running(process) => match process.exit_status_nowait() {
                 Ok(None) => Step::Pending,
-                Ok(Some(exit)) => Step::Done(exit == Exit::Code(0)),
+                Ok(Some(_)) => {
+                    // What it started and left behind goes with it, while its unreaped
+                    // leader still pins the group's number.
+                    let _ = process.signal_group(rustix::process::Signal::KILL);
+                    match process.reap() {
+                        Ok(Some(exit)) => Step::Done(exit == Exit::Code(0)),
+                        _ => Step::Done(false),
+                    }
+                }
                 Err(_) => Step::Done(false),
             },
             Probe::Done => Step::Done(false),

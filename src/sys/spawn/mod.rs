@@ -696,14 +696,16 @@ impl Drop for Starting {
 static ABANDONED: Mutex<Vec<(Process, Option<ChildMemory>)>> = Mutex::new(Vec::new());
 
 /// Lets go of a running child we started and no longer want (a readiness probe that
-/// outlived its time): reaps it if it has exited, else kills it through its pidfd (it is
-/// our unreaped child, so its pid cannot name a stranger) and parks it for
-/// [`reap_abandoned`]. Never waits.
+/// outlived its time): kills the process group it leads (every child is a group leader:
+/// what a probe's shell started goes too) and it, then reaps it if it has exited, else
+/// parks it for [`reap_abandoned`]. It is our unreaped child, so neither its pid nor its
+/// group can name a stranger. Never waits.
 pub fn abandon(mut process: Process) {
+    let _ = process.signal_group(Signal::KILL);
+    let _ = process.signal(Signal::KILL);
     if let Ok(Some(_)) = process.reap() {
         return;
     }
-    let _ = process.signal(Signal::KILL);
     ABANDONED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
