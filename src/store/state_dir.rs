@@ -104,7 +104,10 @@ pub fn resolve(
 }
 
 /// Creates `path` with mode 0700 if missing, then verifies it is a real directory owned by
-/// us and closed to everyone else.
+/// us and closed to everyone else. One that others may only pass through (0711, as
+/// [`ensure_searchable_dir`] makes it for `--allow-uid`) is closed again instead of
+/// refused: a daemon that allowed other uids once must not keep the next one, without the
+/// flag, from starting (and taking back what runs); closing it only takes access away.
 pub fn ensure_private_dir(path: &Path) -> Result<(), StateDirError> {
     ensure_dir(path, Others::Nothing)
 }
@@ -125,6 +128,16 @@ pub fn ensure_searchable_dir(path: &Path) -> Result<(), StateDirError> {
 enum Others {
     Nothing,
     Search,
+}
+
+impl Others {
+    /// The group and other bits of the mode that allows it.
+    fn allowed(self) -> u32 {
+        match self {
+            Others::Nothing => 0,
+            Others::Search => 0o011,
+        }
+    }
 }
 
 fn ensure_dir(path: &Path, others: Others) -> Result<(), StateDirError> {
@@ -173,15 +186,19 @@ fn ensure_dir(path: &Path, others: Others) -> Result<(), StateDirError> {
         });
     }
     let mode = st.st_mode & 0o7777;
-    let allowed = match others {
-        Others::Nothing => 0,
-        Others::Search => 0o011,
-    };
-    if mode & 0o077 & !allowed != 0 {
+    if mode & 0o077 & !Others::Search.allowed() != 0 {
         return Err(StateDirError::OpenToOthers {
             path: path.to_owned(),
             mode,
         });
+    }
+    if mode & 0o077 & !others.allowed() != 0 {
+        fs::fchmod(&fd, Mode::from_raw_mode(mode & !0o077)).map_err(io_err)?;
+        log::info!(
+            "state directory {}: mode {mode:04o} closed to {:04o} (other uids are not allowed now)",
+            path.display(),
+            mode & !0o077
+        );
     }
     Ok(())
 }
@@ -265,9 +282,15 @@ mod tests {
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o711);
         ensure_searchable_dir(&dir).expect("accepted again on the next start");
+        // A daemon without `--allow-uid` next: closed again, not refused.
+        ensure_private_dir(&dir).expect("closed again");
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // Anything beyond passing through is still refused, as it is not ours to fix.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o751)).unwrap();
         assert!(matches!(
             ensure_private_dir(&dir),
-            Err(StateDirError::OpenToOthers { .. })
+            Err(StateDirError::OpenToOthers { mode: 0o751, .. })
         ));
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(matches!(
