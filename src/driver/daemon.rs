@@ -213,7 +213,7 @@ impl Daemon {
     fn dispatch(&mut self, token: Token, readable: bool, writable: bool) {
         match Source::of(token) {
             Source::Listener => {
-                let room = self.children.connection_room(self.clients.count());
+                let room = self.children.connection_room(self.held_besides_children());
                 self.clients.accept(self.poll.registry(), room)
             }
             Source::ControlSignals => self.on_control_signals(),

@@ -63,6 +63,11 @@ struct LiveWatch {
 #[derive(Debug, Default)]
 pub struct Readiness {
     watches: HashMap<u64, Watch>,
+    /// Read ends of notification pipes whose readiness is decided, kept (unread, not
+    /// watched) until their generation is gone: closed, a program that notifies late —
+    /// after its timeout — or twice would die of `SIGPIPE`, and a failed readiness is
+    /// reported, never acted on.
+    kept: HashMap<u64, OwnedFd>,
     live: HashMap<u64, LiveWatch>,
     /// Generations with an output matcher.
     matching: usize,
@@ -119,7 +124,7 @@ impl Readiness {
             ReadyHow::Tcp(_) | ReadyHow::Unix(_) | ReadyHow::Command(_) => {}
         }
         if let Some(old) = self.watches.insert(gen, watch) {
-            self.close(registry, old);
+            self.close(registry, gen, old);
         }
         Ok(extra)
     }
@@ -318,6 +323,7 @@ impl Readiness {
     /// `gen` is gone: forget its readiness and its liveness.
     pub fn release(&mut self, registry: &Registry, gen: u64) {
         self.settled(registry, gen);
+        self.kept.remove(&gen);
         if let Some(LiveWatch {
             probe: Some((_, p)),
             ..
@@ -327,19 +333,27 @@ impl Readiness {
         }
     }
 
-    /// `gen`'s readiness is decided, or `gen` is gone: forget everything about it.
+    /// `gen`'s readiness is decided, or `gen` is gone: forget everything about it but
+    /// its notification pipe (see [`Readiness::kept`]).
     pub fn settled(&mut self, registry: &Registry, gen: u64) {
         if let Some(w) = self.watches.remove(&gen) {
-            self.close(registry, w);
+            self.close(registry, gen, w);
         }
     }
 
-    fn close(&mut self, registry: &Registry, w: Watch) {
+    /// Descriptors kept for generations whose readiness is decided: the daemon's budget
+    /// counts them.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
+    }
+
+    fn close(&mut self, registry: &Registry, gen: u64, w: Watch) {
         if w.matcher.is_some() {
             self.matching = self.matching.saturating_sub(1);
         }
         if let Some(fd) = w.notify {
             let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+            self.kept.insert(gen, fd);
         }
         if let Some((_, p)) = w.probe {
             p.abandon(registry);

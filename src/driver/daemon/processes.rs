@@ -64,7 +64,13 @@ impl Daemon {
     /// `driver::descriptors`), emptied cgroups kept for reuse given up first if need be;
     /// if not, the `limit` error that says so.
     pub(super) fn spawn_room(&mut self) -> Result<(), ProtoError> {
-        self.children.admit_spawn(self.clients.count())
+        self.children.admit_spawn(self.held_besides_children())
+    }
+
+    /// Descriptors the daemon holds besides its children's and its own: one per client,
+    /// and the notification pipes kept for generations whose readiness is decided.
+    pub(super) fn held_besides_children(&self) -> usize {
+        self.clients.count() + self.ready.kept()
     }
 
     pub(super) fn spawn_result(
