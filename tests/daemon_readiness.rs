@@ -5,6 +5,7 @@
 
 mod util;
 
+use genward::testkit::wait::exit_of_all;
 use serde_json::{json, Value};
 use util::cli::gw;
 use util::daemon::{fifo, release, Client, Daemon, Msg};
@@ -381,18 +382,6 @@ fn readiness_works_in_a_pseudo_terminal_too() {
     c.events_until(|m| m.is("ready", out));
 }
 
-/// Whether a process runs whose command line is exactly `argv`.
-fn running(argv: &[&str]) -> bool {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
-}
-
 /// A probe command is killed with what it started: one still running after its interval
 /// (a shell waiting on its `sleep`), and one that ended leaving a process behind. Nothing
 /// of either outlives it.
@@ -414,13 +403,12 @@ fn a_probe_command_takes_what_it_started_with_it() {
     if !seen.iter().any(|m| m.is("ready", left)) {
         c.events_until(|m| m.is("ready", left));
     }
-    let since = std::time::Instant::now();
-    while running(&["sleep", "97531"]) || running(&["sleep", "97532"]) {
+    let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
+    for argv in [["sleep", "97531"], ["sleep", "97532"]] {
         assert!(
-            since.elapsed() < util::daemon::PATIENCE,
-            "what a probe started outlived it"
+            exit_of_all(&argv, deadline),
+            "{argv:?}, started by a probe, outlived it"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     c.ok(json!({"op": "shutdown"}));
 }

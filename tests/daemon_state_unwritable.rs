@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use genward::testkit::wait::exit_of_all;
 use serde_json::json;
 use util::daemon::{Daemon, PATIENCE};
 
@@ -106,18 +107,6 @@ fn a_record_that_could_not_be_written_is_written_after_an_upgrade() {
     c.ok(json!({"op": "shutdown"}));
 }
 
-/// Whether a process runs whose command line is exactly `argv`.
-fn running(argv: &[&str]) -> bool {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
-}
-
 /// "`gens/<gen>.json` ... before the spawn is reported": a generation whose descriptor
 /// cannot be written (its state directory full) is never reported running — a crash
 /// would leave a process no daemon could account for. Its start fails instead, naming
@@ -148,11 +137,10 @@ fn a_start_that_cannot_be_recorded_fails_and_leaves_no_process() {
     let failed = seen.last().unwrap().json().clone();
     let message = failed["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("could not be recorded"), "{failed}");
-    let since = Instant::now();
-    while running(&argv) {
-        assert!(since.elapsed() < PATIENCE, "its process was left running");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    assert!(
+        exit_of_all(&argv, Instant::now() + PATIENCE),
+        "its process was left running"
+    );
 
     std::fs::remove_file(&filler).unwrap();
     let gen = c.ok(json!({"op": "spawn", "session": "full", "argv": argv}))["gen"]
