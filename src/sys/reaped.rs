@@ -38,6 +38,9 @@ thread_local! {
 
 impl Reaped {
     fn note(&mut self, pid: i32) {
+        if self.overflowed {
+            return;
+        }
         if self.pids.len() < MOST {
             self.pids.push(pid);
         } else {
@@ -72,5 +75,10 @@ mod tests {
         notes.note(0);
         assert!(notes.overflowed);
         assert!(notes.pids.is_empty());
+        notes.note(1);
+        assert!(
+            notes.pids.is_empty(),
+            "nothing kept once the copy is to be read whole"
+        );
     }
 }

@@ -275,25 +275,17 @@ impl Children {
 
     /// Takes back a generation that started but that the core must never hear of (its
     /// descriptor could not be written: a successor could not find it). It has only just
-    /// run its program: it is killed at once, its cgroup with it (or, under session
-    /// containment, the process group it leads, where anything it forked this soon still
-    /// is), and let go of to be reaped (`sys::spawn::abandon`).
+    /// run its program: its cgroup is killed, and it is let go of with the process group
+    /// it leads, where anything it forked this soon still is (`sys::spawn::abandon`: killed
+    /// and reaped).
     pub fn withdraw(&mut self, registry: &Registry, gen: u64) {
         let Some(child) = self.table.remove(&gen) else {
             return;
         };
         self.held -= child.counted();
         self.on_sigchld.remove(&gen);
-        let kill = rustix::process::Signal::KILL;
-        let killed = match child.cgroup() {
-            Some(cg) => cg.kill().map_err(|e| e.to_string()),
-            None => child
-                .process()
-                .signal_group(kill)
-                .map_err(|e| e.to_string()),
-        };
-        if let Err(e) = killed {
-            log::warn!("gen {gen}: withdrawn, but its tree was not killed: {e}");
+        if let Some(Err(e)) = child.cgroup().map(GenCgroup::kill) {
+            log::warn!("gen {gen}: withdrawn, but its cgroup was not killed: {e}");
         }
         let (process, cgroup) = child.into_process(registry);
         crate::sys::spawn::abandon(process);

@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Interest, Registry};
-use rustix::process::Signal;
 
 use super::PROBE_COMMAND;
 use crate::driver::token::Source;
@@ -280,10 +279,7 @@ impl Check {
                 if let Some(fd) = process.pidfd() {
                     deregister(fd);
                 }
-                // While it is our unreaped child (a zombie included) its group is its own.
-                if !process.is_reaped() {
-                    let _ = process.signal_group(Signal::KILL);
-                }
+                // Killed with its process group, and reaped now or later.
                 spawn::abandon(process);
             }
             Phase::Done => {}

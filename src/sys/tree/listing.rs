@@ -230,9 +230,7 @@ impl OwnChildren {
             self.listing = None;
         }
         if let Some(listing) = &mut self.listing {
-            for pid in reaped.pids {
-                listing.remove(pid);
-            }
+            listing.remove(&reaped.pids);
             listing.begin();
         }
     }
@@ -273,28 +271,27 @@ impl OwnChildren {
 }
 
 impl Listing {
-    /// Removes `pid`'s entry from the copy (its process was reaped); `false` if it was
-    /// not there.
-    fn remove(&mut self, pid: i32) -> bool {
+    /// Removes the entries of `reaped` from the copy (their processes were reaped), in one
+    /// pass however many there are; pids it does not hold (forked and reaped since the
+    /// last read) change nothing.
+    fn remove(&mut self, reaped: &[i32]) {
+        if reaped.is_empty() {
+            return;
+        }
         self.in_place = false;
         self.settled = false;
-        let entry = format!("{pid} ");
-        let mut at = 0;
-        while let Some(i) = find(&self.text[at..], entry.as_bytes()) {
-            let start = at + i;
-            if start == 0 || self.text[start - 1] == b' ' {
-                self.text.drain(start..start + entry.len());
-                return true;
+        let gone = super::pid_set(reaped.iter().copied());
+        let mut kept = Vec::with_capacity(self.text.len());
+        for entry in self.text.split_inclusive(|&b| b == b' ') {
+            let pid = std::str::from_utf8(entry.strip_suffix(b" ").unwrap_or(entry))
+                .ok()
+                .and_then(|p| p.parse().ok());
+            if !pid.is_some_and(|p| gone.contains(&p)) {
+                kept.extend_from_slice(entry);
             }
-            at = start + 1;
         }
-        false
+        self.text = kept;
     }
-}
-
-/// Where `needle` first occurs in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -415,7 +412,7 @@ mod tests {
 
         // A reap that is told: the copy drops it and still reads on.
         reap(&mut kids[1]);
-        listing.remove(kids[1].id() as i32);
+        listing.remove(&[kids[1].id() as i32]);
         let mut all = Vec::new();
         listing.read_all(&mut all, MAX_WALK).unwrap();
         assert_eq!(all, whole(&listing));
@@ -423,7 +420,7 @@ mod tests {
         // The last one reaped and told, then a new one: read on from the one before.
         let last = kids.len() - 1;
         reap(&mut kids[last]);
-        listing.remove(kids[last].id() as i32);
+        listing.remove(&[kids[last].id() as i32]);
         kids.extend(spawn_sleeps(1));
         let mut all = Vec::new();
         listing.read_all(&mut all, MAX_WALK).unwrap();
