@@ -47,6 +47,20 @@ pub fn child_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Whether every process whose command line is exactly `argv` exits before `deadline`,
+/// each awaited on a pidfd of its own (one gone before it could be opened has exited).
+pub fn exit_of_all(argv: &[&str], deadline: Instant) -> bool {
+    super::proc::running(argv).into_iter().all(|pid| {
+        let Some(pid) = Pid::from_raw(pid as i32) else {
+            return true;
+        };
+        match pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(fd) => readable(fd.as_fd(), deadline),
+            Err(_) => true,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,18 +76,4 @@ mod tests {
         let status = child_exit(&mut cat, Duration::from_secs(30)).expect("cat exits on EOF");
         assert!(status.success());
     }
-}
-
-/// Whether every process whose command line is exactly `argv` exits before `deadline`,
-/// each awaited on a pidfd of its own (one gone before it could be opened has exited).
-pub fn exit_of_all(argv: &[&str], deadline: Instant) -> bool {
-    super::proc::running(argv).into_iter().all(|pid| {
-        let Some(pid) = Pid::from_raw(pid as i32) else {
-            return true;
-        };
-        match pidfd_open(pid, PidfdFlags::empty()) {
-            Ok(fd) => readable(fd.as_fd(), deadline),
-            Err(_) => true,
-        }
-    })
 }
