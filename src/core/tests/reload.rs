@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::harness::{spec, Harness};
+use super::harness::{has, spec, Harness};
 use crate::core::{
     ConfigSession, Error, ErrorCode, ExitStatus, OnBusy, Origin, Plan, SessionState, Spec,
 };
@@ -209,6 +209,36 @@ fn a_config_with_reject_brings_back_a_session_still_stopping() {
     assert!(next > first);
     assert_eq!(h.get("a").state, SessionState::Starting);
     h.settle();
+}
+
+/// A session brought back while its last generation still stops starts as its `on_busy`
+/// says: `replace` waits for the old generation to end, `overlap` starts at once.
+#[test]
+fn a_session_brought_back_while_stopping_starts_per_its_on_busy() {
+    use crate::core::Action;
+    for (on_busy, at_once) in [(OnBusy::Replace, false), (OnBusy::Overlap, true)] {
+        let mut h = Harness::new();
+        let mut a = entry("a", spec());
+        a.on_busy = on_busy;
+        reload(&mut h, vec![a.clone()]).unwrap();
+        let first = run(&mut h, "a");
+        reload(&mut h, vec![]).unwrap();
+        reload(&mut h, vec![a]).unwrap();
+        let next = h.get("a").current.unwrap();
+        assert!(next > first);
+        let spawned = |h: &Harness| {
+            has(
+                h.all_actions(),
+                |x| matches!(x, Action::Spawn { gen, .. } if *gen == next),
+            )
+        };
+        assert_eq!(spawned(&h), at_once, "{on_busy:?}");
+        h.exit(first, ExitStatus::Signal(15));
+        h.eof(first);
+        h.group_empty(first);
+        assert!(spawned(&h), "{on_busy:?}: started once the old one is gone");
+        h.settle();
+    }
 }
 
 #[test]
