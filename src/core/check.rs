@@ -900,7 +900,7 @@ impl Checker {
             let started = b.lifecycle == Lifecycle::Pending
                 && a.lifecycle == Lifecycle::Starting
                 && Some(s) == session.as_ref()
-                && !a.superseded;
+                && core.sessions.get(s).is_some_and(|x| x.current == Some(*h));
             let same = GenerationSnapshot {
                 since: a.since,
                 lifecycle: a.lifecycle,
@@ -1077,14 +1077,21 @@ fn check_other_sessions(core: &Core, own: Option<&Arc<str>>, before: &[super::Se
     }
 }
 
+/// Each generation's own state, to compare before and after an input. Whether it is
+/// listed `superseded` is left out: that is its session's view (is a newer generation
+/// current?), which a newer generation's start or end changes.
 fn gens_by_number(core: &Core) -> Before {
     core.list()
         .into_iter()
         .flat_map(|s| {
             let name = s.name.clone();
-            s.generations
-                .into_iter()
-                .map(move |g| (g.gen, (name.clone(), g)))
+            s.generations.into_iter().map(move |g| {
+                let own = GenerationSnapshot {
+                    superseded: false,
+                    ..g
+                };
+                (own.gen, (name.clone(), own))
+            })
         })
         .collect()
 }

@@ -560,13 +560,17 @@ impl Generation {
         }
     }
 
-    pub fn snapshot(&self, superseded: bool) -> GenerationSnapshot {
+    /// Listed with `newer_is_current`: whether its session's current generation is a newer
+    /// one. It is superseded if so, or if it was stopped for a newer one (which may have
+    /// ended since); one that ended as the current generation is not, though it is no
+    /// longer current while its group is still being emptied.
+    pub fn snapshot(&self, newer_is_current: bool) -> GenerationSnapshot {
         GenerationSnapshot {
             gen: self.gen,
             pid: self.pid(),
             lifecycle: self.lifecycle(),
             since: self.since,
-            superseded,
+            superseded: newer_is_current || self.stop == Some(StopReason::Superseded),
             stop: self.stop,
             cause: self.exit.map(|(_, c)| c),
             ready: self.readiness.state(),

@@ -548,7 +548,7 @@ impl Core {
         let generations = self
             .gens_of(&s.name)
             .filter_map(|gen| self.gens.get(&gen))
-            .map(|g| g.snapshot(s.current != Some(g.gen)))
+            .map(|g| g.snapshot(s.current.is_some_and(|c| c > g.gen)))
             .collect();
         SessionSnapshot {
             name: s.name.clone(),

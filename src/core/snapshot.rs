@@ -73,7 +73,7 @@ pub struct GenerationSnapshot {
     pub lifecycle: Lifecycle,
     /// When it entered that lifecycle step.
     pub since: Time,
-    /// Whether a newer generation is current.
+    /// Whether a newer generation replaced it: one is current, or it was stopped for one.
     pub superseded: bool,
     /// Why it is being stopped, if it is.
     pub stop: Option<StopReason>,

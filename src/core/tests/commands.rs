@@ -419,3 +419,28 @@ fn a_replacement_at_the_running_limit_waits_instead_of_being_refused() {
     h.started(newer);
     h.settle();
 }
+
+/// `superseded` says a newer generation replaced it: not merely that it is no longer
+/// current, as a stopped one whose group is still being emptied is not.
+#[test]
+fn only_a_replaced_generation_is_listed_superseded() {
+    use crate::core::{ExitStatus, Lifecycle};
+    let listed = |h: &Harness, gen: u64| {
+        let g = h.get("a").generations.into_iter().find(|g| g.gen == gen);
+        g.expect("listed")
+    };
+    let mut h = Harness::new();
+    let stopped = running(&mut h, "a");
+    h.stop("a", None).unwrap();
+    h.exit(stopped, ExitStatus::Signal(15));
+    h.eof(stopped);
+    let g = listed(&h, stopped);
+    assert_eq!((g.lifecycle, g.superseded), (Lifecycle::Reported, false));
+    let newer = h.spawn_with("a", spec(), OnBusy::Overlap).unwrap();
+    assert!(listed(&h, stopped).superseded, "a newer one is current");
+    h.started(newer);
+    let overlapped = h.spawn_with("a", spec(), OnBusy::Overlap).unwrap();
+    assert!(listed(&h, newer).superseded);
+    assert!(!listed(&h, overlapped).superseded);
+    h.settle();
+}
