@@ -4,7 +4,7 @@
 
 mod util;
 
-use util::cli::{await_line, gw, gw_input, gw_ok, Streaming};
+use util::cli::{await_line, command, gw, gw_input, gw_ok, run_cmd, GatedSink, Streaming};
 use util::daemon::Daemon;
 
 #[test]
@@ -25,6 +25,26 @@ fn input_goes_in_output_comes_out_and_the_status_is_the_childs() {
     assert_eq!(out.code, Some(4), "{out:?}");
     assert_eq!(out.stdout, "ready\ngot abc\n");
     assert_eq!(out.stderr, format!("[genward: job gen {gen}: exit 4]\n"));
+}
+
+#[test]
+fn piped_input_is_data_and_the_detach_key_byte_does_not_detach() {
+    let d = Daemon::start("cli-attach-pipes-keybyte", &[]);
+    gw_ok(
+        &d,
+        &[
+            "run",
+            "bin",
+            "--",
+            "sh",
+            "-c",
+            "n=$(head -c 9 | wc -c); echo got $n",
+        ],
+    );
+    // Ctrl-\ (0x1c), alone and doubled, among the bytes: all 9 reach the process.
+    let out = gw_input(&d, &["attach", "bin"], b"ab\x1ccd\x1c\x1cef");
+    assert_eq!(out.stdout.trim(), "got 9", "{out:?}");
+    assert_eq!(out.code, Some(0), "{out:?}");
 }
 
 #[test]
@@ -118,4 +138,20 @@ fn the_replay_starts_at_a_line_boundary() {
         assert_eq!(pair[1], pair[0] + 1, "whole, consecutive lines");
     }
     assert_eq!(numbers.last(), Some(&30000));
+}
+
+/// Piped input beyond what the process's input queue holds (1 MiB) waits for room, as a
+/// writer to a full pipe does: every byte arrives, in order — none refused and skipped
+/// while what follows it goes in.
+#[test]
+fn piped_input_larger_than_the_input_queue_arrives_whole() {
+    let d = Daemon::start("cli-attach-pipes-full", &[]);
+    let sink = GatedSink::run(&d, "sink", 3 << 20);
+    let attach = {
+        let cmd = command(&d, &["attach", "sink"]);
+        let input = sink.input.clone();
+        std::thread::spawn(move || run_cmd(cmd, &input))
+    };
+    let done = sink.open_when_full(&d, attach);
+    assert_eq!(done.code, Some(0), "{done:?}");
 }

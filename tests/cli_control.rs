@@ -3,7 +3,7 @@
 
 mod util;
 
-use util::cli::{await_line, gw, gw_input, gw_ok};
+use util::cli::{await_line, command, gw, gw_input, gw_ok, run_cmd, GatedSink};
 use util::daemon::Daemon;
 
 #[test]
@@ -122,4 +122,19 @@ fn shutdown_returns_once_the_daemon_is_gone() {
         out.stderr.contains("start one with `genward daemon`"),
         "{out:?}"
     );
+}
+
+/// `send --stdin` of more than the process's input queue holds waits for room: the
+/// process gets all of it, where it failed after the first mebibyte.
+#[test]
+fn send_stdin_waits_for_room_and_delivers_everything() {
+    let d = Daemon::start("cli-send-full", &[]);
+    let sink = GatedSink::run(&d, "sink", 3 << 20);
+    let send = {
+        let cmd = command(&d, &["send", "sink", "--stdin"]);
+        let input = sink.input.clone();
+        std::thread::spawn(move || run_cmd(cmd, &input))
+    };
+    let done = sink.open_when_full(&d, send);
+    assert_eq!(done.code, Some(0), "{done:?}");
 }

@@ -62,6 +62,9 @@ const QUIET_WRITE_ID: &str = "input-gen-";
 /// in the terminal instead of in our memory.
 const MAX_QUEUED_INPUT: usize = 1 << 20;
 
+/// How long piped input refused for a full queue waits before it is sent again.
+const REFUSED_INPUT_RETRY: Duration = Duration::from_millis(20);
+
 /// How long after a press of the detach key a second press sends the key through to the
 /// session instead of detaching.
 pub const DOUBLE_PRESS: Duration = Duration::from_millis(500);
@@ -168,6 +171,13 @@ struct Attached {
     /// session's output, is shown from its first new line on (never mid-line, never in
     /// the middle of an escape sequence).
     trim_replay: bool,
+    /// Without a terminal: the piped input written and not answered yet, with the
+    /// generation it was for. One write at a time, so that one refused while the
+    /// process's input queue is full is sent again before anything read after it: the
+    /// process gets every byte in order, never data with a hole in it.
+    unanswered: Option<(u64, Vec<u8>)>,
+    /// When to send `unanswered` again, after a refusal for a full queue.
+    retry_at: Option<Instant>,
 }
 
 /// How a full-screen program is made to redraw once attached.
@@ -197,9 +207,12 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .value_with("redraw", parse_redraw)?
         .unwrap_or(Redraw::Winch);
     let read_only = m.flag("read-only");
+    // Without a terminal (a pipe mode for scripts) the input is data, not keystrokes:
+    // no byte of it detaches unless a key was asked for.
+    let stdin_is_tty = isatty(io::stdin().as_fd());
     let detach = m
         .value_with("detach-key", parse_detach_key)?
-        .unwrap_or(Some(DEFAULT_DETACH_KEY));
+        .unwrap_or(stdin_is_tty.then_some(DEFAULT_DETACH_KEY));
     let mut conn = ctx.connect()?;
     let snap = conn.request(&Op::Core(Command::Get {
         session: session.clone(),
@@ -235,6 +248,8 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         modes: ModeScanner::new(),
         read_only,
         trim_replay: true,
+        unanswered: None,
+        retry_at: None,
     };
     let result = a
         .conn
@@ -393,6 +408,9 @@ impl Attached {
         if bytes.is_empty() || self.read_only {
             return Ok(());
         }
+        if !self.tty {
+            return self.write_piped(self.gen, bytes.to_vec());
+        }
         // Answered only if it fails, under an id naming the generation it was typed for:
         // an answer per keystroke would cost the daemon a write and this client a wake-up.
         let write = Command::Write {
@@ -402,6 +420,18 @@ impl Attached {
         };
         let rid = RequestId::Str(format!("{QUIET_WRITE_ID}{}", self.gen));
         self.conn.send_as(&rid, &Op::QuietWrite(write))?;
+        Ok(())
+    }
+
+    /// Sends piped input as a write that is answered (see `unanswered`).
+    fn write_piped(&mut self, gen: u64, bytes: Vec<u8>) -> Result<(), CommandError> {
+        let id = self.conn.send(&Op::Core(Command::Write {
+            session: self.session.clone(),
+            if_gen: Some(gen),
+            bytes: bytes.clone(),
+        }))?;
+        self.pending.insert(id, Pending::Write(gen));
+        self.unanswered = Some((gen, bytes));
         Ok(())
     }
 
@@ -419,7 +449,16 @@ impl Attached {
                     return Ok(outcome);
                 }
             }
-            let in_flags = if stdin_open && self.conn.queued() < MAX_QUEUED_INPUT {
+            if self.retry_at.is_some_and(|at| at <= Instant::now()) {
+                self.retry_at = None;
+                if let Some((gen, bytes)) = self.unanswered.take() {
+                    self.write_piped(gen, bytes)?;
+                }
+            }
+            let in_flags = if stdin_open
+                && self.unanswered.is_none()
+                && self.conn.queued() < MAX_QUEUED_INPUT
+            {
                 PollFlags::IN
             } else {
                 PollFlags::empty()
@@ -434,19 +473,16 @@ impl Attached {
                 PollFd::from_borrowed_fd(signals.fd(), PollFlags::IN),
                 PollFd::from_borrowed_fd(stdin.as_fd(), in_flags),
             ];
-            let timeout = match detach_at {
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(Outcome::Detached);
-                    }
-                    Some(rustix::event::Timespec {
-                        tv_sec: left.as_secs() as _,
-                        tv_nsec: left.subsec_nanos().into(),
-                    })
+            if detach_at.is_some_and(|at| at <= Instant::now()) {
+                return Ok(Outcome::Detached);
+            }
+            let timeout = detach_at.into_iter().chain(self.retry_at).min().map(|at| {
+                let left = at.saturating_duration_since(Instant::now());
+                rustix::event::Timespec {
+                    tv_sec: left.as_secs() as _,
+                    tv_nsec: left.subsec_nanos().into(),
                 }
-                None => None,
-            };
+            });
             match poll(&mut fds, timeout.as_ref()) {
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => continue,
@@ -562,10 +598,19 @@ impl Attached {
             return Ok(None);
         };
         let ok = obj.get("ok") == Some(&Value::Bool(true));
+        let error = obj.get("error").and_then(Value::as_object);
+        let code = error.and_then(|e| str_of(e, "code")).unwrap_or("");
+        if let Pending::Write(_) = kind {
+            if code == "limit" && self.unanswered.is_some() {
+                // The process's input queue is full: the same bytes again shortly, as a
+                // writer to a full pipe waits.
+                self.retry_at = Some(Instant::now() + REFUSED_INPUT_RETRY);
+                return Ok(None);
+            }
+            self.unanswered = None;
+        }
         match kind {
             Pending::Write(g) if !ok => {
-                let error = obj.get("error").and_then(Value::as_object);
-                let code = error.and_then(|e| str_of(e, "code")).unwrap_or("");
                 if self.unsent_notice.as_ref() != Some(&(g, code.to_string())) {
                     self.unsent_notice = Some((g, code.to_string()));
                     let text = match code {

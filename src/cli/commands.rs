@@ -305,7 +305,7 @@ pub const ATTACH: CommandSpec = CommandSpec {
         OptSpec::value(
             "detach-key",
             "KEY",
-            "key that detaches, leaving the terminal's modes as they were: ^\\ (default), C-a, ..., or none; pressed twice quickly, it is sent through",
+            "key that detaches, leaving the terminal's modes as they were: ^\\ (default), C-a, ..., or none (the default when standard input is not a terminal: piped input is data); pressed twice quickly, it is sent through",
         ),
         OptSpec::value(
             "redraw",
@@ -374,7 +374,10 @@ pub const SEND: CommandSpec = CommandSpec {
         PosSpec::optional("TEXT", "text to write to the process's input"),
     ],
     options: &[
-        OptSpec::flag("stdin", "send this command's standard input"),
+        OptSpec::flag(
+            "stdin",
+            "send this command's standard input, all of it (waiting while the process's input queue is full)",
+        ),
         OptSpec::flag("eof", "close the process's input"),
         IF_GEN,
     ],

@@ -7,9 +7,10 @@
 
 use std::io::Read;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use super::args::Matches;
-use super::client::{response_for, str_of, u64_of, ClientError, Connection};
+use super::client::{response_for, str_of, u64_of, ClientError, Connection, Response};
 use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
 use super::run::whole_millis;
 use super::wait::{describe, end_of_wait};
@@ -72,16 +73,37 @@ pub fn send(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(CommandError::Failed(format!("reading standard input: {e}"))),
         };
-        let resp = conn.request(&Op::Core(Command::Write {
-            session: session.clone(),
-            if_gen,
-            bytes: buf[..n].to_vec(),
-        }))?;
+        let resp = write_when_room(&mut conn, &session, if_gen, &buf[..n])?;
         if let Some(gen) = u64_of(&resp, "gen") {
             if_gen = Some(gen);
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes`, waiting while the generation's input queue is full (refused with
+/// `limit`) as a writer to a full pipe waits: the process gets the whole input, in order.
+fn write_when_room(
+    conn: &mut Connection,
+    session: &str,
+    if_gen: Option<u64>,
+    bytes: &[u8],
+) -> Result<Response, ClientError> {
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let write = Op::Core(Command::Write {
+            session: session.to_string(),
+            if_gen,
+            bytes: bytes.to_vec(),
+        });
+        match conn.request(&write) {
+            Err(e) if e.code() == Some("limit") => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// `genward stop NAME [--grace D]`: asks for the stop sequence and waits until the

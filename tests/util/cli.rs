@@ -187,3 +187,57 @@ impl Drop for Streaming {
         }
     }
 }
+
+/// A session whose process takes nothing until its gate opens, then copies exactly
+/// `input.len()` bytes of its input to a file: for input larger than the daemon queues.
+pub struct GatedSink {
+    session: String,
+    gate: std::path::PathBuf,
+    out: std::path::PathBuf,
+    /// What to feed it: every byte value, in a pattern that shows a hole or a reordering.
+    pub input: Vec<u8>,
+}
+
+impl GatedSink {
+    /// Starts session `session` of `d` taking `len` bytes.
+    pub fn run(d: &Daemon, session: &str, len: usize) -> GatedSink {
+        let gate = super::daemon::fifo(d, &format!("{session}.gate"));
+        let out = d.dir.join(format!("{session}.out"));
+        let script = format!(
+            "read go < {}; head -c {len} > {}",
+            gate.display(),
+            out.display()
+        );
+        gw_ok(d, &["run", session, "--", "sh", "-c", &script]);
+        GatedSink {
+            session: session.to_string(),
+            gate,
+            out,
+            input: (0..len).map(|i| (i * 7 % 251) as u8).collect(),
+        }
+    }
+
+    /// Once the process's input queue is full (the feeder is being refused, or would
+    /// be), opens the gate, then takes the feeder's result and checks that the process
+    /// got the whole input, in order.
+    pub fn open_when_full(self, d: &Daemon, feeder: std::thread::JoinHandle<Out>) -> Out {
+        let mut c = d.client();
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let get = serde_json::json!({"op": "get", "session": self.session});
+            let s = c.ok(get);
+            let queued = s["session"]["generations"][0]["pending_input"].as_u64();
+            if queued.is_some_and(|q| q + 8192 > 1 << 20) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the input queue never filled: {s}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        super::daemon::release(&self.gate);
+        let done = feeder.join().unwrap();
+        let got = std::fs::read(&self.out).unwrap_or_default();
+        assert_eq!(got.len(), self.input.len(), "{done:?}");
+        assert!(got == self.input, "the bytes arrived changed or out of order");
+        done
+    }
+}

@@ -284,3 +284,25 @@ class TestReconnectionSubscribesOnce(unittest.TestCase):
         self.assertEqual(len(seen), 2, seen)
         subs = [(r["session"], r.get("from_gen")) for r in seen[1] if r["op"] == "subscribe"]
         self.assertEqual(subs, [("s", 7)], seen[1])
+
+
+class TestUnreadStream(unittest.TestCase):
+    def test_a_handle_nobody_reads_keeps_at_most_its_cap_even_behind_other_events(self) -> None:
+        from genward._engine import _READ_SLACK, _Stream
+
+        cap = 1 << 20
+        s = _Stream("s", cap, lossy=True)
+        # What a spawned handle's stream starts with, then a flood nobody iterates.
+        s.push(types.Spawned("s", 1, 42))
+        s.push(types.StateChange("s", 1, "running"))
+        chunk = b"x" * (64 << 10)
+        pos = 0
+        for _ in range(400):  # 25 MiB
+            s.push(types.Output("s", 1, "stdout", pos, pos, chunk))
+            pos += len(chunk)
+        self.assertLessEqual(s.size, cap + _READ_SLACK, "the unread output is bounded by keep")
+        kinds = [type(e).__name__ for e in s.items]
+        self.assertEqual(kinds[:3], ["Spawned", "StateChange", "Dropped"], "other events kept, in order")
+        drop = s.items[2]
+        first = next(e for e in s.items if isinstance(e, types.Output))
+        self.assertEqual((drop.start, drop.end), (0, first.pos), "the gap is exactly what was discarded")

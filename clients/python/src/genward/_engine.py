@@ -100,7 +100,12 @@ class _Stream:
         start: Optional[int] = None
         end = 0
         items = self.items
-        while self.size > self.cap and items and isinstance(items[0], (Output, Dropped)):
+        # Other events (`Spawned`, `StateChange`, ...) are kept, in order, ahead of the
+        # `Dropped` that stands for the output discarded among them: stopping at the first
+        # of them would discard nothing at all (a spawned handle's stream starts with
+        # `Spawned`), and the stream would grow without bound.
+        kept: List[Event] = []
+        while self.size > self.cap and items:
             ev = items.popleft()
             if isinstance(ev, Output):
                 self.size -= len(ev.data)
@@ -111,8 +116,11 @@ class _Stream:
                 if start is None:
                     start = ev.start
                 end = max(end, ev.end)
+            else:
+                kept.append(ev)
         if start is not None:
-            items.appendleft(Dropped(self.session, start, end))
+            kept.append(Dropped(self.session, start, end))
+        items.extendleft(reversed(kept))
 
     def pop(self) -> Optional[Event]:
         if not self.items:
