@@ -156,6 +156,31 @@ fn a_restarted_daemon_keeps_the_configured_sessions_that_did_not_change() {
     );
 }
 
+/// A service manager's restart (SIGTERM, then a new daemon on the same state directory)
+/// runs the configured sessions again; one a client stopped stays stopped.
+#[test]
+fn a_stopped_and_started_daemon_runs_its_configured_sessions_again() {
+    let conf = ScratchDir::new("config-restart");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"up": sleeper("up"), "down": sleeper("down")}));
+    let config = ["--config", path.to_str().unwrap()];
+    let mut d = start("config-restart", &path);
+    let before = running(&mut d.client());
+    d.client()
+        .ok(json!({"op": "stop", "session": "down", "grace": 0}));
+    assert_eq!(d.terminate(), Some(0));
+    d.restart_wrapped(&[], &config);
+    let mut c = d.client();
+    let after = running(&mut c);
+    assert!(after["up"].0 > before["up"].0, "started again: {after:?}");
+    assert!(
+        !after.contains_key("down"),
+        "stopped by a client: {after:?}"
+    );
+    let down = c.ok(json!({"op": "get", "session": "down"}));
+    assert_eq!(down["session"]["state"], json!("stopped"));
+}
+
 #[test]
 fn a_dry_run_prints_the_plan_and_changes_nothing() {
     let conf = ScratchDir::new("config-dry");

@@ -455,14 +455,13 @@ impl Attached {
                     self.write_piped(gen, bytes)?;
                 }
             }
-            let in_flags = if stdin_open
-                && self.unanswered.is_none()
-                && self.conn.queued() < MAX_QUEUED_INPUT
-            {
-                PollFlags::IN
-            } else {
-                PollFlags::empty()
-            };
+            let in_flags =
+                if stdin_open && self.unanswered.is_none() && self.conn.queued() < MAX_QUEUED_INPUT
+                {
+                    PollFlags::IN
+                } else {
+                    PollFlags::empty()
+                };
             let sock_flags = if self.conn.queued() > 0 {
                 PollFlags::IN | PollFlags::OUT
             } else {

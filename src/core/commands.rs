@@ -183,6 +183,7 @@ impl Core {
             return;
         };
         s.want_up = true;
+        s.stopped_by_shutdown = false;
         s.removing = false;
         s.restart_at = None;
         self.sync_restart(name);
@@ -300,6 +301,7 @@ impl Core {
         let current = self.current(name, if_gen)?;
         let s = self.sessions.get_mut(name).expect("current() checked");
         s.want_up = false;
+        s.stopped_by_shutdown = false;
         if s.restart_at.take().is_some() {
             s.rest = super::Rest::Stopped;
         }
@@ -389,6 +391,7 @@ impl Core {
         };
         let mut waiting = Vec::new();
         for s in self.sessions.values_mut() {
+            s.stopped_by_shutdown = s.want_up && !s.removing && s.origin == super::Origin::Config;
             s.want_up = false;
             if s.restart_at.take().is_some() {
                 s.rest = super::Rest::Stopped;

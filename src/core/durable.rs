@@ -45,6 +45,7 @@ impl Core {
             restarts: s.restarts,
             restart_at_unix_ms: s.restart_at.map(|t| clock.unix_ms_of(t)),
             current: s.current,
+            stopped_by_shutdown: s.stopped_by_shutdown,
             current_overlaps: s
                 .current
                 .and_then(|g| self.gens.get(&g))
@@ -184,6 +185,7 @@ impl Core {
         s.origin = r.origin;
         s.want_up = r.desired == Desired::Up;
         s.removing = r.desired == Desired::Removing;
+        s.stopped_by_shutdown = r.stopped_by_shutdown && r.desired == Desired::Down;
         s.rest = r.rest.into();
         s.restarts = r.restarts;
         // Only a session that still wants to run has a backoff to finish; one already due

@@ -41,6 +41,10 @@ pub struct SessionRecord {
     /// `current` was spawned with `on_busy: overlap`: if a crash caught it in its start,
     /// what takes its place starts beside the older generations too, not after them.
     pub current_overlaps: bool,
+    /// A session of the config that the daemon's shutdown stopped (`desired` is `down`):
+    /// the config starts it again when the next daemon starts, as a service manager's
+    /// restart expects; one a client stopped stays stopped.
+    pub stopped_by_shutdown: bool,
     /// The last generation that was current.
     pub last_gen: Option<u64>,
     /// How the last current generation ended.

@@ -59,7 +59,8 @@ pub struct ConfigSession {
 /// What a reload does (or, dry, would do), by session name, each list in name order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
-    /// In the config, not in the table (or being removed, by whoever started it): started.
+    /// In the config, not in the table (or being removed, by whoever started it, or stopped
+    /// by the last daemon's shutdown): started.
     pub start: Vec<Arc<str>>,
     /// Started by the config, no longer in it: stopped, and removed once ended.
     pub stop: Vec<Arc<str>>,
@@ -110,6 +111,9 @@ impl Core {
                 // Going away, whoever started it: the config's from now on, its new
                 // generation waiting for the old one to end.
                 Some(s) if s.removing => &mut plan.start,
+                // Stopped by the last daemon's shutdown, not by a client: the config runs
+                // it again, as at a first start.
+                Some(s) if s.stopped_by_shutdown && s.origin == Origin::Config => &mut plan.start,
                 Some(s) if s.origin == Origin::Client => {
                     let why = format!(
                         "session {:?} was started by a client, not by the config: remove it, or name the config's session otherwise",

@@ -35,6 +35,9 @@ pub(crate) struct Session {
     pub last_gen: Option<u64>,
     /// False after a stop or remove: nothing may restart it (the pm2#1043 trap).
     pub want_up: bool,
+    /// A session of the config, stopped by the daemon's shutdown (not by a client): the
+    /// config starts it again at the next start (see [`super::Plan`]).
+    pub stopped_by_shutdown: bool,
     pub removing: bool,
     /// The generation a restarted daemon is stopping because its input and output died
     /// with the daemon before (`on_recover: stop`): its end is not a stop anyone asked
@@ -68,6 +71,7 @@ impl Session {
             current: None,
             last_gen: None,
             want_up: true,
+            stopped_by_shutdown: false,
             removing: false,
             recovery_stop: None,
             older_taken_back: false,

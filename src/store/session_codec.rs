@@ -51,7 +51,9 @@ const FIELDS: &[&str] = &[
 /// client's (no daemon before it had a config).
 /// `current_overlaps`: absent, the current generation was not spawned with `on_busy:
 /// overlap` (written only when it was).
-const OPTIONAL_FIELDS: &[&str] = &["origin", "current_overlaps"];
+/// `stopped_by_shutdown`: absent, a client stopped it, or nothing did (written only when
+/// the daemon's shutdown stopped a session of its config).
+const OPTIONAL_FIELDS: &[&str] = &["origin", "current_overlaps", "stopped_by_shutdown"];
 
 /// The session file for `record`. Fails, naming the field, for a spec the format cannot
 /// carry (the wire's limits: text that is not UTF-8, unlimited restarts), or for recent
@@ -84,6 +86,9 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
         opt_u64(w, "current", record.current);
         if record.current_overlaps {
             w.bool("current_overlaps", true);
+        }
+        if record.stopped_by_shutdown {
+            w.bool("stopped_by_shutdown", true);
         }
         opt_u64(w, "last_gen", record.last_gen);
         match &record.last_end {
@@ -142,6 +147,7 @@ pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, FormatError> {
         restart_at_unix_ms: o.opt_u64("restart_at_unix_ms")?,
         current: o.opt_u64("current")?,
         current_overlaps: o.opt_bool("current_overlaps")?.unwrap_or(false),
+        stopped_by_shutdown: o.opt_bool("stopped_by_shutdown")?.unwrap_or(false),
         last_gen: o.opt_u64("last_gen")?,
         last_end: match o.opt_object("last_end")? {
             None => None,
@@ -277,6 +283,7 @@ mod tests {
             restart_at_unix_ms: Some(1_700_000_000_000),
             current: None,
             current_overlaps: false,
+            stopped_by_shutdown: false,
             last_gen: Some(9),
             last_end: Some(LastEnd::Exited {
                 gen: 9,
@@ -312,6 +319,7 @@ mod tests {
         let bare = SessionRecord {
             current: Some(10),
             current_overlaps: true,
+            stopped_by_shutdown: true,
             last_end: Some(LastEnd::SpawnFailed {
                 gen: 8,
                 error: SpawnError::new(SpawnErrorKind::Cancelled, 0),

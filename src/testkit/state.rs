@@ -35,6 +35,7 @@ pub fn sample_session(name: &str) -> SessionRecord {
         restart_at_unix_ms: None,
         current: Some(12),
         current_overlaps: true,
+        stopped_by_shutdown: false,
         last_gen: Some(11),
         last_end: Some(LastEnd::Exited {
             gen: 11,

@@ -230,14 +230,20 @@ impl GatedSink {
             if queued.is_some_and(|q| q + 8192 > 1 << 20) {
                 break;
             }
-            assert!(Instant::now() < deadline, "the input queue never filled: {s}");
+            assert!(
+                Instant::now() < deadline,
+                "the input queue never filled: {s}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         super::daemon::release(&self.gate);
         let done = feeder.join().unwrap();
         let got = std::fs::read(&self.out).unwrap_or_default();
         assert_eq!(got.len(), self.input.len(), "{done:?}");
-        assert!(got == self.input, "the bytes arrived changed or out of order");
+        assert!(
+            got == self.input,
+            "the bytes arrived changed or out of order"
+        );
         done
     }
 }

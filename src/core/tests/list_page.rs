@@ -64,6 +64,7 @@ fn pages_of_a_large_table_hold_every_session_once_under_churn() {
         restart_at_unix_ms: None,
         current: None,
         current_overlaps: false,
+        stopped_by_shutdown: false,
         last_gen: None,
         last_end: None,
         recent_ends: Vec::new(),

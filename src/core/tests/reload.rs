@@ -459,3 +459,38 @@ fn a_reload_refuses_a_session_with_no_room_for_another_generation() {
         "nothing of the refused reload was done"
     );
 }
+
+/// A service manager's restart: the daemon shuts down (stopping everything) and the next
+/// one starts on the same records. The config's sessions run again, as at a first start;
+/// one a client had stopped stays stopped, and a client's own session is left alone.
+#[test]
+fn a_clean_restart_runs_the_configured_sessions_again() {
+    let mut h = Harness::new();
+    let config = vec![entry("a", spec()), entry("b", spec())];
+    reload(&mut h, config.clone()).unwrap();
+    let (a, b) = (run(&mut h, "a"), run(&mut h, "b"));
+    h.stop("b", None).unwrap();
+    h.exit(b, ExitStatus::Signal(15));
+    h.eof(b);
+    h.group_empty(b);
+    let mine = h.spawn("mine");
+    h.started(mine);
+    h.cmd(crate::core::Command::Shutdown).unwrap();
+    for gen in [a, mine] {
+        h.exit(gen, ExitStatus::Signal(15));
+        h.eof(gen);
+        h.group_empty(gen);
+    }
+    let (mut next, problems) = h.reborn(h.records(), 10);
+    assert!(problems.is_empty(), "{problems:?}");
+    next.resume();
+    let plan = reload(&mut next, config).unwrap();
+    assert_eq!(names(&plan.start), ["a"]);
+    assert_eq!(names(&plan.unchanged), ["b"]);
+    assert!(next.get("a").current.is_some());
+    assert_eq!(next.get("b").state, SessionState::Stopped);
+    assert_eq!(next.get("mine").state, SessionState::Stopped);
+    // Started once: the next reload finds it unchanged.
+    let again = reload(&mut next, vec![entry("a", spec()), entry("b", spec())]).unwrap();
+    assert_eq!(names(&again.unchanged), ["a", "b"]);
+}
