@@ -3,6 +3,7 @@
 
 mod util;
 
+use serde_json::json;
 use util::cli::{await_line, command, gw, gw_input, gw_ok, run_cmd, GatedSink};
 use util::daemon::Daemon;
 
@@ -137,4 +138,26 @@ fn send_stdin_waits_for_room_and_delivers_everything() {
     };
     let done = sink.open_when_full(&d, send);
     assert_eq!(done.code, Some(0), "{done:?}");
+}
+
+/// `stop` of a session waiting out a restart's backoff says that it cancelled the restart,
+/// not that there was nothing to stop.
+#[test]
+fn stop_in_backoff_says_the_restart_is_cancelled() {
+    let d = Daemon::start("cli-stop-backoff", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    c.ok(
+        json!({"op": "spawn", "session": "b", "argv": ["sh", "-c", "exit 1"],
+                "restart": {"mode": "always", "initial": "1h", "max": "1h"}}),
+    );
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "backoff");
+    let out = gw(&d, &["stop", "b"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("pending restart is cancelled"),
+        "{out:?}"
+    );
+    let s = c.ok(json!({"op": "get", "session": "b"}));
+    assert_eq!(s["session"]["state"], json!("stopped"));
 }

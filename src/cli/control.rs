@@ -119,8 +119,20 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         if_gen,
         grace,
     });
+    // Asked first, to say what a stop with nothing running did: a restart waiting out
+    // its backoff is cancelled.
+    let get = Op::Core(Command::Get {
+        session: session.clone(),
+    });
+    let waiting = conn.request(&get).ok().is_some_and(|r| {
+        let state = r.get("session").and_then(|s| s.as_object());
+        state.and_then(|s| str_of(s, "state")) == Some("backoff")
+    });
     let Some(gen) = u64_of(&conn.request(&stop)?, "gen") else {
-        eprintln!("genward: {session}: was not running; nothing to stop");
+        match waiting {
+            true => eprintln!("genward: {session}: its pending restart is cancelled"),
+            false => eprintln!("genward: {session}: was not running; nothing to stop"),
+        }
         return Ok(ExitCode::SUCCESS);
     };
     let wait_id = conn.send(&Op::Wait {

@@ -343,6 +343,10 @@ impl Core {
         let gen = self.allocate(&name, spec, OnBusy::Replace)?;
         if let Some(s) = self.sessions.get_mut(&name) {
             s.restarts = 0;
+            // Kept from its removal by a client, as by a `spawn`: the client's from now on.
+            if s.removing {
+                s.origin = super::Origin::Client;
+            }
         }
         self.replace_current(&name, gen, OnBusy::Replace);
         Ok(Response::Gen(gen))

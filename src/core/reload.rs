@@ -66,8 +66,8 @@ pub struct Plan {
     pub stop: Vec<Arc<str>>,
     /// In both with a different spec: a new generation, per the entry's `on_busy`.
     pub replace: Vec<Arc<str>>,
-    /// Changed, but `on_busy` is `reject` and a generation is live: left as it runs; the
-    /// next reload after it ends starts the new spec.
+    /// Changed, but `on_busy` is `reject` and a generation is live: left as it runs, its
+    /// session taking the new spec for its next start (an automatic restart, a `restart`).
     pub busy: Vec<Arc<str>>,
     /// In both with an equal spec: not touched (same generation, same process).
     pub unchanged: Vec<Arc<str>>,
@@ -191,11 +191,7 @@ impl Core {
     /// close a cycle: checked whole before anything starts, so a refused reload starts
     /// nothing (each spawn would refuse only its own part of the cycle).
     fn refuse_config_cycle(&self, config: &[ConfigSession], plan: &Plan) -> Result<(), Error> {
-        let specs: BTreeMap<&str, &Spec> = config
-            .iter()
-            .filter(|e| !plan.busy.contains(&e.name))
-            .map(|e| (&*e.name, &e.spec))
-            .collect();
+        let specs: BTreeMap<&str, &Spec> = config.iter().map(|e| (&*e.name, &e.spec)).collect();
         let edges = |n: &str| -> Option<Box<dyn Iterator<Item = &str> + '_>> {
             let spec = match specs.get(n) {
                 Some(spec) => *spec,
@@ -237,6 +233,17 @@ impl Core {
         // `reject` was the plan's to apply (a busy one is not started); what is left to
         // start waits for what still runs, as `replace` does (a removed session's last
         // generation, still stopping, say).
+        let (busy, config): (Vec<_>, Vec<_>) = config
+            .into_iter()
+            .partition(|e| plan.busy.contains(&e.name));
+        // A busy one runs on as it is; the new spec is its session's from now on, for its
+        // next start (an automatic restart, a `restart`).
+        for entry in busy {
+            if let Some(s) = self.sessions.get_mut(&entry.name) {
+                s.spec = Arc::new(entry.spec);
+                self.dirty.insert(entry.name);
+            }
+        }
         let mut todo: Vec<(ConfigSession, OnBusy)> = config
             .into_iter()
             .filter(|e| plan.start.contains(&e.name) || plan.replace.contains(&e.name))

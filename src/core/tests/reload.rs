@@ -150,6 +150,39 @@ fn reject_leaves_a_changed_running_session_as_it_runs() {
     assert_eq!(h.get("a").current, Some(a));
 }
 
+/// The spec a busy session was left running with is not what it starts next: its next
+/// start (here its restart policy's) runs the config's new spec, and a later reload finds
+/// it unchanged instead of busy again.
+#[test]
+fn a_busy_session_starts_the_new_spec_next() {
+    use crate::core::{Action, Restart};
+    let mut h = Harness::new();
+    let mut old = spec();
+    old.restart.mode = Restart::Always;
+    let mut new = other_spec();
+    new.restart.mode = Restart::Always;
+    reload(&mut h, vec![entry("a", old)]).unwrap();
+    let a = run(&mut h, "a");
+    let mut changed = entry("a", new.clone());
+    changed.on_busy = OnBusy::Reject;
+    let plan = reload(&mut h, vec![changed.clone()]).unwrap();
+    assert_eq!(names(&plan.busy), ["a"]);
+    let again = reload(&mut h, vec![changed]).unwrap();
+    assert_eq!(names(&again.unchanged), ["a"], "{again:?}");
+    h.exit(a, ExitStatus::Code(1));
+    h.eof(a);
+    h.group_empty(a);
+    h.advance(60_000);
+    let next = h.get("a").current.expect("restarted");
+    assert!(next > a);
+    let spawned = h.all_actions().iter().find_map(|x| match x {
+        Action::Spawn { gen, spec, .. } if *gen == next => Some(spec.clone()),
+        _ => None,
+    });
+    assert_eq!(spawned.as_deref(), Some(&new));
+    h.settle();
+}
+
 #[test]
 fn a_removed_config_session_comes_back_when_configured_again() {
     let mut h = Harness::new();
@@ -257,21 +290,34 @@ fn a_client_session_being_removed_can_be_taken_over_by_the_config() {
     h.settle();
 }
 
-/// The other way round: a config session a reload is removing, spawned by a client while
-/// it stops, is the client's from then on, and the next reload leaves it alone.
+/// The other way round: a config session a reload is removing, spawned or restarted by a
+/// client while it stops, is the client's from then on, and the next reload leaves it alone.
 #[test]
 fn a_config_session_being_removed_can_be_taken_over_by_a_client() {
-    let mut h = Harness::new();
-    reload(&mut h, vec![entry("theirs", spec())]).unwrap();
-    run(&mut h, "theirs");
-    let plan = reload(&mut h, vec![]).unwrap();
-    assert_eq!(names(&plan.stop), ["theirs"]);
-    let mine = h.spawn("theirs");
-    assert_eq!(h.core.sessions["theirs"].origin, Origin::Client);
-    let plan = reload(&mut h, vec![]).unwrap();
-    assert!(plan.stop.is_empty(), "{plan:?}");
-    assert_eq!(h.get("theirs").current, Some(mine));
-    h.settle();
+    for restart in [false, true] {
+        let mut h = Harness::new();
+        reload(&mut h, vec![entry("theirs", spec())]).unwrap();
+        run(&mut h, "theirs");
+        let plan = reload(&mut h, vec![]).unwrap();
+        assert_eq!(names(&plan.stop), ["theirs"]);
+        let mine = if restart {
+            let session = "theirs".into();
+            match h.cmd(crate::core::Command::Restart {
+                session,
+                if_gen: None,
+            }) {
+                Ok(crate::core::Response::Gen(g)) => g,
+                other => panic!("{other:?}"),
+            }
+        } else {
+            h.spawn("theirs")
+        };
+        assert_eq!(h.core.sessions["theirs"].origin, Origin::Client);
+        let plan = reload(&mut h, vec![]).unwrap();
+        assert!(plan.stop.is_empty(), "{plan:?}");
+        assert_eq!(h.get("theirs").current, Some(mine));
+        h.settle();
+    }
 }
 
 #[test]
