@@ -238,3 +238,37 @@ fn a_reader_behind_when_its_session_is_removed_still_gets_the_end_and_the_remova
     let exited = exited.expect("the generation's end");
     assert_eq!(exited["cause"], "stopped", "{exited}");
 }
+
+/// A request sent after a `subscribe` is answered after everything that subscribe
+/// replays, however far beyond the connection's queue (4 MiB) that is: a client marks the
+/// end of a replay with a request (`genward logs` does), and a larger `buffer` must not
+/// cut the listing short.
+#[test]
+fn an_answer_after_a_subscribe_comes_after_its_whole_replay() {
+    let d = Daemon::start("replay-fence", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let len: usize = 12 << 20;
+    let spawn = json!({"op": "spawn", "session": "big", "buffer": 16 << 20,
+                       "argv": ["head", "-c", len.to_string(), "/dev/zero"]});
+    let gen = c.ok(spawn)["gen"].as_u64().unwrap();
+    c.events_until(|m| m.is("exited", gen));
+    let mut r = d.client();
+    r.send_raw(
+        b"{\"id\":\"s\",\"op\":\"subscribe\",\"session\":\"big\",\"from_start\":true}\n\
+          {\"id\":\"after\",\"op\":\"hello\"}\n",
+    );
+    let (mut replayed, mut ended) = (0, false);
+    loop {
+        match r.read_msg() {
+            Msg::Output(_, data) => replayed += data.len(),
+            Msg::Json(v) if v["id"] == "after" => break,
+            Msg::Json(v) => ended |= v["event"] == "exited",
+        }
+    }
+    assert_eq!(
+        replayed, len,
+        "the answer came before the end of the replay"
+    );
+    assert!(ended, "the replay's exit record came before the answer");
+}

@@ -8,9 +8,8 @@
 //! stream to standard output; bytes are passed through exactly (unless `--timestamps`
 //! prefixes each line with the time its first byte was read). The end of the replay is
 //! found by sending one more request after subscribing, whose answer the daemon queues
-//! behind the replayed records: everything before that answer is the retained log. (The
-//! daemon queues a replay of up to its per-client outbox, 4 MiB, before answering; a
-//! larger `buffer` may end the listing early.)
+//! behind the whole replay (however much longer than its queue for this client): every
+//! record before that answer is the retained log.
 //!
 //! Following (`-f`) ends when the generation followed ends — the one running when the
 //! replay ended, or else the next to start — unless `--follow-restarts`, which follows

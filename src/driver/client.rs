@@ -21,15 +21,25 @@ const MAX_SKIP: u32 = 1024;
 /// A request line as split from the stream: complete, or cut off at the length limit.
 pub type Line = Result<Vec<u8>, LineTooLong>;
 
-/// A `wait` answer held until the subscriber has been sent the exit record it follows.
+/// What waits until the subscriber has been sent a record of a session's log: a `wait`
+/// answer, held until the exit record it follows; or, with no line, a *fence*: the last
+/// record a `subscribe` replays, before which none of the connection's later requests is
+/// handled, so that their answers come after the replay (a client marks the end of a
+/// replay with a request, as `genward logs` does).
 #[derive(Debug)]
 pub struct Deferred {
-    /// The session whose log holds the exit record.
+    /// The session whose log holds the record.
     pub session: Arc<str>,
-    /// The exit record's sequence number in that log.
+    /// The record's sequence number in that log.
     pub seq: u64,
-    /// The complete answer line.
+    /// The complete answer line; empty for a fence.
     pub line: Vec<u8>,
+}
+
+impl Deferred {
+    fn is_fence(&self) -> bool {
+        self.line.is_empty()
+    }
 }
 
 /// What one read from the socket brought.
@@ -60,6 +70,7 @@ pub struct Client {
     eof: bool,
     /// `wait` requests not yet answered (registered or deferred).
     pub waiting: usize,
+    /// Held `wait` answers and replay fences (at most one fence per session followed).
     deferred: Vec<Deferred>,
     /// Queued for a flush at the end of this step.
     pub dirty: bool,
@@ -213,7 +224,7 @@ impl Client {
         if self.pending.is_empty() {
             return None;
         }
-        if !self.outbox.can_take_replies() {
+        if !self.may_answer() {
             self.paused = true;
             return None;
         }
@@ -260,14 +271,32 @@ impl Client {
         self.deferred.push(deferred);
     }
 
-    /// Queues the deferred `wait` answers for which `passed(session, seq)` holds.
+    /// Holds the connection's later requests until record `seq` of `session`, the last a
+    /// subscription replays, has been queued (see [`Deferred`]).
+    pub fn fence(&mut self, session: Arc<str>, seq: u64) {
+        self.deferred
+            .retain(|d| !(d.is_fence() && d.session == session));
+        let line = Vec::new();
+        self.deferred.push(Deferred { session, seq, line });
+    }
+
+    /// Whether a request's answer may be queued now: it has room, and no replay it must
+    /// follow is still being sent.
+    pub fn may_answer(&self) -> bool {
+        self.outbox.can_take_replies() && !self.deferred.iter().any(Deferred::is_fence)
+    }
+
+    /// Queues the deferred `wait` answers for which `passed(session, seq)` holds, and
+    /// lifts the fences passed.
     pub fn release_deferred(&mut self, passed: impl Fn(&str, u64) -> bool) {
         let mut i = 0;
         while i < self.deferred.len() {
             if passed(&self.deferred[i].session, self.deferred[i].seq) {
                 let d = self.deferred.remove(i);
-                self.outbox.push(&d.line);
-                self.waiting = self.waiting.saturating_sub(1);
+                if !d.is_fence() {
+                    self.outbox.push(&d.line);
+                    self.waiting = self.waiting.saturating_sub(1);
+                }
             } else {
                 i += 1;
             }

@@ -305,7 +305,7 @@ impl Clients {
         }
         // Requests are read again once their answers have room; output flowing to a
         // subscriber never holds its requests back (see `Outbox::can_take_replies`).
-        if client.paused && client.outbox.can_take_replies() {
+        if client.paused && client.may_answer() {
             client.paused = false;
             return true;
         }

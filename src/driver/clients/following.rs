@@ -55,6 +55,13 @@ impl Clients {
             self.subs
                 .add(id, session, start_cursor(ring, replay), lossless);
             self.subs.pump(id, session, ring, &mut client.outbox);
+            // A replay longer than the queue's room: the connection's later answers
+            // wait until the rest of it has been queued.
+            if let Some(last) = ring.end_seq().checked_sub(1) {
+                if !self.subs.passed(id, session, last) {
+                    client.fence(session.clone(), last);
+                }
+            }
         }
     }
 
