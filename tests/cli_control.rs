@@ -161,3 +161,37 @@ fn stop_in_backoff_says_the_restart_is_cancelled() {
     let s = c.ok(json!({"op": "get", "session": "b"}));
     assert_eq!(s["session"]["state"], json!("stopped"));
 }
+
+/// `stop` and `rm` of a session whose generation already survived SIGKILL (it was
+/// reported `unkillable` before) wait for a report that never comes again: the command
+/// hangs for as long as the process is stuck, saying nothing.
+#[test]
+fn stop_and_rm_of_an_already_unkillable_generation_say_so_at_once() {
+    let mut mount = match util::fuse::HungMount::holding("cli-unkillable") {
+        Ok(m) => m,
+        Err(why) => {
+            println!("SKIP stop_and_rm_of_an_already_unkillable_generation_say_so_at_once: {why}");
+            return;
+        }
+    };
+    let d = Daemon::start("cli-unkillable", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let target = mount.path.join("anything");
+    let spawned = c.ok(json!({"op": "spawn", "session": "stuck",
+        "grace": "100ms", "kill_grace": "300ms", "argv": ["stat", target.to_str().unwrap()]}));
+    let gen = spawned["gen"].as_u64().unwrap();
+    mount.await_request();
+    // The first stop hears the report.
+    let first = gw(&d, &["stop", "stuck"]);
+    assert_eq!(first.code, Some(1), "{first:?}");
+    assert!(first.stderr.contains("survived SIGKILL"), "{first:?}");
+    c.events_until(|m| m.is("unkillable", gen));
+    // Later ones must not wait for it again.
+    for args in [&["stop", "stuck"][..], &["rm", "stuck"][..]] {
+        let out = gw(&d, args);
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("survived SIGKILL"), "{args:?}: {out:?}");
+    }
+    drop(mount); // the answer never comes: the connection is aborted and it dies
+}

@@ -248,3 +248,52 @@ fn a_marked_process_in_the_middle_of_an_exec_is_still_swept() {
         }
     }
 }
+
+/// A process taken back after a crash whose spec says `on_exit: leave` ends: what it left
+/// running is left, as a spawned child's would be (and as the start-up sweep leaves it),
+/// not swept by its generation's marker.
+#[test]
+fn what_a_leader_taken_back_leaves_is_left_with_on_exit_leave() {
+    let mut d = Daemon::start("adopted-leave", &[]);
+    let dir_id = recorded::dir_id(&d.dir.join("state"));
+    let _leftovers = KillMarkedOnDrop(dir_id.clone());
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "leaves",
+        "on_exit": "leave", "on_recover": "keep", "drain": "100ms",
+        "argv": ["sh", "-c", "sleep 1000000 >/dev/null 2>&1 </dev/null & exec sleep 1000000"]})));
+    let leader = c.spawned_pid(gen);
+    let deadline = Instant::now() + PATIENCE;
+    let child = loop {
+        if let Some(p) = marked(&dir_id)
+            .into_iter()
+            .find(|p| p.gen == gen && p.pid != leader && !p.leader)
+        {
+            break p.pid;
+        }
+        assert!(Instant::now() < deadline, "the leader's child never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    drop(c);
+    d.kill();
+    d.restart_wrapped(&[], &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let got = c.ok(json!({"op": "get", "session": "leaves"}));
+    assert_eq!(got["session"]["generations"][0]["gen"], json!(gen), "{got}");
+    let child_fd = pidfd_open(Pid::from_raw(child as i32).unwrap(), PidfdFlags::empty())
+        .expect("pidfd_open the leader's child");
+    assert_eq!(marker(child), Some(format!("{dir_id}:{gen}")));
+    let leader_fd = pidfd_open(Pid::from_raw(leader as i32).unwrap(), PidfdFlags::empty())
+        .expect("pidfd_open the leader taken back");
+    assert_eq!(marker(leader), Some(format!("{dir_id}:{gen}")));
+    pidfd_send_signal(&leader_fd, Signal::KILL).unwrap();
+    c.events_until(|m| m.is("exited", gen));
+    assert!(
+        !readable(
+            child_fd.as_fd(),
+            Instant::now() + std::time::Duration::from_millis(500)
+        ),
+        "pid {child}, left by gen {gen} with `on_exit: leave`, was killed when its leader ended"
+    );
+}

@@ -135,6 +135,13 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         }
         return Ok(ExitCode::SUCCESS);
     };
+    // One that survived SIGKILL before this stop is not reported again: asked now, after
+    // subscribing, so that neither a past nor a later report slips past.
+    if unkillable(&mut conn, &session).contains(&gen) {
+        return Err(CommandError::Failed(format!(
+            "{session} gen {gen} survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
+        )));
+    }
     let wait_id = conn.send(&Op::Wait {
         session: session.clone(),
         gen: Some(gen),
@@ -284,6 +291,12 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     conn.request(&Op::Core(Command::Remove {
         session: session.clone(),
     }))?;
+    // A generation that survived SIGKILL before this remove is not reported again.
+    if let Some(gen) = unkillable(&mut conn, &session).first() {
+        return Err(CommandError::Failed(format!(
+            "{session} gen {gen} survived SIGKILL (stuck in the kernel?); the session stays until it ends"
+        )));
+    }
     loop {
         let msg = conn.next_message()?;
         let Message::Event(ev) = &msg else {
@@ -305,6 +318,26 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             _ => {}
         }
     }
+}
+
+/// The generations of `session` that survived SIGKILL (`lifecycle: unkillable`), as `get`
+/// answers now; none if it cannot say (the session gone meanwhile, say).
+fn unkillable(conn: &mut Connection, session: &str) -> Vec<u64> {
+    let Ok(snap) = conn.request(&Op::Core(Command::Get {
+        session: session.to_owned(),
+    })) else {
+        return Vec::new();
+    };
+    snap.get("session")
+        .and_then(crate::proto::json::Value::as_object)
+        .and_then(|s| s.get("generations"))
+        .and_then(crate::proto::json::Value::as_array)
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(crate::proto::json::Value::as_object)
+        .filter(|g| str_of(g, "lifecycle") == Some("unkillable"))
+        .filter_map(|g| u64_of(g, "gen"))
+        .collect()
 }
 
 /// `genward shutdown`: returns once the daemon has stopped every session and exited (its

@@ -312,6 +312,14 @@ impl Core {
         self.gens.get(&gen).map(|g| g.session.clone())
     }
 
+    /// Whether `gen`'s spec leaves what its leader started when the leader exits
+    /// (`on_exit: leave`), while the core knows `gen`.
+    pub fn leaves_group(&self, gen: u64) -> bool {
+        self.gens
+            .get(&gen)
+            .is_some_and(|g| g.spec.on_exit == OnExit::Leave)
+    }
+
     /// Whether `gen` was spawned and its leader's end has not been told yet (its exit
     /// with a status, or `Lost`; after `LeaderGone` the status is still awaited): the
     /// driver asks the process only then (a pidfd stays readable after the exit, and

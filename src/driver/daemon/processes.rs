@@ -149,9 +149,15 @@ impl Daemon {
         }
         let seen_before = self.children.awaits_status(gen);
         let state = self.children.leader_state(gen, Instant::now());
-        if state != LeaderState::Running && !seen_before && self.children.is_adopted(gen) {
+        if state != LeaderState::Running
+            && !seen_before
+            && self.children.is_adopted(gen)
+            && !self.core.leaves_group(gen)
+        {
             // A process taken back after a restart: once it exited nothing pins its group,
-            // so what it started is found by its marker, as soon as its exit is seen.
+            // so what it started is found by its marker, as soon as its exit is seen —
+            // unless its spec leaves what it started (`on_exit: leave`), as a spawned
+            // child's would be left.
             sweep(self.persist.dir_id(), |g| g != gen);
         }
         match state {
