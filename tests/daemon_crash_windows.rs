@@ -297,3 +297,35 @@ fn what_a_leader_taken_back_leaves_is_left_with_on_exit_leave() {
         "pid {child}, left by gen {gen} with `on_exit: leave`, was killed when its leader ended"
     );
 }
+
+/// A readiness probe's command still running when the daemon dies is no generation's
+/// process: it carries the helpers' mark (generation 0), and the next daemon's start-up
+/// sweep ends it, where before it ran on under init for good.
+#[test]
+fn a_probe_running_when_the_daemon_dies_is_ended_by_the_next() {
+    let mut d = Daemon::start("probe-orphan", &[]);
+    let dir_id = recorded::dir_id(&d.dir.join("state"));
+    let _leftovers = KillMarkedOnDrop(dir_id.clone());
+    let mut c = d.client();
+    c.ok(
+        json!({"op": "spawn", "session": "p", "argv": ["sleep", "1000000"],
+        "ready": {"command": ["sleep", "888888"], "interval": "1h", "timeout": "1h"}}),
+    );
+    let deadline = Instant::now() + PATIENCE;
+    let probe = loop {
+        if let Some(p) = marked(&dir_id).into_iter().find(|p| p.gen == 0) {
+            break p.pid;
+        }
+        assert!(Instant::now() < deadline, "the probe never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let probe_fd = pidfd_open(Pid::from_raw(probe as i32).unwrap(), PidfdFlags::empty())
+        .expect("pidfd_open the probe");
+    drop(c);
+    d.kill();
+    d.restart_wrapped(&[], &[]);
+    assert!(
+        readable(probe_fd.as_fd(), Instant::now() + PATIENCE),
+        "the probe (pid {probe}) outlived the daemon that started it and the next one's start"
+    );
+}

@@ -268,6 +268,12 @@ impl Children {
         self.reaper
     }
 
+    /// The environment variable that marks a helper process of this daemon's (see
+    /// [`starts::helper_marker`]).
+    pub fn helper_marker(&self) -> (std::ffi::OsString, std::ffi::OsString) {
+        starts::helper_marker(&self.dir_id)
+    }
+
     /// Whether a start is in flight.
     pub fn is_launching(&self) -> bool {
         !self.launching.is_empty()

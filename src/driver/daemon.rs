@@ -390,9 +390,10 @@ impl Daemon {
             Action::Probe { gen, probe, live } => {
                 let reaper = self.children.reaper();
                 let identity = self.children.probe_identity(gen);
+                let marker = self.children.helper_marker();
                 let started = self
                     .ready
-                    .start_probe(registry, gen, probe, live, reaper, identity);
+                    .start_probe(registry, gen, probe, live, reaper, identity, marker);
                 if let Some(input) = started {
                     self.tell(input);
                 }

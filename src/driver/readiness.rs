@@ -15,6 +15,7 @@ mod probe;
 use super::run_as::Resolution;
 use crate::lookup::answer::Found;
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -229,6 +230,7 @@ impl Readiness {
         live: bool,
         reaper: ReaperMode,
         identity: Option<&Found>,
+        marker: (OsString, OsString),
     ) -> Option<Input> {
         let why = if live { Purpose::Live } else { Purpose::Ready };
         let (spec, slot) = self.slot(gen, why)?;
@@ -248,7 +250,7 @@ impl Readiness {
                 let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
                 Probe::unix(registry, gen, why, &path)
             }
-            ReadyHow::Command(argv) => probe_request(gen, &spec, argv, reaper, identity)
+            ReadyHow::Command(argv) => probe_request(gen, &spec, argv, reaper, identity, marker)
                 .and_then(|req| Probe::command(registry, gen, why, &req)),
             ReadyHow::Fd(_) | ReadyHow::Output(_) => return None,
         };
@@ -373,20 +375,22 @@ fn result(gen: u64, why: Purpose, probe: u64, ok: bool) -> Input {
 }
 
 /// The spawn request of a probe command: the session's user, environment and directory,
-/// its argv, `/dev/null` for stdio, and no generation marker (it is not the generation's
-/// process, and a sweep after a crash must not take it for one).
+/// its argv, `/dev/null` for stdio, and the helpers' `marker` instead of the generation's
+/// (it is not the generation's process; a sweep after a crash ends it).
 fn probe_request(
     gen: u64,
     spec: &Spec,
     argv: &[Vec<u8>],
     reaper: ReaperMode,
     identity: Option<&Found>,
+    marker: (OsString, OsString),
 ) -> io::Result<crate::sys::spawn::SpawnRequest> {
     use std::os::unix::ffi::OsStrExt;
     let mut req = super::children::spawn_request(gen, spec, reaper, "");
     req.env
         .set
         .retain(|(k, _)| k != crate::sys::tree::GEN_MARKER);
+    req.env.set.push(marker);
     req.argv = argv
         .iter()
         .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())

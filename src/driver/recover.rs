@@ -218,8 +218,9 @@ fn kept_io(logs: &Logs, session: &str, gen: u64, io: &KeptIo) -> AdoptedIo {
 
 /// Kills every process marked as one of this directory's generations that nothing
 /// accounts for (`accounted` says which generations are): at start, those started but not
-/// yet described when the previous daemon died, or left behind by a generation that is
-/// gone; later, what a taken-back process had started when it ends. Each is opened as a
+/// yet described when the previous daemon died, left behind by a generation that is
+/// gone, or helpers it ran (marked generation 0: probe commands, an upgrade's check);
+/// later, what a taken-back process had started when it ends. Each is opened as a
 /// pidfd first, and killed only if it still carries the marker then.
 pub fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
     let marked = match crate::sys::procscan::marked() {
@@ -248,7 +249,10 @@ pub fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
         if crate::sys::tree::read_marker_value(pid).as_deref() != Some(value.as_str()) {
             continue;
         }
-        log::warn!("pid {pid} of generation {gen} was never accounted for: killed");
+        match gen {
+            0 => log::warn!("pid {pid}, a probe or check an earlier daemon started: killed"),
+            _ => log::warn!("pid {pid} of generation {gen} was never accounted for: killed"),
+        }
         let _ = pidfd_send_signal(&pidfd, Signal::KILL);
     }
 }

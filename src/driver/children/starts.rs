@@ -132,6 +132,14 @@ const DAEMON_ONLY_VARS: &[&str] = &[
     "WATCHDOG_PID",
 ];
 
+/// The mark of a helper process of the daemon's (a probe command, an upgrade's check):
+/// `GENWARD_GEN=<state dir id>:0`. No generation is numbered 0, so when the daemon dies
+/// while one runs, the next daemon's start-up sweep, which kills every marked process
+/// that no generation accounts for, ends it and whatever it started.
+pub fn helper_marker(dir_id: &str) -> (OsString, OsString) {
+    (tree::GEN_MARKER.into(), format!("{dir_id}:0").into())
+}
+
 /// The operating system's spawn request for generation `gen` of a core spec.
 ///
 /// Every child carries `GENWARD_GEN=<state dir id>:<gen>` in its environment, inherited by

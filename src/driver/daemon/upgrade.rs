@@ -26,8 +26,9 @@ impl Daemon {
             Err(refused("the daemon is shutting down"))
         } else {
             let reaper = self.children.reaper();
+            let marker = self.children.helper_marker();
             self.upgrade
-                .ask(self.poll.registry(), reaper, id, &rid, binary)
+                .ask(self.poll.registry(), (reaper, marker), id, &rid, binary)
         };
         if let Err(e) = asked {
             self.clients.send_error(id, &rid, &e);

@@ -17,6 +17,7 @@
 //! program and its process group, and leaves it to be reaped
 //! ([`spawn::abandon`]: through [`Process`], which notes the reap).
 
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use crate::driver::token::Source;
 use crate::store::image::IMAGE_VERSION;
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
 use crate::sys::process::{Exit, Process, ReaperMode};
-use crate::sys::spawn::{self, IoMode, SpawnError, SpawnRequest, Starting, StderrMode};
+use crate::sys::spawn::{self, Env, IoMode, SpawnError, SpawnRequest, Starting, StderrMode};
 
 /// Longest wait for a program's answer (and, if it says nothing, for its exit). The loop
 /// serves everything else meanwhile; a program that takes longer to say its version would
@@ -125,10 +126,13 @@ pub struct Check {
 impl Check {
     /// Starts the program open at `program` with `__image-version`, and watches it. `Err`
     /// says why it could not be started (nothing is left running then).
+    /// `marker`: the helpers' (see `children::helper_marker`), so that a crash of the
+    /// daemon meanwhile does not leave it running for good.
     pub fn start(
         registry: &Registry,
         program: BorrowedFd<'_>,
         reaper: ReaperMode,
+        marker: (OsString, OsString),
     ) -> Result<Check, String> {
         let copy = program
             .try_clone_to_owned()
@@ -143,6 +147,10 @@ impl Check {
             },
             reaper,
             extra_fd: Some((Arc::new(copy), PROGRAM_FD)),
+            env: Env {
+                set: vec![marker],
+                ..Env::default()
+            },
             ..SpawnRequest::default()
         };
         let starting = spawn::start(&request).map_err(|e| cannot_run(&e))?;

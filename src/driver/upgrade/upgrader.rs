@@ -7,6 +7,7 @@
 //! One upgrade at a time: from its check to its execution (or refusal), another is
 //! refused `busy`.
 
+use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -97,7 +98,7 @@ impl Upgrader {
     pub fn ask(
         &mut self,
         registry: &Registry,
-        reaper: ReaperMode,
+        (reaper, marker): (ReaperMode, (OsString, OsString)),
         client: u64,
         rid: &RequestId,
         binary: Option<String>,
@@ -115,7 +116,7 @@ impl Upgrader {
         let path = binary.map_or_else(|| self.program_path.clone(), PathBuf::from);
         let program =
             reexec::open_program(&path).map_err(|e| refused(format!("{}: {e}", path.display())))?;
-        let check = Check::start(registry, program.as_fd(), reaper)
+        let check = Check::start(registry, program.as_fd(), reaper, marker)
             .map_err(|e| refused(format!("{}: {e}", path.display())))?;
         log::debug!("upgrade to {}: checking the program", path.display());
         self.checking = Some(Checking {
