@@ -212,3 +212,57 @@ fn a_dead_daemons_empty_subtree_goes_whichever_directory_the_next_daemon_has() {
     let (again, _) = sleeping(&mut c, &mount, "t");
     assert_eq!(again, alive_subtree);
 }
+
+/// A generation taken back after a crash stays in the cgroup it was started in: listed
+/// `cgroup`, and its `stop` ends what left its session and cleared its environment (no
+/// marker) too — handled as session-contained, that process ran on, unsupervised, in a
+/// cgroup no daemon would ever kill.
+#[test]
+fn a_generation_taken_back_stays_contained_by_its_cgroup() {
+    const TEST: &str = "a_generation_taken_back_stays_contained_by_its_cgroup";
+    const ESCAPEE: [&str; 2] = ["sleep", "3013177"];
+    let mut d = Daemon::start("cgroup-taken-back", &[]);
+    let mut c = d.client();
+    if util::daemon::without_cgroups(&mut c, TEST) {
+        return;
+    }
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "e", "on_recover": "keep",
+        "argv": ["sh", "-c", "setsid env -i sleep 3013177 & exec sleep 3013178"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.spawned_pid(gen);
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let escapee = loop {
+        if let Some(&pid) = genward::testkit::proc::running(&ESCAPEE).first() {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the escapee never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let pid = rustix::process::Pid::from_raw(escapee as i32).unwrap();
+    let escapee_fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        .expect("pidfd_open the escapee");
+    drop(c);
+    d.crash_and_restart(&[]);
+    let mut c = d.client();
+    let got = c.ok(json!({"op": "get", "session": "e"}));
+    assert_eq!(
+        got["session"]["generations"][0]["containment"],
+        json!("cgroup"),
+        "{got}"
+    );
+    c.ok(json!({"op": "stop", "session": "e", "grace": 0}));
+    let ended = genward::testkit::wait::readable(
+        std::os::fd::AsFd::as_fd(&escapee_fd),
+        std::time::Instant::now() + PATIENCE,
+    );
+    let _ = rustix::process::pidfd_send_signal(&escapee_fd, rustix::process::Signal::KILL);
+    assert!(
+        ended,
+        "pid {escapee}, which left the session of a generation taken back, outlived its stop"
+    );
+}

@@ -20,7 +20,7 @@ use mio::Registry;
 use super::backlog::BULK_SLICE;
 use super::cgroup_pool::CgroupPool;
 use super::child::{Child, InputProgress};
-use super::containment::{clear_abandoned, Predecessors};
+use super::containment::{clear_abandoned, predecessor_cgroup, Predecessors};
 use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
@@ -28,7 +28,7 @@ use super::probe_identities::ProbeIdentities;
 use super::upgrade::state::ChildImage;
 use crate::core::{Containment, Stream};
 use crate::proto::error::ProtoError;
-use crate::sys::cgroup::CgroupRoot;
+use crate::sys::cgroup::{CgroupRoot, GenCgroup};
 use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
 use crate::sys::tree::{EscapeeLedger, OwnChildren, SessionWatch};
@@ -254,8 +254,14 @@ impl Children {
     /// `sys::identity::adopt`): it is watched through its pidfd, has no streams, and is
     /// signalled only through its handle. Without a pidfd (the fallback reaper) nothing
     /// announces its end: it is looked at again on a timer (see [`Rechecks`]).
-    pub fn adopt(&mut self, registry: &Registry, gen: u64, process: Process) {
-        let child = Child::adopted(gen, process, registry);
+    pub fn adopt(
+        &mut self,
+        registry: &Registry,
+        gen: u64,
+        process: Process,
+        cgroup: Option<GenCgroup>,
+    ) {
+        let child = Child::adopted(gen, process, cgroup, registry);
         if !child.pidfd_watched() {
             self.rechecks.watch(gen, Instant::now());
         }
@@ -266,6 +272,13 @@ impl Children {
     /// in flight is a forked process between `fork` and `execve`, which no image holds).
     pub fn reaper(&self) -> ReaperMode {
         self.reaper
+    }
+
+    /// The cgroup an earlier daemon on this state directory made for the generation whose
+    /// leader, `pid`, is being taken back (see [`predecessor_cgroup`]); `None` without
+    /// cgroups here, or when it is not in one.
+    pub fn predecessor_cgroup(&self, pid: u32) -> Option<GenCgroup> {
+        predecessor_cgroup(self.cgroups.as_ref()?, &self.dir_id, pid)
     }
 
     /// The environment variable that marks a helper process of this daemon's (see
@@ -349,10 +362,11 @@ impl Children {
         registry: &Registry,
         gen: u64,
         process: Process,
+        cgroup: Option<GenCgroup>,
         outputs: [Option<std::os::fd::OwnedFd>; 3],
         stdin: Option<std::os::fd::OwnedFd>,
     ) {
-        let child = Child::adopted_with_io(gen, process, outputs, stdin, registry);
+        let child = Child::adopted_with_io(gen, process, cgroup, outputs, stdin, registry);
         if !child.pidfd_watched() {
             self.rechecks.watch(gen, Instant::now());
         }

@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 
 use super::config::ContainmentMode;
-use crate::sys::cgroup::{owner_of, prune_subtree, CgroupRoot, Placement, DAEMON_LEAF};
+use crate::sys::cgroup::{
+    own_cgroup, owner_of, prune_subtree, CgroupRoot, GenCgroup, Placement, DAEMON_LEAF,
+};
 use crate::sys::identity::{self, Observed, Verdict};
 
 /// The characters of the state directory's id a subtree's name carries.
@@ -131,6 +133,33 @@ fn is_leaf_of_ours(name: &str) -> bool {
         || name
             .strip_prefix("gen-")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The cgroup an earlier daemon on the state directory `dir_id` made for a generation
+/// whose leader, `pid`, is taken back after it died: `<own>/genward-<id>-<digits>/gen-<digits>`
+/// as `/proc/<pid>/cgroup` names it, opened again, so that the generation stays contained
+/// as it was started — stopped and killed whole, however its descendants detached, and
+/// its end seen by the cgroup's emptiness. `None` for any other cgroup (the generation
+/// is then contained by its session, as every one is without cgroups).
+pub fn predecessor_cgroup(root: &CgroupRoot, dir_id: &str, pid: u32) -> Option<GenCgroup> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let name = own_cgroup(&text)?;
+    let own = &root.location().own;
+    let below = match own.as_str() {
+        "/" => name.strip_prefix('/')?,
+        own => name.strip_prefix(own)?.strip_prefix('/')?,
+    };
+    let (subtree, leaf) = below.split_once('/')?;
+    let ours = is_predecessor(subtree, dir_id, std::process::id())
+        && leaf != DAEMON_LEAF
+        && is_leaf_of_ours(leaf);
+    if !ours {
+        return None;
+    }
+    let path = root.location().dir.join(subtree).join(leaf);
+    GenCgroup::reopen(path, name)
+        .inspect_err(|e| log::warn!("pid {pid}: opening its cgroup again: {e}"))
+        .ok()
 }
 
 /// The subtrees earlier daemons on this state directory left (they crashed, or were

@@ -126,11 +126,19 @@ pub fn take_back(
             _ => (adopt(d.pid as i32, token, reaper), None),
         };
         let resumed = io.as_ref().map(|io| kept_io(&logs, &d.session, d.gen, io));
+        // Contained as it was started: in the cgroup the previous daemon made for it.
+        let cgroup = match verdict {
+            Adoption::Adopted(_) => children.predecessor_cgroup(d.pid),
+            _ => None,
+        };
         let input = Input::Adopt {
             gen: d.gen,
             session: d.session.clone(),
             pid: d.pid,
-            containment: Containment::Session,
+            containment: match cgroup {
+                Some(_) => Containment::Cgroup,
+                None => Containment::Session,
+            },
             verified: !matches!(verdict, Adoption::Unverifiable(_)),
             io: resumed,
         };
@@ -146,9 +154,9 @@ pub fn take_back(
                         ];
                         let stdin = io.take(Role::Stdin);
                         let registry = poll.registry();
-                        children.adopt_with_io(registry, d.gen, process, outputs, stdin);
+                        children.adopt_with_io(registry, d.gen, process, cgroup, outputs, stdin);
                     }
-                    None => children.adopt(poll.registry(), d.gen, process),
+                    None => children.adopt(poll.registry(), d.gen, process, cgroup),
                 }
                 core.handle(now, input);
                 if resumed.is_some() && core.awaits_exit(d.gen) {

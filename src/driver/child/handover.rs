@@ -16,8 +16,13 @@ use crate::sys::process::Process;
 impl Child {
     /// A process a previous daemon started, taken back: watched through its pidfd, with
     /// no streams of ours.
-    pub fn adopted(gen: u64, process: Process, registry: &Registry) -> Child {
-        Child::adopted_with_io(gen, process, [None, None, None], None, registry)
+    pub fn adopted(
+        gen: u64,
+        process: Process,
+        cgroup: Option<GenCgroup>,
+        registry: &Registry,
+    ) -> Child {
+        Child::adopted_with_io(gen, process, cgroup, [None, None, None], None, registry)
     }
 
     /// A process a previous daemon started, taken back with the descriptors a keeper
@@ -27,6 +32,7 @@ impl Child {
     pub fn adopted_with_io(
         gen: u64,
         process: Process,
+        cgroup: Option<GenCgroup>,
         outputs: [Option<OwnedFd>; 3],
         stdin: Option<OwnedFd>,
         registry: &Registry,
@@ -47,7 +53,7 @@ impl Child {
             pidfd_watched: false,
             input: Vec::new(),
             close_input_when_written: false,
-            cgroup: None,
+            cgroup,
             watch: None,
             closed: Roles::NONE,
             counted: 0,

@@ -203,7 +203,8 @@ impl Daemon {
                 Adoption::Adopted(process) => {
                     log::info!("{session} gen {gen}: pid {pid} verified: taken back");
                     self.persist.resolved(gen);
-                    self.children.adopt(self.poll.registry(), gen, process);
+                    self.children
+                        .adopt(self.poll.registry(), gen, process, None);
                     self.tell(Input::Verified { gen });
                     // It may have exited already: its pidfd was readable when registered.
                     self.check_exit(gen);
