@@ -114,12 +114,27 @@ pub(super) fn input_bytes(args: &Object) -> Result<Vec<u8>> {
 }
 
 pub(super) fn u16_field(obj: &Object, key: &str) -> Result<Option<u16>> {
-    match obj.opt_u64(key).map_err(bad)? {
+    u16_member(obj, key, key)
+}
+
+/// [`u16_field`] of a member of a nested object, its errors naming `field` (such as
+/// `pty.rows`).
+pub(super) fn u16_member(obj: &Object, key: &str, field: &str) -> Result<Option<u16>> {
+    let n = obj.opt_u64(key).map_err(|mut e| {
+        e.field = field.to_owned();
+        bad(e)
+    })?;
+    match n {
         None => Ok(None),
         Some(n) => u16::try_from(n)
             .ok()
             .filter(|&n| n > 0)
             .map(Some)
-            .ok_or_else(|| bad(FieldError::invalid(key, format!("{n} is not in 1..=65535")))),
+            .ok_or_else(|| {
+                bad(FieldError::invalid(
+                    field,
+                    format!("{n} is not in 1..=65535"),
+                ))
+            }),
     }
 }

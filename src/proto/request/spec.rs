@@ -1,7 +1,7 @@
 //! The `spawn` request's spec, both ways: decoded by the daemon, written by clients. The
 //! two directions sit together so a new option is added to both at once.
 
-use super::fields::{bad, bytes_of, opt_duration, opt_duration_named, signal, u16_field, Result};
+use super::fields::{bad, bytes_of, opt_duration, opt_duration_named, signal, u16_member, Result};
 use super::MAX_SPEC_BYTES;
 use crate::core::{
     CpuQuota, Env, IoMode, OnBusy, OnExit, OnRecover, ResourceLimits, Restart, RestartPolicy, Spec,
@@ -218,8 +218,8 @@ fn io_mode(args: &Object) -> Result<IoMode> {
                 ))
             })?;
             Ok(IoMode::Pty {
-                rows: u16_field(o, "rows")?.unwrap_or(24),
-                cols: u16_field(o, "cols")?.unwrap_or(80),
+                rows: u16_member(o, "rows", "pty.rows")?.unwrap_or(24),
+                cols: u16_member(o, "cols", "pty.cols")?.unwrap_or(80),
             })
         }
         Some(v) => Err(bad(FieldError::invalid(

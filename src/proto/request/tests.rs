@@ -91,6 +91,21 @@ fn type_and_field_errors_name_the_field() {
     assert!(err(r#"{"op":"signal","session":"a","signal":999}"#).contains("signal"));
     assert!(err(r#"{"op":"spawn","session":"a","argv":[1]}"#).contains("argv[0]"));
     assert!(err(r#"{"op":"resize","session":"a","rows":0,"cols":80}"#).contains("rows"));
+    let spawn = |pty: &str| {
+        err(&format!(
+            r#"{{"op":"spawn","session":"a","argv":["sh"],"pty":{pty}}}"#
+        ))
+    };
+    assert!(
+        spawn(r#"{"rows":0}"#).contains("`pty.rows`"),
+        "{}",
+        spawn(r#"{"rows":0}"#)
+    );
+    assert!(
+        spawn(r#"{"cols":"x"}"#).contains("`pty.cols`"),
+        "{}",
+        spawn(r#"{"cols":"x"}"#)
+    );
     assert!(err(r#"{"op":"frobnicate"}"#).starts_with("unknown_op"));
     assert!(
         err(r#"{"op":"subscribe","session":"a","tail":5,"from_pos":1}"#).contains("at most one")
