@@ -387,9 +387,8 @@ pub fn human(d: Duration) -> String {
     if ms % 1000 == 0 {
         format!("{}s", ms / 1000)
     } else if ms >= 1000 {
-        format!("{}.{:03}s", ms / 1000, ms % 1000)
-            .trim_end_matches('0')
-            .to_string()
+        let secs = format!("{}.{:03}", ms / 1000, ms % 1000);
+        format!("{}s", secs.trim_end_matches('0'))
     } else {
         format!("{ms}ms")
     }

@@ -253,3 +253,14 @@ fn a_check_is_validated_naming_its_field() {
     }
     assert!(!h.core.has_session("a"), "a refused spawn changes nothing");
 }
+
+#[test]
+fn durations_in_reasons_read_as_people_write_them() {
+    use crate::core::readiness::human;
+    let ms = Duration::from_millis;
+    assert_eq!(human(ms(60_000)), "60s");
+    assert_eq!(human(ms(1_500)), "1.5s");
+    assert_eq!(human(ms(1_250)), "1.25s");
+    assert_eq!(human(ms(1_001)), "1.001s");
+    assert_eq!(human(ms(250)), "250ms");
+}
