@@ -11,22 +11,6 @@ use genward::sys::cgroup::{own_cgroup, Location};
 use serde_json::json;
 use util::daemon::{Client, Daemon, PATIENCE};
 
-/// Waits until `session` lists no generation: its last one is released (its cgroup given
-/// back).
-fn released(c: &mut Client, session: &str) {
-    let deadline = std::time::Instant::now() + PATIENCE;
-    loop {
-        let got = c.ok(json!({"op": "get", "session": session}));
-        if got["session"]["generations"]
-            .as_array()
-            .is_none_or(Vec::is_empty)
-        {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "still listed: {got}");
-    }
-}
-
 /// Cgroups the test makes itself, removed however it ends.
 struct Made(Vec<PathBuf>);
 
@@ -75,7 +59,7 @@ fn a_crashed_daemons_cgroup_subtree_goes_once_nothing_runs_in_it() {
         .as_u64()
         .unwrap();
     c.events_until(|m| m.is("exited", job));
-    released(&mut c, "job");
+    c.released("job");
 
     let text = std::fs::read_to_string(format!("/proc/{keep_pid}/cgroup")).unwrap();
     let keep_cg = own_cgroup(&text).unwrap();
@@ -186,7 +170,7 @@ fn a_dead_daemons_empty_subtree_goes_whichever_directory_the_next_daemon_has() {
     c.ok(json!({"op": "subscribe", "all": true}));
     let (alive_subtree, _) = sleeping(&mut c, &mount, "s");
     c.ok(json!({"op": "stop", "session": "s"}));
-    released(&mut c, "s");
+    c.released("s");
 
     // Unmarked: nothing tells whose it is.
     let mut made = Made(Vec::new());

@@ -140,6 +140,8 @@ fn a_process_taken_back_is_seen_to_end(reaper: &[&str]) {
     pidfd_send_signal(&pidfd, Signal::KILL).unwrap();
     let mut seen = c.events_until(|m| m.is("exited", stopped));
     c.seen_or_until(&mut seen, |m| m.is("exited", ends));
+    c.released("stopped");
+    c.released("ends");
     let list = c.ok(json!({"op": "list"}));
     for s in list["sessions"].as_array().unwrap() {
         assert_eq!(s["generations"], json!([]), "{list}");

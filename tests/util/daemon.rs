@@ -345,6 +345,25 @@ pub struct Client {
 }
 
 impl Client {
+    /// Waits until `session` lists no generation: its last one is gone (reported, its
+    /// tree emptied — a cgroup's emptiness is seen a turn or more after the end — and
+    /// released). Nothing announces that, so `get` is asked again until it is so.
+    #[track_caller]
+    pub fn released(&mut self, session: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let got = self.ok(json!({"op": "get", "session": session}));
+            if got["session"]["generations"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "still listed: {got}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// The pid generation `gen` was spawned with (in the daemon's PID namespace), read
     /// from its `spawned` event; this connection must be subscribed to its session.
     pub fn spawned_pid(&mut self, gen: u64) -> u32 {
