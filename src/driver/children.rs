@@ -35,7 +35,7 @@ use crate::sys::tree::{EscapeeLedger, OwnChildren, SessionWatch};
 
 pub use leaders::LeaderState;
 pub(crate) use starts::daemon_failure;
-pub use starts::spawn_request;
+pub use starts::{spawn_request, HelperStart};
 
 /// The result of one read from a child's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,12 +268,6 @@ impl Children {
         self.insert(gen, child);
     }
 
-    /// Whether a generation is still starting: an upgrade waits for none to be (a start
-    /// in flight is a forked process between `fork` and `execve`, which no image holds).
-    pub fn reaper(&self) -> ReaperMode {
-        self.reaper
-    }
-
     /// The cgroup an earlier daemon on this state directory made for the generation whose
     /// leader, `pid`, is being taken back (see [`predecessor_cgroup`]); `None` without
     /// cgroups here, or when it is not in one.
@@ -281,10 +275,9 @@ impl Children {
         predecessor_cgroup(self.cgroups.as_ref()?, &self.dir_id, pid)
     }
 
-    /// The environment variable that marks a helper process of this daemon's (see
-    /// [`starts::helper_marker`]).
-    pub fn helper_marker(&self) -> (std::ffi::OsString, std::ffi::OsString) {
-        starts::helper_marker(&self.dir_id)
+    /// How to start a helper process of this daemon's (see [`HelperStart`]).
+    pub fn helper_start(&self) -> HelperStart {
+        HelperStart::new(self.reaper, &self.dir_id)
     }
 
     /// Whether a start is in flight.

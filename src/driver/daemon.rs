@@ -388,12 +388,11 @@ impl Daemon {
                 self.keeper_do(|k| k.forget(gen));
             }
             Action::Probe { gen, probe, live } => {
-                let reaper = self.children.reaper();
+                let helper = self.children.helper_start();
                 let identity = self.children.probe_identity(gen);
-                let marker = self.children.helper_marker();
                 let started = self
                     .ready
-                    .start_probe(registry, gen, probe, live, reaper, identity, marker);
+                    .start_probe(registry, gen, probe, live, helper, identity);
                 if let Some(input) = started {
                     self.tell(input);
                 }

@@ -13,9 +13,9 @@ mod matcher;
 mod probe;
 
 use super::run_as::Resolution;
+use crate::driver::children::HelperStart;
 use crate::lookup::answer::Found;
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -31,7 +31,6 @@ use super::token::Source;
 use crate::core::readiness::check_host_port;
 use crate::core::{Input, ReadyHow, ReadySignal, Spec, Stream};
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
-use crate::sys::process::ReaperMode;
 
 /// Most bytes read from a notification pipe per readiness (a program writing a flood to
 /// it must not hold the loop).
@@ -228,9 +227,8 @@ impl Readiness {
         gen: u64,
         n: u64,
         live: bool,
-        reaper: ReaperMode,
+        helper: HelperStart,
         identity: Option<&Found>,
-        marker: (OsString, OsString),
     ) -> Option<Input> {
         let why = if live { Purpose::Live } else { Purpose::Ready };
         let (spec, slot) = self.slot(gen, why)?;
@@ -250,7 +248,7 @@ impl Readiness {
                 let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
                 Probe::unix(registry, gen, why, &path)
             }
-            ReadyHow::Command(argv) => probe_request(gen, &spec, argv, reaper, identity, marker)
+            ReadyHow::Command(argv) => probe_request(gen, &spec, argv, helper, identity)
                 .and_then(|req| Probe::command(registry, gen, why, &req)),
             ReadyHow::Fd(_) | ReadyHow::Output(_) => return None,
         };
@@ -375,22 +373,21 @@ fn result(gen: u64, why: Purpose, probe: u64, ok: bool) -> Input {
 }
 
 /// The spawn request of a probe command: the session's user, environment and directory,
-/// its argv, `/dev/null` for stdio, and the helpers' `marker` instead of the generation's
-/// (it is not the generation's process; a sweep after a crash ends it).
+/// its argv, `/dev/null` for stdio, and the helpers' mark instead of the generation's (it
+/// is not the generation's process; a sweep after a crash ends it).
 fn probe_request(
     gen: u64,
     spec: &Spec,
     argv: &[Vec<u8>],
-    reaper: ReaperMode,
+    helper: HelperStart,
     identity: Option<&Found>,
-    marker: (OsString, OsString),
 ) -> io::Result<crate::sys::spawn::SpawnRequest> {
     use std::os::unix::ffi::OsStrExt;
-    let mut req = super::children::spawn_request(gen, spec, reaper, "");
+    let mut req = super::children::spawn_request(gen, spec, helper.reaper, "");
     req.env
         .set
         .retain(|(k, _)| k != crate::sys::tree::GEN_MARKER);
-    req.env.set.push(marker);
+    req.env.set.push(helper.marker);
     req.argv = argv
         .iter()
         .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())

@@ -132,12 +132,23 @@ const DAEMON_ONLY_VARS: &[&str] = &[
     "WATCHDOG_PID",
 ];
 
-/// The mark of a helper process of the daemon's (a probe command, an upgrade's check):
-/// `GENWARD_GEN=<state dir id>:0`. No generation is numbered 0, so when the daemon dies
-/// while one runs, the next daemon's start-up sweep, which kills every marked process
-/// that no generation accounts for, ends it and whatever it started.
-pub fn helper_marker(dir_id: &str) -> (OsString, OsString) {
-    (tree::GEN_MARKER.into(), format!("{dir_id}:0").into())
+/// How the daemon starts a helper process of its own (a probe command, an upgrade's
+/// check): reaped as its children are, and marked `GENWARD_GEN=<state dir id>:0`. No
+/// generation is numbered 0, so when the daemon dies while one runs, the next daemon's
+/// start-up sweep, which kills every marked process that no generation accounts for,
+/// ends it and whatever it started.
+#[derive(Debug, Clone)]
+pub struct HelperStart {
+    pub reaper: ReaperMode,
+    /// The environment variable that marks it.
+    pub marker: (OsString, OsString),
+}
+
+impl HelperStart {
+    pub fn new(reaper: ReaperMode, dir_id: &str) -> HelperStart {
+        let marker = (tree::GEN_MARKER.into(), format!("{dir_id}:0").into());
+        HelperStart { reaper, marker }
+    }
 }
 
 /// The operating system's spawn request for generation `gen` of a core spec.

@@ -25,10 +25,9 @@ impl Daemon {
         let asked = if self.core.is_shutting_down() {
             Err(refused("the daemon is shutting down"))
         } else {
-            let reaper = self.children.reaper();
-            let marker = self.children.helper_marker();
+            let helper = self.children.helper_start();
             self.upgrade
-                .ask(self.poll.registry(), (reaper, marker), id, &rid, binary)
+                .ask(self.poll.registry(), helper, id, &rid, binary)
         };
         if let Err(e) = asked {
             self.clients.send_error(id, &rid, &e);

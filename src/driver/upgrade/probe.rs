@@ -17,7 +17,6 @@
 //! program and its process group, and leaves it to be reaped
 //! ([`spawn::abandon`]: through [`Process`], which notes the reap).
 
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -27,10 +26,11 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
 use super::PROBE_COMMAND;
+use crate::driver::children::HelperStart;
 use crate::driver::token::Source;
 use crate::store::image::IMAGE_VERSION;
 use crate::sys::fd::{read_nonblocking, ReadOutcome};
-use crate::sys::process::{Exit, Process, ReaperMode};
+use crate::sys::process::{Exit, Process};
 use crate::sys::spawn::{self, Env, IoMode, SpawnError, SpawnRequest, Starting, StderrMode};
 
 /// Longest wait for a program's answer (and, if it says nothing, for its exit). The loop
@@ -126,13 +126,12 @@ pub struct Check {
 impl Check {
     /// Starts the program open at `program` with `__image-version`, and watches it. `Err`
     /// says why it could not be started (nothing is left running then).
-    /// `marker`: the helpers' (see `children::helper_marker`), so that a crash of the
+    /// Marked as the daemon's helpers are (see [`HelperStart`]), so that a crash of the
     /// daemon meanwhile does not leave it running for good.
     pub fn start(
         registry: &Registry,
         program: BorrowedFd<'_>,
-        reaper: ReaperMode,
-        marker: (OsString, OsString),
+        helper: HelperStart,
     ) -> Result<Check, String> {
         let copy = program
             .try_clone_to_owned()
@@ -145,10 +144,10 @@ impl Check {
             io: IoMode::Pipes {
                 stderr: StderrMode::Null,
             },
-            reaper,
+            reaper: helper.reaper,
             extra_fd: Some((Arc::new(copy), PROGRAM_FD)),
             env: Env {
-                set: vec![marker],
+                set: vec![helper.marker],
                 ..Env::default()
             },
             ..SpawnRequest::default()

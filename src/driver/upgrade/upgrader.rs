@@ -7,7 +7,6 @@
 //! One upgrade at a time: from its check to its execution (or refusal), another is
 //! refused `busy`.
 
-use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -16,9 +15,9 @@ use mio::Registry;
 
 use super::probe::{Check, Step};
 use super::{probe, Pending, LAUNCH_WAIT};
+use crate::driver::children::HelperStart;
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
-use crate::sys::process::ReaperMode;
 use crate::sys::reexec;
 
 /// An `upgrade_failed` error that says the daemon runs on unchanged.
@@ -98,7 +97,7 @@ impl Upgrader {
     pub fn ask(
         &mut self,
         registry: &Registry,
-        (reaper, marker): (ReaperMode, (OsString, OsString)),
+        helper: HelperStart,
         client: u64,
         rid: &RequestId,
         binary: Option<String>,
@@ -116,7 +115,7 @@ impl Upgrader {
         let path = binary.map_or_else(|| self.program_path.clone(), PathBuf::from);
         let program =
             reexec::open_program(&path).map_err(|e| refused(format!("{}: {e}", path.display())))?;
-        let check = Check::start(registry, program.as_fd(), reaper, marker)
+        let check = Check::start(registry, program.as_fd(), helper)
             .map_err(|e| refused(format!("{}: {e}", path.display())))?;
         log::debug!("upgrade to {}: checking the program", path.display());
         self.checking = Some(Checking {
