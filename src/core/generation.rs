@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::action::{Action, Event, ExitCause, Scope};
 use super::input::{AdoptedIo, Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
 use super::liveness::{self, Liveness, Verdict};
-use super::readiness::{self, Readiness, ReadySignal};
+use super::readiness::{self, Readiness, ReadyHow, ReadySignal};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
 use super::spec::{OnExit, Spec, Stream};
@@ -239,6 +239,12 @@ impl Generation {
         g.unverified = !verified;
         // It ran before the restart: whatever its check was, it is not awaited again.
         g.readiness = Readiness::Ready;
+        // Readiness is decided, so its liveness schedule (if its spec has one) begins, as
+        // it would have at its readiness. An unverified one is never probed until it is
+        // verified (see `on_unverified`).
+        if verified {
+            g.begin_liveness_taken_back(now);
+        }
         g
     }
 
@@ -393,6 +399,27 @@ impl Generation {
         }
     }
 
+    /// The liveness schedule of a generation taken back after a crash (its readiness is
+    /// taken as decided). A probe command whose identity took the lookup helper at the
+    /// generation's start (a user, a group name, an `env_file`) cannot run yet: the answer
+    /// died with the previous daemon, and the daemon never looks names up itself. Such a
+    /// generation is left unprobed rather than found unhealthy for want of an identity.
+    fn begin_liveness_taken_back(&mut self, now: Time) {
+        let Some(check) = &self.spec.live else {
+            return;
+        };
+        let r = &self.spec.run_as;
+        let named = |g: &str| !g.bytes().all(|b| b.is_ascii_digit());
+        let lookup = r.user.is_some()
+            || r.env_file.is_some()
+            || r.group.as_deref().is_some_and(named)
+            || r.groups.iter().flatten().any(|g| named(g));
+        if lookup && matches!(check.how, ReadyHow::Command(_)) {
+            return;
+        }
+        self.begin_liveness(now);
+    }
+
     /// A liveness timeout (`result` `None`) or probe result; stops it once unhealthy.
     fn liveness_step(
         &mut self,
@@ -461,6 +488,8 @@ impl Generation {
                 self.unverified = false;
                 if self.stop.is_some() {
                     self.begin_stop(now, pid, out);
+                } else {
+                    self.begin_liveness_taken_back(now);
                 }
             }
             (Phase::Running { .. }, GenInput::Lost) => self.lost(now, out, o),

@@ -125,3 +125,57 @@ fn a_check_that_is_not_a_probe_is_refused() {
     let e = h.spawn_with("a", s, OnBusy::Replace).unwrap_err();
     assert!(e.message.contains("live.failures"), "{}", e.message);
 }
+
+#[test]
+fn a_generation_taken_back_after_a_crash_is_still_probed() {
+    let mut h = Harness::new();
+    let gen = h.spawn_with("a", live(2), OnBusy::Replace).unwrap();
+    h.started(gen);
+    let (mut n, problems) = h.reborn(h.records(), 5);
+    assert_eq!(problems, vec![]);
+    assert!(n.adopt(gen, "a"));
+    n.resume();
+    let p0 =
+        live_probe(&n.advance(100), gen).expect("a probe one interval after it was taken back");
+    result(&mut n, gen, p0, false);
+    let p1 = live_probe(&n.advance(100), gen).expect("a second probe");
+    let actions = result(&mut n, gen, p1, false);
+    assert!(stopped(&actions, gen), "two failures in a row: {actions:?}");
+}
+
+#[test]
+fn an_unverified_generation_is_probed_only_once_verified() {
+    let mut h = Harness::new();
+    let gen = h.spawn_with("a", live(2), OnBusy::Replace).unwrap();
+    h.started(gen);
+    let (mut n, problems) = h.reborn(h.records(), 5);
+    assert_eq!(problems, vec![]);
+    assert!(n.adopt_as(gen, "a", false));
+    n.resume();
+    assert!(
+        live_probe(&n.advance(500), gen).is_none(),
+        "never probed unverified"
+    );
+    n.input(Input::Verified { gen });
+    assert!(
+        live_probe(&n.advance(100), gen).is_some(),
+        "probed once verified"
+    );
+}
+
+#[test]
+fn a_probe_command_that_needed_a_lookup_is_not_run_after_a_crash() {
+    let mut h = Harness::new();
+    let mut s = live(2);
+    s.run_as.user = Some("www-data".into());
+    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
+    h.started(gen);
+    let (mut n, problems) = h.reborn(h.records(), 5);
+    assert_eq!(problems, vec![]);
+    assert!(n.adopt(gen, "a"));
+    n.resume();
+    // Whom it runs as died with the old daemon: no probe, and certainly no stop for it.
+    let actions = n.advance(1000);
+    assert!(live_probe(&actions, gen).is_none());
+    assert!(!stopped(&actions, gen));
+}

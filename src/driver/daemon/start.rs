@@ -193,7 +193,7 @@ impl Daemon {
         let clients = Clients::new(listener, policy, limits, hello);
         children.measure_descriptors(clients.count());
         let log_sink = log_sink(&cfg, &core);
-        Ok(Daemon {
+        let mut daemon = Daemon {
             children,
             cfg,
             poll,
@@ -209,6 +209,13 @@ impl Daemon {
             log_sink,
             notify: Notifier::from_env(),
             ready: Readiness::default(),
-        })
+        };
+        // Generations taken back after a crash are taken as ready, so their liveness
+        // probes go on (the core asks for them): each needs its watch again.
+        let checks: Vec<_> = daemon.core.running_checks().collect();
+        for (gen, spec, _) in checks {
+            daemon.ready.resume(gen, &spec, false);
+        }
+        Ok(daemon)
     }
 }
