@@ -1133,9 +1133,6 @@ fn populated_of(events: &OwnedFd) -> io::Result<bool> {
         match rustix::io::pread(events, &mut buf, 0) {
             Ok(n) => break n,
             Err(Errno::INTR) => continue,
-            // The cgroup was removed (an earlier daemon's emptied subtree cleared, say):
-            // only an empty cgroup can be, and nothing enters one removed.
-            Err(Errno::NODEV) => return Ok(false),
             Err(e) => return Err(e.into()),
         }
     };

@@ -289,6 +289,9 @@ impl Children {
         let cg = self.table.get(&gen)?.cgroup()?;
         match cg.is_populated() {
             Ok(populated) => Some(populated),
+            // Removed (an earlier daemon's emptied subtree cleared, say): only an empty
+            // cgroup can be, and nothing enters one removed.
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Some(false),
             Err(e) => {
                 log::warn!("gen {gen}: reading cgroup.events: {e}");
                 Some(true)
