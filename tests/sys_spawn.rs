@@ -100,6 +100,31 @@ fn missing_cwd_is_reported_as_chdir_naming_the_directory() {
 }
 
 #[test]
+fn a_cwd_that_is_a_file_is_reported_as_not_a_directory() {
+    let dir = ScratchDir::new("cwd-file");
+    let file = dir.join("plain");
+    std::fs::write(&file, b"").unwrap();
+    let mut req = request(&["/bin/true"]);
+    req.cwd = Some(file.clone());
+    let err = spawn(&req).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            SpawnError::Os {
+                step: Step::Chdir,
+                errno: libc::ENOTDIR,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().to_lowercase().contains("not a directory"),
+        "{err}"
+    );
+}
+
+#[test]
 fn start_returns_at_once_and_the_exec_arrives_on_the_status_pipe() {
     let starting = start(&request(&["cat"])).expect("start");
     let pid = starting.pid();

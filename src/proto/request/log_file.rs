@@ -17,11 +17,9 @@ pub(super) fn decode(args: &Object) -> Result<Option<LogFile>> {
             "unknown field",
         ))
     })?;
-    let named = |e: FieldError| {
-        bad(FieldError::invalid(
-            format!("log.{}", e.field),
-            e.to_string(),
-        ))
+    let named = |mut e: FieldError| {
+        e.field = format!("log.{}", e.field);
+        bad(e)
     };
     let path = o
         .opt_str("path")

@@ -207,7 +207,13 @@ fn io_mode(args: &Object) -> Result<IoMode> {
             )))
         }
     };
-    match args.get("pty") {
+    let pty = args.get("pty");
+    let pipes = matches!(pty, None | Some(Value::Null) | Some(Value::Bool(false)));
+    if !pipes && stderr != Stderr::Pipe {
+        let why = "a PTY has one stream, stdout and stderr together: `stderr` is for pipes mode";
+        return Err(bad(FieldError::invalid("stderr", why)));
+    }
+    match pty {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(IoMode::Pipes { stderr }),
         Some(Value::Bool(true)) => Ok(IoMode::Pty { rows: 24, cols: 80 }),
         Some(Value::Object(o)) => {

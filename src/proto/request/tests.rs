@@ -106,6 +106,12 @@ fn type_and_field_errors_name_the_field() {
         "{}",
         spawn(r#"{"cols":"x"}"#)
     );
+    assert!(spawn(r#"true,"stderr":"null""#).contains("`stderr`"));
+    let e = err(r#"{"op":"spawn","session":"a","argv":["sh"],"log":{"path":"/l","keep":"x"}}"#);
+    assert!(
+        e.contains("`log.keep`") && !e.contains("`keep`"),
+        "named once: {e}"
+    );
     assert!(err(r#"{"op":"frobnicate"}"#).starts_with("unknown_op"));
     assert!(
         err(r#"{"op":"subscribe","session":"a","tail":5,"from_pos":1}"#).contains("at most one")

@@ -286,6 +286,8 @@ pub enum SpawnError {
 impl SpawnError {
     fn from_errno(step: Step, errno: i32, path: Option<PathBuf>) -> SpawnError {
         match errno {
+            // A working directory that is a file is not missing: said as it is.
+            libc::ENOTDIR if step == Step::Chdir => SpawnError::Os { step, errno, path },
             libc::ENOENT | libc::ENOTDIR => SpawnError::NotFound { step, path },
             libc::EACCES | libc::EPERM => SpawnError::PermissionDenied { step, path },
             errno => SpawnError::Os { step, errno, path },
