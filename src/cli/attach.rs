@@ -200,6 +200,21 @@ fn parse_redraw(v: &str) -> Result<Redraw, &'static str> {
     }
 }
 
+/// Whether a `get` answer's session runs in a pseudo-terminal (its spec's `pty`): a raw
+/// terminal attached to pipes would send `\r` for Enter, echo nothing and show output
+/// stair-stepped.
+fn has_pty(snap: &Object) -> bool {
+    let spec = snap
+        .get("session")
+        .and_then(Value::as_object)
+        .and_then(|s| s.get("spec"))
+        .and_then(Value::as_object);
+    matches!(
+        spec.and_then(|s| s.get("pty")),
+        Some(Value::Bool(true) | Value::Object(_))
+    )
+}
+
 /// `genward attach`.
 pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let session = session_arg(m)?;
@@ -218,6 +233,11 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         session: session.clone(),
     }))?;
     let gen = current_gen(&snap).ok_or_else(|| not_running(&session, &snap))?;
+    if stdin_is_tty && !has_pty(&snap) {
+        return Err(CommandError::Failed(format!(
+            "{session} runs without a terminal (pipes): a terminal attaches only to a session started with --pty; follow its output with `genward logs -f {session}`, write to it with `genward send {session}` (or pipe into `genward attach {session}`)"
+        )));
+    }
     conn.request(&Op::Subscribe {
         target: Target::Session(session.clone()),
         replay: Replay::Tail(REPLAY_BYTES),

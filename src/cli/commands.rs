@@ -277,7 +277,7 @@ pub const RUN: CommandSpec = CommandSpec {
     ],
     ..CommandSpec::new(
         "run",
-        "start CMD as a new generation of session NAME, in this command's environment and directory; waits until it has started (exit 127: not found, 126: not executable, 1: another failure) and prints its generation",
+        "start CMD as a new generation of session NAME, in this command's environment and directory; waits until it has started (exit 127: not found, 126: not executable, 1: another failure, 75: not started within 15s, as it waits for a dependency or a predecessor) and prints its generation",
     )
 };
 

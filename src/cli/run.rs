@@ -36,6 +36,10 @@ use crate::sys::terminal::window_size;
 /// for and leaves it starting.
 pub const START_WAIT: Duration = Duration::from_secs(15);
 
+/// `run`'s exit status when its generation has not started within [`START_WAIT`]:
+/// sysexits' `EX_TEMPFAIL` (it may start later).
+const NOT_STARTED_YET: u8 = 75;
+
 /// This process's environment, as the child would inherit it from a shell. Variables the
 /// protocol cannot carry (a name or value that is not UTF-8) are left out.
 pub fn caller_env() -> Vec<(String, String)> {
@@ -141,7 +145,7 @@ fn set_readiness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
         }
         (None, Some(_)) => {
             return Err(m
-                .invalid("--ready-timeout", "", "needs one of the --ready-* options")
+                .requires("--ready-timeout", "one of the --ready-* options")
                 .into())
         }
         (None, None) => {}
@@ -181,16 +185,13 @@ fn set_liveness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
         ),
     };
     let Some(how) = how else {
-        if interval.is_some() || failures.is_some() {
-            return Err(m
-                .invalid(
-                    "--live-interval",
-                    "",
-                    "needs one of --live-tcp, --live-unix, --live-command",
-                )
-                .into());
-        }
-        return Ok(());
+        let given = match (interval, failures) {
+            (Some(_), _) => "--live-interval",
+            (None, Some(_)) => "--live-failures",
+            (None, None) => return Ok(()),
+        };
+        let probes = "one of --live-tcp, --live-unix, --live-command";
+        return Err(m.requires(given, probes).into());
     };
     let mut check = LiveCheck::new(how);
     if let Some(i) = interval {
@@ -431,7 +432,8 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
                 "genward: {session} gen {gen} has not started within {}s{why}; `genward ls` shows it",
                 START_WAIT.as_secs()
             );
-            return Ok(ExitCode::SUCCESS);
+            // Not a failure (it may start later), nor a start: `run ... && next` stops.
+            return Ok(ExitCode::from(NOT_STARTED_YET));
         };
         let Message::Event(ev) = msg else { continue };
         if ev.session() != session {
@@ -672,7 +674,12 @@ mod tests {
         let e = spawn(&["a", "--depends-on", "db=up", "--", "true"]).unwrap_err();
         assert!(e.contains("--depends-on"), "{e}");
         let e = spawn(&["a", "--ready-timeout", "1s", "--", "true"]).unwrap_err();
-        assert!(e.contains("--ready-timeout"), "{e}");
+        assert!(e.contains("`--ready-timeout` needs"), "{e}");
+        let e = spawn(&["a", "--live-failures", "2", "--", "true"]).unwrap_err();
+        assert!(
+            e.contains("`--live-failures` needs one of --live-tcp"),
+            "{e}"
+        );
         let json = spawn(&[
             "a",
             "--live-tcp",
