@@ -147,13 +147,18 @@ fn resume(rest: &[String]) -> Result<ExitCode, String> {
 }
 
 /// A table limit from the command line: a positive count.
-fn limit(option: &str, value: &str) -> Result<usize, String> {
+fn limit(value: &str) -> Option<usize> {
     // Digits only: Rust's parser would also take a leading `+`.
     Some(value)
         .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse().ok())
         .filter(|&n: &usize| n > 0)
-        .ok_or_else(|| format!("--{option} {value}: expected a positive count"))
+}
+
+/// A daemon option's value refused: a usage error (exit status 2), as the parser's own.
+fn bad_option(m: &Matches<'_>, option: &str, value: &str, why: &str) -> ExitCode {
+    eprintln!("{}", m.invalid(option, value, why));
+    ExitCode::from(ArgError::EXIT_STATUS)
 }
 
 fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> {
@@ -161,11 +166,14 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
     let ready_fd = match m.value("ready-fd") {
         None => None,
         Some(fd) => {
-            let n: i32 = fd
-                .parse()
-                .ok()
-                .filter(|&n| n >= 0)
-                .ok_or_else(|| format!("--ready-fd {fd}: not a file descriptor number"))?;
+            let Some(n) = fd.parse().ok().filter(|&n: &i32| n >= 0) else {
+                return Ok(bad_option(
+                    m,
+                    "--ready-fd",
+                    fd,
+                    "not a file descriptor number",
+                ));
+            };
             Some(
                 genward::sys::fd::adopt_inherited_writer(n)
                     .map_err(|e| format!("--ready-fd {fd}: {e}"))?,
@@ -181,52 +189,61 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
     let mut cfg = DaemonConfig::new(absolute(state)?, absolute(socket)?);
     cfg.ready_fd = ready_fd;
     for uid in m.values("allow-uid") {
-        cfg.allow_uids.push(
-            uid.parse()
-                .ok()
-                // (uid_t)-1 names no user: chown(2) and setreuid(2) read it as "unchanged".
-                .filter(|&n: &u32| n != u32::MAX)
-                .ok_or_else(|| format!("--allow-uid {uid}: not a numeric uid"))?,
-        );
+        // (uid_t)-1 names no user: chown(2) and setreuid(2) read it as "unchanged".
+        let Some(n) = uid.parse().ok().filter(|&n: &u32| n != u32::MAX) else {
+            return Ok(bad_option(m, "--allow-uid", uid, "not a numeric uid"));
+        };
+        cfg.allow_uids.push(n);
     }
     cfg.reaper = match m.value("reaper") {
         None | Some("auto") => ReaperMode::Auto,
         Some("fallback") => ReaperMode::Fallback,
-        Some(other) => return Err(format!("--reaper {other}: expected auto or fallback")),
+        Some(other) => {
+            return Ok(bad_option(
+                m,
+                "--reaper",
+                other,
+                "expected auto or fallback",
+            ))
+        }
     };
-    if m.flag("subreaper") && m.flag("no-subreaper") {
-        return Err("--subreaper and --no-subreaper: give one".into());
-    }
     cfg.subreaper = !m.flag("no-subreaper");
     cfg.containment = match m.value("containment") {
         None | Some("auto") => ContainmentMode::Auto,
         Some("cgroup") => ContainmentMode::Cgroup,
         Some("session") => ContainmentMode::Session,
         Some(other) => {
-            return Err(format!(
-                "--containment {other}: expected auto, cgroup or session"
-            ))
+            let why = "expected auto, cgroup or session";
+            return Ok(bad_option(m, "--containment", other, why));
         }
     };
     if let Some(hold) = m.value("keeper-hold") {
-        let d = genward::proto::duration::parse_duration(hold)
-            .map_err(|e| format!("--keeper-hold {hold}: {e}"))?;
+        let d = match genward::proto::duration::parse_duration(hold) {
+            Ok(d) => d,
+            Err(e) => return Ok(bad_option(m, "--keeper-hold", hold, &e.to_string())),
+        };
         if d.is_zero() {
-            return Err(format!(
-                "--keeper-hold {hold}: a keeper that holds nothing; use --no-keeper"
-            ));
+            let why = "a keeper that holds nothing; use --no-keeper";
+            return Ok(bad_option(m, "--keeper-hold", hold, why));
         }
         // The keeper is told its hold in milliseconds.
         if u64::try_from(d.as_millis()).is_err() {
-            return Err(format!("--keeper-hold {hold}: too large"));
+            return Ok(bad_option(m, "--keeper-hold", hold, "too large"));
         }
         cfg.keeper_hold = Some(d);
     }
+    const COUNT: &str = "expected a positive count";
     if let Some(n) = m.value("max-sessions") {
-        cfg.max_sessions = limit("max-sessions", n)?;
+        let Some(count) = limit(n) else {
+            return Ok(bad_option(m, "--max-sessions", n, COUNT));
+        };
+        cfg.max_sessions = count;
     }
     if let Some(n) = m.value("max-running") {
-        cfg.max_running = limit("max-running", n)?;
+        let Some(count) = limit(n) else {
+            return Ok(bad_option(m, "--max-running", n, COUNT));
+        };
+        cfg.max_running = count;
     }
     cfg.output_to_stdout = m.flag("output-to-stdout");
     if let Some(path) = m.value("config") {

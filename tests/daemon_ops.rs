@@ -335,35 +335,53 @@ fn a_readiness_descriptor_that_is_not_open_for_writing_is_refused_before_anythin
 fn a_bad_daemon_option_is_refused_before_anything_starts() {
     let dir = genward::testkit::scratch::ScratchDir::new("daemon-options");
     let long = dir.join("x".repeat(120));
-    let cases: [(&[&str], &str); 6] = [
+    // A bad value is a usage error (status 2), as every command's; a socket path the
+    // system cannot take fails the start (status 1).
+    let cases: [(&[&str], &str, i32); 8] = [
         (
             &["--max-sessions", "+5"],
-            "--max-sessions +5: expected a positive count",
+            "bad value `+5` for `--max-sessions`: expected a positive count",
+            2,
         ),
         (
             &["--keeper-hold", "0"],
-            "--keeper-hold 0: a keeper that holds nothing; use --no-keeper",
+            "bad value `0` for `--keeper-hold`: a keeper that holds nothing; use --no-keeper",
+            2,
         ),
         // 2^64 ms: the keeper is told its hold in milliseconds.
         (
             &["--keeper-hold", "18446744073709551616ms"],
-            "--keeper-hold 18446744073709551616ms: too large",
+            "bad value `18446744073709551616ms` for `--keeper-hold`: too large",
+            2,
         ),
         (
             &["--subreaper", "--no-subreaper"],
-            "--subreaper and --no-subreaper: give one",
+            "`--subreaper` and `--no-subreaper` cannot be used together",
+            2,
         ),
         (
             &["--allow-uid", "4294967295"],
-            "--allow-uid 4294967295: not a numeric uid",
+            "bad value `4294967295` for `--allow-uid`: not a numeric uid",
+            2,
+        ),
+        (
+            &["--reaper", "sometimes"],
+            "bad value `sometimes` for `--reaper`: expected auto or fallback",
+            2,
+        ),
+        (
+            &["--containment", "jail"],
+            "bad value `jail` for `--containment`: expected auto, cgroup or session",
+            2,
         ),
         // Too long for a Unix socket's address.
         (
             &["--socket", long.to_str().unwrap()],
             long.to_str().unwrap(),
+            1,
         ),
     ];
-    for (args, refusal) in cases {
+    for (args, refusal, code) in cases {
         let out = util::cli::wait_bounded(
             std::process::Command::new(env!("CARGO_BIN_EXE_genward"))
                 .arg("daemon")
@@ -376,7 +394,7 @@ fn a_bad_daemon_option_is_refused_before_anything_starts() {
                 .unwrap(),
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
         assert!(stderr.contains(refusal), "{args:?}: {stderr}");
         assert!(
             !dir.join("state").exists(),

@@ -84,6 +84,7 @@ pub const DAEMON: CommandSpec = CommandSpec {
         "daemon --output-to-stdout",
         "daemon --config /etc/genward.d",
     ],
+    exclusive: &[&["subreaper", "no-subreaper"]],
     ..CommandSpec::new("daemon", "run the supervisor in the foreground")
 };
 
