@@ -187,20 +187,42 @@ fn the_detach_key_pressed_twice_is_sent_through() {
     });
 }
 
-/// A terminal does not attach to a session without one: it would be put raw for a
+/// A terminal does not type into a session without one: it would be put raw for a
 /// program reading lines from a pipe (Enter sent as `\r`, nothing echoed). `attach` says
-/// so and what to use instead, and leaves the terminal as it was.
+/// so and what to use instead, and leaves the terminal as it was; `--read-only` watches
+/// it, each line of its output starting a line.
 #[test]
-fn a_terminal_does_not_attach_to_a_session_without_one() {
-    let Some(t) = Tmux::start("a_terminal_does_not_attach", 80, 24) else {
+fn a_terminal_does_not_type_into_a_session_without_one() {
+    let Some(t) = Tmux::start("a_terminal_does_not_type", 80, 24) else {
         return;
     };
     let d = Daemon::start("cli-attach-pipes-tty", &[]);
-    gw_ok(&d, &["run", "sh", "--", "sleep", "1000"]);
+    gw_ok(
+        &d,
+        &[
+            "run",
+            "sh",
+            "--",
+            "sh",
+            "-c",
+            "echo one; echo two; exec sleep 1000",
+        ],
+    );
     t.type_line(&attach_cmd(&d, ""));
     t.await_screen("the refusal", |s| s.contains("runs without a terminal"));
     t.type_line(CHECK);
     t.await_screen("a sane terminal after the refusal", |s| {
         has_line(s, "rc=1 sane=2")
+    });
+    t.type_line("clear");
+    t.type_line(&attach_cmd(&d, "--read-only"));
+    t.await_screen("its lines, each from the start of a line", |s| {
+        has_line(s, "one") && has_line(s, "two")
+    });
+    t.key("C-\\");
+    t.await_screen("the detach notice", |s| s.contains("detached from sh gen"));
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after watching", |s| {
+        has_line(s, "rc=0 sane=2")
     });
 }

@@ -200,19 +200,16 @@ fn parse_redraw(v: &str) -> Result<Redraw, &'static str> {
     }
 }
 
-/// Whether a `get` answer's session runs in a pseudo-terminal (its spec's `pty`): a raw
-/// terminal attached to pipes would send `\r` for Enter, echo nothing and show output
-/// stair-stepped.
-fn has_pty(snap: &Object) -> bool {
+/// Whether a `get` answer's session is known to run on pipes (its spec has no `pty`): a
+/// raw terminal typing into pipes would send `\r` for Enter and echo nothing. A spec the
+/// answer could not carry (`null`) says nothing either way.
+fn runs_on_pipes(snap: &Object) -> bool {
     let spec = snap
         .get("session")
         .and_then(Value::as_object)
         .and_then(|s| s.get("spec"))
         .and_then(Value::as_object);
-    matches!(
-        spec.and_then(|s| s.get("pty")),
-        Some(Value::Bool(true) | Value::Object(_))
-    )
+    spec.is_some_and(|s| !matches!(s.get("pty"), Some(Value::Bool(true) | Value::Object(_))))
 }
 
 /// `genward attach`.
@@ -233,9 +230,10 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         session: session.clone(),
     }))?;
     let gen = current_gen(&snap).ok_or_else(|| not_running(&session, &snap))?;
-    if stdin_is_tty && !has_pty(&snap) {
+    let pipes = runs_on_pipes(&snap);
+    if stdin_is_tty && !read_only && pipes {
         return Err(CommandError::Failed(format!(
-            "{session} runs without a terminal (pipes): a terminal attaches only to a session started with --pty; follow its output with `genward logs -f {session}`, write to it with `genward send {session}` (or pipe into `genward attach {session}`)"
+            "{session} runs without a terminal (pipes): a terminal types only into a session started with --pty; watch it with `genward attach --read-only {session}` or `genward logs -f {session}`, write to it with `genward send {session}` (or pipe into `genward attach {session}`)"
         )));
     }
     conn.request(&Op::Subscribe {
@@ -249,7 +247,8 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let signals = SignalPipe::new(&[libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGINT])
         .map_err(|e| CommandError::Failed(format!("installing signal handlers: {e}")))?;
     let mut raw = if tty {
-        let raw = RawMode::enter(stdin.as_fd()).map_err(|e| {
+        // Watching a program that writes to pipes: its `\n` must still start a line.
+        let raw = RawMode::enter_with(stdin.as_fd(), pipes).map_err(|e| {
             CommandError::Failed(format!("cannot put the terminal in raw mode: {e}"))
         })?;
         restore_on_panic(raw.saved().clone());

@@ -386,6 +386,12 @@ impl Core {
         let grace = match self.shutdown {
             Shutdown::Running => {
                 self.shutdown = Shutdown::Stopping;
+                // What the shutdown stops, known now (a second shutdown finds it all down);
+                // one an earlier shutdown stopped and nobody started since stays so.
+                for s in self.sessions.values_mut() {
+                    let up = s.want_up && !s.removing && s.origin == super::Origin::Config;
+                    s.stopped_by_shutdown |= up;
+                }
                 None
             }
             Shutdown::Stopping | Shutdown::Killing => {
@@ -395,7 +401,6 @@ impl Core {
         };
         let mut waiting = Vec::new();
         for s in self.sessions.values_mut() {
-            s.stopped_by_shutdown = s.want_up && !s.removing && s.origin == super::Origin::Config;
             s.want_up = false;
             if s.restart_at.take().is_some() {
                 s.rest = super::Rest::Stopped;

@@ -146,9 +146,13 @@ impl Client {
             paused: self.paused,
             eof: self.eof,
             waiting: self.waiting as u64,
+            // Fences stay behind: a program that reads this image and knows none would take
+            // one for a `wait` answer. The next program answers the connection's later
+            // requests without waiting for the rest of a replay under way.
             deferred: self
                 .deferred
                 .iter()
+                .filter(|d| !d.is_fence())
                 .map(|d| DeferredImage {
                     session: d.session.to_string(),
                     seq: d.seq,

@@ -303,8 +303,9 @@ impl Clients {
         if let Some(token) = Source::Client(id).token() {
             client.watch_room(registry, token);
         }
-        // Requests are read again once their answers have room; output flowing to a
-        // subscriber never holds its requests back (see `Outbox::can_take_replies`).
+        // Requests are read again once their answers have room and no replay they follow
+        // is still being queued; live output flowing to a subscriber never holds its
+        // requests back (see `Outbox::can_take_replies`, `Client::may_answer`).
         if client.paused && client.may_answer() {
             client.paused = false;
             return true;

@@ -31,9 +31,19 @@ impl<Fd: AsFd> RawMode<Fd> {
     ///  - [POSIX `tcsetattr`](https://pubs.opengroup.org/onlinepubs/9799919799/functions/tcsetattr.html)
     ///  - [Linux `termios(3)`](https://man7.org/linux/man-pages/man3/termios.3.html)
     pub fn enter(fd: Fd) -> Result<Self> {
+        Self::enter_with(fd, false)
+    }
+
+    /// [`enter`](Self::enter), keeping the terminal's output processing when
+    /// `cooked_output` (`\n` still starts a line: for output that comes from a program
+    /// writing to a pipe, not to a terminal of its own).
+    pub fn enter_with(fd: Fd, cooked_output: bool) -> Result<Self> {
         let saved = termios::tcgetattr(&fd)?;
         let mut raw = saved.clone();
         raw.make_raw();
+        if cooked_output {
+            raw.output_modes = saved.output_modes;
+        }
         set(&fd, &raw)?;
         Ok(Self {
             fd,

@@ -521,6 +521,8 @@ fn a_clean_restart_runs_the_configured_sessions_again() {
     h.group_empty(b);
     let mine = h.spawn("mine");
     h.started(mine);
+    // Told twice (a second SIGTERM brings every SIGKILL forward): the same sessions.
+    h.cmd(crate::core::Command::Shutdown).unwrap();
     h.cmd(crate::core::Command::Shutdown).unwrap();
     for gen in [a, mine] {
         h.exit(gen, ExitStatus::Signal(15));

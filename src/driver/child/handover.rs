@@ -59,7 +59,8 @@ impl Child {
             counted: 0,
             small_pipes: [false; 3],
         };
-        child.watch_io(registry, true);
+        // Its cgroup's events too, where it kept one: its emptiness is how its end is seen.
+        child.register_all(registry, true);
         child
     }
 
