@@ -388,11 +388,6 @@ impl Children {
             .is_some_and(|c| !c.process().is_child())
     }
 
-    /// Whether `gen` is contained by a cgroup of its own (reached whole through it).
-    pub fn has_cgroup(&self, gen: u64) -> bool {
-        self.table.get(&gen).is_some_and(|c| c.cgroup().is_some())
-    }
-
     /// What a descriptor of `gen` records: its process, and whether it has a terminal.
     pub fn describe(&self, gen: u64) -> Option<(&Process, bool)> {
         let child = self.table.get(&gen)?;

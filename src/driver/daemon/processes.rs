@@ -152,14 +152,13 @@ impl Daemon {
         if state != LeaderState::Running
             && !seen_before
             && self.children.is_adopted(gen)
-            && !self.children.has_cgroup(gen)
             && !self.core.leaves_group(gen)
         {
-            // A process taken back after a restart, contained by its session: once it
-            // exited nothing pins its group, so what it started is found by its marker,
-            // as soon as its exit is seen — unless its spec leaves what it started
-            // (`on_exit: leave`), as a spawned child's would be left. One in its cgroup
-            // is reached whole through it, TERM first, as a spawned child's tree is.
+            // A process taken back after a restart: once it exited nothing pins its group,
+            // so what it started is found by its marker, as soon as its exit is seen —
+            // unless its spec leaves what it started (`on_exit: leave`), as a spawned
+            // child's would be left. (Its cgroup, where it kept one, is not enough: under
+            // the fallback reaper no signal reaches a dead leader's tree.)
             sweep(self.persist.dir_id(), |g| g != gen);
         }
         match state {
