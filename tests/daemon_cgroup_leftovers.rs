@@ -227,9 +227,7 @@ fn a_generation_taken_back_stays_contained_by_its_cgroup() {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
-    let pid = rustix::process::Pid::from_raw(escapee as i32).unwrap();
-    let escapee_fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-        .expect("pidfd_open the escapee");
+    let escapee_fd = util::sys::pidfd_of(escapee as i32);
     drop(c);
     d.crash_and_restart(&[]);
     let mut c = d.client();

@@ -11,8 +11,8 @@ use std::time::Instant;
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 use serde_json::{json, Value};
 use util::daemon::{Daemon, LAZY_SUBREAPER, PATIENCE};
-use util::recorded::{self, descriptors, marked, marker, KillMarkedOnDrop};
-use util::sys::readable;
+use util::recorded::{self, await_marked, descriptors, marked, marker, KillMarkedOnDrop};
+use util::sys::{pidfd_of, readable};
 
 fn gen_of(v: &Value) -> u64 {
     v["gen"].as_u64().expect("gen")
@@ -265,17 +265,9 @@ fn what_a_leader_taken_back_leaves_is_left_with_on_exit_leave() {
         "on_exit": "leave", "on_recover": "keep", "drain": "100ms",
         "argv": ["sh", "-c", "sleep 1000000 >/dev/null 2>&1 </dev/null & exec sleep 1000000"]})));
     let leader = c.spawned_pid(gen);
-    let deadline = Instant::now() + PATIENCE;
-    let child = loop {
-        if let Some(p) = marked(&dir_id)
-            .into_iter()
-            .find(|p| p.gen == gen && p.pid != leader && !p.leader)
-        {
-            break p.pid;
-        }
-        assert!(Instant::now() < deadline, "the leader's child never ran");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let child = await_marked(&dir_id, "the leader's child", |p| {
+        p.gen == gen && p.pid != leader && !p.leader
+    });
     drop(c);
     d.kill();
     d.restart_wrapped(&[], &[]);
@@ -283,8 +275,7 @@ fn what_a_leader_taken_back_leaves_is_left_with_on_exit_leave() {
     c.ok(json!({"op": "subscribe", "all": true}));
     let got = c.ok(json!({"op": "get", "session": "leaves"}));
     assert_eq!(got["session"]["generations"][0]["gen"], json!(gen), "{got}");
-    let child_fd = pidfd_open(Pid::from_raw(child as i32).unwrap(), PidfdFlags::empty())
-        .expect("pidfd_open the leader's child");
+    let child_fd = pidfd_of(child as i32);
     assert_eq!(marker(child), Some(format!("{dir_id}:{gen}")));
     let leader_fd = pidfd_open(Pid::from_raw(leader as i32).unwrap(), PidfdFlags::empty())
         .expect("pidfd_open the leader taken back");
@@ -313,16 +304,8 @@ fn a_probe_running_when_the_daemon_dies_is_ended_by_the_next() {
         json!({"op": "spawn", "session": "p", "argv": ["sleep", "1000000"],
         "ready": {"command": ["sleep", "888888"], "interval": "1h", "timeout": "1h"}}),
     );
-    let deadline = Instant::now() + PATIENCE;
-    let probe = loop {
-        if let Some(p) = marked(&dir_id).into_iter().find(|p| p.gen == 0) {
-            break p.pid;
-        }
-        assert!(Instant::now() < deadline, "the probe never ran");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    let probe_fd = pidfd_open(Pid::from_raw(probe as i32).unwrap(), PidfdFlags::empty())
-        .expect("pidfd_open the probe");
+    let probe = await_marked(&dir_id, "the probe", |p| p.gen == 0);
+    let probe_fd = pidfd_of(probe as i32);
     drop(c);
     d.kill();
     d.restart_wrapped(&[], &[]);

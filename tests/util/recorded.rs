@@ -97,6 +97,21 @@ pub fn marked(dir_id: &str) -> Vec<Marked> {
         .collect()
 }
 
+/// The pid of the first process marked for `dir_id` that `pick` accepts, once there is one
+/// (within [`PATIENCE`](super::daemon::PATIENCE)): a process started by what the daemon
+/// started announces itself by nothing but appearing, so `/proc` is looked at again.
+#[track_caller]
+pub fn await_marked(dir_id: &str, what: &str, pick: impl Fn(&Marked) -> bool) -> u32 {
+    let deadline = std::time::Instant::now() + super::daemon::PATIENCE;
+    loop {
+        if let Some(p) = marked(dir_id).into_iter().find(|p| pick(p)) {
+            return p.pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what} never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Field 22 of `/proc/PID/stat` (start time in clock ticks after boot).
 pub fn starttime(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -126,15 +126,22 @@ fn a_check_that_is_not_a_probe_is_refused() {
     assert!(e.message.contains("live.failures"), "{}", e.message);
 }
 
-#[test]
-fn a_generation_taken_back_after_a_crash_is_still_probed() {
+/// A daemon started again after a crash, with generation `gen` of session `a` (spawned
+/// from `spec` by the one before) taken back, its identity `verified` or not.
+fn taken_back(spec: Spec, verified: bool) -> (Harness, u64) {
     let mut h = Harness::new();
-    let gen = h.spawn_with("a", live(2), OnBusy::Replace).unwrap();
+    let gen = h.spawn_with("a", spec, OnBusy::Replace).unwrap();
     h.started(gen);
     let (mut n, problems) = h.reborn(h.records(), 5);
     assert_eq!(problems, vec![]);
-    assert!(n.adopt(gen, "a"));
+    assert!(n.adopt_as(gen, "a", verified));
     n.resume();
+    (n, gen)
+}
+
+#[test]
+fn a_generation_taken_back_after_a_crash_is_still_probed() {
+    let (mut n, gen) = taken_back(live(2), true);
     let p0 =
         live_probe(&n.advance(100), gen).expect("a probe one interval after it was taken back");
     result(&mut n, gen, p0, false);
@@ -145,13 +152,7 @@ fn a_generation_taken_back_after_a_crash_is_still_probed() {
 
 #[test]
 fn an_unverified_generation_is_probed_only_once_verified() {
-    let mut h = Harness::new();
-    let gen = h.spawn_with("a", live(2), OnBusy::Replace).unwrap();
-    h.started(gen);
-    let (mut n, problems) = h.reborn(h.records(), 5);
-    assert_eq!(problems, vec![]);
-    assert!(n.adopt_as(gen, "a", false));
-    n.resume();
+    let (mut n, gen) = taken_back(live(2), false);
     assert!(
         live_probe(&n.advance(500), gen).is_none(),
         "never probed unverified"
@@ -165,15 +166,9 @@ fn an_unverified_generation_is_probed_only_once_verified() {
 
 #[test]
 fn a_probe_command_that_needed_a_lookup_is_not_run_after_a_crash() {
-    let mut h = Harness::new();
     let mut s = live(2);
     s.run_as.user = Some("www-data".into());
-    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
-    h.started(gen);
-    let (mut n, problems) = h.reborn(h.records(), 5);
-    assert_eq!(problems, vec![]);
-    assert!(n.adopt(gen, "a"));
-    n.resume();
+    let (mut n, gen) = taken_back(s, true);
     // Whom it runs as died with the old daemon: no probe, and certainly no stop for it.
     let actions = n.advance(1000);
     assert!(live_probe(&actions, gen).is_none());
