@@ -235,14 +235,16 @@ fn rlimits_are_seen_by_the_child_and_a_refused_one_names_the_step() {
     assert_eq!(end["event"], "exited", "{end}");
     assert_eq!(text.trim(), "64 128 0");
     // More descriptors than the kernel allows anyone: the child's setrlimit fails, and
-    // the failure comes back through the start's status, naming the step.
+    // the failure comes back through the start's status, naming the step and the limit
+    // (the one refused, not the one before it).
     let (_, end) = run(
         &mut c,
-        json!({"session": "lim", "argv": ["true"], "rlimits": {"nofile": 1u64 << 40}}),
+        json!({"session": "lim", "argv": ["true"],
+            "rlimits": {"core": 0, "nofile": 1u64 << 40}}),
     );
     assert_eq!(end["event"], "spawn_failed", "{end}");
     let why = end["error"]["message"].as_str().unwrap();
-    assert!(why.contains("setrlimit"), "{end}");
+    assert!(why.contains("setrlimit nofile: "), "{end}");
 }
 
 /// `genward run` and `restart` with the options: `restart` changes only what it names, and

@@ -469,11 +469,13 @@ fn credentials_umask_and_limits_are_applied_in_the_child() {
     req.rlimits = vec![
         ResourceLimit {
             resource: libc::RLIMIT_NOFILE as i32,
+            name: "nofile",
             soft: 50,
             hard: 60,
         },
         ResourceLimit {
             resource: libc::RLIMIT_CORE as i32,
+            name: "core",
             soft: 0,
             hard: RLIM_INFINITY,
         },
@@ -522,12 +524,13 @@ fn a_refused_limit_or_identity_is_reported_naming_the_step() {
     let mut req = request(&["/bin/true"]);
     req.rlimits = vec![ResourceLimit {
         resource: libc::RLIMIT_NOFILE as i32,
+        name: "nofile",
         soft: 1 << 40,
         hard: 1 << 40,
     }];
     let err = spawn(&req).unwrap_err();
     assert_eq!(err.step(), Some(Step::Rlimit), "{err:?}");
-    assert!(err.to_string().starts_with("setrlimit: "), "{err}");
+    assert!(err.to_string().starts_with("setrlimit nofile: "), "{err}");
     let mut req = request(&["/bin/true"]);
     req.credentials = Some(Credentials {
         uid: u32::MAX,

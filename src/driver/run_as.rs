@@ -211,6 +211,7 @@ pub fn apply(r: &RunAs, found: Found, req: &mut SpawnRequest) -> Result<(), Spaw
                 resource: resource(*res).ok_or_else(|| {
                     format!("rlimits.{}: this system has no such limit", res.name())
                 })?,
+                name: res.name(),
                 soft: bound(v.soft),
                 hard: bound(v.hard),
             })

@@ -208,9 +208,9 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
     // Limits while still privileged (raising a hard limit needs it), then the mask, then
     // the identity: groups and group before the user, whose change gives up the right to
     // set them. Each failure names its step; nothing runs with half an identity.
-    for l in &plan.rlimits {
+    for (index, l) in (0u32..).zip(&plan.rlimits) {
         if let Err(e) = raw::set_rlimit(l.resource, l.soft, l.hard) {
-            fail(pipe, Step::Rlimit, e, NO_PATH);
+            fail(pipe, Step::Rlimit, e, index);
         }
     }
     if let Some(mask) = plan.umask {

@@ -105,6 +105,8 @@ pub struct Credentials {
 pub struct ResourceLimit {
     /// `libc::RLIMIT_*`.
     pub resource: i32,
+    /// What a refusal names: the spec's name for it (`nofile`).
+    pub name: &'static str,
     /// The soft limit; [`RLIM_INFINITY`] for none.
     pub soft: u64,
     /// The hard limit; [`RLIM_INFINITY`] for none.
@@ -311,7 +313,8 @@ impl SpawnError {
 
     /// The path the failed step was about: the working directory for [`Step::Chdir`]; for
     /// [`Step::Exec`] the program — the path tried, or `argv[0]` itself (which then has no
-    /// `/`) when no directory of the child's `PATH` held an executable of that name.
+    /// `/`) when no directory of the child's `PATH` held an executable of that name. For
+    /// [`Step::Rlimit`], the refused limit's [`name`](ResourceLimit::name).
     pub fn path(&self) -> Option<&Path> {
         match self {
             SpawnError::Invalid(_) => None,
@@ -346,6 +349,7 @@ impl fmt::Display for SpawnError {
                 write!(f, "exec {p:?} (searched PATH)")?
             }
             (Step::Exec, Some(p)) => write!(f, "exec {p:?}")?,
+            (Step::Rlimit, Some(name)) => write!(f, "setrlimit {}", name.display())?,
             (step, _) => f.write_str(step.name())?,
         }
         match self {
@@ -677,6 +681,11 @@ impl Starting {
                         let candidate = prepared.candidates.get(report.path as usize)?;
                         to_path(candidate.to_bytes())
                     }
+                }
+                // Not a path: the refused limit's name, said the same way.
+                Step::Rlimit => {
+                    let limit = memory.plan().rlimits.get(report.path as usize)?;
+                    Some(PathBuf::from(limit.name))
                 }
                 _ => None,
             }
