@@ -335,13 +335,21 @@ impl Checker {
             );
         }
         let actions = self.drain(core, now, &before);
-        for (gen, (_, g)) in gens_by_number(core) {
+        for (gen, (name, g)) in gens_by_number(core) {
+            // A stop deferred until dependents have ended was asked for all the same: a
+            // removal's, or a supersession's when the session was taken back meanwhile.
+            let deferred = core.deferred_stops.contains(&gen).then(|| {
+                match core.sessions.get(&name).and_then(|s| s.current) == Some(gen) {
+                    true => StopReason::Requested,
+                    false => StopReason::Superseded,
+                }
+            });
             let t = self.track(gen);
             if t.exit.is_some() || t.gone || t.terminal > 0 {
                 continue;
             }
             // As for commands: a supersession outranks a requested stop.
-            t.asked = match (t.asked, g.stop) {
+            t.asked = match (t.asked, g.stop.or(deferred)) {
                 (Some(StopReason::Superseded), _) | (_, Some(StopReason::Superseded)) => {
                     Some(StopReason::Superseded)
                 }
@@ -880,10 +888,16 @@ impl Checker {
             let dep_start = dependent
                 && b.lifecycle == Lifecycle::Pending
                 && a.lifecycle == Lifecycle::Starting;
-            let removing = core.sessions.get(owner).is_some_and(|s| s.removing);
-            let deferred_stop = (core.is_shutting_down() || removing)
-                && b.stop.is_none()
-                && a.stop == Some(StopReason::Requested);
+            let session = core.sessions.get(owner);
+            let removing = session.is_some_and(|s| s.removing);
+            // Replaced while its stop waited: its session was taken back from a removal.
+            let replaced = session.is_some_and(|s| s.current != Some(*h));
+            let deferred_stop = b.stop.is_none()
+                && match a.stop {
+                    Some(StopReason::Requested) => core.is_shutting_down() || removing,
+                    Some(StopReason::Superseded) => replaced,
+                    None => false,
+                };
             if dep_start || deferred_stop {
                 ordered.insert(*h);
             }
@@ -1050,19 +1064,21 @@ impl Checker {
 /// Order between sessions is the one exception (`depends_on`): a session whose Pending
 /// generation waits for dependencies may start (or have its reason of waiting change),
 /// and during a shutdown (or its removal) one whose stop was deferred may begin it once
-/// its dependents ended.
+/// its dependents ended — a generation replaced while it waited (its session taken back
+/// from the removal) too.
 fn check_other_sessions(core: &Core, own: Option<&Arc<str>>, before: &[super::SessionSnapshot]) {
     let after = core.list();
     for b in before.iter().filter(|b| Some(&b.name) != own) {
         let a = after.iter().find(|a| a.name == b.name);
         let ordered = a.is_some_and(|a| {
             let dependent = b.waiting.is_some() || a.waiting.is_some();
-            let removing = core.sessions.get(&a.name).is_some_and(|s| s.removing);
-            let deferred = (core.is_shutting_down() || removing)
-                && a.generations
-                    .iter()
-                    .zip(&b.generations)
-                    .any(|(x, y)| x.gen == y.gen && y.stop.is_none() && x.stop.is_some());
+            let session = core.sessions.get(&a.name);
+            let removing = session.is_some_and(|s| s.removing);
+            let current = session.and_then(|s| s.current);
+            let deferred = a.generations.iter().zip(&b.generations).any(|(x, y)| {
+                let waited = core.is_shutting_down() || removing || Some(x.gen) != current;
+                waited && x.gen == y.gen && y.stop.is_none() && x.stop.is_some()
+            });
             dependent || deferred
         });
         if ordered {

@@ -194,7 +194,9 @@ impl Core {
         // A wait for dependencies was the replaced generation's: the new one is gated
         // afresh, with its own `on_busy`.
         self.blocked.remove(name);
-        if let Some(old) = old {
+        // One whose stop waits for dependents being removed (its session was being removed
+        // too, and is taken back) keeps waiting: replaced, it still ends after them.
+        if let Some(old) = old.filter(|old| !self.deferred_stops.contains(old)) {
             self.dispatch(old, GenInput::Stop(StopReason::Superseded, None));
         }
         if on_busy == OnBusy::Overlap {

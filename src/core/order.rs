@@ -213,7 +213,13 @@ impl Core {
             };
             if !waited_on.contains(&session) {
                 self.deferred_stops.remove(&gen);
-                self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
+                // Replaced while it waited (its session taken back from a removal).
+                let current = self.sessions.get(&session).and_then(|s| s.current);
+                let reason = match current == Some(gen) {
+                    true => StopReason::Requested,
+                    false => StopReason::Superseded,
+                };
+                self.dispatch(gen, GenInput::Stop(reason, None));
             }
         }
     }

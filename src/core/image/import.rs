@@ -392,14 +392,17 @@ fn build(config: Config, image: CoreImage) -> Core {
     core.blocked.mark_all_due();
     // A removed session's generation still running waited for its dependents to end
     // (the image does not carry the wait): it waits again, and is stopped once they have.
+    // So does one replaced while it waited (no stop asked: see `replace_current`).
     // During a shutdown, the shutdown's own order does the same.
     core.deferred_stops = core
         .gens
         .values()
         .filter(|g| matches!(g.phase, Phase::Running { .. }))
         .filter(|g| {
+            let session = core.sessions.get(&g.session);
             core.shutdown != Shutdown::Running
-                || core.sessions.get(&g.session).is_some_and(|s| s.removing)
+                || session.is_some_and(|s| s.removing)
+                || (g.stop.is_none() && session.is_some_and(|s| s.current != Some(g.gen)))
         })
         .map(|g| g.gen)
         .collect();

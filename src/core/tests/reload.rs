@@ -476,6 +476,72 @@ fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() 
     );
 }
 
+/// A session configured again while its removal waits for dependents to stop keeps that
+/// order: its old generation is replaced, but still ends only after the dependents (as
+/// superseded), and the new one starts after it — whether the reload or a client takes it
+/// back, and across an upgrade while it waits.
+#[test]
+fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
+    use crate::core::{Action, DependOn, Event, ExitCause, StopReason};
+    let with_dep = |on: &str| {
+        let mut s = spec();
+        s.depends_on.insert(on.to_owned(), DependOn::Started);
+        s
+    };
+    let stopped = |actions: &[Action], gen: u64| {
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Signal { gen: g, .. } if *g == gen))
+    };
+    for (by_client, upgraded) in [(false, false), (true, false), (false, true)] {
+        let mut h = Harness::new();
+        let both = vec![entry("db", spec()), entry("web", with_dep("db"))];
+        reload(&mut h, both).unwrap();
+        let db = run(&mut h, "db");
+        let web = run(&mut h, "web");
+        reload(&mut h, vec![]).unwrap();
+        let before = h.all_actions().len();
+        if by_client {
+            h.spawn("db");
+        } else {
+            let plan = reload(&mut h, vec![entry("db", other_spec())]).unwrap();
+            assert_eq!(names(&plan.start), ["db"]);
+        }
+        if upgraded {
+            h.core = super::image::through_bytes(&h.core, crate::core::Config::default());
+        }
+        let after = h.all_actions()[before..].to_vec();
+        assert!(!stopped(&after, db), "db still waits for web: {after:?}");
+        assert_ne!(h.get("db").current, Some(db));
+        let mut seen = h.exit(web, ExitStatus::Signal(15));
+        seen.extend(h.eof(web));
+        seen.extend(h.group_empty(web));
+        assert!(
+            stopped(&seen, db),
+            "db is stopped once web has ended: {seen:?}"
+        );
+        let old = h.get("db").generations.into_iter().find(|g| g.gen == db);
+        assert_eq!(old.and_then(|g| g.stop), Some(StopReason::Superseded));
+        h.exit(db, ExitStatus::Signal(15));
+        h.eof(db);
+        h.group_empty(db);
+        let ends = h.events_of(db);
+        let superseded = |e: &Event| {
+            matches!(
+                e,
+                Event::Exited {
+                    cause: ExitCause::Superseded,
+                    ..
+                }
+            )
+        };
+        assert!(ends.iter().any(superseded), "{ends:?}");
+        let new = h.get("db").current.unwrap();
+        h.started(new);
+        h.settle();
+    }
+}
+
 /// A reload that would give a session more generations than one session tracks is
 /// refused whole, before anything of it is done.
 #[test]
