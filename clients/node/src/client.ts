@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
+import * as path from 'node:path';
 import {
   ConnectionLostError,
   GenwardError,
@@ -204,7 +205,8 @@ function spawnArgs(session: string, argv: string[], o: SpawnOptions): Record<str
   return {
     session,
     argv,
-    cwd: o.cwd,
+    // As the caller means it: the daemon would take a relative one from its own directory.
+    cwd: o.cwd === undefined ? undefined : path.resolve(o.cwd),
     env: o.env,
     unset_env: o.unsetEnv,
     clear_env: o.clearEnv,

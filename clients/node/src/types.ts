@@ -54,6 +54,7 @@ export interface ReloadPlan {
  * a `TypeError`, as the daemon refuses an argument it does not know.
  */
 export interface SpawnOptions {
+  /** The working directory; a relative one is this process's (resolved before sending). */
   cwd?: string;
   env?: Record<string, string>;
   unsetEnv?: string[];

@@ -3,7 +3,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { realpathSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   Client,
@@ -277,6 +278,23 @@ test('attach follows a generation spawned elsewhere, from its retained output', 
   assert.equal(end.code, 0);
   assert.equal(out.text(), 'first\nsecond x\n');
   other.close();
+});
+
+test('a relative cwd is the caller\'s, not the daemon\'s', async () => {
+  // Somewhere the daemon (started from here) is not.
+  const was = process.cwd();
+  const here = realpathSync(tmpdir());
+  process.chdir(here);
+  try {
+    const h = await client.spawn('relcwd', ['sh', '-c', 'pwd -P'], { cwd: '.' });
+    const out = collect(h);
+    await h.wait();
+    assert.equal(out.text(), `${here}\n`);
+    const { spec } = await client.get('relcwd');
+    assert.equal(spec.cwd, here);
+  } finally {
+    process.chdir(was);
+  }
 });
 
 test('spawn options reach the daemon as the protocol spells them', async () => {

@@ -75,6 +75,12 @@ class TestEncoding(unittest.TestCase):
         with self.assertRaises(TypeError):
             spawn_args("s", "echo hi", {})  # type: ignore[arg-type]
 
+    def test_a_relative_cwd_is_the_callers(self) -> None:
+        here = os.getcwd()
+        self.assertEqual(spawn_args("s", ["a"], {"cwd": "sub/dir"})["cwd"], os.path.join(here, "sub", "dir"))
+        self.assertEqual(spawn_args("s", ["a"], {"cwd": pathlib.Path(".")})["cwd"], here)
+        self.assertEqual(spawn_args("s", ["a"], {"cwd": "/srv/../srv"})["cwd"], "/srv")
+
 
 class TestReadinessMembers(unittest.TestCase):
     def test_ready_live_and_depends_on_are_spelled_as_the_protocol_spells_them(self) -> None:

@@ -118,6 +118,10 @@ def spawn_args(session: str, argv: List[str], opts: Mapping[str, Any]) -> Dict[s
             if isinstance(value, tuple):
                 rows, cols = value
                 value = {"rows": int(rows), "cols": int(cols)}
+        elif key == "cwd":
+            # As the caller means it: the daemon would take a relative one from its own
+            # working directory.
+            value = os.path.abspath(os.fspath(value))
         elif key == "env":
             value = {str(k): str(v) for k, v in dict(value).items()}
         elif key == "restart" and isinstance(value, str):

@@ -320,8 +320,9 @@ class Client(_Engine):
         once the process runs; raises :class:`SpawnFailed` (with ``kind``, ``errno`` and
         the daemon's message) if it could not start.
 
-        ``opts`` are the protocol's spawn members: ``cwd``, ``env``, ``unset_env``,
-        ``clear_env``, ``pty`` (``True`` or ``(rows, cols)``), ``stderr``, ``stop_signal``,
+        ``opts`` are the protocol's spawn members: ``cwd`` (a relative one is this
+        process's), ``env``, ``unset_env``, ``clear_env``, ``pty`` (``True`` or
+        ``(rows, cols)``), ``stderr``, ``stop_signal``,
         ``grace``/``kill_grace``/``drain`` (ms or ``"5s"``), ``on_exit``, ``on_busy``,
         ``restart``, ``buffer``, ``on_recover``, ``limits``, ``ready``, ``depends_on``,
         ``live``. Whom it runs as is typed:
