@@ -150,3 +150,33 @@ fn a_start_that_cannot_be_recorded_fails_and_leaves_no_process() {
     assert!(state.join("gens").join(format!("{gen}.json")).exists());
     c.ok(json!({"op": "shutdown"}));
 }
+
+/// An upgrade on a full state directory: the new program takes the generation mark its
+/// predecessor kept durable as it is (nothing to write), so it resumes and serves — and
+/// so would the previous program after a rollback. Writing it again failed both, and the
+/// daemon was gone.
+#[test]
+fn an_upgrade_on_a_full_state_directory_resumes() {
+    let Some((d, _mounted)) = start_on_small_tmpfs(
+        "full-upgrade",
+        "an_upgrade_on_a_full_state_directory_resumes",
+    ) else {
+        return;
+    };
+    let state = d.dir.join("state");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "on", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", gen));
+    let filler = state.join("filler");
+    fill(&filler);
+
+    let up = c.request(json!({"op": "upgrade"}));
+    assert_eq!(up["ok"], json!(true), "{up}");
+    let listed = d.client().ok(json!({"op": "get", "session": "on"}));
+    assert_eq!(listed["session"]["current"], json!(gen), "{listed}");
+    std::fs::remove_file(&filler).unwrap();
+    c.ok(json!({"op": "shutdown"}));
+}

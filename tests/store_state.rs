@@ -356,3 +356,20 @@ fn ten_thousand_sessions_load() {
     assert_eq!(loaded.bad, 0);
     assert_eq!(&*loaded.records[n - 1].name, "session-09999");
 }
+
+#[test]
+fn a_resumed_program_takes_the_durable_mark_without_writing_it() {
+    let dir = ScratchDir::new("state-highwater-reopen");
+    let store = Store::open(&dir).unwrap();
+    let (alloc, first) = GenAllocator::open(&store, 1).unwrap();
+    assert_eq!(first, 1);
+    let before = std::fs::read(dir.join(HIGHWATER_FILE)).unwrap();
+    // An upgrade resumes with 10 numbers handed out: the mark (1 + BLOCK) is above them,
+    // so it is taken as it is — nothing written, as a full directory would refuse.
+    let again = GenAllocator::reopen(&store, 10).unwrap();
+    assert_eq!(again.ceiling(), alloc.ceiling());
+    assert_eq!(std::fs::read(dir.join(HIGHWATER_FILE)).unwrap(), before);
+    // A mark at or below what was handed out is not trusted: as at a start.
+    let high = GenAllocator::reopen(&store, alloc.ceiling()).unwrap();
+    assert!(high.ceiling() > alloc.ceiling());
+}

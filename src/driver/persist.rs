@@ -191,8 +191,8 @@ impl Persist {
     /// it has handed out.
     pub fn reopen(dir: &std::path::Path, floor: u64) -> Result<Reopened, String> {
         let store = Store::open(dir).map_err(|e| e.to_string())?;
-        let (alloc, _) =
-            GenAllocator::open(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
+        let alloc =
+            GenAllocator::reopen(&store, floor).map_err(|e| format!("generation numbers: {e}"))?;
         Ok(Reopened {
             store,
             alloc,

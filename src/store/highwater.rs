@@ -131,6 +131,28 @@ impl GenAllocator {
         Ok((alloc, first))
     }
 
+    /// For a program resumed by an upgrade: the ceiling the previous program kept durable,
+    /// taken as it is when it is above `floor` (the highest number handed out): nothing is
+    /// written, so a full or read-only state directory keeps neither the new program nor,
+    /// after a rollback, the previous one from resuming; the first
+    /// [`reserve`](Self::reserve) that needs more raises it, retried like any other.
+    /// Otherwise as [`open`](Self::open).
+    pub fn reopen(store: &Store, floor: u64) -> Result<GenAllocator, StoreError> {
+        let mut buf = Vec::new();
+        let outcome = load_file(
+            &store.root_place(),
+            HIGHWATER_FILE,
+            MAX_FILE,
+            &mut buf,
+            Newer::MoveAside,
+            decode_ceiling,
+        )?;
+        match outcome {
+            Outcome::Read(ceiling) if ceiling > floor => Ok(GenAllocator { ceiling }),
+            _ => GenAllocator::open(store, floor).map(|(alloc, _)| alloc),
+        }
+    }
+
     /// The durable ceiling.
     pub fn ceiling(&self) -> u64 {
         self.ceiling
