@@ -213,9 +213,28 @@ impl Core {
         Ok(())
     }
 
+    /// Whether an [`Input::Adopt`](super::Input::Adopt) of `gen` for `session` would be
+    /// taken now: a session that was restored, a number this core cannot allocate, not
+    /// tracked or ended already, and room in the session's table. A driver that gets
+    /// `false` must not keep the process as if it were supervised: nothing would ever stop
+    /// it.
+    pub fn would_adopt(&self, gen: u64, session: &str) -> bool {
+        // `--max-running` bounds what this daemon starts, not what already runs: a process
+        // taken back under a lower limit runs on (as under a lowered `RLIMIT_NPROC`), and
+        // new starts wait until what runs is below the limit. One session's table stays
+        // bounded all the same.
+        self.sessions.get(session).is_some_and(|s| {
+            gen < self.next_gen
+                && !self.gens.contains_key(&gen)
+                && s.recent_end(gen).is_none()
+                && self.session_full(&s.name).is_none()
+        })
+    }
+
     /// Registers a process of a previous daemon as generation `gen` of `session`, Running,
     /// with no `Spawn`, no `spawned` event and no signal (see [`Input::Adopt`]). Without
     /// `io` its I/O was lost with the old daemon: it has no output streams and no stdin.
+    /// One it [would not adopt](Core::would_adopt) is ignored.
     ///
     /// [`Input::Adopt`]: super::Input::Adopt
     pub(super) fn adopt(
@@ -226,20 +245,12 @@ impl Core {
         verified: bool,
         io: Option<AdoptedIo>,
     ) {
+        if !self.would_adopt(gen, session) {
+            return;
+        }
         let Some(s) = self.sessions.get(session) else {
             return;
         };
-        // `--max-running` bounds what this daemon starts, not what already runs: a process
-        // taken back under a lower limit runs on (as under a lowered `RLIMIT_NPROC`), and
-        // new starts wait until what runs is below the limit. One session's table stays
-        // bounded all the same.
-        let taken = gen >= self.next_gen
-            || self.gens.contains_key(&gen)
-            || s.recent_end(gen).is_some()
-            || self.session_full(&s.name).is_some();
-        if taken {
-            return;
-        }
         let older = s.current.is_some_and(|current| gen < current);
         let g = Generation::adopted(
             gen,

@@ -41,7 +41,7 @@ pub fn take_back(
     core: &mut Core,
     children: &mut Children,
     persist: &mut Persist,
-    left: Left,
+    mut left: Left,
     kept: &mut Kept,
     poll: &Poll,
     now: Time,
@@ -54,6 +54,7 @@ pub fn take_back(
         now,
         unix_ms: unix_ms(),
     };
+    left.sessions = not_claiming_others(left.sessions, &left.descriptors);
     let sessions = left.sessions.len();
     // Generations known to have ended: whatever they left running was left knowingly
     // (`on_exit: leave`) or out of reach already, and stays as it would have.
@@ -142,6 +143,21 @@ pub fn take_back(
             verified: !matches!(verdict, Adoption::Unverifiable(_)),
             io: resumed,
         };
+        // The core refuses an `Adopt` for a session it did not take back (its record was
+        // bad, moved aside, or not restored), or for a number it could still allocate or
+        // that ended already: nothing would supervise that process, nor ever stop it, so
+        // it is left unaccounted for — the sweep below kills what carries its marker —
+        // and its descriptor goes.
+        if !matches!(verdict, Adoption::Mismatch) && !core.would_adopt(d.gen, &d.session) {
+            log::warn!(
+                "{} gen {}: pid {} has no session to go back to (its record is gone or was refused): stopped",
+                d.session,
+                d.gen,
+                d.pid
+            );
+            persist.forget(d.gen);
+            continue;
+        }
         match verdict {
             Adoption::Adopted(process) => {
                 accounted.insert(d.gen);
@@ -206,6 +222,33 @@ pub fn take_back(
     TakenBack { logs, with_io }
 }
 
+/// The records less those whose current generation is another session's by its
+/// descriptor (a damaged or copied file): the descriptor, written before the spawn was
+/// reported, says whose the process is; a record that claims it is refused, whatever order
+/// the files are read in, so that no session ever acts on another's process.
+fn not_claiming_others(
+    records: Vec<crate::core::SessionRecord>,
+    descriptors: &[crate::store::descriptor::Descriptor],
+) -> Vec<crate::core::SessionRecord> {
+    let owner: std::collections::HashMap<u64, &Arc<str>> =
+        descriptors.iter().map(|d| (d.gen, &d.session)).collect();
+    records
+        .into_iter()
+        .filter(
+            |r| match r.current.and_then(|g| owner.get(&g).map(|o| (g, o))) {
+                Some((gen, o)) if **o != r.name => {
+                    log::warn!(
+                        "session {}: not restored: its current generation {gen} is session {o}'s",
+                        r.name
+                    );
+                    false
+                }
+                _ => true,
+            },
+        )
+        .collect()
+}
+
 /// What the core is told of a generation's I/O a keeper held: each output stream handed
 /// over goes on where its retained output ended (from 0 when none is retained), and its
 /// input is open if its stdin or terminal was handed over.
@@ -262,5 +305,61 @@ pub fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
             _ => log::warn!("pid {pid} of generation {gen} was never accounted for: killed"),
         }
         let _ = pidfd_send_signal(&pidfd, Signal::KILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{Desired, RestState, SessionRecord, Spec};
+    use crate::store::descriptor::{Descriptor, IoKind};
+    use crate::store::dir_id::DirId;
+
+    fn record(name: &str, current: Option<u64>) -> SessionRecord {
+        SessionRecord {
+            name: Arc::from(name),
+            spec: Spec::new(vec![b"sleep".to_vec(), b"100".to_vec()]),
+            origin: Default::default(),
+            desired: Desired::Up,
+            rest: RestState::Stopped,
+            restarts: 0,
+            restart_at_unix_ms: None,
+            current,
+            current_overlaps: false,
+            stopped_by_shutdown: false,
+            last_gen: None,
+            last_end: None,
+            recent_ends: vec![],
+        }
+    }
+
+    fn descriptor(session: &str, gen: u64) -> Descriptor {
+        Descriptor {
+            session: Arc::from(session),
+            gen,
+            pid: 4242,
+            pgid: 4242,
+            sid: 4242,
+            identity: None,
+            started_unix_ms: 1_700_000_000_000,
+            io: IoKind::Pipes,
+            dir_id: DirId::parse("0123456789abcdef0123456789abcdef").unwrap(),
+        }
+    }
+
+    /// A copy of `b`'s record under another name claims `b`'s running generation: it is
+    /// refused in whichever order the files were read, and `b` keeps its own.
+    #[test]
+    fn a_record_claiming_another_sessions_generation_is_refused() {
+        let descriptors = [descriptor("b", 2)];
+        for order in [["b", "d"], ["d", "b"]] {
+            let records = order.iter().map(|n| record(n, Some(2))).collect();
+            let kept = not_claiming_others(records, &descriptors);
+            let names: Vec<&str> = kept.iter().map(|r| &*r.name).collect();
+            assert_eq!(names, ["b"]);
+        }
+        // Its own, or one no descriptor names: kept.
+        let kept = not_claiming_others(vec![record("a", Some(7)), record("c", None)], &descriptors);
+        assert_eq!(kept.len(), 2);
     }
 }

@@ -990,3 +990,15 @@ fn a_lowered_session_limit_takes_back_every_session() {
     n.settle();
     assert!(n.core.export_image().is_ok());
 }
+
+/// A generation whose session did not come back (its record was moved aside) is not
+/// taken: the driver asks first, and leaves the process to the sweep.
+#[test]
+fn no_adoption_without_its_session() {
+    let mut h = Harness::new();
+    let a = h.spawn("a");
+    h.started(a);
+    let (mut n, _) = h.reborn(vec![], 5);
+    assert!(!n.core.would_adopt(a, "a"));
+    assert!(!n.adopt(a, "a"));
+}
