@@ -82,7 +82,10 @@ impl Dir {
             // `O_NOFOLLOW` on a symlink fails with ELOOP on Linux and macOS, EMLINK on FreeBSD.
             #[cfg(not(target_os = "linux"))]
             Errno::MLINK => ReadError::NotRegular("symlink"),
-            e => ReadError::Io(self.io(e)),
+            // A socket, or a device with no driver: set aside like any other special file,
+            // not a failure of the whole directory's read.
+            Errno::NXIO | Errno::NODEV | Errno::OPNOTSUPP => ReadError::NotRegular("special file"),
+            e => self.named(name, ReadError::Io(e.into())),
         })?;
         let size = check_ours(&fd).map_err(|e| self.named(name, e))?;
         Ok((fd, size))
