@@ -97,7 +97,11 @@ impl fmt::Display for ClientError {
                         f.write_str("; nothing was done (see `genward ls` for the current one)")
                     }
                     "not_running" => f.write_str("; start it with `genward run` or `genward restart`"),
-                    "busy" => f.write_str("; use --replace or --overlap to start it anyway"),
+                    // A running session `run --reject` found; not the daemon shutting down,
+                    // nor an upgrade under way, which no option of a command gets past.
+                    "busy" if message.ends_with(" is busy") => {
+                        f.write_str("; use --replace or --overlap to start it anyway")
+                    }
                     _ => Ok(()),
                 }
             }
@@ -412,6 +416,24 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.code(), Some("no_such_session"));
         assert_eq!(e.to_string(), "no session named `x`; see `genward ls`");
+    }
+
+    #[test]
+    fn only_a_busy_session_gets_the_hint_of_run_options() {
+        let busy = |message: &str| ClientError::Remote {
+            code: "busy".into(),
+            message: message.into(),
+        };
+        assert_eq!(
+            busy(r#"session "web" is busy"#).to_string(),
+            r#"session "web" is busy; use --replace or --overlap to start it anyway"#
+        );
+        for other in [
+            "an upgrade is already under way",
+            "the daemon is shutting down",
+        ] {
+            assert_eq!(busy(other).to_string(), other);
+        }
     }
 
     #[test]
