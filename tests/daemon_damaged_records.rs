@@ -91,3 +91,32 @@ fn a_record_claiming_another_sessions_process_is_refused() {
     assert!(!readable(pb.as_fd(), Instant::now()), "b's process ended");
     c.ok(json!({"op": "shutdown"}));
 }
+
+/// The directory's `id` file damaged or removed while its processes ran: the id is taken
+/// back from the generations' descriptors, so those processes are still this directory's
+/// and taken back, not disowned as another directory's (reported `lost` while running
+/// on, unsupervised, and started a second time by a restart policy).
+#[test]
+fn a_lost_directory_id_is_taken_back_from_the_descriptors() {
+    for (tag, damage) in [("damaged-id", "garbage\n"), ("missing-id", "")] {
+        let mut d = Daemon::start(tag, &[]);
+        let state = d.dir.join("state");
+        let id = recorded::dir_id(&state);
+        let _cleanup = KillMarkedOnDrop(id.clone());
+        let [(a, pa), (b, pb)] = crash_with(&mut d, |state| match damage {
+            "" => std::fs::remove_file(state.join("id")).unwrap(),
+            text => std::fs::write(state.join("id"), text).unwrap(),
+        });
+        let mut c = d.client();
+        for (name, gen) in [("a", a), ("b", b)] {
+            let got = c.ok(json!({"op": "get", "session": name}));
+            assert_eq!(got["session"]["current"], json!(gen), "{tag}: {got}");
+            assert_eq!(got["session"]["state"], json!("running"), "{tag}: {got}");
+        }
+        for fd in [&pa, &pb] {
+            assert!(!readable(fd.as_fd(), Instant::now()), "{tag}: a process ended");
+        }
+        assert_eq!(recorded::dir_id(&state), id, "{tag}: the id written again");
+        c.ok(json!({"op": "shutdown"}));
+    }
+}

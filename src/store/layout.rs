@@ -16,6 +16,8 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aside::BAD_DIR;
+use super::atomic::is_temporary;
+use super::descriptor::{decode_descriptor, MAX_DESCRIPTOR_FILE};
 use super::dir::Dir;
 use super::dir_id::{decode_id, encode_id, DirId, ID_FILE, MAX_ID_FILE};
 use super::error::StoreError;
@@ -45,9 +47,9 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let root = Dir::open(path)?;
         let bad = root.subdir(BAD_DIR)?;
-        let id = read_or_make_id(&root, &bad)?;
         let sessions = root.subdir(SESSIONS_DIR)?;
         let gens = root.subdir(GENS_DIR)?;
+        let id = read_or_make_id(&root, &bad, &gens)?;
         let removed = root.remove_temporaries()?;
         if removed > 0 {
             log::debug!("removed {removed} unfinished temporary files");
@@ -80,7 +82,7 @@ impl Store {
     }
 }
 
-fn read_or_make_id(root: &Dir, bad: &Dir) -> Result<DirId, StoreError> {
+fn read_or_make_id(root: &Dir, bad: &Dir, gens: &Dir) -> Result<DirId, StoreError> {
     let place = Place {
         dir: root,
         label: "state",
@@ -97,12 +99,23 @@ fn read_or_make_id(root: &Dir, bad: &Dir) -> Result<DirId, StoreError> {
     )? {
         Outcome::Read((id, _)) => Ok(id),
         outcome => {
-            let id = DirId::generate();
-            if matches!(outcome, Outcome::Bad) {
-                log::warn!(
-                    "new state directory id {id}: children started under the old one are not found by a sweep"
-                );
-            }
+            let id = match id_of_descriptors(gens) {
+                Some(id) => {
+                    log::warn!(
+                        "state directory id {id} taken back from the generations' descriptors (its file was missing or bad)"
+                    );
+                    id
+                }
+                None => {
+                    let id = DirId::generate();
+                    if matches!(outcome, Outcome::Bad) {
+                        log::warn!(
+                            "new state directory id {id}: children started under the old one are not found by a sweep"
+                        );
+                    }
+                    id
+                }
+            };
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64);
@@ -110,4 +123,36 @@ fn read_or_make_id(root: &Dir, bad: &Dir) -> Result<DirId, StoreError> {
             Ok(id)
         }
     }
+}
+
+/// The id the descriptors in `gens` were written under, when there are some and they all
+/// agree: an `id` file lost or damaged while processes of the directory ran is taken back
+/// from them, so those processes are still this directory's — taken back, or found by
+/// the sweep — not disowned as another's and left to run unsupervised. Files that do not
+/// read or decode are passed over (their load moves them aside later).
+fn id_of_descriptors(gens: &Dir) -> Option<DirId> {
+    let mut found: Option<DirId> = None;
+    let mut agree = true;
+    let mut buf = Vec::new();
+    let listed = gens.each_entry(|name, _, _| {
+        let Some(name) = name.filter(|n| n.ends_with(".json") && !is_temporary(n)) else {
+            return true;
+        };
+        if gens
+            .read_strict(name, MAX_DESCRIPTOR_FILE, &mut buf)
+            .is_err()
+        {
+            return true;
+        }
+        let Ok(d) = decode_descriptor(&buf) else {
+            return true;
+        };
+        match &found {
+            None => found = Some(d.dir_id),
+            Some(id) => agree = *id == d.dir_id,
+        }
+        agree
+    });
+    listed.ok()?;
+    found.filter(|_| agree)
 }
