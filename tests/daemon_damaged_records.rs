@@ -114,7 +114,10 @@ fn a_lost_directory_id_is_taken_back_from_the_descriptors() {
             assert_eq!(got["session"]["state"], json!("running"), "{tag}: {got}");
         }
         for fd in [&pa, &pb] {
-            assert!(!readable(fd.as_fd(), Instant::now()), "{tag}: a process ended");
+            assert!(
+                !readable(fd.as_fd(), Instant::now()),
+                "{tag}: a process ended"
+            );
         }
         assert_eq!(recorded::dir_id(&state), id, "{tag}: the id written again");
         c.ok(json!({"op": "shutdown"}));
