@@ -342,6 +342,10 @@ impl Core {
             .name
             .clone();
         let spec = self.sessions[&name].spec.clone();
+        // A session being removed depends on nothing while it goes (a spawn of another
+        // session may have named it since): taken back, its dependencies count again, and
+        // must close no cycle, as a spawn's must.
+        self.refuse_cycle(&name, &spec.depends_on)?;
         let gen = self.allocate(&name, spec, OnBusy::Replace)?;
         if let Some(s) = self.sessions.get_mut(&name) {
             s.restarts = 0;

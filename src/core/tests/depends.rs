@@ -144,6 +144,34 @@ fn a_spawn_closing_a_cycle_is_refused_naming_it() {
 }
 
 #[test]
+fn a_restart_taking_back_a_session_being_removed_may_not_close_a_cycle() {
+    let mut h = Harness::new();
+    let y = h.spawn("y");
+    h.started(y);
+    let x = h
+        .spawn_with("x", depending(&[("y", DependOn::Started)]), OnBusy::Replace)
+        .unwrap();
+    h.started(x);
+    h.cmd(Command::Remove {
+        session: "x".into(),
+    })
+    .unwrap();
+    // x is going: y may depend on it now.
+    h.spawn_with("y", depending(&[("x", DependOn::Started)]), OnBusy::Overlap)
+        .unwrap();
+    // Taking x back brings its `y` dependency back: x -> y -> x.
+    let e = h
+        .cmd(Command::Restart {
+            session: "x".into(),
+            if_gen: None,
+        })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert!(e.message.contains("x -> y -> x"), "{}", e.message);
+    h.settle();
+}
+
+#[test]
 fn shutdown_stops_dependents_first() {
     let mut h = Harness::new();
     let db = h.spawn("db");
