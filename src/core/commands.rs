@@ -371,7 +371,7 @@ impl Core {
         self.sync_restart(&name);
         let gens: Vec<u64> = self.gens_of(&name).collect();
         for gen in gens {
-            self.stop_after_dependents(gen);
+            self.stop_after_dependents(gen, StopReason::Requested);
         }
         self.advance_session(&name);
         Ok(Response::Ok)

@@ -331,8 +331,15 @@ impl Core {
                 s.recovery_stop = adopted.iter().any(|(g, _)| *g == gen).then_some(gen);
             }
         }
+        let removing = self.sessions.get(name).is_some_and(|s| s.removing);
         for (gen, reason) in adopted {
-            self.dispatch(gen, GenInput::Stop(reason, None));
+            if removing {
+                // Its removal went on in the daemon that died: dependents first still (one
+                // that sessions being removed depend on waits for them to end).
+                self.stop_after_dependents(gen, reason);
+            } else {
+                self.dispatch(gen, GenInput::Stop(reason, None));
+            }
         }
         self.advance_session(name);
     }

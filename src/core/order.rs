@@ -250,11 +250,11 @@ impl Core {
 
     /// Stops `gen` now, or once the sessions going away that depend on its session have
     /// ended (dependents first).
-    pub(super) fn stop_after_dependents(&mut self, gen: u64) {
+    pub(super) fn stop_after_dependents(&mut self, gen: u64, reason: StopReason) {
         if self.waits_for_dependents(gen, &self.with_live_dependents()) {
             self.deferred_stops.insert(gen);
         } else {
-            self.dispatch(gen, GenInput::Stop(StopReason::Requested, None));
+            self.dispatch(gen, GenInput::Stop(reason, None));
         }
     }
 }

@@ -172,6 +172,49 @@ fn a_restart_taking_back_a_session_being_removed_may_not_close_a_cycle() {
 }
 
 #[test]
+fn a_removal_taken_back_after_a_crash_still_stops_dependents_first() {
+    let mut h = Harness::new();
+    let db = h.spawn("db");
+    h.started(db);
+    let web = h
+        .spawn_with(
+            "web",
+            depending(&[("db", DependOn::Started)]),
+            OnBusy::Replace,
+        )
+        .unwrap();
+    h.started(web);
+    // Both removed (a reload dropping them, say): web is stopped, db waits for it...
+    for name in ["db", "web"] {
+        h.cmd(Command::Remove {
+            session: name.into(),
+        })
+        .unwrap();
+    }
+    // ... when the daemon dies.
+    let (mut n, _) = h.reborn(h.records(), 5);
+    assert!(n.adopt(db, "db"));
+    assert!(n.adopt(web, "web"));
+    let actions = n.resume();
+    let term = |actions: &[Action], gen: u64| {
+        has(
+            actions,
+            |a| matches!(a, Action::Signal { gen: g, scope: Scope::Leader, .. } if *g == gen),
+        )
+    };
+    assert!(term(&actions, web), "the dependent is stopped: {actions:?}");
+    assert!(
+        !term(&actions, db),
+        "its dependency still waits for it: {actions:?}"
+    );
+    let mut all = n.exit(web, ExitStatus::Signal(15));
+    all.extend(n.eof(web));
+    all.extend(n.group_empty(web));
+    assert!(term(&all, db), "db is stopped once web ended: {all:?}");
+    n.settle();
+}
+
+#[test]
 fn shutdown_stops_dependents_first() {
     let mut h = Harness::new();
     let db = h.spawn("db");
