@@ -401,3 +401,59 @@ fn a_limit_lowered_while_running_is_the_one_spawns_are_refused_under() {
     remove_all(&mut c, "s", ran);
     c.ok(json!({"op": "spawn", "session": "after", "argv": ["true"]}));
 }
+
+/// Liveness probes need descriptors of the daemon's (a command's pidfd and status pipe, a
+/// socket): clients filling every connection the budget allows must leave them those, or
+/// healthy sessions fail their probes for want of descriptors and are stopped as
+/// unhealthy.
+#[test]
+fn clients_holding_every_connection_never_fail_a_liveness_probe() {
+    const TEST: &str = "clients_holding_every_connection_never_fail_a_liveness_probe";
+    let Some(d) = limited_daemon(TEST, "fd-probes", 128) else {
+        return;
+    };
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let mut n = 0;
+    loop {
+        let r = c.request(json!({"op": "spawn", "session": format!("p{n}"),
+            "argv": ["sleep", "1000"],
+            "live": {"command": ["sleep", "0.6"], "interval": "1s", "failures": 2}}));
+        if r["ok"] != json!(true) {
+            assert_eq!(r["error"]["code"], json!("limit"), "{r}");
+            break;
+        }
+        let gen = r["gen"].as_u64().unwrap();
+        c.events_until(|m| m.is("spawned", gen));
+        n += 1;
+        assert!(n < 128, "never refused");
+    }
+    assert!(n >= 4, "only {n} sessions fit");
+    let mut held = Vec::new();
+    loop {
+        let stream = UnixStream::connect(&d.socket).unwrap();
+        match hello(&stream) {
+            Answer::Served => held.push(stream),
+            Answer::Refused(_) | Answer::Closed => break,
+        }
+        assert!(held.len() < 128, "never refused");
+    }
+    // Several probe rounds with every connection taken; then the removal of a session
+    // tells when everything they caused was reported.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    drop(held);
+    c.ok(json!({"op": "remove", "session": "p0"}));
+    let seen = c.events_until(|m| {
+        let v = m.json();
+        v["event"] == "state" && v["state"] == "removed" && v["session"] == "p0"
+    });
+    let unhealthy: Vec<_> = seen
+        .iter()
+        .filter(|m| m.json()["event"] == "unhealthy")
+        .map(|m| m.json().clone())
+        .collect();
+    assert!(
+        unhealthy.is_empty(),
+        "probes failed for want of descriptors: {unhealthy:?}"
+    );
+}

@@ -413,6 +413,34 @@ fn a_probe_command_takes_what_it_started_with_it() {
     c.ok(json!({"op": "shutdown"}));
 }
 
+/// A second notification, after the one that made the generation ready, writes into a
+/// pipe still open: the program runs on (closed once read, the write would have killed
+/// it with `SIGPIPE`).
+#[test]
+fn a_second_notification_does_not_kill_the_program() {
+    let d = Daemon::start("ready-fd-twice", &[]);
+    let gate = fifo(&d, "gate");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = format!(
+        "echo >&3; read x < {}; echo >&3; echo still-here; exec sleep 100",
+        gate.display()
+    );
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "twice",
+        "argv": ["sh", "-c", script], "ready": {"fd": 3}})));
+    c.events_until(|m| m.is("ready", gen));
+    release(&gate);
+    let seen = c.events_until(|m| {
+        m.is("exited", gen)
+            || util::daemon::output_of(std::slice::from_ref(m), gen).ends_with(b"still-here\n")
+    });
+    assert!(
+        !seen.iter().any(|m| m.is("exited", gen)),
+        "the second notification ended it: {seen:?}"
+    );
+    c.ok(json!({"op": "stop", "session": "twice"}));
+}
+
 /// A readiness that timed out is reported, not acted on: a program that notifies after
 /// its timeout writes into a pipe still open, and runs on (closed, the write would have
 /// killed it with `SIGPIPE`).

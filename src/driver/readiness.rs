@@ -36,6 +36,18 @@ use crate::sys::fd::{read_nonblocking, ReadOutcome};
 /// it must not hold the loop).
 const NOTIFY_READ: usize = 4096;
 
+/// Descriptors one probe in flight holds at most: a socket for `tcp` and `unix`; for a
+/// `command`, its start's status pipe and its pidfd.
+const PROBE_HELD: usize = 2;
+
+/// Whether a check of this kind runs probes (and so holds descriptors while one runs).
+fn probes(how: &ReadyHow) -> bool {
+    matches!(
+        how,
+        ReadyHow::Tcp(_) | ReadyHow::Unix(_) | ReadyHow::Command(_)
+    )
+}
+
 /// What one generation's readiness needs while it waits.
 #[derive(Debug)]
 struct Watch {
@@ -71,6 +83,10 @@ pub struct Readiness {
     live: HashMap<u64, LiveWatch>,
     /// Generations with an output matcher.
     matching: usize,
+    /// Watches with their notification pipe registered (not yet moved to `kept`).
+    pipes_watched: usize,
+    /// Watches whose readiness check runs probes.
+    probing: usize,
 }
 
 impl Readiness {
@@ -123,6 +139,7 @@ impl Readiness {
             }
             ReadyHow::Tcp(_) | ReadyHow::Unix(_) | ReadyHow::Command(_) => {}
         }
+        self.count_in(&watch);
         if let Some(old) = self.watches.insert(gen, watch) {
             self.close(registry, gen, old);
         }
@@ -153,15 +170,18 @@ impl Readiness {
             }
             _ => None,
         };
-        self.watches.insert(
-            gen,
-            Watch {
-                spec: spec.clone(),
-                notify: None,
-                matcher,
-                probe: None,
-            },
-        );
+        let watch = Watch {
+            spec: spec.clone(),
+            notify: None,
+            matcher,
+            probe: None,
+        };
+        self.count_in(&watch);
+        // Nothing is watched for a generation before the image is resumed: a replaced
+        // watch would only have its count taken back.
+        if let Some(old) = self.watches.insert(gen, watch) {
+            self.count_out(&old);
+        }
     }
 
     /// Output of `gen` read from `stream`: whether it holds the awaited text. Cheap when
@@ -210,8 +230,12 @@ impl Readiness {
             }
         };
         if signal.is_some() {
+            // Kept open, not closed: a second notification must not cost the program a
+            // `SIGPIPE` (see `kept`).
             if let Some(fd) = w.notify.take() {
                 let _ = registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+                self.pipes_watched = self.pipes_watched.saturating_sub(1);
+                self.kept.insert(gen, fd);
             }
         }
         signal
@@ -341,13 +365,37 @@ impl Readiness {
         }
     }
 
-    /// Descriptors kept for generations whose readiness is decided: the daemon's budget
-    /// counts them.
+    /// Descriptors this holds, or may hold at any moment, for the daemon's budget: the
+    /// notification pipes (watched or kept), and [`PROBE_HELD`] for every generation with
+    /// a probe to run — its `ready` check while it waits, its `live` probe while it runs
+    /// — whether one is in flight now or not. Counted for the check's whole life, as a
+    /// running generation's pipes are: else clients would take, between two probes, the
+    /// descriptors the next probe needs (it would fail, and a healthy session be stopped
+    /// as unhealthy), and those kept for the state files with them. Kept as counts, so
+    /// that asking costs the same with 100,000 sessions.
     pub fn kept(&self) -> usize {
-        self.kept.len()
+        self.kept.len() + self.pipes_watched + PROBE_HELD * (self.probing + self.live.len())
+    }
+
+    /// Counts what `w` may hold, as it is taken in.
+    fn count_in(&mut self, w: &Watch) {
+        self.pipes_watched += usize::from(w.notify.is_some());
+        self.probing += usize::from(w.spec.ready.as_ref().is_some_and(|c| probes(&c.how)));
+    }
+
+    /// Takes back what [`count_in`](Self::count_in) counted of `w` (less a pipe already
+    /// moved to `kept`).
+    fn count_out(&mut self, w: &Watch) {
+        if w.notify.is_some() {
+            self.pipes_watched = self.pipes_watched.saturating_sub(1);
+        }
+        if w.spec.ready.as_ref().is_some_and(|c| probes(&c.how)) {
+            self.probing = self.probing.saturating_sub(1);
+        }
     }
 
     fn close(&mut self, registry: &Registry, gen: u64, w: Watch) {
+        self.count_out(&w);
         if w.matcher.is_some() {
             self.matching = self.matching.saturating_sub(1);
         }
