@@ -132,3 +132,33 @@ fn following_all_counts_as_following_each_session() {
     sub.ok(json!({"op": "subscribe", "all": true, "lossless": true}));
     sub.ok(json!({"op": "subscribe", "session": "a"}));
 }
+
+#[test]
+fn subscribing_again_while_behind_holds_up_no_later_request() {
+    let d = Daemon::start("resub-behind", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "spawn", "session": "fl", "argv": ["yes", "a line of output"]}));
+    let mut sub = d.client();
+    sub.ok(json!({"op": "subscribe", "session": "fl"}));
+    // It reads nothing: its queue fills with live output, and the log moves on.
+    std::thread::sleep(Duration::from_millis(500));
+    // Subscribing again replays nothing (it keeps its position), so what it asks next
+    // is done at once, unread output or not: here it starts a marker session.
+    sub.send_raw(b"{\"id\":\"again\",\"op\":\"subscribe\",\"session\":\"fl\"}\n");
+    sub.send_raw(
+        b"{\"id\":\"mark\",\"op\":\"spawn\",\"session\":\"marker\",\"argv\":[\"true\"]}\n",
+    );
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let got = c.request(json!({"op": "get", "session": "marker"}));
+        if got["ok"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a request after a re-subscribe was not handled while the subscriber is behind"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.ok(json!({"op": "remove", "session": "fl"}));
+}

@@ -155,26 +155,27 @@ impl Subscriptions {
 
     /// Starts `client` on `session` at `cursor`, unless it already follows it (then it
     /// keeps its position). Either way the subscription takes these terms: lossless with
-    /// them, or ordinary with `None`.
+    /// them, or ordinary with `None`. Whether it started following the session now.
     pub fn add(
         &mut self,
         client: u64,
         session: &Arc<str>,
         cursor: Cursor,
         lossless: Option<Lossless>,
-    ) {
-        if self
+    ) -> bool {
+        let new = self
             .cursors
             .entry(session.clone())
             .or_default()
-            .add(client, cursor)
-        {
+            .add(client, cursor);
+        if new {
             *self.count.entry(client).or_default() += 1;
         }
         match lossless {
             Some(terms) => self.pacers.add(client, session, terms),
             None => self.pacers.remove(client, session),
         }
+        new
     }
 
     /// Makes `client` follow every session, present and future, losslessly or not. One

@@ -52,12 +52,15 @@ impl Clients {
                 logs.ensure_capacity(session, LOSSLESS_LOG_BYTES);
             }
             let ring = logs.get_or_create(session);
-            self.subs
+            let new = self
+                .subs
                 .add(id, session, start_cursor(ring, replay), lossless);
             self.subs.pump(id, session, ring, &mut client.outbox);
             // A replay longer than the queue's room: the connection's later answers
-            // wait until the rest of it has been queued.
-            if let Some(last) = ring.end_seq().checked_sub(1) {
+            // wait until the rest of it has been queued. Subscribing again replays
+            // nothing (it keeps its position): a subscriber merely behind on live output
+            // has nothing for its later requests to wait for.
+            if let (true, Some(last)) = (new, ring.end_seq().checked_sub(1)) {
                 if !self.subs.passed(id, session, last) {
                     client.fence(session.clone(), last);
                 }
