@@ -9,7 +9,7 @@
 //! them being told. Cost: per input, one look per blocked session waiting on a session the
 //! input changed (nothing when none is blocked).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::action::ExitCause;
@@ -205,13 +205,25 @@ impl Core {
             return;
         }
         let waited_on = self.with_live_dependents();
-        let deferred: Vec<u64> = self.deferred_stops.iter().copied().collect();
-        for gen in deferred {
-            let Some(session) = self.gens.get(&gen).map(|g| g.session.clone()) else {
+        let deferred: Vec<(u64, Option<Arc<str>>)> = self
+            .deferred_stops
+            .iter()
+            .map(|gen| (*gen, self.gens.get(gen).map(|g| g.session.clone())))
+            .collect();
+        // Waiting only for dependents that wait themselves, none would ever end: a cycle
+        // among what is going (the dependencies of generations that run on older specs
+        // than their sessions', say). Then nothing holds any of them back any more.
+        let stuck = deferred.iter().all(|(_, session)| {
+            session
+                .as_ref()
+                .is_some_and(|s| waited_on.get(s) == Some(&false))
+        });
+        for (gen, session) in deferred {
+            let Some(session) = session else {
                 self.deferred_stops.remove(&gen);
                 continue;
             };
-            if !waited_on.contains(&session) {
+            if stuck || !waited_on.contains_key(&session) {
                 self.deferred_stops.remove(&gen);
                 // Replaced while it waited (its session taken back from a removal).
                 let current = self.sessions.get(&session).and_then(|s| s.current);
@@ -224,15 +236,31 @@ impl Core {
         }
     }
 
-    /// The sessions that a session going away (all of them in a shutdown), and still
-    /// holding a generation, depends on: their stops wait.
-    fn with_live_dependents(&self) -> HashSet<Arc<str>> {
+    /// The sessions that generations going away depend on — every generation in a
+    /// shutdown; else those of a session being removed and those no longer their
+    /// session's current (replaced, still ending) — each by its own spec, the one it runs
+    /// (a session's may have changed since): their stops wait. With each, whether one of
+    /// those dependents is on its way out (not itself waiting to be stopped).
+    fn with_live_dependents(&self) -> HashMap<Arc<str>, bool> {
         let all_going = self.shutdown != Shutdown::Running;
-        let mut waited_on = HashSet::new();
-        for s in self.sessions.values() {
-            if (all_going || s.removing) && self.gens_of(&s.name).next().is_some() {
-                let deps = s.spec.depends_on.keys().filter(|d| d.as_str() != &*s.name);
-                waited_on.extend(deps.map(|d| Arc::<str>::from(d.as_str())));
+        let mut waited_on: HashMap<Arc<str>, bool> = HashMap::new();
+        for g in self.gens.values() {
+            let going = all_going
+                || self
+                    .sessions
+                    .get(&g.session)
+                    .is_none_or(|s| s.removing || s.current != Some(g.gen));
+            if !going {
+                continue;
+            }
+            let moving = !self.deferred_stops.contains(&g.gen);
+            let deps = g
+                .spec
+                .depends_on
+                .keys()
+                .filter(|d| d.as_str() != &*g.session);
+            for dep in deps {
+                *waited_on.entry(Arc::from(dep.as_str())).or_default() |= moving;
             }
         }
         waited_on
@@ -242,9 +270,9 @@ impl Core {
     /// session (`waited_on`: see [`Core::with_live_dependents`]). Only a running
     /// generation waits (as an imported core rebuilds the waits): one not started yet is
     /// given up at once.
-    fn waits_for_dependents(&self, gen: u64, waited_on: &HashSet<Arc<str>>) -> bool {
+    fn waits_for_dependents(&self, gen: u64, waited_on: &HashMap<Arc<str>, bool>) -> bool {
         self.gens.get(&gen).is_some_and(|g| {
-            matches!(g.phase, Phase::Running { .. }) && waited_on.contains(&g.session)
+            matches!(g.phase, Phase::Running { .. }) && waited_on.contains_key(&g.session)
         })
     }
 

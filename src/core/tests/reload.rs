@@ -479,7 +479,7 @@ fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() 
 /// A session configured again while its removal waits for dependents to stop keeps that
 /// order: its old generation is replaced, but still ends only after the dependents (as
 /// superseded), and the new one starts after it — whether the reload or a client takes it
-/// back, and across an upgrade while it waits.
+/// back, with its dependent or without, and across an upgrade while it waits.
 #[test]
 fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
     use crate::core::{Action, DependOn, Event, ExitCause, StopReason};
@@ -493,7 +493,13 @@ fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
             .iter()
             .any(|a| matches!(a, Action::Signal { gen: g, .. } if *g == gen))
     };
-    for (by_client, upgraded) in [(false, false), (true, false), (false, true)] {
+    let cases = [
+        (false, false, false),
+        (true, false, false),
+        (false, true, false),
+        (false, false, true),
+    ];
+    for (by_client, upgraded, with_web) in cases {
         let mut h = Harness::new();
         let both = vec![entry("db", spec()), entry("web", with_dep("db"))];
         reload(&mut h, both).unwrap();
@@ -504,8 +510,13 @@ fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
         if by_client {
             h.spawn("db");
         } else {
-            let plan = reload(&mut h, vec![entry("db", other_spec())]).unwrap();
-            assert_eq!(names(&plan.start), ["db"]);
+            let mut config = vec![entry("db", other_spec())];
+            // The old web, still stopping, depends on db all the same.
+            if with_web {
+                config.push(entry("web", with_dep("db")));
+            }
+            let plan = reload(&mut h, config).unwrap();
+            assert_eq!(names(&plan.start)[0], "db");
         }
         if upgraded {
             h.core = super::image::through_bytes(&h.core, crate::core::Config::default());
@@ -540,6 +551,72 @@ fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
         h.started(new);
         h.settle();
     }
+}
+
+/// Stop order follows what each generation runs: a dependency a running generation's
+/// spec names (kept by `on_busy: reject` after the config dropped it) still waits for it
+/// at the shutdown. And generations whose specs depend on each other's sessions (no
+/// session's spec closes the cycle) are all stopped, not each left waiting for the other.
+#[test]
+fn stops_wait_for_the_dependencies_each_generation_runs_with_and_no_cycle_hangs() {
+    use crate::core::{Action, Command, DependOn};
+    let with_dep = |on: &str| {
+        let mut s = spec();
+        s.depends_on.insert(on.to_owned(), DependOn::Started);
+        s
+    };
+    let stopped = |actions: &[Action], gen: u64| {
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Signal { gen: g, .. } if *g == gen))
+    };
+    let shutdown = |h: &mut Harness| {
+        let before = h.all_actions().len();
+        h.cmd(Command::Shutdown).unwrap();
+        h.all_actions()[before..].to_vec()
+    };
+    // web keeps running on its old spec (depending on db) under `reject`.
+    let mut h = Harness::new();
+    let reject = |name: &str, spec: Spec| ConfigSession {
+        on_busy: OnBusy::Reject,
+        ..entry(name, spec)
+    };
+    reload(
+        &mut h,
+        vec![entry("db", spec()), reject("web", with_dep("db"))],
+    )
+    .unwrap();
+    let db = run(&mut h, "db");
+    let web = run(&mut h, "web");
+    let plan = reload(&mut h, vec![entry("db", spec()), reject("web", spec())]).unwrap();
+    assert_eq!(names(&plan.busy), ["web"]);
+    let actions = shutdown(&mut h);
+    assert!(stopped(&actions, web), "{actions:?}");
+    assert!(
+        !stopped(&actions, db),
+        "db waits for the web that runs: {actions:?}"
+    );
+    let mut seen = h.exit(web, ExitStatus::Signal(15));
+    seen.extend(h.eof(web));
+    seen.extend(h.group_empty(web));
+    assert!(stopped(&seen, db), "{seen:?}");
+    h.settle();
+
+    // a runs on depending on b; b's new generation depends on a.
+    let mut h = Harness::new();
+    reload(&mut h, vec![reject("a", with_dep("b")), entry("b", spec())]).unwrap();
+    let b = run(&mut h, "b");
+    let a = run(&mut h, "a");
+    reload(&mut h, vec![reject("a", spec()), entry("b", spec())]).unwrap();
+    reload(&mut h, vec![reject("a", spec()), entry("b", with_dep("a"))]).unwrap();
+    h.exit(b, ExitStatus::Signal(15));
+    h.eof(b);
+    h.group_empty(b);
+    let b2 = h.get("b").current.unwrap();
+    h.started(b2);
+    let actions = shutdown(&mut h);
+    assert!(stopped(&actions, a) && stopped(&actions, b2), "{actions:?}");
+    h.settle();
 }
 
 /// A reload that would give a session more generations than one session tracks is
