@@ -420,7 +420,7 @@ impl RestartPolicy {
 
     fn validate(&self) -> Result<(), Error> {
         if self.initial > self.max {
-            return Err(Error::bad("restart backoff initial is above max"));
+            return Err(Error::bad("restart.initial: above restart.max"));
         }
         Ok(())
     }

@@ -27,6 +27,19 @@ fn backoff_doubles_up_to_max() {
 }
 
 #[test]
+fn a_backoff_starting_above_its_cap_is_refused_naming_the_field() {
+    let mut h = Harness::new();
+    let mut s = spec();
+    s.restart = RestartPolicy {
+        initial: Duration::from_secs(2),
+        ..policy(Restart::Always)
+    };
+    let e = h.spawn_with("s", s, OnBusy::Replace).unwrap_err();
+    assert_eq!(e.message, "restart.initial: above restart.max");
+    h.settle();
+}
+
+#[test]
 fn decisions() {
     use crate::core::generation::Ended;
     use crate::core::ExitCause;
