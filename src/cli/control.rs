@@ -432,3 +432,29 @@ pub fn print_end(resp: &crate::proto::json::Object) -> Result<(), CommandError> 
         _ => Err(ClientError::Protocol("wait answered without an `end` object".into()).into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_session_is_a_change_not_nothing_to_change() {
+        let plan = crate::core::Plan {
+            busy: vec!["web".into()],
+            unchanged: vec!["db".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            describe_plan(&plan, false),
+            "busy, left running (on_busy reject): web\nunchanged: db\n"
+        );
+        let nothing = crate::core::Plan {
+            unchanged: vec!["db".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            describe_plan(&nothing, true),
+            "unchanged: db\nnothing to change\n"
+        );
+    }
+}

@@ -74,9 +74,13 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether the plan changes nothing.
+    /// Whether the plan changes nothing (a busy session changes: its next start runs the
+    /// new spec).
     pub fn is_empty(&self) -> bool {
-        self.start.is_empty() && self.stop.is_empty() && self.replace.is_empty()
+        self.start.is_empty()
+            && self.stop.is_empty()
+            && self.replace.is_empty()
+            && self.busy.is_empty()
     }
 }
 
