@@ -35,9 +35,10 @@ impl Core {
             return Some(format!("{dep}: no such session"));
         };
         let current = d.current.and_then(|g| self.gens.get(&g));
-        let running = current.filter(|g| {
-            matches!(g.phase, Phase::Running { .. } | Phase::Stopping { .. }) && !g.is_unverified()
-        });
+        // One being stopped (on request, or as unhealthy) is on its way down: nothing new
+        // starts against it.
+        let running =
+            current.filter(|g| matches!(g.phase, Phase::Running { .. }) && !g.is_unverified());
         match want {
             DependOn::Started if running.is_some() => return None,
             DependOn::Ready => match running.map(|g| &g.readiness) {

@@ -62,6 +62,33 @@ fn a_dependent_starts_only_once_its_dependency_is_ready() {
     h.settle();
 }
 
+/// A dependency being stopped (here on request; as unhealthy alike) is on its way down:
+/// a dependent's new generation waits for it to come back instead of starting against it.
+#[test]
+fn nothing_starts_against_a_dependency_being_stopped() {
+    for want in [DependOn::Ready, DependOn::Started] {
+        let mut h = Harness::new();
+        let db = h
+            .spawn_with("db", with_fd_ready(spec()), OnBusy::Replace)
+            .unwrap();
+        h.started(db);
+        h.input(Input::Readiness {
+            gen: db,
+            signal: ReadySignal::Ready,
+        });
+        h.stop("db", None).unwrap();
+        let web = h
+            .spawn_with("web", depending(&[("db", want)]), OnBusy::Replace)
+            .unwrap();
+        assert!(
+            !spawned(h.all_actions(), web),
+            "{want:?}: started against it"
+        );
+        assert!(waiting(&h, "web").is_some(), "{want:?}");
+        h.settle();
+    }
+}
+
 #[test]
 fn started_and_completed_are_told_apart() {
     let mut h = Harness::new();
