@@ -99,15 +99,7 @@ impl GenAllocator {
     /// out numbers it cannot vouch for.
     pub fn open(store: &Store, floor: u64) -> Result<(GenAllocator, u64), StoreError> {
         let floor = floor.max(1);
-        let mut buf = Vec::new();
-        let outcome = load_file(
-            &store.root_place(),
-            HIGHWATER_FILE,
-            MAX_FILE,
-            &mut buf,
-            Newer::MoveAside,
-            decode_ceiling,
-        )?;
+        let outcome = read_ceiling(store)?;
         let first = match outcome {
             Outcome::Read(ceiling) if ceiling >= floor => ceiling,
             Outcome::Missing if floor == 1 => 1,
@@ -138,15 +130,7 @@ impl GenAllocator {
     /// [`reserve`](Self::reserve) that needs more raises it, retried like any other.
     /// Otherwise as [`open`](Self::open).
     pub fn reopen(store: &Store, floor: u64) -> Result<GenAllocator, StoreError> {
-        let mut buf = Vec::new();
-        let outcome = load_file(
-            &store.root_place(),
-            HIGHWATER_FILE,
-            MAX_FILE,
-            &mut buf,
-            Newer::MoveAside,
-            decode_ceiling,
-        )?;
+        let outcome = read_ceiling(store)?;
         match outcome {
             Outcome::Read(ceiling) if ceiling > floor => Ok(GenAllocator { ceiling }),
             _ => GenAllocator::open(store, floor).map(|(alloc, _)| alloc),
@@ -184,6 +168,19 @@ impl GenAllocator {
             }),
         }
     }
+}
+
+/// The durable ceiling as the file says it (a bad file moved aside).
+fn read_ceiling(store: &Store) -> Result<Outcome<u64>, StoreError> {
+    let mut buf = Vec::new();
+    load_file(
+        &store.root_place(),
+        HIGHWATER_FILE,
+        MAX_FILE,
+        &mut buf,
+        Newer::MoveAside,
+        decode_ceiling,
+    )
 }
 
 /// One past the highest generation named by any of `sessions` and `descriptors` (1 when

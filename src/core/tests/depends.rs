@@ -32,6 +32,29 @@ fn waiting(h: &Harness, name: &str) -> Option<String> {
     h.get(name).waiting
 }
 
+/// Whether `actions` send generation `gen`'s leader a signal (its stop begins).
+fn term(actions: &[Action], gen: u64) -> bool {
+    has(
+        actions,
+        |a| matches!(a, Action::Signal { gen: g, scope: Scope::Leader, .. } if *g == gen),
+    )
+}
+
+/// `db` running, and `web`, depending on it being started, running too.
+fn db_and_web(h: &mut Harness) -> (u64, u64) {
+    let db = h.spawn("db");
+    h.started(db);
+    let web = h
+        .spawn_with(
+            "web",
+            depending(&[("db", DependOn::Started)]),
+            OnBusy::Replace,
+        )
+        .unwrap();
+    h.started(web);
+    (db, web)
+}
+
 #[test]
 fn a_dependent_starts_only_once_its_dependency_is_ready() {
     let mut h = Harness::new();
@@ -201,16 +224,7 @@ fn a_restart_taking_back_a_session_being_removed_may_not_close_a_cycle() {
 #[test]
 fn a_removal_taken_back_after_a_crash_still_stops_dependents_first() {
     let mut h = Harness::new();
-    let db = h.spawn("db");
-    h.started(db);
-    let web = h
-        .spawn_with(
-            "web",
-            depending(&[("db", DependOn::Started)]),
-            OnBusy::Replace,
-        )
-        .unwrap();
-    h.started(web);
+    let (db, web) = db_and_web(&mut h);
     // Both removed (a reload dropping them, say): web is stopped, db waits for it...
     for name in ["db", "web"] {
         h.cmd(Command::Remove {
@@ -223,12 +237,6 @@ fn a_removal_taken_back_after_a_crash_still_stops_dependents_first() {
     assert!(n.adopt(db, "db"));
     assert!(n.adopt(web, "web"));
     let actions = n.resume();
-    let term = |actions: &[Action], gen: u64| {
-        has(
-            actions,
-            |a| matches!(a, Action::Signal { gen: g, scope: Scope::Leader, .. } if *g == gen),
-        )
-    };
     assert!(term(&actions, web), "the dependent is stopped: {actions:?}");
     assert!(
         !term(&actions, db),
@@ -244,26 +252,11 @@ fn a_removal_taken_back_after_a_crash_still_stops_dependents_first() {
 #[test]
 fn shutdown_stops_dependents_first() {
     let mut h = Harness::new();
-    let db = h.spawn("db");
-    h.started(db);
-    let web = h
-        .spawn_with(
-            "web",
-            depending(&[("db", DependOn::Started)]),
-            OnBusy::Replace,
-        )
-        .unwrap();
-    h.started(web);
+    let (db, web) = db_and_web(&mut h);
     let actions = h.input(Input::Command {
         request: 99,
         command: Command::Shutdown,
     });
-    let term = |actions: &[Action], gen: u64| {
-        has(
-            actions,
-            |a| matches!(a, Action::Signal { gen: g, scope: Scope::Leader, .. } if *g == gen),
-        )
-    };
     assert!(term(&actions, web), "the dependent is stopped at once");
     assert!(!term(&actions, db), "its dependency waits for it");
     h.exit(web, ExitStatus::Signal(15));

@@ -21,6 +21,21 @@ fn names(list: &[Arc<str>]) -> Vec<&str> {
     list.iter().map(|n| &**n).collect()
 }
 
+/// A spec depending on session `on` being started.
+fn with_dep(on: &str) -> Spec {
+    let mut s = spec();
+    s.depends_on
+        .insert(on.to_owned(), crate::core::DependOn::Started);
+    s
+}
+
+/// Whether `actions` signal generation `gen` (its stop begins).
+fn stopped(actions: &[crate::core::Action], gen: u64) -> bool {
+    actions
+        .iter()
+        .any(|a| matches!(a, crate::core::Action::Signal { gen: g, .. } if *g == gen))
+}
+
 fn other_spec() -> Spec {
     let mut s = spec();
     s.argv.push(b"--verbose".to_vec());
@@ -349,12 +364,6 @@ fn a_config_closing_a_dependency_cycle_is_refused_whole_and_starts_nothing() {
 /// against the others' old specs, `b` on `c` looked like a cycle after `z` had gone).
 #[test]
 fn a_config_reversing_a_dependency_is_applied_whole() {
-    use crate::core::DependOn;
-    let with_dep = |on: &str| {
-        let mut s = spec();
-        s.depends_on.insert(on.to_owned(), DependOn::Started);
-        s
-    };
     let mut h = Harness::new();
     let before = vec![
         entry("b", spec()),
@@ -438,17 +447,6 @@ fn reject_replaces_a_generation_still_waiting_for_its_dependencies() {
 
 #[test]
 fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() {
-    use crate::core::{Action, DependOn};
-    let with_dep = |on: &str| {
-        let mut s = spec();
-        s.depends_on.insert(on.to_owned(), DependOn::Started);
-        s
-    };
-    let stopped = |actions: &[Action], gen: u64| {
-        actions
-            .iter()
-            .any(|a| matches!(a, Action::Signal { gen: g, .. } if *g == gen))
-    };
     let mut h = Harness::new();
     reload(
         &mut h,
@@ -482,17 +480,7 @@ fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() 
 /// back, with its dependent or without, and across an upgrade while it waits.
 #[test]
 fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
-    use crate::core::{Action, DependOn, Event, ExitCause, StopReason};
-    let with_dep = |on: &str| {
-        let mut s = spec();
-        s.depends_on.insert(on.to_owned(), DependOn::Started);
-        s
-    };
-    let stopped = |actions: &[Action], gen: u64| {
-        actions
-            .iter()
-            .any(|a| matches!(a, Action::Signal { gen: g, .. } if *g == gen))
-    };
+    use crate::core::{Event, ExitCause, StopReason};
     let cases = [
         (false, false, false),
         (true, false, false),
@@ -559,17 +547,7 @@ fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
 /// session's spec closes the cycle) are all stopped, not each left waiting for the other.
 #[test]
 fn stops_wait_for_the_dependencies_each_generation_runs_with_and_no_cycle_hangs() {
-    use crate::core::{Action, Command, DependOn};
-    let with_dep = |on: &str| {
-        let mut s = spec();
-        s.depends_on.insert(on.to_owned(), DependOn::Started);
-        s
-    };
-    let stopped = |actions: &[Action], gen: u64| {
-        actions
-            .iter()
-            .any(|a| matches!(a, Action::Signal { gen: g, .. } if *g == gen))
-    };
+    use crate::core::Command;
     let shutdown = |h: &mut Harness| {
         let before = h.all_actions().len();
         h.cmd(Command::Shutdown).unwrap();
