@@ -11,9 +11,10 @@
 //!
 //! Tracked: the alternate screen (private modes 1049, 1047, 47), cursor keys (DECCKM,
 //! mode 1), the keypad (DECKPAM `ESC =` / DECKPNM `ESC >`), bracketed paste (2004), mouse
-//! reporting (9, 1000, 1002, 1003, 1005, 1006, 1015), cursor visibility (25) and the scroll
-//! region (DECSTBM). A full reset (`ESC c`) clears them all; a soft reset (`CSI ! p`) the
-//! ones it resets. Other sequences are ignored.
+//! reporting (9, 1000, 1002, 1003, 1005, 1006, 1015), focus reporting (1004), xterm's
+//! modifyOtherKeys (`CSI > 4 ; N m`, which vim 9 switches on), cursor visibility (25) and
+//! the scroll region (DECSTBM). A full reset (`ESC c`) clears them all; a soft reset
+//! (`CSI ! p`) the ones it resets. Other sequences are ignored.
 //!
 //! # References
 //!  - [XTerm control sequences](https://invisible-island.net/xterm/ctlseqs/ctlseqs.html)
@@ -22,8 +23,8 @@
 /// The private modes whose `h` (set) state is undone with `l`, in the order they are
 /// reset: input modes first, the alternate screen last (so the rest apply to the screen
 /// the user returns to).
-const PRIVATE_MODES: [u16; 12] = [
-    9, 1000, 1002, 1003, 1005, 1006, 1015, 2004, 1, 1047, 47, 1049,
+const PRIVATE_MODES: [u16; 13] = [
+    9, 1000, 1002, 1003, 1005, 1006, 1015, 1004, 2004, 1, 1047, 47, 1049,
 ];
 
 /// Cursor visibility (DECTCEM): on by default, so the mode to undo is its reset.
@@ -56,6 +57,8 @@ pub struct ModeScanner {
     keypad: bool,
     cursor_hidden: bool,
     scroll_region: bool,
+    /// xterm's modifyOtherKeys is at a level above 0 (`CSI > 4 ; N m`).
+    modify_other_keys: bool,
     // The control sequence being read.
     private: bool,
     intermediate: Option<u8>,
@@ -80,6 +83,7 @@ impl ModeScanner {
             keypad: false,
             cursor_hidden: false,
             scroll_region: false,
+            modify_other_keys: false,
             private: false,
             intermediate: None,
             params: [0; MAX_PARAMS],
@@ -189,6 +193,10 @@ impl ModeScanner {
                 // No parameters, or a default top and bottom, is the whole screen.
                 self.scroll_region = params.iter().any(|&p| p != 0);
             }
+            (false, Some(b'>'), b'm') if params.first() == Some(&4) => {
+                // `CSI > 4 m` and `CSI > 4 ; 0 m` reset it; a level above 0 sets it.
+                self.modify_other_keys = params.get(1).is_some_and(|&level| level > 0);
+            }
             (false, Some(b'!'), b'p') => {
                 // DECSTR: cursor keys, keypad, scroll region and cursor back to defaults.
                 self.keypad = false;
@@ -206,6 +214,7 @@ impl ModeScanner {
         self.keypad = false;
         self.cursor_hidden = false;
         self.scroll_region = false;
+        self.modify_other_keys = false;
     }
 
     /// Whether every tracked mode is at its default.
@@ -235,6 +244,9 @@ impl ModeScanner {
             if self.set[i] {
                 out.extend_from_slice(format!("\x1b[?{mode}l").as_bytes());
             }
+        }
+        if self.modify_other_keys {
+            out.extend_from_slice(b"\x1b[>4m");
         }
         if self.keypad {
             out.extend_from_slice(b"\x1b>");
@@ -406,5 +418,17 @@ mod tests {
         assert!(s.is_default());
         s.feed(b"00h");
         assert_eq!(s.take_undo(), b"\x1b[?1000l".to_vec());
+    }
+
+    #[test]
+    fn focus_reporting_and_modify_other_keys_as_vim_9_sets_them_are_undone() {
+        // What vim 9.0 writes on start in an xterm-like terminal (among others).
+        let s = scanned(&[b"\x1b[>4;2m\x1b[?1004h\x1b[?1049h"]);
+        assert_eq!(s.undo(), b"\x1b[?1004l\x1b[?1049l\x1b[>4m".to_vec());
+        // Reset by the program itself: nothing to undo.
+        assert!(scanned(&[b"\x1b[>4;2m\x1b[?1004h", b"\x1b[>4;m\x1b[?1004l"]).is_default());
+        assert!(scanned(&[b"\x1b[>4;1m\x1b[>4m"]).is_default());
+        // Other `CSI > ... m` sequences (modifyCursorKeys and so on) are not this one.
+        assert!(scanned(&[b"\x1b[>1;2m"]).is_default());
     }
 }
