@@ -226,3 +226,39 @@ fn a_terminal_does_not_type_into_a_session_without_one() {
         has_line(s, "rc=0 sane=2")
     });
 }
+
+/// A paste larger than the process's input queue (1 MiB) into a program not reading yet
+/// waits instead of being refused: the program gets every byte, in order, once it reads.
+#[test]
+fn a_paste_larger_than_the_input_queue_arrives_whole() {
+    let Some(t) = Tmux::start("a_paste_larger_than_the_input_queue", 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-paste", &[]);
+    const LEN: usize = 2_500_000;
+    // Printable text only (a paste goes through tmux as keys), no newline.
+    let text: Vec<u8> = (0..LEN)
+        .map(|i| b"abcdefghijklmnopqrstuvwxyz0123456789"[(i * 7 + i / 37) % 36])
+        .collect();
+    let input = d.dir.join("paste.txt");
+    std::fs::write(&input, &text).unwrap();
+    let output = d.dir.join("pasted.txt");
+    // It reads nothing for a while, so that the paste fills its input queue.
+    let script = format!(
+        "stty raw -echo; echo waiting-for-paste; sleep 4; head -c {LEN} > {}; echo got-it-all",
+        output.display()
+    );
+    gw_ok(&d, &["run", "sh", "--pty", "--", "sh", "-c", &script]);
+    t.type_line(&attach_cmd(&d, ""));
+    // Shown by `attach` (replayed or live): what is typed from now on reaches the session.
+    t.await_screen("attached", |s| s.contains("waiting-for-paste"));
+    t.paste_file(&input);
+    let screen = t.await_screen("the program's end", |s| s.contains("[genward: sh gen"));
+    assert!(!screen.contains("input not sent"), "{screen}");
+    let got = std::fs::read(&output).unwrap();
+    assert_eq!(got.len(), LEN, "{screen}");
+    assert!(
+        got == text,
+        "the pasted bytes arrived altered (a hole or a reordering)"
+    );
+}

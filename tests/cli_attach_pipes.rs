@@ -155,3 +155,19 @@ fn piped_input_larger_than_the_input_queue_arrives_whole() {
     let done = sink.open_when_full(&d, attach);
     assert_eq!(done.code, Some(0), "{done:?}");
 }
+
+/// A shutdown stops the followed generation, then closes every connection: the
+/// attachment ends with that generation's end and status (as `wait` does), not with
+/// "lost the daemon".
+#[test]
+fn a_shutdown_ends_the_attachment_with_the_generations_status() {
+    let d = Daemon::start("cli-attach-shutdown", &[]);
+    let gen = gw_ok(
+        &d,
+        &["run", "s", "--", "sh", "-c", "echo up; exec sleep 600"],
+    );
+    let mut attach = Streaming::start(&d, &["attach", "s"]);
+    attach.until(|l| l == "up");
+    gw_ok(&d, &["shutdown"]);
+    assert_eq!(attach.finish(), Some(143), "gen {gen}");
+}

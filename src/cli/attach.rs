@@ -62,6 +62,12 @@ const QUIET_WRITE_ID: &str = "input-gen-";
 /// in the terminal instead of in our memory.
 const MAX_QUEUED_INPUT: usize = 1 << 20;
 
+/// Input read at once from a terminal from this size on is a paste, not keystrokes: it is
+/// sent as answered writes, one at a time, so that one refused for a full input queue is
+/// sent again instead of lost (a quiet write refused is lost, and what follows it may be
+/// taken: input with a hole).
+const PASTE_BYTES: usize = 64;
+
 /// How long piped input refused for a full queue waits before it is sent again.
 const REFUSED_INPUT_RETRY: Duration = Duration::from_millis(20);
 
@@ -178,6 +184,13 @@ struct Attached {
     unanswered: Option<(u64, Vec<u8>)>,
     /// When to send `unanswered` again, after a refusal for a full queue.
     retry_at: Option<Instant>,
+    /// On a terminal: input read and not sent yet, because an answered write (a paste,
+    /// see [`PASTE_BYTES`]) is still unanswered; sent as the next write once it is, so
+    /// nothing typed overtakes a paste waiting for room.
+    typed: Vec<u8>,
+    /// On a terminal: every write is answered from now on, since a quiet one was refused
+    /// for a full input queue.
+    answered_input: bool,
 }
 
 /// How a full-screen program is made to redraw once attached.
@@ -269,6 +282,8 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         trim_replay: true,
         unanswered: None,
         retry_at: None,
+        typed: Vec::new(),
+        answered_input: false,
     };
     let result = a
         .conn
@@ -407,6 +422,8 @@ impl Attached {
             return Ok(());
         }
         self.notice(&format!("gen {} replaced by gen {newer}", self.gen))?;
+        // Typed for the generation replaced: never for its successor.
+        self.typed.clear();
         self.gen = newer;
         self.ended = None;
         self.start_following()
@@ -430,6 +447,14 @@ impl Attached {
         if !self.tty {
             return self.write_piped(self.gen, bytes.to_vec());
         }
+        if self.answered_input
+            || bytes.len() >= PASTE_BYTES
+            || self.unanswered.is_some()
+            || !self.typed.is_empty()
+        {
+            self.typed.extend_from_slice(bytes);
+            return self.send_typed();
+        }
         // Answered only if it fails, under an id naming the generation it was typed for:
         // an answer per keystroke would cost the daemon a write and this client a wake-up.
         let write = Command::Write {
@@ -440,6 +465,17 @@ impl Attached {
         let rid = RequestId::Str(format!("{QUIET_WRITE_ID}{}", self.gen));
         self.conn.send_as(&rid, &Op::QuietWrite(write))?;
         Ok(())
+    }
+
+    /// Sends what was read from the terminal and not sent yet, unless a write is still
+    /// unanswered (then once it is).
+    fn send_typed(&mut self) -> Result<(), CommandError> {
+        if self.unanswered.is_some() || self.typed.is_empty() {
+            return Ok(());
+        }
+        let n = self.typed.len().min(INPUT_CHUNK * 16);
+        let bytes: Vec<u8> = self.typed.drain(..n).collect();
+        self.write_piped(self.gen, bytes)
     }
 
     /// Sends piped input as a write that is answered (see `unanswered`).
@@ -474,13 +510,18 @@ impl Attached {
                     self.write_piped(gen, bytes)?;
                 }
             }
-            let in_flags =
-                if stdin_open && self.unanswered.is_none() && self.conn.queued() < MAX_QUEUED_INPUT
-                {
-                    PollFlags::IN
+            let in_flags = if stdin_open
+                && (if self.tty {
+                    self.typed.len() < MAX_QUEUED_INPUT
                 } else {
-                    PollFlags::empty()
-                };
+                    self.unanswered.is_none()
+                })
+                && self.conn.queued() < MAX_QUEUED_INPUT
+            {
+                PollFlags::IN
+            } else {
+                PollFlags::empty()
+            };
             let sock_flags = if self.conn.queued() > 0 {
                 PollFlags::IN | PollFlags::OUT
             } else {
@@ -523,13 +564,26 @@ impl Attached {
                     }
                 }
             }
-            if sock && !self.conn.read_available()? {
-                while let Some(msg) = self.conn.pop_message()? {
-                    if let Some(outcome) = self.handle(msg)? {
-                        return Ok(outcome);
+            if sock {
+                let lost = match self.conn.read_available() {
+                    Ok(true) => None,
+                    Ok(false) => Some(ClientError::Lost("the daemon closed the connection".into())),
+                    Err(e) => Some(e),
+                };
+                if let Some(lost) = lost {
+                    while let Some(msg) = self.conn.pop_message()? {
+                        if let Some(outcome) = self.handle(msg)? {
+                            return Ok(outcome);
+                        }
                     }
+                    // The followed generation's end was told before the daemon went away
+                    // (a shutdown stops it, then closes every connection): that end is how
+                    // the attachment ended, not the connection's loss.
+                    if let Some(end) = self.ended.take() {
+                        return Ok(Outcome::Ended(end));
+                    }
+                    return Err(lost.into());
                 }
-                return Err(ClientError::Lost("the daemon closed the connection".into()).into());
             }
             if input {
                 match rustix::io::read(stdin.as_fd(), &mut buf) {
@@ -609,16 +663,21 @@ impl Attached {
                 .and_then(|gen| gen.parse().ok())
                 .map(Pending::Write)
         };
-        let Some(kind) = u64_of(obj, "id")
-            .and_then(|id| self.pending.remove(&id))
-            .or_else(quiet_write)
-        else {
+        let answered = u64_of(obj, "id").and_then(|id| self.pending.remove(&id));
+        let quiet = answered.is_none();
+        let Some(kind) = answered.or_else(quiet_write) else {
             return Ok(None);
         };
         let ok = obj.get("ok") == Some(&Value::Bool(true));
         let error = obj.get("error").and_then(Value::as_object);
         let code = error.and_then(|e| str_of(e, "code")).unwrap_or("");
-        if let Pending::Write(_) = kind {
+        if let (Pending::Write(_), true) = (kind, quiet) {
+            if code == "limit" {
+                // A quiet write refused for a full queue: its bytes are lost (said below);
+                // from now on every write is answered, and sent again when refused.
+                self.answered_input = true;
+            }
+        } else if let Pending::Write(_) = kind {
             if code == "limit" && self.unanswered.is_some() {
                 // The process's input queue is full: the same bytes again shortly, as a
                 // writer to a full pipe waits.
@@ -626,6 +685,7 @@ impl Attached {
                 return Ok(None);
             }
             self.unanswered = None;
+            self.send_typed()?;
         }
         match kind {
             Pending::Write(g) if !ok => {

@@ -68,6 +68,20 @@ impl Tmux {
         assert!(self.run(&args).status.success());
     }
 
+    /// Pastes the contents of file `path` into the pane, as a terminal's paste does:
+    /// all of it written to the pane at once.
+    pub fn paste_file(&self, path: &std::path::Path) {
+        let path = path.to_str().expect("a UTF-8 path");
+        assert!(self
+            .run(&["load-buffer", "-b", "paste", path])
+            .status
+            .success());
+        assert!(self
+            .run(&["paste-buffer", "-d", "-b", "paste"])
+            .status
+            .success());
+    }
+
     /// The visible screen.
     pub fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
