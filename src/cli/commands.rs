@@ -213,7 +213,7 @@ pub const RUN: CommandSpec = CommandSpec {
         OptSpec::repeated(
             "depends-on",
             "NAME=STATE",
-            "start only once session NAME is ready, started or completed",
+            "start only once session NAME is ready, started or completed (NAME alone: ready)",
         ),
         OptSpec::value(
             "live-tcp",
@@ -278,7 +278,7 @@ pub const RUN: CommandSpec = CommandSpec {
     ],
     ..CommandSpec::new(
         "run",
-        "start CMD as a new generation of session NAME, in this command's environment and directory; waits until it has started (exit 127: not found, 126: not executable, 1: another failure, 75: not started within 15s, as it waits for a dependency or a predecessor) and prints its generation",
+        "start CMD as a new generation of session NAME, in this command's environment and directory; waits until it has started (exit 127: program or directory not found, 126: not executable, 1: another failure, 75: not started within 15s, as it waits for a dependency or a predecessor) and prints its generation",
     )
 };
 
@@ -365,6 +365,8 @@ pub const LOGS: CommandSpec = CommandSpec {
         "logs web --since 10m",
         "logs build -f --lossless > build.log",
     ],
+    // One generation's output ends with it: there is nothing after it to follow.
+    exclusive: &[&["gen", "follow-restarts"]],
     ..CommandSpec::new("logs", "print a session's recent output")
 };
 

@@ -423,7 +423,8 @@ pub fn man_page(commands: &[CommandSpec]) -> String {
          .SH EXIT STATUS\n\
          0 on success, 1 on failure, 2 for a usage error; \\fBwait\\fR exits with the \
          status of the generation it waited for; \\fBrun\\fR exits 127 when the program \
-         is not found, 126 when it cannot be executed, and 75 when it has not started \
+         (or its working directory) is not found, 126 when it cannot be executed (or \
+         entered), and 75 when it has not started \
          within 15 seconds (it waits for a dependency or a predecessor).\n\
          .SH SEE ALSO\n\
          The wire protocol, operations and benchmarks in the \\fIdocs/\\fR directory of \

@@ -114,7 +114,9 @@ fn wait_ready(m: &Matches<'_>, ctx: &Context, session: String, gen: Option<u64>)
         WireEvent::Ready { .. } => return Ok(ExitCode::SUCCESS),
         WireEvent::ReadyFailed { reason, .. } => format!("readiness failed: {reason}"),
         other => match other.end() {
-            Some(end) => format!("ended before it was ready: {}", describe(&end)),
+            // The daemon answers with the end alone once a generation has ended, whether
+            // it was ready first or not (an end does not record it).
+            Some(end) => format!("has ended, not ready now: {}", describe(&end)),
             None => format!("unexpected `{}` event", other.name()),
         },
     };

@@ -353,6 +353,12 @@ fn exclusive_groups_of_options_and_positionals() {
         }
     );
     assert!(ok(&SEND, &["web", "--stdin"]).flag("stdin"));
+    // The real `logs`: one generation's output has nothing after it to follow.
+    let e = fails(
+        &crate::cli::commands::LOGS,
+        &["web", "--gen", "4", "--follow-restarts"],
+    );
+    assert!(matches!(e.kind, ArgErrorKind::Exclusive { .. }), "{e}");
 }
 
 #[test]
