@@ -208,6 +208,13 @@ class _Engine:
         self.reconnects = 0
         #: Threads (or tasks) waiting in a call of this client, and how many times over.
         self._blocked: Dict[Any, int] = {}
+        #: When the last connection whose hello was answered was lost (monotonic seconds),
+        #: while no later one has been answered: reconnecting gives up `reconnect_timeout`
+        #: after it, however many connections are accepted and then ended before their
+        #: hello is answered (a daemon refusing this client, or at its connection limit).
+        self._lost_since: Optional[float] = None
+        #: The pause before connecting again after such a connection.
+        self._retry_delay = 0.05
 
     # ---- supplied by the transport ---------------------------------------------------
 
@@ -588,10 +595,25 @@ class _Engine:
 
     def _reconnect_hello(self, resp: Dict[str, Any]) -> ServerInfo:
         try:
-            return self._check_hello(resp)
+            info = self._check_hello(resp)
         except IncompatibleDaemon as e:
             self._shut(e)
             raise
+        self._lost_since = None
+        self._retry_delay = 0.05
+        return info
+
+    def _reconnect_start(self, now: float) -> Tuple[float, float]:
+        """Where a reconnection begins: its deadline, and how long to wait before the
+        first try (0 after a connection that was up; a backoff after one that ended before
+        its hello was answered, so that a daemon refusing connections is not hammered)."""
+        if self._lost_since is None:
+            self._lost_since = now
+            self._retry_delay = 0.05
+            return now + self.reconnect_timeout, 0.0
+        delay = self._retry_delay
+        self._retry_delay = min(self._retry_delay * 2, 0.5)
+        return self._lost_since + self.reconnect_timeout, delay
 
     def _shut(self, err: BaseException) -> None:
         """Ends the client: every pending request, handle and subscription fails with ``err``."""

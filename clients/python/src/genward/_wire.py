@@ -103,12 +103,18 @@ def ready_end(session: str, end: Mapping[str, Any]) -> Dict[str, Any]:
     raise NotReady(f"{session} gen {end.get('gen')}: {why}", dict(end))
 
 
-def spawn_args(session: str, argv: List[str], opts: Mapping[str, Any]) -> Dict[str, Any]:
+def spawn_args(session: str, argv: Sequence[Any], opts: Mapping[str, Any]) -> Dict[str, Any]:
     """The ``spawn`` request's members, from :meth:`Client.spawn`'s keyword options
     (named as the protocol names them)."""
-    if isinstance(argv, (str, bytes)):
+    if isinstance(argv, (str, bytes, bytearray)):
         raise TypeError("argv is a list of strings (no shell): ['sh', '-c', '...']")
-    args: Dict[str, Any] = {"op": "spawn", "session": session, "argv": [str(a) for a in argv]}
+    words = []
+    for i, a in enumerate(argv):
+        if isinstance(a, (bytes, bytearray)):
+            # str() of bytes is "b'...'": the process would get another argument than given.
+            raise TypeError(f"argv[{i}] is {type(a).__name__}; arguments are sent as text (str)")
+        words.append(a if isinstance(a, str) else str(a))
+    args: Dict[str, Any] = {"op": "spawn", "session": session, "argv": words}
     for key, value in opts.items():
         if value is None:
             continue

@@ -183,10 +183,14 @@ class AsyncClient(_Engine):
 
     async def _reconnect_loop(self) -> bool:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.reconnect_timeout
+        deadline, pause = self._reconnect_start(loop.time())
+        if pause:
+            await asyncio.sleep(pause)
         delay = 0.05
         while not self._closed:
             try:
+                if loop.time() >= deadline:
+                    raise NoDaemon(f"connections to {self.path} kept ending before the daemon said hello")
                 reader, writer = await _open(self.path, self.timeout)
             except NoDaemon as e:
                 if loop.time() >= deadline:
@@ -273,7 +277,7 @@ class AsyncClient(_Engine):
         run_as = run_as_members(
             user=user, group=group, groups=groups, umask=umask, env_file=env_file, rlimits=rlimits
         )
-        args = spawn_args(session, list(argv), {**opts, **run_as, "log": log})
+        args = spawn_args(session, argv, {**opts, **run_as, "log": log})
         st: ProcState = await self._waiting(self._spawn_request(args, keep, lossless), self.timeout)
         await self._waiting(st.started, timeout)
         return AsyncProcess(self, st)

@@ -222,13 +222,18 @@ class Client(_Engine):
                 pass
 
     def _reconnect_loop(self) -> bool:
-        deadline = time.monotonic() + self.reconnect_timeout
+        with self._lock:
+            deadline, pause = self._reconnect_start(time.monotonic())
+        if pause:
+            time.sleep(pause)
         delay = 0.05
         while True:
             with self._lock:
                 if self._closed:
                     return False
             try:
+                if time.monotonic() >= deadline:
+                    raise NoDaemon(f"connections to {self.path} kept ending before the daemon said hello")
                 sock = _connect(self.path, self.timeout)
             except NoDaemon as e:
                 if time.monotonic() >= deadline:
@@ -344,7 +349,7 @@ class Client(_Engine):
         run_as = run_as_members(
             user=user, group=group, groups=groups, umask=umask, env_file=env_file, rlimits=rlimits
         )
-        args = spawn_args(session, list(argv), {**opts, **run_as, "log": log})
+        args = spawn_args(session, argv, {**opts, **run_as, "log": log})
         with self._lock:
             fut = self._spawn_request(args, keep, lossless)
         st: ProcState = self._waiting(fut, self.timeout)
