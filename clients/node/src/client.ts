@@ -269,6 +269,8 @@ export class Client extends EventEmitter {
   private pending = new Map<number, Pending>();
   private subs = new Map<string, Sub>();
   private pausers = new Set<object>();
+  /** Each running replay's end, called by `close()`: their connections are this client's too. */
+  private replays = new Set<(err: unknown) => void>();
   private closed = false;
   private reconnecting: Promise<void> | null = null;
   /** Requests being gathered for one write (see `together`), else null. */
@@ -455,6 +457,7 @@ export class Client extends EventEmitter {
     else if (opts.fromPos !== undefined) start.from_pos = opts.fromPos;
     else if (opts.fromGen !== undefined) start.from_gen = opts.fromGen;
     else start.from_start = true;
+    if (this.closed) throw new ConnectionLostError('the client was closed');
     const sock = await openSocket(this.socketPath);
     const decoder = new FrameDecoder();
     const items: (OutputChunk | EventRecord)[] = [];
@@ -508,7 +511,14 @@ export class Client extends EventEmitter {
       }
     });
     sock.on('error', (e) => finish(e));
-    sock.on('close', () => finish(opts.follow ? undefined : new ConnectionLostError()));
+    // Before its end (the retained records, or the loop left when following), a lost
+    // connection is an error, never a quiet end: a follower must know it stopped.
+    sock.on('close', () => finish(new ConnectionLostError()));
+    const end = (err: unknown) => {
+      finish(err);
+      sock.destroy();
+    };
+    this.replays.add(end);
     const sub = { id: 1, op: 'subscribe', session: name, ...start, lossless: opts.lossless || undefined };
     // Answered after every replayed record: the end of the replay.
     const marker = { id: 2, op: 'hello' };
@@ -529,6 +539,7 @@ export class Client extends EventEmitter {
       }
       if (failure !== null) throw failure;
     } finally {
+      this.replays.delete(end);
       sock.destroy();
     }
   }
@@ -538,12 +549,16 @@ export class Client extends EventEmitter {
     return this.send(op, args);
   }
 
-  /** Closes the connection; handles still waiting fail with ConnectionLostError. */
+  /** Closes the connection, and each replay's; handles and replays still waiting fail
+   * with ConnectionLostError. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
     this.sock?.destroy();
-    this.failAll(new ConnectionLostError('the client was closed'));
+    const closed = new ConnectionLostError('the client was closed');
+    for (const end of this.replays) end(closed);
+    this.replays.clear();
+    this.failAll(closed);
     this.emit('close');
   }
 

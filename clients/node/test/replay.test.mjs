@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '../dist/esm/index.js';
+import { Client, ConnectionLostError } from '../dist/esm/index.js';
 import { Daemon } from './daemon.mjs';
 
 let daemon;
@@ -70,6 +70,19 @@ test('a replay that follows ends when the caller stops it', async () => {
   }
   assert.equal(text, 'a\nb\n');
   await h.wait();
+});
+
+test('closing the client ends a following replay with ConnectionLostError', async () => {
+  const own = await Client.connect({ socket: daemon.socket });
+  await own.spawn('quiet', ['sleep', '100']);
+  const it = own.replay('quiet', { fromStart: true, follow: true });
+  const seen = (async () => {
+    for await (const r of it) {
+      if (r.type === 'event' && r.event === 'spawned') own.close();
+    }
+  })();
+  await assert.rejects(seen, ConnectionLostError);
+  await client.stop('quiet');
 });
 
 test('a reader that falls behind gets `dropped`, then what is retained', async () => {
