@@ -720,7 +720,6 @@ export class Client extends EventEmitter {
     }
     this.sock = sock;
     this.decoder = new FrameDecoder();
-    if (this.pausers.size > 0) sock.pause();
     sock.on('data', (chunk: Buffer) => {
       if (this.sock !== sock) return;
       try {
@@ -747,23 +746,10 @@ export class Client extends EventEmitter {
         lost(new ConnectionLostError('lost the connection to the genward daemon before it answered hello'));
       }
     });
-    // hello first, then the subscriptions again from where they were, then what waits.
+    // hello first, alone: until it is answered nothing else goes out, so that a connection
+    // refused or lost before its hello takes no request with it (one the daemon ran would
+    // be reported lost). The subscriptions again, then what waits (see `onClose`), after.
     const helloP = this.sendNow(sock, 'hello', {});
-    if (reconnecting) {
-      for (const sub of this.subs.values()) {
-        if (!sub.subscribed) continue;
-        const gens = [...sub.handles.keys()];
-        const start =
-          sub.nextPos !== null ? { from_pos: sub.nextPos } : gens.length > 0 ? { from_gen: Math.min(...gens) } : {};
-        this.sendNow(sock, 'subscribe', this.subscribeArgs(sub, start)).catch((e) => this.unsubscribed(sub, e));
-      }
-    }
-    for (const p of [...this.pending.values()].sort((a, b) => a.id - b.id)) {
-      if (!p.sent) {
-        p.sent = true;
-        sock.write(p.line);
-      }
-    }
     let hello: HelloInfo;
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -801,6 +787,18 @@ export class Client extends EventEmitter {
     }
     this.hello = hello;
     up = true;
+    if (reconnecting) {
+      for (const sub of this.subs.values()) {
+        if (!sub.subscribed) continue;
+        const gens = [...sub.handles.keys()];
+        const start =
+          sub.nextPos !== null ? { from_pos: sub.nextPos } : gens.length > 0 ? { from_gen: Math.min(...gens) } : {};
+        this.sendNow(sock, 'subscribe', this.subscribeArgs(sub, start)).catch((e) => this.unsubscribed(sub, e));
+      }
+    }
+    // An iterator full before the loss keeps the output waiting: paused only now, so that
+    // the hello answer was read whatever the iterators hold.
+    if (this.pausers.size > 0) sock.pause();
   }
 
   /** Sends on `sock` now, even while reconnecting. */

@@ -358,3 +358,54 @@ test('a reconnection whose connection goes before hello is answered: one reconne
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a connection refused before its hello takes no request with it: one asked while away goes on the next', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-refused-'));
+  const socket = join(dir, 'fake.sock');
+  const hello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
+  const conns = [];
+  const asked = [];
+  // A stand-in daemon: the first connection answers hello; the second (the first
+  // reconnection) takes what it is sent and goes without an answer, as a daemon at its
+  // connection limit does; every later one answers everything.
+  const server = createServer((conn) => {
+    const n = conns.push(conn) - 1;
+    asked.push([]);
+    let buf = '';
+    conn.on('error', () => {});
+    conn.on('data', (chunk) => {
+      buf += chunk;
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+        const req = JSON.parse(buf.slice(0, i));
+        asked[n].push(req.op);
+        if (n === 1) {
+          setTimeout(() => conn.destroy(), 100);
+          continue;
+        }
+        const body = req.op === 'hello' ? hello : { gen: 7 };
+        conn.write(JSON.stringify({ id: req.id, ok: true, ...body }) + '\n');
+      }
+    });
+  });
+  await new Promise((r) => server.listen(socket, r));
+  let client;
+  try {
+    client = await Client.connect({ socket });
+    // Asked as the loss is told, before any reconnection: it must wait for a connection
+    // whose hello was answered (a `stop` is not asked twice, so one written into the
+    // refused connection would fail, though a daemon may have run it).
+    let stopped;
+    client.once('disconnect', () => (stopped = client.stop('s')));
+    const reconnected = once(client, 'reconnect');
+    conns[0].destroy();
+    await reconnected;
+    assert.equal((await stopped).gen, 7);
+    assert.deepEqual(asked[1], ['hello']);
+    assert.ok(asked.slice(2).flat().includes('stop'), JSON.stringify(asked));
+  } finally {
+    client?.close();
+    for (const c of conns) c.destroy();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
