@@ -285,6 +285,11 @@ impl Children {
         !self.launching.is_empty()
     }
 
+    /// Whether `gen`'s start is in flight (its result not yet told).
+    pub fn is_starting(&self, gen: u64) -> bool {
+        self.launching.contains_key(&gen)
+    }
+
     /// The name of the cgroup subtree generations get cgroups in, if there is one.
     pub fn cgroup_root_name(&self) -> Option<String> {
         self.cgroups.as_ref()?.name().map(str::to_owned)

@@ -246,7 +246,10 @@ impl Daemon {
             Source::Pidfd { gen } => self.check_exit(gen),
             Source::ReadyFd { gen } => {
                 if let Some(signal) = self.ready.on_notify(self.poll.registry(), gen) {
-                    self.tell(Input::Readiness { gen, signal });
+                    match self.children.is_starting(gen) {
+                        true => self.ready.hold(gen, signal),
+                        false => self.tell(Input::Readiness { gen, signal }),
+                    }
                 }
             }
             Source::Probe { gen } | Source::ProbeStatus { gen } => {

@@ -87,6 +87,8 @@ pub struct Readiness {
     pipes_watched: usize,
     /// Watches whose readiness check runs probes.
     probing: usize,
+    /// Notifications read before their generation's start was told (see `hold`).
+    early: HashMap<u64, ReadySignal>,
 }
 
 impl Readiness {
@@ -344,8 +346,23 @@ impl Readiness {
         }
     }
 
+    /// A notification of `gen` read before its start was told: a program that notifies
+    /// first thing may be read in the same turn as its start's status, and first. The core
+    /// awaits it only once the start is told, so it is told then ([`take_early`]).
+    ///
+    /// [`take_early`]: Readiness::take_early
+    pub fn hold(&mut self, gen: u64, signal: ReadySignal) {
+        self.early.insert(gen, signal);
+    }
+
+    /// What [`hold`](Readiness::hold) kept for `gen`, once its start was told.
+    pub fn take_early(&mut self, gen: u64) -> Option<ReadySignal> {
+        self.early.remove(&gen)
+    }
+
     /// `gen` is gone: forget its readiness and its liveness.
     pub fn release(&mut self, registry: &Registry, gen: u64) {
+        self.early.remove(&gen);
         self.settled(registry, gen);
         self.kept.remove(&gen);
         if let Some(LiveWatch {

@@ -84,7 +84,11 @@ impl Daemon {
         });
         let spawned = result.is_ok();
         self.tell(Input::SpawnResult { gen, result });
+        let early = self.ready.take_early(gen);
         if spawned {
+            if let Some(signal) = early {
+                self.tell(Input::Readiness { gen, signal });
+            }
             // It may have exited before its pidfd was registered: edge-triggered readiness
             // still fires for a pidfd that is already readable, but look once anyway.
             self.check_exit(gen);
