@@ -293,15 +293,16 @@ test('a request asked while reconnecting, written into a connection gone right a
   }
 });
 
-test('a reconnection whose connection goes before hello is answered: one reconnect loop tries again', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'genward-node-twice-'));
+const fakeHello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
+
+/** A stand-in daemon on a socket of its own. `serve(n, req, reply, conn)` handles request
+ * `req` on connection number `n` (`reply(body)` answers it with success); returning
+ * `false` stops reading that connection. `asked[n]` lists the ops each connection got. */
+async function standIn(serve) {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-fake-'));
   const socket = join(dir, 'fake.sock');
-  const hello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
   const conns = [];
   const asked = [];
-  // A stand-in daemon. The first connection answers hello only (what else is asked waits
-  // there till the test drops it); the second (the first reconnection) goes as its hello
-  // arrives, unanswered; every later one answers everything.
   const server = createServer((conn) => {
     const n = conns.push(conn) - 1;
     asked.push([]);
@@ -312,20 +313,40 @@ test('a reconnection whose connection goes before hello is answered: one reconne
       for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
         const req = JSON.parse(buf.slice(0, i));
         asked[n].push(req.op);
-        if (n === 1) {
-          conn.destroy();
-          return;
-        }
-        if (n === 0 && req.op !== 'hello') continue;
-        const body = req.op === 'hello' ? hello : req.op === 'get' ? { session: { name: req.session } } : { sessions: [] };
-        conn.write(JSON.stringify({ id: req.id, ok: true, ...body }) + '\n');
+        const reply = (body) => conn.write(JSON.stringify({ id: req.id, ok: true, ...body }) + '\n');
+        if (serve(n, req, reply, conn) === false) return;
       }
     });
   });
   await new Promise((r) => server.listen(socket, r));
+  return {
+    socket,
+    conns,
+    asked,
+    async close() {
+      for (const c of conns) c.destroy();
+      await new Promise((r) => server.close(r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+test('a reconnection whose connection goes before hello is answered: one reconnect loop tries again', async () => {
+  // The first connection answers hello only (what else is asked waits there till the test
+  // drops it); the second (the first reconnection) goes as its hello arrives, unanswered;
+  // every later one answers everything.
+  const fake = await standIn((n, req, reply, conn) => {
+    if (n === 1) {
+      conn.destroy();
+      return false;
+    }
+    if (n === 0 && req.op !== 'hello') return;
+    reply(req.op === 'hello' ? fakeHello : req.op === 'get' ? { session: { name: req.session } } : { sessions: [] });
+  });
+  const { conns, asked } = fake;
   let client;
   try {
-    client = await Client.connect({ socket });
+    client = await Client.connect({ socket: fake.socket });
     const events = { disconnect: 0, reconnect: 0 };
     client.on('disconnect', () => events.disconnect++);
     client.on('reconnect', () => events.reconnect++);
@@ -353,59 +374,37 @@ test('a reconnection whose connection goes before hello is answered: one reconne
     assert.equal(asked[2].at(-1), 'list');
   } finally {
     client?.close();
-    for (const c of conns) c.destroy();
-    await new Promise((r) => server.close(r));
-    rmSync(dir, { recursive: true, force: true });
+    await fake.close();
   }
 });
 
 test('a connection refused before its hello takes no request with it: one asked while away goes on the next', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'genward-node-refused-'));
-  const socket = join(dir, 'fake.sock');
-  const hello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
-  const conns = [];
-  const asked = [];
-  // A stand-in daemon: the first connection answers hello; the second (the first
-  // reconnection) takes what it is sent and goes without an answer, as a daemon at its
-  // connection limit does; every later one answers everything.
-  const server = createServer((conn) => {
-    const n = conns.push(conn) - 1;
-    asked.push([]);
-    let buf = '';
-    conn.on('error', () => {});
-    conn.on('data', (chunk) => {
-      buf += chunk;
-      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
-        const req = JSON.parse(buf.slice(0, i));
-        asked[n].push(req.op);
-        if (n === 1) {
-          setTimeout(() => conn.destroy(), 100);
-          continue;
-        }
-        const body = req.op === 'hello' ? hello : { gen: 7 };
-        conn.write(JSON.stringify({ id: req.id, ok: true, ...body }) + '\n');
-      }
-    });
+  // The first connection answers hello; the second (the first reconnection) takes what it
+  // is sent and goes without an answer, as a daemon at its connection limit does; every
+  // later one answers everything.
+  const fake = await standIn((n, req, reply, conn) => {
+    if (n === 1) {
+      setTimeout(() => conn.destroy(), 100);
+      return;
+    }
+    reply(req.op === 'hello' ? fakeHello : { gen: 7 });
   });
-  await new Promise((r) => server.listen(socket, r));
   let client;
   try {
-    client = await Client.connect({ socket });
+    client = await Client.connect({ socket: fake.socket });
     // Asked as the loss is told, before any reconnection: it must wait for a connection
     // whose hello was answered (a `stop` is not asked twice, so one written into the
     // refused connection would fail, though a daemon may have run it).
     let stopped;
     client.once('disconnect', () => (stopped = client.stop('s')));
     const reconnected = once(client, 'reconnect');
-    conns[0].destroy();
+    fake.conns[0].destroy();
     await reconnected;
     assert.equal((await stopped).gen, 7);
-    assert.deepEqual(asked[1], ['hello']);
-    assert.ok(asked.slice(2).flat().includes('stop'), JSON.stringify(asked));
+    assert.deepEqual(fake.asked[1], ['hello']);
+    assert.ok(fake.asked.slice(2).flat().includes('stop'), JSON.stringify(fake.asked));
   } finally {
     client?.close();
-    for (const c of conns) c.destroy();
-    await new Promise((r) => server.close(r));
-    rmSync(dir, { recursive: true, force: true });
+    await fake.close();
   }
 });
