@@ -154,9 +154,7 @@ fn a_failed_dependency_keeps_dependents_pending_until_it_recovers() {
         )
         .unwrap();
     h.started(db);
-    h.exit(db, ExitStatus::Code(3));
-    h.eof(db);
-    h.group_empty(db);
+    h.ends(db, ExitStatus::Code(3));
     let why = waiting(&h, "web").expect("still waiting");
     assert!(why.contains("db ended with code 3"), "{why}");
     assert!(!spawned(h.all_actions(), web));
@@ -242,9 +240,7 @@ fn a_removal_taken_back_after_a_crash_still_stops_dependents_first() {
         !term(&actions, db),
         "its dependency still waits for it: {actions:?}"
     );
-    let mut all = n.exit(web, ExitStatus::Signal(15));
-    all.extend(n.eof(web));
-    all.extend(n.group_empty(web));
+    let all = n.ends(web, ExitStatus::Signal(15));
     assert!(term(&all, db), "db is stopped once web ended: {all:?}");
     n.settle();
 }
@@ -259,10 +255,7 @@ fn shutdown_stops_dependents_first() {
     });
     assert!(term(&actions, web), "the dependent is stopped at once");
     assert!(!term(&actions, db), "its dependency waits for it");
-    h.exit(web, ExitStatus::Signal(15));
-    let actions = h.eof(web);
-    let mut all = actions.clone();
-    all.extend(h.group_empty(web));
+    let all = h.ends(web, ExitStatus::Signal(15));
     assert!(term(&all, db), "db is stopped once web ended: {all:?}");
     h.settle();
 }

@@ -128,6 +128,15 @@ impl Harness {
         self.input(Input::LeaderExited { gen, status })
     }
 
+    /// `gen`'s leader exits with `status`, its output ends and its group empties: the
+    /// generation is gone. Every action that caused.
+    pub fn ends(&mut self, gen: u64, status: ExitStatus) -> Vec<Action> {
+        let mut all = self.exit(gen, status);
+        all.extend(self.eof(gen));
+        all.extend(self.group_empty(gen));
+        all
+    }
+
     pub fn eof(&mut self, gen: u64) -> Vec<Action> {
         let mut all = self.input(Input::Eof {
             gen,

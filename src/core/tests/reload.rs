@@ -93,9 +93,7 @@ fn a_reload_adds_removes_replaces_and_leaves_the_rest_alone() {
     assert_eq!(*h.core.sessions["b"].spec, other_spec());
     // Removed: stopping, then gone once its generation ended.
     assert_eq!(h.get("c").state, SessionState::Removing);
-    h.exit(c, ExitStatus::Signal(15));
-    h.eof(c);
-    h.group_empty(c);
+    h.ends(c, ExitStatus::Signal(15));
     assert!(!h.core.has_session("c"));
     h.settle();
 }
@@ -184,9 +182,7 @@ fn a_busy_session_starts_the_new_spec_next() {
     assert_eq!(names(&plan.busy), ["a"]);
     let again = reload(&mut h, vec![changed]).unwrap();
     assert_eq!(names(&again.unchanged), ["a"], "{again:?}");
-    h.exit(a, ExitStatus::Code(1));
-    h.eof(a);
-    h.group_empty(a);
+    h.ends(a, ExitStatus::Code(1));
     h.advance(60_000);
     let next = h.get("a").current.expect("restarted");
     assert!(next > a);
@@ -281,9 +277,7 @@ fn a_session_brought_back_while_stopping_starts_per_its_on_busy() {
             )
         };
         assert_eq!(spawned(&h), at_once, "{on_busy:?}");
-        h.exit(first, ExitStatus::Signal(15));
-        h.eof(first);
-        h.group_empty(first);
+        h.ends(first, ExitStatus::Signal(15));
         assert!(spawned(&h), "{on_busy:?}: started once the old one is gone");
         h.settle();
     }
@@ -432,9 +426,7 @@ fn reject_replaces_a_generation_still_waiting_for_its_dependencies() {
     };
     reload(&mut h, vec![entry("db", spec()), web(waits)]).unwrap();
     let db = run(&mut h, "db");
-    h.exit(db, ExitStatus::Code(3));
-    h.eof(db);
-    h.group_empty(db);
+    h.ends(db, ExitStatus::Code(3));
     let waiting = h.get("web").current.expect("web waits for db");
     let plan = reload(&mut h, vec![web(spec())]).unwrap();
     assert_eq!(names(&plan.replace), ["web"]);
@@ -465,9 +457,7 @@ fn removed_sessions_stop_dependents_first_and_one_that_stays_holds_nothing_up() 
     let after = h.all_actions()[before..].to_vec();
     assert!(stopped(&after, web), "web is stopped at once: {after:?}");
     assert!(!stopped(&after, db), "db waits for web: {after:?}");
-    let mut seen = h.exit(web, ExitStatus::Signal(15));
-    seen.extend(h.eof(web));
-    seen.extend(h.group_empty(web));
+    let seen = h.ends(web, ExitStatus::Signal(15));
     assert!(
         stopped(&seen, db),
         "db is stopped once web has ended: {seen:?}"
@@ -512,18 +502,14 @@ fn a_session_taken_back_from_its_removal_still_stops_after_its_dependents() {
         let after = h.all_actions()[before..].to_vec();
         assert!(!stopped(&after, db), "db still waits for web: {after:?}");
         assert_ne!(h.get("db").current, Some(db));
-        let mut seen = h.exit(web, ExitStatus::Signal(15));
-        seen.extend(h.eof(web));
-        seen.extend(h.group_empty(web));
+        let seen = h.ends(web, ExitStatus::Signal(15));
         assert!(
             stopped(&seen, db),
             "db is stopped once web has ended: {seen:?}"
         );
         let old = h.get("db").generations.into_iter().find(|g| g.gen == db);
         assert_eq!(old.and_then(|g| g.stop), Some(StopReason::Superseded));
-        h.exit(db, ExitStatus::Signal(15));
-        h.eof(db);
-        h.group_empty(db);
+        h.ends(db, ExitStatus::Signal(15));
         let ends = h.events_of(db);
         let superseded = |e: &Event| {
             matches!(
@@ -574,9 +560,7 @@ fn stops_wait_for_the_dependencies_each_generation_runs_with_and_no_cycle_hangs(
         !stopped(&actions, db),
         "db waits for the web that runs: {actions:?}"
     );
-    let mut seen = h.exit(web, ExitStatus::Signal(15));
-    seen.extend(h.eof(web));
-    seen.extend(h.group_empty(web));
+    let seen = h.ends(web, ExitStatus::Signal(15));
     assert!(stopped(&seen, db), "{seen:?}");
     h.settle();
 
@@ -587,9 +571,7 @@ fn stops_wait_for_the_dependencies_each_generation_runs_with_and_no_cycle_hangs(
     let a = run(&mut h, "a");
     reload(&mut h, vec![reject("a", spec()), entry("b", spec())]).unwrap();
     reload(&mut h, vec![reject("a", spec()), entry("b", with_dep("a"))]).unwrap();
-    h.exit(b, ExitStatus::Signal(15));
-    h.eof(b);
-    h.group_empty(b);
+    h.ends(b, ExitStatus::Signal(15));
     let b2 = h.get("b").current.unwrap();
     h.started(b2);
     let actions = shutdown(&mut h);
@@ -637,18 +619,14 @@ fn a_clean_restart_runs_the_configured_sessions_again() {
     reload(&mut h, config.clone()).unwrap();
     let (a, b) = (run(&mut h, "a"), run(&mut h, "b"));
     h.stop("b", None).unwrap();
-    h.exit(b, ExitStatus::Signal(15));
-    h.eof(b);
-    h.group_empty(b);
+    h.ends(b, ExitStatus::Signal(15));
     let mine = h.spawn("mine");
     h.started(mine);
     // Told twice (a second SIGTERM brings every SIGKILL forward): the same sessions.
     h.cmd(crate::core::Command::Shutdown).unwrap();
     h.cmd(crate::core::Command::Shutdown).unwrap();
     for gen in [a, mine] {
-        h.exit(gen, ExitStatus::Signal(15));
-        h.eof(gen);
-        h.group_empty(gen);
+        h.ends(gen, ExitStatus::Signal(15));
     }
     let (mut next, problems) = h.reborn(h.records(), 10);
     assert!(problems.is_empty(), "{problems:?}");
