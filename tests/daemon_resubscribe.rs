@@ -140,20 +140,30 @@ fn subscribing_again_while_behind_holds_up_no_later_request() {
     c.ok(json!({"op": "spawn", "session": "fl", "argv": ["yes", "a line of output"]}));
     let mut sub = d.client();
     sub.ok(json!({"op": "subscribe", "session": "fl"}));
-    // It reads nothing: its queue fills with live output, and the log moves on.
-    std::thread::sleep(Duration::from_millis(500));
+    // It reads nothing: once far more was read from the session than its socket, its
+    // queue in the daemon (4 MiB) and the session's log (1 MiB) hold, it is behind.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let got = c.ok(json!({"op": "get", "session": "fl"}));
+        let read = got["session"]["generations"][0]["offsets"]["stdout"].as_u64();
+        if read.unwrap_or(0) > 16 << 20 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the session never wrote 16 MiB: {got}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // Subscribing again replays nothing (it keeps its position), so what it asks next
     // is done at once, unread output or not: here it starts a marker session.
     sub.send_raw(b"{\"id\":\"again\",\"op\":\"subscribe\",\"session\":\"fl\"}\n");
     sub.send_raw(
         b"{\"id\":\"mark\",\"op\":\"spawn\",\"session\":\"marker\",\"argv\":[\"true\"]}\n",
     );
+    // Seen from another connection (nothing announces a request's effect to it).
     let deadline = Instant::now() + PATIENCE;
-    loop {
-        let got = c.request(json!({"op": "get", "session": "marker"}));
-        if got["ok"] == true {
-            break;
-        }
+    while c.request(json!({"op": "get", "session": "marker"}))["ok"] != true {
         assert!(
             Instant::now() < deadline,
             "a request after a re-subscribe was not handled while the subscriber is behind"
