@@ -414,11 +414,15 @@ fn clients_holding_every_connection_never_fail_a_liveness_probe() {
     };
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
+    // Each probe marks a line here as it runs (then holds its descriptors a while).
+    let marks = d.dir.join("probes");
+    let probe = format!("echo >> {}; sleep 0.6", marks.display());
+    let probes_run = || std::fs::read(&marks).map_or(0, |b| b.len());
     let mut n = 0;
     loop {
         let r = c.request(json!({"op": "spawn", "session": format!("p{n}"),
             "argv": ["sleep", "1000"],
-            "live": {"command": ["sleep", "0.6"], "interval": "1s", "failures": 2}}));
+            "live": {"command": ["sh", "-c", &probe], "interval": "1s", "failures": 2}}));
         if r["ok"] != json!(true) {
             assert_eq!(r["error"]["code"], json!("limit"), "{r}");
             break;
@@ -438,9 +442,17 @@ fn clients_holding_every_connection_never_fail_a_liveness_probe() {
         }
         assert!(held.len() < 128, "never refused");
     }
-    // Several probe rounds with every connection taken; then the removal of a session
-    // tells when everything they caused was reported.
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    // Probes of every session run twice more with every connection taken (nothing but
+    // the marks announces a probe); then the removal of a session tells when everything
+    // they caused was reported.
+    let (before, deadline) = (probes_run(), std::time::Instant::now() + PATIENCE);
+    while probes_run() < before + 2 * n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the probes stopped running"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     drop(held);
     c.ok(json!({"op": "remove", "session": "p0"}));
     let seen = c.events_until(|m| {
