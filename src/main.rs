@@ -174,10 +174,12 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
                     "not a file descriptor number",
                 ));
             };
-            Some(
-                genward::sys::fd::adopt_inherited_writer(n)
-                    .map_err(|e| format!("--ready-fd {fd}: {e}"))?,
-            )
+            // A number that is not an open, writable descriptor above 2 is the value's
+            // fault: a usage error, as any other bad value.
+            match genward::sys::fd::adopt_inherited_writer(n) {
+                Ok(w) => Some(w),
+                Err(e) => return Ok(bad_option(m, "--ready-fd", fd, &e.to_string())),
+            }
         }
     };
     init_logging();

@@ -3,7 +3,7 @@
 
 mod util;
 
-use util::cli::{genward, gw, run_cmd};
+use util::cli::{genward, gw, gw_ok, run_cmd};
 use util::daemon::Daemon;
 
 const CLIENT_COMMANDS: &[&str] = &[
@@ -97,6 +97,109 @@ fn bad_arguments_are_usage_errors_that_change_nothing() {
     assert_eq!(
         gw(&d, &["ls"]).ok(),
         "SESSION  GEN  PID  TREE  STATE  RESTARTS  UPTIME  LAST EXIT\n"
+    );
+}
+
+/// A value only the daemon's rules refuse is a usage error too (exit 2), naming the
+/// option typed, never the protocol field it fills; nothing is started.
+#[test]
+fn values_the_daemon_refuses_are_usage_errors_naming_the_option() {
+    let d = Daemon::start("cli-usage-daemon-rules", &[]);
+    let many_groups = (1..=300)
+        .map(|g| g.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let long_path = format!("/tmp/{}", "s".repeat(200));
+    let run = |opts: &[&str]| -> Vec<String> {
+        let mut words = vec!["run", "ok"];
+        words.extend(opts);
+        words.extend(["--", "true"]);
+        words.into_iter().map(String::from).collect()
+    };
+    let cases: Vec<(Vec<String>, &str, &str)> = vec![
+        (
+            run(&["--log", "/tmp/l.log", "--log-max-size", "1K"]),
+            "--log-max-size",
+            "log.max_size",
+        ),
+        (
+            run(&["--log", "/tmp/l.log", "--log-keep", "5000"]),
+            "--log-keep",
+            "log.keep",
+        ),
+        (run(&["--log", "logs/"]), "--log", "log.path"),
+        (run(&["--ready-fd", "2"]), "--ready-fd", "ready.fd"),
+        (run(&["--ready-output="]), "--ready-output", "ready.output"),
+        (run(&["--ready-tcp", "nohost"]), "--ready-tcp", "ready.tcp"),
+        (
+            run(&["--ready-unix", &long_path]),
+            "--ready-unix",
+            "ready.unix",
+        ),
+        (
+            run(&["--ready-output", "up", "--ready-timeout", "0s"]),
+            "--ready-timeout",
+            "ready.timeout",
+        ),
+        (
+            run(&["--live-tcp", "127.0.0.1:1", "--live-interval", "1ms"]),
+            "--live-interval",
+            "live.interval",
+        ),
+        (
+            run(&["--live-tcp", "127.0.0.1:1", "--live-failures", "0"]),
+            "--live-failures",
+            "live.failures",
+        ),
+        (
+            run(&["--live-unix", &long_path]),
+            "--live-unix",
+            "live.unix",
+        ),
+        (run(&["--depends-on", "ok"]), "--depends-on", "depends_on"),
+        (
+            run(&["--depends-on", "db=ready", "--depends-on", "a/b=ready"]),
+            "--depends-on `a/b=ready`",
+            "depends_on",
+        ),
+        (run(&["--groups", &many_groups]), "--groups", "groups:"),
+        (
+            vec![
+                "restart".into(),
+                "r".into(),
+                "--groups".into(),
+                many_groups.clone(),
+            ],
+            "--groups",
+            "groups:",
+        ),
+    ];
+    let r = gw_ok(&d, &["run", "r", "--", "sleep", "600"]);
+    for (args, option, field) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = gw(&d, &args);
+        let shown: Vec<&str> = args.iter().map(|a| &a[..a.len().min(40)]).collect();
+        assert_eq!(out.code, Some(2), "{shown:?}: {out:?}");
+        let (opt, value) = option.split_once(' ').unwrap_or((option, ""));
+        assert!(
+            out.stderr.contains(&format!("`{opt}`")),
+            "{shown:?}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(value.trim_matches('`')),
+            "{shown:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains(field), "{shown:?}: {}", out.stderr);
+    }
+    // Nothing was started: `ok` does not exist, `r` runs its first generation still.
+    let table = gw(&d, &["ls"]).ok();
+    assert!(!table.contains("\nok "), "{table}");
+    let line = table.lines().find(|l| l.starts_with("r ")).unwrap();
+    assert!(
+        line.contains(&format!(" {r} ")) && line.contains("running"),
+        "{table}"
     );
 }
 

@@ -295,12 +295,16 @@ fn a_readiness_descriptor_that_is_not_open_for_writing_is_refused_before_anythin
     // (descriptor number, what fd 3 is in the daemon, the refusal)
     let cases: [(&str, Option<i32>, &str); 3] = [
         // Closed: the daemon's first descriptor would otherwise take the number.
-        ("3", None, "--ready-fd 3: not an open descriptor"),
-        ("3", Some(pipe_r), "--ready-fd 3: open only for reading"),
+        ("3", None, "`3` for `--ready-fd`: not an open descriptor"),
+        (
+            "3",
+            Some(pipe_r),
+            "`3` for `--ready-fd`: open only for reading",
+        ),
         (
             "1",
             None,
-            "--ready-fd 1: standard input, output and error stay the daemon's own",
+            "`1` for `--ready-fd`: standard input, output and error stay the daemon's own",
         ),
     ];
     for (number, fd3, refusal) in cases {
@@ -322,7 +326,8 @@ fn a_readiness_descriptor_that_is_not_open_for_writing_is_refused_before_anythin
         let out =
             util::cli::wait_bounded(cmd.stderr(std::process::Stdio::piped()).spawn().unwrap());
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{number} {fd3:?}: {stderr}");
+        // The value's fault: a usage error, as any other bad value.
+        assert_eq!(out.status.code(), Some(2), "{number} {fd3:?}: {stderr}");
         assert!(stderr.contains(refusal), "{number} {fd3:?}: {stderr}");
         assert!(
             !dir.join("state").exists(),

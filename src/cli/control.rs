@@ -223,7 +223,9 @@ pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             if_gen,
         })
     };
-    let resp = conn.request(&op)?;
+    let resp = conn
+        .request(&op)
+        .map_err(|e| super::spec_fields::usage_for(m, e))?;
     let Some(gen) = u64_of(&resp, "gen") else {
         return Err(ClientError::Protocol("restart answered without `gen`".into()).into());
     };
@@ -274,6 +276,7 @@ fn changed_spawn(
     }
     // Only what the command line names changes; the rest of whom it runs as stays.
     super::run::set_run_as(m, &mut spec, &here)?;
+    super::spec_fields::check_spec(m, session, &spec)?;
     Ok(Op::Core(Command::Spawn {
         session: session.to_owned(),
         spec: Box::new(spec),

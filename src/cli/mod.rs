@@ -22,6 +22,7 @@ pub mod log_opts;
 pub mod logs;
 pub mod ls;
 pub mod run;
+pub mod spec_fields;
 pub mod table;
 pub mod term_modes;
 pub mod wait;

@@ -108,6 +108,7 @@ pub fn spawn_op(
     set_readiness(m, &mut spec)?;
     set_run_as(m, &mut spec, cwd_now)?;
     super::log_opts::set_log(m, &mut spec, cwd_now)?;
+    super::spec_fields::check_spec(m, &session, &spec)?;
     Ok(Op::Core(Command::Spawn {
         session,
         spec: Box::new(spec),
@@ -115,8 +116,8 @@ pub fn spawn_op(
     }))
 }
 
-/// The spec's `ready` and `depends_on` per `--ready-*` and `--depends-on` (checked by the
-/// daemon, whose errors name the field).
+/// The spec's `ready` and `depends_on` per `--ready-*` and `--depends-on` (their values
+/// checked by the core's rules, [`check_spec`](super::spec_fields::check_spec)).
 fn set_readiness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
     use crate::core::{DependOn, ReadyCheck, ReadyHow};
     let how = if let Some(n) = m.value("ready-fd") {
@@ -165,7 +166,7 @@ fn set_readiness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// The spec's `live` per `--live-*` (checked by the daemon, whose errors name the field).
+/// The spec's `live` per `--live-*` (its values checked as `--ready-*`'s are).
 fn set_liveness(m: &Matches<'_>, spec: &mut Spec) -> Result<(), CommandError> {
     use crate::core::{LiveCheck, ReadyHow};
     let how = if let Some(a) = m.value("live-tcp") {
@@ -401,7 +402,9 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             }
         }
     }
-    let resp = conn.request(&op)?;
+    let resp = conn
+        .request(&op)
+        .map_err(|e| super::spec_fields::usage_for(m, e))?;
     let gen = u64_of(&resp, "gen")
         .ok_or_else(|| ClientError::Protocol("spawn answered without `gen`".into()))?;
     let json = m.flag("json");

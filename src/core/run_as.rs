@@ -165,7 +165,10 @@ impl RunAs {
         names + self.env_file.as_ref().map_or(0, Vec::len) + self.rlimits.len() * 16
     }
 
-    pub(super) fn validate(&self) -> Result<(), Error> {
+    /// Checks every member, naming it (`user`, `groups[2]`, `rlimits.nofile`): the
+    /// daemon's rule, which the command line applies too before it sends a spec, to name
+    /// the option at fault.
+    pub fn validate(&self) -> Result<(), Error> {
         for (field, name) in [("user", &self.user), ("group", &self.group)] {
             if let Some(name) = name {
                 check_id_name(field, name)?;
