@@ -195,3 +195,40 @@ fn stop_and_rm_of_an_already_unkillable_generation_say_so_at_once() {
     }
     drop(mount); // the answer never comes: the connection is aborted and it dies
 }
+
+/// A restart whose new generation cannot start (its directory is gone, or the one asked
+/// for does not exist) fails as `run` does: the reason, and the shell's status.
+#[test]
+fn restart_that_cannot_start_fails_as_run_does() {
+    let d = Daemon::start("cli-restart-fails", &[]);
+    let dir = genward::testkit::scratch::ScratchDir::new("cli-restart-fails-cwd");
+    let cwd = dir.join("gone");
+    std::fs::create_dir(&cwd).unwrap();
+    let cwd = cwd.to_str().unwrap().to_owned();
+    gw_ok(&d, &["run", "s", "--cwd", &cwd, "--", "sleep", "600"]);
+    std::fs::remove_dir(&cwd).unwrap();
+    let ran = gw(&d, &["run", "t", "--cwd", &cwd, "--", "sleep", "600"]);
+    assert_eq!(ran.code, Some(127), "{ran:?}");
+    for args in [
+        vec!["restart", "s"],
+        vec!["restart", "s", "--env", "X=1"],
+        vec!["restart", "s", "--cwd", "/nonexistent/genward-dir"],
+    ] {
+        let out = gw(&d, &args);
+        assert_eq!(out.code, ran.code, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("spawn failed (not_found)"),
+            "{args:?}: {out:?}"
+        );
+        assert!(
+            out.stderr.contains("working directory"),
+            "{args:?}: {out:?}"
+        );
+    }
+    // With --json, the `spawn_failed` event, as `run --json` prints it.
+    let out = gw(&d, &["restart", "s", "--json"]);
+    assert_eq!(out.code, Some(127), "{out:?}");
+    let event: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(event["event"], "spawn_failed", "{out:?}");
+    assert_eq!(event["session"], "s", "{out:?}");
+}

@@ -44,7 +44,12 @@ fn every_result_prints_as_documented_json() {
     let restarted = objects(&gw(&d, &["restart", "s", "--json"]).ok());
     let next = restarted[0]["gen"].as_u64().unwrap();
     assert!(next > gen);
-    assert_eq!(restarted[0], json!({"session": "s", "gen": next}));
+    // Once it started, as `run --json` says it.
+    assert!(restarted[0]["pid"].as_u64().unwrap() > 0, "{restarted:?}");
+    assert_eq!(
+        restarted[0],
+        json!({"session": "s", "gen": next, "pid": restarted[0]["pid"]})
+    );
 
     let waited = objects(&gw(&d, &["wait", "s", "--gen", &gen.to_string(), "--json"]).stdout);
     assert_eq!(waited[0]["event"], "exited");

@@ -447,7 +447,7 @@ pub const RESTART: CommandSpec = CommandSpec {
     ],
     ..CommandSpec::new(
         "restart",
-        "start a new generation with the same spec, or with changes to its directory, environment (which then starts from this command's, as run's does), user or limits",
+        "start a new generation with the same spec, or with changes to its directory, environment (which then starts from this command's, as run's does), user or limits; waits until it has started and exits as run does (127, 126, 1, 75)",
     )
 };
 

@@ -422,7 +422,7 @@ pub fn man_page(commands: &[CommandSpec]) -> String {
          the default socket (\\fI/run/genward/genward.sock\\fR as root).\n\
          .SH EXIT STATUS\n\
          0 on success, 1 on failure, 2 for a usage error; \\fBwait\\fR exits with the \
-         status of the generation it waited for; \\fBrun\\fR exits 127 when the program \
+         status of the generation it waited for; \\fBrun\\fR and \\fBrestart\\fR exit 127 when the program \
          (or its working directory) is not found, 126 when it cannot be executed (or \
          entered), and 75 when it has not started \
          within 15 seconds (it waits for a dependency or a predecessor).\n\

@@ -208,10 +208,11 @@ fn restart_changes(m: &Matches<'_>) -> bool {
             .any(|o| !m.values(o).is_empty())
 }
 
-/// `genward restart NAME`: prints the new generation. With changes (`--env`, `--cwd`,
-/// `--user`, ...), the session's spec is read, changed as `run` would make it — a changed
-/// directory or environment then starts from this command's, as `run`'s does — and
-/// started as a replacement.
+/// `genward restart NAME`: prints the new generation and waits until it has started, as
+/// `run` does, with `run`'s exit statuses (127, 126, 1 when it could not start, 75 when
+/// it has not yet). With changes (`--env`, `--cwd`, `--user`, ...), the session's spec is
+/// read, changed as `run` would make it — a changed directory or environment then starts
+/// from this command's, as `run`'s does — and started as a replacement.
 pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let (session, if_gen) = target(m)?;
     let mut conn = ctx.connect()?;
@@ -223,18 +224,15 @@ pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             if_gen,
         })
     };
+    // Subscribed before the restart: its `spawned` or `spawn_failed` cannot be missed.
+    conn.request(&subscribe(Target::Session(session.clone())))?;
     let resp = conn
         .request(&op)
         .map_err(|e| super::spec_fields::usage_for(m, e))?;
     let Some(gen) = u64_of(&resp, "gen") else {
         return Err(ClientError::Protocol("restart answered without `gen`".into()).into());
     };
-    if m.flag("json") {
-        super::json_out::print(super::json_out::session_gen(&session, gen))?;
-    } else {
-        println!("{gen}");
-    }
-    Ok(ExitCode::SUCCESS)
+    super::run::await_start(&mut conn, &session, gen, m.flag("json"))
 }
 
 /// The `spawn` that restarts `session` with the command line's changes to its spec.

@@ -408,25 +408,37 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let gen = u64_of(&resp, "gen")
         .ok_or_else(|| ClientError::Protocol("spawn answered without `gen`".into()))?;
     let json = m.flag("json");
-    if !json {
-        println!("{gen}");
-    }
     if !wait {
         if json {
             super::json_out::print(super::json_out::session_gen(&session, gen))?;
+        } else {
+            println!("{gen}");
         }
         return Ok(ExitCode::SUCCESS);
     }
+    await_start(&mut conn, &session, gen, json)
+}
+
+/// Prints generation `gen` of `session` (unless `json`) and waits until it has started,
+/// on a connection subscribed to the session before the request that made it: exits 0
+/// once it has (with `json`, printing `{"session","gen","pid"}`), with the shell's status
+/// for why it could not (127, 126, 1; with `json`, its `spawn_failed` event), or
+/// [`NOT_STARTED_YET`] when it has not within [`START_WAIT`]. `run`'s wait, and
+/// `restart`'s.
+pub fn await_start(conn: &mut Connection, session: &str, gen: u64, json: bool) -> CommandResult {
+    if !json {
+        println!("{gen}");
+    }
     let deadline = Instant::now() + START_WAIT;
     loop {
-        let Some(msg) = next_before(&mut conn, deadline)? else {
+        let Some(msg) = next_before(conn, deadline)? else {
             if json {
-                super::json_out::print(super::json_out::session_gen(&session, gen))?;
+                super::json_out::print(super::json_out::session_gen(session, gen))?;
             }
             // What it waits for, as the daemon sees it now: no event says so.
             let why = conn
                 .request(&Op::Core(Command::Get {
-                    session: session.clone(),
+                    session: session.to_owned(),
                 }))
                 .ok()
                 .and_then(|resp| not_started_why(resp.get("session")?.as_object()?, gen))
@@ -445,7 +457,7 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         match &ev {
             WireEvent::Spawned { gen: g, pid, .. } if *g == gen => {
                 if json {
-                    let mut o = super::json_out::session_gen(&session, gen);
+                    let mut o = super::json_out::session_gen(session, gen);
                     o.insert("pid", u64::from(*pid));
                     super::json_out::print(o)?;
                 }
