@@ -7,7 +7,8 @@ mod util;
 use std::path::Path;
 use std::process::Command;
 
-use util::cli::{genward, run_cmd};
+use util::cli::{genward, gw_ok, run_cmd, wait_bounded};
+use util::daemon::Daemon;
 
 fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -24,14 +25,18 @@ fn shell(shell: &str, args: &[&str], script: &str) -> (String, String, bool) {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(shell)
+    // Bounded: a completion that hangs fails the test instead of hanging it.
+    let child = Command::new(shell)
         .args(args)
         .arg("-c")
         .arg(script)
         .env("PATH", path)
         .env_remove("GENWARD_SOCKET")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap_or_else(|e| panic!("{shell}: {e}"));
+    let out = wait_bounded(child);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -156,5 +161,68 @@ fn man_page_renders() {
     assert!(text.contains("--socket"), "{text}");
     for c in &commands {
         assert!(text.contains(&format!("genward {c}")), "{c} in\n{text}");
+    }
+}
+
+/// Session names come from the daemon the command line names (`--socket` before or after
+/// the command, `--socket=PATH` too), and a daemon that never answers does not hang the
+/// shell: the completion gives up, offering nothing.
+#[test]
+fn session_names_come_from_the_daemon_the_command_line_names() {
+    let d = Daemon::start("cli-complete-socket", &[]);
+    gw_ok(&d, &["run", "web", "--", "sleep", "600"]);
+    let sock = d.socket.to_str().unwrap().to_owned();
+    // A socket that accepts connections (into its queue) and never answers.
+    let dir = genward::testkit::scratch::ScratchDir::new("cli-complete-mute");
+    let mute = dir.join("mute.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&mute).unwrap();
+    let mute = mute.to_str().unwrap().to_owned();
+
+    let bash = |words: &str| {
+        let script = format!(
+            "source <(genward completions bash); COMP_WORDS=({words}); \
+             COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); _genward; echo \"${{COMPREPLY[*]}}\""
+        );
+        let (out, err, ok) = shell("bash", &[], &script);
+        assert!(ok, "{words}: {err}");
+        out.trim().to_string()
+    };
+    assert_eq!(bash(&format!("genward --socket {sock} attach ''")), "web");
+    assert_eq!(bash(&format!("genward attach --socket {sock} w")), "web");
+    // `=` breaks words in bash: `--socket=PATH` arrives as three.
+    assert_eq!(bash(&format!("genward --socket = {sock} stop ''")), "web");
+    assert_eq!(bash(&format!("genward --socket {mute} attach ''")), "");
+
+    if have("fish") {
+        let fish = |line: &str| {
+            let script = format!("genward completions fish | source; complete -C '{line}'");
+            let (out, err, ok) = shell("fish", &["--no-config"], &script);
+            assert!(ok, "{line}: {err}");
+            out
+        };
+        assert!(fish(&format!("genward --socket {sock} attach ")).contains("web"));
+        assert!(fish(&format!("genward attach --socket={sock} ")).contains("web"));
+        assert!(fish(&format!("GENWARD_SOCKET={sock} genward attach ")).contains("web"));
+        assert!(!fish(&format!("genward --socket {mute} attach ")).contains("web"));
+    } else {
+        eprintln!("SKIP session_names_come_from_the_daemon_the_command_line_names (fish): fish not installed");
+    }
+    if have("zsh") {
+        // The completer's own function, with `_arguments`' findings and `compadd` stood in.
+        let zsh = |socket_after: &str, socket_before: &str| {
+            let script = format!(
+                "autoload -U compinit && compinit -u -D && source <(genward completions zsh); \
+                 compadd() {{ print -rl -- ${{(P)2}} }}; typeset -A opt_args; \
+                 opt_args=({socket_after}); _genward_socket={socket_before}; _genward_sessions"
+            );
+            let (out, err, ok) = shell("zsh", &["-f"], &script);
+            assert!(ok, "{err}");
+            out.trim().to_string()
+        };
+        assert_eq!(zsh(&format!("--socket {sock}"), "''"), "web");
+        assert_eq!(zsh("", &sock), "web");
+        assert_eq!(zsh(&format!("--socket {mute}"), "''"), "");
+    } else {
+        eprintln!("SKIP session_names_come_from_the_daemon_the_command_line_names (zsh): zsh not installed");
     }
 }

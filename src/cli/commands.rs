@@ -288,11 +288,18 @@ pub const LS: CommandSpec = CommandSpec {
         "NAME",
         "show this session in full: its generations, latest ends and spec",
     )],
-    options: &[OptSpec::flag(
-        "json",
-        "print the daemon's answer as JSON instead of a table",
-    )],
-    examples: &["ls", "ls web", "ls --json"],
+    options: &[
+        OptSpec::flag(
+            "json",
+            "print the daemon's answer as JSON instead of a table",
+        ),
+        OptSpec::value(
+            "timeout",
+            "DURATION",
+            "give up, exit 1, if the daemon has not answered in full within DURATION (as shell completion does, so that a stuck daemon cannot hang a shell)",
+        ),
+    ],
+    examples: &["ls", "ls web", "ls --json", "ls --timeout 2s"],
     ..CommandSpec::new(
         "ls",
         "list sessions and their generations, or show one session in full",

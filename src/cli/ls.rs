@@ -21,7 +21,7 @@ use super::list_pages::Pages;
 use super::table::{render, Column, Streamed};
 use super::wait::describe;
 use crate::core::Command;
-use crate::proto::duration::format_compact;
+use crate::proto::duration::{format_compact, parse_duration};
 use crate::proto::event::End;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::Op;
@@ -289,6 +289,9 @@ fn now_unix_ms() -> u64 {
 
 /// `genward ls`.
 pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
+    if let Some(limit) = m.value_with("timeout", parse_duration)? {
+        give_up_after(limit);
+    }
     if m.positional("NAME").is_some() {
         return ls_one(m, ctx);
     }
@@ -308,6 +311,21 @@ pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     }
     out.finish()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ends this process with status 1 once `limit` has passed (`ls --timeout`): a bound on
+/// the whole command, the connect included, so that a daemon that never answers (stopped,
+/// or its queue of connections full) cannot hang the shell completion that asks it.
+fn give_up_after(limit: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!(
+            "genward ls: no answer from the daemon within {}",
+            format_compact(limit)
+        );
+        // Exits without waiting for the main thread, which may be blocked on the daemon.
+        std::process::exit(1);
+    });
 }
 
 /// Where the listing goes as pages arrive: a table, or JSON lines, one session object per
