@@ -103,3 +103,56 @@ fn an_allowed_uid_without_privileges_can_connect() {
         .mode();
     assert_eq!(mode & 0o777, 0o711);
 }
+
+/// A second daemon that is refused — by the lease of the same state directory, or by the
+/// daemon listening on the same socket — leaves the running daemon's directory as it made
+/// it: its allowed uids keep reaching its socket (the refused one closed the directory
+/// to 0700 before it was refused).
+#[test]
+fn a_refused_second_daemon_leaves_the_directory_mode_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let first = Daemon::start("peers-second", &["--allow-uid", STRANGER]);
+    let dir = first.socket.parent().unwrap().to_owned();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o711);
+    // The same state directory, without --allow-uid: refused by the lease.
+    let out = Command::new(env!("CARGO_BIN_EXE_genward"))
+        .arg("daemon")
+        .arg("--state-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another genward daemon"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        mode(&dir),
+        0o711,
+        "the refused daemon changed the directory's mode"
+    );
+    // Another state directory, the same socket: refused by the socket's listener.
+    let other = first.dir.join("other-state");
+    let out = Command::new(env!("CARGO_BIN_EXE_genward"))
+        .arg("daemon")
+        .arg("--state-dir")
+        .arg(&other)
+        .arg("--socket")
+        .arg(&first.socket)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a daemon already listens"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        mode(&dir),
+        0o711,
+        "the refused daemon changed the socket directory's mode"
+    );
+    assert_eq!(mode(&first.socket), 0o666);
+}

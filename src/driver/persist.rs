@@ -22,7 +22,7 @@ use crate::core::{Core, SessionRecord, Time, WallClock};
 use crate::store::journal::Journal;
 use crate::store::lease::Lease;
 use crate::store::sessions::session_file_bytes;
-use crate::store::state_dir::{ensure_private_dir, ensure_searchable_dir};
+use crate::store::state_dir::check_private_dir;
 use crate::store::{generation_floor, Descriptor, GenAllocator, IoKind, Store, StoreError};
 use crate::sys::process::Process;
 
@@ -121,26 +121,45 @@ pub fn unix_ms() -> u64 {
 /// may only pass through when other uids are allowed to connect (`shared`) — and takes
 /// the lease, held for the daemon's lifetime: nothing is read before the directory is
 /// ours alone.
+///
+/// A directory's mode is changed only once this daemon may have it: the state directory's
+/// once the lease is taken, the socket's (when elsewhere) once the socket is bound — the
+/// returned [`SocketDir`] is settled then. A daemon refused because another one runs
+/// leaves both as the running one made them.
 pub fn claim_directories(
     state_dir: &std::path::Path,
     socket: &std::path::Path,
     shared: bool,
-) -> Result<Lease, StartError> {
+) -> Result<(Lease, SocketDir), StartError> {
     let socket_dir = socket.parent().unwrap_or(state_dir);
-    let ensure = |searchable: bool| {
-        if searchable {
-            ensure_searchable_dir
-        } else {
-            ensure_private_dir
-        }
-    };
-    ensure(shared && socket_dir == state_dir)(state_dir).map_err(|e| StartError(e.to_string()))?;
+    let checked = check_private_dir(state_dir, shared && socket_dir == state_dir)
+        .map_err(|e| StartError(e.to_string()))?;
     let lease = Lease::acquire(state_dir)
         .map_err(|e| StartError(format!("{}: {e}", state_dir.display())))?;
-    if socket_dir != state_dir {
-        ensure(shared)(socket_dir).map_err(|e| StartError(format!("socket {e}")))?;
+    checked.settle().map_err(|e| StartError(e.to_string()))?;
+    let socket_dir = if socket_dir != state_dir {
+        Some(check_private_dir(socket_dir, shared).map_err(|e| StartError(format!("socket {e}")))?)
+    } else {
+        None
+    };
+    Ok((lease, SocketDir(socket_dir)))
+}
+
+/// The socket's directory, when it is not the state directory: verified, its mode to be
+/// settled once the socket is bound there.
+#[derive(Debug)]
+pub struct SocketDir(Option<crate::store::state_dir::Checked>);
+
+impl SocketDir {
+    /// The socket is ours: its directory gets the mode this daemon's clients need.
+    pub fn settle(self) -> Result<(), StartError> {
+        match self.0 {
+            Some(checked) => checked
+                .settle()
+                .map_err(|e| StartError(format!("socket {e}"))),
+            None => Ok(()),
+        }
     }
-    Ok(lease)
 }
 
 impl Persist {

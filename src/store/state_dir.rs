@@ -109,18 +109,67 @@ pub fn resolve(
 /// refused: a daemon that allowed other uids once must not keep the next one, without the
 /// flag, from starting (and taking back what runs); closing it only takes access away.
 pub fn ensure_private_dir(path: &Path) -> Result<(), StateDirError> {
-    ensure_dir(path, Others::Nothing)
+    check_dir(path, Others::Nothing)?.settle()
 }
 
 /// Like [`ensure_private_dir`], but others may pass through it (mode 0711: search, never
 /// read or write) and it is made so: the socket's directory when other uids are allowed
 /// to connect (`--allow-uid`). What admits them is the daemon's `SO_PEERCRED` check.
 pub fn ensure_searchable_dir(path: &Path) -> Result<(), StateDirError> {
-    ensure_dir(path, Others::Search)?;
-    fs::chmod(path, Mode::from_raw_mode(0o711)).map_err(|err| StateDirError::Io {
-        path: path.to_owned(),
-        err: err.into(),
-    })
+    check_dir(path, Others::Search)?.settle()
+}
+
+/// A directory made (if missing) and verified by [`check_dir`] whose mode is not changed
+/// yet: [`Checked::settle`] changes it. What decides whether this process may have the
+/// directory at all (the lease, a socket another daemon listens on) comes between the
+/// two, so that a daemon that is refused leaves the mode the running one chose.
+#[derive(Debug)]
+pub struct Checked {
+    path: PathBuf,
+    fd: rustix::fd::OwnedFd,
+    mode: u32,
+    others: Others,
+}
+
+impl Checked {
+    /// Gives the directory the mode its use asks for: closed to others (0700), or open
+    /// for them to pass through (0711).
+    pub fn settle(self) -> Result<(), StateDirError> {
+        let io_err = |err: rustix::io::Errno| StateDirError::Io {
+            path: self.path.clone(),
+            err: err.into(),
+        };
+        match self.others {
+            Others::Search => {
+                fs::fchmod(&self.fd, Mode::from_raw_mode(0o711)).map_err(io_err)?;
+            }
+            Others::Nothing => {
+                let mode = self.mode;
+                if mode & 0o077 != 0 {
+                    fs::fchmod(&self.fd, Mode::from_raw_mode(mode & !0o077)).map_err(io_err)?;
+                    log::info!(
+                        "state directory {}: mode {mode:04o} closed to {:04o} (other uids are not allowed now)",
+                        self.path.display(),
+                        mode & !0o077
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes `path` (as [`ensure_private_dir`] or, when `searchable`, [`ensure_searchable_dir`]
+/// would) and verifies it, but leaves its mode to [`Checked::settle`].
+pub fn check_private_dir(path: &Path, searchable: bool) -> Result<Checked, StateDirError> {
+    check_dir(
+        path,
+        if searchable {
+            Others::Search
+        } else {
+            Others::Nothing
+        },
+    )
 }
 
 /// What group and others may do in a state directory.
@@ -140,7 +189,7 @@ impl Others {
     }
 }
 
-fn ensure_dir(path: &Path, others: Others) -> Result<(), StateDirError> {
+fn check_dir(path: &Path, others: Others) -> Result<Checked, StateDirError> {
     let io_err = |err: rustix::io::Errno| StateDirError::Io {
         path: path.to_owned(),
         err: err.into(),
@@ -192,15 +241,12 @@ fn ensure_dir(path: &Path, others: Others) -> Result<(), StateDirError> {
             mode,
         });
     }
-    if mode & 0o077 & !others.allowed() != 0 {
-        fs::fchmod(&fd, Mode::from_raw_mode(mode & !0o077)).map_err(io_err)?;
-        log::info!(
-            "state directory {}: mode {mode:04o} closed to {:04o} (other uids are not allowed now)",
-            path.display(),
-            mode & !0o077
-        );
-    }
-    Ok(())
+    Ok(Checked {
+        path: path.to_owned(),
+        fd,
+        mode,
+        others,
+    })
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ impl Daemon {
         listener::check_path(&cfg.socket)
             .map_err(|e| StartError(format!("socket {}: {e}", cfg.socket.display())))?;
         let shared = !cfg.allow_uids.is_empty();
-        let lease = claim_directories(&cfg.state_dir, &cfg.socket, shared)?;
+        let (lease, socket_dir) = claim_directories(&cfg.state_dir, &cfg.socket, shared)?;
         if let Some(old) = crate::sys::rlimit::raise_nofile_limit() {
             log::debug!(
                 "descriptor limit raised from {old} to {:?}",
@@ -104,6 +104,7 @@ impl Daemon {
         }
         let poll = Poll::new().map_err(start_err("epoll"))?;
         let listener = listener::open(&cfg.socket, shared, poll.registry())?;
+        socket_dir.settle()?;
         let signals = Signals::new(poll.registry()).map_err(start_err("signal handlers"))?;
         if cfg.subreaper {
             crate::sys::orphans::become_subreaper().map_err(start_err("PR_SET_CHILD_SUBREAPER"))?;
