@@ -1,5 +1,6 @@
 //! The orphan reaper takes the zombies it is not told about, by pid, and never one that is
-//! tracked: the exit status of a tracked child stays for its owner to collect.
+//! tracked, or that this process started itself (a probe's, a lookup's): the exit status
+//! of such a child stays for its owner to collect.
 //!
 //! One test in this binary: the reaper looks at every child of the process, and another
 //! test's children would be taken for orphans.
@@ -7,6 +8,8 @@
 use std::process::Command;
 
 use genward::sys::orphans::reap_orphans;
+use genward::sys::process::Exit;
+use genward::sys::spawn::{spawn, SpawnRequest};
 use genward::sys::tree::OwnChildren;
 use genward::testkit::proc;
 use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
@@ -25,10 +28,18 @@ fn wait_exited_unreaped(pid: u32) {
 #[test]
 fn untracked_zombies_are_reaped_and_tracked_ones_left_alone() {
     let mut tracked = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+    // Started by the daemon's own spawn (as a `command` probe is), and known to nobody
+    // the reaper asks.
+    let mut probe = spawn(&SpawnRequest {
+        argv: ["sh", "-c", "exit 3"].map(Into::into).to_vec(),
+        ..SpawnRequest::default()
+    })
+    .unwrap();
     let untracked: Vec<u32> = (0..3)
         .map(|_| Command::new("true").spawn().unwrap().id())
         .collect();
     wait_exited_unreaped(tracked.id());
+    wait_exited_unreaped(probe.process.pid() as u32);
     for &pid in &untracked {
         wait_exited_unreaped(pid);
     }
@@ -50,9 +61,10 @@ fn untracked_zombies_are_reaped_and_tracked_ones_left_alone() {
     // Each child was asked about once.
     asked.sort_unstable();
     asked.dedup();
-    assert_eq!(asked.len(), untracked.len() + 1, "asked about {asked:?}");
+    assert_eq!(asked.len(), untracked.len() + 2, "asked about {asked:?}");
 
     // Still a zombie, and its status still ours to take.
     assert_eq!(proc::stat(tracked.id()).unwrap().state, "Z");
     assert_eq!(tracked.wait().unwrap().code(), Some(7));
+    assert_eq!(probe.process.reap().unwrap(), Some(Exit::Code(3)));
 }

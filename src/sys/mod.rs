@@ -37,6 +37,7 @@ pub mod rlimit;
 pub mod sigchld;
 pub mod signal_pipe;
 pub mod spawn;
+pub mod started;
 pub mod terminal;
 pub mod tree;
 pub mod users;

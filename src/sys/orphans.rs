@@ -30,7 +30,9 @@ pub fn adopts_orphans() -> bool {
             .unwrap_or(false)
 }
 
-/// Reaps every zombie child of ours whose pid `is_tracked` does not claim. Returns how many.
+/// Reaps every zombie child of ours whose pid `is_tracked` does not claim, and that this
+/// process did not start itself ([`started`](super::started): a probe's or a lookup's
+/// status belongs to its owner, however far from the generations). Returns how many.
 ///
 /// Our children are read from our own `children` files (see [`OwnChildren::all`]: read on
 /// from where `own` left them), and each one not tracked is asked with `waitpid(pid, WNOHANG)`: a child that still runs
@@ -43,7 +45,7 @@ pub fn reap_orphans(
 ) -> io::Result<usize> {
     let mut reaped = 0;
     for raw in own.all()? {
-        if is_tracked(raw) {
+        if is_tracked(raw) || crate::sys::started::is_ours(raw) {
             continue;
         }
         let Some(pid) = Pid::from_raw(raw) else {

@@ -53,6 +53,7 @@ impl Reaped {
 /// Our child `pid` was just reaped (its entry left our list of children).
 pub fn note(pid: i32) {
     NOTES.with_borrow_mut(|notes| notes.note(pid));
+    super::started::forget(pid);
 }
 
 /// Takes the notes made since the last call.

@@ -348,6 +348,8 @@ fn spawn(stdout: bool) -> io::Result<(Child, OwnedFd)> {
         });
     }
     let child = cmd.spawn()?;
+    // Ours to reap, not the orphan sweep's (its status tells a crash from a clean end).
+    crate::sys::started::started(child.id() as i32);
     rustix::io::ioctl_fionbio(&write, true)?;
     Ok((child, write))
 }

@@ -358,6 +358,7 @@ pub(crate) fn launch(plan: Box<Plan>, how: How, lease: Option<Lease>) -> Result<
     if let Some(lease) = &memory.lease {
         lease.started(pid);
     }
+    crate::sys::started::started(pid);
     Ok(Launched { pid, pidfd, memory })
 }
 
