@@ -482,3 +482,30 @@ fn a_grandchild_holding_the_pipe_cannot_hold_back_the_exit() {
         c.backlog
     );
 }
+
+/// What a service manager sends on a user's word (`s6-svc -1 -2 -a -q`, `sv 1 2 alarm
+/// quit`): SIGUSR1, SIGUSR2 and SIGALRM mean nothing and are ignored; SIGQUIT is a
+/// shutdown like SIGTERM's. Before, each ended the daemon by its default action and left
+/// the sessions running unsupervised.
+#[test]
+fn a_service_managers_other_signals_neither_kill_the_daemon_nor_orphan_sessions() {
+    let mut d = Daemon::start("stray-signals", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let pid = c.spawned_pid(gen);
+    for sig in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGALRM, libc::SIGQUIT] {
+        // SAFETY: kill with the pid of our own child.
+        unsafe { libc::kill(d.child.id() as i32, sig) };
+    }
+    // An ignored signal's default would have ended it by that signal, before SIGQUIT's
+    // shutdown, with no exit code.
+    assert_eq!(d.exit_code(), Some(0));
+    // Stopped with the daemon, not left behind.
+    assert!(
+        genward::testkit::proc::stat(pid).is_none_or(|s| s.state == "Z"),
+        "session's process {pid} outlived the daemon"
+    );
+}

@@ -423,6 +423,10 @@ impl Daemon {
             match sig {
                 ControlSignal::Terminate => self.shutdown(),
                 ControlSignal::Hangup => self.reload_on_hangup(),
+                ControlSignal::Ignored(sig) => log::info!(
+                    "{} received: it has no meaning to the daemon; ignored",
+                    crate::proto::signal_name::signal_name(sig).unwrap_or_else(|| sig.to_string())
+                ),
             }
         }
     }

@@ -1,5 +1,6 @@
 //! The signals the daemon listens to, as readable descriptors: its own control signals
-//! (SIGTERM, SIGINT, SIGHUP) and SIGCHLD.
+//! (SIGTERM, SIGINT, SIGQUIT, SIGHUP), the ones a service manager may send that mean
+//! nothing to it (SIGUSR1, SIGUSR2, SIGALRM), and SIGCHLD.
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -15,20 +16,36 @@ use std::os::fd::AsRawFd;
 /// A daemon control signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControlSignal {
-    /// SIGTERM or SIGINT: stop everything and exit (again: kill at once).
+    /// SIGTERM, SIGINT or SIGQUIT: stop everything and exit (again: kill at once).
     Terminate,
     /// SIGHUP: reload the configuration (logged when there is none).
     Hangup,
+    /// A signal a service manager sends on a user's word (`s6-svc -1`, `sv alarm`) that
+    /// has no meaning here: logged, and nothing else. Its default action would end the
+    /// daemon without a word and leave every session running unsupervised.
+    Ignored(i32),
 }
+
+/// Ended by: stop everything and exit. SIGQUIT too (`s6-svc -q`, `sv quit`, a container's
+/// `STOPSIGNAL`): its default, a core dump, would leave every session unsupervised.
+const TERMINATE: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT];
+
+/// Caught only so that their default action (ending the daemon) is not taken.
+const IGNORED: [i32; 3] = [libc::SIGUSR1, libc::SIGUSR2, libc::SIGALRM];
 
 /// The daemon's signal pipe.
 #[derive(Debug)]
 pub struct ControlSignals(SignalPipe);
 
 impl ControlSignals {
-    /// Installs handlers for SIGTERM, SIGINT and SIGHUP.
+    /// Installs handlers for every signal [`ControlSignal`] names.
     pub fn new() -> io::Result<ControlSignals> {
-        SignalPipe::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).map(ControlSignals)
+        let all: Vec<i32> = TERMINATE
+            .into_iter()
+            .chain([libc::SIGHUP])
+            .chain(IGNORED)
+            .collect();
+        SignalPipe::new(&all).map(ControlSignals)
     }
 
     /// The descriptor to register with the loop.
@@ -42,12 +59,10 @@ impl ControlSignals {
             .0
             .drain()?
             .into_iter()
-            .map(|sig| {
-                if sig == libc::SIGHUP {
-                    ControlSignal::Hangup
-                } else {
-                    ControlSignal::Terminate
-                }
+            .map(|sig| match sig {
+                libc::SIGHUP => ControlSignal::Hangup,
+                sig if TERMINATE.contains(&sig) => ControlSignal::Terminate,
+                sig => ControlSignal::Ignored(sig),
             })
             .collect())
     }
@@ -56,7 +71,7 @@ impl ControlSignals {
 /// Both signal pipes, registered with the loop.
 #[derive(Debug)]
 pub struct Signals {
-    /// SIGTERM, SIGINT, SIGHUP.
+    /// SIGTERM, SIGINT, SIGQUIT, SIGHUP, and the ignored ones.
     pub control: ControlSignals,
     /// SIGCHLD: always watched, because the fallback reaper and orphans need it, and so
     /// does any child that ended up without a watched pidfd.

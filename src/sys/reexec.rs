@@ -180,6 +180,9 @@ fn handled_signals() -> libc::sigset_t {
             libc::SIGINT,
             libc::SIGHUP,
             libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGALRM,
         ] {
             libc::sigaddset(&mut set, sig);
         }
