@@ -348,6 +348,23 @@ fn sighup_reloads_and_a_bad_config_on_sighup_changes_nothing() {
     assert_eq!(running(&mut c), before);
 }
 
+/// Without a config there is nothing to reload, but a `Type=notify-reload` unit's
+/// `systemctl reload` (SIGHUP) still waits for the reload's READY=1.
+#[test]
+fn sighup_without_a_config_still_tells_systemd_the_reload_is_over() {
+    let conf = ScratchDir::new("config-hup-none");
+    let sock_path = conf.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    let env = [("NOTIFY_SOCKET", sock_path.as_os_str())];
+    let d = Daemon::start_env("config-hup-none", &[], &env);
+    notified(&sock, "READY=1");
+    // SAFETY: kill with the pid of our own child.
+    unsafe { libc::kill(d.pid as i32, libc::SIGHUP) };
+    notified(&sock, "RELOADING=1");
+    notified(&sock, "READY=1");
+}
+
 /// Reads notifications until one contains `want`; returns it.
 fn notified(sock: &UnixDatagram, want: &str) -> String {
     let mut buf = [0u8; 4096];

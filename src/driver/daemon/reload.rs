@@ -87,7 +87,11 @@ impl Daemon {
     /// SIGHUP: a reload whose outcome only the log hears of.
     pub(super) fn reload_on_hangup(&mut self) {
         if self.cfg.config.is_none() {
+            // Still the reload's notifications: a `Type=notify-reload` unit's `systemctl
+            // reload` waits for READY=1 (until its timeout) whatever there is to reload.
+            self.notify.reloading();
             log::info!("SIGHUP received; no --config, nothing to reload");
+            self.notify.reloaded();
             return;
         }
         if let Err(e) = self.reload(false) {
