@@ -156,6 +156,35 @@ fn a_restarted_daemon_keeps_the_configured_sessions_that_did_not_change() {
     );
 }
 
+/// A container's PID 1 killed takes every session's process with it: the next daemon on
+/// the same state directory finds them gone (`lost`) and runs the configured sessions
+/// again, as after a clean restart — before, one without a restart policy stayed `failed`.
+#[test]
+fn a_crash_that_took_the_configured_processes_with_it_runs_them_again() {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let conf = ScratchDir::new("config-lost");
+    let path = conf.join("genward.json");
+    write_config(&path, json!({"a": sleeper("a")}));
+    let config = ["--config", path.to_str().unwrap()];
+    let mut d = Daemon::start("config-lost", &[&config[..], &["--no-keeper"]].concat());
+    let (gen, pid) = running(&mut d.client())["a"];
+    let process = pidfd_open(Pid::from_raw(pid as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    d.kill();
+    pidfd_send_signal(&process, Signal::KILL).unwrap();
+    use std::os::fd::AsFd;
+    let deadline = std::time::Instant::now() + PATIENCE;
+    assert!(
+        genward::testkit::wait::readable(process.as_fd(), deadline),
+        "the session's process outlived its SIGKILL"
+    );
+    d.restart_wrapped(&[], &[&config[..], &["--no-keeper"]].concat());
+    let mut c = d.client();
+    let after = running(&mut c);
+    assert!(after["a"].0 > gen, "a new generation: {after:?}");
+    let a = &c.ok(json!({"op": "get", "session": "a"}))["session"];
+    assert_eq!(a["restarts"], json!(0), "not counted as a restart: {a}");
+}
+
 /// A service manager's restart (SIGTERM, then a new daemon on the same state directory)
 /// runs the configured sessions again; one a client stopped stays stopped.
 #[test]

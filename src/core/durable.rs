@@ -342,6 +342,15 @@ impl Core {
             }
         }
         self.advance_session(name);
+        // What the config asked to run and the crash left down: its first load starts it
+        // again, as one the shutdown stopped. One still running, being stopped, or with a
+        // restart due is left to that.
+        if let Some(s) = self.sessions.get_mut(name) {
+            let down = s.current.is_none() && s.restart_at.is_none();
+            if s.origin == super::Origin::Config && s.want_up && !s.removing && down {
+                s.stopped_by_shutdown = true;
+            }
+        }
     }
 
     /// Starts the replacement a crash interrupted again, as a new generation with the lost

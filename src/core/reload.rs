@@ -115,8 +115,9 @@ impl Core {
                 // Going away, whoever started it: the config's from now on, its new
                 // generation waiting for the old one to end.
                 Some(s) if s.removing => &mut plan.start,
-                // Stopped by the last daemon's shutdown, not by a client: the config runs
-                // it again, as at a first start.
+                // Left down by the last daemon's end (its shutdown, or a crash that lost
+                // its process), not by a client: the config runs it again, as at a first
+                // start.
                 Some(s) if s.stopped_by_shutdown && s.origin == Origin::Config => &mut plan.start,
                 Some(s) if s.origin == Origin::Client => {
                     let why = format!(

@@ -35,8 +35,10 @@ pub(crate) struct Session {
     pub last_gen: Option<u64>,
     /// False after a stop or remove: nothing may restart it (the pm2#1043 trap).
     pub want_up: bool,
-    /// A session of the config, stopped by the daemon's shutdown (not by a client): the
-    /// config starts it again at the next start (see [`super::Plan`]).
+    /// A session of the config that the daemon's end left down, not a client: stopped by
+    /// its shutdown, or found down after a crash (its process lost with the daemon — a
+    /// container's PID 1 killed takes every process with it — and no restart due). The
+    /// config starts it again at the next start (see [`super::Plan`]), as at a first one.
     pub stopped_by_shutdown: bool,
     pub removing: bool,
     /// The generation a restarted daemon is stopping because its input and output died

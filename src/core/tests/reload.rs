@@ -641,3 +641,60 @@ fn a_clean_restart_runs_the_configured_sessions_again() {
     let again = reload(&mut next, vec![entry("a", spec()), entry("b", spec())]).unwrap();
     assert_eq!(names(&again.unchanged), ["a", "b"]);
 }
+
+/// A container's PID 1 killed (`docker kill`, an OOM kill): the next daemon finds the
+/// config's processes gone. Those the crash left down with no restart due run again at
+/// the config's first load, as after a clean restart: one never described (lost), one
+/// taken back and found gone at once. One with a restart policy restarts by that policy,
+/// one still running is kept, one a client had stopped stays stopped.
+#[test]
+fn a_crash_that_lost_the_configured_processes_runs_them_again() {
+    let mut h = Harness::new();
+    let mut restarting = spec();
+    restarting.restart.mode = crate::core::Restart::OnFailure;
+    let mut keep = spec();
+    keep.on_recover = crate::core::OnRecover::Keep;
+    let config = vec![
+        entry("lost", spec()),
+        entry("gone", spec()),
+        entry("kept", keep),
+        entry("policy", restarting),
+        entry("stopped", spec()),
+    ];
+    reload(&mut h, config.clone()).unwrap();
+    let gen: std::collections::BTreeMap<&str, u64> = ["lost", "gone", "kept", "policy", "stopped"]
+        .into_iter()
+        .map(|n| (n, run(&mut h, n)))
+        .collect();
+    h.stop("stopped", None).unwrap();
+    h.ends(gen["stopped"], ExitStatus::Signal(15));
+    // The daemon dies with them: no shutdown, no ends seen.
+    let (mut next, problems) = h.reborn(h.records(), 10);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(next.adopt(gen["gone"], "gone"));
+    next.input(crate::core::Input::Lost { gen: gen["gone"] });
+    assert!(next.adopt(gen["kept"], "kept"));
+    next.resume();
+    let plan = reload(&mut next, config).unwrap();
+    assert_eq!(names(&plan.start), ["gone", "lost"]);
+    assert_eq!(names(&plan.unchanged), ["kept", "policy", "stopped"]);
+    for name in ["gone", "lost"] {
+        let new = next.get(name).current.expect("started again");
+        assert!(new > gen[name]);
+        assert_eq!(
+            next.get(name).restarts,
+            0,
+            "{name}: not counted as a restart"
+        );
+    }
+    assert_eq!(next.get("stopped").state, SessionState::Stopped);
+    assert_eq!(next.get("kept").current, Some(gen["kept"]));
+    assert_eq!(next.get("kept").state, SessionState::Running);
+    // Started once: the next reload finds them unchanged.
+    let again = reload(
+        &mut next,
+        vec![entry("gone", spec()), entry("lost", spec())],
+    )
+    .unwrap();
+    assert_eq!(names(&again.unchanged), ["gone", "lost"]);
+}
