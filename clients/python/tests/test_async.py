@@ -199,6 +199,47 @@ class TestAsyncClient(AsyncDaemonCase):
         self.assertEqual((await self.client.wait(name, p.gen)).gen, p.gen)
 
 
+    async def test_closing_the_client_ends_its_subscriptions_handles_and_waits(self) -> None:
+        name = self.name()
+        client = await genward.AsyncClient.connect(self.daemon.socket)
+        p = await client.spawn(name, ["sh", "-c", "echo up; exec sleep 60"])
+        try:
+            looped = await client.subscribe(name, from_gen=p.gen)
+            waited = await client.subscribe(name, from_gen=p.gen)
+            self.assertEqual((await looped.events(10).__anext__()).gen, p.gen)
+            self.assertEqual((await waited.events(10).__anext__()).gen, p.gen)
+
+            async def drain(it: Any) -> None:
+                async for _ in it:
+                    pass
+
+            # The timeouts only bound how long a regression hangs.
+            waits = {
+                "subscription loop": drain(looped.events(30)),
+                "subscription until_exit": waited.until_exit(p.gen, timeout=30),
+                "handle loop": drain(p.events(30)),
+                "handle wait": p.wait(30),
+            }
+            tasks = {w: asyncio.ensure_future(c) for w, c in waits.items()}
+            await asyncio.sleep(0)  # a turn of the loop: each starts, and waits
+            await client.close()
+            outcome: Dict[str, str] = {}
+            for w, t in tasks.items():
+                try:
+                    await t
+                    outcome[w] = "ended quietly"
+                except genward.ConnectionLost:
+                    outcome[w] = "ConnectionLost"
+                except BaseException as e:  # a TimeoutError: it was never ended
+                    outcome[w] = repr(e)
+            self.assertEqual(outcome, {w: "ConnectionLost" for w in waits})
+            with self.assertRaises(genward.ConnectionLost):
+                await client.subscribe(name)
+        finally:
+            await client.close()
+            await self.client.stop(name)
+
+
 class TestAsyncReconnect(unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
         self.daemon = Daemon().start()

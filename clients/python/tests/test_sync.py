@@ -409,6 +409,51 @@ class TestReplayAndTypes(DaemonCase):
         got = sum(len(e.data) for e in evs if isinstance(e, Output))
         self.assertEqual(got + sum(d.missed for d in drops), 4096 * 4096)
 
+    def test_closing_the_client_ends_its_subscriptions_handles_and_waits(self) -> None:
+        name = self.name()
+        client = genward.Client(self.daemon.socket)
+        self.addCleanup(client.close)
+        p = client.spawn(name, ["sh", "-c", "echo up; exec sleep 60"])
+        self.addCleanup(self.client.stop, name)
+        looped = client.subscribe(name, from_gen=p.gen)
+        waited = client.subscribe(name, from_gen=p.gen)
+        # Both live: each has had an event of the generation.
+        self.assertEqual(next(iter(looped.events(10))).gen, p.gen)
+        self.assertEqual(next(iter(waited.events(10))).gen, p.gen)
+        # Everyone waits on something of the client that never comes by itself (the
+        # process sleeps on); the timeouts only bound how long a regression hangs.
+        waits = {
+            "subscription loop": lambda: list(looped.events(30)),
+            "subscription until_exit": lambda: waited.until_exit(p.gen, timeout=30),
+            "handle loop": lambda: list(p.events(30)),
+            "handle wait": lambda: p.wait(30),
+        }
+        outcome: Dict[str, str] = {}
+
+        def run(what: str) -> None:
+            try:
+                waits[what]()
+                outcome[what] = "ended quietly"
+            except genward.ConnectionLost:
+                outcome[what] = "ConnectionLost"
+            except BaseException as e:  # a TimeoutError: it was never ended
+                outcome[what] = repr(e)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in waits]
+        for t in threads:
+            t.start()
+        client.close()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(outcome, {w: "ConnectionLost" for w in waits})
+        # A subscription made after the close is refused at once.
+        with self.assertRaises(genward.ConnectionLost):
+            client.subscribe(name)
+        # One closed by its own reader ends quietly (after what had arrived).
+        own = self.client.subscribe(name, from_gen=p.gen)
+        own.close()
+        self.assertTrue(all(ev.gen == p.gen for ev in own.events(10)))
+
     def test_list_and_get_are_typed_and_survive_a_failed_worker(self) -> None:
         ok = self.client.spawn(self.name() + "-ok", ["sleep", "30"], grace=100)
         with self.assertRaises(genward.SpawnFailed):

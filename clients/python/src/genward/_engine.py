@@ -628,15 +628,23 @@ class _Engine:
         for st in list(self._procs.values()):
             self._settle(st.started, exc=err)
             self._settle(st.exited, exc=err)
-            st.stream.error = err
-            st.stream.done = True
+            _end_stream(st.stream, err)
             self._wake(st.stream)
         self._procs.clear()
         for follow in self._follows.values():
             if follow.sink is not None:
-                follow.sink.done = True
-                follow.sink.error = err
+                _end_stream(follow.sink, err)
                 self._wake(follow.sink)
+
+
+def _end_stream(stream: _Stream, err: BaseException) -> None:
+    """Ends ``stream`` with ``err``, raised to its reader once it has taken what came
+    before: never a quiet end, which would read as the generation's end (or, for a
+    subscription, pass unnoticed). A stream already ended (a subscription its reader
+    closed, a generation that ended) keeps its own end."""
+    if not stream.done:
+        stream.done = True
+        stream.error = err
 
 
 class _ProcessView:

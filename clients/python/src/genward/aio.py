@@ -57,6 +57,8 @@ class AsyncClient(_Engine):
         self._user_closed = False
         self._progress = asyncio.Event()
         self._tasks: "set[asyncio.Task[Any]]" = set()
+        #: Subscriptions made through this client, open: `close` ends them too.
+        self._subscriptions: "set[AsyncSubscription]" = set()
 
     @classmethod
     async def connect(
@@ -233,12 +235,16 @@ class AsyncClient(_Engine):
         return resp
 
     async def close(self) -> None:
-        """Closes the connection; handles and subscriptions of this client end."""
+        """Closes the connection, and those of its subscriptions; see :meth:`Client.close`."""
         if self._closed:
             return
         self._user_closed = True
-        self._shut(ConnectionLost("the client was closed"))
+        closed = ConnectionLost("the client was closed")
+        self._shut(closed)
+        subs, self._subscriptions = list(self._subscriptions), set()
         self._drop_transport()
+        for sub in subs:
+            await sub._end(closed)
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
             try:
@@ -375,20 +381,28 @@ class AsyncClient(_Engine):
             extra["lossless"] = True
             if demote_after is not None:
                 extra["demote_after"] = duration(demote_after)
+        if self._closed:
+            raise ConnectionLost("the client is closed")
         conn = await AsyncClient.connect(
             self.path, timeout=self.timeout, reconnect=self.reconnect, reconnect_timeout=self.reconnect_timeout
         )
+        if self._closed:  # closed while connecting
+            await conn.close()
+            raise ConnectionLost("the client was closed")
         sink = _Stream(session, buffer, lossy=False)
         follow = _Follow(session, start, extra, sink)
         if from_pos is not None:
             follow.next_pos = from_pos
         conn._follows[session] = follow
+        sub = AsyncSubscription(conn, sink, self)
+        # Registered before it is answered: a `close` meanwhile ends it too.
+        self._subscriptions.add(sub)
         try:
             await conn._call({"op": "subscribe", "session": session, **start, **extra})
         except BaseException:
-            await conn.close()
+            await sub.close()
             raise
-        return AsyncSubscription(conn, sink)
+        return sub
 
 
 def _consume(fut: "asyncio.Future[Any]") -> None:
@@ -498,7 +512,7 @@ async def _aiterate(client: AsyncClient, stream: _Stream, timeout: Optional[floa
                 yield ev
                 continue
             if stream.done:
-                if stream.error is not None and not client._user_closed:
+                if stream.error is not None:
                     raise stream.error
                 return
             stream.waker.clear()
@@ -514,9 +528,10 @@ async def _aiterate(client: AsyncClient, stream: _Stream, timeout: Optional[floa
 class AsyncSubscription:
     """The asyncio twin of :class:`genward.Subscription`: ``async for ev in sub``."""
 
-    def __init__(self, conn: AsyncClient, sink: _Stream):
+    def __init__(self, conn: AsyncClient, sink: _Stream, owner: Optional[AsyncClient] = None):
         self._conn = conn
         self._sink = sink
+        self._owner = owner
 
     async def __aenter__(self) -> "AsyncSubscription":
         return self
@@ -525,7 +540,19 @@ class AsyncSubscription:
         await self.close()
 
     async def close(self) -> None:
+        """Ends it: a loop over it ends (quietly: its reader asked for it)."""
         self._sink.done = True
+        self._conn._wake(self._sink)
+        if self._owner is not None:
+            self._owner._subscriptions.discard(self)
+        await self._conn.close()
+
+    async def _end(self, err: BaseException) -> None:
+        """Its client was closed: its reader gets ``err`` once it has taken what came."""
+        if not self._sink.done:
+            self._sink.done = True
+            self._sink.error = err
+        self._conn._wake(self._sink)
         await self._conn.close()
 
     @property

@@ -81,8 +81,10 @@ class Client(_Engine):
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._decoder = Decoder()
-        self._user_closed = False
         self._callbacks: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        #: Subscriptions made through this client, open: each has a connection of its
+        #: own, which `close` ends too (their readers would wait forever otherwise).
+        self._subscriptions: "set[Subscription]" = set()
         self._sock: Optional[socket.socket] = _connect(self.path, timeout)
         with self._lock:
             self._on_connected(first=True)
@@ -272,12 +274,15 @@ class Client(_Engine):
         return resp
 
     def close(self) -> None:
-        """Closes the connection; handles and subscriptions of this client end."""
+        """Closes the connection, and those of its subscriptions. Whatever waits on them
+        fails with :class:`ConnectionLost`: a handle's ``wait()``, and each loop over a
+        handle or a subscription once it has taken what had arrived."""
         with self._lock:
             if self._closed:
                 return
-            self._user_closed = True
-            self._shut(ConnectionLost("the client was closed"))
+            closed = ConnectionLost("the client was closed")
+            self._shut(closed)
+            subs, self._subscriptions = list(self._subscriptions), set()
             sock = self._sock
             if sock is not None:
                 try:
@@ -285,6 +290,8 @@ class Client(_Engine):
                 except OSError:
                     pass
             self._cond.notify_all()
+        for sub in subs:
+            sub._end(closed)
         self._callbacks.put(None)
         if threading.current_thread() is not self._reader:
             self._reader.join(5)
@@ -478,20 +485,31 @@ class Client(_Engine):
             extra["lossless"] = True
             if demote_after is not None:
                 extra["demote_after"] = duration(demote_after)
+        if self._closed:
+            raise ConnectionLost("the client is closed")
         conn = Client(self.path, timeout=self.timeout, reconnect=self.reconnect, reconnect_timeout=self.reconnect_timeout)
         sink = _Stream(session, buffer, lossy=False)
         follow = _Follow(session, start, extra, sink)
         if from_pos is not None:
             follow.next_pos = from_pos
+        sub = Subscription(conn, sink, self)
+        with self._lock:
+            # Registered before it is answered: a `close` meanwhile ends it too.
+            closed = self._closed
+            if not closed:
+                self._subscriptions.add(sub)
+        if closed:
+            conn.close()
+            raise ConnectionLost("the client was closed")
         try:
             with conn._lock:
                 conn._follows[session] = follow
                 fut = conn._request({"op": "subscribe", "session": session, **start, **extra})
             conn._waiting(fut, self.timeout)
         except BaseException:
-            conn.close()
+            sub.close()
             raise
-        return Subscription(conn, sink)
+        return sub
 
 
 class Process(_ProcessView):
@@ -620,7 +638,7 @@ def _iterate(client: Client, stream: _Stream, timeout: Optional[float]) -> Itera
                             client._cond.notify_all()
                         break
                     if stream.done:
-                        if stream.error is not None and not client._user_closed:
+                        if stream.error is not None:
                             raise stream.error
                         return
                     left = None if deadline is None else deadline - time.monotonic()
@@ -637,11 +655,14 @@ def _iterate(client: Client, stream: _Stream, timeout: Optional[float]) -> Itera
 class Subscription:
     """Events and output of a session from a replay point on, on a connection of its
     own: iterate it for :class:`Output`, :class:`Exit`, :class:`Dropped`... It resumes
-    after a reconnection from the last position seen. Close it when done."""
+    after a reconnection from the last position seen. Close it when done: its iteration
+    then ends. Closing the client that made it ends it too, but with
+    :class:`ConnectionLost`."""
 
-    def __init__(self, conn: Client, sink: _Stream):
+    def __init__(self, conn: Client, sink: _Stream, owner: Optional[Client] = None):
         self._conn = conn
         self._sink = sink
+        self._owner = owner
 
     def __enter__(self) -> "Subscription":
         return self
@@ -650,9 +671,27 @@ class Subscription:
         self.close()
 
     def close(self) -> None:
+        """Ends it: a loop over it ends (quietly: its reader asked for it)."""
         with self._conn._lock:
             self._sink.done = True
+            self._conn._cond.notify_all()
+        self._forget()
         self._conn.close()
+
+    def _end(self, err: BaseException) -> None:
+        """Its client was closed: its reader gets ``err`` once it has taken what came."""
+        with self._conn._lock:
+            if not self._sink.done:
+                self._sink.done = True
+                self._sink.error = err
+            self._conn._cond.notify_all()
+        self._conn.close()
+
+    def _forget(self) -> None:
+        owner = self._owner
+        if owner is not None:
+            with owner._lock:
+                owner._subscriptions.discard(self)
 
     @property
     def next_pos(self) -> Optional[int]:
