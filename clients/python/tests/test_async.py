@@ -113,6 +113,42 @@ class TestAsyncClient(AsyncDaemonCase):
                     wrote = True
         self.assertEqual((n, p.exit.code), (total, 0))
 
+    async def test_a_slow_coroutine_data_callback_holds_the_output_back_within_keep(self) -> None:
+        # Each chunk's coroutine waits: the tasks holding the output must not pile up
+        # without bound; the reader holds back once `keep` bytes wait in them.
+        keep, total = 256 << 10, 16 << 20
+        name = self.name()
+        script = f"import sys\nsys.stdin.readline()\nsys.stdout.buffer.write(b'c' * {total})"
+        p = await self.client.spawn(name, [PY, "-c", script], lossless=True, keep=keep)
+        client = self.client
+        bound = keep + (2 << 20) + 4096
+        release = asyncio.Event()
+        settled = asyncio.Event()
+        was_read: List[int] = []
+        got = [0]
+
+        def read() -> int:
+            return client._follows[name].next_pos or 0
+
+        async def on_data(data: bytes) -> None:
+            # Runs between the reader's reads (and while it holds back).
+            if not settled.is_set() and (client._must_hold_back() or read() > bound):
+                was_read.append(read())
+                settled.set()
+            await release.wait()
+            got[0] += len(data)
+
+        p.on_data(on_data)
+        await p.write("go\n")
+        await asyncio.wait_for(settled.wait(), 60)
+        release.set()
+        self.assertLessEqual(was_read[0], bound)
+        self.assertEqual((await p.wait(60)).code, 0)
+        # Every chunk's task has run.
+        while p._st.data_tasks:
+            await asyncio.gather(*list(p._st.data_tasks))
+        self.assertEqual(got[0], total)
+
     async def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
         with self.assertRaises(genward.Limit):
             await self.client.spawn(self.name(), ["true"], env={"BIG": "x" * (1 << 20)})

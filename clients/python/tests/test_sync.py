@@ -222,6 +222,42 @@ class TestOutput(DaemonCase):
             n += len(chunk)
         self.assertEqual(n, total)
 
+    def test_a_slow_data_callback_holds_the_output_back_within_keep(self) -> None:
+        # A callback that takes nothing for a while: the client must not read on and queue
+        # the output for it without bound, but hold back (the daemon then holds the
+        # lossless session's output back) once `keep` bytes wait for it.
+        keep, total = 256 << 10, 16 << 20
+        name = self.name()
+        script = f"import sys\nsys.stdin.readline()\nsys.stdout.buffer.write(b'c' * {total})"
+        p = self.client.spawn(name, [PY, "-c", script], lossless=True, keep=keep)
+        release = threading.Event()
+        got = [0]
+        dropped: List[Dropped] = []
+
+        def on_data(data: bytes) -> None:
+            release.wait(60)
+            got[0] += len(data)
+
+        p.on_data(on_data)
+        p.on_dropped(dropped.append)
+        p.write("go\n")
+        # What the client may have read beyond what the callback took: `keep`, plus what
+        # one read of the socket brings (1 MiB, and a frame it cut short before it).
+        bound = keep + (2 << 20) + 4096
+        client = self.client
+
+        def read() -> int:
+            return client._follows[name].next_pos or 0
+
+        with client._cond:
+            settled = client._cond.wait_for(lambda: client._must_hold_back() or read() > bound, 60)
+            was_read = read()
+        release.set()
+        self.assertTrue(settled)
+        self.assertLessEqual(was_read, bound)
+        self.assertEqual(p.wait(60).code, 0)
+        self.assertEqual((got[0], dropped), (total, []))
+
     def test_a_late_listener_hears_from_the_start(self) -> None:
         p = self.client.spawn(self.name(), ["sh", "-c", "echo early; exit 0"])
         p.wait(10)

@@ -187,6 +187,11 @@ class ProcState:
         self.dropped_listeners: List[Callable[[Dropped], Any]] = []
         self.wait_sent = False
         self.streams_seen: Set[str] = set()
+        #: Bytes of output handed to ``on_data`` callbacks that have not run yet: while
+        #: more than ``keep`` wait, the reader holds back (see ``_must_hold_back``).
+        self.unrun = 0
+        #: The asyncio client's tasks of ``on_data`` callbacks not done yet.
+        self.data_tasks: Set[Any] = set()
 
 
 class _Engine:
@@ -232,6 +237,16 @@ class _Engine:
     def _emit(self, fn: Callable[[Any], Any], arg: Any) -> None:
         raise NotImplementedError
 
+    def _emit_data(self, st: "ProcState", fns: List[Callable[[bytes], Any]], data: bytes) -> None:
+        """Hands a chunk of output to ``fns``, counting it in ``st.unrun`` until they have
+        run."""
+        raise NotImplementedError
+
+    def _callbacks_blocked(self, st: "ProcState") -> bool:
+        """Whether the ``on_data`` callbacks of ``st`` are held up waiting for an answer of
+        this client (which may come behind the output they have not taken)."""
+        raise NotImplementedError
+
     def _must_hold_back(self) -> bool:
         """Whether the reader should stop reading the socket for now: a loop iterating a
         handle (or a subscription) is a full buffer behind. The daemon then holds a
@@ -243,7 +258,10 @@ class _Engine:
         for follow in self._follows.values():
             if follow.sink is not None and self._holds_back(follow.sink):
                 return True
-        return any(self._holds_back(st.stream) for st in self._procs.values())
+        return any(
+            self._holds_back(st.stream) or (st.unrun > st.stream.cap and not self._callbacks_blocked(st))
+            for st in self._procs.values()
+        )
 
     def _holds_back(self, stream: _Stream) -> bool:
         if not stream.full or stream.done:
@@ -413,8 +431,7 @@ class _Engine:
         elif isinstance(ev, Output):
             st.streams_seen.add(ev.stream)
             if st.data_listeners:
-                for fn in st.data_listeners:
-                    self._emit(fn, ev.data)
+                self._emit_data(st, list(st.data_listeners), ev.data)
             elif st.unheard is not None:
                 st.unheard.push(ev)
         elif isinstance(ev, Dropped):

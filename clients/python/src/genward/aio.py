@@ -130,6 +130,32 @@ class AsyncClient(_Engine):
         except Exception:
             log.exception("genward: a callback raised")
 
+    def _emit_data(self, st: ProcState, fns: List[Callable[[bytes], Any]], data: bytes) -> None:
+        for fn in fns:
+            try:
+                r = fn(data)
+            except Exception:
+                log.exception("genward: a callback raised")
+                continue
+            if inspect.isawaitable(r):
+                # Its task holds the chunk until it is done: counted, so that a slow one
+                # holds the reader back instead of gathering tasks without bound.
+                t = asyncio.ensure_future(r)
+                self._tasks.add(t)
+                st.unrun += len(data)
+                st.data_tasks.add(t)
+
+                def done(t: "asyncio.Future[Any]", n: int = len(data)) -> None:
+                    self._tasks.discard(t)
+                    st.data_tasks.discard(t)
+                    st.unrun -= n
+                    self._progress.set()
+
+                t.add_done_callback(done)
+
+    def _callbacks_blocked(self, st: ProcState) -> bool:
+        return any(t in self._blocked for t in st.data_tasks)
+
     async def _run(self) -> None:
         while True:
             data = b""
@@ -474,7 +500,7 @@ class AsyncProcess(_ProcessView):
                 if ev is None:
                     break
                 if isinstance(ev, Output):
-                    self._client._emit(fn, ev.data)
+                    self._client._emit_data(st, [fn], ev.data)
         return self._listen(st.data_listeners, fn)
 
     def on_exit(self, fn: Callable[[Exit], Any]) -> Callable[[], None]:

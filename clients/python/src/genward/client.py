@@ -143,6 +143,27 @@ class Client(_Engine):
     def _emit(self, fn: Callable[[Any], Any], arg: Any) -> None:
         self._callbacks.put((fn, arg))
 
+    def _emit_data(self, st: ProcState, fns: List[Callable[[bytes], Any]], data: bytes) -> None:
+        st.unrun += len(data)
+        self._callbacks.put((self._run_data, (st, fns, data)))
+
+    def _run_data(self, item: Any) -> None:
+        st, fns, data = item
+        try:
+            for fn in fns:
+                try:
+                    fn(data)
+                except Exception:
+                    log.exception("genward: a callback raised")
+        finally:
+            with self._lock:
+                st.unrun -= len(data)
+                self._cond.notify_all()
+
+    def _callbacks_blocked(self, st: ProcState) -> bool:
+        cb = getattr(self, "_cb_thread", None)
+        return cb is not None and cb.ident in self._blocked
+
     def _flush_callbacks(self, timeout: float = 10.0) -> None:
         """Returns once the callbacks queued so far have run (unless called from one)."""
         if threading.current_thread() is self._cb_thread or not self._cb_thread.is_alive():
@@ -590,7 +611,7 @@ class Process(_ProcessView):
                     if ev is None:
                         break
                     if isinstance(ev, Output):
-                        self._client._emit(fn, ev.data)
+                        self._client._emit_data(st, [fn], ev.data)
             return self._listen(st.data_listeners, fn)
 
     def on_exit(self, fn: Callable[[Exit], Any]) -> Callable[[], None]:
