@@ -449,7 +449,9 @@ export class Client extends EventEmitter {
   /**
    * Replays a session's retained output and events from where `opts` says (`fromStart`,
    * `tail`, `fromPos`, `fromGen`; default: from the start), on a connection of its own.
-   * Ends after the retained records unless `follow` is set.
+   * Ends after the retained records unless `follow` is set. A following replay whose
+   * connection is lost (the daemon restarted, or was replaced) connects again, as the
+   * client does, and resumes after the last byte it handed over.
    */
   async *replay(name: string, opts: ReplayOptions = {}): AsyncGenerator<OutputChunk | EventRecord> {
     const start: Record<string, unknown> = {};
@@ -458,13 +460,24 @@ export class Client extends EventEmitter {
     else if (opts.fromGen !== undefined) start.from_gen = opts.fromGen;
     else start.from_start = true;
     if (this.closed) throw new ConnectionLostError('the client was closed');
-    const sock = await openSocket(this.socketPath);
-    const decoder = new FrameDecoder();
+    const follow = opts.follow === true;
+    const resumes = follow && this.opts.reconnect !== false;
+    let sock = await openSocket(this.socketPath);
     const items: (OutputChunk | EventRecord)[] = [];
     let bytes = 0;
     let wake: (() => void) | null = null;
     let done = false;
     let failure: unknown = null;
+    // The session output position after the last byte handed over: output before it is
+    // cut (the daemon replays whole records), and a resumed subscription starts there.
+    let nextPos: number | null = opts.fromPos ?? null;
+    // The events handed over since that byte (as sent), which a subscription resumed from
+    // it is sent again; `again`: those still to be recognised, on a resumed connection.
+    let since: string[] = [];
+    let again: string[] = [];
+    // When the connection was lost, while no resumed subscription has been answered since.
+    let lostAt: number | null = null;
+    let delay = 25;
     const poke = () => {
       const w = wake;
       wake = null;
@@ -475,54 +488,121 @@ export class Client extends EventEmitter {
       done = true;
       poke();
     };
-    sock.on('data', (chunk: Buffer) => {
-      try {
-        decoder.push(chunk, (m) => {
-          if (done) return;
-          if (m.kind === 'response') {
-            if (m.body.ok !== true) finish(errorFromWire(m.body.error));
-            else if (m.body.id === 2 && !opts.follow) finish();
+    const take = (m: Message) => {
+      if (m.kind === 'output') {
+        let { data } = m;
+        const h = { ...(m.header as any) };
+        delete h.event;
+        delete h.len;
+        if (nextPos !== null && typeof h.pos === 'number' && h.pos < nextPos) {
+          const skip = Math.min(nextPos - h.pos, data.length);
+          if (skip === data.length) return;
+          data = data.subarray(skip);
+          h.pos += skip;
+          h.offset += skip;
+        }
+        if (typeof h.pos === 'number') nextPos = h.pos + data.length;
+        since = [];
+        again = [];
+        items.push({ ...h, type: 'output', data });
+        bytes += data.length;
+        if (bytes > this.highWaterMark) sock.pause();
+      } else {
+        const body = m.body as any;
+        if (body.event === 'dropped') {
+          if (nextPos !== null && body.to <= nextPos) return;
+          nextPos = Math.max(nextPos ?? 0, body.to);
+        } else if (body.event !== 'demoted') {
+          // `dropped` and `demoted` are this connection's own, never sent again.
+          const key = JSON.stringify(body);
+          const seen = again.indexOf(key);
+          if (seen >= 0) {
+            again = again.slice(seen + 1);
             return;
           }
-          if (m.kind === 'output') {
-            let { data } = m;
-            const h = { ...(m.header as any) };
-            delete h.event;
-            delete h.len;
-            // The daemon replays whole records: start exactly at `fromPos`.
-            if (opts.fromPos !== undefined && typeof h.pos === 'number' && h.pos < opts.fromPos) {
-              const skip = Math.min(opts.fromPos - h.pos, data.length);
-              if (skip === data.length) return;
-              data = data.subarray(skip);
-              h.pos += skip;
-              h.offset += skip;
-            }
-            items.push({ ...h, type: 'output', data });
-            bytes += m.data.length;
-            if (bytes > this.highWaterMark) sock.pause();
-          } else {
-            items.push({ type: 'event', ...(m.body as any) });
-          }
-          poke();
-        });
-      } catch (e) {
-        finish(e);
-        sock.destroy();
+          since.push(key);
+          if (since.length > 1024) since.shift();
+        }
+        items.push({ type: 'event', ...body });
       }
-    });
-    sock.on('error', (e) => finish(e));
-    // Before its end (the retained records, or the loop left when following), a lost
-    // connection is an error, never a quiet end: a follower must know it stopped.
-    sock.on('close', () => finish(new ConnectionLostError()));
+      poke();
+    };
+    const subscribe = (s: net.Socket) => {
+      const resume = nextPos !== null ? { from_pos: nextPos } : start;
+      const sub = { id: 1, op: 'subscribe', session: name, ...resume, lossless: opts.lossless || undefined };
+      // Answered after every replayed record: the end of the replay.
+      const marker = { id: 2, op: 'hello' };
+      s.write(JSON.stringify(sub) + '\n' + (follow ? '' : JSON.stringify(marker) + '\n'));
+    };
+    const attach = (s: net.Socket) => {
+      const decoder = new FrameDecoder();
+      s.on('data', (chunk: Buffer) => {
+        try {
+          decoder.push(chunk, (m) => {
+            if (done || sock !== s) return;
+            if (m.kind === 'response') {
+              if (m.body.ok !== true) finish(errorFromWire(m.body.error));
+              else if (m.body.id === 1) {
+                lostAt = null;
+                delay = 25;
+              } else if (m.body.id === 2 && !follow) finish();
+              return;
+            }
+            take(m);
+          });
+        } catch (e) {
+          finish(e);
+          s.destroy();
+        }
+      });
+      s.on('error', (e) => {
+        if (!resumes) finish(e);
+      });
+      // Before its end (the retained records, or the loop left when following), a lost
+      // connection is an error, never a quiet end: a follower must know it stopped —
+      // unless it follows on, on a new connection.
+      s.on('close', () => {
+        if (done || sock !== s) return;
+        if (resumes && !this.closed) void reconnect();
+        else finish(new ConnectionLostError());
+      });
+    };
+    const reconnect = async () => {
+      lostAt ??= Date.now();
+      const deadline = lostAt + (this.opts.reconnectTimeout ?? 60_000);
+      again = [...since];
+      let last: unknown = null;
+      while (!done && !this.closed && Date.now() < deadline) {
+        try {
+          const s = await openSocket(this.socketPath);
+          if (done || this.closed) {
+            s.destroy();
+            return;
+          }
+          sock = s;
+          attach(s);
+          subscribe(s);
+          if (bytes > this.highWaterMark) s.pause();
+          return;
+        } catch (e) {
+          last = e;
+        }
+        await sleep(delay);
+        delay = Math.min(delay * 2, 500);
+      }
+      finish(
+        new ConnectionLostError(
+          `could not reconnect to the genward daemon at ${this.socketPath}: ${last instanceof Error ? last.message : String(last)}`,
+        ),
+      );
+    };
     const end = (err: unknown) => {
       finish(err);
       sock.destroy();
     };
     this.replays.add(end);
-    const sub = { id: 1, op: 'subscribe', session: name, ...start, lossless: opts.lossless || undefined };
-    // Answered after every replayed record: the end of the replay.
-    const marker = { id: 2, op: 'hello' };
-    sock.write(JSON.stringify(sub) + '\n' + JSON.stringify(marker) + '\n');
+    attach(sock);
+    subscribe(sock);
     try {
       for (;;) {
         const item = items.shift();
@@ -539,6 +619,7 @@ export class Client extends EventEmitter {
       }
       if (failure !== null) throw failure;
     } finally {
+      done = true;
       this.replays.delete(end);
       sock.destroy();
     }

@@ -65,6 +65,46 @@ test('a daemon killed and started again: the client reconnects and resumes every
   }
 });
 
+test('a following replay resumes across a daemon crash after the last byte and event it handed over', async () => {
+  const client = await Client.connect({ socket: daemon.socket });
+  try {
+    const first = await client.spawn('replayed', ['sh', '-c', 'echo before']);
+    await first.wait();
+    let text = '';
+    const events = [];
+    let caughtUp;
+    const upToDate = new Promise((r) => (caughtUp = r));
+    const seen = (async () => {
+      for await (const r of client.replay('replayed', { fromStart: true, follow: true })) {
+        if (r.type === 'output') text += r.data.toString('latin1');
+        else events.push(r);
+        if (r.type === 'event' && r.event === 'exited' && r.gen === first.gen) caughtUp();
+        if (text === 'before\nafter\n') break;
+      }
+    })();
+    await Promise.race([upToDate, seen]);
+    // The last record it handed over is an event (the first generation's end): resumed
+    // from the byte after `before`, the daemon sends it again; it is not handed over twice.
+    const disconnected = once(client, 'disconnect');
+    await daemon.crash();
+    await disconnected;
+    const reconnected = once(client, 'reconnect');
+    await daemon.start();
+    await reconnected;
+    const second = await client.spawn('replayed', ['sh', '-c', 'echo after']);
+    await seen;
+    assert.equal(text, 'before\nafter\n');
+    const count = (event, gen) => events.filter((e) => e.event === event && e.gen === gen).length;
+    assert.deepEqual(
+      [count('spawned', first.gen), count('exited', first.gen), count('spawned', second.gen)],
+      [1, 1, 1],
+    );
+    await second.wait();
+  } finally {
+    client.close();
+  }
+});
+
 test('a handle\'s wait carries on across a daemon crash', async () => {
   const client = await Client.connect({ socket: daemon.socket });
   try {
