@@ -2,6 +2,7 @@
 //! client's side and the lookup helper (`crate::lookup`) reads a spec's `env_file` before
 //! each start. One parser, so a file means the same thing wherever it is named.
 
+use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
@@ -23,19 +24,54 @@ pub fn check_env_name(name: &str) -> Result<(), &'static str> {
     }
 }
 
+/// Why an env file could not be used: what to tell people, and the OS error that caused it
+/// when one did (a missing file is `ENOENT`, not a malformed one), so that a start it fails
+/// reports the real errno.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvFileError {
+    /// For people; a parse error names the file and the line.
+    pub message: String,
+    /// The errno of the open or read that failed; `None` for the file's contents.
+    pub errno: Option<i32>,
+}
+
+impl EnvFileError {
+    fn os(what: &str, e: &std::io::Error) -> EnvFileError {
+        EnvFileError {
+            message: format!("{what}: {e}"),
+            errno: e.raw_os_error(),
+        }
+    }
+}
+
+impl From<String> for EnvFileError {
+    fn from(message: String) -> EnvFileError {
+        EnvFileError {
+            message,
+            errno: None,
+        }
+    }
+}
+
+impl fmt::Display for EnvFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Reads an env file: `KEY=VALUE` lines, the value taken literally up to the end of the
 /// line (no quotes, no expansion); blank lines and lines starting with `#` are skipped.
 /// An error names the line.
-pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, EnvFileError> {
+    let file = std::fs::File::open(path).map_err(|e| EnvFileError::os("cannot open", &e))?;
     let mut bytes = Vec::new();
     file.take(ENV_FILE_MAX + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(|e| EnvFileError::os("cannot read", &e))?;
     if bytes.len() as u64 > ENV_FILE_MAX {
-        return Err(format!("larger than {ENV_FILE_MAX} bytes"));
+        return Err(format!("larger than {ENV_FILE_MAX} bytes").into());
     }
-    parse_env_file(&bytes, &path.display().to_string())
+    Ok(parse_env_file(&bytes, &path.display().to_string())?)
 }
 
 /// Parses the contents of env file `name` (see [`read_env_file`]).

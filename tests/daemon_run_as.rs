@@ -224,6 +224,35 @@ fn a_bad_env_file_fails_the_spawn_naming_file_and_line() {
 }
 
 #[test]
+fn an_env_file_that_cannot_be_opened_reports_its_own_errno() {
+    let (d, mut c) = daemon("runas-enverrno");
+    let missing = d.dir.join("missing.env");
+    let (_, end) = run(
+        &mut c,
+        json!({"session": "gone", "argv": ["true"], "env_file": missing}),
+    );
+    assert_eq!(end["event"], "spawn_failed", "{end}");
+    assert_eq!(end["error"]["kind"], "other", "{end}");
+    assert_eq!(end["error"]["errno"], libc::ENOENT, "{end}");
+    // A directory where the file should be: the read's own error, not "invalid".
+    let (_, end) = run(
+        &mut c,
+        json!({"session": "gone", "argv": ["true"], "env_file": d.dir.to_str().unwrap()}),
+    );
+    assert_eq!(end["event"], "spawn_failed", "{end}");
+    assert_eq!(end["error"]["errno"], libc::EISDIR, "{end}");
+    // A malformed file has no OS error behind it: EINVAL, as before.
+    let bad = d.dir.join("bad.env");
+    write(&bad, "not a pair\n");
+    let (_, end) = run(
+        &mut c,
+        json!({"session": "gone", "argv": ["true"], "env_file": bad}),
+    );
+    assert_eq!(end["event"], "spawn_failed", "{end}");
+    assert_eq!(end["error"]["errno"], libc::EINVAL, "{end}");
+}
+
+#[test]
 fn rlimits_are_seen_by_the_child_and_a_refused_one_names_the_step() {
     let (_d, mut c) = daemon("runas-rlimits");
     // Lowering is allowed to anyone.

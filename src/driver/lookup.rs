@@ -81,13 +81,18 @@ impl Lookup {
                     if self.answer.len() + n > MAX_ANSWER {
                         return Some(Err(format!(
                             "the lookup helper answered more than {MAX_ANSWER} bytes"
-                        )));
+                        )
+                        .into()));
                     }
                     self.answer.extend_from_slice(&chunk[..n]);
                 }
                 Ok(ReadOutcome::WouldBlock) => return None,
                 Ok(ReadOutcome::Eof) => return Some(self.complete()),
-                Err(e) => return Some(Err(format!("reading the lookup helper's answer: {e}"))),
+                Err(e) => {
+                    return Some(Err(
+                        format!("reading the lookup helper's answer: {e}").into()
+                    ))
+                }
             }
         }
     }
@@ -97,10 +102,10 @@ impl Lookup {
     fn complete(&mut self) -> Answer {
         if self.helper.poll() {
             if let Some(e) = self.helper.failure() {
-                return Err(format!("starting the lookup helper: {e}"));
+                return Err(format!("starting the lookup helper: {e}").into());
             }
         }
         answer::decode(&self.answer)
-            .unwrap_or_else(|why| Err(format!("the lookup helper gave no answer: {why}")))
+            .unwrap_or_else(|why| Err(format!("the lookup helper gave no answer: {why}").into()))
     }
 }

@@ -7,6 +7,7 @@
 //! id \0 UID \0 GID \0 N \0 GROUP_1 \0 ... GROUP_N \0      (when the identity changes)
 //! user \0 NAME \0 HOME \0 SHELL \0                       (when `user` has an entry)
 //! var \0 KEY \0 VALUE \0                                 (one per environment file line)
+//! errno \0 N \0                                          (with `error`, when an OS error caused it)
 //! error \0 MESSAGE \0                                    (instead of the above)
 //! end \0
 //! ```
@@ -51,9 +52,28 @@ pub struct Found {
     pub env: Vec<(String, String)>,
 }
 
-/// A helper's answer: what it found, or why it could not (for people, naming the field or
-/// the file).
-pub type Answer = Result<Found, String>;
+/// Why a lookup found nothing to start with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// For people, naming the field or the file.
+    pub message: String,
+    /// The OS error behind it, when there is one (the environment file's open: `ENOENT`
+    /// for a missing file), so that the start's failure carries the real errno; `None`
+    /// for an unknown name or a malformed file.
+    pub errno: Option<i32>,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure {
+            message,
+            errno: None,
+        }
+    }
+}
+
+/// A helper's answer: what it found, or why it could not.
+pub type Answer = Result<Found, Failure>;
 
 fn field(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(text.as_bytes());
@@ -65,9 +85,13 @@ pub fn encode(answer: &Answer) -> Vec<u8> {
     let mut out = Vec::new();
     field(&mut out, MAGIC);
     match answer {
-        Err(message) => {
+        Err(failure) => {
+            if let Some(errno) = failure.errno {
+                field(&mut out, "errno");
+                field(&mut out, &errno.to_string());
+            }
             field(&mut out, "error");
-            field(&mut out, &message.replace('\0', " "));
+            field(&mut out, &failure.message.replace('\0', " "));
         }
         Ok(found) => {
             if let Some(c) = &found.credentials {
@@ -132,11 +156,13 @@ pub fn decode(bytes: &[u8]) -> Result<Answer, String> {
     }
     let mut found = Found::default();
     let mut error = None;
+    let mut errno = None;
     loop {
         match f.next()? {
             "end" if f.rest.is_empty() => break,
             "end" => return Err("bytes after `end`".into()),
             "error" if error.is_none() => error = Some(f.next()?.to_string()),
+            "errno" if errno.is_none() => errno = Some(f.number("errno")?),
             "id" if found.credentials.is_none() => {
                 let uid = f.number("uid")?;
                 let gid = f.number("gid")?;
@@ -165,8 +191,9 @@ pub fn decode(bytes: &[u8]) -> Result<Answer, String> {
         }
     }
     match error {
-        Some(message) if found == Found::default() => Ok(Err(message)),
+        Some(message) if found == Found::default() => Ok(Err(Failure { message, errno })),
         Some(_) => Err("an error beside findings".into()),
+        None if errno.is_some() => Err("an errno without an error".into()),
         None => Ok(Ok(found)),
     }
 }
@@ -193,7 +220,11 @@ mod tests {
         for answer in [
             Ok(found),
             Ok(Found::default()),
-            Err("user: no user named `x`".to_string()),
+            Err("user: no user named `x`".to_string().into()),
+            Err(Failure {
+                message: "env_file /x.env: cannot open: No such file or directory".into(),
+                errno: Some(libc::ENOENT),
+            }),
         ] {
             assert_eq!(decode(&encode(&answer)), Ok(answer.clone()));
         }

@@ -141,7 +141,7 @@ fn die_with_parent() {
 pub fn main(args: &[OsString]) -> ExitCode {
     die_with_parent();
     let answer = Query::parse(args)
-        .map_err(|e| format!("the lookup helper: {e}"))
+        .map_err(|e| format!("the lookup helper: {e}").into())
         .and_then(|q| resolve::answer(&q));
     let mut out = std::io::stdout().lock();
     match out

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::answer::{Account, Answer, Found};
+use super::answer::{Account, Answer, Failure, Found};
 use super::Query;
 use crate::sys::spawn::Credentials;
 use crate::sys::users;
@@ -79,14 +79,20 @@ pub fn identity(q: &Query) -> Result<(Option<Credentials>, Option<Account>), Str
 }
 
 /// The variables of the environment file at `path`; an error names the file (and the
-/// line, for a line that is not `KEY=VALUE`).
-pub fn env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    crate::env_file::read_env_file(path).map_err(|why| {
+/// line, for a line that is not `KEY=VALUE`), and carries the errno of an open or read
+/// that failed.
+pub fn env_file(path: &Path) -> Result<Vec<(String, String)>, Failure> {
+    crate::env_file::read_env_file(path).map_err(|e| {
         // Parse errors already name the file and line; open and read errors do not.
-        if why.starts_with(&path.display().to_string()) {
+        let why = &e.message;
+        let message = if why.starts_with(&path.display().to_string()) {
             format!("env_file {why}")
         } else {
             format!("env_file {}: {why}", path.display())
+        };
+        Failure {
+            message,
+            errno: e.errno,
         }
     })
 }

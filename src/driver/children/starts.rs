@@ -15,6 +15,7 @@ use crate::core::{Containment, ResourceLimits, SpawnError, SpawnErrorKind, Spec,
 use crate::driver::launch::Launch;
 use crate::driver::lookup::Lookup;
 use crate::driver::run_as::{self, Resolution};
+use crate::lookup::answer::Failure;
 use crate::proto::error::bounded_message;
 use crate::sys::cgroup::{self, GenCgroup};
 use crate::sys::process::ReaperMode;
@@ -92,10 +93,13 @@ fn start_into(
 }
 
 /// A lookup's failure (an unknown name, an unreadable database or environment file) as
-/// the core's: the message names the field or the file.
-fn lookup_failed(gen: u64, why: String) -> SpawnError {
-    log::warn!("gen {gen}: spawn failed: {why}");
-    SpawnError::new(SpawnErrorKind::Other, libc::EINVAL).with_message(why)
+/// the core's: the message names the field or the file; the errno is the OS error behind
+/// it (`ENOENT` for a missing environment file), else `EINVAL` (an unknown name, a
+/// malformed file).
+fn lookup_failed(gen: u64, why: Failure) -> SpawnError {
+    log::warn!("gen {gen}: spawn failed: {}", why.message);
+    SpawnError::new(SpawnErrorKind::Other, why.errno.unwrap_or(libc::EINVAL))
+        .with_message(why.message)
 }
 
 /// A failure the driver decided, logged.
@@ -232,7 +236,7 @@ impl Children {
                 Launch::looking_up(gen, lookup, run_as, request, cgroup, registry)
             }
             Resolution::Known(found) => {
-                let found = found.map_err(|why| lookup_failed(gen, why))?;
+                let found = found.map_err(|why| lookup_failed(gen, why.into()))?;
                 run_as::apply(&spec.run_as, found, &mut request).map_err(|e| logged(gen, e))?;
                 let starting = start_into(gen, &request, cgroup.as_ref())?;
                 Launch::new(gen, starting, cgroup, registry)
