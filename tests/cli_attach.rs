@@ -262,3 +262,73 @@ fn a_paste_larger_than_the_input_queue_arrives_whole() {
         "the pasted bytes arrived altered (a hole or a reordering)"
     );
 }
+
+/// A terminal attached to a PTY session whose replacement runs on pipes stops typing into
+/// it (raw keystrokes, Enter as `\r`, are no input for a program reading a pipe): `attach`
+/// lets go as it refuses such a session at its start, exits 1, and leaves the terminal
+/// sane. Nothing typed reaches the program on pipes.
+#[test]
+fn a_replacement_on_pipes_ends_a_terminals_attachment() {
+    let Some(t) = Tmux::start("a_replacement_on_pipes", 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-to-pipes", &[]);
+    let old = start_shell(&d, "old$ ");
+    t.type_line(&attach_cmd(&d, ""));
+    t.await_screen("the old prompt", |s| s.contains("old$"));
+
+    let got = d.dir.join("got.txt");
+    let script = format!("echo on-pipes; cat > {}", got.display());
+    let new = gw_ok(&d, &["run", "sh", "--", "sh", "-c", &script]);
+    t.await_screen("the replacement and the refusal", |s| {
+        s.contains(&format!("[genward: gen {old} replaced by gen {new}]"))
+            && s.contains(&format!("genward: sh gen {new} runs without a terminal"))
+    });
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after letting go", |s| {
+        has_line(s, "rc=1 sane=2")
+    });
+    // Its input ended, the program on pipes shows what it was given: nothing.
+    gw_ok(&d, &["send", "sh", "--eof", "--if-gen", &new]);
+    assert_eq!(gw(&d, &["wait", "sh", "--gen", &new]).code, Some(0));
+    assert_eq!(std::fs::read(&got).unwrap(), b"");
+}
+
+/// `attach` stopped from outside (`kill -TSTP`) hands the terminal back to the shell in
+/// its own settings, and continued (`fg`) takes it again raw: the detach key works, and
+/// detaching leaves the terminal sane.
+#[test]
+fn a_stop_hands_the_terminal_back_and_fg_takes_it_again() {
+    let Some(t) = Tmux::start("a_stop_hands_the_terminal_back", 80, 24) else {
+        return;
+    };
+    let d = Daemon::start("cli-attach-stop", &[]);
+    let gen = start_shell(&d, "gw$ ");
+    t.type_line(&attach_cmd(&d, ""));
+    t.await_screen("the session's prompt", |s| s.contains("gw$"));
+    t.await_canonical(false);
+
+    let shell = t.pane_pid();
+    let attach = *proc::children(shell as u32)
+        .first()
+        .expect("the attach process") as i32;
+    // SAFETY: kill with the pid of a running descendant of this test.
+    unsafe { libc::kill(attach, libc::SIGTSTP) };
+    t.await_screen("the outer shell's job notice", |s| s.contains("Stopped"));
+    t.await_canonical(true);
+    t.type_line("echo back$((1+1))");
+    t.await_screen("the outer shell's answer", |s| has_line(s, "back2"));
+
+    t.type_line("fg");
+    t.await_canonical(false);
+    t.type_line("echo ans$((40+2))");
+    t.await_screen("the session's answer", |s| has_line(s, "ans42"));
+    t.key("C-\\");
+    t.await_screen("the detach notice", |s| {
+        s.contains(&format!("[genward: detached from sh gen {gen}"))
+    });
+    t.type_line(CHECK);
+    t.await_screen("a sane terminal after detach", |s| {
+        has_line(s, "rc=0 sane=2")
+    });
+}

@@ -171,3 +171,69 @@ fn a_shutdown_ends_the_attachment_with_the_generations_status() {
     gw_ok(&d, &["shutdown"]);
     assert_eq!(attach.finish(), Some(143), "gen {gen}");
 }
+
+/// The end of piped input is passed on (`close_input`): a process reading to the end of
+/// its input finishes, as it would reading the pipe itself, and the attachment ends with
+/// its status.
+#[test]
+fn the_end_of_piped_input_ends_the_processs_input() {
+    let d = Daemon::start("cli-attach-pipes-eof", &[]);
+    let gen = gw_ok(
+        &d,
+        &[
+            "run",
+            "count",
+            "--",
+            "sh",
+            "-c",
+            "n=$(wc -c); echo got $n; exit 5",
+        ],
+    );
+    let out = gw_input(&d, &["attach", "count"], b"hello");
+    assert_eq!(out.code, Some(5), "{out:?}");
+    assert_eq!(out.stdout, "got 5\n");
+    assert_eq!(out.stderr, format!("[genward: count gen {gen}: exit 5]\n"));
+}
+
+/// The end of input is passed on to the generation it was read for and to no other: a
+/// replacement followed afterwards never got this input, and still reads what is
+/// written to it.
+#[test]
+fn the_end_of_input_goes_to_the_generation_it_was_read_for() {
+    let d = Daemon::start("cli-attach-pipes-eof-gen", &[]);
+    gw_ok(
+        &d,
+        &[
+            "run",
+            "s",
+            "--",
+            "sh",
+            "-c",
+            "echo up; cat; echo old-input-ended; exec sleep 600",
+        ],
+    );
+    // Standard input is empty: its end is all there is to pass on.
+    let mut attach = Streaming::start(&d, &["attach", "s"]);
+    attach.until(|l| l == "old-input-ended");
+    let new = gw_ok(
+        &d,
+        &[
+            "run",
+            "s",
+            "--",
+            "sh",
+            "-c",
+            "echo new; read x; echo read=$x; exit 3",
+        ],
+    );
+    attach.until(|l| l == "new");
+    let sent = gw(&d, &["send", "s", "hi\n", "--if-gen", &new]);
+    assert_eq!(
+        sent.code,
+        Some(0),
+        "the new generation's input was closed: {sent:?}"
+    );
+    let lines = attach.until(|l| l.starts_with("read="));
+    assert_eq!(lines.last().map(String::as_str), Some("read=hi"));
+    assert_eq!(attach.finish(), Some(3));
+}

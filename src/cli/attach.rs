@@ -3,7 +3,10 @@
 //! One thread polls three descriptors: standard input (keystrokes, forwarded as `write`
 //! requests carrying `if_gen`, so typing meant for one process never reaches its
 //! successor), the daemon socket (output and events), and a signal pipe (`SIGWINCH`
-//! becomes a `resize`; `SIGTERM`, `SIGHUP`, `SIGINT` end the attachment).
+//! becomes a `resize`; `SIGTERM`, `SIGHUP`, `SIGINT` end the attachment; on a terminal,
+//! `SIGTSTP` hands the terminal back before stopping and `SIGCONT` takes it again, as
+//! tmux and ssh do).
+//! The end of piped input becomes a `close_input` for the generation the input went to.
 //!
 //! The detach key (Ctrl-\\ unless `--detach-key` says otherwise) detaches within half a
 //! second ([`DOUBLE_PRESS`]); pressed twice within that time, it is sent through to the
@@ -11,8 +14,10 @@
 //!
 //! The generation attached to is followed, not the name: output of any other generation
 //! is not shown. When the session starts a newer generation (replaced, restarted), one
-//! line says so and the newer one is followed. When the attached generation ends and
-//! nothing follows it, `attach` exits with its status.
+//! line says so and the newer one is followed — by a terminal only once the session's
+//! spec shows it has a terminal too (keystrokes wait until then): one running on pipes
+//! ends the attachment, as it is refused at the start. When the attached generation ends
+//! and nothing follows it, `attach` exits with its status.
 //!
 //! The terminal is raw while attached and restored on every way out: detach, the child's
 //! end, the daemon's loss, a signal (all return through [`RawMode`]'s drop), and a panic
@@ -46,7 +51,7 @@ use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::{Op, Replay, Target};
 use crate::proto::signal_name::signal_name;
-use crate::sys::signal_pipe::SignalPipe;
+use crate::sys::signal_pipe::{stop_self, SignalPipe};
 use crate::sys::terminal::{restore_settings, window_size, RawMode};
 
 /// Output replayed on attach: enough to redraw a screen or two of recent work.
@@ -153,6 +158,11 @@ enum Pending {
     Wait(u64),
     /// A `get` after generation `gen` ended, to learn whether something follows it.
     Successor(u64),
+    /// A `get` after a terminal started following generation `gen`, to learn whether it
+    /// has a terminal to type into (a replacement may run on pipes).
+    Kind(u64),
+    /// The end of piped input, passed on to generation `gen`.
+    CloseInput(u64),
 }
 
 /// The attachment's state.
@@ -191,6 +201,17 @@ struct Attached {
     /// On a terminal: every write is answered from now on, since a quiet one was refused
     /// for a full input queue.
     answered_input: bool,
+    /// On a terminal: the followed generation, taken on from the one attached to, is not
+    /// known to have a terminal yet. What is typed meanwhile waits in `typed` (raw
+    /// keystrokes must not reach a program reading a pipe).
+    unverified: bool,
+    /// Without a terminal: the end of the input was read while following this
+    /// generation; it gets `close_input` once every byte read before is answered.
+    input_end: Option<u64>,
+    /// `input_end` was passed on.
+    input_end_sent: bool,
+    /// The terminal was handed back on `SIGTSTP` and not taken again yet.
+    suspended: bool,
 }
 
 /// How a full-screen program is made to redraw once attached.
@@ -257,7 +278,12 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 
     let stdin = io::stdin();
     let tty = isatty(stdin.as_fd());
-    let signals = SignalPipe::new(&[libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGINT])
+    let mut watched = vec![libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
+    if tty {
+        // Stopped by job control, the terminal is the shell's again until continued.
+        watched.extend([libc::SIGTSTP, libc::SIGCONT]);
+    }
+    let signals = SignalPipe::new(&watched)
         .map_err(|e| CommandError::Failed(format!("installing signal handlers: {e}")))?;
     let mut raw = if tty {
         // Watching a program that writes to pipes: its `\n` must still start a line.
@@ -284,6 +310,10 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         retry_at: None,
         typed: Vec::new(),
         answered_input: false,
+        unverified: false,
+        input_end: None,
+        input_end_sent: false,
+        suspended: false,
     };
     let result = a
         .conn
@@ -291,7 +321,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .map_err(CommandError::from)
         .and_then(|()| a.start_following())
         .and_then(|()| a.redraw(redraw))
-        .and_then(|()| a.run(detach, &signals));
+        .and_then(|()| a.run(detach, &signals, raw.as_mut(), redraw));
     // Undone whatever the way out: the terminal is the user's again.
     let undo = a.modes.take_undo();
     if !undo.is_empty() {
@@ -426,7 +456,36 @@ impl Attached {
         self.typed.clear();
         self.gen = newer;
         self.ended = None;
+        if self.tty && !self.read_only {
+            // A replacement may run on pipes: nothing typed is sent until its spec says
+            // it has a terminal.
+            self.unverified = true;
+            let id = self.conn.send(&Op::Core(Command::Get {
+                session: self.session.clone(),
+            }))?;
+            self.pending.insert(id, Pending::Kind(newer));
+        }
         self.start_following()
+    }
+
+    /// The answer to the `get` sent on following generation `gen` from a terminal: its
+    /// keystrokes may go on (it has a terminal), or the attachment ends (it runs on pipes,
+    /// which a raw terminal must not type into: the refusal `attach` gives at its start).
+    fn after_kind(&mut self, gen: u64, snap: &Object) -> Result<Option<Outcome>, CommandError> {
+        // The spec is the current generation's: one newer than `gen` is checked once it
+        // is followed, and an older one is never current again.
+        if gen != self.gen || current_gen(snap) != Some(gen) {
+            return Ok(None);
+        }
+        if runs_on_pipes(snap) {
+            let session = &self.session;
+            return Err(CommandError::Failed(format!(
+                "{session} gen {gen} runs without a terminal (pipes): this terminal stopped typing into it and let go; watch it with `genward attach --read-only {session}` or `genward logs -f {session}`, write to it with `genward send {session}`"
+            )));
+        }
+        self.unverified = false;
+        self.send_typed()?;
+        Ok(None)
     }
 
     /// One line among the session's output: on its own line on a raw terminal (where
@@ -448,6 +507,7 @@ impl Attached {
             return self.write_piped(self.gen, bytes.to_vec());
         }
         if self.answered_input
+            || self.unverified
             || bytes.len() >= PASTE_BYTES
             || self.unanswered.is_some()
             || !self.typed.is_empty()
@@ -468,14 +528,34 @@ impl Attached {
     }
 
     /// Sends what was read from the terminal and not sent yet, unless a write is still
-    /// unanswered (then once it is).
+    /// unanswered (then once it is) or the followed generation is not known to have a
+    /// terminal (then once it is).
     fn send_typed(&mut self) -> Result<(), CommandError> {
-        if self.unanswered.is_some() || self.typed.is_empty() {
+        if self.unanswered.is_some() || self.typed.is_empty() || self.unverified {
             return Ok(());
         }
         let n = self.typed.len().min(INPUT_CHUNK * 16);
         let bytes: Vec<u8> = self.typed.drain(..n).collect();
         self.write_piped(self.gen, bytes)
+    }
+
+    /// Passes the end of piped input on to the generation it was read for, once every
+    /// byte read before it is answered: `close_input` carries that generation as `if_gen`,
+    /// so it never ends the input of a successor (which never got our input either).
+    fn end_input(&mut self) -> Result<(), CommandError> {
+        let Some(gen) = self.input_end else {
+            return Ok(());
+        };
+        if self.input_end_sent || self.unanswered.is_some() || self.read_only {
+            return Ok(());
+        }
+        self.input_end_sent = true;
+        let id = self.conn.send(&Op::Core(Command::CloseInput {
+            session: self.session.clone(),
+            if_gen: Some(gen),
+        }))?;
+        self.pending.insert(id, Pending::CloseInput(gen));
+        Ok(())
     }
 
     /// Sends piped input as a write that is answered (see `unanswered`).
@@ -490,7 +570,13 @@ impl Attached {
         Ok(())
     }
 
-    fn run(&mut self, detach: Option<u8>, signals: &SignalPipe) -> Result<Outcome, CommandError> {
+    fn run(
+        &mut self,
+        detach: Option<u8>,
+        signals: &SignalPipe,
+        mut raw: Option<&mut RawMode<impl AsFd>>,
+        redraw: Redraw,
+    ) -> Result<Outcome, CommandError> {
         let stdin = io::stdin();
         let mut stdin_open = true;
         let mut buf = [0u8; INPUT_CHUNK];
@@ -553,14 +639,19 @@ impl Attached {
                 self.conn.flush()?;
             }
             if sig {
-                for s in signals
+                let drained = signals
                     .drain()
-                    .map_err(|e| CommandError::Failed(format!("signal pipe: {e}")))?
-                {
-                    if s == libc::SIGWINCH {
-                        self.send_size()?;
-                    } else {
-                        return Ok(Outcome::Signal(s));
+                    .map_err(|e| CommandError::Failed(format!("signal pipe: {e}")))?;
+                for (i, &s) in drained.iter().enumerate() {
+                    match s {
+                        libc::SIGWINCH => self.send_size()?,
+                        libc::SIGTSTP => {
+                            // Continued already (a SIGCONT right behind it): not stopped.
+                            let continued = drained[i..].contains(&libc::SIGCONT);
+                            self.suspend(raw.as_deref_mut(), !continued)?;
+                        }
+                        libc::SIGCONT => self.resume(raw.as_deref_mut(), redraw)?,
+                        _ => return Ok(Outcome::Signal(s)),
                     }
                 }
             }
@@ -594,6 +685,10 @@ impl Attached {
                         if self.tty || keys.armed() {
                             return Ok(Outcome::Detached);
                         }
+                        // The process reads to the end of its input as it would from
+                        // the pipe itself (`cat`, `wc`, `sort` finish).
+                        self.input_end = Some(self.gen);
+                        self.end_input()?;
                     }
                     Ok(n) => {
                         forwarded.clear();
@@ -613,6 +708,58 @@ impl Attached {
                 }
             }
         }
+    }
+
+    /// `SIGTSTP` (`kill -TSTP`, or a stop from another terminal): the terminal is handed
+    /// back as on detaching — the modes the session's output switched on are switched off,
+    /// the settings restored — and then, when `stop`, this process stops (as the signal's
+    /// default action would have: `SIGSTOP`, since the handler replaced that action). Held
+    /// raw while stopped, the terminal would leave the shell that took it back unusable.
+    fn suspend(
+        &mut self,
+        raw: Option<&mut RawMode<impl AsFd>>,
+        stop: bool,
+    ) -> Result<(), CommandError> {
+        let Some(raw) = raw else {
+            return Ok(());
+        };
+        let undo = self.modes.undo();
+        if !undo.is_empty() {
+            write_stdout(&undo)?;
+        }
+        let _ = raw.restore();
+        self.suspended = true;
+        if stop {
+            stop_self().map_err(|e| CommandError::Failed(format!("stopping: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// `SIGCONT` (`fg`): the terminal is made raw again, the modes the session's output
+    /// had on are switched back on, its size is sent again (it may have changed while
+    /// stopped) and the program is asked to redraw, as on attaching. Harmless when the
+    /// terminal was never let go (a `SIGCONT` after an uncatchable `SIGSTOP`, or none).
+    fn resume(
+        &mut self,
+        raw: Option<&mut RawMode<impl AsFd>>,
+        redraw: Redraw,
+    ) -> Result<(), CommandError> {
+        let Some(raw) = raw else {
+            return Ok(());
+        };
+        raw.reenter().map_err(|e| {
+            CommandError::Failed(format!("cannot put the terminal in raw mode: {e}"))
+        })?;
+        // Only what `suspend` switched off: sent again, the alternate screen would be
+        // cleared.
+        if std::mem::take(&mut self.suspended) {
+            let redo = self.modes.redo();
+            if !redo.is_empty() {
+                write_stdout(&redo)?;
+            }
+        }
+        self.send_size()?;
+        self.redraw(redraw)
     }
 
     /// Acts on one message from the daemon.
@@ -686,6 +833,7 @@ impl Attached {
             }
             self.unanswered = None;
             self.send_typed()?;
+            self.end_input()?;
         }
         match kind {
             Pending::Write(g) if !ok => {
@@ -720,6 +868,20 @@ impl Attached {
             Pending::Wait(_) => Ok(None),
             Pending::Successor(g) if g == self.gen => self.after_end(obj, ok),
             Pending::Successor(_) => Ok(None),
+            Pending::Kind(g) if ok => self.after_kind(g, obj),
+            Pending::Kind(_) => Ok(None),
+            // Ended already (the process closed its input, or ended, or was replaced):
+            // the end of input has nothing left to end.
+            Pending::CloseInput(_)
+                if ok || matches!(code, "stale_generation" | "not_running" | "input_closed") =>
+            {
+                Ok(None)
+            }
+            Pending::CloseInput(g) => {
+                let why = error.and_then(|e| str_of(e, "message")).unwrap_or(code);
+                self.notice(&format!("end of input not passed on to gen {g}: {why}"))?;
+                Ok(None)
+            }
         }
     }
 

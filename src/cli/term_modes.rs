@@ -56,9 +56,10 @@ pub struct ModeScanner {
     set: [bool; PRIVATE_MODES.len()],
     keypad: bool,
     cursor_hidden: bool,
-    scroll_region: bool,
-    /// xterm's modifyOtherKeys is at a level above 0 (`CSI > 4 ; N m`).
-    modify_other_keys: bool,
+    /// The scroll region's top and bottom as written (0: the default), when one is set.
+    scroll_region: Option<(u16, u16)>,
+    /// xterm's modifyOtherKeys level (`CSI > 4 ; N m`); 0 is off.
+    modify_other_keys: u16,
     // The control sequence being read.
     private: bool,
     intermediate: Option<u8>,
@@ -82,8 +83,8 @@ impl ModeScanner {
             set: [false; PRIVATE_MODES.len()],
             keypad: false,
             cursor_hidden: false,
-            scroll_region: false,
-            modify_other_keys: false,
+            scroll_region: None,
+            modify_other_keys: 0,
             private: false,
             intermediate: None,
             params: [0; MAX_PARAMS],
@@ -191,17 +192,20 @@ impl ModeScanner {
             }
             (false, None, b'r') => {
                 // No parameters, or a default top and bottom, is the whole screen.
-                self.scroll_region = params.iter().any(|&p| p != 0);
+                self.scroll_region = params.iter().any(|&p| p != 0).then(|| {
+                    let at = |i: usize| params.get(i).copied().unwrap_or(0);
+                    (at(0), at(1))
+                });
             }
             (false, Some(b'>'), b'm') if params.first() == Some(&4) => {
                 // `CSI > 4 m` and `CSI > 4 ; 0 m` reset it; a level above 0 sets it.
-                self.modify_other_keys = params.get(1).is_some_and(|&level| level > 0);
+                self.modify_other_keys = params.get(1).copied().unwrap_or(0);
             }
             (false, Some(b'!'), b'p') => {
                 // DECSTR: cursor keys, keypad, scroll region and cursor back to defaults.
                 self.keypad = false;
                 self.cursor_hidden = false;
-                self.scroll_region = false;
+                self.scroll_region = None;
                 self.set[DECCKM] = false;
             }
             _ => {}
@@ -213,8 +217,8 @@ impl ModeScanner {
         self.set = [false; PRIVATE_MODES.len()];
         self.keypad = false;
         self.cursor_hidden = false;
-        self.scroll_region = false;
-        self.modify_other_keys = false;
+        self.scroll_region = None;
+        self.modify_other_keys = 0;
     }
 
     /// Whether every tracked mode is at its default.
@@ -237,7 +241,7 @@ impl ModeScanner {
     /// ```
     pub fn undo(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        if self.scroll_region {
+        if self.scroll_region.is_some() {
             out.extend_from_slice(b"\x1b7\x1b[r\x1b8");
         }
         for (i, &mode) in PRIVATE_MODES.iter().enumerate() {
@@ -245,7 +249,7 @@ impl ModeScanner {
                 out.extend_from_slice(format!("\x1b[?{mode}l").as_bytes());
             }
         }
-        if self.modify_other_keys {
+        if self.modify_other_keys > 0 {
             out.extend_from_slice(b"\x1b[>4m");
         }
         if self.keypad {
@@ -253,6 +257,45 @@ impl ModeScanner {
         }
         if self.cursor_hidden {
             out.extend_from_slice(b"\x1b[?25h");
+        }
+        out
+    }
+
+    /// The bytes that switch back on every mode found on: what [`undo`](Self::undo)
+    /// switched off while `attach` was stopped (`SIGTSTP`), sent again when it continues,
+    /// so the program it shows gets its terminal back as it left it. The alternate screen
+    /// comes first (the rest apply to it); the scroll region is set between a cursor save
+    /// and restore, as it homes the cursor. A program's own redraw fills the screen.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use genward::cli::term_modes::ModeScanner;
+    /// let mut s = ModeScanner::new();
+    /// s.feed(b"\x1b[?1049h\x1b[?1h\x1b=\x1b[?25l");
+    /// assert_eq!(s.redo(), b"\x1b[?1049h\x1b[?1h\x1b=\x1b[?25l".to_vec());
+    /// ```
+    pub fn redo(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, &mode) in PRIVATE_MODES.iter().enumerate().rev() {
+            if self.set[i] {
+                out.extend_from_slice(format!("\x1b[?{mode}h").as_bytes());
+            }
+        }
+        if self.modify_other_keys > 0 {
+            out.extend_from_slice(format!("\x1b[>4;{}m", self.modify_other_keys).as_bytes());
+        }
+        if self.keypad {
+            out.extend_from_slice(b"\x1b=");
+        }
+        if self.cursor_hidden {
+            out.extend_from_slice(b"\x1b[?25l");
+        }
+        if let Some((top, bottom)) = self.scroll_region {
+            let part = |p: u16| if p == 0 { String::new() } else { p.to_string() };
+            out.extend_from_slice(
+                format!("\x1b7\x1b[{};{}r\x1b8", part(top), part(bottom)).as_bytes(),
+            );
         }
         out
     }
@@ -409,6 +452,27 @@ mod tests {
         assert_eq!(s.undo(), b"\x1b[?1049l".to_vec(), "capped, not wrapped");
         let size = std::mem::size_of::<ModeScanner>();
         assert!(size < 128, "{size}");
+    }
+
+    #[test]
+    fn redo_sets_again_what_undo_resets() {
+        let out: &[u8] = b"\x1b[?1049h\x1b[?1;2004;1000;1006h\x1b=\x1b[?25l\x1b[3;20r\x1b[>4;2m";
+        let s = scanned(&[out]);
+        let redo = s.redo();
+        assert_eq!(
+            redo,
+            b"\x1b[?1049h\x1b[?1h\x1b[?2004h\x1b[?1006h\x1b[?1000h\x1b[>4;2m\x1b=\x1b[?25l\x1b7\x1b[3;20r\x1b8"
+                .to_vec()
+        );
+        // Undone then redone, a scanner sees the same modes on as before.
+        let mut again = scanned(&[&s.undo(), &redo]);
+        assert_eq!(again.undo(), s.undo());
+        assert_eq!(again.take_undo(), s.undo());
+        assert!(ModeScanner::new().redo().is_empty());
+        assert_eq!(
+            scanned(&[b"\x1b[;9r"]).redo(),
+            b"\x1b7\x1b[;9r\x1b8".to_vec()
+        );
     }
 
     #[test]

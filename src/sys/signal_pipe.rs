@@ -61,6 +61,13 @@ impl SignalPipe {
     }
 }
 
+/// Stops this process as `SIGTSTP`'s default action would (by raising `SIGSTOP`), for a
+/// program that caught `SIGTSTP` to tidy up first (`attach` hands the terminal back);
+/// returns once the process is continued.
+pub fn stop_self() -> io::Result<()> {
+    signal_hook::low_level::emulate_default_handler(libc::SIGTSTP)
+}
+
 impl Drop for SignalPipe {
     fn drop(&mut self) {
         for id in self.ids.drain(..) {

@@ -17,6 +17,8 @@ use rustix::termios::{self, OptionalActions, Termios};
 pub struct RawMode<Fd: AsFd> {
     fd: Fd,
     saved: Termios,
+    /// Output processing kept (see [`enter_with`](Self::enter_with)).
+    cooked_output: bool,
     active: bool,
 }
 
@@ -39,17 +41,36 @@ impl<Fd: AsFd> RawMode<Fd> {
     /// writing to a pipe, not to a terminal of its own).
     pub fn enter_with(fd: Fd, cooked_output: bool) -> Result<Self> {
         let saved = termios::tcgetattr(&fd)?;
-        let mut raw = saved.clone();
-        raw.make_raw();
-        if cooked_output {
-            raw.output_modes = saved.output_modes;
-        }
-        set(&fd, &raw)?;
-        Ok(Self {
+        let mut mode = Self {
             fd,
             saved,
-            active: true,
-        })
+            cooked_output,
+            active: false,
+        };
+        // Inactive until raw: a failure leaves nothing to undo.
+        mode.reenter()?;
+        Ok(mode)
+    }
+
+    /// The raw settings made from the saved ones.
+    fn raw(&self) -> Termios {
+        let mut raw = self.saved.clone();
+        raw.make_raw();
+        if self.cooked_output {
+            raw.output_modes = self.saved.output_modes;
+        }
+        raw
+    }
+
+    /// `tcsetattr(TCSANOW)`—makes the terminal raw again after a [`restore`](Self::restore):
+    /// a program stopped by job control (`SIGTSTP`) gives the shell a sane terminal and
+    /// takes raw mode back when continued (`SIGCONT`), as tmux and ssh do. The settings
+    /// put back later are still the ones saved on entering: what the shell may have
+    /// changed meanwhile is its own business, undone by the shell when it reads again.
+    pub fn reenter(&mut self) -> Result<()> {
+        set(&self.fd, &self.raw())?;
+        self.active = true;
+        Ok(())
     }
 
     /// The settings that were in force before raw mode and will be put back.
@@ -205,6 +226,21 @@ mod tests {
         raw.restore().expect("second restore is a no-op");
         drop(raw);
         assert!(same(&changed, &kernel_termios(&terminal)));
+    }
+
+    #[test]
+    fn reenter_after_restore_is_raw_again_and_drop_restores() {
+        let (_controller, terminal) = pty_pair();
+        let before = kernel_termios(&terminal);
+        let mut raw = RawMode::enter(&terminal).expect("enter raw mode");
+        let raw_settings = kernel_termios(&terminal);
+        // As on SIGTSTP, then SIGCONT.
+        raw.restore().expect("restore");
+        assert!(same(&before, &kernel_termios(&terminal)));
+        raw.reenter().expect("reenter");
+        assert!(same(&raw_settings, &kernel_termios(&terminal)));
+        drop(raw);
+        assert!(same(&before, &kernel_termios(&terminal)));
     }
 
     #[test]

@@ -157,6 +157,38 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Whether the pane's terminal reads lines (canonical mode): as a shell wants it, not
+    /// raw as `attach` makes it.
+    pub fn pane_canonical(&self) -> bool {
+        use rustix::fs::{Mode, OFlags};
+        let tty = self.display("#{pane_tty}");
+        let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(tty.as_str(), flags, Mode::empty()).expect("open the pane's tty");
+        let t = rustix::termios::tcgetattr(&fd).expect("tcgetattr on the pane's tty");
+        t.local_modes.contains(rustix::termios::LocalModes::ICANON)
+    }
+
+    /// Waits until the pane's terminal is canonical (`true`) or raw (`false`), polling as
+    /// [`Tmux::await_screen`] does (a terminal's settings offer no event to wait on).
+    #[track_caller]
+    pub fn await_canonical(&self, want: bool) {
+        const TRIES: u32 = 800;
+        const PAUSE: Duration = Duration::from_millis(25);
+        for _ in 0..TRIES {
+            if self.pane_canonical() == want {
+                return;
+            }
+            std::thread::sleep(PAUSE);
+        }
+        panic!(
+            "the pane's terminal never became {}; screen:\n{}",
+            if want { "canonical" } else { "raw" },
+            self.screen()
+        );
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
