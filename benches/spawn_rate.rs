@@ -15,6 +15,13 @@
 //! Sides alternate in each round; `--rounds R` (default 3) and the summary gives
 //! min/median/max of the ratios over rounds.
 //!
+//! Then the same again with a program that does nothing but exit — built here, static and
+//! without a C library, where a C compiler is installed (SKIP otherwise). `/bin/true`'s
+//! own start-up (the dynamic loader, and glibc reading the CPU's cache sizes, which traps
+//! to the hypervisor in a virtual machine) costs more CPU than a supervisor's whole work
+//! per spawn, so with `/bin/true` every side measures mostly `/bin/true`; the second table
+//! measures the supervisors.
+//!
 //! Run with `cargo bench --bench spawn_rate` (`make bench`). Prints markdown tables.
 
 #[path = "../tests/util/daemon.rs"]
@@ -51,12 +58,12 @@ const SMOKE: Sizes = Sizes {
 };
 
 /// Seconds for `n` spawns, one at a time.
-fn genward_serial(d: &Daemon, n: usize) -> f64 {
+fn genward_serial(d: &Daemon, n: usize, program: &str) -> f64 {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
     let t = Instant::now();
     for _ in 0..n {
-        let gen = c.ok(json!({"op": "spawn", "session": "serial", "argv": ["/bin/true"]}))["gen"]
+        let gen = c.ok(json!({"op": "spawn", "session": "serial", "argv": [program]}))["gen"]
             .as_u64()
             .unwrap();
         c.events_until(|m| m.is("exited", gen));
@@ -65,10 +72,10 @@ fn genward_serial(d: &Daemon, n: usize) -> f64 {
 }
 
 /// Seconds for `n` spawns with `window` sessions kept busy.
-fn genward_pipelined(d: &Daemon, n: usize, window: usize) -> f64 {
+fn genward_pipelined(d: &Daemon, n: usize, window: usize, program: &str) -> f64 {
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let spawn = |session: &str| json!({"op": "spawn", "session": session, "argv": ["/bin/true"]});
+    let spawn = |session: &str| json!({"op": "spawn", "session": session, "argv": [program]});
     let t = Instant::now();
     let mut sent = window.min(n);
     let mut ended = 0;
@@ -99,12 +106,12 @@ fn genward_pipelined(d: &Daemon, n: usize, window: usize) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-fn shell_loop(n: usize) -> f64 {
+fn shell_loop(n: usize, program: &str) -> f64 {
     let t = Instant::now();
     let st = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done"
+            "i=0; while [ $i -lt {n} ]; do {program}; i=$((i+1)); done"
         ))
         .status()
         .expect("run sh");
@@ -112,16 +119,16 @@ fn shell_loop(n: usize) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-/// supervisord with `n` programs running `/bin/true`; seconds for `supervisorctl start`
+/// supervisord with `n` programs running `program`; seconds for `supervisorctl start`
 /// of all of them.
-fn supervisord(dir: &Path, n: usize) -> f64 {
+fn supervisord(dir: &Path, n: usize, program: &str) -> f64 {
     let conf = dir.join("supervisord.conf");
     let sock = dir.join("supervisor.sock");
     let _ = std::fs::remove_file(&sock);
     std::fs::write(
         &conf,
         format!(
-            "[unix_http_server]\nfile={sock}\n\n[supervisord]\nnodaemon=true\nlogfile={dir}/supervisord.log\npidfile={dir}/supervisord.pid\nchildlogdir={dir}\nloglevel=warn\n\n[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n[supervisorctl]\nserverurl=unix://{sock}\n\n[program:t]\ncommand=/bin/true\nprocess_name=%(program_name)s_%(process_num)d\nnumprocs={n}\nautostart=false\nautorestart=false\nstartsecs=0\nstdout_logfile=NONE\nstderr_logfile=NONE\n",
+            "[unix_http_server]\nfile={sock}\n\n[supervisord]\nnodaemon=true\nlogfile={dir}/supervisord.log\npidfile={dir}/supervisord.pid\nchildlogdir={dir}\nloglevel=warn\n\n[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n[supervisorctl]\nserverurl=unix://{sock}\n\n[program:t]\ncommand={program}\nprocess_name=%(program_name)s_%(process_num)d\nnumprocs={n}\nautostart=false\nautorestart=false\nstartsecs=0\nstdout_logfile=NONE\nstderr_logfile=NONE\n",
             sock = sock.display(),
             dir = dir.display(),
         ),
@@ -157,16 +164,34 @@ fn supervisord(dir: &Path, n: usize) -> f64 {
     secs
 }
 
-fn main() {
-    rounds::state_on_tmpfs();
-    let (full, asked) = rounds::run_kind();
-    let mut z = if full { FULL } else { SMOKE };
-    z.rounds = asked.unwrap_or(z.rounds);
-    let supervisor = rounds::installed("supervisord") && rounds::installed("supervisorctl");
-    if !supervisor {
-        println!("SKIP supervisord baseline: supervisord not installed");
-    }
-    let scratch = genward::testkit::scratch::ScratchDir::new("bench-supervisord");
+/// A program that only exits, static and without a C library: `/bin/true` without its
+/// start-up. Built with the installed C compiler; `None` (a visible SKIP) without one.
+fn bare_exit(dir: &Path) -> Option<String> {
+    let src = dir.join("exit0.c");
+    let bin = dir.join("exit0");
+    std::fs::write(
+        &src,
+        "void _start(void) { __asm__ volatile(\"syscall\" :: \"a\"(60), \"D\"(0)); }\n",
+    )
+    .unwrap();
+    let built = cfg!(all(target_os = "linux", target_arch = "x86_64"))
+        && Command::new("cc")
+            .args(["-static", "-nostdlib", "-O2", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    // Where scratch space is mounted `noexec` it cannot run: skipped too.
+    let runs = built && Command::new(&bin).status().is_ok_and(|s| s.success());
+    runs.then(|| bin.display().to_string())
+}
+
+/// One table: every side spawning `program`, `z.rounds` rounds.
+fn compare(z: &Sizes, program: &str, supervisor: bool, scratch: &Path) {
+    println!("Spawning `{program}`:");
+    println!();
     println!(
         "| round | genward, one at a time | genward, pipelined ({} at once) | shell loop | supervisord (`start` of {}) |",
         z.window, z.supervised
@@ -177,15 +202,16 @@ fn main() {
         let rate = |n: usize, secs: f64| n as f64 / secs;
         let genward_side = || {
             let d = Daemon::start("bench-spawn-rate", &[]);
-            let serial = rate(z.spawns, genward_serial(&d, z.spawns));
+            let serial = rate(z.spawns, genward_serial(&d, z.spawns, program));
             (
                 serial,
-                rate(z.spawns, genward_pipelined(&d, z.spawns, z.window)),
+                rate(z.spawns, genward_pipelined(&d, z.spawns, z.window, program)),
             )
         };
         let baseline_side = || {
-            let shell = rate(z.spawns, shell_loop(z.spawns));
-            let sv = supervisor.then(|| rate(z.supervised, supervisord(&scratch, z.supervised)));
+            let shell = rate(z.spawns, shell_loop(z.spawns, program));
+            let sv =
+                supervisor.then(|| rate(z.supervised, supervisord(scratch, z.supervised, program)));
             (shell, sv)
         };
         // Alternate which side goes first.
@@ -223,5 +249,25 @@ fn main() {
             "| genward pipelined / supervisord | {} |",
             rounds::min_med_max(piped_vs_sv)
         );
+    }
+    println!();
+}
+
+fn main() {
+    rounds::state_on_tmpfs();
+    let (full, asked) = rounds::run_kind();
+    let mut z = if full { FULL } else { SMOKE };
+    z.rounds = asked.unwrap_or(z.rounds);
+    let supervisor = rounds::installed("supervisord") && rounds::installed("supervisorctl");
+    if !supervisor {
+        println!("SKIP supervisord baseline: supervisord not installed");
+    }
+    let scratch = genward::testkit::scratch::ScratchDir::new("bench-supervisord");
+    compare(&z, "/bin/true", supervisor, &scratch);
+    match bare_exit(&scratch) {
+        Some(program) => compare(&z, &program, supervisor, &scratch),
+        None => println!(
+            "SKIP bare exit program: no C compiler, not x86-64 Linux, or scratch space noexec"
+        ),
     }
 }
