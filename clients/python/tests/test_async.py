@@ -300,6 +300,31 @@ class TestAsyncReconnect(unittest.IsolatedAsyncioTestCase):
         finally:
             await client.close()
 
+    async def test_a_subscription_delivers_nothing_twice_across_a_restart(self) -> None:
+        # As with the sync client: the first generation's end, delivered after its last
+        # byte, comes again from the daemon once resumed, and is not delivered twice.
+        client = await genward.AsyncClient.connect(self.daemon.socket, reconnect_timeout=20)
+        try:
+            first = await client.spawn("replayed", ["sh", "-c", "echo before"])
+            await first.wait(10)
+            async with await client.subscribe("replayed", from_start=True) as sub:
+                events = await sub.until_exit(first.gen, timeout=10)
+                await asyncio.get_running_loop().run_in_executor(None, self._restart)
+                second = await client.spawn("replayed", ["sh", "-c", "echo after"])
+                events += await sub.until_exit(second.gen, timeout=10)
+            text = b"".join(e.data for e in events if isinstance(e, Output))
+            self.assertEqual(text, b"before\nafter\n")
+
+            def count(kind: type, gen: int) -> int:
+                return sum(1 for e in events if isinstance(e, kind) and e.gen == gen)
+
+            self.assertEqual(
+                [count(genward.Spawned, first.gen), count(Exit, first.gen), count(genward.Spawned, second.gen)],
+                [1, 1, 1],
+            )
+        finally:
+            await client.close()
+
     def _restart(self) -> None:
         self.daemon.kill()
         time.sleep(0.2)

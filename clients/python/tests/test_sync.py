@@ -552,6 +552,32 @@ class TestReconnect(unittest.TestCase):
         got = b"".join(e.data for e in sub.until_exit(p.gen, timeout=10) if isinstance(e, Output))
         self.assertEqual(got, b"0 a\n1 b\n2 c\n")
 
+    def test_a_subscription_delivers_nothing_twice_across_a_restart(self) -> None:
+        # The last thing the subscription delivered before the crash is an event (the first
+        # generation's end), after its last byte: resumed from the position after that
+        # byte, the daemon sends the event again, and it must not be delivered again.
+        client = genward.Client(self.daemon.socket, reconnect_timeout=20)
+        self.addCleanup(client.close)
+        first = client.spawn("replayed", ["sh", "-c", "echo before"])
+        first.wait(10)
+        sub = client.subscribe("replayed", from_start=True)
+        self.addCleanup(sub.close)
+        events = sub.until_exit(first.gen, timeout=10)
+        self.daemon.kill()
+        self.daemon.start()
+        second = client.spawn("replayed", ["sh", "-c", "echo after"])
+        events += sub.until_exit(second.gen, timeout=10)
+        text = b"".join(e.data for e in events if isinstance(e, Output))
+        self.assertEqual(text, b"before\nafter\n")
+
+        def count(kind: type, gen: int) -> int:
+            return sum(1 for e in events if isinstance(e, kind) and e.gen == gen)
+
+        self.assertEqual(
+            [count(genward.Spawned, first.gen), count(Exit, first.gen), count(genward.Spawned, second.gen)],
+            [1, 1, 1],
+        )
+
     def test_a_wait_pending_across_a_restart_is_answered(self) -> None:
         client = genward.Client(self.daemon.socket, reconnect_timeout=20)
         self.addCleanup(client.close)

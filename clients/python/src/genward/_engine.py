@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import logging
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tuple
 
@@ -145,10 +146,16 @@ class _Stream:
             self.readers.pop(owner, None)
 
 
+#: The most events a follow remembers since its last byte, to recognise them when a
+#: resumed subscription sends them again: events with no output between them would grow
+#: the list without bound (past it, the oldest would be delivered again).
+_SINCE_MAX = 1024
+
+
 class _Follow:
     """A session this connection subscribes to, and the next output position it expects."""
 
-    __slots__ = ("session", "next_pos", "start", "extra", "sink")
+    __slots__ = ("session", "next_pos", "start", "extra", "sink", "since", "again")
 
     def __init__(self, session: str, start: Dict[str, Any], extra: Dict[str, Any], sink: Optional[_Stream]):
         self.session = session
@@ -156,6 +163,31 @@ class _Follow:
         self.start = start
         self.extra = extra
         self.sink = sink
+        #: The events delivered since the last byte (as sent, their JSON): a subscription
+        #: resumed after that byte (or, none seen, from the same start) is sent them again.
+        self.since: List[str] = []
+        #: Those still to be recognised on the resumed connection, in order.
+        self.again: List[str] = []
+
+    def resumed(self) -> None:
+        """The session is followed again on a new connection, from ``resume_args``."""
+        self.again = list(self.since)
+
+    def seen_before(self, msg: Mapping[str, Any]) -> bool:
+        """Whether the event ``msg`` (not output, not ``dropped``) was delivered already:
+        one of those sent again by a resumed subscription. Remembers it otherwise."""
+        if msg.get("event") == "demoted":
+            return False  # this connection's own, never sent again
+        key = json.dumps(msg, sort_keys=True)
+        try:
+            seen = self.again.index(key)
+        except ValueError:
+            self.since.append(key)
+            if len(self.since) > _SINCE_MAX:
+                del self.since[0]
+            return False
+        del self.again[: seen + 1]
+        return True
 
     def resume_args(self) -> Dict[str, Any]:
         args: Dict[str, Any] = {"op": "subscribe", "session": self.session}
@@ -392,10 +424,16 @@ class _Engine:
                 if ev.pos > expected:
                     self._deliver(follow, Dropped(session, expected, ev.pos))
             follow.next_pos = ev.pos + len(ev.data)
+            follow.since.clear()
+            follow.again.clear()
         elif isinstance(ev, Dropped):
             if follow.next_pos is not None and ev.end <= follow.next_pos:
                 return
             follow.next_pos = max(follow.next_pos or 0, ev.end)
+        elif follow.seen_before(msg):
+            # Delivered after the last byte before the connection was lost: the resumed
+            # subscription (from the position after that byte) sends it again.
+            return
         self._deliver(follow, ev)
 
     def _deliver(self, follow: _Follow, ev: Event) -> None:
@@ -575,6 +613,7 @@ class _Engine:
             self._pending[rid] = hello
             again.append(hello)
             for follow in self._follows.values():
+                follow.resumed()
                 # A subscription asked for but not answered yet becomes the session's
                 # subscription again (same request, same future): one per session.
                 unanswered = next(

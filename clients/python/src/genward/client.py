@@ -676,7 +676,7 @@ def _iterate(client: Client, stream: _Stream, timeout: Optional[float]) -> Itera
 class Subscription:
     """Events and output of a session from a replay point on, on a connection of its
     own: iterate it for :class:`Output`, :class:`Exit`, :class:`Dropped`... It resumes
-    after a reconnection from the last position seen. Close it when done: its iteration
+    after a reconnection after the last byte and event it delivered: nothing twice. Close it when done: its iteration
     then ends. Closing the client that made it ends it too, but with
     :class:`ConnectionLost`."""
 
