@@ -31,6 +31,13 @@ export const PROTOCOL_VERSION = 1;
 /** Capabilities this client needs from every daemon. */
 export const REQUIRED_CAPABILITIES = ['output_frames', 'replay', 'if_gen', 'wait'];
 
+/**
+ * Operations asked again on the next connection when the one they were sent on is lost
+ * before their answer: asking them twice is the same as asking once (a `wait`, for an end
+ * or for readiness, only waits), whoever sends them (`waitReady`, `request`, ...).
+ */
+const RETRYABLE: ReadonlySet<string> = new Set(['hello', 'list', 'get', 'wait']);
+
 export interface ConnectOptions {
   /** The daemon's socket; default: `GENWARD_SOCKET`, else the CLI's default. */
   socket?: string;
@@ -747,7 +754,8 @@ export class Client extends EventEmitter {
       );
     }
     return new Promise((resolve, reject) => {
-      const p: Pending = { id, op, line, retry: o.retry ?? false, sent: false, resolve, reject, onResponse: o.onResponse };
+      const retry = o.retry ?? RETRYABLE.has(op);
+      const p: Pending = { id, op, line, retry, sent: false, resolve, reject, onResponse: o.onResponse };
       this.pending.set(id, p);
       if (this.sock && !this.reconnecting) {
         if (this.gathered) this.gathered.push(p);

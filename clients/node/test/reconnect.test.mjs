@@ -105,6 +105,34 @@ test('a following replay resumes across a daemon crash after the last byte and e
   }
 });
 
+test('a pending waitReady is asked again across a daemon crash', async () => {
+  const client = await Client.connect({ socket: daemon.socket });
+  try {
+    // Ready once it prints `listening`, which it does only when told to, after the crash.
+    const h = await client.spawn('readied', ['sh', '-c', 'read go; echo listening; cat'], {
+      ready: { output: 'listening', timeout: '60s' },
+    });
+    const ready = client.waitReady('readied', h.gen);
+    ready.catch(() => {}); // awaited below
+    // Sent, its answer still to come, when the connection is lost.
+    await client.request('hello');
+    const disconnected = once(client, 'disconnect');
+    await daemon.crash();
+    await disconnected;
+    const reconnected = once(client, 'reconnect');
+    await daemon.start();
+    await reconnected;
+    await h.write('go\n');
+    const event = await ready;
+    assert.equal(event.event, 'ready');
+    assert.equal(event.gen, h.gen);
+    await h.closeInput();
+    await h.wait();
+  } finally {
+    client.close();
+  }
+});
+
 test('a handle\'s wait carries on across a daemon crash', async () => {
   const client = await Client.connect({ socket: daemon.socket });
   try {
