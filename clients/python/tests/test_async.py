@@ -149,6 +149,25 @@ class TestAsyncClient(AsyncDaemonCase):
             await asyncio.gather(*list(p._st.data_tasks))
         self.assertEqual(got[0], total)
 
+    async def test_output_discarded_before_the_first_listener_is_reported_as_dropped(self) -> None:
+        keep, total = 64 << 10, 8 << 20
+        for dropped_first in (True, False):
+            with self.subTest(on_dropped_added_first=dropped_first):
+                p = await self.client.spawn(f"a-held-{dropped_first}", [PY, "-c", f"import sys; sys.stdout.buffer.write(b'd' * {total})"], keep=keep)
+                await p.wait(30)
+                got: List[bytes] = []
+                dropped: List[Dropped] = []
+                if dropped_first:
+                    p.on_dropped(dropped.append)
+                    p.on_data(got.append)
+                else:
+                    p.on_data(got.append)
+                    p.on_dropped(dropped.append)
+                n = sum(map(len, got))
+                self.assertTrue(dropped, f"the gap was not reported; got {n} bytes")
+                self.assertEqual(n + sum(d.missed for d in dropped), total)
+                self.assertEqual(dropped[-1].end, total - n, "the gap ends where the output heard begins")
+
     async def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
         with self.assertRaises(genward.Limit):
             await self.client.spawn(self.name(), ["true"], env={"BIG": "x" * (1 << 20)})

@@ -270,6 +270,29 @@ class TestOutput(DaemonCase):
         self.assertEqual(b"".join(got), b"early\n")
         self.assertEqual(exits[0].cause, "exited")
 
+    def test_output_discarded_before_the_first_listener_is_reported_as_dropped(self) -> None:
+        # The handle keeps `keep` bytes for its first `on_data` listener; what it let go
+        # before the listener was added is a gap that listener's output has, reported to
+        # `on_dropped` (to the first one added, if none was there when the output came).
+        keep, total = 64 << 10, 8 << 20
+        for dropped_first in (True, False):
+            with self.subTest(on_dropped_added_first=dropped_first):
+                p = self.client.spawn(f"held-{dropped_first}", [PY, "-c", f"import sys; sys.stdout.buffer.write(b'd' * {total})"], keep=keep)
+                p.wait(30)
+                got: List[bytes] = []
+                dropped: List[Dropped] = []
+                if dropped_first:
+                    p.on_dropped(dropped.append)
+                    p.on_data(got.append)
+                else:
+                    p.on_data(got.append)
+                    p.on_dropped(dropped.append)
+                p.wait(10)  # returns after the callbacks queued before
+                n = sum(map(len, got))
+                self.assertTrue(dropped, f"the gap was not reported; got {n} bytes")
+                self.assertEqual(n + sum(d.missed for d in dropped), total)
+                self.assertEqual(dropped[-1].end, total - n, "the gap ends where the output heard begins")
+
 
 class TestControl(DaemonCase):
     def test_input_text_and_bytes(self) -> None:

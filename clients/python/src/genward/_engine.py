@@ -217,6 +217,10 @@ class ProcState:
         self.data_listeners: List[Callable[[bytes], Any]] = []
         self.exit_listeners: List[Callable[[Exit], Any]] = []
         self.dropped_listeners: List[Callable[[Dropped], Any]] = []
+        #: Gaps in the output the first ``on_data`` listener got (held for it, and cut to
+        #: ``keep``) that no ``on_dropped`` listener was there to hear: the first one hears
+        #: them when it is added.
+        self.unreported: List[Dropped] = []
         self.wait_sent = False
         self.streams_seen: Set[str] = set()
         #: Bytes of output handed to ``on_data`` callbacks that have not run yet: while
@@ -473,10 +477,41 @@ class _Engine:
             elif st.unheard is not None:
                 st.unheard.push(ev)
         elif isinstance(ev, Dropped):
-            for on_dropped in st.dropped_listeners:
-                self._emit(on_dropped, ev)
+            if st.dropped_listeners:
+                for on_dropped in st.dropped_listeners:
+                    self._emit(on_dropped, ev)
+            elif st.unheard is not None:
+                # A gap in the output held for the first `on_data` listener: reported when
+                # that listener gets it, in its place.
+                st.unheard.push(ev)
         st.stream.push(ev)
         self._wake(st.stream)
+
+    def _hear(self, st: ProcState, fn: Callable[[bytes], Any]) -> None:
+        """``fn`` is the first ``on_data`` listener: it gets the output held for it, and
+        ``on_dropped`` listeners (else the first one added later) the gaps in it, in order."""
+        if st.unheard is None:
+            return
+        held, st.unheard = st.unheard, None
+        while True:
+            ev = held.pop()
+            if ev is None:
+                break
+            if isinstance(ev, Output):
+                self._emit_data(st, [fn], ev.data)
+            elif isinstance(ev, Dropped):
+                if st.dropped_listeners:
+                    for on_dropped in st.dropped_listeners:
+                        self._emit(on_dropped, ev)
+                else:
+                    st.unreported.append(ev)
+
+    def _heard_dropped(self, st: ProcState, fn: Callable[[Dropped], Any]) -> None:
+        """``fn`` is an ``on_dropped`` listener being added: the first one gets the gaps
+        nobody heard yet (see ``_hear``)."""
+        reported, st.unreported = st.unreported, []
+        for ev in reported:
+            self._emit(fn, ev)
 
     def _set_exit(self, st: ProcState, ev: Exit) -> None:
         if st.exit is not None:

@@ -493,14 +493,7 @@ class AsyncProcess(_ProcessView):
 
     def on_data(self, fn: Callable[[bytes], Any]) -> Callable[[], None]:
         st = self._st
-        if st.unheard is not None:
-            held, st.unheard = st.unheard, None
-            while True:
-                ev = held.pop()
-                if ev is None:
-                    break
-                if isinstance(ev, Output):
-                    self._client._emit_data(st, [fn], ev.data)
+        self._client._hear(st, fn)
         return self._listen(st.data_listeners, fn)
 
     def on_exit(self, fn: Callable[[Exit], Any]) -> Callable[[], None]:
@@ -509,6 +502,7 @@ class AsyncProcess(_ProcessView):
         return self._listen(self._st.exit_listeners, fn)
 
     def on_dropped(self, fn: Callable[[Dropped], Any]) -> Callable[[], None]:
+        self._client._heard_dropped(self._st, fn)
         return self._listen(self._st.dropped_listeners, fn)
 
     def events(self, timeout: Optional[float] = None) -> AsyncIterator[Event]:

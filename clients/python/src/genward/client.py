@@ -601,17 +601,11 @@ class Process(_ProcessView):
 
     def on_data(self, fn: Callable[[bytes], Any]) -> Callable[[], None]:
         """Calls ``fn(data)`` for each chunk of output. The first listener also receives
-        what was written before it was added. Returns a function that removes it."""
+        what was written before it was added (up to ``keep`` bytes: the gap before them
+        goes to ``on_dropped``). Returns a function that removes it."""
         st = self._st
         with self._client._lock:
-            if st.unheard is not None:
-                held, st.unheard = st.unheard, None
-                while True:
-                    ev = held.pop()
-                    if ev is None:
-                        break
-                    if isinstance(ev, Output):
-                        self._client._emit_data(st, [fn], ev.data)
+            self._client._hear(st, fn)
             return self._listen(st.data_listeners, fn)
 
     def on_exit(self, fn: Callable[[Exit], Any]) -> Callable[[], None]:
@@ -624,8 +618,12 @@ class Process(_ProcessView):
 
     def on_dropped(self, fn: Callable[[Dropped], Any]) -> Callable[[], None]:
         """Calls ``fn(dropped)`` when output positions were missed (the daemon evicted
-        them before they reached this client, or they passed while it reconnected)."""
-        return self._listen(self._st.dropped_listeners, fn)
+        them before they reached this client, or they passed while it reconnected, or
+        the handle let them go, past ``keep``, before its first ``on_data`` listener
+        came: the first ``on_dropped`` listener also gets those not heard yet)."""
+        with self._client._lock:
+            self._client._heard_dropped(self._st, fn)
+            return self._listen(self._st.dropped_listeners, fn)
 
     def events(self, timeout: Optional[float] = None) -> Iterator[Event]:
         """Its events in order — :class:`Output`, :class:`Dropped`, state changes —
