@@ -43,8 +43,6 @@ _RETRYABLE = frozenset({"hello", "list", "get", "wait", "subscribe", "unsubscrib
 #: Output a handle keeps for iteration (and for its first ``on_data`` listener) before
 #: it discards the oldest, by default.
 DEFAULT_KEEP = 16 << 20
-#: What one read of the socket may add beyond a stream's cap before the reader checks.
-_READ_SLACK = 4 << 20
 
 
 class _Pending:
@@ -93,8 +91,9 @@ class _Stream:
         if isinstance(ev, Output):
             self.size += len(ev.data)
             # An iterated stream is never cut: its reader holds back instead (past the cap
-            # only while a caller waits for an answer queued behind its output).
-            if self.lossy and not self.readers and self.size > self.cap + _READ_SLACK:
+            # only while a caller waits for an answer queued behind its output). One nobody
+            # iterates never holds more than its cap: `keep` is what the caller allowed.
+            if self.lossy and not self.readers and self.size > self.cap:
                 self._discard_oldest()
 
     def _discard_oldest(self) -> None:
