@@ -193,6 +193,65 @@ class TestHelloChecks(unittest.TestCase):
         self.check({"protocol": 1, "capabilities": ["output_frames", "replay", "wait"]})
 
 
+class TestReadmeSignatures(unittest.TestCase):
+    """The signatures the README spells out name exactly the parameters the methods take,
+    in both clients (``spawn``'s typed keywords may be named in its prose instead)."""
+
+    def test_every_documented_signature_matches_the_code(self) -> None:
+        import inspect
+        import re
+
+        from genward.aio import AsyncProcess, AsyncSubscription
+        from genward.client import Process, Subscription
+
+        path = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+        readme = path.read_text()
+
+        def section(title: str) -> str:
+            start = readme.index(f"## {title}\n")
+            end = readme.find("\n## ", start + 1)
+            return readme[start:end if end >= 0 else None]
+
+        C, A = genward.Client, genward.AsyncClient
+        checks = [
+            ("Connecting", "Client(", [C.__init__, A.__init__, C.connect, A.connect]),
+            ("Processes", "client.spawn(", [C.spawn, A.spawn]),
+            ("Processes", "write(", [Process.write, AsyncProcess.write]),
+            ("Processes", "resize(", [Process.resize, AsyncProcess.resize]),
+            ("Processes", "kill(", [Process.kill, AsyncProcess.kill]),
+            ("Processes", "stop(", [Process.stop, AsyncProcess.stop]),
+            ("Processes", "wait(", [Process.wait, AsyncProcess.wait]),
+            ("Processes", "events(", [Process.events, AsyncProcess.events]),
+            ("Processes", "read_all(", [Process.read_all, AsyncProcess.read_all]),
+            ("Sessions", "attach(", [C.attach, A.attach]),
+            ("Sessions", "wait(", [C.wait, A.wait]),
+            ("Sessions", "wait_ready(", [C.wait_ready, A.wait_ready]),
+            ("Sessions", "stop(", [C.stop, A.stop]),
+            ("Sessions", "restart(", [C.restart, A.restart]),
+            ("Sessions", "reload(", [C.reload, A.reload]),
+            ("Sessions", "request(", [C.request, A.request]),
+            ("Replay", "client.subscribe(", [C.subscribe, A.subscribe]),
+            ("Replay", "sub.events(", [Subscription.events, AsyncSubscription.events]),
+            ("Replay", "sub.until_exit(", [Subscription.until_exit, AsyncSubscription.until_exit]),
+        ]
+        for title, prefix, fns in checks:
+            text = section(title)
+            start = text.index("`" + prefix) + 1
+            span = text[start:text.index(")`", start)]
+            documented = [
+                re.sub(r"[*=].*", "", p.strip().lstrip("*")).strip()
+                for p in span[len(prefix):].replace("\n", " ").split(",")
+            ]
+            documented = [d for d in documented if d]
+            for fn in fns:
+                with self.subTest(signature=span, of=fn.__qualname__):
+                    params = [n for n in inspect.signature(fn).parameters if n not in ("self", "cls")]
+                    missing = [n for n in params if n not in documented]
+                    if prefix == "client.spawn(":
+                        missing = [n for n in missing if f"`{n}`" not in text and f"`{n}=" not in text]
+                    self.assertEqual(missing, [], "parameters the README leaves out")
+                    self.assertEqual([d for d in documented if d not in params], [], "documented, not taken")
+
 if __name__ == "__main__":
     unittest.main()
 
