@@ -168,6 +168,54 @@ fn pty_mode_terminal_resize_and_signal() {
     assert_eq!(exited["code"], 7);
 }
 
+/// Several terminals attached to one PTY: the latest size wins, and when the terminal
+/// that sized it last goes, the session gets back the size of the one attached before it
+/// (tmux's `window-size latest`), not the size of a terminal nobody looks at any more. A
+/// one-off `resize` holds until a terminal resizes again.
+#[test]
+fn a_terminal_going_gives_the_pty_the_size_of_the_one_attached_before_it() {
+    let d = Daemon::start("pty-sizes", &[]);
+    let mut c = d.client();
+    let hello = c.ok(json!({"op": "hello"}));
+    assert!(hello["capabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("attached_resize")));
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = "trap 'stty size' WINCH; echo ready; while :; do sleep 0.05; done";
+    let gen = c.ok(
+        json!({"op": "spawn", "session": "t", "pty": {"rows": 24, "cols": 80},
+        "argv": ["sh", "-c", script]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    c.output_until(gen, "ready");
+    let attached = |rows: u16, cols: u16| {
+        json!({"op": "resize", "session": "t", "if_gen": gen, "rows": rows, "cols": cols,
+               "attached": true})
+    };
+    let mut first = d.client();
+    first.ok(attached(20, 90));
+    c.output_until(gen, "20 90");
+    let mut second = d.client();
+    second.ok(attached(30, 100));
+    c.output_until(gen, "30 100");
+    drop(second);
+    c.output_until(gen, "20 90");
+    // A one-off, then a third terminal: its going gives back the first's size.
+    c.ok(json!({"op": "resize", "session": "t", "rows": 40, "cols": 120}));
+    c.output_until(gen, "40 120");
+    let mut third = d.client();
+    third.ok(attached(50, 132));
+    c.output_until(gen, "50 132");
+    drop(third);
+    c.output_until(gen, "20 90");
+    c.err(
+        json!({"op": "resize", "session": "t", "rows": 5, "cols": 5, "attached": "yes"}),
+        "bad_request",
+    );
+}
+
 #[test]
 fn stop_restart_remove_list_get() {
     let d = Daemon::start("lifecycle", &[]);

@@ -155,6 +155,8 @@ enum Pending {
     /// Input for generation `gen`.
     Write(u64),
     Resize,
+    /// This terminal's size, sent as an attached terminal's.
+    AttachedResize,
     Wait(u64),
     /// A `get` after generation `gen` ended, to learn whether something follows it.
     Successor(u64),
@@ -212,6 +214,8 @@ struct Attached {
     input_end_sent: bool,
     /// The terminal was handed back on `SIGTSTP` and not taken again yet.
     suspended: bool,
+    /// The daemon refused an attached terminal's `resize`: sizes go as plain ones.
+    plain_resize: bool,
 }
 
 /// How a full-screen program is made to redraw once attached.
@@ -314,6 +318,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         input_end: None,
         input_end_sent: false,
         suspended: false,
+        plain_resize: false,
     };
     let result = a
         .conn
@@ -437,13 +442,21 @@ impl Attached {
         if ws.rows == 0 || ws.cols == 0 {
             return Ok(());
         }
-        let id = self.conn.send(&Op::Core(Command::Resize {
+        let resize = Command::Resize {
             session: self.session.clone(),
             if_gen: Some(self.gen),
             rows: ws.rows,
             cols: ws.cols,
-        }))?;
-        self.pending.insert(id, Pending::Resize);
+        };
+        // As an attached terminal's: when another terminal that resized it later goes,
+        // the session gets this size back (a daemon from before that refuses the member:
+        // a plain resize, the latest wins).
+        let id = if self.plain_resize {
+            self.conn.send(&Op::Core(resize))?
+        } else {
+            self.conn.send(&Op::AttachedResize(resize))?
+        };
+        self.pending.insert(id, Pending::AttachedResize);
         Ok(())
     }
 
@@ -854,7 +867,12 @@ impl Attached {
                 }
                 Ok(None)
             }
-            Pending::Write(_) | Pending::Resize => Ok(None),
+            Pending::AttachedResize if code == "bad_request" && !self.plain_resize => {
+                self.plain_resize = true;
+                self.send_size()?;
+                Ok(None)
+            }
+            Pending::Write(_) | Pending::Resize | Pending::AttachedResize => Ok(None),
             Pending::Wait(g) if g == self.gen => {
                 if ok {
                     self.ended = Some(end_of_wait(obj)?);

@@ -21,7 +21,9 @@ use super::client::{Client, Line, Received};
 use super::listener::{Listener, PeerPolicy};
 use super::logs::Logs;
 use super::subscriptions::Subscriptions;
+use super::terminal_sizes::{SizeAgain, TerminalSizes};
 use super::token::Source;
+use crate::core::{Command, Error as CoreError, Response};
 use crate::proto::envelope::{Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
@@ -91,6 +93,25 @@ pub struct Clients {
     next_request: u64,
     /// Connections with bytes queued in this step, flushed at its end.
     dirty: Vec<u64>,
+    /// The terminals attached to PTYs through these connections, and whose size each
+    /// PTY was given last.
+    sizes: TerminalSizes,
+    /// Sizes to give generations again, their terminal gone: taken by the loop each turn.
+    sizes_again: Vec<SizeAgain>,
+    /// Core request id → a `resize` asked: noted in `sizes` once the core has taken it
+    /// (its answer names the generation). Answered within the step that asked, as writes.
+    resizes: HashMap<u64, Resize>,
+}
+
+/// A `resize` the core has yet to answer.
+#[derive(Debug)]
+struct Resize {
+    client: u64,
+    session: String,
+    rows: u16,
+    cols: u16,
+    /// From an attached terminal (`"attached": true`), or a one-off.
+    attached: bool,
 }
 
 impl Clients {
@@ -119,6 +140,9 @@ impl Clients {
             quiet: HashSet::new(),
             next_request: 1,
             dirty: Vec::new(),
+            sizes: TerminalSizes::default(),
+            sizes_again: Vec::new(),
+            resizes: HashMap::new(),
         }
     }
 
@@ -334,7 +358,66 @@ impl Clients {
             });
         }
         self.replies.retain(|_, (c, _)| *c != id);
+        self.sizes_again.extend(self.sizes.gone(id));
         log::debug!("client {id} disconnected");
+    }
+
+    /// Like [`Clients::expect_reply`], for a `resize` (`command`), from a terminal
+    /// `attached` to the session or a one-off: noted once the core has taken it.
+    pub fn expect_resized(
+        &mut self,
+        id: u64,
+        rid: RequestId,
+        command: &Command,
+        attached: bool,
+    ) -> u64 {
+        let request = self.expect_reply(id, rid);
+        if let Command::Resize {
+            session,
+            rows,
+            cols,
+            ..
+        } = command
+        {
+            let resize = Resize {
+                client: id,
+                session: session.clone(),
+                rows: *rows,
+                cols: *cols,
+                attached,
+            };
+            self.resizes.insert(request, resize);
+        }
+        request
+    }
+
+    /// The core's answer to `request`, if it was a `resize`: what its terminals are now.
+    fn resized(&mut self, request: u64, result: &Result<Response, CoreError>) {
+        let Some(r) = self.resizes.remove(&request) else {
+            return;
+        };
+        let Ok(Response::Gen(gen)) = result else {
+            return;
+        };
+        if r.attached {
+            if self.table.contains_key(&r.client) {
+                self.sizes
+                    .attached(r.client, &r.session, *gen, r.rows, r.cols);
+            }
+        } else {
+            self.sizes.one_off(*gen);
+        }
+    }
+
+    /// The sizes to give generations again because the terminal that sized them last
+    /// went (see [`TerminalSizes`]).
+    pub fn take_sizes_again(&mut self) -> Vec<SizeAgain> {
+        std::mem::take(&mut self.sizes_again)
+    }
+
+    /// Whether [`Clients::take_sizes_again`] has something to give.
+    pub fn owes_sizes(&self) -> bool {
+        !self.sizes_again.is_empty()
     }
 
     /// On the way out, subscribers that keep reading get the last events (every session's

@@ -146,6 +146,18 @@ impl Daemon {
             for token in again {
                 self.dispatch(token, true, false);
             }
+            // A terminal gone that had sized its PTY last: the one attached before it.
+            for (session, gen, rows, cols) in self.clients.take_sizes_again() {
+                let request = self.clients.internal_request();
+                let if_gen = Some(gen);
+                let command = Command::Resize {
+                    session,
+                    if_gen,
+                    rows,
+                    cols,
+                };
+                self.tell(Input::Command { request, command });
+            }
             let now = self.clock.now();
             self.core.handle_timeout(now);
             let registry = self.poll.registry();
@@ -182,7 +194,8 @@ impl Daemon {
     }
 
     fn poll_timeout(&self) -> Option<Duration> {
-        if self.turn.has_work_left() {
+        // A connection closed late in a turn (a failed write) may owe a terminal its size.
+        if self.turn.has_work_left() || self.clients.owes_sizes() {
             return Some(Duration::ZERO);
         }
         let now = self.clock.now();

@@ -70,6 +70,7 @@ mod run_as;
 mod saved;
 mod signals;
 mod subscriptions;
+mod terminal_sizes;
 mod token;
 mod turn;
 mod unverified;

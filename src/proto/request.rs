@@ -91,6 +91,12 @@ pub enum Op {
     /// client a wake-up each, and only a failure (`stale_generation`, `input_closed`) is
     /// news. Always a [`Command::Write`].
     QuietWrite(Command),
+    /// A `resize` from a terminal attached to the generation (`"attached": true`): its
+    /// size for as long as its connection stays. When the terminal whose size the
+    /// generation was given last goes, the daemon gives it the size of the terminal
+    /// attached most recently before it, as tmux's `window-size latest`. Always a
+    /// [`Command::Resize`].
+    AttachedResize(Command),
     /// Protocol version, capabilities, daemon identity.
     Hello,
     /// One page of `list`: up to `limit` sessions (at most

@@ -76,7 +76,7 @@ impl Clients {
             })
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless","reload","quiet_write"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless","reload","quiet_write","attached_resize"]"#,
                 )
             });
         w.finish();
@@ -130,6 +130,9 @@ impl Clients {
     /// Delivers the core's reply to the connection that asked, if it is still there.
     pub fn reply(&mut self, request: u64, result: &Result<Response, CoreError>, clock: Clock) {
         let quiet = !self.quiet.is_empty() && self.quiet.remove(&request);
+        if !self.resizes.is_empty() {
+            self.resized(request, result);
+        }
         if let Some((id, rid)) = self.replies.remove(&request) {
             if quiet && result.is_ok() {
                 return;

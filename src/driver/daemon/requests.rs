@@ -102,7 +102,14 @@ impl Daemon {
                 if let Some(session) = ends_a_leader(&command) {
                     self.exits_first(self.core.awaiting_exit_in(session));
                 }
-                let request = self.clients.expect_reply(id, rid);
+                let request = match &command {
+                    Command::Resize { .. } => self.clients.expect_resized(id, rid, &command, false),
+                    _ => self.clients.expect_reply(id, rid),
+                };
+                self.tell(Input::Command { request, command });
+            }
+            Op::AttachedResize(command) => {
+                let request = self.clients.expect_resized(id, rid, &command, true);
                 self.tell(Input::Command { request, command });
             }
             Op::QuietWrite(command) => {

@@ -46,18 +46,22 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             })
         }
         "resize" => {
-            fields(&["session", "if_gen", "rows", "cols"])?;
+            fields(&["session", "if_gen", "rows", "cols", "attached"])?;
             let need = |k: &str| {
                 u16_field(args, k)?.ok_or_else(|| {
                     ProtoError::new(ErrorCode::BadRequest, format!("missing field `{k}`"))
                 })
             };
-            Op::Core(Command::Resize {
+            let resize = Command::Resize {
                 session: session(args)?,
                 if_gen: if_gen()?,
                 rows: need("rows")?,
                 cols: need("cols")?,
-            })
+            };
+            match args.opt_bool("attached").map_err(bad)? {
+                Some(true) => Op::AttachedResize(resize),
+                None | Some(false) => Op::Core(resize),
+            }
         }
         "signal" => {
             fields(&["session", "if_gen", "signal", "scope"])?;

@@ -24,6 +24,7 @@ impl Op {
             Op::Upgrade { .. } => "upgrade",
             Op::Reload { .. } => "reload",
             Op::QuietWrite(_) => "write",
+            Op::AttachedResize(_) => "resize",
             Op::Core(cmd) => match cmd {
                 Command::Spawn { .. } => "spawn",
                 Command::Write { .. } => "write",
@@ -62,6 +63,10 @@ fn write(id: &RequestId, op: &Op, out: &mut Vec<u8>) -> Result<(), FieldError> {
         Op::QuietWrite(cmd) => {
             command(&mut w, cmd)?;
             w.bool("quiet", true);
+        }
+        Op::AttachedResize(cmd) => {
+            command(&mut w, cmd)?;
+            w.bool("attached", true);
         }
         Op::Subscribe {
             target,

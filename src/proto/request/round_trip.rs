@@ -240,6 +240,12 @@ fn every_operation_round_trips() {
             bytes: bytes.to_vec(),
         }));
     }
+    ops.push(Op::AttachedResize(Command::Resize {
+        session: session(),
+        if_gen: Some(3),
+        rows: 40,
+        cols: 120,
+    }));
     for replay in [
         Replay::Now,
         Replay::Tail(100),
@@ -345,6 +351,15 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
             bytes: b"l".to_vec(),
         })),
         r#"{"id":1,"op":"write","session":"a","if_gen":2,"data":"l","quiet":true}"#
+    );
+    assert_eq!(
+        text(&Op::AttachedResize(Command::Resize {
+            session: "a".into(),
+            if_gen: Some(2),
+            rows: 24,
+            cols: 80,
+        })),
+        r#"{"id":1,"op":"resize","session":"a","if_gen":2,"rows":24,"cols":80,"attached":true}"#
     );
 }
 
