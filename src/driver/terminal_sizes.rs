@@ -5,17 +5,17 @@
 //!
 //! A terminal says it is attached by sending its `resize` with `"attached": true`
 //! ([`Op::AttachedResize`](crate::proto::Op::AttachedResize)); a plain `resize` is a
-//! one-off that holds until a terminal resizes again, and is never taken back. Each
-//! connection has at most one attached terminal (the generation it sized last), so
-//! what is kept is bounded by the connections. Not carried across an `upgrade`: the
+//! one-off that holds until a terminal resizes again, and is never taken back. A
+//! connection has at most one attached terminal per session (the generation it sized
+//! last: one that follows a replacement leaves the one before), so what is kept is
+//! bounded by the connections times the sessions. Not carried across an `upgrade`: the
 //! terminals are known again as they next resize.
 
 use std::collections::HashMap;
 
-/// A connection's attached terminal.
+/// A connection's terminal attached to a session.
 #[derive(Debug)]
 struct Attached {
-    session: String,
     gen: u64,
     rows: u16,
     cols: u16,
@@ -29,7 +29,8 @@ pub type SizeAgain = (String, u64, u16, u16);
 /// The attached terminals of every connection, and who sized each generation last.
 #[derive(Debug, Default)]
 pub struct TerminalSizes {
-    attached: HashMap<u64, Attached>,
+    /// Connection → session → its terminal there (the generation it sized last).
+    attached: HashMap<u64, HashMap<String, Attached>>,
     /// For each generation with attached terminals: the connection whose size it was
     /// given last, `None` when a one-off `resize` came after.
     given_by: HashMap<u64, Option<u64>>,
@@ -38,17 +39,17 @@ pub struct TerminalSizes {
 
 impl TerminalSizes {
     /// Connection `client`'s terminal, attached to `gen` of `session`, is `rows` × `cols`
-    /// (asked of the core at the same time).
+    /// (the core has taken the resize).
     pub fn attached(&mut self, client: u64, session: &str, gen: u64, rows: u16, cols: u16) {
         self.seq += 1;
         let now = Attached {
-            session: session.to_owned(),
             gen,
             rows,
             cols,
             seq: self.seq,
         };
-        if let Some(before) = self.attached.insert(client, now) {
+        let terminals = self.attached.entry(client).or_default();
+        if let Some(before) = terminals.insert(session.to_owned(), now) {
             if before.gen != gen {
                 self.forget_unless_attached(before.gen);
             }
@@ -64,30 +65,38 @@ impl TerminalSizes {
         }
     }
 
-    /// Connection `client` is gone: the size its generation goes back to — the most
-    /// recent other terminal attached to it — if its terminal's was the one given last.
-    pub fn gone(&mut self, client: u64) -> Option<SizeAgain> {
-        let gone = self.attached.remove(&client)?;
-        let given_last = self.given_by.get(&gone.gen).copied().flatten() == Some(client);
-        let Some((&next, a)) = self
-            .attached
-            .iter()
-            .filter(|(_, a)| a.gen == gone.gen)
-            .max_by_key(|(_, a)| a.seq)
-        else {
-            self.given_by.remove(&gone.gen);
-            return None;
+    /// Connection `client` is gone: the sizes its generations go back to — for each, the
+    /// most recent other terminal attached to it — where its terminal's was the one
+    /// given last.
+    pub fn gone(&mut self, client: u64) -> Vec<SizeAgain> {
+        let Some(terminals) = self.attached.remove(&client) else {
+            return Vec::new();
         };
-        if !given_last {
-            return None;
+        let mut again = Vec::new();
+        for (session, gone) in terminals {
+            let given_last = self.given_by.get(&gone.gen).copied().flatten() == Some(client);
+            let next = self
+                .attached
+                .iter()
+                .filter_map(|(&c, t)| Some((c, t.get(&session).filter(|a| a.gen == gone.gen)?)))
+                .max_by_key(|(_, a)| a.seq);
+            match next {
+                None => {
+                    self.given_by.remove(&gone.gen);
+                }
+                Some((next, a)) if given_last => {
+                    again.push((session, a.gen, a.rows, a.cols));
+                    self.given_by.insert(gone.gen, Some(next));
+                }
+                Some(_) => {}
+            }
         }
-        let again = (a.session.clone(), a.gen, a.rows, a.cols);
-        self.given_by.insert(gone.gen, Some(next));
-        Some(again)
+        again
     }
 
     fn forget_unless_attached(&mut self, gen: u64) {
-        if !self.attached.values().any(|a| a.gen == gen) {
+        let attached = self.attached.values().flat_map(HashMap::values);
+        if !attached.into_iter().any(|a| a.gen == gen) {
             self.given_by.remove(&gen);
         }
     }
@@ -104,10 +113,10 @@ mod tests {
         t.attached(2, "s", 7, 30, 100);
         t.attached(3, "s", 7, 40, 120);
         // One that did not size it last goes: nothing changes.
-        assert_eq!(t.gone(2), None);
-        assert_eq!(t.gone(3), Some(("s".into(), 7, 20, 90)));
+        assert_eq!(t.gone(2), []);
+        assert_eq!(t.gone(3), [("s".into(), 7, 20, 90)]);
         // The last one goes: its size stays, nobody else looks.
-        assert_eq!(t.gone(1), None);
+        assert_eq!(t.gone(1), []);
         assert!(t.given_by.is_empty() && t.attached.is_empty());
     }
 
@@ -117,10 +126,10 @@ mod tests {
         t.attached(1, "s", 7, 20, 90);
         t.attached(2, "s", 7, 30, 100);
         t.one_off(7);
-        assert_eq!(t.gone(2), None);
+        assert_eq!(t.gone(2), []);
         // A terminal resizing again is the latest again.
         t.attached(3, "s", 7, 50, 150);
-        assert_eq!(t.gone(3), Some(("s".into(), 7, 20, 90)));
+        assert_eq!(t.gone(3), [("s".into(), 7, 20, 90)]);
     }
 
     #[test]
@@ -130,7 +139,19 @@ mod tests {
         t.attached(1, "s", 8, 20, 90);
         assert!(!t.given_by.contains_key(&7));
         t.attached(2, "s", 8, 30, 100);
-        assert_eq!(t.gone(2), Some(("s".into(), 8, 20, 90)));
+        assert_eq!(t.gone(2), [("s".into(), 8, 20, 90)]);
         assert_eq!(t.attached.len(), 1);
+    }
+
+    #[test]
+    fn one_connection_may_hold_terminals_of_several_sessions() {
+        let mut t = TerminalSizes::default();
+        t.attached(1, "a", 3, 20, 90);
+        t.attached(1, "b", 4, 21, 91);
+        t.attached(2, "a", 3, 30, 100);
+        t.attached(2, "b", 4, 31, 101);
+        let mut again = t.gone(2);
+        again.sort();
+        assert_eq!(again, [("a".into(), 3, 20, 90), ("b".into(), 4, 21, 91)]);
     }
 }
