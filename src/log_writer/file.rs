@@ -28,16 +28,16 @@ impl LogFile {
     /// cannot be rotated anyway.
     pub fn open(path: &[u8], max_size: u64, keep: u32) -> io::Result<LogFile> {
         let path = PathBuf::from(OsStr::from_bytes(path));
-        // Looked at first for a clear message; the open's `O_NONBLOCK` and the check
-        // after it hold against a file replaced in between.
-        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-            return Err(io::Error::other("not a regular file"));
+        // Looked at first for a clear message; the open's `O_NONBLOCK | O_NOFOLLOW` and
+        // the check after it hold against a file replaced in between.
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(io::Error::other("a symbolic link: refused"));
+            }
+            Ok(m) if !m.is_file() => return Err(io::Error::other("not a regular file")),
+            _ => {}
         }
-        let file = open_append(&path)?;
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(io::Error::other("not a regular file"));
-        }
+        let (file, meta) = open_append(&path)?;
         Ok(LogFile {
             path,
             file,
@@ -103,7 +103,7 @@ impl LogFile {
                 ignore_missing(std::fs::rename(numbered(n), numbered(n + 1)))?;
             }
             std::fs::rename(&self.path, numbered(1))?;
-            self.file = open_append(&self.path)?;
+            self.file = open_append(&self.path)?.0;
         }
         self.size = 0;
         self.line_start = true;
@@ -127,13 +127,33 @@ fn cut(data: &[u8], room: u64, size: u64, line_start: bool) -> Option<usize> {
     (room > 0).then_some(room)
 }
 
-fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
+/// Opens the log at `path` to append to it, creating it if missing. The writer runs as
+/// the daemon's user (root, typically) while the log's directory may be writable by the
+/// session's own, unprivileged user: a symbolic link put at the path (`O_NOFOLLOW`) or a
+/// hard link to someone else's file (more than one link) would otherwise have the
+/// daemon's user append to, or empty, any file it may write. Only a regular file with a
+/// single link is written.
+fn open_append(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
+    let file = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o640)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other("a symbolic link: refused"),
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if std::os::unix::fs::MetadataExt::nlink(&meta) != 1 {
+        return Err(io::Error::other(
+            "a file with more than one link (a hard link): refused",
+        ));
+    }
+    Ok((file, meta))
 }
 
 fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
@@ -179,6 +199,29 @@ mod tests {
         f.append(&next).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), next);
         assert!(!dir.join("l.log.2").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_or_hard_link_at_the_path_is_never_written_through() {
+        let dir = scratch("links");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious\n").unwrap();
+        let path = dir.join("l.log");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        assert!(LogFile::open(path.as_os_str().as_encoded_bytes(), 4096, 1).is_err());
+        assert!(LogFile::open(path.as_os_str().as_encoded_bytes(), 4096, 0).is_err());
+        // A symlink to a file not there yet: nothing is created through it.
+        let missing = dir.join("made-through-link");
+        let path2 = dir.join("l2.log");
+        std::os::unix::fs::symlink(&missing, &path2).unwrap();
+        assert!(LogFile::open(path2.as_os_str().as_encoded_bytes(), 4096, 1).is_err());
+        assert!(!missing.exists());
+        // A hard link to another file.
+        let path3 = dir.join("l3.log");
+        std::fs::hard_link(&victim, &path3).unwrap();
+        assert!(LogFile::open(path3.as_os_str().as_encoded_bytes(), 4096, 0).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
