@@ -156,3 +156,48 @@ fn a_refused_second_daemon_leaves_the_directory_mode_alone() {
     );
     assert_eq!(mode(&first.socket), 0o666);
 }
+
+/// A peer that connects flat out (here the daemon's own uid, connecting and closing at
+/// once; a uid that is not allowed, refused at once, costs the daemon the same) must not
+/// keep the loop in its accept: a client already connected is answered while the flood
+/// goes on — the flood stops only once the answers came. The listener used to be drained
+/// until its queue was empty, and a queue refilled as fast as it was drained held every
+/// other client (and every timer, child and signal) for as long as the flood lasted: the
+/// answers never came, and the request ran out of patience.
+#[test]
+fn a_connection_flood_does_not_hold_the_loop() {
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let d = Daemon::start("peers-flood", &[]);
+    let mut c = d.client();
+    c.request(serde_json::json!({"op": "hello"}));
+    let stop = Arc::new(AtomicBool::new(false));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let flooders: Vec<_> = (0..3)
+        .map(|_| {
+            let (stop, connected) = (stop.clone(), connected.clone());
+            let path = d.socket.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if UnixStream::connect(&path).is_ok() {
+                        connected.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    // The flood is under way before the first request.
+    while connected.load(Ordering::Relaxed) < 1000 {
+        std::thread::yield_now();
+    }
+    for _ in 0..20 {
+        let v = c.request(serde_json::json!({"op": "hello"}));
+        assert_eq!(v["ok"], serde_json::json!(true), "{v}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for f in flooders {
+        f.join().unwrap();
+    }
+}

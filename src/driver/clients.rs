@@ -29,6 +29,11 @@ use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
 use crate::proto::request::{self, Op};
 
+/// Connections taken off the listener's queue (admitted or refused) per turn of the loop:
+/// a burst of clients is admitted in a few turns, and a peer that connects flat out (one
+/// refused, even) delays everything else by at most this many accepts a turn.
+pub const ACCEPTS_PER_TURN: usize = 64;
+
 /// How long an exiting daemon keeps writing to clients that are still reading.
 const EXIT_FLUSH: Duration = Duration::from_secs(1);
 
@@ -146,18 +151,21 @@ impl Clients {
         }
     }
 
-    /// Accepts every waiting connection the listener admits, `room` of them at most before
-    /// the rest are refused for want of descriptors.
-    pub fn accept(&mut self, registry: &Registry, mut room: usize) {
+    /// Accepts the waiting connections the listener admits, `room` of them at most before
+    /// the rest are refused for want of descriptors, and [`ACCEPTS_PER_TURN`] in all
+    /// (admitted or refused): `true` when it stopped there, and the listener must be
+    /// serviced again in a later turn.
+    pub fn accept(&mut self, registry: &Registry, mut room: usize) -> bool {
+        let mut budget = ACCEPTS_PER_TURN;
         while let Some(mut stream) =
             self.listener
-                .admit(self.table.len(), self.limits.max_clients, room)
+                .admit(self.table.len(), self.limits.max_clients, room, &mut budget)
         {
             room = room.saturating_sub(1);
             let id = self.next_id;
             self.next_id += 1;
             let Some(token) = Source::Client(id).token() else {
-                return;
+                return self.listener.take_more();
             };
             if let Err(e) =
                 registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
@@ -169,6 +177,7 @@ impl Clients {
             self.table.insert(id, client);
             log::debug!("client {id} connected");
         }
+        self.listener.take_more()
     }
 
     /// Reads and decodes `id`'s next request. Malformed requests are answered with their

@@ -227,7 +227,9 @@ impl Daemon {
         match Source::of(token) {
             Source::Listener => {
                 let room = self.children.connection_room(self.held_besides_children());
-                self.clients.accept(self.poll.registry(), room)
+                if self.clients.accept(self.poll.registry(), room) {
+                    self.turn.again(token);
+                }
             }
             Source::ControlSignals => self.on_control_signals(),
             Source::Sigchld => self.on_sigchld(),

@@ -84,6 +84,8 @@ pub struct Listener {
     policy: PeerPolicy,
     spare: SpareFd,
     refusals: RefusalLog,
+    /// The last `admit` stopped at its budget.
+    more: bool,
 }
 
 impl Listener {
@@ -99,16 +101,40 @@ impl Listener {
             policy,
             spare: SpareFd::new(),
             refusals: RefusalLog::default(),
+            more: false,
         }
+    }
+
+    /// Whether the last [`admit`](Self::admit) stopped at its budget, the queue perhaps
+    /// not empty (the listener is edge-triggered: it must be serviced again); cleared.
+    pub fn take_more(&mut self) -> bool {
+        std::mem::take(&mut self.more)
     }
 
     /// The next waiting connection that may stay, with `connected` of at most `max`
     /// already in and descriptors for `room` more; the others are answered with why and
-    /// closed. `None` once the queue is empty (or accepting fails).
-    pub fn admit(&mut self, connected: usize, max: usize, room: usize) -> Option<UnixStream> {
+    /// closed. `None` once the queue is empty (or accepting fails), or once `budget`
+    /// connections (admitted or refused) were taken off the queue: a peer that connects
+    /// flat out — one refused at once, a uid not allowed, costs the loop no more than an
+    /// admitted one — must not keep the loop from everything else. [`Listener::more`]
+    /// then says the queue may still hold some.
+    pub fn admit(
+        &mut self,
+        connected: usize,
+        max: usize,
+        room: usize,
+        budget: &mut usize,
+    ) -> Option<UnixStream> {
         loop {
+            if *budget == 0 {
+                self.more = true;
+                return None;
+            }
             let (mut stream, _) = match self.socket.accept() {
-                Ok(s) => s,
+                Ok(s) => {
+                    *budget -= 1;
+                    s
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_out_of_descriptors(&e) => {
