@@ -371,3 +371,28 @@ fn a_probe_command_runs_as_its_generation_across_an_upgrade() {
     let seen = c.events_until(|m| m.is("ready", gen) || m.is("ready_failed", gen));
     assert!(seen.last().unwrap().is("ready", gen), "{seen:?}");
 }
+
+/// A PTY session run as a user gets a terminal it may open by name, as after a login: a
+/// program that reopens `$(tty)` (GPG_TTY, screen, script) works. The daemon's terminal
+/// used to stay the daemon's (root's, mode 0600 or 0620): the user could use the
+/// descriptors it was given but not open its own terminal.
+#[test]
+fn a_user_pty_session_owns_its_terminal() {
+    if !is_root() && skip_because("changing a child's user needs a daemon running as root") {
+        return;
+    }
+    let Some((uid, _)) = nobody() else {
+        skip_because("no user `nobody` here");
+        return;
+    };
+    let (d, mut c) = daemon("runas-pty");
+    let (text, end) = run(
+        &mut c,
+        json!({"session": "tty", "pty": true, "cwd": "/", "user": "nobody",
+            "argv": ["sh", "-c", r#"t=$(tty); echo "owner=$(stat -c %u "$t")"; (exec 3<>"$t" && echo reopened) 2>/dev/null"#]}),
+    );
+    assert_eq!(end["event"], "exited", "{end}");
+    assert!(text.contains(&format!("owner={uid}")), "{text:?}");
+    assert!(text.contains("reopened"), "{text:?}");
+    drop(d);
+}

@@ -217,6 +217,12 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
         raw::umask(mask);
     }
     if let Some(c) = &plan.credentials {
+        // A terminal of the daemon's own is the user's from now on, as login and sshd
+        // make it: a program that opens its terminal by name (`$(tty)`, GPG_TTY, screen)
+        // could not otherwise. Best effort: the descriptor works either way.
+        if plan.controlling_tty {
+            let _ = raw::fchown_user(0, c.uid);
+        }
         if let Err(e) = raw::setgroups(&c.groups) {
             fail(pipe, Step::Setgroups, e, NO_PATH);
         }

@@ -304,6 +304,22 @@ mod imp {
     const SYS_SETRESGID: libc::c_long = libc::SYS_setresgid;
     #[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
     const SYS_SETRESUID: libc::c_long = libc::SYS_setresuid;
+    #[cfg(any(target_arch = "x86", target_arch = "arm"))]
+    const SYS_FCHOWN: libc::c_long = libc::SYS_fchown32;
+    #[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+    const SYS_FCHOWN: libc::c_long = libc::SYS_fchown;
+
+    /// `fchown(fd, uid, -1)`: gives `fd`'s file to `uid`, its group unchanged.
+    pub fn fchown_user(fd: RawFd, uid: u32) -> Result<(), Errno> {
+        // SAFETY: integer arguments only.
+        unsafe {
+            call(
+                SYS_FCHOWN,
+                [fd as usize, uid as usize, u32::MAX as usize, 0, 0, 0],
+            )
+        }
+        .map(drop)
+    }
 
     /// `setgroups(len, groups)`. The raw call changes this process only, which is what a
     /// child wants (the C library's wrapper would signal every thread of the process).
@@ -489,6 +505,11 @@ mod imp {
     pub fn setuid(uid: u32) -> Result<(), Errno> {
         // SAFETY: an integer argument.
         check(unsafe { libc::setuid(uid as libc::uid_t) })
+    }
+
+    pub fn fchown_user(fd: RawFd, uid: u32) -> Result<(), Errno> {
+        // SAFETY: integer arguments.
+        check(unsafe { libc::fchown(fd, uid as libc::uid_t, libc::gid_t::MAX) })
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {
