@@ -52,7 +52,7 @@ impl fmt::Display for StateDirError {
             ),
             StateDirError::OpenToOthers { path, mode } => write!(
                 f,
-                "state directory {}: mode {mode:04o} is open to other users; run `chmod 700 {}`",
+                "state directory {}: mode {mode:04o} is open to other users; give the daemon a directory of its own (`/run/genward`, not `/run` itself), or, if only the daemon uses this one, run `chmod 700 {}`",
                 path.display(),
                 path.display()
             ),
