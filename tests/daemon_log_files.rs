@@ -217,3 +217,29 @@ fn after_a_crash_the_next_daemon_writes_on() {
     c.ok(json!({"op": "write", "session": "cat", "if_gen": gen, "data": "two\n"}));
     await_contents(&log, b"one\ntwo\n");
 }
+
+/// The service manager's variables are the daemon's own: its log writer does not inherit
+/// them (it would be one more process that may notify as if it were the daemon).
+#[test]
+fn the_log_writer_does_not_inherit_the_service_managers_variables() {
+    let scratch = genward::testkit::scratch::ScratchDir::new("log-writer-env");
+    let notify = scratch.join("notify");
+    let _sock = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    let env = [("NOTIFY_SOCKET", notify.as_os_str())];
+    let d = Daemon::start_env("log-writer-env", &[], &env);
+    let mut c = d.client();
+    let log = d.dir.join("echo.log");
+    c.ok(
+        json!({"op": "spawn", "session": "echo", "argv": ["echo", "written"],
+        "log": {"path": path(&log)}}),
+    );
+    await_contents(&log, b"written\n");
+    let writer = writer_pid(d.pid).expect("a log writer runs");
+    let environ = std::fs::read(format!("/proc/{writer}/environ")).unwrap();
+    assert!(
+        !environ
+            .split(|&b| b == 0)
+            .any(|var| var.starts_with(b"NOTIFY_SOCKET=")),
+        "the log writer has NOTIFY_SOCKET"
+    );
+}

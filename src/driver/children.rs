@@ -9,7 +9,7 @@
 //! a leader exited in `leaders.rs`; reading, writing, reaping and releasing here.
 
 mod leaders;
-mod starts;
+pub(crate) mod starts;
 mod trees;
 
 use std::collections::{HashMap, HashSet};

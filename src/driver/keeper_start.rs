@@ -178,6 +178,9 @@ fn start(state_dir: &Path, hold: Duration) -> io::Result<(KeeperLink, u64)> {
         .stderr(Stdio::null())
         .env_remove(crate::sys::tree::GEN_MARKER)
         .current_dir("/");
+    for var in crate::driver::children::starts::DAEMON_ONLY_VARS {
+        cmd.env_remove(var);
+    }
     // SAFETY: between fork and exec the closure calls only `dup2`, `fcntl` and
     // `close_range`, all async-signal-safe, on descriptors that are open in the child.
     unsafe {

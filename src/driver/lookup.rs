@@ -46,7 +46,13 @@ impl Lookup {
             argv,
             // Out of whatever directory the daemon is in, so the helper pins no mount.
             cwd: Some("/".into()),
-            env: Env::default(),
+            env: Env {
+                unset: crate::driver::children::starts::DAEMON_ONLY_VARS
+                    .iter()
+                    .map(Into::into)
+                    .collect(),
+                ..Env::default()
+            },
             io: IoMode::Pipes {
                 stderr: StderrMode::Null,
             },

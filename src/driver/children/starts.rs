@@ -126,8 +126,9 @@ fn os(bytes: &[u8]) -> OsString {
 
 /// Variables a service manager gives the daemon itself (readiness, socket activation,
 /// watchdog): a child inheriting them would talk to the daemon's manager as if it were
-/// the daemon. Removed from an inherited environment unless the spec sets them.
-const DAEMON_ONLY_VARS: &[&str] = &[
+/// the daemon. Removed from an inherited environment unless the spec sets them, and from
+/// the daemon's own helpers' (the keeper, the log writer, a lookup).
+pub(crate) const DAEMON_ONLY_VARS: &[&str] = &[
     "NOTIFY_SOCKET",
     "LISTEN_FDS",
     "LISTEN_PID",

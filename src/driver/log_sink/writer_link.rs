@@ -329,6 +329,9 @@ fn spawn(stdout: bool) -> io::Result<(Child, OwnedFd)> {
         .stderr(Stdio::inherit())
         .env_remove(crate::sys::tree::GEN_MARKER)
         .current_dir("/");
+    for var in crate::driver::children::starts::DAEMON_ONLY_VARS {
+        cmd.env_remove(var);
+    }
     // SAFETY: between fork and exec the closure calls only `setsid` and `close_range`,
     // both async-signal-safe.
     unsafe {
