@@ -100,3 +100,40 @@ fn events_prints_one_line_per_event() {
     assert_eq!(exited["code"], 4);
     assert_eq!(exited["gen"].to_string(), gen);
 }
+
+#[test]
+fn logs_follow_ends_with_its_generation_even_when_its_exit_was_evicted() {
+    // A reader that falls behind by more than the session's replay log is told `dropped`,
+    // and the records in that range — the followed generation's `exited` among them —
+    // are never sent to it. `logs -f` must still stop when that generation has ended,
+    // not follow its successor for ever.
+    let d = Daemon::start("cli-logs-f-evicted", &[]);
+    let mut c = d.client();
+    let flood = "head -c 16000000 /dev/zero | tr '\\0' x | fold -w 100; echo";
+    let first = c.ok(serde_json::json!({
+        "op": "spawn", "session": "s", "buffer": 4096,
+        "argv": ["sh", "-c", format!("echo hello; read go; {flood}")]
+    }))["gen"]
+        .as_u64()
+        .unwrap();
+    let mut follow = Streaming::start(&d, &["logs", "s", "-f"]);
+    follow.until(|l| l == "hello");
+    // The reader stops reading; its generation floods and ends, and a flooding successor
+    // starts: the end is evicted from the 4 KiB log long before the reader comes back.
+    follow.signal(libc::SIGSTOP);
+    gw(&d, &["send", "s", "go\n"]).ok();
+    assert_eq!(
+        gw(&d, &["wait", "s", "--gen", &first.to_string()]).code,
+        Some(0)
+    );
+    let next = c.ok(serde_json::json!({
+        "op": "spawn", "session": "s", "buffer": 4096,
+        "argv": ["sh", "-c", format!("{flood}; echo done; sleep 60")]
+    }))["gen"]
+        .as_u64()
+        .unwrap();
+    util::cli::await_line(&d, "s", next, "done");
+    follow.signal(libc::SIGCONT);
+    assert_eq!(follow.finish(), Some(0));
+    gw(&d, &["stop", "s", "--grace", "1s"]);
+}

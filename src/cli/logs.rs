@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use super::args::Matches;
 use super::client::{objects_of, response_for, u64_of, Connection};
 use super::dispatch::{gen_arg, session_arg, write_stderr, CommandError, CommandResult, Context};
-use super::wait::{describe, last_end};
+use super::wait::{describe, end_of_wait, last_end};
 use crate::core::Command;
 use crate::proto::event::{Demotion, SessionState, WireEvent};
 use crate::proto::framing::Message;
@@ -142,9 +142,18 @@ fn replay(
     let mut seen_only = false;
     // The generation whose end ends `-f`, once the replay is over.
     let mut followed: Option<u64> = None;
+    // The `wait` asked for the followed generation's end: answered after its `exited`
+    // event on this connection — or after the `dropped` that swallowed it, when the
+    // session's log moved past this reader (then only the answer tells the end).
+    let mut end_asked: Option<u64> = None;
     let mut live = false;
     loop {
         let msg = conn.next_message()?;
+        if let Some(id) = end_asked {
+            if let Some(resp) = response_for(&msg, id) {
+                return followed_end(o, resp);
+            }
+        }
         if !live {
             if let Some(resp) = response_for(&msg, marker) {
                 let resp = resp?;
@@ -169,6 +178,7 @@ fn replay(
                         return Ok(ExitCode::SUCCESS);
                     }
                 }
+                end_asked = ask_end(conn, o, followed)?;
                 continue;
             }
         }
@@ -207,7 +217,10 @@ fn replay(
                     return Ok(ExitCode::SUCCESS);
                 }
                 if let WireEvent::Spawned { gen, .. } = ev {
-                    followed = followed.or(Some(*gen));
+                    if followed.is_none() {
+                        followed = Some(*gen);
+                        end_asked = ask_end(conn, o, followed)?;
+                    }
                 }
             }
             WireEvent::Dropped { from, to, .. } => {
@@ -234,6 +247,7 @@ fn replay(
                 }
                 if followed.is_none() {
                     followed = Some(*gen);
+                    end_asked = ask_end(conn, o, followed)?;
                 }
             }
             WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. } if live => {
@@ -260,6 +274,56 @@ fn replay(
             _ => {}
         }
     }
+}
+
+/// Asks for the end of the generation followed, unless following goes on past it
+/// (`--follow-restarts`): returns the request's id.
+fn ask_end(
+    conn: &mut Connection,
+    o: &Options,
+    followed: Option<u64>,
+) -> Result<Option<u64>, CommandError> {
+    let Some(gen) = followed.filter(|_| o.only.is_some() || !o.follow_restarts) else {
+        return Ok(None);
+    };
+    let id = conn.send(&Op::Wait {
+        session: o.session.clone(),
+        gen: Some(gen),
+    })?;
+    Ok(Some(id))
+}
+
+/// The answer to [`ask_end`]: the generation followed has ended (its `exited` event was
+/// not seen, or following would have stopped there): said, and following stops.
+fn followed_end(
+    o: &Options,
+    resp: Result<crate::proto::json::Object, super::client::ClientError>,
+) -> CommandResult {
+    let resp = match resp {
+        Ok(resp) => resp,
+        // Ended long enough ago that the daemon forgot how: nothing more to follow.
+        Err(e) if e.code() == Some("not_running") => return Ok(ExitCode::SUCCESS),
+        Err(e) => return Err(e.into()),
+    };
+    if o.json {
+        if let Some(end) = resp.get("end").and_then(Value::as_object) {
+            if let Ok(ev) = WireEvent::decode(end) {
+                crate::cli::json_out::print(crate::cli::events::event_object(&ev))?;
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let end = end_of_wait(&resp)?;
+    write_stderr(
+        format!(
+            "[genward: {} gen {}: {}]\n",
+            o.session,
+            end.gen(),
+            describe(&end)
+        )
+        .as_bytes(),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn list(gens: &[u64]) -> String {
