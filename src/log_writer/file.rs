@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// An open log file and what rotating it needs.
@@ -38,14 +38,43 @@ impl LogFile {
             _ => {}
         }
         let (file, meta) = open_append(&path)?;
+        // A file that ends in the middle of a line (a write cut short by a full disk, a
+        // writer that died mid-line) is continued there: a note starts a line first.
+        // Best effort: the file is open for appending only, and may not be readable.
+        let mut last = [b'\n'];
+        if meta.len() > 0 {
+            let reader = OpenOptions::new()
+                .read(true)
+                .custom_flags(
+                    libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                )
+                .open(&path);
+            // The same file only (not one put in its place since).
+            let same = |r: &File| {
+                r.metadata()
+                    .is_ok_and(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+            };
+            if let Some(reader) = reader.ok().filter(same) {
+                let _ = reader.read_at(&mut last, meta.len() - 1);
+            }
+        }
         Ok(LogFile {
             path,
             file,
             size: meta.len(),
-            line_start: true,
+            line_start: last[0] == b'\n',
             max_size,
             keep,
         })
+    }
+
+    /// Whether the file open is still the one at its path: not deleted, renamed or
+    /// replaced (by hand, or by logrotate) since it was opened.
+    pub fn still_at_path(&self) -> bool {
+        match (std::fs::metadata(&self.path), self.file.metadata()) {
+            (Ok(at_path), Ok(open)) => at_path.dev() == open.dev() && at_path.ino() == open.ino(),
+            _ => false,
+        }
     }
 
     /// Takes the size and count the latest record gave.
@@ -102,7 +131,8 @@ impl LogFile {
             for n in (1..self.keep).rev() {
                 ignore_missing(std::fs::rename(numbered(n), numbered(n + 1)))?;
             }
-            std::fs::rename(&self.path, numbered(1))?;
+            // A file deleted or renamed meanwhile has nothing to move: a new one begins.
+            ignore_missing(std::fs::rename(&self.path, numbered(1)))?;
             self.file = open_append(&self.path)?.0;
         }
         self.size = 0;
@@ -222,6 +252,33 @@ mod tests {
         std::fs::hard_link(&victim, &path3).unwrap();
         assert!(LogFile::open(path3.as_os_str().as_encoded_bytes(), 4096, 0).is_err());
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_reopened_in_mid_line_gets_its_note_on_a_line_of_its_own() {
+        let dir = scratch("reopen-mid-line");
+        let path = dir.join("l.log");
+        std::fs::write(&path, b"cut sho").unwrap();
+        let mut f = LogFile::open(path.as_os_str().as_encoded_bytes(), 4096, 1).unwrap();
+        f.note(b"genward: dropped 3 bytes\n").unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"cut sho\ngenward: dropped 3 bytes\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_deleted_or_renamed_is_no_longer_at_its_path() {
+        let dir = scratch("moved");
+        let path = dir.join("l.log");
+        let f = LogFile::open(path.as_os_str().as_encoded_bytes(), 4096, 1).unwrap();
+        assert!(f.still_at_path());
+        std::fs::rename(&path, dir.join("l.log.old")).unwrap();
+        assert!(!f.still_at_path());
+        std::fs::write(&path, b"").unwrap();
+        assert!(!f.still_at_path());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

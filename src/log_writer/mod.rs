@@ -40,6 +40,10 @@ const MAX_OPEN: usize = 256;
 /// How long a file that failed is left alone before it is tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// How often an open file is checked to be still the one at its path (a log deleted,
+/// or renamed by logrotate, is then opened again at its path, as `tail -F` follows it).
+const CHECK_PATH_EVERY: Duration = Duration::from_secs(1);
+
 /// `genward __log-writer`: writes what it reads until end of file.
 pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
     if !args.is_empty() {
@@ -65,7 +69,7 @@ pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
         loop {
             match Record::decode(&buf[at..filled]) {
                 Ok(Some((record, used))) => {
-                    writer.handle(&record);
+                    writer.handle(&record, Instant::now());
                     at += used;
                 }
                 Ok(None) => break,
@@ -83,8 +87,15 @@ pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
 /// A log file: open, or failed and left alone until a time.
 #[derive(Debug)]
 enum Slot {
-    Open { file: LogFile, used: u64 },
-    Failed { retry_at: Instant, dropped: u64 },
+    Open {
+        file: LogFile,
+        used: u64,
+        checked_at: Instant,
+    },
+    Failed {
+        retry_at: Instant,
+        dropped: u64,
+    },
 }
 
 /// Every log file the writer has open or failed on, and its standard output.
@@ -98,16 +109,26 @@ struct Writer {
 }
 
 impl Writer {
-    fn handle(&mut self, r: &Record<'_>) {
+    /// Writes record `r`, read at `now` (given, so that the retries and the checks of
+    /// the path can be tested without waiting for them).
+    fn handle(&mut self, r: &Record<'_>, now: Instant) {
         if r.kind == Kind::Stdout {
             return self.stdout(r.data);
         }
         self.writes += 1;
-        let now = Instant::now();
-        let reopen = match self.files.get(r.path) {
+        let reopen = match self.files.get_mut(r.path) {
             None => true,
             Some(Slot::Failed { retry_at, .. }) => now >= *retry_at,
-            Some(Slot::Open { .. }) => false,
+            Some(Slot::Open {
+                file, checked_at, ..
+            }) => {
+                if now >= *checked_at + CHECK_PATH_EVERY {
+                    *checked_at = now;
+                    !file.still_at_path()
+                } else {
+                    false
+                }
+            }
         };
         if reopen {
             self.open(r, now);
@@ -122,7 +143,7 @@ impl Writer {
                 *dropped += r.data.len() as u64;
                 return;
             }
-            Slot::Open { file, used } => {
+            Slot::Open { file, used, .. } => {
                 *used = writes;
                 file.configure(r.max_size, r.keep);
                 let result = match r.kind {
@@ -162,17 +183,21 @@ impl Writer {
                 self.files.remove(&p);
             }
         }
-        let slot = match LogFile::open(r.path, r.max_size, r.keep) {
-            Ok(mut file) => {
-                if dropped_before > 0 {
-                    let line = format!("genward: dropped {dropped_before} bytes\n");
-                    let _ = file.note(line.as_bytes());
-                }
-                Slot::Open {
-                    file,
-                    used: self.writes,
-                }
+        let opened = LogFile::open(r.path, r.max_size, r.keep).and_then(|mut file| {
+            // The gap is noted before anything else is written; a note that cannot be
+            // written (the disk still full) leaves the file failed, its count kept.
+            if dropped_before > 0 {
+                let line = format!("genward: dropped {dropped_before} bytes\n");
+                file.note(line.as_bytes())?;
             }
+            Ok(file)
+        });
+        let slot = match opened {
+            Ok(file) => Slot::Open {
+                file,
+                used: self.writes,
+                checked_at: now,
+            },
             Err(e) => {
                 if dropped_before == 0 {
                     report(r.path, &e);
@@ -224,4 +249,43 @@ fn report(path: &[u8], e: &io::Error) {
         "genward log writer: {}: {e}; its output is dropped until it can be written",
         String::from_utf8_lossy(path)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record<'a>(path: &'a [u8], data: &'a [u8]) -> Record<'a> {
+        Record {
+            kind: Kind::Append,
+            path,
+            max_size: 1 << 20,
+            keep: 1,
+            data,
+        }
+    }
+
+    #[test]
+    fn a_log_deleted_or_renamed_while_open_is_written_again_at_its_path() {
+        let dir = std::env::temp_dir().join(format!("gw-writer-moved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("web.log");
+        let p = path.as_os_str().as_encoded_bytes();
+        let mut w = Writer::default();
+        let start = Instant::now();
+        w.handle(&record(p, b"one\n"), start);
+        // logrotate (create mode, no copytruncate) renames it; an operator deletes it.
+        std::fs::rename(&path, dir.join("web.log.rotated")).unwrap();
+        w.handle(&record(p, b"two\n"), start + CHECK_PATH_EVERY);
+        assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
+        std::fs::remove_file(&path).unwrap();
+        w.handle(&record(p, b"three\n"), start + 2 * CHECK_PATH_EVERY);
+        assert_eq!(std::fs::read(&path).unwrap(), b"three\n");
+        assert_eq!(
+            std::fs::read(dir.join("web.log.rotated")).unwrap(),
+            b"one\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
