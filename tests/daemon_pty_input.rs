@@ -26,3 +26,43 @@ fn a_paste_larger_than_the_terminal_holds_reaches_the_program_whole() {
     c.output_until(gen, "300000");
     c.events_until(|m| m.is("exited", gen));
 }
+
+/// `close_input` on a PTY ends the program's input even when the last line sent has no
+/// newline: one end-of-file character only hands the partial line to the reader, so a
+/// program reading to the end (`wc`) would wait forever.
+#[test]
+fn close_input_after_a_partial_line_ends_the_programs_input() {
+    let d = Daemon::start("pty-eof-partial", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = "stty -echo; echo ready; wc -c";
+    let gen = c.ok(json!({"op": "spawn", "session": "wc", "pty": true,
+        "argv": ["sh", "-c", script]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.output_until(gen, "ready");
+    c.ok(json!({"op": "write", "session": "wc", "data": "abc"}));
+    c.ok(json!({"op": "close_input", "session": "wc"}));
+    c.output_until(gen, "3");
+    let seen = c.events_until(|m| m.is("exited", gen));
+    let end = seen.last().unwrap();
+    assert_eq!(end.json()["code"], 0, "{end:?}");
+}
+
+/// In raw mode the end of input is one Ctrl-D byte, as documented, however the input
+/// ended.
+#[test]
+fn close_input_in_raw_mode_sends_one_ctrl_d() {
+    let d = Daemon::start("pty-eof-raw", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = "stty raw -echo; echo ready; head -c 3 | od -An -c; sleep 1";
+    let gen = c.ok(json!({"op": "spawn", "session": "raw", "pty": true,
+        "argv": ["sh", "-c", script]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.output_until(gen, "ready");
+    c.ok(json!({"op": "write", "session": "raw", "data": "ab"}));
+    c.ok(json!({"op": "close_input", "session": "raw"}));
+    c.output_until(gen, "a   b 004");
+}

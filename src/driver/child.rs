@@ -25,6 +25,29 @@ use crate::sys::tree::{Observed, SessionWatch, Survey};
 /// The byte a PTY's line discipline turns into end-of-file (VEOF, Ctrl-D).
 const PTY_EOF: u8 = 0x04;
 
+/// What ends a PTY's input: its end-of-file character (the terminal's `VEOF` in canonical
+/// mode, Ctrl-D otherwise), twice when the last byte sent left a line open: the first
+/// hands the partial line to the reader, only the second reads as the end of file.
+fn pty_eof(master: BorrowedFd<'_>, last: Option<u8>) -> Vec<u8> {
+    // On Linux the termios of a PTY master's ioctls are its peer's: the program's modes.
+    let (canonical, eof) = match rustix::termios::tcgetattr(master) {
+        Ok(t) => {
+            let c = t.special_codes[rustix::termios::SpecialCodeIndex::VEOF];
+            let canonical = t
+                .local_modes
+                .contains(rustix::termios::LocalModes::ICANON);
+            (canonical, if c == 0 { PTY_EOF } else { c })
+        }
+        Err(_) => (true, PTY_EOF),
+    };
+    let open = matches!(last, Some(b) if b != b'\n' && b != b'\r' && b != eof);
+    if canonical && open {
+        vec![eof, eof]
+    } else {
+        vec![eof]
+    }
+}
+
 /// What writing queued input achieved.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct InputProgress {
@@ -60,6 +83,9 @@ pub struct Child {
     pidfd_watched: bool,
     input: Vec<u8>,
     close_input_when_written: bool,
+    /// The last byte written to a PTY's input (not carried across an upgrade): whether a
+    /// line the line discipline still holds is open when the end of input is sent.
+    last_written: Option<u8>,
     /// Its own cgroup (cgroup containment), watched for emptiness.
     cgroup: Option<GenCgroup>,
     /// Session containment: the members its tree signals reached, watched until the
@@ -139,6 +165,7 @@ impl Child {
             pidfd_watched: false,
             input,
             close_input_when_written: close_input,
+            last_written: None,
             cgroup,
             watch: None,
             closed: Roles::NONE,
@@ -451,10 +478,21 @@ impl Child {
         // SAFETY: `fd` belongs to an OwnedFd held by `self`, and nothing below closes it
         // before the last use of `borrowed` (closing happens after the loop).
         let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        if self.stdin.is_none() && self.close_input_when_written {
+            // A PTY has no write side to close: its end of input is the line discipline's
+            // end-of-file character, queued behind the input so that a terminal with no
+            // room delays it (written when it has room) instead of losing it.
+            self.close_input_when_written = false;
+            let eof = pty_eof(borrowed, self.input.last().copied().or(self.last_written));
+            self.input.extend_from_slice(&eof);
+        }
         let mut progress = InputProgress::default();
         while !self.input.is_empty() {
             match write_nonblocking(borrowed, &self.input) {
                 Ok(WriteOutcome::Written(n)) => {
+                    if n > 0 {
+                        self.last_written = Some(self.input[n - 1]);
+                    }
                     self.input.drain(..n);
                     progress.done += n;
                 }
@@ -469,10 +507,6 @@ impl Child {
         let eof_now = !progress.broken && self.input.is_empty() && self.close_input_when_written;
         if eof_now {
             self.close_input_when_written = false;
-            if self.stdin.is_none() {
-                // A PTY has no write side to close: send the line discipline's EOF.
-                let _ = write_nonblocking(borrowed, &[PTY_EOF]);
-            }
         }
         if eof_now || progress.broken {
             self.close_stdin(registry);
