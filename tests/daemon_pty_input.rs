@@ -66,3 +66,37 @@ fn close_input_in_raw_mode_sends_one_ctrl_d() {
     c.ok(json!({"op": "close_input", "session": "raw"}));
     c.output_until(gen, "a   b 004");
 }
+
+/// A program that closed every descriptor of its terminal takes no more input: a write is
+/// told `input_closed` (and later writes refused), as for a stdin pipe it closed, instead
+/// of bytes being accepted and dropped.
+#[test]
+fn input_to_a_terminal_the_program_closed_is_refused() {
+    let d = Daemon::start("pty-closed-tty", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = "echo bye; exec 0<&- 1>&- 2>&-; sleep 1000";
+    let gen = c.ok(json!({"op": "spawn", "session": "closer", "pty": true,
+    "argv": ["sh", "-c", script]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.output_until(gen, "bye");
+    // The daemon learns of the hang-up from the terminal, when it comes: writes before it
+    // are the terminal's still. Asked until refused (the old daemon took them for ever,
+    // until the request ran out of patience with the whole test).
+    let deadline = std::time::Instant::now() + util::daemon::PATIENCE;
+    loop {
+        let r = c.request(json!({"op": "write", "session": "closer", "data": "x\n"}));
+        if r["ok"] == false {
+            assert_eq!(r["error"]["code"], "input_closed", "{r}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writes still taken: {r}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    c.events_until(|m| m.is("input_closed", gen));
+    c.ok(json!({"op": "stop", "session": "closer", "grace": 0}));
+}

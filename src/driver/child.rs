@@ -33,9 +33,7 @@ fn pty_eof(master: BorrowedFd<'_>, last: Option<u8>) -> Vec<u8> {
     let (canonical, eof) = match rustix::termios::tcgetattr(master) {
         Ok(t) => {
             let c = t.special_codes[rustix::termios::SpecialCodeIndex::VEOF];
-            let canonical = t
-                .local_modes
-                .contains(rustix::termios::LocalModes::ICANON);
+            let canonical = t.local_modes.contains(rustix::termios::LocalModes::ICANON);
             (canonical, if c == 0 { PTY_EOF } else { c })
         }
         Err(_) => (true, PTY_EOF),
@@ -467,11 +465,14 @@ impl Child {
         let fd = match (&self.stdin, &self.outputs[Stream::Pty.index()]) {
             (Some(fd), _) | (None, Some(fd)) => fd.as_raw_fd(),
             (None, None) => {
-                // Nowhere to write any more: what is queued leaves the queue unwritten.
+                // Nowhere to write any more: what is queued leaves the queue unwritten. A
+                // terminal every descriptor of which the program closed no longer takes
+                // input, as a stdin pipe it closed does not: that is said (`input_closed`)
+                // rather than input being taken and dropped.
                 let done = std::mem::take(&mut self.input).len();
                 return InputProgress {
                     done,
-                    broken: false,
+                    broken: self.hung_up_pty.is_some(),
                 };
             }
         };
