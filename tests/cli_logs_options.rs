@@ -89,6 +89,15 @@ fn an_unknown_generation_is_an_error_and_generations_are_marked() {
     let out = gw(&d, &["logs", "p"]);
     assert_eq!(out.stdout, "first\nsecond\n");
     assert_eq!(out.stderr, format!("[genward: p gen {second}]\n"));
+    // With `-n`, markers only between the lines shown.
+    let third = finished(&d, "p", &["echo", "third"]);
+    let out = gw(&d, &["logs", "p", "-n", "2"]);
+    assert_eq!(out.stdout, "second\nthird\n");
+    assert_eq!(out.stderr, format!("[genward: p gen {third}]\n"));
+    for n in ["1", "0"] {
+        let out = gw(&d, &["logs", "p", "-n", n]);
+        assert_eq!(out.stderr, "", "-n {n}: no marker for lines not shown");
+    }
 }
 
 #[test]

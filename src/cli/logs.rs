@@ -112,7 +112,8 @@ pub fn logs(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         v.parse::<usize>()
             .map_err(|_| "expected a number of lines such as 20")
     })?;
-    let mut printer = Printer::new(m.flag("timestamps"), lines, o.json);
+    let markers = o.only.is_none().then(|| o.session.clone());
+    let mut printer = Printer::new(m.flag("timestamps"), lines, o.json, markers);
     let mut conn = ctx.connect()?;
     let snap = conn.request(&Op::Core(Command::Get {
         session: o.session.clone(),
@@ -138,7 +139,6 @@ fn replay(
     known: &[u64],
     printer: &mut Printer,
 ) -> CommandResult {
-    let mut shown_gen: Option<u64> = None;
     let mut seen_only = false;
     // The generation whose end ends `-f`, once the replay is over.
     let mut followed: Option<u64> = None;
@@ -196,13 +196,7 @@ fn replay(
                     printer.json_frame(frame)?;
                     continue;
                 }
-                if shown_gen.is_some_and(|g| g != frame.gen) && o.only.is_none() {
-                    write_stderr(
-                        format!("[genward: {} gen {}]\n", o.session, frame.gen).as_bytes(),
-                    )?;
-                }
-                shown_gen = Some(frame.gen);
-                printer.frame(frame.stream, frame.t, &frame.data)?;
+                printer.frame(frame.gen, frame.stream, frame.t, &frame.data)?;
             }
             WireEvent::Dropped { .. }
             | WireEvent::Spawned { .. }

@@ -1,7 +1,8 @@
 //! How `logs` prints output frames: each stream to its own descriptor, byte-exact, or —
 //! with `--timestamps` — each line prefixed with the time its first byte was read; and
 //! with `-n` only the last lines, held (bounded by what the daemon replays) until the
-//! replay ends.
+//! replay ends. Between two generations' output a marker line goes to standard error,
+//! `[genward: SESSION gen G]` — with `-n`, only between lines that are shown.
 
 use std::collections::VecDeque;
 
@@ -17,6 +18,7 @@ use crate::proto::json::Object;
 /// One line (or the unfinished end of a stream), with where it goes and when it began.
 #[derive(Debug)]
 struct Line {
+    gen: u64,
     err: bool,
     t: Option<u64>,
     bytes: Vec<u8>,
@@ -35,10 +37,20 @@ pub struct Printer {
     /// replay ends (frames, not lines: a frame is printed whole).
     json: bool,
     held_frames: VecDeque<Object>,
+    /// The session named in the markers between generations; `None`: no markers (one
+    /// generation asked for).
+    markers: Option<String>,
+    /// The generation whose output was printed last.
+    shown_gen: Option<u64>,
 }
 
 impl Printer {
-    pub fn new(timestamps: bool, tail: Option<usize>, json: bool) -> Printer {
+    pub fn new(
+        timestamps: bool,
+        tail: Option<usize>,
+        json: bool,
+        markers: Option<String>,
+    ) -> Printer {
         Printer {
             timestamps,
             tail,
@@ -46,6 +58,20 @@ impl Printer {
             at_line_start: [true; 2],
             json,
             held_frames: VecDeque::new(),
+            markers,
+            shown_gen: None,
+        }
+    }
+
+    /// Before output of `gen`: the marker, if the output printed last was another
+    /// generation's.
+    fn mark(&mut self, gen: u64) -> Result<(), CommandError> {
+        let before = self.shown_gen.replace(gen);
+        match &self.markers {
+            Some(session) if before.is_some_and(|g| g != gen) => {
+                write_stderr(format!("[genward: {session} gen {gen}]\n").as_bytes())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -62,16 +88,20 @@ impl Printer {
         Ok(())
     }
 
-    /// Prints (or holds) one frame's bytes, read at `t`.
+    /// Prints (or holds) one frame's bytes, of generation `gen`, read at `t`.
     pub fn frame(
         &mut self,
+        gen: u64,
         stream: Stream,
         t: Option<u64>,
         data: &[u8],
     ) -> Result<(), CommandError> {
         let err = stream == Stream::Stderr;
-        if self.tail.is_none() && !self.timestamps {
-            return emit(err, data);
+        if self.tail.is_none() {
+            self.mark(gen)?;
+            if !self.timestamps {
+                return emit(err, data);
+            }
         }
         for piece in data.split_inclusive(|&b| b == b'\n') {
             let start = std::mem::replace(
@@ -79,7 +109,7 @@ impl Printer {
                 piece.ends_with(b"\n"),
             );
             match self.tail {
-                Some(n) => self.hold(err, t, piece, start, n),
+                Some(n) => self.hold(gen, err, t, piece, start, n),
                 None => {
                     if start {
                         emit(err, self.prefix(t).as_bytes())?;
@@ -100,7 +130,7 @@ impl Printer {
 
     /// Keeps the last `n` lines: a piece that does not start a line continues its
     /// stream's unfinished line.
-    fn hold(&mut self, err: bool, t: Option<u64>, piece: &[u8], start: bool, n: usize) {
+    fn hold(&mut self, gen: u64, err: bool, t: Option<u64>, piece: &[u8], start: bool, n: usize) {
         let open = self
             .held
             .iter_mut()
@@ -110,6 +140,7 @@ impl Printer {
         match open {
             Some(line) => line.bytes.extend_from_slice(piece),
             None => self.held.push_back(Line {
+                gen,
                 err,
                 t,
                 bytes: piece.to_vec(),
@@ -135,6 +166,7 @@ impl Printer {
         }
         let skip = self.held.len().saturating_sub(n);
         for line in std::mem::take(&mut self.held).into_iter().skip(skip) {
+            self.mark(line.gen)?;
             if self.timestamps {
                 emit(line.err, self.prefix(line.t).as_bytes())?;
             }
@@ -158,10 +190,10 @@ mod tests {
 
     #[test]
     fn the_last_lines_are_held_across_frames_and_streams() {
-        let mut p = Printer::new(false, Some(2), false);
-        p.frame(Stream::Stdout, Some(1), b"one\ntw").unwrap();
-        p.frame(Stream::Stderr, Some(2), b"err\n").unwrap();
-        p.frame(Stream::Stdout, Some(3), b"o\nthree").unwrap();
+        let mut p = Printer::new(false, Some(2), false, None);
+        p.frame(1, Stream::Stdout, Some(1), b"one\ntw").unwrap();
+        p.frame(1, Stream::Stderr, Some(2), b"err\n").unwrap();
+        p.frame(1, Stream::Stdout, Some(3), b"o\nthree").unwrap();
         let held: Vec<(bool, Option<u64>, &[u8])> = p
             .held
             .iter()
