@@ -26,7 +26,7 @@ use super::client::{objects_of, response_for, u64_of, Connection};
 use super::dispatch::{gen_arg, session_arg, write_stderr, CommandError, CommandResult, Context};
 use super::wait::{describe, end_of_wait, last_end};
 use crate::core::Command;
-use crate::proto::event::{Demotion, SessionState, WireEvent};
+use crate::proto::event::{Demotion, End, SessionState, WireEvent};
 use crate::proto::framing::Message;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::{Lossless, Op, Replay, Target};
@@ -247,15 +247,7 @@ fn replay(
             WireEvent::Exited { .. } | WireEvent::SpawnFailed { .. } if live => {
                 let Some(end) = ev.end() else { continue };
                 if o.only.is_none_or(|g| g == end.gen()) {
-                    write_stderr(
-                        format!(
-                            "[genward: {} gen {}: {}]\n",
-                            o.session,
-                            end.gen(),
-                            describe(&end)
-                        )
-                        .as_bytes(),
-                    )?;
+                    say_end(o, &end)?;
                 }
                 if o.ends_with(followed, end.gen()) {
                     return Ok(ExitCode::SUCCESS);
@@ -307,17 +299,19 @@ fn followed_end(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let end = end_of_wait(&resp)?;
-    write_stderr(
-        format!(
-            "[genward: {} gen {}: {}]\n",
-            o.session,
-            end.gen(),
-            describe(&end)
-        )
-        .as_bytes(),
-    )?;
+    say_end(o, &end_of_wait(&resp)?)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The marker line for a generation's end, on standard error.
+fn say_end(o: &Options, end: &End) -> Result<(), CommandError> {
+    let line = format!(
+        "[genward: {} gen {}: {}]\n",
+        o.session,
+        end.gen(),
+        describe(end)
+    );
+    write_stderr(line.as_bytes())
 }
 
 fn list(gens: &[u64]) -> String {
