@@ -180,9 +180,14 @@ export class SessionHandle extends EventEmitter {
     }
   }
 
-  /** Sets the terminal's size (PTY generations); the process gets SIGWINCH. */
-  async resize(cols: number, rows: number): Promise<void> {
-    await this.call('resize', { cols, rows });
+  /**
+   * Sets the terminal's size (PTY generations); the process gets SIGWINCH. With
+   * `attached: true` it is the size of a terminal this client shows the session in, for as
+   * long as the client is connected: when another client's terminal that resized it later
+   * goes, the session gets this size back (tmux's `window-size latest`).
+   */
+  async resize(cols: number, rows: number, opts: { attached?: boolean } = {}): Promise<void> {
+    await this.call('resize', { cols, rows, attached: opts.attached === true ? true : undefined });
     this.cols = cols;
     this.rows = rows;
   }

@@ -163,6 +163,22 @@ test('resize reaches a PTY session (stty size)', async () => {
   assert.equal((await h.wait()).code, 0);
 });
 
+test('an attached terminal that goes gives the session back the size of the one attached before it', async () => {
+  const h = await client.spawn('sizes', ['sh', '-c', "trap 'stty size' WINCH; echo ready; while :; do sleep 0.05; done"], { rows: 24, cols: 80 });
+  const out = collect(h);
+  await until(() => out.text().includes('ready'), 10_000, 'ready');
+  await h.resize(90, 20, { attached: true });
+  await until(() => out.text().includes('20 90'), 10_000, 'the first terminal\'s size');
+  const other = await Client.connect({ socket: daemon.socket });
+  await other.request('resize', { session: 'sizes', if_gen: h.gen, rows: 30, cols: 100, attached: true });
+  await until(() => out.text().includes('30 100'), 10_000, 'the second terminal\'s size');
+  const before = out.text().length;
+  other.close();
+  await until(() => out.text().slice(before).includes('20 90'), 10_000, 'the first size again');
+  await h.stop({ grace: '100ms' });
+  await h.wait();
+});
+
 test('kill sends a signal; stop ends with cause stopped; wait gives the same end to everyone', async () => {
   const h = await client.spawn('sig', ['sh', '-c', 'trap "echo got-usr1; exit 5" USR1; echo ready; while :; do sleep 0.05; done']);
   const out = collect(h);

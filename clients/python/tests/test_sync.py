@@ -367,6 +367,32 @@ class TestControl(DaemonCase):
         self.assertEqual((p.rows, p.cols), (40, 132))
         self.assertEqual(p.exit.code, 0)
 
+    def test_an_attached_terminal_that_goes_gives_back_the_size_before_it(self) -> None:
+        script = "trap 'stty size' WINCH; echo ready; while :; do sleep 0.05; done"
+        p = self.client.spawn(self.name(), ["sh", "-c", script], pty=(24, 80))
+        events = p.events(10)
+        seen = b""
+
+        def until(text: bytes) -> None:
+            nonlocal seen
+            seen = b""
+            for ev in events:
+                if isinstance(ev, Output):
+                    seen += ev.data
+                    if text in seen:
+                        return
+            self.fail(f"never saw {text!r}: {seen!r}")
+
+        until(b"ready")
+        p.resize(20, 90, attached=True)
+        until(b"20 90")
+        other = genward.Client(self.daemon.socket)
+        other.request("resize", session=p.session, if_gen=p.gen, rows=30, cols=100, attached=True)
+        until(b"30 100")
+        other.close()
+        until(b"20 90")
+        p.stop("100ms")
+
     def test_kill_with_a_signal(self) -> None:
         p = self.client.spawn(self.name(), ["sleep", "30"])
         p.kill("KILL")

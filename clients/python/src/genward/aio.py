@@ -465,8 +465,8 @@ class AsyncProcess(_ProcessView):
     async def close_input(self) -> None:
         await self._call("close_input")
 
-    async def resize(self, rows: int, cols: int) -> None:
-        await self._call("resize", rows=int(rows), cols=int(cols))
+    async def resize(self, rows: int, cols: int, *, attached: bool = False) -> None:
+        await self._call("resize", rows=int(rows), cols=int(cols), attached=True if attached else None)
         self._st.size = (int(rows), int(cols))
 
     async def kill(self, signal: Union[str, int] = "TERM", *, scope: Optional[str] = None) -> None:

@@ -562,9 +562,12 @@ class Process(_ProcessView):
         """Closes its stdin once the queued input is written (Ctrl-D on a PTY)."""
         self._call("close_input")
 
-    def resize(self, rows: int, cols: int) -> None:
-        """Sets the PTY's window size (the process gets SIGWINCH)."""
-        self._call("resize", rows=int(rows), cols=int(cols))
+    def resize(self, rows: int, cols: int, *, attached: bool = False) -> None:
+        """Sets the PTY's window size (the process gets SIGWINCH). ``attached=True``: the
+        size of a terminal this client shows the session in, for as long as the client is
+        connected — when another client's terminal that resized it later goes, the session
+        gets this size back (tmux's ``window-size latest``)."""
+        self._call("resize", rows=int(rows), cols=int(cols), attached=True if attached else None)
         self._st.size = (int(rows), int(cols))
 
     def kill(self, signal: Union[str, int] = "TERM", *, scope: Optional[str] = None) -> None:
