@@ -33,6 +33,21 @@ const TERMINATE: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT];
 /// Caught only so that their default action (ending the daemon) is not taken.
 const IGNORED: [i32; 3] = [libc::SIGUSR1, libc::SIGUSR2, libc::SIGALRM];
 
+/// Every signal [`ControlSignal`] names.
+fn control() -> Vec<i32> {
+    TERMINATE
+        .into_iter()
+        .chain([libc::SIGHUP])
+        .chain(IGNORED)
+        .collect()
+}
+
+/// Every signal the daemon handles (its control signals and SIGCHLD): what an upgrade
+/// blocks across its exec, so that one arriving meanwhile waits for the next program.
+pub fn handled() -> Vec<i32> {
+    control().into_iter().chain([libc::SIGCHLD]).collect()
+}
+
 /// The daemon's signal pipe.
 #[derive(Debug)]
 pub struct ControlSignals(SignalPipe);
@@ -40,12 +55,7 @@ pub struct ControlSignals(SignalPipe);
 impl ControlSignals {
     /// Installs handlers for every signal [`ControlSignal`] names.
     pub fn new() -> io::Result<ControlSignals> {
-        let all: Vec<i32> = TERMINATE
-            .into_iter()
-            .chain([libc::SIGHUP])
-            .chain(IGNORED)
-            .collect();
-        SignalPipe::new(&all).map(ControlSignals)
+        SignalPipe::new(&control()).map(ControlSignals)
     }
 
     /// The descriptor to register with the loop.

@@ -166,32 +166,22 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> std::path::PathBuf {
     format!("/proc/self/fd/{}", fd.as_raw_fd()).into()
 }
 
-/// The signals the daemon handles, blocked so that what arrives while the program is
-/// replaced stays pending for the next one (the mask survives `execve`; handlers do
-/// not).
-fn handled_signals() -> libc::sigset_t {
+/// `signals` as a set, to block so that what arrives while the program is replaced stays
+/// pending for the next one (the mask survives `execve`; handlers do not).
+fn signal_set(signals: &[i32]) -> libc::sigset_t {
     // SAFETY: `sigemptyset`/`sigaddset` only write to the set passed, a local.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for sig in [
-            libc::SIGCHLD,
-            libc::SIGTERM,
-            libc::SIGINT,
-            libc::SIGHUP,
-            libc::SIGQUIT,
-            libc::SIGUSR1,
-            libc::SIGUSR2,
-            libc::SIGALRM,
-        ] {
+        for &sig in signals {
             libc::sigaddset(&mut set, sig);
         }
         set
     }
 }
 
-fn sigmask(how: libc::c_int) -> io::Result<()> {
-    let set = handled_signals();
+fn sigmask(how: libc::c_int, signals: &[i32]) -> io::Result<()> {
+    let set = signal_set(signals);
     // SAFETY: both pointers are valid for the call (a local set; no old set asked for).
     let rc = unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) };
     if rc != 0 {
@@ -200,14 +190,14 @@ fn sigmask(how: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// Blocks the daemon's signals before an exec.
-pub fn block_signals() -> io::Result<()> {
-    sigmask(libc::SIG_BLOCK)
+/// Blocks the daemon's handled `signals` before an exec.
+pub fn block_signals(signals: &[i32]) -> io::Result<()> {
+    sigmask(libc::SIG_BLOCK, signals)
 }
 
 /// Unblocks them: after a failed exec, or once the resumed daemon has its handlers.
-pub fn unblock_signals() -> io::Result<()> {
-    sigmask(libc::SIG_UNBLOCK)
+pub fn unblock_signals(signals: &[i32]) -> io::Result<()> {
+    sigmask(libc::SIG_UNBLOCK, signals)
 }
 
 fn c_strings(items: &[OsString]) -> io::Result<Vec<CString>> {

@@ -191,7 +191,8 @@ impl Children {
 }
 
 /// The pids of every process we track: leaders of spawned generations and children still
-/// starting.
+/// starting. Those this program started are also in [`crate::sys::started`]; leaders a
+/// previous program started before an `upgrade` are ours only through this table.
 fn tracked_pids(table: &HashMap<u64, Child>, launching: &HashMap<u64, Launch>) -> HashSet<i32> {
     let table = table.values().map(|c| c.process().pid());
     let launching = launching.values().map(|l| l.pid());

@@ -112,7 +112,7 @@ impl Daemon {
             Ok(s) => s,
             Err(e) => return Err(format!("signal handlers: {e}")),
         };
-        if let Err(e) = reexec::unblock_signals() {
+        if let Err(e) = reexec::unblock_signals(&crate::driver::signals::handled()) {
             log::error!("unblocking signals: {e}");
         }
         // SAFETY: the previous program's descriptor was checked open; it is owned here

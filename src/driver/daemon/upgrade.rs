@@ -191,14 +191,14 @@ impl Daemon {
             keep.len(),
             p.path.display()
         );
-        let blocked = reexec::block_signals();
+        let blocked = reexec::block_signals(&crate::driver::signals::handled());
         let e = match blocked {
             Ok(()) => reexec::exec(p.program.as_fd(), &argv),
             Err(e) => e,
         };
         // Still here: nothing was replaced. Undo, and carry on.
         reexec::close_on_exec(&keep);
-        if let Err(e) = reexec::unblock_signals() {
+        if let Err(e) = reexec::unblock_signals(&crate::driver::signals::handled()) {
             log::error!("unblocking signals after a failed upgrade: {e}");
         }
         fail(self, format!("executing {}: {e}", p.path.display()));
