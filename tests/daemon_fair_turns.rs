@@ -48,3 +48,57 @@ fn another_client_is_answered_in_the_middle_of_a_burst_of_spawns() {
         assert_eq!(r["ok"], json!(true), "{r}");
     }
 }
+
+/// A burst of `remove`s is served a slice at a time too, though each costs the daemon
+/// little: what each slice leaves to write on disk (a session file removed per request)
+/// is bounded, so another client is answered while most of the burst is still to come.
+/// And the slice's records are written before its answers go: a `remove` answered is a
+/// session file gone, every time.
+#[test]
+fn another_client_is_answered_in_the_middle_of_a_burst_of_removes() {
+    const N: usize = 3_000;
+    let d = Daemon::start("fair-removes", &[]);
+    let mut a = d.client();
+    let mut b = d.client();
+    // Sessions without a process: each waits for a session that never comes.
+    let spawns: Vec<Value> = (0..N)
+        .map(|i| {
+            json!({"op": "spawn", "session": format!("r{i}"), "argv": ["true"],
+                   "depends_on": {"never": "started"}})
+        })
+        .collect();
+    for r in a.pipelined(&spawns) {
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    let files = d.dir.join("state").join("sessions");
+    assert!(files.join(format!("r{}.json", N - 1)).exists());
+    let mut burst = Vec::new();
+    for i in 0..N {
+        let req = json!({"id": i, "op": "remove", "session": format!("r{i}")});
+        burst.extend_from_slice(req.to_string().as_bytes());
+        burst.push(b'\n');
+    }
+    a.send_raw(&burst);
+    let listed = b.ok(json!({"op": "list"}));
+    let left = listed["sessions"].as_array().map_or(0, Vec::len);
+    // A slice writes a few dozen records; one of a thousand requests (the work a plain
+    // request is charged) would have removed a third of them before the list was read.
+    assert!(
+        left > N * 4 / 5,
+        "the list waited for the burst: {left} sessions left"
+    );
+    let mut answered = 0;
+    while answered < N {
+        if let util::daemon::Msg::Json(r) = a.read_msg() {
+            if let Some(i) = r["id"].as_u64() {
+                assert_eq!(r["ok"], json!(true), "{r}");
+                let file = files.join(format!("r{i}.json"));
+                assert!(
+                    !file.exists(),
+                    "remove of r{i} answered, its file still there"
+                );
+                answered += 1;
+            }
+        }
+    }
+}

@@ -172,7 +172,7 @@ impl Core {
             .or_insert_with(|| Session::new(name.clone(), spec.clone()));
         s.spec = spec;
         s.restarts = 0;
-        self.dirty.insert(name.clone());
+        self.mark_dirty(name.clone());
         self.replace_current(&name, gen, on_busy);
         Ok(Response::Gen(gen))
     }

@@ -77,6 +77,12 @@ impl Core {
         std::mem::take(&mut self.dirty).into_iter().collect()
     }
 
+    /// How many sessions [`take_dirty_sessions`](Core::take_dirty_sessions) would name
+    /// now: what a slice of requests has left to write.
+    pub fn dirty_session_count(&self) -> usize {
+        self.dirty.len()
+    }
+
     /// Rebuilds sessions from the records of a previous daemon, at `clock.now`. Call once,
     /// on a new core, before anything else is fed to it (the whole start-up is below).
     /// Returns what was refused, per record; the others are restored.
@@ -143,7 +149,7 @@ impl Core {
             let name = record.name.clone();
             match self.restore_one(clock, record) {
                 Ok(()) => {
-                    self.dirty.insert(name);
+                    self.mark_dirty(name);
                 }
                 Err(error) => problems.push(RestoreProblem {
                     session: name,
@@ -268,7 +274,7 @@ impl Core {
         self.gens.insert(gen, g);
         self.by_session.insert((name.clone(), gen));
         self.sync_gen(gen);
-        self.dirty.insert(name);
+        self.mark_dirty(name);
     }
 
     /// Finishes a start-up (see [`restore`](Core::restore)): settles what adoption left open. Call
@@ -278,7 +284,7 @@ impl Core {
         self.advance_clock(now);
         let names: Vec<Arc<str>> = self.sessions.keys().cloned().collect();
         for name in names {
-            self.dirty.insert(name.clone());
+            self.mark_dirty(name.clone());
             self.resume_session(&name);
         }
         self.follow_order();
@@ -378,7 +384,7 @@ impl Core {
             s.restarts = restarts;
         }
         self.sync_restart(name);
-        self.dirty.insert(name.clone());
+        self.mark_dirty(name.clone());
     }
 
     /// The one terminal event of a generation the previous daemon ran and this one never
@@ -397,7 +403,7 @@ impl Core {
         if let Some(s) = self.sessions.get_mut(name) {
             s.remember_end(event);
         }
-        self.dirty.insert(name.clone());
+        self.mark_dirty(name.clone());
         self.on_end(name, gen, Ended::Lost);
         self.sync_restart(name);
     }

@@ -531,7 +531,8 @@ impl Core {
             | Command::Restart { session, .. }
             | Command::Remove { session } => session,
             Command::Shutdown => {
-                self.dirty.extend(self.sessions.keys().cloned());
+                let all: Vec<Arc<str>> = self.sessions.keys().cloned().collect();
+                all.into_iter().for_each(|name| self.mark_dirty(name));
                 return;
             }
             Command::Write { .. }
@@ -544,7 +545,7 @@ impl Core {
         // Only an existing session (or one the command creates, marked by `spawn`): a
         // refused command naming nothing must not grow the set.
         if let Some((key, _)) = self.sessions.get_key_value(name.as_str()) {
-            self.dirty.insert(key.clone());
+            self.mark_dirty(key.clone());
         }
     }
 
@@ -653,13 +654,22 @@ impl Core {
         }
     }
 
+    /// A session's record changed: the driver writes it at its next sync
+    /// ([`take_dirty_sessions`](Core::take_dirty_sessions)), and the next announcement
+    /// and look at blocked sessions consider it. (The two sets are kept apart: the driver
+    /// may write a slice of requests' records together, and a set that only grew until
+    /// then must not be scanned after each request.)
+    fn mark_dirty(&mut self, name: Arc<str>) {
+        self.touched.insert(name.clone());
+        self.dirty.insert(name);
+    }
+
     /// Emits a `State` event for every session whose state changed since last announced.
     /// Only sessions touched since the last call are looked at — those a generation input
     /// reached, and those whose record changed — so an input costs the same with one
     /// session or 100,000; the order is the table's (by name), as a scan would give.
     fn announce_states(&mut self) {
-        let mut names = std::mem::take(&mut self.touched);
-        names.extend(self.dirty.iter().cloned());
+        let names = std::mem::take(&mut self.touched);
         let changed: Vec<(Arc<str>, Option<u64>, SessionState)> = names
             .iter()
             .filter_map(|n| self.sessions.get(n))
@@ -698,7 +708,7 @@ impl Core {
         if let Some((ended, event)) = outcome.ended {
             if let Some(s) = self.sessions.get_mut(name) {
                 s.remember_end(event);
-                self.dirty.insert(name.clone());
+                self.mark_dirty(name.clone());
             }
             self.on_end(name, gen, ended);
             self.sync_restart(name);
@@ -793,7 +803,7 @@ impl Core {
             if self.gens_of(name).next().is_none() {
                 self.sessions.remove(name);
                 self.sync_restart(name);
-                self.dirty.insert(name.clone());
+                self.mark_dirty(name.clone());
                 let event = Event::State {
                     session: name.clone(),
                     gen: None,

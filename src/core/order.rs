@@ -132,9 +132,7 @@ impl Core {
         if self.blocked.is_empty() {
             return;
         }
-        let due = self
-            .blocked
-            .due(self.touched.iter().chain(self.dirty.iter()));
+        let due = self.blocked.due(self.touched.iter());
         for name in due {
             self.blocked.remove(&name);
             let Some(s) = self.sessions.get(&name) else {

@@ -232,7 +232,7 @@ impl Core {
             }
         }
         for name in &plan.stop {
-            self.dirty.insert(name.clone());
+            self.mark_dirty(name.clone());
             self.remove(name)?;
         }
         // `reject` was the plan's to apply (a busy one is not started); what is left to
@@ -246,7 +246,7 @@ impl Core {
         for entry in busy {
             if let Some(s) = self.sessions.get_mut(&entry.name) {
                 s.spec = Arc::new(entry.spec);
-                self.dirty.insert(entry.name);
+                self.mark_dirty(entry.name);
             }
         }
         let mut todo: Vec<(ConfigSession, OnBusy)> = config

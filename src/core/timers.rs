@@ -94,7 +94,7 @@ impl Core {
         };
         s.restart_at = None;
         self.sync_restart(name);
-        self.dirty.insert(name.clone());
+        self.mark_dirty(name.clone());
         let Some(s) = self.sessions.get(name) else {
             return;
         };

@@ -338,6 +338,22 @@ impl Daemon {
     /// about generations none of them concerns (marked at once, so that one survey sends
     /// them all); the survey is taken, and the held actions run.
     fn run_actions(&mut self) {
+        self.run_actions_unsaved();
+        self.save_sessions();
+    }
+
+    /// Writes the session records the last actions changed, sharing their flushes: before
+    /// anything of those actions is told to anyone (what a client was answered must be
+    /// on disk first).
+    fn save_sessions(&mut self) {
+        let now = self.clock.now();
+        self.persist.sync_sessions(&mut self.core, now);
+    }
+
+    /// [`run_actions`](Self::run_actions) without writing the records it changed: for a
+    /// slice of one client's requests, whose records are written together at its end
+    /// ([`save_sessions`](Self::save_sessions)), before any answer of the slice is sent.
+    fn run_actions_unsaved(&mut self) {
         let mut replay: Vec<Action> = Vec::new();
         loop {
             // No number the core just handed out may be seen before it is durable.
@@ -369,8 +385,6 @@ impl Daemon {
             self.children.send_members_signals(self.poll.registry());
             replay = held;
         }
-        let now = self.clock.now();
-        self.persist.sync_sessions(&mut self.core, now);
     }
 
     /// Executes one of the core's actions, by the owner of what it concerns.

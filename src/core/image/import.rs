@@ -354,7 +354,7 @@ fn build(config: Config, image: CoreImage) -> Core {
         .into_iter()
         .map(|g| (g.gen, generation(name_of(&g.session), g)))
         .collect();
-    let dirty = image.dirty.iter().map(name_of).collect();
+    let dirty: BTreeSet<Arc<str>> = image.dirty.iter().map(name_of).collect();
     let mut core = Core {
         config,
         now: image.now,
@@ -367,9 +367,10 @@ fn build(config: Config, image: CoreImage) -> Core {
             super::ShutdownImage::Stopping => Shutdown::Stopping,
             super::ShutdownImage::Killing => Shutdown::Killing,
         },
+        // Not yet written, nor looked at since they changed (see `Core::mark_dirty`).
+        touched: dirty.clone(),
         dirty,
         deadlines: Default::default(),
-        touched: Default::default(),
         by_session: Default::default(),
         blocked: Default::default(),
         deferred_stops: Default::default(),

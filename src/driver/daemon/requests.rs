@@ -2,6 +2,8 @@
 //! owner, and routed — commands to the core, whose replies come back as actions, the rest
 //! answered from the owner that holds what they ask.
 
+use std::time::{Duration, Instant};
+
 use mio::Token;
 
 use super::Daemon;
@@ -22,6 +24,18 @@ const CLIENT_READ_PER_TURN: usize = 256 * 1024;
 /// between — instead of one turn of seconds, with every spawn of the burst holding its
 /// descriptors until the turn ends.
 const CLIENT_WORK_PER_TURN: usize = 8 * 1024;
+
+/// The longest one client's slice of requests runs: the cost model above counts the
+/// daemon's own work, not the disk's, and on a slow disk each request's records and
+/// descriptors (`unlink`, `rename`, a discard the filesystem waits for) can cost a
+/// millisecond or more — a slice of a thousand `remove`s would hold every other client
+/// for seconds. The slice ends at whichever bound comes first.
+const CLIENT_TIME_PER_TURN: Duration = Duration::from_millis(8);
+
+/// Most session records one client's slice leaves to write (they are written together at
+/// its end, before its answers go): each is a file renamed or removed, which the time
+/// bound does not see, since it comes after.
+const CLIENT_RECORDS_PER_TURN: usize = 64;
 
 /// What serving `op` costs, in the units of [`CLIENT_WORK_PER_TURN`], with `sessions` in
 /// the table: a session's snapshot or subscription about one, a start about what a
@@ -45,8 +59,10 @@ impl Daemon {
     pub(super) fn serve_client(&mut self, id: u64, token: Token) {
         let mut budget = CLIENT_READ_PER_TURN;
         let mut work = CLIENT_WORK_PER_TURN;
+        let until = Instant::now() + CLIENT_TIME_PER_TURN;
         loop {
-            if work == 0 {
+            let full = self.core.dirty_session_count() >= CLIENT_RECORDS_PER_TURN;
+            if work == 0 || full || Instant::now() >= until {
                 self.turn.again(token);
                 break;
             }
@@ -65,9 +81,13 @@ impl Daemon {
                     break;
                 }
             }
-            // Each request's actions run before the next request is read.
-            self.run_actions();
+            // Each request's actions run before the next request is read; the records
+            // they change are written once for the slice, with shared flushes (a burst
+            // of `stop`s or `remove`s on a disk would otherwise pay two `fsync`s each,
+            // and hold the loop for seconds).
+            self.run_actions_unsaved();
         }
+        self.save_sessions();
         if self.clients.flush(self.poll.registry(), id, &self.logs) {
             self.turn.again(token);
         }
