@@ -1,5 +1,7 @@
 //! Lossless pacing at its edges: a reader that takes a little at a time, less than its
-//! socket must free before the daemon is told there is room, is never demoted; output a
+//! socket must free before the daemon is told there is room, is never demoted, nor is
+//! one that reads in small pieces, less than one of the daemon's big writes per
+//! `demote_after`; output a
 //! generation's other processes write after its leader exited is paced too, up to the
 //! drain deadline, and never dropped.
 
@@ -149,6 +151,46 @@ fn a_lossless_reader_that_takes_a_little_at_a_time_is_never_demoted() {
     c.ok(json!({"op": "stop", "session": "tr"}));
     let (exited, _, _) = sub.read_to_end(gen);
     assert_eq!(exited["cause"], "stopped", "{exited}");
+}
+
+#[test]
+fn a_lossless_reader_that_reads_small_pieces_steadily_is_never_demoted() {
+    let d = Daemon::start("lossless-small-reads", &[]);
+    let mut c = d.client();
+    const FLOOD: u64 = 20_000_000;
+    // Following every session, so paced from the first byte.
+    let mut sub = Raw::subscribe(
+        &d,
+        json!({"op": "subscribe", "all": true, "lossless": true, "demote_after": "1s"}),
+    );
+    let r = c.ok(json!({"op": "spawn", "session": "sr",
+                        "argv": ["head", "-c", FLOOD.to_string(), "/dev/zero"]}));
+    let gen = r["gen"].as_u64().unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let pid = loop {
+        if let Some(pid) = current_gen(&mut c, "sr")["pid"].as_u64() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "never started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // Its socket and queue are full and the child waits for it.
+    util::sys::await_blocked_in_write(pid);
+    // The scenario itself: 4 KiB every 200 ms (20 KiB per `demote_after`: less than the
+    // kernel buffers an unbounded write fills, more than the 16 KiB the protocol says is
+    // enough) for six periods of `demote_after`, each read keeping to the schedule
+    // however late the one before it was. It keeps taking bytes: it must stay lossless.
+    let start = Instant::now();
+    for k in 1..=30 {
+        sub.read_some(4 << 10);
+        let next = start + Duration::from_millis(200 * k);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    // Then everything, at full speed: every byte at contiguous positions, and neither
+    // `demoted` nor `dropped` on the way (`read_to_end` fails on either).
+    let (exited, stdout, _) = sub.read_to_end(gen);
+    assert_eq!(stdout, FLOOD, "{exited}");
+    assert_eq!(exited["discarded"], 0, "{exited}");
 }
 
 #[test]

@@ -307,14 +307,15 @@ impl Client {
         }
     }
 
-    /// Writes what the socket accepts; notes when it accepts no more.
-    pub fn write_out(&mut self) -> io::Result<()> {
+    /// Writes what the socket accepts, at most `per_write` bytes per system call (see
+    /// [`Outbox::flush_to`]); notes when it accepts no more.
+    pub fn write_out(&mut self, per_write: usize) -> io::Result<()> {
         if self.skip > 0 {
             self.skip -= 1;
             return Ok(());
         }
         let before = self.outbox.len();
-        self.outbox.flush_to(&mut self.stream)?;
+        self.outbox.flush_to(&mut self.stream, per_write)?;
         if before > 0 && self.outbox.len() == before {
             self.fruitless = self.fruitless.saturating_add(1);
             self.skip = (1u32 << self.fruitless.min(31)).min(MAX_SKIP) - 1;

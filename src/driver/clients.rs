@@ -43,6 +43,21 @@ const EXIT_FLUSH: Duration = Duration::from_secs(1);
 /// follower's next record out of the log.
 pub const LOSSLESS_LOG_BYTES: usize = 3 << 20;
 
+/// Most bytes one write to a lossless follower's socket carries.
+///
+/// A Unix stream socket gives its writer room back only as its reader finishes whole
+/// buffers of the kernel's (one write makes one or more, of up to some 36 KiB on Linux),
+/// and a lossless follower is demoted when no write to it succeeds for its
+/// `demote_after`: written in big pieces, a reader that takes a few KiB at a time reads
+/// steadily yet frees nothing for that long. Written in pieces of this size, a reader
+/// that takes twice this much per `demote_after` has finished at least this much of
+/// whole writes, which frees room for the next (docs/protocol.md, *Lossless
+/// subscriptions*). Smaller pieces cost more system calls per byte: this size took a
+/// sixth more of the daemon's time than unbounded writes to deliver 1 GiB to a fast
+/// lossless reader (16 KiB: a tenth), for a guarantee short `demote_after`s can use.
+/// Ordinary clients are written in pieces as big as their queues allow.
+pub const LOSSLESS_WRITE_BYTES: usize = 8 << 10;
+
 /// Limits that apply to every connection.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientLimits {
@@ -305,12 +320,18 @@ impl Clients {
             let subs = &self.subs;
             client.release_deferred(|session, seq| subs.passed(id, session, seq));
             let before = client.outbox.len();
-            if let Err(e) = client.write_out() {
+            let pacer = self.subs.is_pacer(id);
+            let per_write = if pacer {
+                LOSSLESS_WRITE_BYTES
+            } else {
+                usize::MAX
+            };
+            if let Err(e) = client.write_out(per_write) {
                 log::debug!("client {id}: write: {e}");
                 self.close(registry, id);
                 return false;
             }
-            if client.outbox.len() < before && self.subs.is_pacer(id) {
+            if client.outbox.len() < before && pacer {
                 self.subs.progress(id, Instant::now());
             }
             if !client.outbox.is_empty() {

@@ -202,16 +202,25 @@ impl Outbox {
         }
     }
 
-    /// Writes as much as `sink` accepts without blocking. Returns `Ok(())` on WouldBlock or
-    /// when empty; any other error means the client is gone.
-    pub fn flush_to<W: Write>(&mut self, sink: &mut W) -> io::Result<()> {
+    /// Writes as much as `sink` accepts without blocking, handing each write call at most
+    /// `per_write` bytes (`usize::MAX`: as much as is queued, up to [`MAX_SLICES`] chunks).
+    /// Returns `Ok(())` on WouldBlock or when empty; any other error means the client is
+    /// gone.
+    pub fn flush_to<W: Write>(&mut self, sink: &mut W, per_write: usize) -> io::Result<()> {
         while self.pending > 0 {
             let mut slices: [IoSlice<'_>; MAX_SLICES] = [IoSlice::new(&[]); MAX_SLICES];
             let mut n = 0;
+            let mut room = per_write;
             for (i, chunk) in self.chunks.iter().take(MAX_SLICES).enumerate() {
                 let b = chunk.bytes();
-                slices[i] = IoSlice::new(if i == 0 { &b[self.front_sent..] } else { b });
+                let b = if i == 0 { &b[self.front_sent..] } else { b };
+                let b = &b[..b.len().min(room)];
+                room -= b.len();
+                slices[i] = IoSlice::new(b);
                 n += 1;
+                if room == 0 {
+                    break;
+                }
             }
             match sink.write_vectored(&slices[..n]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -283,12 +292,12 @@ mod tests {
             block_after: 2,
             calls: 0,
         };
-        ob.flush_to(&mut sink).unwrap();
+        ob.flush_to(&mut sink, usize::MAX).unwrap();
         // The default `write_vectored` writes the first slice only.
         assert_eq!(sink.got, b"hello ");
         assert_eq!(ob.len(), 10);
         sink.block_after = usize::MAX;
-        ob.flush_to(&mut sink).unwrap();
+        ob.flush_to(&mut sink, usize::MAX).unwrap();
         assert_eq!(sink.got, b"hello big world!");
         assert!(ob.is_empty());
     }
@@ -308,7 +317,7 @@ mod tests {
                 block_after: 1,
                 calls: 0,
             };
-            ob.flush_to(&mut sink).unwrap();
+            ob.flush_to(&mut sink, usize::MAX).unwrap();
             let known =
                 |f: &Frame| (f.identity() == a.identity()).then(|| (Arc::<str>::from("s"), 3));
             let pieces = ob.export(known);
@@ -323,7 +332,7 @@ mod tests {
                 block_after: usize::MAX,
                 calls: 0,
             };
-            back.flush_to(&mut rest).unwrap();
+            back.flush_to(&mut rest, usize::MAX).unwrap();
             sink.got.extend_from_slice(&rest.got);
             assert_eq!(sink.got, b"frame-a<reply>frame-b", "cut {cut}");
         }
@@ -360,8 +369,37 @@ mod tests {
             block_after: usize::MAX,
             calls: 0,
         };
-        ob.flush_to(&mut sink).unwrap();
+        ob.flush_to(&mut sink, usize::MAX).unwrap();
         assert!(ob.can_take_replies() && ob.is_empty());
+    }
+
+    #[test]
+    fn each_write_carries_at_most_the_bytes_asked_across_chunks() {
+        let mut ob = Outbox::new(1 << 20);
+        ob.push_shared(&Frame::from(vec![b'a'; 10]));
+        ob.push(b"bcd");
+        ob.push_shared(&Frame::from(vec![b'e'; 9]));
+        /// Records the length of every write it is handed.
+        struct Sizes(Vec<usize>, Vec<u8>);
+        impl Write for Sizes {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.write_vectored(&[IoSlice::new(b)])
+            }
+            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                let n = bufs.iter().map(|b| b.len()).sum();
+                self.0.push(n);
+                bufs.iter().for_each(|b| self.1.extend_from_slice(b));
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut sink = Sizes(Vec::new(), Vec::new());
+        ob.flush_to(&mut sink, 8).unwrap();
+        assert_eq!(sink.0, [8, 8, 6]);
+        assert_eq!(sink.1, b"aaaaaaaaaabcdeeeeeeeee");
+        assert!(ob.is_empty());
     }
 
     #[test]
@@ -382,10 +420,10 @@ mod tests {
             block_after: 1,
             calls: 0,
         };
-        ob.flush_to(&mut sink).unwrap();
+        ob.flush_to(&mut sink, usize::MAX).unwrap();
         ob.push(b"gh");
         sink.block_after = usize::MAX;
-        ob.flush_to(&mut sink).unwrap();
+        ob.flush_to(&mut sink, usize::MAX).unwrap();
         assert_eq!(sink.got, b"abcdefgh");
     }
 }

@@ -223,7 +223,9 @@ impl Clients {
     ///
     /// Each is first written to: the poll reports room in a socket only once most of its
     /// buffer is free again, so a reader that reads steadily, but less than that per
-    /// `demote_after`, takes bytes without the daemon hearing of it. What its socket takes
+    /// `demote_after`, takes bytes without the daemon hearing of it (writes to it are kept
+    /// small, see [`LOSSLESS_WRITE_BYTES`](super::LOSSLESS_WRITE_BYTES), so that reading a
+    /// little frees room). What its socket takes
     /// now starts its clock again (see [`flush`](Self::flush)); only one that took
     /// nothing is demoted. Returns the clients whose reading may resume (as
     /// [`flush`](Self::flush) says).

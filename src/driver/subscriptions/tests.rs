@@ -17,7 +17,7 @@ fn a_stalled_subscriber_gets_one_dropped_then_resumes() {
     let done = pump("s", &ring, &mut cursor, &mut outbox);
     assert!(!done, "outbox limit stops the pump");
     let mut sink = Vec::new();
-    outbox.flush_to(&mut sink).unwrap();
+    outbox.flush_to(&mut sink, usize::MAX).unwrap();
     let text = String::from_utf8_lossy(&sink);
     assert!(
         text.starts_with(r#"{"event":"dropped","session":"s","from":0,"to":"#),
@@ -25,9 +25,9 @@ fn a_stalled_subscriber_gets_one_dropped_then_resumes() {
     );
     // Keep draining until caught up; exactly one dropped in total.
     while !pump("s", &ring, &mut cursor, &mut outbox) {
-        outbox.flush_to(&mut sink).unwrap();
+        outbox.flush_to(&mut sink, usize::MAX).unwrap();
     }
-    outbox.flush_to(&mut sink).unwrap();
+    outbox.flush_to(&mut sink, usize::MAX).unwrap();
     let text = String::from_utf8_lossy(&sink);
     assert_eq!(text.matches("dropped").count(), 1);
     assert_eq!(cursor.pos, 100 * 100);
@@ -44,7 +44,7 @@ fn replaying_from_an_evicted_position_reports_the_gap() {
     let mut outbox = Outbox::new(1 << 20);
     pump("s", &ring, &mut cursor, &mut outbox);
     let mut sink = Vec::new();
-    outbox.flush_to(&mut sink).unwrap();
+    outbox.flush_to(&mut sink, usize::MAX).unwrap();
     let first_pos = match ring.lookup(ring.first_seq(), 0) {
         Lookup::Record(r) => r.pos,
         other => panic!("{other:?}"),
@@ -72,7 +72,7 @@ fn a_follower_behind_the_record_it_is_given_is_told_of_the_gap() {
     let mut outbox = Outbox::new(1 << 20);
     assert!(pump("s", &ring, &mut cursor, &mut outbox));
     let mut sink = Vec::new();
-    outbox.flush_to(&mut sink).unwrap();
+    outbox.flush_to(&mut sink, usize::MAX).unwrap();
     let expected = format!(r#"{{"event":"dropped","session":"s","from":50,"to":{first_pos}}}"#);
     let text = String::from_utf8_lossy(&sink);
     assert!(text.starts_with(&expected), "{text}");
