@@ -272,3 +272,85 @@ fn an_answer_after_a_subscribe_comes_after_its_whole_replay() {
     );
     assert!(ended, "the replay's exit record came before the answer");
 }
+
+/// `buffer: 0` replays nothing: a new subscription, wherever it asks to start, is given
+/// none of the session's output (one asking for a position before the end is told it is
+/// gone), while followers get the output live.
+#[test]
+fn a_session_with_buffer_0_replays_nothing_to_a_new_subscription() {
+    let mut d = Daemon::start("replay-none", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "q", "buffer": 0,
+                          "argv": ["sh", "-c", "echo hello; read go; echo bye; read end"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    // Live output reaches a follower.
+    c.output_until(gen, "hello");
+    let starts = [
+        json!({"from_start": true}),
+        json!({"tail": 1000}),
+        json!({"from_gen": gen}),
+        json!({"from_pos": 0}),
+    ];
+    let mut late = Vec::new();
+    for start in starts {
+        let mut s = d.client();
+        let mut req = json!({"op": "subscribe", "session": "q"});
+        req.as_object_mut()
+            .unwrap()
+            .extend(start.as_object().unwrap().clone());
+        s.ok(req.clone());
+        // Answered after whatever the subscription replays.
+        s.ok(json!({"op": "hello"}));
+        let replayed: Vec<&Msg> = s
+            .backlog
+            .iter()
+            .filter(|m| matches!(m, Msg::Output(..)))
+            .collect();
+        assert!(replayed.is_empty(), "{req} replayed {replayed:?}");
+        let dropped: Vec<_> = s
+            .backlog
+            .iter()
+            .filter(|m| m.json()["event"] == "dropped")
+            .map(|m| (m.json()["from"].clone(), m.json()["to"].clone()))
+            .collect();
+        let gone = if req.get("from_pos").is_some() {
+            vec![(json!(0), json!(6))]
+        } else {
+            vec![]
+        };
+        assert_eq!(dropped, gone, "{req}: {:?}", s.backlog);
+        late.push(s);
+    }
+    // From now on, each gets the output live.
+    c.ok(json!({"op": "write", "session": "q", "data": "\n"}));
+    for s in &mut late {
+        let seen = s.output_until(gen, "bye");
+        assert_eq!(output_of(&seen, gen), b"bye\n");
+    }
+    drop((c, late));
+    // Nor after a crash of the daemon (its keeper hands the session over), which still
+    // goes on from the session's positions.
+    d.crash_and_restart(&[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "session": "q", "from_start": true}));
+    c.ok(json!({"op": "hello"}));
+    assert!(
+        !c.backlog.iter().any(|m| matches!(m, Msg::Output(..))),
+        "{:?}",
+        c.backlog
+    );
+    let mut from = d.client();
+    from.ok(json!({"op": "subscribe", "session": "q", "from_pos": 0}));
+    from.ok(json!({"op": "hello"}));
+    let dropped: Vec<_> = from
+        .backlog
+        .iter()
+        .filter(|m| matches!(m, Msg::Output(..)) || m.json()["event"] == "dropped")
+        .map(|m| (m.json()["from"].clone(), m.json()["to"].clone()))
+        .collect();
+    assert_eq!(dropped, [(json!(0), json!(10))], "{:?}", from.backlog);
+    c.ok(json!({"op": "write", "session": "q", "data": "\n"}));
+    c.events_until(|m| m.is("exited", gen));
+}

@@ -155,9 +155,24 @@ impl Logs {
         }
     }
 
-    /// Sets a session's capacity (a spawn's `buffer`).
+    /// Sets a session's capacity.
     pub fn set_capacity(&mut self, session: &Arc<str>, bytes: usize) {
         self.tracked(session, |ring| ring.set_capacity(bytes));
+    }
+
+    /// Says whether a session's log is replayed to a new subscription (creating the log if
+    /// missing): not for a `buffer` of 0, whatever capacity it was opened with.
+    pub fn set_replays(&mut self, session: &Arc<str>, replays: bool) {
+        self.tracked(session, |ring| ring.set_replays(replays));
+    }
+
+    /// Sets a session's capacity to its `buffer`, of which 0 also means that nothing is
+    /// replayed to a new subscription (see [`Ring::set_replays`]).
+    pub fn set_buffer(&mut self, session: &Arc<str>, bytes: usize) {
+        self.tracked(session, |ring| {
+            ring.set_capacity(bytes);
+            ring.set_replays(bytes > 0);
+        });
     }
 
     /// Frames `data`, read at `offset` of `gen`'s `stream`, into the session's log (into

@@ -373,6 +373,17 @@ impl Persist {
     /// [`Left::log_capacities`]). Without a journal (it cannot be opened) the logs live in
     /// memory only.
     pub fn open_logs(&self, core: &Core, capacities: HashMap<Arc<str>, usize>) -> Logs {
+        let mut logs = self.open_journal(core, &capacities);
+        // A `buffer` of 0 replays nothing, whatever its log holds.
+        for (name, _) in capacities.iter().filter(|(_, &bytes)| bytes == 0) {
+            if core.has_session(name) {
+                logs.set_replays(name, false);
+            }
+        }
+        logs
+    }
+
+    fn open_journal(&self, core: &Core, capacities: &HashMap<Arc<str>, usize>) -> Logs {
         match Journal::open(&self.store) {
             Ok(journal) => Logs::open(journal, |name| {
                 capacities

@@ -64,6 +64,9 @@ pub struct Ring {
     /// Journal segments of records let go (evicted, or written again elsewhere) since
     /// [`Ring::take_evicted`] was last called.
     evicted: Vec<Segment>,
+    /// Whether a new subscription may be replayed what is retained: not for a session
+    /// whose `buffer` is 0 (see [`Ring::set_replays`]).
+    replays: bool,
 }
 
 impl Ring {
@@ -76,6 +79,7 @@ impl Ring {
             next_seq: 0,
             end_pos: 0,
             evicted: Vec::new(),
+            replays: cap > 0,
         }
     }
 
@@ -203,6 +207,19 @@ impl Ring {
     /// The capacity in bytes.
     pub fn capacity(&self) -> usize {
         self.cap
+    }
+
+    /// Whether what is retained is replayed to a new subscription.
+    pub fn replays(&self) -> bool {
+        self.replays
+    }
+
+    /// Says whether what is retained is replayed to a new subscription: not with a
+    /// session's `buffer` of 0. The log still keeps at least its newest record then —
+    /// followers are pumped from it, a lossless one raises its capacity, and a restarted
+    /// daemon goes on from its positions — but none of it is replayed.
+    pub fn set_replays(&mut self, replays: bool) {
+        self.replays = replays;
     }
 
     /// Changes the capacity, evicting the oldest records if it shrank.

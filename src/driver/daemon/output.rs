@@ -160,7 +160,7 @@ impl Daemon {
     pub(super) fn lower_unpaced_logs(&mut self) {
         for session in self.clients.take_unpaced() {
             if let Some(bytes) = self.core.buffer_bytes(&session) {
-                self.logs.set_capacity(&session, bytes);
+                self.logs.set_buffer(&session, bytes);
             }
         }
     }

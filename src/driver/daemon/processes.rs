@@ -21,7 +21,7 @@ const CHECKS_PER_TURN: usize = 8;
 impl Daemon {
     /// Starts a generation; its exec result arrives later as a readiness event.
     pub(super) fn spawn(&mut self, gen: u64, session: &Arc<str>, spec: &Arc<Spec>) {
-        self.logs.set_capacity(session, spec.buffer_bytes);
+        self.logs.set_buffer(session, spec.buffer_bytes);
         self.log_sink.configure(session, spec.log.as_ref());
         if self.clients.paces(session) {
             self.logs

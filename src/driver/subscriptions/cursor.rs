@@ -18,6 +18,16 @@ pub struct Cursor {
 
 /// Where a new subscription to `ring` starts.
 pub fn start_cursor(ring: &Ring, replay: Replay) -> Cursor {
+    if !ring.replays() {
+        // `buffer: 0`: whatever the log keeps is not replayed. A position before the end
+        // is reported gone (one `dropped`, from the first pump), as an evicted one is.
+        let (seq, end) = (ring.end_seq(), ring.end_pos());
+        let pos = match replay {
+            Replay::Pos(p) => p.min(end),
+            _ => end,
+        };
+        return Cursor { seq, pos };
+    }
     let seq = match replay {
         Replay::Now => ring.end_seq(),
         Replay::Tail(n) => ring.seq_for_tail(n),
@@ -79,6 +89,14 @@ pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox
                 );
                 cursor.seq = resume;
                 cursor.pos = to;
+            }
+            Lookup::End if cursor.pos < ring.end_pos() => {
+                // Started past the records it is not given (a session that replays
+                // nothing): what it asked for is gone, and said so.
+                let mut line = Vec::with_capacity(96);
+                encode::dropped(session, cursor.pos, ring.end_pos(), &mut line);
+                outbox.push(&line);
+                cursor.pos = ring.end_pos();
             }
             Lookup::End => return true,
         }

@@ -93,3 +93,38 @@ fn replay_positions() {
     let c = start_cursor(&ring, Replay::Now);
     assert_eq!(c, Cursor { seq: 3, pos: 6 });
 }
+
+#[test]
+fn a_log_that_replays_nothing_starts_every_new_cursor_at_its_end() {
+    let mut ring = Ring::new(0);
+    assert!(!ring.replays(), "buffer 0 replays nothing");
+    ring.push_output(1, 5, frame(5), None);
+    assert_eq!(ring.records().count(), 1, "the newest record is still kept");
+    for replay in [
+        Replay::Start,
+        Replay::Tail(100),
+        Replay::Gen(1),
+        Replay::Now,
+    ] {
+        let mut cursor = start_cursor(&ring, replay);
+        assert_eq!((cursor.seq, cursor.pos), (1, 5), "{replay:?}");
+        let mut outbox = Outbox::new(1 << 20);
+        assert!(pump("s", &ring, &mut cursor, &mut outbox));
+        assert!(outbox.is_empty(), "{replay:?}");
+    }
+    // A position before the end: gone, and said so.
+    let mut cursor = start_cursor(&ring, Replay::Pos(2));
+    let mut outbox = Outbox::new(1 << 20);
+    assert!(pump("s", &ring, &mut cursor, &mut outbox));
+    let mut sink = Vec::new();
+    outbox.flush_to(&mut sink, usize::MAX).unwrap();
+    let text = String::from_utf8(sink).unwrap();
+    assert!(
+        text.contains(r#""event":"dropped""#) && text.contains(r#""from":2,"to":5"#),
+        "{text}"
+    );
+    assert_eq!(cursor.pos, 5);
+    // With a buffer again, what is retained is replayed.
+    ring.set_replays(true);
+    assert_eq!(start_cursor(&ring, Replay::Start).seq, 0);
+}
