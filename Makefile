@@ -31,6 +31,7 @@ test: test-rust test-node test-python
 
 test-rust:
 	$(CARGO) test --all-targets
+	$(CARGO) test --doc
 
 # The Node client library (clients/node): its tests and the examples in examples/node, each
 # test file against a daemon of its own, run from the newest of target/{release,debug}

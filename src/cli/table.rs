@@ -74,7 +74,8 @@ pub fn render<S: AsRef<str>>(columns: &[Column<'_>], rows: &[Vec<S>]) -> String 
 ///
 /// ```
 /// use genward::cli::table::{Column, Streamed};
-/// let mut t = Streamed::new(&[Column::left("SESSION"), Column::right("GEN")]);
+/// let columns = [Column::left("SESSION"), Column::right("GEN")];
+/// let mut t = Streamed::new(&columns);
 /// assert_eq!(t.part(&[vec!["web", "12"]]), "SESSION  GEN\nweb       12\n");
 /// assert_eq!(t.part(&[vec!["db", "7"]]), "db         7\n");
 /// ```
