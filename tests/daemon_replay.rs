@@ -354,3 +354,26 @@ fn a_session_with_buffer_0_replays_nothing_to_a_new_subscription() {
     c.ok(json!({"op": "write", "session": "q", "data": "\n"}));
     c.events_until(|m| m.is("exited", gen));
 }
+
+/// A `buffer` of 0 holds from the session's first record, not only from its first spawn:
+/// a generation waiting for its dependencies has no process yet, and its `state` events
+/// are not replayed either.
+#[test]
+fn a_waiting_session_with_buffer_0_replays_nothing_either() {
+    let d = Daemon::start("replay-none-waiting", &[]);
+    let mut c = d.client();
+    c.ok(
+        json!({"op": "spawn", "session": "w", "buffer": 0, "argv": ["true"],
+                "depends_on": {"never": "started"}}),
+    );
+    let mut s = d.client();
+    s.ok(json!({"op": "subscribe", "session": "w", "from_start": true}));
+    // Answered after whatever the subscription replays.
+    s.ok(json!({"op": "hello"}));
+    let replayed: Vec<&Msg> = s
+        .backlog
+        .iter()
+        .filter(|m| m.json().get("event").is_some())
+        .collect();
+    assert!(replayed.is_empty(), "replayed {replayed:?}");
+}

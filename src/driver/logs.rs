@@ -155,6 +155,11 @@ impl Logs {
         }
     }
 
+    /// Whether `session` has a log yet.
+    pub fn has(&self, session: &str) -> bool {
+        self.rings.contains_key(session)
+    }
+
     /// Sets a session's capacity.
     pub fn set_capacity(&mut self, session: &Arc<str>, bytes: usize) {
         self.tracked(session, |ring| ring.set_capacity(bytes));

@@ -111,6 +111,14 @@ impl Daemon {
             }
             Some(_) => None,
         };
+        // A session's first record makes its log: to its `buffer` from the start, not
+        // only at its first spawn (a generation waiting for its dependencies has none yet,
+        // and a `buffer` of 0 must replay nothing meanwhile too).
+        if !self.logs.has(&session) {
+            if let Some(bytes) = self.core.buffer_bytes(&session) {
+                self.logs.set_buffer(&session, bytes);
+            }
+        }
         let seq = self.logs.push_event(&session, &event, line);
         if let (Some(gen), Some(answer)) = (event.gen(), ready_answer) {
             self.clients.answer_ready_waits(&session, gen, seq, &answer);

@@ -64,16 +64,18 @@ pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox
             Lookup::Record(r) => {
                 if r.pos > cursor.pos {
                     // Bytes between where the follower is and the record it is given are
-                    // not in the log (it was opened smaller than the position assumed):
-                    // said, never skipped silently.
+                    // not in the log (it was opened smaller than the position assumed,
+                    // or replays nothing): said, never skipped silently.
                     let mut line = Vec::with_capacity(96);
                     encode::dropped(session, cursor.pos, r.pos, &mut line);
                     outbox.push(&line);
-                    log::warn!(
-                        "subscriber of {session}: dropped {}..{} missing from the log",
-                        cursor.pos,
-                        r.pos
-                    );
+                    if ring.replays() {
+                        log::warn!(
+                            "subscriber of {session}: dropped {}..{} missing from the log",
+                            cursor.pos,
+                            r.pos
+                        );
+                    }
                 }
                 outbox.push_shared(&r.frame);
                 cursor.seq = r.seq + 1;
@@ -101,5 +103,7 @@ pub fn pump(session: &str, ring: &Ring, cursor: &mut Cursor, outbox: &mut Outbox
             Lookup::End => return true,
         }
     }
-    cursor.seq >= ring.end_seq()
+    // Not at the end while a `dropped` is still owed (a cursor started past what a log
+    // that replays nothing keeps): pumped again when there is room, before what follows.
+    cursor.seq >= ring.end_seq() && cursor.pos >= ring.end_pos()
 }

@@ -124,6 +124,22 @@ fn a_log_that_replays_nothing_starts_every_new_cursor_at_its_end() {
         "{text}"
     );
     assert_eq!(cursor.pos, 5);
+    // The same with a queue that has no room when it starts: not at the end while the
+    // `dropped` is owed (so pumped again once there is room, before anything after it).
+    let mut cursor = start_cursor(&ring, Replay::Pos(2));
+    let mut full = Outbox::new(1);
+    full.push(b"x");
+    assert!(
+        !pump("s", &ring, &mut cursor, &mut full),
+        "a dropped is owed"
+    );
+    let mut room = Outbox::new(1 << 20);
+    assert!(pump("s", &ring, &mut cursor, &mut room));
+    let mut sink = Vec::new();
+    room.flush_to(&mut sink, usize::MAX).unwrap();
+    assert!(String::from_utf8(sink)
+        .unwrap()
+        .contains(r#""from":2,"to":5"#));
     // With a buffer again, what is retained is replayed.
     ring.set_replays(true);
     assert_eq!(start_cursor(&ring, Replay::Start).seq, 0);
