@@ -102,3 +102,49 @@ fn another_client_is_answered_in_the_middle_of_a_burst_of_removes() {
         }
     }
 }
+
+/// A `spawn` and the `subscribe` written right behind it are served in the same slice,
+/// wherever the slice's bounds fall: a live subscription to the new session sees its
+/// generation's `spawned` (clients wait for it), for every pair of a long burst.
+#[test]
+fn a_spawn_and_the_subscribe_behind_it_are_never_split() {
+    const N: usize = 100;
+    let d = Daemon::start("fair-pairs", &[]);
+    let mut a = d.client();
+    let mut burst = Vec::new();
+    for i in 0..N {
+        let spawn = json!({"id": format!("s{i}"), "op": "spawn", "session": format!("p{i}"),
+                           "argv": ["sleep", "30"]});
+        let subscribe =
+            json!({"id": format!("u{i}"), "op": "subscribe", "session": format!("p{i}")});
+        for req in [spawn, subscribe] {
+            burst.extend_from_slice(req.to_string().as_bytes());
+            burst.push(b'\n');
+        }
+    }
+    a.send_raw(&burst);
+    let mut gens = std::collections::HashMap::new();
+    let mut spawned = std::collections::HashSet::new();
+    while spawned.len() < N || gens.len() < N {
+        let util::daemon::Msg::Json(m) = a.read_msg() else {
+            continue;
+        };
+        if let Some(id) = m["id"].as_str() {
+            assert_eq!(m["ok"], json!(true), "{m}");
+            if let Some(i) = id.strip_prefix('s') {
+                gens.insert(format!("p{i}"), m["gen"].as_u64().unwrap());
+            }
+        } else if m["event"] == "spawned" {
+            spawned.insert((
+                m["session"].as_str().unwrap().to_string(),
+                m["gen"].as_u64().unwrap(),
+            ));
+        }
+    }
+    for (session, gen) in &gens {
+        assert!(
+            spawned.contains(&(session.clone(), *gen)),
+            "{session} gen {gen}: no spawned"
+        );
+    }
+}
