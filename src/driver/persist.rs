@@ -374,9 +374,10 @@ impl Persist {
     /// memory only.
     pub fn open_logs(&self, core: &Core, capacities: HashMap<Arc<str>, usize>) -> Logs {
         let mut logs = self.open_journal(core, &capacities);
-        // A `buffer` of 0 replays nothing, whatever its log holds.
-        for (name, _) in capacities.iter().filter(|(_, &bytes)| bytes == 0) {
-            if core.has_session(name) {
+        // A `buffer` of 0 replays nothing, whatever its log holds or was raised to (a
+        // lossless follower's, after an upgrade).
+        for name in capacities.keys() {
+            if core.buffer_bytes(name) == Some(0) {
                 logs.set_replays(name, false);
             }
         }

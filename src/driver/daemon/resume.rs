@@ -171,22 +171,13 @@ impl Daemon {
         // The logs lossless subscribers follow are opened as large as they had them, or
         // what those have not read yet would be cut as they are read back.
         let mut capacities = log_capacities(&core);
-        // (A `buffer` of 0 replays nothing even while raised.)
-        let replay_nothing: Vec<std::sync::Arc<str>> = capacities
-            .iter()
-            .filter(|(_, &bytes)| bytes == 0)
-            .map(|(session, _)| session.clone())
-            .collect();
         let (all_paced, paced) = driver.clients.paced_sessions();
         for (session, bytes) in &mut capacities {
             if all_paced || paced.contains(session.as_ref()) {
                 *bytes = (*bytes).max(LOSSLESS_LOG_BYTES);
             }
         }
-        let mut logs = persist.open_logs(&core, capacities);
-        for session in &replay_nothing {
-            logs.set_replays(session, false);
-        }
+        let logs = persist.open_logs(&core, capacities);
         let mut clients = Clients::resume(
             driver.clients,
             poll.registry(),
