@@ -8,8 +8,12 @@
 //! `/run`) and on the disk the build lives on (`target/tmp`), where every record written
 //! costs a `rename` or an `unlink` and the flushes.
 //!
+//! Then a burst of ends: `n` sessions running `sleep`, and the daemon told to shut down
+//! (SIGTERM, as `docker stop` or an init system would): the time until it has exited, every
+//! session stopped and its end written.
+//!
 //! Run with `cargo bench --bench burst` (`make bench`); `GENWARD_BIN` runs another build
-//! of the daemon (compare builds side by side). Prints a markdown table.
+//! of the daemon (compare builds side by side). Prints markdown tables.
 
 #[path = "../tests/util/daemon.rs"]
 mod daemon;
@@ -119,6 +123,35 @@ fn run(burst: Burst, n: usize) -> Row {
     Row { burst_secs, during }
 }
 
+/// `n` sessions running, then SIGTERM: seconds until the daemon exited.
+fn shutdown(n: usize) -> f64 {
+    let mut d = Daemon::start("burst-shutdown", &[]);
+    let mut a = d.client();
+    a.ok(json!({"op": "subscribe", "all": true}));
+    for first in (0..n).step_by(32) {
+        let mut bytes = Vec::new();
+        let last = n.min(first + 32);
+        for i in first..last {
+            let spawn = json!({"id": i, "op": "spawn", "session": format!("s{i}"),
+                               "argv": ["sleep", "1000"]});
+            serde_json::to_writer(&mut bytes, &spawn).unwrap();
+            bytes.push(b'\n');
+        }
+        a.send_raw(&bytes);
+        let mut spawned = 0;
+        while spawned < last - first {
+            if let Msg::Json(m) = a.read_msg() {
+                assert_ne!(m["ok"], json!(false), "{m}");
+                spawned += usize::from(m["event"] == "spawned");
+            }
+        }
+    }
+    drop(a);
+    let t = Instant::now();
+    assert_eq!(d.terminate(), Some(0));
+    t.elapsed().as_secs_f64()
+}
+
 /// The other client's `hello` with nothing else going on.
 fn idle() -> Vec<Duration> {
     let d = Daemon::start("burst-idle", &[]);
@@ -178,5 +211,19 @@ fn main() {
                 spread(row.during)
             );
         }
+    }
+    println!();
+    println!(
+        "| state directory | sessions running | `shutdown` (SIGTERM) until the daemon exited |"
+    );
+    println!("| --- | ---: | ---: |");
+    for (place, dir) in places {
+        if !dir.is_dir() {
+            println!("| {place} | SKIP: no {} | |", dir.display());
+            continue;
+        }
+        // SAFETY: no other thread runs now.
+        unsafe { std::env::set_var("TMPDIR", dir) };
+        println!("| {place} | {n} | {:.2} s |", shutdown(n));
     }
 }

@@ -162,3 +162,49 @@ fn what_changes_after_an_upgrade_is_written() {
         assert_eq!(r["session"]["last_end"]["gen"], json!(gen), "{r}");
     }
 }
+
+/// Many sessions that end in the same turns — each writes a line just before it exits, so
+/// that output is delivered between their ends — have each end on disk before any client
+/// hears of it: the records a turn's exits change are written together, and before
+/// anything is told, wherever the clients are written to.
+#[test]
+fn each_end_is_on_disk_before_its_exited_event() {
+    const SESSIONS: usize = 128;
+    const ROUNDS: usize = 4;
+    let d = Daemon::start("ends-on-disk", ARGS);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let names: Vec<String> = (0..SESSIONS).map(|i| format!("s{i}")).collect();
+    for _ in 0..ROUNDS {
+        for name in &names {
+            let argv = json!(["sh", "-c", "read x; echo bye; exit 3"]);
+            c.ok(json!({"op": "spawn", "session": name, "argv": argv}));
+        }
+        // Every input closed in one write: the programs read their end of file, write
+        // and exit at about the same time.
+        let closes: String = names
+            .iter()
+            .map(|name| format!("{}\n", json!({"op": "close_input", "session": name})))
+            .collect();
+        c.send_raw(closes.as_bytes());
+        let mut ended = 0;
+        while ended < SESSIONS {
+            let m = c.read_msg();
+            let v = m.json();
+            if v["event"] != "exited" {
+                continue;
+            }
+            ended += 1;
+            let name = v["session"].as_str().unwrap();
+            let gen = v["gen"].as_u64().unwrap();
+            assert_eq!(v["code"], 3, "{v}");
+            let bytes = std::fs::read(session_file(&d, name)).unwrap();
+            let record = decode_session(&bytes).unwrap();
+            assert_eq!(record.last_gen, Some(gen), "{name}: {record:?}");
+            assert!(
+                record.current.is_none() && record.last_end.is_some(),
+                "{name}: `exited` of gen {gen} was sent before its record said so: {record:?}"
+            );
+        }
+    }
+}

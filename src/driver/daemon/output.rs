@@ -148,7 +148,12 @@ impl Daemon {
         }
     }
 
+    /// Writes what waits in the clients' outboxes — after the session records of what it
+    /// tells: whatever ran since the last write of them (a turn's exits, a slice's
+    /// requests) is written first, together, so that nothing reaches a client before the
+    /// records that say it are on disk, wherever the flush happens.
     pub(super) fn flush_clients(&mut self) {
+        self.save_sessions();
         let released = self.logs.take_released();
         if !released.is_empty() {
             self.clients.detach_frames(&released);
