@@ -155,6 +155,7 @@ fn a_lease_whose_holder_is_gone_is_taken_over() {
             pid: gone_pid,
             identity: Some(token.clone()),
             since_unix_ms: Some(1),
+            pid_ns: None,
         },
         // Our own pid, but another process's start time: the pid was reused.
         Holder {
@@ -164,6 +165,7 @@ fn a_lease_whose_holder_is_gone_is_taken_over() {
                 token.trim_end_matches(char::is_numeric)
             )),
             since_unix_ms: Some(1),
+            pid_ns: None,
         },
     ] {
         let inherited = hold_with_record(&dir, &encode_holder(&stale));
@@ -185,6 +187,49 @@ fn a_lease_whose_holder_is_gone_is_taken_over() {
 }
 
 #[test]
+fn a_holder_of_another_pid_namespace_is_never_taken_over() {
+    let _serial = serial();
+    let dir = ScratchDir::new("lease-pidns");
+    let ours = identity::pid_namespace().unwrap();
+    // Its pid is free here, and would be taken over if it were ours: in its own
+    // namespace it may well be a live daemon.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let foreign = Holder {
+        pid: gone_pid,
+        identity: Some(my_token()),
+        since_unix_ms: Some(1),
+        pid_ns: Some(ours + 1),
+    };
+    let held = hold_with_record(&dir, &encode_holder(&foreign));
+    let inode = held.metadata().unwrap().ino();
+    let e = Lease::acquire(&dir).unwrap_err();
+    assert!(
+        matches!(&e, LeaseError::Foreign { holder } if holder.pid == gone_pid),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("another PID namespace"), "{e}");
+    assert_eq!(
+        std::fs::metadata(dir.join(LEASE_FILE)).unwrap().ino(),
+        inode
+    );
+    drop(held);
+    // The same record from our own namespace is a stale lease, taken over.
+    let ours_too = Holder {
+        pid_ns: Some(ours),
+        ..foreign
+    };
+    let held = hold_with_record(&dir, &encode_holder(&ours_too));
+    let lease = Lease::acquire(&dir).unwrap();
+    let record = decode_holder(&std::fs::read(dir.join(LEASE_FILE)).unwrap()).unwrap();
+    assert_eq!(record.pid, std::process::id());
+    assert_eq!(record.pid_ns, Some(ours));
+    drop(lease);
+    drop(held);
+}
+
+#[test]
 fn a_holder_that_cannot_be_verified_is_never_taken_over() {
     let _serial = serial();
     let dir = ScratchDir::new("lease-unverifiable");
@@ -193,6 +238,7 @@ fn a_holder_that_cannot_be_verified_is_never_taken_over() {
             pid: 1,
             identity: None,
             since_unix_ms: None,
+            pid_ns: None,
         }),
         // An older daemon's record: its pid alone.
         b"1\n".to_vec(),

@@ -11,6 +11,12 @@
 //! holds only a file no one can open. If the holder is alive (`match`), or cannot be told
 //! (`unverifiable`), the lease is refused, naming the holder.
 //!
+//! A pid means something only in its PID namespace: a daemon in a container and one
+//! outside it (or in another container) that share the directory would each find some
+//! other process, or none, under the other's pid, and take a live lease over. The record
+//! names the holder's PID namespace; a holder in another one is never verified here, so
+//! its lease is refused.
+//!
 //! Acquisitions are serialized by a second, brief `flock` on the directory itself, held
 //! while the lease is taken and its record written: a second daemon never reads a record
 //! half written, nor one about to be replaced, and two cannot take over at once.
@@ -63,6 +69,9 @@ pub struct Holder {
     pub identity: Option<String>,
     /// When it took the lease, Unix milliseconds (unknown in an older daemon's record).
     pub since_unix_ms: Option<u64>,
+    /// The inode of its PID namespace (`/proc/self/ns/pid`), the one its pid is in
+    /// (unknown in an older daemon's record, or if it could not read it).
+    pub pid_ns: Option<u64>,
 }
 
 /// Why the lease could not be taken.
@@ -74,6 +83,9 @@ pub enum LeaseError {
         holder: Option<Holder>,
         verified: bool,
     },
+    /// A daemon of another PID namespace holds it (or ours cannot be read): its pid
+    /// cannot be checked from here, so it is never taken over.
+    Foreign { holder: Holder },
     /// Another daemon has been taking the lease for longer than an acquisition takes.
     Busy,
     /// The directory is unusable or a system call failed.
@@ -105,6 +117,17 @@ impl fmt::Display for LeaseError {
                 f,
                 "the lease is held by a process that left no readable record; not taking it over"
             ),
+            LeaseError::Foreign { holder } => {
+                write!(
+                    f,
+                    "another genward daemon (pid {} of another PID namespace",
+                    holder.pid
+                )?;
+                if let Some(held) = holder.since_unix_ms.and_then(held_for) {
+                    write!(f, ", holding it for {held}")?;
+                }
+                f.write_str(") owns this state directory: daemons in different containers, or in one and on the host, cannot share a state directory; not taking it over")
+            }
             LeaseError::Busy => write!(
                 f,
                 "another genward daemon has been starting on this state directory for over {}s",
@@ -172,6 +195,9 @@ impl Lease {
             }
             Err(Errno::WOULDBLOCK) => {
                 let holder = read_holder(&file);
+                if let Some(h) = holder.as_ref().filter(|h| !in_our_pid_namespace(h)) {
+                    return Err(LeaseError::Foreign { holder: h.clone() });
+                }
                 let token = holder.as_ref().and_then(|h| h.identity.as_deref());
                 let verdict = match &holder {
                     Some(h) => identity::verify(h.pid as i32, token, None),
@@ -266,6 +292,16 @@ fn take_over(root: &Dir) -> Result<Lease, LeaseError> {
     Ok(Lease { _file: file })
 }
 
+/// Whether `h`'s pid can be looked up here: it names the PID namespace it was written in,
+/// and that is ours. A record without one (an older daemon's) is taken to be ours, as
+/// before: its pid is verified as it always was.
+fn in_our_pid_namespace(h: &Holder) -> bool {
+    match h.pid_ns {
+        None => true,
+        Some(theirs) => identity::pid_namespace().is_ok_and(|ours| ours == theirs),
+    }
+}
+
 /// Writes our record into the (locked) lease file.
 fn write_record(file: &OwnedFd) -> Result<(), Errno> {
     let identity = match identity::observe(std::process::id() as i32, None) {
@@ -276,6 +312,7 @@ fn write_record(file: &OwnedFd) -> Result<(), Errno> {
         pid: std::process::id(),
         identity,
         since_unix_ms: now_unix_ms(),
+        pid_ns: identity::pid_namespace().ok(),
     };
     let bytes = encode_holder(&me);
     rfs::ftruncate(file, 0)?;
@@ -310,6 +347,10 @@ pub fn encode_holder(h: &Holder) -> Vec<u8> {
             Some(ms) => w.u64("since_unix_ms", ms),
             None => w.null("since_unix_ms"),
         };
+        match h.pid_ns {
+            Some(ns) => w.u64("pid_ns", ns),
+            None => w.null("pid_ns"),
+        };
     })
 }
 
@@ -320,10 +361,11 @@ pub fn decode_holder(bytes: &[u8]) -> Result<Holder, FormatError> {
             pid,
             identity: None,
             since_unix_ms: None,
+            pid_ns: None,
         });
     }
     let o = format::decode(bytes, Kind::Lease, &LIMITS)?;
-    o.check_fields(&["pid", "identity", "since_unix_ms"])?;
+    o.check_fields(&["pid", "identity", "since_unix_ms", "pid_ns"])?;
     let pid = o.req_u64("pid")?;
     let pid = u32::try_from(pid)
         .ok()
@@ -338,6 +380,7 @@ pub fn decode_holder(bytes: &[u8]) -> Result<Holder, FormatError> {
         pid,
         identity,
         since_unix_ms: o.opt_u64("since_unix_ms")?,
+        pid_ns: o.opt_u64("pid_ns")?,
     })
 }
 
@@ -386,6 +429,7 @@ mod tests {
             pid: 77,
             identity: Some("ps1:Mon Jan  1 00:00:00 2024".into()),
             since_unix_ms: Some(5),
+            pid_ns: Some(4026531836),
         };
         assert_eq!(decode_holder(&encode_holder(&h)).unwrap(), h);
         assert_eq!(decode_holder(b"1234\n").unwrap().pid, 1234);
