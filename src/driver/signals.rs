@@ -89,8 +89,10 @@ pub struct Signals {
 }
 
 impl Signals {
-    /// Installs the handlers and registers both pipes.
+    /// Installs the handlers and registers both pipes; `SIGXFSZ` is ignored (a write past
+    /// the file-size limit fails instead of ending the daemon).
     pub fn new(registry: &Registry) -> io::Result<Signals> {
+        crate::sys::file_size_limit::ignore_signal();
         let control = ControlSignals::new()?;
         let sigchld = SigchldPipe::new()?;
         for (fd, source) in [

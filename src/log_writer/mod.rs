@@ -50,6 +50,9 @@ pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
         eprintln!("genward log writer: takes no arguments");
         return ExitCode::from(2);
     }
+    // A log file that reaches the file-size limit fails its writes (as a full disk does)
+    // instead of ending the writer.
+    crate::sys::file_size_limit::ignore_signal();
     let mut writer = Writer::default();
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; 4 * wire::MAX_DATA];

@@ -23,6 +23,7 @@
 pub mod cgroup;
 pub mod fd;
 pub mod fdpass;
+pub mod file_size_limit;
 pub mod identity;
 pub mod orphans;
 pub mod peer;
