@@ -4,6 +4,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
+use genward::store::atomic::SYNCFS_FROM;
 use genward::store::dir::{Dir, DirError};
 use genward::store::strict_read::ReadError;
 use genward::testkit::scratch::ScratchDir;
@@ -35,6 +36,14 @@ fn a_write_replaces_the_file_whole_and_leaves_no_temporary() {
 /// a symlink at a temporary name is replaced, never followed.
 #[test]
 fn a_batch_of_writes_replaces_each_file_and_fails_only_where_it_must() {
+    // A small batch (each file flushed) and a large one (one `syncfs`).
+    for more in [0, SYNCFS_FROM] {
+        batch_of_writes(more);
+    }
+}
+
+/// The batch of the test above, with `more` files besides.
+fn batch_of_writes(more: usize) {
     let scratch = ScratchDir::new("atomic-batch");
     let dir = Dir::open(&scratch).unwrap();
     std::fs::create_dir(scratch.join("blocked")).unwrap();
@@ -42,15 +51,22 @@ fn a_batch_of_writes_replaces_each_file_and_fails_only_where_it_must() {
     let victim = scratch.join("victim");
     std::fs::write(&victim, b"untouched").unwrap();
     std::os::unix::fs::symlink(&victim, scratch.join(".c.tmp")).unwrap();
-    let files: Vec<(String, &[u8])> = vec![
+    let mut files: Vec<(String, &[u8])> = vec![
         ("a".into(), b"first"),
         ("blocked".into(), b"never"),
         ("b".into(), b"second, replacing"),
         ("c".into(), b"third"),
     ];
+    files.extend((0..more).map(|i| (format!("more{i}"), &b"more"[..])));
     let results = dir.write_atomic_all(&files);
     assert!(results[0].is_ok() && results[2].is_ok() && results[3].is_ok());
     assert!(results[1].is_err());
+    assert!(results[4..].iter().all(Result::is_ok));
+    for i in 0..more {
+        let name = format!("more{i}");
+        assert_eq!(std::fs::read(scratch.join(&name)).unwrap(), b"more");
+        std::fs::remove_file(scratch.join(name)).unwrap();
+    }
     assert_eq!(std::fs::read(scratch.join("a")).unwrap(), b"first");
     assert_eq!(
         std::fs::read(scratch.join("b")).unwrap(),

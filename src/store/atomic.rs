@@ -14,6 +14,13 @@ use rustix::io::Errno;
 
 use super::dir::Dir;
 
+/// The smallest batch of writes flushed with one `syncfs` (see [`Dir::write_atomic_all`]):
+/// `syncfs` flushes everything dirty on the filesystem, other programs' writes included —
+/// on a disk shared with a heavy writer one call took 70–225 ms where a file's `fsync`
+/// took under a millisecond — so it pays only for a batch large enough that its own
+/// flushes would cost more; a smaller batch flushes each of its files.
+pub const SYNCFS_FROM: usize = 32;
+
 /// Temporary files are `.<name>.tmp`: a leading dot no session name, generation number or
 /// fixed file name has, so a temporary file can never be taken for a real one.
 pub(crate) fn temporary_name(name: &str) -> String {
@@ -52,14 +59,23 @@ impl Dir {
     }
 
     /// Replaces each of `files` as [`write_atomic`](Dir::write_atomic) replaces one, with
-    /// the flushes shared: every temporary file written, then one `syncfs` for all their
-    /// contents, each renamed, and the directory flushed once — two flushes for the batch
-    /// where one at a time took two per file (on a disk, 0.3–7 ms each: a `shutdown` of
-    /// 20,000 sessions rewrote every file). Each file's result, in order; a file whose
-    /// write failed is left as it was.
+    /// the flushes shared. A batch of [`SYNCFS_FROM`] files or more: every temporary file
+    /// written, then one `syncfs` for all their contents, each renamed, and the directory
+    /// flushed once — two flushes for the batch where one at a time took two per file (on
+    /// a disk, 0.3–7 ms each: a `shutdown` of 20,000 sessions rewrote every file). A
+    /// smaller one: each file flushed and renamed, then the directory flushed once. Each
+    /// file's result, in order; a file whose write failed is left as it was.
     pub fn write_atomic_all(&self, files: &[(String, &[u8])]) -> Vec<io::Result<()>> {
         if let [(name, bytes)] = files {
             return vec![self.write_atomic(name, bytes)];
+        }
+        if files.len() < SYNCFS_FROM {
+            let mut results: Vec<io::Result<()>> = files
+                .iter()
+                .map(|(name, bytes)| self.write_and_rename(name, bytes))
+                .collect();
+            self.sync_renames(&mut results);
+            return results;
         }
         let mut results: Vec<io::Result<()>> = files
             .iter()
@@ -87,15 +103,21 @@ impl Dir {
                 }
             }
         }
+        self.sync_renames(&mut results);
+        results
+    }
+
+    /// Flushes the directory after the renames of a batch, once; if that fails, the
+    /// files renamed are in place but may be lost with power: each is an error (written
+    /// again).
+    fn sync_renames(&self, results: &mut [io::Result<()>]) {
         if results.iter().any(Result::is_ok) {
             if let Err(e) = rfs::fsync(self) {
-                // In place, but the renames may be lost with power: written again.
                 for result in results.iter_mut().filter(|r| r.is_ok()) {
                     *result = Err(self.io(e));
                 }
             }
         }
-        results
     }
 
     /// The temporary files of a batch whose flush failed are removed, each an error.
