@@ -7,7 +7,9 @@ use genward::cli::args::{
     args_to_strings, find_command, global_help, parse, parse_global, ArgError, Matches, Outcome,
 };
 use genward::cli::commands::COMMANDS;
-use genward::cli::dispatch::{run_client_command, CommandError, Context};
+use genward::cli::dispatch::{
+    run_client_command, write_stderr, write_stdout, CommandError, Context,
+};
 use genward::driver::upgrade::{self, ResumeArgs};
 use genward::driver::{ContainmentMode, Daemon, DaemonConfig};
 use genward::store::state_dir;
@@ -17,15 +19,30 @@ fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(msg) => {
-            eprintln!("genward: {msg}");
+            // Nothing more to do if standard error is closed too.
+            let _ = write_stderr(format!("genward: {msg}\n").as_bytes());
             ExitCode::from(1)
         }
     }
 }
 
 fn usage_error(e: ArgError) -> Result<ExitCode, String> {
-    eprintln!("{e}");
+    let _ = write_stderr(format!("{e}\n").as_bytes());
     Ok(ExitCode::from(ArgError::EXIT_STATUS))
+}
+
+/// The status for standard output closed by its reader, as if SIGPIPE had ended us.
+fn broken_pipe() -> ExitCode {
+    ExitCode::from(128 + libc::SIGPIPE as u8)
+}
+
+/// Prints `text` on standard output and exits with `code`; 141 if it was closed.
+fn print_then(text: &str, code: ExitCode) -> Result<ExitCode, String> {
+    match write_stdout(text.as_bytes()) {
+        Ok(()) => Ok(code),
+        Err(CommandError::BrokenPipe) => Ok(broken_pipe()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn run() -> Result<ExitCode, String> {
@@ -59,8 +76,7 @@ fn run() -> Result<ExitCode, String> {
     // --help, completions and the manual are made from.
     match args.first().map(String::as_str) {
         Some(upgrade::PROBE_COMMAND) => {
-            print!("{}", upgrade::probe::answer());
-            return Ok(ExitCode::SUCCESS);
+            return print_then(&upgrade::probe::answer(), ExitCode::SUCCESS);
         }
         Some(upgrade::RESUME_COMMAND) => return resume(&args[1..]),
         _ => {}
@@ -70,26 +86,23 @@ fn run() -> Result<ExitCode, String> {
         Err(e) => return usage_error(e),
     };
     if global.version {
-        println!("genward {}", env!("CARGO_PKG_VERSION"));
-        return Ok(ExitCode::SUCCESS);
+        let version = format!("genward {}\n", env!("CARGO_PKG_VERSION"));
+        return print_then(&version, ExitCode::SUCCESS);
     }
     let Some(name) = global.command.as_deref().filter(|_| !global.help) else {
-        print!("{}", global_help(COMMANDS));
-        return Ok(if global.help {
+        let code = if global.help {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(ArgError::EXIT_STATUS)
-        });
+        };
+        return print_then(&global_help(COMMANDS), code);
     };
     let spec = match find_command(COMMANDS, name) {
         Ok(s) => s,
         Err(e) => return usage_error(e),
     };
     let matches = match parse(spec, &global.rest) {
-        Ok(Outcome::Help(text)) => {
-            print!("{text}");
-            return Ok(ExitCode::SUCCESS);
-        }
+        Ok(Outcome::Help(text)) => return print_then(&text, ExitCode::SUCCESS),
         Ok(Outcome::Args(m)) => m,
         Err(e) => return usage_error(e),
     };
@@ -97,10 +110,14 @@ fn run() -> Result<ExitCode, String> {
     if name == "daemon" {
         return daemon(&matches, socket);
     }
-    match run_client_command(name, &matches, &Context { socket }) {
+    let ctx = Context {
+        socket,
+        ..Context::default()
+    };
+    match run_client_command(name, &matches, &ctx) {
         Ok(code) => Ok(code),
         Err(CommandError::Usage(e)) => usage_error(e),
-        Err(CommandError::BrokenPipe) => Ok(ExitCode::from(128 + libc::SIGPIPE as u8)),
+        Err(CommandError::BrokenPipe) => Ok(broken_pipe()),
         Err(CommandError::Failed(msg)) => Err(msg),
     }
 }
@@ -157,7 +174,7 @@ fn limit(value: &str) -> Option<usize> {
 
 /// A daemon option's value refused: a usage error (exit status 2), as the parser's own.
 fn bad_option(m: &Matches<'_>, option: &str, value: &str, why: &str) -> ExitCode {
-    eprintln!("{}", m.invalid(option, value, why));
+    let _ = write_stderr(format!("{}\n", m.invalid(option, value, why)).as_bytes());
     ExitCode::from(ArgError::EXIT_STATUS)
 }
 

@@ -11,6 +11,14 @@
 //!
 //! Requests are typed [`Op`]s written by the protocol's own encoder, and everything read
 //! goes through its [`FrameDecoder`], so the CLI holds no copy of the wire format.
+//!
+//! An answer the daemon gives at once (to `hello`, `get`, `subscribe`, `spawn`, `stop`,
+//! ..., a page of `list`) is awaited at most the connection's [`Patience`]
+//! (`GENWARD_TIMEOUT`, 30 s by default): a daemon that is stopped, or a socket whose owner
+//! never answers, makes a command fail with [`ClientError::Silent`] instead of hanging.
+//! What a command waits for by its meaning — a generation's end, the stream of `logs -f`
+//! or `events`, an `upgrade` — is awaited with [`Connection::request_unbounded`] and
+//! [`Connection::next_message`], without that bound.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -18,7 +26,9 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use crate::proto::duration::{format_compact, parse_duration};
 use crate::proto::envelope::RequestId;
 use crate::proto::event::EventError;
 use crate::proto::framing::{FrameDecoder, FrameError, Message};
@@ -31,6 +41,8 @@ use crate::store::state_dir::{self, StateDirError};
 pub enum ClientError {
     /// Nothing listens at the socket path.
     NoDaemon(PathBuf),
+    /// The path exists but is not a socket (a regular file, a directory, a FIFO).
+    NotASocket(PathBuf),
     /// The socket path could not be worked out.
     NoSocket(StateDirError),
     /// Connecting failed for another reason.
@@ -39,6 +51,22 @@ pub enum ClientError {
     Lost(String),
     /// The daemon sent something we cannot follow.
     Protocol(String),
+    /// What answers at the socket is not a genward daemon: it sent a line that is not
+    /// JSON, or JSON that is neither a response nor an event.
+    Foreign {
+        /// The socket.
+        socket: PathBuf,
+        /// What it sent, as the decoder saw it.
+        why: String,
+    },
+    /// An answer the daemon gives at once did not come within the connection's
+    /// [`Patience`]: the daemon is stopped, overloaded, or not a daemon at all.
+    Silent {
+        /// The socket.
+        socket: PathBuf,
+        /// How long we waited.
+        after: Duration,
+    },
     /// A request the protocol cannot carry (bytes that are not UTF-8 where it wants
     /// text, say); nothing was sent.
     Unsendable {
@@ -74,6 +102,11 @@ impl fmt::Display for ClientError {
                 "no daemon at {}: start one with `genward daemon` (or point --socket / GENWARD_SOCKET at a running one)",
                 p.display()
             ),
+            ClientError::NotASocket(p) => write!(
+                f,
+                "{} is not a socket: point --socket / GENWARD_SOCKET at a daemon's socket",
+                p.display()
+            ),
             ClientError::NoSocket(StateDirError::NoDefault) => f.write_str(
                 "no default daemon socket: XDG_RUNTIME_DIR is unset; pass --socket PATH or set GENWARD_SOCKET",
             ),
@@ -86,6 +119,17 @@ impl fmt::Display for ClientError {
             ClientError::Connect(p, e) => write!(f, "cannot connect to {}: {e}", p.display()),
             ClientError::Lost(why) => write!(f, "lost the daemon: {why}"),
             ClientError::Protocol(why) => write!(f, "unexpected data from the daemon: {why}"),
+            ClientError::Foreign { socket, why } => write!(
+                f,
+                "{} does not speak genward's protocol: {why}",
+                socket.display()
+            ),
+            ClientError::Silent { socket, after } => write!(
+                f,
+                "the daemon at {} has not answered in {} (stopped, or overloaded?); giving up \u{2014} a request already sent may still be carried out ({TIMEOUT_ENV} sets how long to wait)",
+                socket.display(),
+                format_compact(*after)
+            ),
             ClientError::Unsendable { op, error } => {
                 write!(f, "cannot send `{op}`: {error}")
             }
@@ -123,6 +167,54 @@ pub fn socket_path(socket: Option<PathBuf>) -> Result<PathBuf, ClientError> {
         .map_err(ClientError::NoSocket)
 }
 
+/// The environment variable that sets [`Patience`].
+pub const TIMEOUT_ENV: &str = "GENWARD_TIMEOUT";
+
+/// How long an answer the daemon gives at once is awaited: `None` without limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience(pub Option<Duration>);
+
+impl Patience {
+    /// The default: 30 s, far beyond any answer a working daemon takes, short of a hang.
+    pub const DEFAULT: Patience = Patience(Some(Duration::from_secs(30)));
+
+    /// A value of [`TIMEOUT_ENV`]: a duration as the command line writes one; `0` waits
+    /// without limit. A wait shorter than a millisecond is refused: it would give up
+    /// before any daemon could answer.
+    pub fn parse(value: &str) -> Result<Patience, String> {
+        let d = parse_duration(value).map_err(|e| e.to_string())?;
+        if d.is_zero() {
+            return Ok(Patience(None));
+        }
+        if d < Duration::from_millis(1) {
+            return Err("shorter than 1ms; give 0 to wait without limit".into());
+        }
+        Ok(Patience(Some(d)))
+    }
+
+    /// From [`TIMEOUT_ENV`]; the default when it is unset or empty. The error names the
+    /// value and why it was refused.
+    pub fn from_env() -> Result<Patience, (String, String)> {
+        match std::env::var_os(TIMEOUT_ENV) {
+            None => Ok(Patience::DEFAULT),
+            Some(v) if v.is_empty() => Ok(Patience::DEFAULT),
+            Some(v) => {
+                let lossy = v.to_string_lossy().into_owned();
+                let Some(text) = v.to_str() else {
+                    return Err((lossy, "not valid UTF-8".into()));
+                };
+                Patience::parse(text).map_err(|why| (lossy, why))
+            }
+        }
+    }
+}
+
+impl Default for Patience {
+    fn default() -> Self {
+        Patience::DEFAULT
+    }
+}
+
 /// A response: its members, `ok` already checked.
 pub type Response = Object;
 
@@ -130,6 +222,10 @@ pub type Response = Object;
 #[derive(Debug)]
 pub struct Connection {
     stream: UnixStream,
+    /// The socket's path, to name it in errors.
+    socket: PathBuf,
+    /// How long an answer given at once is awaited.
+    patience: Patience,
     decoder: FrameDecoder,
     next_id: u64,
     backlog: VecDeque<Message>,
@@ -141,16 +237,37 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to the daemon at `path`.
+    /// Connects to the daemon at `path`, awaiting answers with the default [`Patience`].
     pub fn connect(path: &Path) -> Result<Connection, ClientError> {
-        let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
-                ClientError::NoDaemon(path.to_owned())
+        Connection::connect_with(path, Patience::DEFAULT)
+    }
+
+    /// Connects to the daemon at `path`, awaiting answers given at once at most
+    /// `patience`.
+    pub fn connect_with(path: &Path, patience: Patience) -> Result<Connection, ClientError> {
+        let stream = UnixStream::connect(path).map_err(|e| {
+            use std::os::unix::fs::FileTypeExt;
+            // Connecting to a file that is not a socket is refused as if nothing
+            // listened: say what it is instead of suggesting to start a daemon there.
+            let not_a_socket = e.kind() != io::ErrorKind::NotFound
+                && std::fs::metadata(path).is_ok_and(|md| !md.file_type().is_socket());
+            match e.kind() {
+                _ if not_a_socket => ClientError::NotASocket(path.to_owned()),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+                    ClientError::NoDaemon(path.to_owned())
+                }
+                _ => ClientError::Connect(path.to_owned(), e),
             }
-            _ => ClientError::Connect(path.to_owned(), e),
         })?;
+        // A request is written whole in blocking mode: a daemon that stopped reading
+        // bounds that write too. (Ignored in non-blocking mode.)
+        stream
+            .set_write_timeout(patience.0)
+            .map_err(|e| ClientError::Connect(path.to_owned(), e))?;
         Ok(Connection {
             stream,
+            socket: path.to_owned(),
+            patience,
             decoder: FrameDecoder::new(),
             next_id: 1,
             backlog: VecDeque::new(),
@@ -232,10 +349,18 @@ impl Connection {
             return Ok(());
         }
         if let Err(e) = self.stream.write_all(&line) {
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) {
+                // The write timeout: the daemon has not read for that long.
+                return Err(self.silent());
+            }
             // A daemon that refuses a peer answers once and closes, possibly before our
             // request was written: its last words say why, so read them.
+            let deadline = self.deadline();
             loop {
-                match self.read_message() {
+                match self.read_message(deadline) {
                     Ok(msg) => {
                         if let Some(Err(refusal)) = response_for(&msg, id) {
                             return Err(refusal);
@@ -249,12 +374,26 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends request `op` and waits for its response; events read meanwhile are kept for
-    /// [`Connection::next_message`]. A refusal becomes [`ClientError::Remote`].
+    /// Sends request `op` and waits for its response, which the daemon gives at once: at
+    /// most the connection's [`Patience`], then [`ClientError::Silent`]. Events read
+    /// meanwhile are kept for [`Connection::next_message`]. A refusal becomes
+    /// [`ClientError::Remote`].
     pub fn request(&mut self, op: &Op) -> Result<Response, ClientError> {
         let id = self.send(op)?;
+        let deadline = self.deadline();
+        self.response(id, deadline)
+    }
+
+    /// [`Connection::request`] for a request whose answer takes as long as what it
+    /// asks for (`wait`, `upgrade`): awaited without limit.
+    pub fn request_unbounded(&mut self, op: &Op) -> Result<Response, ClientError> {
+        let id = self.send(op)?;
+        self.response(id, None)
+    }
+
+    fn response(&mut self, id: u64, deadline: Option<Instant>) -> Result<Response, ClientError> {
         loop {
-            let msg = self.read_message()?;
+            let msg = self.read_message(deadline)?;
             if let Some(result) = response_for(&msg, id) {
                 return result;
             }
@@ -262,11 +401,24 @@ impl Connection {
         }
     }
 
-    /// The next message, from the backlog first, blocking until one arrives.
+    /// The next message, from the backlog first, blocking until one arrives, however
+    /// long that takes (a stream of events, a generation's end).
     pub fn next_message(&mut self) -> Result<Message, ClientError> {
         match self.backlog.pop_front() {
             Some(m) => Ok(m),
-            None => self.read_message(),
+            None => self.read_message(None),
+        }
+    }
+
+    /// The next message of something the daemon sends at once (a replay, up to the
+    /// answer that ends it): awaited at most the connection's [`Patience`].
+    pub fn next_message_bounded(&mut self) -> Result<Message, ClientError> {
+        match self.backlog.pop_front() {
+            Some(m) => Ok(m),
+            None => {
+                let deadline = self.deadline();
+                self.read_message(deadline)
+            }
         }
     }
 
@@ -315,27 +467,81 @@ impl Connection {
                     }
                     return Ok(Some(m));
                 }
-                // A line we cannot use is skipped; the stream is still in step. An event
-                // this build does not know may come from a newer daemon.
-                Some(Err(
-                    e @ (FrameError::BadJson(_)
-                    | FrameError::NotAMessage(_)
-                    | FrameError::BadEvent(EventError::Unknown(_))),
-                )) => {
+                // An event this build does not know may come from a newer daemon: skipped,
+                // the stream is still in step.
+                Some(Err(e @ FrameError::BadEvent(EventError::Unknown(_)))) => {
                     log::debug!("skipped a line from the daemon: {e}");
+                }
+                // A genward daemon never sends a line that is not JSON, nor JSON that is
+                // neither a response nor an event: what answers is something else, and
+                // skipping its lines would wait for an answer that never comes.
+                Some(Err(e @ (FrameError::BadJson(_) | FrameError::NotAMessage(_)))) => {
+                    return Err(ClientError::Foreign {
+                        socket: self.socket.clone(),
+                        why: e.to_string(),
+                    });
                 }
                 Some(Err(e)) => return Err(ClientError::Protocol(e.to_string())),
             }
         }
     }
 
-    fn read_message(&mut self) -> Result<Message, ClientError> {
+    /// When an answer given at once, awaited from now, is overdue.
+    fn deadline(&self) -> Option<Instant> {
+        self.patience.0.map(|p| Instant::now() + p)
+    }
+
+    fn silent(&self) -> ClientError {
+        ClientError::Silent {
+            socket: self.socket.clone(),
+            after: self.patience.0.unwrap_or_default(),
+        }
+    }
+
+    /// The next message read, blocking; with a `deadline`, at most until then.
+    fn read_message(&mut self, deadline: Option<Instant>) -> Result<Message, ClientError> {
         loop {
             if let Some(m) = self.decoded()? {
                 return Ok(m);
             }
-            if self.eof || !self.read_available()? {
+            if self.eof {
                 return Err(ClientError::Lost("the daemon closed the connection".into()));
+            }
+            if let Some(deadline) = deadline {
+                self.await_readable(deadline)?;
+            }
+            if !self.read_available()? {
+                return Err(ClientError::Lost("the daemon closed the connection".into()));
+            }
+        }
+    }
+
+    /// Returns once the socket is readable (or closed), or [`ClientError::Silent`] once
+    /// `deadline` has passed without.
+    fn await_readable(&self, deadline: Instant) -> Result<(), ClientError> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // Past the deadline, one more look without waiting: after this process was
+            // itself stopped a while, the answer may well be there.
+            let ms = i32::try_from(left.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX);
+            let mut pfd = libc::pollfd {
+                fd: self.stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, borrowed for the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if n > 0 {
+                return Ok(());
+            }
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(ClientError::Lost(format!("waiting for the daemon: {e}")));
+                }
+            } else if left.is_zero() {
+                return Err(self.silent());
             }
         }
     }

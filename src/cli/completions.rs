@@ -474,6 +474,16 @@ pub fn man_page(commands: &[CommandSpec]) -> String {
          .B GENWARD_SOCKET\n\
          the daemon's socket, when \\fB\\-\\-socket\\fR is not given.\n\
          .TP\n\
+         .B GENWARD_TIMEOUT\n\
+         how long a command waits for an answer the daemon gives at once (the reply to a \
+         request, a page of \\fBls\\fR), as a duration such as \\fI30s\\fR, \\fI500ms\\fR or \
+         \\fI2m\\fR; default 30s; \\fI0\\fR waits without limit. A daemon that has not answered \
+         by then (stopped, overloaded, or not a genward daemon) makes the command fail \
+         naming the socket; a request already sent may still be carried out. It does not \
+         bound what a command waits for by its meaning: \\fBwait\\fR, \\fBlogs \\-f\\fR, \
+         \\fBevents\\fR, \\fBattach\\fR, \\fBstop\\fR waiting for the end, \\fBrun\\fR waiting for \
+         the start, \\fBshutdown\\fR, \\fBupgrade\\fR.\n\
+         .TP\n\
          .B GENWARD_STATE_DIR\n\
          the daemon's state directory, when \\fB\\-\\-state\\-dir\\fR is not given.\n\
          .SH FILES\n\
@@ -481,8 +491,14 @@ pub fn man_page(commands: &[CommandSpec]) -> String {
          .I $XDG_RUNTIME_DIR/genward/genward.sock\n\
          the default socket (\\fI/run/genward/genward.sock\\fR as root).\n\
          .SH EXIT STATUS\n\
-         0 on success, 1 on failure, 2 for a usage error; \\fBwait\\fR exits with the \
-         status of the generation it waited for; \\fBrun\\fR and \\fBrestart\\fR exit 127 when the program \
+         0 on success, 1 on failure (a daemon that did not answer within \
+         \\fBGENWARD_TIMEOUT\\fR included), 2 for a usage error (a bad \
+         \\fBGENWARD_TIMEOUT\\fR included), 141 when standard output was closed by its \
+         reader (as if SIGPIPE had ended the command); \\fBwait\\fR exits with the \
+         status of the generation it waited for (255 when its exit status was lost), and \
+         \\fBattach\\fR with that of the generation that ended while attached (0 when \
+         detached with the key); a SIGINT, SIGTERM or SIGHUP that ends \\fBwait\\fR or \
+         \\fBattach\\fR gives 128+N, N the signal's number; \\fBrun\\fR and \\fBrestart\\fR exit 127 when the program \
          (or its working directory) is not found, 126 when it cannot be executed (or \
          entered), and 75 when it has not started \
          within 15 seconds (it waits for a dependency or a predecessor).\n\

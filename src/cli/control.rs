@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use super::args::Matches;
 use super::client::{response_for, str_of, u64_of, ClientError, Connection, Response};
-use super::dispatch::{gen_arg, session_arg, CommandError, CommandResult, Context};
+use super::dispatch::{
+    gen_arg, session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
+};
 use super::run::whole_millis;
 use super::wait::{describe, end_of_wait};
 use crate::core::{Command, Scope};
@@ -124,20 +126,26 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let get = Op::Core(Command::Get {
         session: session.clone(),
     });
-    let waiting = conn.request(&get).ok().is_some_and(|r| {
-        let state = r.get("session").and_then(|s| s.as_object());
-        state.and_then(|s| str_of(s, "state")) == Some("backoff")
-    });
-    let Some(gen) = u64_of(&conn.request(&stop)?, "gen") else {
-        match waiting {
-            true => eprintln!("genward: {session}: its pending restart is cancelled"),
-            false => eprintln!("genward: {session}: was not running; nothing to stop"),
+    let waiting = match conn.request(&get) {
+        Ok(r) => {
+            let state = r.get("session").and_then(|s| s.as_object());
+            state.and_then(|s| str_of(s, "state")) == Some("backoff")
         }
+        // A refusal (no such session, say) is the stop's to report.
+        Err(ClientError::Remote { .. }) => false,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(gen) = u64_of(&conn.request(&stop)?, "gen") else {
+        let what = match waiting {
+            true => "its pending restart is cancelled",
+            false => "was not running; nothing to stop",
+        };
+        write_stderr(format!("genward: {session}: {what}\n").as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     };
     // One that survived SIGKILL before this stop is not reported again: asked now, after
     // subscribing, so that neither a past nor a later report slips past.
-    if unkillable(&mut conn, &session).contains(&gen) {
+    if unkillable(&mut conn, &session)?.contains(&gen) {
         return Err(CommandError::Failed(format!(
             "{session} gen {gen} survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
         )));
@@ -161,7 +169,7 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             if m.flag("json") {
                 return print_end(&resp).map(|()| ExitCode::SUCCESS);
             }
-            println!("{session} gen {gen}: {}", describe(&end));
+            write_stdout(format!("{session} gen {gen}: {}\n", describe(&end)).as_bytes())?;
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -293,7 +301,7 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         session: session.clone(),
     }))?;
     // A generation that survived SIGKILL before this remove is not reported again.
-    if let Some(gen) = unkillable(&mut conn, &session).first() {
+    if let Some(gen) = unkillable(&mut conn, &session)?.first() {
         return Err(CommandError::Failed(format!(
             "{session} gen {gen} survived SIGKILL (stuck in the kernel?); the session stays until it ends"
         )));
@@ -322,14 +330,18 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 }
 
 /// The generations of `session` that survived SIGKILL (`lifecycle: unkillable`), as `get`
-/// answers now; none if it cannot say (the session gone meanwhile, say).
-fn unkillable(conn: &mut Connection, session: &str) -> Vec<u64> {
-    let Ok(snap) = conn.request(&Op::Core(Command::Get {
+/// answers now; none if the daemon cannot say (the session gone meanwhile, say). An
+/// error only when the daemon did not answer.
+fn unkillable(conn: &mut Connection, session: &str) -> Result<Vec<u64>, ClientError> {
+    let snap = match conn.request(&Op::Core(Command::Get {
         session: session.to_owned(),
-    })) else {
-        return Vec::new();
+    })) {
+        Ok(snap) => snap,
+        Err(ClientError::Remote { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
     };
-    snap.get("session")
+    Ok(snap
+        .get("session")
         .and_then(crate::proto::json::Value::as_object)
         .and_then(|s| s.get("generations"))
         .and_then(crate::proto::json::Value::as_array)
@@ -338,7 +350,7 @@ fn unkillable(conn: &mut Connection, session: &str) -> Vec<u64> {
         .filter_map(crate::proto::json::Value::as_object)
         .filter(|g| str_of(g, "lifecycle") == Some("unkillable"))
         .filter_map(|g| u64_of(g, "gen"))
-        .collect()
+        .collect())
 }
 
 /// `genward shutdown`: returns once the daemon has stopped every session and exited (its
@@ -373,7 +385,13 @@ pub fn upgrade(m: &Matches<'_>, ctx: &Context) -> CommandResult {
                 })?)
             }
         };
-    let resp = ctx.connect()?.request(&Op::Upgrade { binary })?;
+    // Answered once the upgrade is over, which may take a while (generations still
+    // starting are waited for): not bounded by GENWARD_TIMEOUT.
+    // A `hello` first, answered at once: a daemon that does not answer (stopped, say) is
+    // given up on after GENWARD_TIMEOUT rather than waited for without end.
+    let mut conn = ctx.connect()?;
+    conn.request(&Op::Hello)?;
+    let resp = conn.request_unbounded(&Op::Upgrade { binary })?;
     if m.flag("json") {
         super::json_out::print(super::json_out::without_envelope(&resp))?;
         return Ok(ExitCode::SUCCESS);
@@ -381,7 +399,8 @@ pub fn upgrade(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let version = str_of(&resp, "version").unwrap_or("?");
     let previous = str_of(&resp, "previous").unwrap_or("?");
     let pause = u64_of(&resp, "pause_ms").unwrap_or(0);
-    println!("genward {version} runs (was {previous}; the daemon paused {pause} ms)");
+    let line = format!("genward {version} runs (was {previous}; the daemon paused {pause} ms)\n");
+    write_stdout(line.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -396,7 +415,7 @@ pub fn reload(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     }
     let (plan, _) = crate::proto::reload::read_plan(&resp)
         .map_err(|e| ClientError::Protocol(format!("reload answer: {e}")))?;
-    print!("{}", describe_plan(&plan, dry_run));
+    write_stdout(describe_plan(&plan, dry_run).as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 

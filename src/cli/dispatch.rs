@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::args::{ArgError, Matches};
-use super::client::{socket_path, ClientError, Connection};
+use super::args::{ArgError, ArgErrorKind, Matches};
+use super::client::{socket_path, ClientError, Connection, Patience, TIMEOUT_ENV};
 use crate::core::check_session_name;
 
 /// Why a client command failed.
@@ -69,13 +69,30 @@ fn write_to(w: &mut impl std::io::Write, bytes: &[u8]) -> Result<(), CommandErro
 pub struct Context {
     /// `--socket`, if given (`GENWARD_SOCKET` and the default are applied on connect).
     pub socket: Option<PathBuf>,
+    /// How long an answer the daemon gives at once is awaited (`GENWARD_TIMEOUT`, read
+    /// by [`run_client_command`]).
+    pub patience: Patience,
 }
 
 impl Context {
     /// Connects to the daemon.
     pub fn connect(&self) -> Result<Connection, ClientError> {
-        Connection::connect(&socket_path(self.socket.clone())?)
+        Connection::connect_with(&socket_path(self.socket.clone())?, self.patience)
     }
+}
+
+/// `GENWARD_TIMEOUT`, or the default; a bad value is a usage error.
+fn patience_from_env() -> Result<Patience, CommandError> {
+    Patience::from_env().map_err(|(value, reason)| {
+        CommandError::Usage(ArgError::new(
+            "genward",
+            ArgErrorKind::InvalidValue {
+                option: TIMEOUT_ENV.to_string(),
+                value,
+                reason,
+            },
+        ))
+    })
 }
 
 /// The `NAME` positional, checked by the daemon's own rule so a bad name is refused here
@@ -96,6 +113,14 @@ pub fn gen_arg(m: &Matches<'_>, long: &str) -> Result<Option<u64>, CommandError>
 
 /// Runs client command `name` (every command but `daemon`).
 pub fn run_client_command(name: &str, m: &Matches<'_>, ctx: &Context) -> CommandResult {
+    // Only for the commands that talk to the daemon.
+    let ctx = &match name {
+        "completions" | "man" => ctx.clone(),
+        _ => Context {
+            patience: patience_from_env()?,
+            ..ctx.clone()
+        },
+    };
     match name {
         "run" => super::run::run(m, ctx),
         "ls" => super::ls::ls(m, ctx),

@@ -148,7 +148,13 @@ fn replay(
     let mut end_asked: Option<u64> = None;
     let mut live = false;
     loop {
-        let msg = conn.next_message()?;
+        // The replay comes at once, up to the marker's answer; what follows it takes as
+        // long as the session runs.
+        let msg = if live {
+            conn.next_message()?
+        } else {
+            conn.next_message_bounded()?
+        };
         if let Some(id) = end_asked {
             if let Some(resp) = response_for(&msg, id) {
                 return followed_end(o, resp);

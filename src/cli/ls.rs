@@ -16,7 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::args::Matches;
 use super::client::{objects_of, str_of, u64_of, ClientError};
-use super::dispatch::{session_arg, write_stdout, CommandError, CommandResult, Context};
+use super::dispatch::{
+    session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
+};
 use super::list_pages::Pages;
 use super::table::{render, Column, Streamed};
 use super::wait::describe;
@@ -289,7 +291,17 @@ fn now_unix_ms() -> u64 {
 
 /// `genward ls`.
 pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
-    if let Some(limit) = m.value_with("timeout", parse_duration)? {
+    let timeout = m.value_with("timeout", |v| {
+        let d = parse_duration(v).map_err(|e| e.to_string())?;
+        match d < Duration::from_millis(1) {
+            // It would give up before any daemon could answer.
+            true => {
+                Err("shorter than 1ms: give a time to wait for the listing, e.g. 1s".to_string())
+            }
+            false => Ok(d),
+        }
+    })?;
+    if let Some(limit) = timeout {
         give_up_after(limit);
     }
     if m.positional("NAME").is_some() {
@@ -319,10 +331,11 @@ pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 fn give_up_after(limit: Duration) {
     std::thread::spawn(move || {
         std::thread::sleep(limit);
-        eprintln!(
-            "genward ls: no answer from the daemon within {}",
+        let line = format!(
+            "genward ls: no answer from the daemon within {}\n",
             format_compact(limit)
         );
+        let _ = write_stderr(line.as_bytes());
         // Exits without waiting for the main thread, which may be blocked on the daemon.
         std::process::exit(1);
     });

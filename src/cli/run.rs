@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use super::args::Matches;
 use super::client::{objects_of, str_of, u64_of, ClientError, Connection};
-use super::dispatch::{session_arg, CommandError, CommandResult, Context};
+use super::dispatch::{
+    session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
+};
 use super::wait::{describe, status};
 use crate::core::{
     check_id_name, Command, IoMode, OnBusy, Restart, RestartPolicy, Rlimit, RlimitBound,
@@ -412,7 +414,7 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         if json {
             super::json_out::print(super::json_out::session_gen(&session, gen))?;
         } else {
-            println!("{gen}");
+            write_stdout(format!("{gen}\n").as_bytes())?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -427,7 +429,7 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
 /// `restart`'s.
 pub fn await_start(conn: &mut Connection, session: &str, gen: u64, json: bool) -> CommandResult {
     if !json {
-        println!("{gen}");
+        write_stdout(format!("{gen}\n").as_bytes())?;
     }
     let deadline = Instant::now() + START_WAIT;
     loop {
@@ -443,10 +445,11 @@ pub fn await_start(conn: &mut Connection, session: &str, gen: u64, json: bool) -
                 .ok()
                 .and_then(|resp| not_started_why(resp.get("session")?.as_object()?, gen))
                 .map_or_else(String::new, |why| format!(" ({why})"));
-            eprintln!(
-                "genward: {session} gen {gen} has not started within {}s{why}; `genward ls` shows it",
+            let line = format!(
+                "genward: {session} gen {gen} has not started within {}s{why}; `genward ls` shows it\n",
                 START_WAIT.as_secs()
             );
+            write_stderr(line.as_bytes())?;
             // Not a failure (it may start later), nor a start: `run ... && next` stops.
             return Ok(ExitCode::from(NOT_STARTED_YET));
         };
@@ -470,7 +473,9 @@ pub fn await_start(conn: &mut Connection, session: &str, gen: u64, json: bool) -
                 if json {
                     super::json_out::print(super::events::event_object(&ev))?;
                 }
-                eprintln!("genward: {session} gen {gen}: {}", describe(&end));
+                write_stderr(
+                    format!("genward: {session} gen {gen}: {}\n", describe(&end)).as_bytes(),
+                )?;
                 return Ok(ExitCode::from(status(&end)));
             }
             _ => {}

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 
 use super::args::Matches;
 use super::client::ClientError;
-use super::dispatch::{gen_arg, session_arg, CommandResult, Context};
+use super::client::Connection;
+use super::dispatch::{gen_arg, session_arg, write_stderr, CommandResult, Context};
 use super::exit_status::{shell_status, ChildEnd};
 use crate::core::Command;
 use crate::proto::event::{End, ExitCause, SpawnErrorKind, WireEvent};
@@ -95,8 +96,8 @@ pub fn last_end(snap: &Object) -> Result<Option<End>, ClientError> {
 /// `genward wait --ready`: 0 once the generation is ready; 1, with the reason, when its
 /// readiness failed or it ended first.
 fn wait_ready(m: &Matches<'_>, ctx: &Context, session: String, gen: Option<u64>) -> CommandResult {
-    let mut conn = ctx.connect()?;
-    let resp = conn.request(&Op::WaitReady {
+    let mut conn = connect_answering(ctx)?;
+    let resp = conn.request_unbounded(&Op::WaitReady {
         session: session.clone(),
         gen,
     })?;
@@ -120,8 +121,16 @@ fn wait_ready(m: &Matches<'_>, ctx: &Context, session: String, gen: Option<u64>)
             None => format!("unexpected `{}` event", other.name()),
         },
     };
-    eprintln!("genward: {session} gen {gen}: {why}");
+    write_stderr(format!("genward: {session} gen {gen}: {why}\n").as_bytes())?;
     Ok(ExitCode::from(1))
+}
+
+/// A connection to a daemon that answers: its `hello` is answered at once (bounded by
+/// GENWARD_TIMEOUT), where the answer to a `wait` takes as long as the generation runs.
+fn connect_answering(ctx: &Context) -> Result<Connection, ClientError> {
+    let mut conn = ctx.connect()?;
+    conn.request(&Op::Hello)?;
+    Ok(conn)
 }
 
 /// `genward wait`.
@@ -131,13 +140,13 @@ pub fn wait(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     if m.flag("ready") {
         return wait_ready(m, ctx, session, gen);
     }
-    let mut conn = ctx.connect()?;
+    let mut conn = connect_answering(ctx)?;
     let wait = Op::Wait {
         session: session.clone(),
         gen,
     };
     let json = m.flag("json");
-    let end = match conn.request(&wait) {
+    let end = match conn.request_unbounded(&wait) {
         Ok(resp) => {
             if json {
                 super::control::print_end(&resp)?;
@@ -170,7 +179,7 @@ pub fn wait(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         Err(e) => return Err(e.into()),
     };
     if let Some(why) = unexpected_end(&end) {
-        eprintln!("genward: {session} gen {}: {why}", end.gen());
+        write_stderr(format!("genward: {session} gen {}: {why}\n", end.gen()).as_bytes())?;
     }
     Ok(ExitCode::from(status(&end)))
 }
