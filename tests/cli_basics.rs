@@ -230,3 +230,36 @@ fn without_socket_options_the_default_state_dir_is_used() {
     }
     assert_eq!(out.code, Some(1), "{out:?}");
 }
+
+/// Values refused before any daemon is asked: a number with a sign (`u64::from_str`
+/// takes `+5`), an empty `--binary`, and a `--ready-fd` out of range in words; control
+/// characters of a value are escaped in the message.
+#[test]
+fn malformed_values_are_usage_errors_said_plainly() {
+    let refused = |args: &[&str]| {
+        let mut cmd = util::cli::genward(&["--socket", "/nonexistent/genward.sock"]);
+        cmd.args(args);
+        let out = util::cli::run_cmd(cmd, b"");
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        out.stderr
+    };
+    for args in [
+        &["kill", "x", "--if-gen", "+5"][..],
+        &["logs", "x", "-n", "+3"],
+        &["wait", "x", "--gen", "+1"],
+    ] {
+        let e = refused(args);
+        assert!(e.contains("without a sign"), "{args:?}: {e}");
+    }
+    let e = refused(&["upgrade", "--binary", ""]);
+    assert!(e.contains("--binary"), "{e}");
+    let e = refused(&["run", "x", "--ready-fd", "2", "--", "true"]);
+    assert!(
+        e.contains("between 3 and 1023") && !e.contains("..="),
+        "{e}"
+    );
+    let e = refused(&["run", "\u{1b}[2J", "--", "true"]);
+    assert!(e.contains(r"\u{1b}[2J") && !e.contains('\u{1b}'), "{e}");
+    let e = refused(&["logs", "x", "--since", "2026-02-30T00:00:00Z"]);
+    assert!(e.contains("no such day"), "{e}");
+}

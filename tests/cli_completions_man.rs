@@ -71,6 +71,37 @@ fn bash_completion_loads_and_completes() {
     assert_eq!(complete("genward --socket /x st"), "stop");
     assert!(complete("genward run x --").contains("--pty"));
     assert_eq!(complete("genward kill x --sc"), "--scope");
+    // Options with a fixed set of values complete those values, not file names.
+    assert_eq!(complete("genward kill x -s K"), "KILL");
+    assert_eq!(complete("genward kill x --signal TE"), "TERM");
+    assert_eq!(
+        complete("genward kill x --scope ''"),
+        "leader foreground tree"
+    );
+    assert_eq!(
+        complete("genward run x --restart ''"),
+        "never on-failure always"
+    );
+    assert_eq!(
+        complete("genward attach x --redraw ''"),
+        "winch ctrl-l none"
+    );
+    assert_eq!(complete("genward daemon --reaper ''"), "auto fallback");
+    assert_eq!(complete("genward daemon --containment c"), "cgroup");
+    // After `--`, `run` completes the command to run, then file names.
+    assert_eq!(complete("genward run x -- genwar"), "genward");
+    let dir = genward::testkit::scratch::ScratchDir::new("cli-comp-files");
+    std::fs::write(dir.path().join("serve.conf"), "").unwrap();
+    let conf = dir.path().join("serv");
+    let want = dir.path().join("serve.conf").display().to_string();
+    assert_eq!(
+        complete(&format!("genward run x -- cat {}", conf.display())),
+        want
+    );
+    assert_eq!(
+        complete(&format!("genward run x -- {}", conf.display())),
+        want
+    );
 }
 
 #[test]
@@ -88,6 +119,19 @@ fn zsh_completion_loads() {
     assert!(ok, "{err}");
     assert_eq!(out, "_genward\n_genward: function\n", "{err}");
     assert!(err.is_empty(), "{err}");
+    // Fixed values are offered as such, not as file names.
+    let script =
+        String::from_utf8(genward(&["completions", "zsh"]).output().unwrap().stdout).unwrap();
+    for spec in ["'--scope=[", "'--restart=[", "'--reaper=[", "'--redraw=["] {
+        let line = script
+            .lines()
+            .find(|l| l.contains(spec))
+            .unwrap_or_default();
+        assert!(
+            line.contains(":(") && !line.contains("_files"),
+            "{spec}: {line}"
+        );
+    }
 }
 
 #[test]
@@ -99,12 +143,33 @@ fn fish_completion_loads_and_completes() {
     let (out, err, ok) = shell(
         "fish",
         &["--no-config"],
-        "genward completions fish | source; complete -C 'genward l'; complete -C 'genward ls --j'",
+        "genward completions fish | source; complete -C 'genward l'; complete -C 'genward ls --j'; \
+         echo ==; complete -C 'genward kill x --scope '; echo ==; complete -C 'genward run x --restart '",
     );
     assert!(ok, "{err}");
-    let words: Vec<&str> = out.lines().filter_map(|l| l.split('\t').next()).collect();
-    assert!(words.contains(&"ls") && words.contains(&"logs"), "{out}");
-    assert!(words.contains(&"--json"), "{out}");
+    let words_of = |part: &str| -> Vec<String> {
+        part.lines()
+            .filter_map(|l| l.split('\t').next())
+            .map(String::from)
+            .collect()
+    };
+    let parts: Vec<&str> = out.split("==\n").collect();
+    let words = words_of(parts[0]);
+    assert!(
+        words.iter().any(|w| w == "ls") && words.iter().any(|w| w == "logs"),
+        "{out}"
+    );
+    assert!(words.iter().any(|w| w == "--json"), "{out}");
+    assert_eq!(
+        words_of(parts[1]),
+        ["foreground", "leader", "tree"],
+        "{out}"
+    );
+    assert_eq!(
+        words_of(parts[2]),
+        ["always", "never", "on-failure"],
+        "{out}"
+    );
     assert!(err.is_empty(), "{err}");
 }
 

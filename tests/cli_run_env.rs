@@ -215,3 +215,50 @@ fn restart_with_changes_edits_the_spec_as_run_would() {
     assert_eq!(stale.code, Some(1), "{stale:?}");
     assert!(stale.stderr.contains("nothing was done"), "{stale:?}");
 }
+
+/// A variable the protocol cannot carry (not UTF-8) is still left out, but `run` names it
+/// on standard error, once, escaped; not when the caller's environment is not used, nor
+/// when `--unset-env` removes it anyway.
+#[test]
+fn a_variable_that_is_not_utf8_is_named_when_left_out() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let d = Daemon::start("cli-env-utf8", &[]);
+    let with_bad_vars = |args: &[&str]| {
+        let mut cmd = echo_ab(&d, "u8", args);
+        cmd.env("A", OsStr::from_bytes(b"\xff"))
+            .env(OsStr::from_bytes(b"B\xfe\x1b"), "1")
+            .env("B", "kept");
+        cmd
+    };
+    let out = run_cmd(with_bad_vars(&[]), b"");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let warnings: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(warnings.len(), 2, "{out:?}");
+    assert_eq!(
+        warnings.iter().filter(|w| w.contains("`A`")).count(),
+        1,
+        "{out:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(r"`B\xfe\u{1b}`") && w.contains("not valid UTF-8")),
+        "{out:?}"
+    );
+    let gen = out.stdout.trim().to_string();
+    assert_eq!(gw(&d, &["wait", "u8", "--gen", &gen]).code, Some(0));
+    assert_eq!(gw(&d, &["logs", "u8", "--gen", &gen]).ok(), "[] [kept]\n");
+
+    for args in [&["--clear-env"][..], &["--daemon-env"]] {
+        let out = run_cmd(with_bad_vars(args), b"");
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert_eq!(out.stderr, "", "{args:?}");
+    }
+    let out = run_cmd(with_bad_vars(&["--unset-env", "A"]), b"");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        !out.stderr.contains("`A`") && out.stderr.contains("`B"),
+        "{out:?}"
+    );
+}

@@ -5,6 +5,11 @@
 
 use super::args::{CommandSpec, OptSpec, PosSpec, TrailingSpec};
 
+/// The signals completion offers for `kill -s` (any name or number is taken).
+pub const SIGNALS: &[&str] = &[
+    "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT", "TSTP", "WINCH", "ALRM",
+];
+
 const NAME: PosSpec = PosSpec::required("NAME", "the session's name");
 const IF_GEN: OptSpec = OptSpec::value(
     "if-gen",
@@ -35,12 +40,14 @@ pub const DAEMON: CommandSpec = CommandSpec {
             "reaper",
             "MODE",
             "auto (pidfds where available) or fallback (SIGCHLD + identity checks)",
-        ),
+        )
+        .choices(&["auto", "fallback"]),
         OptSpec::value(
             "containment",
             "MODE",
             "auto (a cgroup per generation where the daemon may create them, else its session), cgroup (refuse to start without), or session",
-        ),
+        )
+        .choices(&["auto", "cgroup", "session"]),
         OptSpec::flag(
             "subreaper",
             "adopt and reap orphaned descendants (the default; kept for compatibility)",
@@ -174,7 +181,8 @@ pub const RUN: CommandSpec = CommandSpec {
         OptSpec::flag("replace", "stop the running generation first (default)"),
         OptSpec::flag("overlap", "start now; stop the old generation meanwhile"),
         OptSpec::flag("reject", "fail if the session is running"),
-        OptSpec::value("restart", "POLICY", "never, on-failure or always"),
+        OptSpec::value("restart", "POLICY", "never, on-failure or always")
+            .choices(&["never", "on-failure", "always"]),
         OptSpec::value(
             "grace",
             "DURATION",
@@ -319,7 +327,8 @@ pub const ATTACH: CommandSpec = CommandSpec {
             "redraw",
             "HOW",
             "make a full-screen program redraw on attach: winch (default: SIGWINCH to the terminal's foreground group), ctrl-l (type Ctrl-L), or none",
-        ),
+        )
+        .choices(&["winch", "ctrl-l", "none"]),
         OptSpec::flag(
             "read-only",
             "watch only: nothing typed is sent (but the detach key) and this terminal's size is not imposed",
@@ -415,12 +424,15 @@ pub const STOP: CommandSpec = CommandSpec {
 pub const KILL: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
-        OptSpec::value("signal", "SIGNAL", "signal to send (default TERM)").short('s'),
+        OptSpec::value("signal", "SIGNAL", "signal to send (default TERM)")
+            .short('s')
+            .choices(SIGNALS),
         OptSpec::value(
             "scope",
             "WHO",
             "leader (default), foreground (the terminal's foreground job, as Ctrl-C would), or tree (every process of the generation)",
-        ),
+        )
+        .choices(&["leader", "foreground", "tree"]),
         IF_GEN,
     ],
     examples: &["kill web -s HUP", "kill sh -s INT --scope foreground"],

@@ -82,14 +82,15 @@ pub fn bash(commands: &[CommandSpec]) -> String {
          \x20       {{ read -r _; while read -r s _; do echo \"$s\"; done; }}\n\
          }}\n\
          _genward() {{\n\
-         \x20   local cur prev cmd i sock\n\
+         \x20   local cur prev cmd i sock dd npos=0\n\
          \x20   cur=\"${{COMP_WORDS[COMP_CWORD]}}\"\n\
          \x20   prev=\"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
          \x20   cmd=\"\"\n\
          \x20   sock=\"\"\n\
+         \x20   dd=\"\"\n\
          \x20   for ((i = 1; i < COMP_CWORD; i++)); do\n\
          \x20       case \"${{COMP_WORDS[i]}}\" in\n\
-         \x20           --) return 0 ;;\n\
+         \x20           --) dd=$i; break ;;\n\
          \x20           --socket)\n\
          \x20               # `--socket=PATH` is three words where `=` breaks words.\n\
          \x20               if [ \"${{COMP_WORDS[i+1]}}\" = \"=\" ]; then ((i++)); fi\n\
@@ -97,9 +98,16 @@ pub fn bash(commands: &[CommandSpec]) -> String {
          \x20           --socket=*) sock=\"${{COMP_WORDS[i]#--socket=}}\" ;;\n\
          {skip_values}\
          \x20           -*) ;;\n\
-         \x20           *) if [ -z \"$cmd\" ]; then cmd=\"${{COMP_WORDS[i]}}\"; fi ;;\n\
+         \x20           *) if [ -z \"$cmd\" ]; then cmd=\"${{COMP_WORDS[i]}}\"; else ((npos++)); fi ;;\n\
          \x20       esac\n\
          \x20   done\n\
+         \x20   if [ -n \"$dd\" ]; then\n\
+         \x20       # After `--`: the command line `run` starts, or a session name.\n\
+         \x20       case \"$cmd\" in\n\
+         {after_dd}\
+         \x20       esac\n\
+         \x20       return 0\n\
+         \x20   fi\n\
          \x20   case \"$prev\" in\n\
          \x20       {gv}) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n\
          \x20   esac\n\
@@ -107,6 +115,7 @@ pub fn bash(commands: &[CommandSpec]) -> String {
          \x20       \"\") COMPREPLY=($(compgen -W \"{names} {gw}\" -- \"$cur\")) ;;\n",
         wait = SESSIONS_WAIT,
         gv = global_values.join("|"),
+        after_dd = bash_after_dashes(commands),
         names = names.join(" "),
         gw = global_words.join(" "),
     );
@@ -126,9 +135,22 @@ pub fn bash(commands: &[CommandSpec]) -> String {
                 .cloned(),
         );
         out.push_str(&format!("        {})\n", spec.name));
+        let choice_cases: String = spec
+            .options
+            .iter()
+            .filter(|o| !o.choices.is_empty())
+            .map(|o| {
+                format!(
+                    "                {}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); return 0 ;;\n",
+                    spellings(o).join("|"),
+                    o.choices.join(" ")
+                )
+            })
+            .collect();
         if !value_opts.is_empty() {
             out.push_str(&format!(
                 "            case \"$prev\" in\n\
+                 {choice_cases}\
                  \x20               {}) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n\
                  \x20           esac\n",
                 value_opts.join("|")
@@ -160,6 +182,33 @@ pub fn bash(commands: &[CommandSpec]) -> String {
     out
 }
 
+/// The bash `case` arms for a word after `--`: for a command that runs a command line,
+/// a command name first, then file names; for one whose first positional is a session,
+/// that session (`genward stop -- -x`).
+fn bash_after_dashes(commands: &[CommandSpec]) -> String {
+    let mut out = String::new();
+    for spec in commands {
+        if spec.trailing.is_some() {
+            out.push_str(&format!(
+                "            {})\n\
+                 \x20               if ((COMP_CWORD == dd + 1)) && [[ \"$cur\" != */* ]]; then\n\
+                 \x20                   COMPREPLY=($(compgen -c -- \"$cur\"))\n\
+                 \x20               else\n\
+                 \x20                   compopt -o filenames 2>/dev/null\n\
+                 \x20                   COMPREPLY=($(compgen -f -- \"$cur\"))\n\
+                 \x20               fi ;;\n",
+                spec.name
+            ));
+        } else if takes_session(spec) {
+            out.push_str(&format!(
+                "            {}) if ((COMP_CWORD == dd + 1 && npos == 0)); then COMPREPLY=($(compgen -W \"$(_genward_sessions \"$sock\")\" -- \"$cur\")); fi ;;\n",
+                spec.name
+            ));
+        }
+    }
+    out
+}
+
 /// Quotes `s` for zsh or bash inside single quotes.
 fn single_quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -177,9 +226,14 @@ fn zsh_text(s: &str) -> String {
 fn zsh_option(o: &OptSpec) -> Vec<String> {
     let help = zsh_text(o.help);
     let repeat = matches!(o.kind, OptKind::Repeated { .. });
+    let action = if o.choices.is_empty() {
+        "_files".to_string()
+    } else {
+        format!("({})", o.choices.join(" "))
+    };
     let value = o
         .meta()
-        .map_or_else(String::new, |m| format!(":{}:_files", m.to_lowercase()));
+        .map_or_else(String::new, |m| format!(":{}:{action}", m.to_lowercase()));
     let exclusive = if o.short.is_some() && !repeat {
         format!("({})", spellings(o).join(" "))
     } else {
@@ -291,7 +345,9 @@ fn fish_option(o: &OptSpec, condition: &str) -> String {
     if let Some(c) = o.short {
         line.push_str(&format!(" -s {c}"));
     }
-    if o.meta().is_some() {
+    if !o.choices.is_empty() {
+        line.push_str(&format!(" -x -a {}", fish_quoted(&o.choices.join(" "))));
+    } else if o.meta().is_some() {
         line.push_str(" -r -F");
     }
     line.push_str(&format!(" -d {}\n", fish_quoted(o.help)));

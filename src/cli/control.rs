@@ -376,6 +376,11 @@ pub fn upgrade(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let binary =
         match m.value("binary") {
             None => None,
+            Some("") => {
+                return Err(m
+                    .invalid("--binary", "", "expected the path of a program")
+                    .into())
+            }
             Some(b) => {
                 let path = std::env::current_dir()
                     .map_err(|e| CommandError::Failed(format!("--binary {b}: {e}")))?

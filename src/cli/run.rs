@@ -43,11 +43,60 @@ pub const START_WAIT: Duration = Duration::from_secs(15);
 const NOT_STARTED_YET: u8 = 75;
 
 /// This process's environment, as the child would inherit it from a shell. Variables the
-/// protocol cannot carry (a name or value that is not UTF-8) are left out.
+/// protocol cannot carry (a name or value that is not UTF-8) are left out; see
+/// [`warn_not_utf8`].
 pub fn caller_env() -> Vec<(String, String)> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect()
+}
+
+/// Says on standard error, once per variable, which of this process's variables
+/// [`caller_env`] left out, except those `--unset-env` removes anyway.
+fn warn_not_utf8(unset: &[&str]) {
+    for name in not_utf8(std::env::vars_os(), unset) {
+        let line = format!(
+            "genward: warning: environment variable `{name}` is not valid UTF-8 and is not passed on (the protocol carries only text)\n"
+        );
+        // A warning lost with a closed standard error changes nothing of the start.
+        let _ = super::dispatch::write_stderr(line.as_bytes());
+    }
+}
+
+/// The names (escaped) of the variables of `vars` that are not text, but for those in
+/// `unset`.
+fn not_utf8(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    unset: &[&str],
+) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    vars.into_iter()
+        .filter(|(k, v)| match (k.to_str(), v.to_str()) {
+            (Some(k), None) => !unset.contains(&k),
+            (Some(_), Some(_)) => false,
+            (None, _) => true,
+        })
+        .map(|(k, _)| escaped(k.as_bytes()))
+        .collect()
+}
+
+/// `bytes` as text for a message: control characters as `\u{1b}`, bytes that are not
+/// UTF-8 as `\xff`.
+fn escaped(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() || c == '\\' {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// Builds the `spawn` request from the command line, run in directory `cwd_now` with
@@ -240,6 +289,7 @@ pub fn set_environment(
     } else {
         spec.env.inherit = false;
         if !m.flag("clear-env") {
+            warn_not_utf8(&unset);
             for (k, v) in caller_env {
                 if !unset.contains(&k.as_str()) && check_env_name(k).is_ok() && !v.contains('\0') {
                     set_env(spec, k, v);

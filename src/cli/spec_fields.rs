@@ -12,6 +12,8 @@ use super::args::{ArgError, Matches};
 use super::client::ClientError;
 use super::dispatch::CommandError;
 use crate::core::{depends, Spec};
+use crate::proto::framing::MAX_LINE;
+use crate::proto::request::{write_spec_object, MAX_SPEC_BYTES};
 
 /// Spec fields, as the core's errors name them, and the option that sets each.
 const FIELDS: &[(&str, &str)] = &[
@@ -55,6 +57,51 @@ pub fn check_spec(m: &Matches<'_>, session: &str, spec: &Spec) -> Result<(), Com
             return Err(e.into());
         }
     }
+    check_size(m, spec)
+}
+
+/// What to do about too many argv/env entries: where the environment comes from.
+const ENTRIES_HINT: &str =
+    "the environment passed on counts, and by default it is all of this command's; \
+     --clear-env starts from an empty one, --daemon-env from the daemon's";
+
+/// Refuses, as the daemon would, a spec with more argv/env entries than the core's
+/// limit, or too large to be sent: saying that the environment counts, and naming the
+/// request line's limit.
+fn check_size(m: &Matches<'_>, spec: &Spec) -> Result<(), CommandError> {
+    let limit = crate::core::Config::default().max_spec_items;
+    let items = spec.argv.len() + spec.env.set.len() + spec.env.unset.len();
+    if items > limit {
+        return Err(m
+            .refused(format!(
+                "{items} argv/env entries ({} words of the command, {} environment variables), beyond the daemon's limit of {limit}; {ENTRIES_HINT}",
+                spec.argv.len(),
+                spec.env.set.len() + spec.env.unset.len(),
+            ))
+            .into());
+    }
+    let mut encoded = Vec::new();
+    if write_spec_object(spec, &mut encoded).is_ok() && encoded.len() > MAX_SPEC_BYTES {
+        let longest = spec
+            .argv
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, a)| a.len())
+            .map(|(i, a)| {
+                format!(
+                    "; its longest word, argument {} of the command, is {} bytes",
+                    i + 1,
+                    a.len()
+                )
+            })
+            .unwrap_or_default();
+        return Err(m
+            .refused(format!(
+                "the command and its environment are {} bytes encoded, beyond the {MAX_SPEC_BYTES} bytes the daemon takes in one request (which is one line of at most {MAX_LINE} bytes){longest}",
+                encoded.len(),
+            ))
+            .into());
+    }
     Ok(())
 }
 
@@ -62,6 +109,11 @@ pub fn check_spec(m: &Matches<'_>, session: &str, spec: &Spec) -> Result<(), Com
 /// that option; any other error as it is.
 pub fn usage_for(m: &Matches<'_>, e: ClientError) -> CommandError {
     match &e {
+        ClientError::Remote { code, message }
+            if code == "bad_request" && message.contains("argv/env entries") =>
+        {
+            m.refused(format!("{message}; {ENTRIES_HINT}")).into()
+        }
         ClientError::Remote { code, message } if code == "bad_request" => {
             match usage_error(m, message) {
                 Some(usage) => usage.into(),
@@ -92,7 +144,39 @@ fn usage_error(m: &Matches<'_>, message: &str) -> Option<ArgError> {
                 .find(|v| v.split_once('=').map_or(**v, |(name, _)| name) == dep)
         })
         .or(given.last())?;
-    Some(m.invalid(&format!("--{opt}"), value, reason))
+    Some(m.invalid(&format!("--{opt}"), value, plain_ranges(reason)))
+}
+
+/// `reason` with the core's ranges (`3..=1023`, `is not within 4096..=1024`) in words:
+/// `between 3 and 1023`.
+fn plain_ranges(reason: &str) -> String {
+    let mut out = String::new();
+    let mut rest = reason;
+    while let Some(at) = rest.find("..=") {
+        let before = &rest[..at];
+        let low_start = before
+            .rfind(|c: char| !c.is_ascii_digit())
+            .map_or(0, |i| i + 1);
+        let after = &rest[at + 3..];
+        let high_len = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        if low_start == before.len() || high_len == 0 {
+            out.push_str(&rest[..at + 3]);
+            rest = after;
+            continue;
+        }
+        let lead = &before[..low_start];
+        out.push_str(lead.strip_suffix("within ").unwrap_or(lead));
+        out.push_str(&format!(
+            "between {} and {}",
+            &before[low_start..],
+            &after[..high_len]
+        ));
+        rest = &after[high_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A message's field and what is wrong with it: `ready.fd: 2 must be ...` (the core's
@@ -143,6 +227,66 @@ mod tests {
         for (field, opt) in FIELDS {
             assert!(RUN.option(opt).is_some(), "{field}: --{opt}");
         }
+    }
+
+    #[test]
+    fn ranges_are_in_words() {
+        assert_eq!(
+            plain_ranges("2 must be 3..=1023 (0, 1 and 2 are the standard streams)"),
+            "2 must be between 3 and 1023 (0, 1 and 2 are the standard streams)"
+        );
+        assert_eq!(
+            plain_ranges("1024 bytes is not within 4096..=1073741824"),
+            "1024 bytes is not between 4096 and 1073741824"
+        );
+        assert_eq!(plain_ranges("a..=b and 1..=2"), "a..=b and between 1 and 2");
+    }
+
+    #[test]
+    fn too_many_entries_or_bytes_are_usage_errors_that_say_why() {
+        let m = matches(&["a", "--", "true"]);
+        let mut spec = Spec::new(vec![b"true".to_vec()]);
+        for i in 0..5000 {
+            spec.env
+                .set
+                .push((format!("V{i}").into_bytes(), b"1".to_vec()));
+        }
+        let Err(CommandError::Usage(e)) = check_spec(&m, "a", &spec) else {
+            panic!("5001 entries pass")
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("5001 argv/env entries")
+                && e.contains("4096")
+                && e.contains("--clear-env")
+                && e.contains("--daemon-env")
+                && e.contains("environment"),
+            "{e}"
+        );
+        // As the daemon refuses it (a daemon with another limit): a usage error too.
+        let refused = ClientError::Remote {
+            code: "bad_request".into(),
+            message: "5001 argv/env entries, limit 4096".into(),
+        };
+        let CommandError::Usage(e) = usage_for(&m, refused) else {
+            panic!("not a usage error")
+        };
+        assert!(e.to_string().contains("--clear-env"), "{e}");
+
+        let spec = Spec::new(vec![b"echo".to_vec(), vec![b'x'; MAX_LINE + 1]]);
+        let Err(CommandError::Usage(e)) = check_spec(&m, "a", &spec) else {
+            panic!("a word longer than a request line passes")
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("request")
+                && e.contains(&MAX_LINE.to_string())
+                && e.contains(&format!(
+                    "argument 2 of the command, is {} bytes",
+                    MAX_LINE + 1
+                )),
+            "{e}"
+        );
     }
 
     #[test]

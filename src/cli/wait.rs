@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use super::args::Matches;
 use super::client::ClientError;
 use super::client::Connection;
-use super::dispatch::{gen_arg, session_arg, write_stderr, CommandResult, Context};
+use super::dispatch::{gen_arg, session_arg, write_stderr, CommandError, CommandResult, Context};
 use super::exit_status::{shell_status, ChildEnd};
 use crate::core::Command;
 use crate::proto::event::{End, ExitCause, SpawnErrorKind, WireEvent};
@@ -97,10 +97,12 @@ pub fn last_end(snap: &Object) -> Result<Option<End>, ClientError> {
 /// readiness failed or it ended first.
 fn wait_ready(m: &Matches<'_>, ctx: &Context, session: String, gen: Option<u64>) -> CommandResult {
     let mut conn = connect_answering(ctx)?;
-    let resp = conn.request_unbounded(&Op::WaitReady {
-        session: session.clone(),
-        gen,
-    })?;
+    let resp = conn
+        .request_unbounded(&Op::WaitReady {
+            session: session.clone(),
+            gen,
+        })
+        .map_err(|e| not_that_gen(e, &session, gen))?;
     if m.flag("json") {
         super::control::print_end(&resp)?;
     }
@@ -131,6 +133,19 @@ fn connect_answering(ctx: &Context) -> Result<Connection, ClientError> {
     let mut conn = ctx.connect()?;
     conn.request(&Op::Hello)?;
     Ok(conn)
+}
+
+/// The daemon's refusal `e` to wait for generation `gen` (`--gen`): one that is not
+/// running is not one to start, so the hint to start the session is no answer to it.
+fn not_that_gen(e: ClientError, session: &str, gen: Option<u64>) -> CommandError {
+    match (&e, gen) {
+        (ClientError::Remote { code, message }, Some(_)) if code == "not_running" => {
+            CommandError::Failed(format!(
+                "{message}; see `genward ls {session}` for its current generation"
+            ))
+        }
+        _ => e.into(),
+    }
 }
 
 /// `genward wait`.
@@ -176,7 +191,7 @@ pub fn wait(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             }
             end
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(not_that_gen(e, &session, gen)),
     };
     if let Some(why) = unexpected_end(&end) {
         write_stderr(format!("genward: {session} gen {}: {why}\n", end.gen()).as_bytes())?;

@@ -44,6 +44,8 @@ pub enum ArgErrorKind {
     NotUnicode { position: usize, lossy: String },
     /// An option given without another it only works with (`--lossless` without `-f`).
     Requires { option: String, needs: String },
+    /// The arguments together are beyond one of the daemon's limits, as `reason` says.
+    Refused { reason: String },
     /// A value the command could not use, with the reason from its parser.
     InvalidValue {
         option: String,
@@ -75,10 +77,30 @@ impl ArgError {
 }
 
 impl fmt::Display for ArgError {
+    /// The message, with any control character of what the user typed written as an
+    /// escape (`\u{1b}`), as the daemon's messages do: a value is never a terminal
+    /// control sequence.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let cmd = &self.command;
+        let text = Unescaped(self).to_string();
+        for c in text.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_unicode())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An [`ArgError`]'s message as it is put together, control characters and all.
+struct Unescaped<'a>(&'a ArgError);
+
+impl fmt::Display for Unescaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cmd = &self.0.command;
         write!(f, "{cmd}: ")?;
-        match &self.kind {
+        match &self.0.kind {
             ArgErrorKind::MissingCommand => {
                 return write!(f, "no command given; see `{cmd} --help`")
             }
@@ -139,6 +161,7 @@ impl fmt::Display for ArgError {
             ArgErrorKind::Requires { option, needs } => {
                 write!(f, "`{option}` needs {needs}")?;
             }
+            ArgErrorKind::Refused { reason } => f.write_str(reason)?,
             ArgErrorKind::InvalidValue {
                 option,
                 value,
@@ -244,5 +267,20 @@ mod tests {
             },
         );
         assert!(e.to_string().contains("write `-s-9`"), "{e}");
+    }
+
+    #[test]
+    fn control_characters_of_a_value_are_escaped() {
+        let e = ArgError::new(
+            "genward run",
+            ArgErrorKind::InvalidValue {
+                option: "NAME".into(),
+                value: "\u{1b}[2J\nx".into(),
+                reason: "bad".into(),
+            },
+        );
+        let text = e.to_string();
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(text.contains(r"`\u{1b}[2J\u{a}x`"), "{text}");
     }
 }

@@ -94,6 +94,17 @@ impl<'s> Matches<'s> {
         )
     }
 
+    /// An [`ArgErrorKind::Refused`] error for this command: the arguments as a whole
+    /// are beyond what the daemon takes (`reason` says which limit, and what to do).
+    pub fn refused(&self, reason: impl fmt::Display) -> ArgError {
+        ArgError::new(
+            command_name(self.spec),
+            ArgErrorKind::Refused {
+                reason: reason.to_string(),
+            },
+        )
+    }
+
     /// An [`ArgErrorKind::Requires`] error for this command: `option` works only with
     /// `needs`.
     pub fn requires(&self, option: &str, needs: &str) -> ArgError {
@@ -306,9 +317,23 @@ fn record(
         OptKind::Value { .. } if already => return Err(ArgErrorKind::Repeated { option: written }),
         _ => {}
     }
+    let meta = m.spec.options[index].meta();
+    if let (Some(meta), Some(v)) = (meta, &value) {
+        // `u64::from_str` takes `+5`; a number option does not, whatever parses it.
+        if NUMBER_METAS.contains(&meta) && v.starts_with('+') {
+            return Err(ArgErrorKind::InvalidValue {
+                option: written,
+                value: v.clone(),
+                reason: "expected a number in digits only, without a sign".into(),
+            });
+        }
+    }
     m.given.push((index, value));
     Ok(())
 }
+
+/// The placeholders of options whose value is a plain number (a size with a unit too).
+const NUMBER_METAS: &[&str] = &["N", "GEN", "FD", "UID", "SIZE"];
 
 fn check_counts(
     spec: &CommandSpec,

@@ -31,6 +31,9 @@ pub struct OptSpec {
     pub kind: OptKind,
     /// One line for `--help`.
     pub help: &'static str,
+    /// The values it takes, when they are a fixed set (`--restart never|on-failure|
+    /// always`): what completion offers instead of file names. Empty: any value.
+    pub choices: &'static [&'static str],
 }
 
 impl OptSpec {
@@ -41,6 +44,7 @@ impl OptSpec {
             short: None,
             kind: OptKind::Flag,
             help,
+            choices: &[],
         }
     }
 
@@ -51,6 +55,7 @@ impl OptSpec {
             short: None,
             kind: OptKind::Value { meta },
             help,
+            choices: &[],
         }
     }
 
@@ -61,6 +66,7 @@ impl OptSpec {
             short: None,
             kind: OptKind::Repeated { meta },
             help,
+            choices: &[],
         }
     }
 
@@ -70,6 +76,11 @@ impl OptSpec {
             short: Some(short),
             ..self
         }
+    }
+
+    /// The same option, taking (or, for signals, mostly taking) one of `choices`.
+    pub const fn choices(self, choices: &'static [&'static str]) -> Self {
+        Self { choices, ..self }
     }
 
     /// The value placeholder, for options that take one.

@@ -3,6 +3,12 @@
 //! with `-n` only the last lines, held (bounded by what the daemon replays) until the
 //! replay ends. Between two generations' output a marker line goes to standard error,
 //! `[genward: SESSION gen G]` — with `-n`, only between lines that are shown.
+//!
+//! With `--timestamps` every line printed starts with its timestamp, whichever stream it
+//! is on, so that the two streams merged (a terminal, `2>&1`) never show one inside a
+//! line: when a line starts on one stream while the other's last line is unfinished,
+//! that unfinished line is ended there (a newline is added), and its rest, when it comes,
+//! is printed as a line of its own with the time its first byte was read.
 
 use std::collections::VecDeque;
 
@@ -31,8 +37,10 @@ pub struct Printer {
     /// `-n`: keep only this many lines until [`Printer::end_of_replay`].
     tail: Option<usize>,
     held: VecDeque<Line>,
-    /// Per stream (stdout, stderr): whether the next byte starts a line.
+    /// Per stream (stdout, stderr): whether the next byte read starts a line.
     at_line_start: [bool; 2],
+    /// Per stream: whether what was printed last on it is an unfinished line.
+    printed_open: [bool; 2],
     /// `--json`: frames as JSON lines; with `-n N`, the last N frames are held until the
     /// replay ends (frames, not lines: a frame is printed whole).
     json: bool,
@@ -42,7 +50,12 @@ pub struct Printer {
     markers: Option<String>,
     /// The generation whose output was printed last.
     shown_gen: Option<u64>,
+    /// Where frame bytes go: [`emit`], to standard output or error.
+    out: Emit,
 }
+
+/// Writes bytes to standard error (`true`) or output.
+type Emit = fn(bool, &[u8]) -> Result<(), CommandError>;
 
 impl Printer {
     pub fn new(
@@ -56,10 +69,12 @@ impl Printer {
             tail,
             held: VecDeque::new(),
             at_line_start: [true; 2],
+            printed_open: [false; 2],
             json,
             held_frames: VecDeque::new(),
             markers,
             shown_gen: None,
+            out: emit,
         }
     }
 
@@ -100,7 +115,7 @@ impl Printer {
         if self.tail.is_none() {
             self.mark(gen)?;
             if !self.timestamps {
-                return emit(err, data);
+                return (self.out)(err, data);
             }
         }
         for piece in data.split_inclusive(|&b| b == b'\n') {
@@ -110,14 +125,24 @@ impl Printer {
             );
             match self.tail {
                 Some(n) => self.hold(gen, err, t, piece, start, n),
-                None => {
-                    if start {
-                        emit(err, self.prefix(t).as_bytes())?;
-                    }
-                    emit(err, piece)?;
-                }
+                None => self.timestamped(err, t, piece)?,
             }
         }
+        Ok(())
+    }
+
+    /// Prints `bytes` on stream `err`, read at `t`, with a timestamp if they begin a
+    /// line as printed: the other stream's unfinished line is ended first.
+    fn timestamped(&mut self, err: bool, t: Option<u64>, bytes: &[u8]) -> Result<(), CommandError> {
+        if !self.printed_open[err as usize] {
+            let other = !err;
+            if std::mem::take(&mut self.printed_open[other as usize]) {
+                (self.out)(other, b"\n")?;
+            }
+            (self.out)(err, self.prefix(t).as_bytes())?;
+        }
+        (self.out)(err, bytes)?;
+        self.printed_open[err as usize] = !bytes.ends_with(b"\n");
         Ok(())
     }
 
@@ -168,9 +193,10 @@ impl Printer {
         for line in std::mem::take(&mut self.held).into_iter().skip(skip) {
             self.mark(line.gen)?;
             if self.timestamps {
-                emit(line.err, self.prefix(line.t).as_bytes())?;
+                self.timestamped(line.err, line.t, &line.bytes)?;
+            } else {
+                (self.out)(line.err, &line.bytes)?;
             }
-            emit(line.err, &line.bytes)?;
         }
         Ok(())
     }
@@ -187,6 +213,48 @@ fn emit(err: bool, bytes: &[u8]) -> Result<(), CommandError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        static PRINTED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// Both streams merged, as on a terminal, with `E:` before what went to stderr.
+    fn merged(err: bool, bytes: &[u8]) -> Result<(), CommandError> {
+        PRINTED.with(|p| {
+            let mut p = p.borrow_mut();
+            if err {
+                p.extend_from_slice(b"E:");
+            }
+            p.extend_from_slice(bytes);
+        });
+        Ok(())
+    }
+
+    fn printed() -> String {
+        PRINTED.with(|p| String::from_utf8(std::mem::take(&mut *p.borrow_mut())).unwrap())
+    }
+
+    #[test]
+    fn a_timestamp_never_lands_inside_a_line_of_the_other_stream() {
+        for tail in [None, Some(10)] {
+            let mut p = Printer::new(true, tail, false, None);
+            p.out = merged;
+            p.frame(1, Stream::Stdout, Some(0), b"partial").unwrap();
+            p.frame(1, Stream::Stderr, Some(1000), b"err\n").unwrap();
+            p.end_of_replay().unwrap();
+            p.frame(1, Stream::Stdout, Some(2000), b"rest\nnext")
+                .unwrap();
+            p.frame(1, Stream::Stdout, Some(3000), b" more\n").unwrap();
+            assert_eq!(
+                printed(),
+                "1970-01-01T00:00:00.000Z partial\n\
+                 E:1970-01-01T00:00:01.000Z E:err\n\
+                 1970-01-01T00:00:02.000Z rest\n\
+                 1970-01-01T00:00:02.000Z next more\n",
+                "{tail:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_last_lines_are_held_across_frames_and_streams() {

@@ -60,7 +60,16 @@ pub fn parse_since(text: &str, now_ms: u64) -> Result<u64, String> {
             .map_err(|_| WHAT.to_string());
     }
     if text.as_bytes().first().is_some_and(u8::is_ascii_digit) && text.contains('-') {
-        return parse_rfc3339(text).ok_or_else(|| WHAT.to_string());
+        return match parse_rfc3339(text) {
+            Rfc3339::Ms(ms) => Ok(ms),
+            Rfc3339::NoSuchDay => Err(format!(
+                "there is no such day (a month has no day 0, and no more days than 28 to 31); {WHAT}"
+            )),
+            Rfc3339::BeforeEpoch => {
+                Err("the time is before 1970-01-01T00:00:00Z, the earliest there is".to_string())
+            }
+            Rfc3339::Malformed => Err(WHAT.to_string()),
+        };
     }
     let back: Duration = parse_duration(text).map_err(|e| format!("{e}; {WHAT}"))?;
     Ok(now_ms.saturating_sub(back.as_millis() as u64))
@@ -72,21 +81,52 @@ fn num(s: &str) -> Option<u32> {
         .flatten()
 }
 
-fn parse_rfc3339(text: &str) -> Option<u64> {
-    let (date, time) = match text.split_once(['T', 't', ' ']) {
-        Some((d, t)) => (d, Some(t)),
-        None => (text, None),
+/// What an RFC 3339 time or date reads as.
+#[derive(Debug, PartialEq, Eq)]
+enum Rfc3339 {
+    /// Unix milliseconds.
+    Ms(u64),
+    /// A well-formed date that is not in the calendar (`2026-02-30`).
+    NoSuchDay,
+    /// A time before the Unix epoch (`1970-01-01T00:00:00+05:00`).
+    BeforeEpoch,
+    Malformed,
+}
+
+fn parse_rfc3339(text: &str) -> Rfc3339 {
+    let Some(days) = date_days(text) else {
+        return Rfc3339::Malformed;
     };
+    let Some(days) = days else {
+        return Rfc3339::NoSuchDay;
+    };
+    match time_ms(text, days) {
+        None => Rfc3339::Malformed,
+        Some(total) => u64::try_from(total).map_or(Rfc3339::BeforeEpoch, Rfc3339::Ms),
+    }
+}
+
+/// The days since 1970-01-01 of the date `text` starts with; `Some(None)` for a date in
+/// the right form that does not exist.
+fn date_days(text: &str) -> Option<Option<i64>> {
+    let date = text.split_once(['T', 't', ' ']).map_or(text, |(d, _)| d);
     let mut parts = date.splitn(3, '-');
     let (y, m, d) = (
         num(parts.next()?)?,
         num(parts.next()?)?,
         num(parts.next()?)?,
     );
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+    if !(1..=12).contains(&m) || d > 31 {
         return None;
     }
     let days = days_from_civil(i64::from(y), m, d);
+    // Day 0, or a day past the month's end, comes out as another month's.
+    Some((civil_from_days(days) == (i64::from(y), m, d)).then_some(days))
+}
+
+/// `text`'s time as Unix milliseconds (before the epoch: negative), on day `days`.
+fn time_ms(text: &str, days: i64) -> Option<i64> {
+    let time = text.split_once(['T', 't', ' ']).map(|(_, t)| t);
     let (mut secs, mut ms, mut offset) = (0i64, 0i64, 0i64);
     if let Some(time) = time {
         let (clock, zone) = if let Some(c) = time.strip_suffix(['Z', 'z']) {
@@ -121,8 +161,7 @@ fn parse_rfc3339(text: &str) -> Option<u64> {
             ms = i64::from(num(&digits)?) * scale;
         }
     }
-    let total = (days * 86_400 + secs - offset) * 1000 + ms;
-    u64::try_from(total).ok()
+    Some((days * 86_400 + secs - offset) * 1000 + ms)
 }
 
 #[cfg(test)]
@@ -155,5 +194,22 @@ mod tests {
         for bad in ["yesterday", "2025-13-01", "2025-12-02T25:00Z", "@x", ""] {
             assert!(parse_since(bad, now).is_err(), "{bad}");
         }
+        assert_eq!(parse_since("2024-02-29", now).unwrap(), 1_709_164_800_000);
+        assert_eq!(parse_since("1970-01-01T05:00:00+05:00", now).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_day_not_in_the_calendar_or_a_time_before_1970_is_refused_as_such() {
+        for bad in [
+            "2026-02-30T00:00:00Z",
+            "2026-02-29",
+            "2025-04-31",
+            "2026-02-00",
+        ] {
+            let e = parse_since(bad, 0).unwrap_err();
+            assert!(e.contains("no such day"), "{bad}: {e}");
+        }
+        let e = parse_since("1970-01-01T00:00:00+05:00", 0).unwrap_err();
+        assert!(e.contains("before 1970-01-01T00:00:00Z"), "{e}");
     }
 }
