@@ -325,6 +325,7 @@ fn core_turn(n: usize) -> (f64, f64) {
     for i in 0..n {
         let command = Command::Spawn {
             session: format!("s{i}"),
+            if_gen: None,
             spec: Box::new(spec.clone()),
             on_busy: OnBusy::Replace,
         };

@@ -51,16 +51,29 @@ fn stale_if_gen_changes_nothing() {
         vec!["kill", "s", "--if-gen", &old],
         vec!["stop", "s", "--if-gen", &old],
         vec!["restart", "s", "--if-gen", &old],
+        // With changes, `restart` sends a `spawn` carrying `if_gen`: the daemon refuses it
+        // as it refuses the plain `restart`, in the same words.
+        vec!["restart", "s", "--if-gen", &old, "--env", "A=x"],
+        vec!["restart", "s", "--if-gen", &old, "--cwd", "/"],
     ] {
         let out = gw(&d, &args);
         assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
         assert!(out.stderr.contains("nothing was done"), "{args:?}: {out:?}");
     }
+    let plain = gw(&d, &["restart", "s", "--if-gen", &old]);
+    let changed = gw(&d, &["restart", "s", "--if-gen", &old, "--env", "A=x"]);
+    assert_eq!(changed.stderr, plain.stderr);
     // The current generation is untouched: still running, still the same.
     let table = gw(&d, &["ls"]).ok();
     let line = table.lines().find(|l| l.starts_with("s ")).unwrap();
     assert!(line.contains(&format!(" {new} ")), "{table}");
     assert!(line.contains("running"), "{table}");
+    // With the current generation, the change is made.
+    let next = gw_ok(&d, &["restart", "s", "--if-gen", &new, "--env", "A=x"]);
+    assert_ne!(next, new);
+    let table = gw(&d, &["ls"]).ok();
+    let line = table.lines().find(|l| l.starts_with("s ")).unwrap();
+    assert!(line.contains(&format!(" {next} ")), "{table}");
     gw(&d, &["stop", "s"]).ok();
 }
 

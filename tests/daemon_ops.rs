@@ -216,6 +216,79 @@ fn a_terminal_going_gives_the_pty_the_size_of_the_one_attached_before_it() {
     );
 }
 
+/// `spawn` with `if_gen` (what `genward restart --if-gen N --env ...` sends): refused,
+/// with nothing done, once the session has moved on past generation N; with its current
+/// generation, a replacement like any other.
+#[test]
+fn a_spawn_with_if_gen_replaces_only_the_generation_it_names() {
+    let d = Daemon::start("spawn-if-gen", &[]);
+    let mut c = d.client();
+    let hello = c.ok(json!({"op": "hello"}));
+    assert!(hello["capabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("spawn_if_gen")));
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let old = c.ok(json!({"op": "spawn", "session": "s", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", old));
+    // The session moves on, as a restart policy or another client would move it.
+    let newer = c.ok(json!({"op": "restart", "session": "s"}))["gen"]
+        .as_u64()
+        .unwrap();
+    c.events_until(|m| m.is("spawned", newer));
+    let before = c.ok(json!({"op": "get", "session": "s"}));
+    for on_busy in ["replace", "overlap", "reject"] {
+        let r = c.err(
+            json!({"op": "spawn", "session": "s", "if_gen": old, "on_busy": on_busy,
+                "argv": ["sleep", "2000"], "env": {"CHANGED": "1"}}),
+            "stale_generation",
+        );
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("not {old}")), "{r}");
+    }
+    // A session that does not exist is not created: `no_such_session`, as for `restart`.
+    c.err(
+        json!({"op": "spawn", "session": "nope", "if_gen": newer, "argv": ["true"]}),
+        "no_such_session",
+    );
+    c.err(json!({"op": "get", "session": "nope"}), "no_such_session");
+    // Nothing was done: the same generation runs, with the same spec, and no generation
+    // was allocated (the next spawn gets the number right after `newer`).
+    let after = c.ok(json!({"op": "get", "session": "s"}));
+    assert_eq!(after["session"]["current"], newer);
+    assert_eq!(after["session"]["spec"], before["session"]["spec"]);
+    assert_eq!(
+        after["session"]["generations"],
+        before["session"]["generations"]
+    );
+    let next = c.ok(json!({"op": "spawn", "session": "s", "if_gen": newer,
+            "argv": ["sleep", "2000"], "env": {"CHANGED": "1"}}))["gen"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(next, newer + 1);
+    let seen = c.events_until(|m| m.is("spawned", next));
+    let ended = seen
+        .iter()
+        .find(|m| m.is("exited", newer))
+        .expect("the generation it named was replaced");
+    assert_eq!(ended.json()["cause"], "superseded");
+    let got = c.ok(json!({"op": "get", "session": "s"}));
+    assert_eq!(got["session"]["current"], next);
+    assert_eq!(got["session"]["spec"]["argv"], json!(["sleep", "2000"]));
+    assert_eq!(got["session"]["spec"]["env"], json!({"CHANGED": "1"}));
+    // A bad `if_gen` is a bad request, naming it.
+    let r = c.err(
+        json!({"op": "spawn", "session": "s", "if_gen": "3", "argv": ["true"]}),
+        "bad_request",
+    );
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("if_gen"),
+        "{r}"
+    );
+}
+
 #[test]
 fn stop_restart_remove_list_get() {
     let d = Daemon::start("lifecycle", &[]);
@@ -393,7 +466,7 @@ fn a_bad_daemon_option_is_refused_before_anything_starts() {
     let cases: [(&[&str], &str, i32); 8] = [
         (
             &["--max-sessions", "+5"],
-            "bad value `+5` for `--max-sessions`: expected a positive count",
+            "bad value `+5` for `--max-sessions`: expected a number in digits only",
             2,
         ),
         (

@@ -243,6 +243,7 @@ fn one_life(dir: &Path, spawns: usize) -> Vec<u64> {
     for i in 0..spawns {
         let command = Command::Spawn {
             session: "s".into(),
+            if_gen: None,
             spec: Box::new(Spec::new(vec![b"prog".to_vec()])),
             on_busy: OnBusy::Replace,
         };

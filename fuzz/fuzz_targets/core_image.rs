@@ -142,6 +142,7 @@ fn choose(c: &mut Bytes<'_>, core: &Core, now: Time, request: u64) -> (Time, Opt
             let on_busy = c.pick(&[OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject]);
             command(Command::Spawn {
                 session,
+                if_gen: None,
                 spec: Box::new(spec),
                 on_busy,
             })

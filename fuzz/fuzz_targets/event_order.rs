@@ -31,6 +31,7 @@ enum Operation {
         on_busy: u8,
         /// The spec's choices, one byte each (more than it takes).
         spec: [u8; 16],
+        if_gen: GenRef,
     },
     Write {
         session: u8,
@@ -192,11 +193,14 @@ impl World {
                 session,
                 on_busy,
                 spec,
+                if_gen,
             } => {
                 let on_busy =
                     [OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject][on_busy as usize % 3];
+                let if_gen = self.resolve(if_gen);
                 self.command(Command::Spawn {
                     session: s(session),
+                    if_gen,
                     spec: Box::new(random_spec(&mut Bytes::new(&spec))),
                     on_busy,
                 });

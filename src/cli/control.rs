@@ -257,15 +257,9 @@ fn changed_spawn(
         .get("session")
         .and_then(crate::proto::json::Value::as_object)
         .ok_or_else(|| ClientError::Protocol("get answered without `session`".into()))?;
-    if let Some(g) = if_gen {
-        let current = u64_of(s, "current");
-        if current != Some(g) {
-            let now = current.map_or("none".to_string(), |c| c.to_string());
-            return Err(CommandError::Failed(format!(
-                "{session}: its current generation is {now}, not {g} (--if-gen): nothing was done"
-            )));
-        }
-    }
+    // `--if-gen` is not checked against this snapshot: the `spawn` carries it, and the
+    // daemon decides it with the spawn, so a session that moves on meanwhile (its restart
+    // policy, another client) is left alone, its newer spec included.
     let spec = s
         .get("spec")
         .and_then(crate::proto::json::Value::as_object)
@@ -285,6 +279,7 @@ fn changed_spawn(
     super::spec_fields::check_spec(m, session, &spec)?;
     Ok(Op::Core(Command::Spawn {
         session: session.to_owned(),
+        if_gen,
         spec: Box::new(spec),
         on_busy: crate::core::OnBusy::Replace,
     }))

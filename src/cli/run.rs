@@ -162,6 +162,7 @@ pub fn spawn_op(
     super::spec_fields::check_spec(m, &session, &spec)?;
     Ok(Op::Core(Command::Spawn {
         session,
+        if_gen: None,
         spec: Box::new(spec),
         on_busy,
     }))

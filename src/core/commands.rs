@@ -18,9 +18,10 @@ impl Core {
         match command {
             Command::Spawn {
                 session,
+                if_gen,
                 spec,
                 on_busy,
-            } => self.spawn(&session, *spec, on_busy),
+            } => self.spawn(&session, if_gen, *spec, on_busy),
             Command::Write {
                 session,
                 if_gen,
@@ -114,12 +115,19 @@ impl Core {
     pub(super) fn spawn(
         &mut self,
         name: &str,
+        if_gen: Option<u64>,
         spec: Spec,
         on_busy: OnBusy,
     ) -> Result<Response, Error> {
         self.refuse_if_shutting_down()?;
         if !Session::valid_name(name) {
             return Err(Error::bad(format!("{name:?} is not a valid session name")));
+        }
+        // Decided here, with the spawn, as a `restart` decides it: a session that moved on
+        // since the client looked (a restart by its policy, another client) is left alone.
+        // Without `if_gen` a spawn may create its session; with one, the session must exist.
+        if if_gen.is_some() {
+            self.current(name, if_gen)?;
         }
         spec.validate(&self.config)?;
         super::depends::validate(Some(name), &spec.depends_on)?;

@@ -120,6 +120,10 @@ pub enum Command {
     /// Start a new generation of `session` (creating it), per `on_busy`.
     Spawn {
         session: String,
+        /// Precondition on the current generation, as for the commands that address a
+        /// process: with `Some(g)`, refused (`stale_generation`, nothing changed) unless the
+        /// session exists and its current generation is `g`; whatever `on_busy` says.
+        if_gen: Option<u64>,
         /// What to run; becomes the session's spec. Boxed: it dwarfs every other command.
         spec: Box<Spec>,
         /// What to do when the session is busy.

@@ -116,7 +116,12 @@ pub fn check_session_name(name: &str) -> Result<(), String> {
 ///
 /// let mut core = Core::new(Config::default(), 1);
 /// let spec = Box::new(Spec::new(vec![b"make".to_vec()]));
-/// let command = Command::Spawn { session: "build".into(), spec, on_busy: OnBusy::Replace };
+/// let command = Command::Spawn {
+///     session: "build".into(),
+///     if_gen: None,
+///     spec,
+///     on_busy: OnBusy::Replace,
+/// };
 /// core.handle(Time::ZERO, Input::Command { request: 7, command });
 /// let mut spawned = None;
 /// while let Some(action) = core.poll_action() {

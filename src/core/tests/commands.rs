@@ -26,6 +26,7 @@ fn bad_names_and_specs_are_bad_requests() {
     for name in ["", ".hidden", "a/b", "sp ace", &"x".repeat(65)] {
         let c = Command::Spawn {
             session: name.into(),
+            if_gen: None,
             spec: Box::new(spec()),
             on_busy: OnBusy::Replace,
         };
@@ -48,6 +49,7 @@ fn bad_names_and_specs_are_bad_requests() {
     for s in bad {
         let c = Command::Spawn {
             session: "ok".into(),
+            if_gen: None,
             spec: Box::new(s),
             on_busy: OnBusy::Replace,
         };
@@ -90,6 +92,7 @@ fn reject_when_busy() {
     running(&mut h, "s");
     let c = Command::Spawn {
         session: "s".into(),
+        if_gen: None,
         spec: Box::new(spec()),
         on_busy: OnBusy::Reject,
     };
@@ -182,6 +185,7 @@ fn limits() {
     let g1 = running(&mut h, "s");
     let c = Command::Spawn {
         session: "t".into(),
+        if_gen: None,
         spec: Box::new(spec()),
         on_busy: OnBusy::Replace,
     };
@@ -189,6 +193,7 @@ fn limits() {
     h.spawn_with("s", spec(), OnBusy::Overlap).unwrap();
     let c = Command::Spawn {
         session: "s".into(),
+        if_gen: None,
         spec: Box::new(spec()),
         on_busy: OnBusy::Overlap,
     };
@@ -324,6 +329,7 @@ fn a_session_tracks_a_bounded_number_of_generations() {
     for on_busy in [OnBusy::Overlap, OnBusy::Replace] {
         let c = Command::Spawn {
             session: "s".into(),
+            if_gen: None,
             spec: Box::new(slow.clone()),
             on_busy,
         };
@@ -393,6 +399,7 @@ fn a_replacement_at_the_running_limit_waits_instead_of_being_refused() {
     ));
     let c = |session: &str, on_busy| Command::Spawn {
         session: session.into(),
+        if_gen: None,
         spec: Box::new(spec()),
         on_busy,
     };
@@ -443,4 +450,83 @@ fn only_a_replaced_generation_is_listed_superseded() {
     assert!(listed(&h, newer).superseded);
     assert!(!listed(&h, overlapped).superseded);
     h.settle();
+}
+
+/// `spawn` with `if_gen` is decided with the spawn, as `restart`'s is: a client that read
+/// the session at generation `old` and then asks for a changed spec is refused once the
+/// session moved on (here: its restart policy started another generation between the
+/// client's read and its spawn), with nothing changed — no new generation, the spec as
+/// it was, the newer generation left running.
+#[test]
+fn a_spawn_with_if_gen_is_refused_once_the_session_moved_on() {
+    let mut h = Harness::new();
+    let mut restarting = spec();
+    restarting.restart.mode = crate::core::Restart::Always;
+    restarting.restart.initial = std::time::Duration::from_millis(100);
+    let old = h.spawn_with("s", restarting, OnBusy::Replace).unwrap();
+    h.started(old);
+    // The client's snapshot: current is `old`.
+    assert_eq!(h.get("s").current, Some(old));
+    // The session moves on before the client's spawn arrives.
+    h.ends(old, crate::core::ExitStatus::Code(1));
+    h.advance(100);
+    let newer = h.get("s").current.expect("restarted");
+    assert_ne!(newer, old);
+    h.started(newer);
+    let detail = |h: &mut Harness| {
+        h.cmd(Command::Get {
+            session: "s".into(),
+        })
+    };
+    let before = detail(&mut h);
+    let records = h.records();
+    let log_len = h.log.len();
+    let mut changed = spec();
+    changed.argv = vec![b"other".to_vec()];
+    let spawn = |if_gen, on_busy| Command::Spawn {
+        session: "s".into(),
+        if_gen,
+        spec: Box::new(changed.clone()),
+        on_busy,
+    };
+    for on_busy in [OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject] {
+        refused(
+            &mut h,
+            spawn(Some(old), on_busy),
+            ErrorCode::StaleGeneration,
+        );
+    }
+    assert_eq!(detail(&mut h), before, "the spec or the session changed");
+    assert_eq!(h.records(), records);
+    let acted: Vec<&Action> = h.log[log_len..]
+        .iter()
+        .filter(|a| !matches!(a, Action::Reply { .. }))
+        .collect();
+    assert!(acted.is_empty(), "a refused spawn acted: {acted:?}");
+    // An unknown session is `no_such_session`, as for every other command with `if_gen`:
+    // with one, a spawn never creates its session.
+    refused(
+        &mut h,
+        Command::Spawn {
+            session: "nope".into(),
+            if_gen: Some(old),
+            spec: Box::new(spec()),
+            on_busy: OnBusy::Replace,
+        },
+        ErrorCode::NoSuchSession,
+    );
+    // The precondition holds: `on_busy` decides as without it.
+    refused(&mut h, spawn(Some(newer), OnBusy::Reject), ErrorCode::Busy);
+    let Ok(Response::Gen(next)) = h.cmd(spawn(Some(newer), OnBusy::Replace)) else {
+        panic!("a spawn with the current generation was refused");
+    };
+    assert_eq!(h.get("s").current, Some(next));
+    assert!(has(&h.log[log_len..], |a| matches!(
+        a,
+        Action::Signal { gen, .. } if *gen == newer
+    )));
+    let Ok(Response::Session(s)) = detail(&mut h) else {
+        panic!("get")
+    };
+    assert_eq!(s.detail.expect("get has it").spec.argv, changed.argv);
 }

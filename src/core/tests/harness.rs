@@ -104,6 +104,7 @@ impl Harness {
     pub fn spawn_with(&mut self, name: &str, spec: Spec, on_busy: OnBusy) -> Result<u64, Error> {
         match self.cmd(Command::Spawn {
             session: name.into(),
+            if_gen: None,
             spec: Box::new(spec),
             on_busy,
         })? {

@@ -39,6 +39,7 @@ pub(super) fn wire_step(step: Step) -> Step {
             command:
                 Command::Spawn {
                     session,
+                    if_gen,
                     mut spec,
                     on_busy,
                 },
@@ -46,6 +47,7 @@ pub(super) fn wire_step(step: Step) -> Step {
             spec.restart.max_restarts.get_or_insert(u32::MAX);
             let command = Command::Spawn {
                 session,
+                if_gen,
                 spec,
                 on_busy,
             };

@@ -122,6 +122,7 @@ fn replace_during_drain() {
     let steps = [
         Step::Cmd(Command::Spawn {
             session: "s".into(),
+            if_gen: None,
             spec: Box::new(spec()),
             on_busy: OnBusy::Replace,
         }),
@@ -405,6 +406,7 @@ fn readiness_racing_exit_replacement_and_timeout() {
         }),
         Step::Cmd(Command::Spawn {
             session: "a".into(),
+            if_gen: None,
             spec: Box::new(s.clone()),
             on_busy: OnBusy::Replace,
         }),

@@ -37,6 +37,7 @@ fn tell(core: &mut Core, request: &mut u64, command: Command) {
 fn spawn(core: &mut Core, request: &mut u64, name: &str) {
     let command = Command::Spawn {
         session: name.into(),
+        if_gen: None,
         spec: Box::new(spec()),
         on_busy: OnBusy::Replace,
     };

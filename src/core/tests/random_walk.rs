@@ -33,8 +33,11 @@ fn random_command(r: &mut Rng, core: &Core) -> Command {
     match r.below(11) {
         0 | 1 => {
             let on_busy = r.pick(&[OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject]);
+            // Only an `if_gen` that holds (refusals are `commands.rs`'s tests): the walk
+            // stays the one its seeds were tuned for.
             Command::Spawn {
                 session,
+                if_gen: if_gen.filter(|g| current == Some(*g)),
                 spec: Box::new(random_spec(r)),
                 on_busy,
             }

@@ -76,7 +76,7 @@ impl Clients {
             })
             .with("capabilities", |out| {
                 out.extend_from_slice(
-                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless","reload","quiet_write","attached_resize"]"#,
+                    br#"["pipes","pty","output_frames","replay","if_gen","wait","upgrade","list_pages","lossless","reload","quiet_write","attached_resize","spawn_if_gen"]"#,
                 )
             });
         w.finish();

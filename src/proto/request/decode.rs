@@ -19,9 +19,13 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             Op::Hello
         }
         "spawn" => {
-            fields(SPAWN_FIELDS)?;
+            // `if_gen` is the request's, not the spec's: a config entry or a stored spec
+            // has none.
+            let allowed: Vec<&str> = SPAWN_FIELDS.iter().copied().chain(["if_gen"]).collect();
+            fields(&allowed)?;
             Op::Core(Command::Spawn {
                 session: session(args)?,
+                if_gen: if_gen()?,
                 spec: Box::new(spec(args)?),
                 on_busy: on_busy(args)?,
             })

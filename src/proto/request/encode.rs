@@ -128,10 +128,11 @@ fn command(w: &mut ObjWriter<'_>, cmd: &Command) -> Result<(), FieldError> {
     match cmd {
         Command::Spawn {
             session,
+            if_gen,
             spec,
             on_busy,
         } => {
-            w.str("session", session);
+            addressed(w, session, *if_gen);
             write_spec(w, spec, *on_busy)?;
         }
         Command::Write {

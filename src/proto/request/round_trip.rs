@@ -40,6 +40,7 @@ fn round_trip(op: &Op) {
 fn spawn(spec: Spec, on_busy: OnBusy) -> Op {
     Op::Core(Command::Spawn {
         session: "web".into(),
+        if_gen: None,
         spec: Box::new(spec),
         on_busy,
     })
@@ -275,6 +276,14 @@ fn every_operation_round_trips() {
     }
     ops.push(spawn(Spec::new(vec![b"true".to_vec()]), OnBusy::Replace));
     ops.push(spawn(every_option(), OnBusy::Overlap));
+    for if_gen in [0, 7, u64::MAX] {
+        ops.push(Op::Core(Command::Spawn {
+            session: session(),
+            if_gen: Some(if_gen),
+            spec: Box::new(Spec::new(vec![b"true".to_vec()])),
+            on_busy: OnBusy::Reject,
+        }));
+    }
     for (io, on_busy) in [
         (IoMode::Pty { rows: 24, cols: 80 }, OnBusy::Reject),
         (
@@ -361,6 +370,15 @@ fn defaults_are_left_out_and_members_come_in_a_fixed_order() {
         })),
         r#"{"id":1,"op":"resize","session":"a","if_gen":2,"rows":24,"cols":80,"attached":true}"#
     );
+    assert_eq!(
+        text(&Op::Core(Command::Spawn {
+            session: "a".into(),
+            if_gen: Some(2),
+            spec: Box::new(Spec::new(vec![b"true".to_vec()])),
+            on_busy: OnBusy::Replace,
+        })),
+        r#"{"id":1,"op":"spawn","session":"a","if_gen":2,"argv":["true"]}"#
+    );
 }
 
 #[test]
@@ -404,6 +422,13 @@ fn a_spec_object_round_trips_and_refuses_request_members() {
     let value = parse(br#"{"argv":["true"],"session":"web"}"#).unwrap();
     let e = decode_spec_object(value.as_object().unwrap()).unwrap_err();
     assert!(e.message.contains("session"), "{e}");
+    // `if_gen` is a `spawn` request's precondition, not a member of a spec: neither a
+    // stored spec nor a configured session has one.
+    let value = parse(br#"{"argv":["true"],"if_gen":1}"#).unwrap();
+    let e = decode_spec_object(value.as_object().unwrap()).unwrap_err();
+    assert!(e.message.contains("if_gen"), "{e}");
+    let e = super::decode_config_entry(value.as_object().unwrap()).unwrap_err();
+    assert!(e.message.contains("if_gen"), "{e}");
     let mut spec = Spec::new(vec![b"\xff".to_vec()]);
     let mut out = b"x".to_vec();
     assert!(write_spec_object(&spec, &mut out).is_err());

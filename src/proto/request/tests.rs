@@ -29,11 +29,12 @@ fn spawn_with_every_option() {
         "stop_signal":"INT","grace":"2s","kill_grace":1500,"drain":"100ms",
         "on_exit":"leave","on_busy":"overlap",
         "restart":{"mode":"on-failure","initial":"1s","max":"30s","max_restarts":3},
-        "buffer":65536}"#,
+        "buffer":65536,"if_gen":3}"#,
     )
     .unwrap();
     let Op::Core(Command::Spawn {
         session,
+        if_gen,
         spec,
         on_busy,
     }) = op
@@ -41,6 +42,7 @@ fn spawn_with_every_option() {
         panic!("{op:?}")
     };
     assert_eq!(session, "web");
+    assert_eq!(if_gen, Some(3));
     assert_eq!(on_busy, OnBusy::Overlap);
     assert_eq!(
         spec.argv,
