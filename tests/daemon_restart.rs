@@ -276,3 +276,34 @@ fn a_replacement_waiting_at_a_crash_runs_when_its_predecessor_ended_meanwhile() 
     c.events_until(|m| m.is("spawned", next));
     c.ok(json!({"op": "shutdown"}));
 }
+
+/// A generation taken back after a crash keeps its own start as its `since` (what `ls`
+/// counts its uptime from): the one its descriptor recorded, not the moment the new daemon
+/// took it back, which is `adopted.since_unix_ms`.
+#[test]
+fn a_generation_taken_back_keeps_its_start() {
+    let mut d = Daemon::start("restart-since", &["--no-keeper"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "keep",
+        "on_recover": "keep", "argv": ["sleep", "1000"]})));
+    // Described before anyone hears it started.
+    c.spawned_pid(gen);
+    drop(c);
+    let descriptor = d.dir.join("state").join("gens").join(format!("{gen}.json"));
+    let text = std::fs::read_to_string(&descriptor).expect("its descriptor");
+    let record: Value = serde_json::from_str(text.lines().nth(1).expect("a record line"))
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    let started = record["started_unix_ms"].as_u64().expect("its start");
+
+    d.crash_and_restart(&["--no-keeper"]);
+    let mut c = d.client();
+    let list = c.ok(json!({"op": "list"}));
+    let g = &session(&list, "keep")["generations"][0];
+    assert_eq!(g["gen"], json!(gen), "{list}");
+    assert_eq!(g["lifecycle"], "running", "{list}");
+    assert_eq!(g["since_unix_ms"], json!(started), "{list}");
+    let adopted = g["adopted"]["since_unix_ms"].as_u64().expect("adopted");
+    assert!(adopted > started, "taken back after it started: {list}");
+    c.ok(json!({"op": "stop", "session": "keep"}));
+}

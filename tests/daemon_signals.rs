@@ -71,6 +71,40 @@ fn a_second_sigterm_kills_at_once() {
     assert_eq!(d.exit_code(), Some(0));
 }
 
+/// A second SIGTERM kills every process of a session at once, not only its leader: a
+/// child that ignores TERM (inherited `trap '' TERM`) is not left its hour-long
+/// `kill_grace`, so the daemon exits — within the tests' patience — with nothing left.
+#[test]
+fn a_second_sigterm_kills_the_whole_tree_at_once() {
+    let mut d = Daemon::start("sigterm-twice-tree", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(
+        json!({"op": "spawn", "session": "deaf", "grace": "1h", "kill_grace": "1h",
+        "argv": ["sh", "-c", "trap '' TERM; sleep 1000 & echo ready; wait"]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.output_until(gen, "ready");
+    let pgid = seen
+        .iter()
+        .find(|m| m.is("spawned", gen))
+        .map(|m| m.json()["pid"].as_u64().unwrap() as u32)
+        .expect("spawned before output");
+    assert_eq!(group_members(pgid).len(), 2, "the leader and its child");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "stopping");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(d.exit_code(), Some(0));
+    assert_eq!(
+        group_members(pgid),
+        Vec::<u32>::new(),
+        "the session's tree left behind"
+    );
+}
+
 #[test]
 fn subscribers_see_every_exit_of_a_shutdown() {
     let mut d = Daemon::start("shutdown-events", &[]);

@@ -153,6 +153,14 @@ impl Checker {
             Input::Adopt { session, .. } => Some(session.clone()),
             _ => None,
         };
+        // A client's `signal` is not the core's own kill.
+        let client_signal = matches!(
+            &input,
+            Input::Command {
+                command: Command::Signal { .. },
+                ..
+            }
+        );
         let now = core_now(core, now);
         self.observe_input(&before, now, &input);
         core.handle(now, input);
@@ -184,6 +192,22 @@ impl Checker {
         }
         check_dirty(core, &records);
         check_no_release_missed(core);
+        // A second shutdown's kill: SIGKILL to a running leader, alone or with its tree.
+        if core.shutdown == super::Shutdown::Killing && !client_signal {
+            for action in &actions {
+                if let Action::Signal {
+                    gen,
+                    signal: super::signal::SIGKILL,
+                    scope: super::Scope::Leader | super::Scope::Tree,
+                } = action
+                {
+                    let t = self.track(*gen);
+                    if t.exit.is_none() && !t.gone {
+                        t.kill_sent = true;
+                    }
+                }
+            }
+        }
         if let Some(name) = command_session {
             self.check_command_scope(&name, &before, &actions);
         }

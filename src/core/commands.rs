@@ -395,9 +395,10 @@ impl Core {
         }
     }
 
-    /// The first call stops everything with each spec's grace; any later one kills at once.
+    /// The first call stops everything with each spec's grace; any later one kills
+    /// everything at once (see `Generation::kill`).
     fn shutdown(&mut self) -> Result<Response, Error> {
-        let grace = match self.shutdown {
+        let kill = match self.shutdown {
             Shutdown::Running => {
                 self.shutdown = Shutdown::Stopping;
                 // What the shutdown stops, known now (a second shutdown finds it all down);
@@ -406,11 +407,11 @@ impl Core {
                     let up = s.want_up && !s.removing && s.origin == super::Origin::Config;
                     s.stopped_by_shutdown |= up;
                 }
-                None
+                false
             }
             Shutdown::Stopping | Shutdown::Killing => {
                 self.shutdown = Shutdown::Killing;
-                Some(Duration::ZERO)
+                true
             }
         };
         let mut waiting = Vec::new();
@@ -424,7 +425,16 @@ impl Core {
         for name in waiting {
             self.sync_restart(&name);
         }
-        self.stop_in_order(grace);
+        if kill {
+            // No order any more: what waited for its dependents is killed with them.
+            self.deferred_stops.clear();
+            let gens: Vec<u64> = self.gens.keys().copied().collect();
+            for gen in gens {
+                self.dispatch(gen, GenInput::Kill);
+            }
+        } else {
+            self.stop_in_order(None);
+        }
         Ok(Response::Ok)
     }
 }

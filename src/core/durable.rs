@@ -250,6 +250,7 @@ impl Core {
         started: Started,
         verified: bool,
         io: Option<AdoptedIo>,
+        started_unix_ms: u64,
     ) {
         if !self.would_adopt(gen, session) {
             return;
@@ -258,7 +259,7 @@ impl Core {
             return;
         };
         let older = s.current.is_some_and(|current| gen < current);
-        let g = Generation::adopted(
+        let mut g = Generation::adopted(
             gen,
             s.name.clone(),
             s.spec.clone(),
@@ -267,6 +268,7 @@ impl Core {
             io,
             self.now,
         );
+        g.started_unix_ms = Some(started_unix_ms);
         let name = s.name.clone();
         if let Some(s) = self.sessions.get_mut(&name) {
             s.older_taken_back |= older;

@@ -84,6 +84,9 @@ pub(crate) enum GenInput {
     SpawnOk(Started),
     SpawnErr(SpawnError),
     Stop(StopReason, Option<Duration>),
+    /// A second shutdown: SIGKILL to everything of it at once, no grace left (see
+    /// [`Generation::kill`]).
+    Kill,
     Eof(Stream),
     OutputClosed {
         unread: u64,
@@ -141,6 +144,10 @@ pub(crate) struct Generation {
     /// its leader exits the zombie does not pin the group id for us (init reaps it), and
     /// only a cgroup may be killed; its output and input stayed with the old daemon.
     pub(super) adopted: Option<Time>,
+    /// Adopted: when it started, in Unix milliseconds, as its descriptor recorded (before
+    /// this daemon's clock began, so not a [`Time`]). Listed as its `since` while it is
+    /// still in the phase it was adopted in (running).
+    pub(super) started_unix_ms: Option<u64>,
     /// Adopted with its I/O (a keeper held it across the crash): its streams are read and
     /// its input written like a spawned child's. False for an adopted generation whose
     /// I/O was lost, and for one this daemon spawned.
@@ -192,6 +199,7 @@ impl Generation {
             exit: None,
             exited_at: now,
             adopted: None,
+            started_unix_ms: None,
             io_kept: false,
             unverified: false,
             leader_gone: false,
@@ -298,6 +306,7 @@ impl Generation {
                 self.note_stop(reason, None);
                 self.shorten_grace(now, pid, stage, until, grace);
             }
+            (_, GenInput::Kill) => self.kill(now, out, &mut o),
             (Phase::Running { .. } | Phase::Stopping { .. }, GenInput::Eof(s)) => self.mark_eof(s),
             (Phase::Draining { .. }, GenInput::Eof(s)) => {
                 self.mark_eof(s);
@@ -484,6 +493,10 @@ impl Generation {
     ) {
         match (self.phase, input) {
             (Phase::Running { .. }, GenInput::Stop(reason, grace)) => self.note_stop(reason, grace),
+            // Killed once verified: the core repeats the kill after `Verified`.
+            (Phase::Running { .. }, GenInput::Kill) => {
+                self.note_stop(StopReason::Requested, Some(Duration::ZERO))
+            }
             (Phase::Running { pid }, GenInput::Verified) => {
                 self.unverified = false;
                 if self.stop.is_some() {
@@ -599,6 +612,10 @@ impl Generation {
             pid: self.pid(),
             lifecycle: self.lifecycle(),
             since: self.since,
+            since_unix_ms: match self.phase {
+                Phase::Running { .. } => self.started_unix_ms,
+                _ => None,
+            },
             superseded: newer_is_current || self.stop == Some(StopReason::Superseded),
             stop: self.stop,
             cause: self.exit.map(|(_, c)| c),
@@ -754,6 +771,69 @@ impl Generation {
             if sooner < until {
                 self.group = Group::Term { until: sooner };
             }
+        }
+    }
+
+    /// A second shutdown: SIGKILL at once to everything of it that runs — its whole tree
+    /// (its leader only under `on_exit: leave`) — with no grace left for anything: a
+    /// running or gracefully stopping leader gets it now (and `kill_grace` to die before it
+    /// is reported unkillable); the rest of an exited leader's group too, instead of
+    /// waiting out its TERM's grace. What cannot be killed yet — not started, not verified,
+    /// or its leader known gone with its status still to come — is stopped with no grace,
+    /// and the core repeats the kill as soon as it can act (`SpawnOk`, `Verified`,
+    /// `LeaderExited`). Its end keeps the cause its stops give it.
+    fn kill(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
+        let zero = Some(Duration::ZERO);
+        match self.phase {
+            Phase::Pending | Phase::Starting => {
+                *o = self.on(now, GenInput::Stop(StopReason::Requested, zero), out);
+            }
+            // Its exit is what comes next: the group's kill follows at `LeaderExited`.
+            Phase::Running { .. } | Phase::Stopping { .. } if self.leader_gone => {
+                self.grace = zero;
+            }
+            Phase::Running { pid } | Phase::Stopping { pid, .. } => {
+                self.note_stop(StopReason::Requested, zero);
+                let scope = match self.spec.on_exit {
+                    OnExit::KillGroup => Scope::Tree,
+                    OnExit::Leave => Scope::Leader,
+                };
+                out.push_back(Action::Signal {
+                    gen: self.gen,
+                    signal: SIGKILL,
+                    scope,
+                });
+                // A leader already past its grace keeps its own `kill_grace` deadline.
+                let graceful = match self.phase {
+                    Phase::Stopping { stage, .. } => stage == StopStage::Graceful,
+                    _ => true,
+                };
+                if graceful {
+                    self.sent_kill = true;
+                    let until = now.saturating_add(self.spec.kill_grace);
+                    self.enter(
+                        now,
+                        Phase::Stopping {
+                            pid,
+                            stage: StopStage::Kill,
+                            until: Some(until),
+                        },
+                    );
+                }
+            }
+            Phase::Draining { .. } | Phase::Reported { .. } => {
+                self.grace = zero;
+                if let Group::Term { .. } = self.group {
+                    out.push_back(Action::Signal {
+                        gen: self.gen,
+                        signal: SIGKILL,
+                        scope: Scope::Tree,
+                    });
+                    self.group = Group::Done;
+                    self.try_reap(now, out, o);
+                }
+            }
+            Phase::Gone => {}
         }
     }
 

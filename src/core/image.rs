@@ -137,6 +137,8 @@ pub struct GenerationImage {
     pub adopted: Option<Time>,
     /// Adopted with its I/O (a keeper held it across the crash).
     pub io_kept: bool,
+    /// Adopted: when it started, in Unix milliseconds, as its descriptor recorded.
+    pub started_unix_ms: Option<u64>,
     /// Adopted with its identity unverified, and not verified since.
     pub unverified: bool,
     /// Its leader is known to have exited and its status is awaited.

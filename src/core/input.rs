@@ -93,6 +93,9 @@ pub enum Input {
         /// What of its I/O came back with it (a keeper held its descriptors while no
         /// daemon ran); `None`: it was lost with the old daemon. Ignored unless `verified`.
         io: Option<AdoptedIo>,
+        /// When it started, in Unix milliseconds, as its descriptor recorded: before this
+        /// daemon's clock began, so listed as is, never read as a [`Time`].
+        started_unix_ms: u64,
     },
     /// A later identity check of `gen`, adopted unverified, said `match`: the driver holds
     /// the process now, and it is an adopted generation like any other (a stop asked

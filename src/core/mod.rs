@@ -247,8 +247,10 @@ impl Core {
                 containment,
                 verified,
                 io,
+                started_unix_ms,
             } => {
-                self.adopt(gen, &session, Started { pid, containment }, verified, io);
+                let started = Started { pid, containment };
+                self.adopt(gen, &session, started, verified, io, started_unix_ms);
                 self.follow_order();
                 self.announce_states();
                 return;
@@ -702,11 +704,22 @@ impl Core {
         let Some(g) = self.gens.get_mut(&gen) else {
             return;
         };
+        // Once everything is being killed (a second shutdown), a generation that could not
+        // be killed yet is as soon as it can: once it runs, once it is verified, and once
+        // its leader exited (the rest of its group, which the exit only sent TERM).
+        let kill_after = self.shutdown == Shutdown::Killing
+            && matches!(
+                input,
+                GenInput::SpawnOk(_) | GenInput::Verified | GenInput::LeaderExited(_)
+            );
         let session = g.session.clone();
         let outcome = g.on(self.now, input, &mut self.actions);
         self.sync_gen(gen);
         self.touched.insert(session.clone());
         self.apply(&session, gen, outcome);
+        if kill_after {
+            self.dispatch(gen, GenInput::Kill);
+        }
     }
 
     fn apply(&mut self, name: &Arc<str>, gen: u64, outcome: Outcome) {

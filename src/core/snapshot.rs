@@ -73,6 +73,10 @@ pub struct GenerationSnapshot {
     pub lifecycle: Lifecycle,
     /// When it entered that lifecycle step.
     pub since: Time,
+    /// When it entered that lifecycle step in Unix milliseconds, where that was before
+    /// this daemon's clock began (a generation taken back running: when it started), in
+    /// place of `since`.
+    pub since_unix_ms: Option<u64>,
     /// Whether a newer generation replaced it: one is current, or it was stopped for one.
     pub superseded: bool,
     /// Why it is being stopped, if it is.

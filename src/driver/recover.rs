@@ -142,6 +142,7 @@ pub fn take_back(
             },
             verified: !matches!(verdict, Adoption::Unverifiable(_)),
             io: resumed,
+            started_unix_ms: d.started_unix_ms,
         };
         // The core refuses an `Adopt` for a session it did not take back (its record was
         // bad, moved aside, or not restored), or for a number it could still allocate or

@@ -69,7 +69,10 @@ fn generation(g: &GenerationSnapshot, clock: Clock, out: &mut Vec<u8>) {
         None => w.null("pid"),
     };
     w.str("lifecycle", g.lifecycle.as_str())
-        .u64("since_unix_ms", clock.unix_ms(g.since))
+        .u64(
+            "since_unix_ms",
+            g.since_unix_ms.unwrap_or_else(|| clock.unix_ms(g.since)),
+        )
         .bool("superseded", g.superseded);
     if let Some(cause) = g.cause {
         w.str("cause", cause.as_str());

@@ -152,6 +152,7 @@ pub fn reborn(old: &Core, now: Time, c: &mut impl Choose) -> (Core, Checker) {
                 containment: g.containment.unwrap_or(Containment::Session),
                 verified: !c.chance(25),
                 io,
+                started_unix_ms: 1_600_000_000_000,
             };
             check.handle(&mut core, Time::ZERO, adopt);
             if exited || c.chance(20) {

@@ -125,6 +125,7 @@ fn generation_image(g: &Generation) -> GenerationImage {
         exited_at: g.exited_at,
         adopted: g.adopted,
         io_kept: g.io_kept,
+        started_unix_ms: g.started_unix_ms,
         unverified: g.unverified,
         leader_gone: g.leader_gone,
         readiness: g.readiness.clone(),

@@ -431,6 +431,7 @@ fn generation(session: Arc<str>, g: GenerationImage) -> Generation {
     r.stop = g.stop;
     r.grace = g.grace;
     r.sent_kill = g.sent_kill;
+    r.started_unix_ms = g.started_unix_ms;
     r.cancel_at = g.cancel_at;
     r.containment = g.containment;
     r.offsets = g.offsets;

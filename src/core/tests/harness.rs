@@ -256,6 +256,7 @@ impl Harness {
             containment: Containment::Session,
             verified,
             io: None,
+            started_unix_ms: 1_600_000_000_000,
         });
         self.core.awaits_exit(gen)
     }
@@ -270,6 +271,7 @@ impl Harness {
             containment: Containment::Session,
             verified: true,
             io: Some(io),
+            started_unix_ms: 1_600_000_000_000,
         });
         self.core.awaits_exit(gen)
     }

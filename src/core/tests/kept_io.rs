@@ -157,6 +157,7 @@ fn without_kept_io_or_unverified_nothing_is_read_or_written() {
             containment: crate::core::Containment::Session,
             verified,
             io,
+            started_unix_ms: 1_600_000_000_000,
         });
         n.resume();
         let adopted = n.get("s").generations[0].adopted.expect("adopted");

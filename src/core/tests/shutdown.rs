@@ -15,6 +15,19 @@ fn kill_sent(actions: &[Action], gen: u64) -> bool {
     )
 }
 
+/// Whether `actions` hold SIGKILL to `gen`'s whole tree (what a second shutdown sends).
+fn tree_killed(actions: &[Action], gen: u64) -> bool {
+    has(
+        actions,
+        |a| matches!(a, Action::Signal { gen: g, signal: SIGKILL, scope: Scope::Tree } if *g == gen),
+    )
+}
+
+/// Every action taken from log position `from` on.
+fn since(h: &Harness, from: usize) -> Vec<Action> {
+    h.all_actions()[from..].to_vec()
+}
+
 #[test]
 fn a_shorter_second_grace_brings_the_kill_forward_and_a_longer_one_never_delays_it() {
     let mut h = Harness::new();
@@ -67,14 +80,15 @@ fn shutdown_reaches_superseded_generations_and_cancels_restarts() {
 
     // Asked twice: the second kills at once.
     assert_eq!(h.cmd(Command::Shutdown), Ok(Response::Ok));
+    let from = h.all_actions().len();
     let reply = h.cmd(Command::Shutdown);
     assert_eq!(reply, Ok(Response::Ok));
-    let actions = h.advance(0);
+    let actions = since(&h, from);
     assert!(
-        kill_sent(&actions, old),
+        tree_killed(&actions, old),
         "the superseded generation is killed too"
     );
-    assert!(kill_sent(&actions, new));
+    assert!(tree_killed(&actions, new));
     assert_ne!(
         h.get("b").state,
         SessionState::Backoff,
@@ -139,12 +153,92 @@ fn a_second_shutdown_kills_the_rest_of_a_group_at_once() {
         }
     )));
     h.cmd(Command::Shutdown).unwrap();
+    let from = h.all_actions().len();
     h.cmd(Command::Shutdown).unwrap();
-    let actions = h.advance(0);
-    assert!(has(&actions, |a| matches!(
-        a,
-        Action::Signal { gen: g, scope: Scope::Tree, signal: SIGKILL } if *g == gen
-    )));
+    assert!(tree_killed(&since(&h, from), gen));
+    h.settle();
+}
+
+/// A second shutdown kills every process of every generation at once, whatever stage its
+/// stop reached: a leader still in its grace (its whole tree, not its leader alone), a
+/// leader dead whose group is in its TERM's grace, a leader dead whose status is still
+/// to come (its group the moment it comes), one still starting (the moment it runs) —
+/// and nothing is left to wait out a grace or `kill_grace`.
+#[test]
+fn a_second_shutdown_kills_every_tree_at_once_whatever_its_stage() {
+    let mut h = Harness::new();
+    let mut s = spec();
+    s.grace = Duration::from_secs(3600);
+    s.kill_grace = Duration::from_secs(3600);
+    let in_grace = h.spawn_with("grace", s.clone(), OnBusy::Replace).unwrap();
+    h.started(in_grace);
+    let group_term = h.spawn_with("group", s.clone(), OnBusy::Replace).unwrap();
+    h.started(group_term);
+    let awaited = h.spawn_with("awaited", s.clone(), OnBusy::Replace).unwrap();
+    h.started(awaited);
+    let starting = h.spawn_with("starting", s, OnBusy::Replace).unwrap();
+
+    h.cmd(Command::Shutdown).unwrap();
+    // Each in its stage: `in_grace`'s leader ignores its TERM; `group_term`'s leader
+    // ended, its group got TERM and has `kill_grace`; `awaited`'s leader is known gone,
+    // its status not seen yet; `starting` has not run yet.
+    h.exit(group_term, crate::core::ExitStatus::Signal(15));
+    h.eof(group_term);
+    h.input(crate::core::Input::LeaderGone { gen: awaited });
+    h.advance(1_000);
+    assert!(
+        !has(h.all_actions(), |a| matches!(
+            a,
+            Action::Signal {
+                signal: SIGKILL,
+                ..
+            }
+        )),
+        "nothing killed before the second shutdown"
+    );
+
+    let from = h.all_actions().len();
+    h.cmd(Command::Shutdown).unwrap();
+    let now = since(&h, from);
+    assert!(
+        tree_killed(&now, in_grace),
+        "the whole tree, not the leader alone"
+    );
+    assert!(
+        tree_killed(&now, group_term),
+        "the group, without waiting out kill_grace"
+    );
+    assert!(
+        !kill_sent(&now, in_grace),
+        "the tree's kill includes its leader"
+    );
+
+    // The rest the moment it can be: the awaited one's group at its status, the starting
+    // one once it runs.
+    let at_exit = h.exit(awaited, crate::core::ExitStatus::Code(0));
+    assert!(tree_killed(&at_exit, awaited));
+    let at_start = h.started(starting);
+    assert!(tree_killed(&at_start, starting));
+
+    // Their leaders die of it; no deadline is left to wait for.
+    for gen in [in_grace, starting] {
+        h.exit(gen, crate::core::ExitStatus::Signal(SIGKILL));
+    }
+    for gen in [in_grace, awaited, starting] {
+        h.eof(gen);
+    }
+    assert!(h.core.is_shut_down(), "everything is reaped: nothing waits");
+    assert_eq!(h.core.generation_count(), 0);
+    let killed = h.events_of(in_grace).into_iter().any(|e| {
+        matches!(
+            e,
+            Event::Exited {
+                cause: crate::core::ExitCause::Killed,
+                ..
+            }
+        )
+    });
+    assert!(killed, "its end says it was killed");
     h.settle();
 }
 

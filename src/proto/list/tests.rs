@@ -24,6 +24,7 @@ fn running(i: usize) -> SessionSnapshot {
             pid: Some(100_000 + i as u32),
             lifecycle: Lifecycle::Running,
             since: Time::from_millis(5_000),
+            since_unix_ms: None,
             superseded: false,
             stop: None,
             cause: None,

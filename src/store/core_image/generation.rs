@@ -41,7 +41,7 @@ const FIELDS: &[&str] = &[
 /// Members written only when they differ from what an image without them means (older
 /// images have none): readiness (`ready` once it ran, else not started) and liveness
 /// (no schedule).
-const OPTIONAL: &[&str] = &["readiness", "liveness", "overlap"];
+const OPTIONAL: &[&str] = &["readiness", "liveness", "overlap", "started_unix_ms"];
 
 const STOP: &[(&str, StopReason)] = &[
     ("requested", StopReason::Requested),
@@ -113,6 +113,9 @@ pub(super) fn encode(g: &GenerationImage, spec: usize) -> Vec<u8> {
     }
     if g.overlap {
         w.bool("overlap", true);
+    }
+    if let Some(ms) = g.started_unix_ms {
+        w.u64("started_unix_ms", ms);
     }
     w.finish();
     out
@@ -323,6 +326,7 @@ pub(super) fn decode(
         readiness: ready,
         liveness: live,
         overlap: o.opt_bool("overlap").map_err(&named)?.unwrap_or(false),
+        started_unix_ms: o.opt_u64("started_unix_ms").map_err(&named)?,
         gen: o.req_u64("gen").map_err(&named)?,
         session: Arc::from(o.req_str("session").map_err(&named)?),
         spec: spec_at(

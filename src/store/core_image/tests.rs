@@ -61,6 +61,7 @@ fn generation(
         exited_at: Time::from_millis(7),
         adopted: Some(Time::ZERO),
         io_kept: false,
+        started_unix_ms: None,
         unverified: true,
         leader_gone: false,
         // Every readiness shape by generation number, and a liveness schedule on some.
