@@ -161,6 +161,15 @@ impl Daemon {
             }
             let now = self.clock.now();
             self.core.handle_timeout(now);
+            if self
+                .clients
+                .demote_deadline()
+                .is_some_and(|at| at <= Instant::now())
+            {
+                // Those demoted are written to first: what waits for them may tell of
+                // this turn's records.
+                self.save_sessions();
+            }
             let registry = self.poll.registry();
             for id in self
                 .clients
@@ -406,7 +415,13 @@ impl Daemon {
                 }
             }
             Action::Signal { gen, signal, scope } => self.children.signal(gen, signal, scope),
-            Action::Reap { gen } => self.children.reap(registry, gen),
+            Action::Reap { gen } => {
+                // The end's record first: a crash before it is written, with the process
+                // still unreaped, leaves its exit status to whoever reaps it (a keeper's
+                // pidfd tells the next daemon), never a `lost` end a reap took away.
+                self.save_sessions();
+                self.children.reap(self.poll.registry(), gen)
+            }
             Action::WriteInput { gen, bytes } => {
                 self.children.queue_input(gen, &bytes);
                 self.flush_input(gen);
