@@ -65,8 +65,11 @@ impl Daemon {
         // generation together, and count on both being served before the start completes
         // (its `spawned` event would otherwise come before the subscription).
         let mut spare = false;
+        // Records this turn's other sources left to write are not this slice's to count.
+        let dirty_before = self.core.dirty_session_count();
         loop {
-            let full = self.core.dirty_session_count() >= CLIENT_RECORDS_PER_TURN;
+            let left = self.core.dirty_session_count().saturating_sub(dirty_before);
+            let full = left >= CLIENT_RECORDS_PER_TURN;
             let over = work == 0 || full || Instant::now() >= until;
             if over && !spare {
                 self.turn.again(token);
