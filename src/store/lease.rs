@@ -364,8 +364,10 @@ pub fn decode_holder(bytes: &[u8]) -> Result<Holder, FormatError> {
             pid_ns: None,
         });
     }
+    // Members a later version adds are ignored, not refused: the record is read by
+    // whatever keeper runs, which may be older than the daemon that wrote it (an upgrade
+    // keeps the keeper), and must still know its daemon by the members it knows.
     let o = format::decode(bytes, Kind::Lease, &LIMITS)?;
-    o.check_fields(&["pid", "identity", "since_unix_ms", "pid_ns"])?;
     let pid = o.req_u64("pid")?;
     let pid = u32::try_from(pid)
         .ok()
@@ -433,6 +435,13 @@ mod tests {
         };
         assert_eq!(decode_holder(&encode_holder(&h)).unwrap(), h);
         assert_eq!(decode_holder(b"1234\n").unwrap().pid, 1234);
+        // A later version's member is ignored.
+        let later = String::from_utf8(encode_holder(&h)).unwrap().replacen(
+            "\"pid\":77",
+            "\"pid\":77,\"later\":1",
+            1,
+        );
+        assert_eq!(decode_holder(later.as_bytes()).unwrap(), h);
         for bad in [&b"0\n"[..], b"12x\n", b"1234", b"", b"-1\n"] {
             assert!(decode_holder(bad).is_err(), "{bad:?}");
         }
