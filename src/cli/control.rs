@@ -259,7 +259,22 @@ fn changed_spawn(
         .ok_or_else(|| ClientError::Protocol("get answered without `session`".into()))?;
     // `--if-gen` is not checked against this snapshot: the `spawn` carries it, and the
     // daemon decides it with the spawn, so a session that moves on meanwhile (its restart
-    // policy, another client) is left alone, its newer spec included.
+    // policy, another client) is left alone, its newer spec included. A daemon from before
+    // `spawn` took `if_gen` (this program installed, the daemon not upgraded yet) would
+    // refuse the member: with it, the snapshot is all there is to check against.
+    let if_gen = match if_gen {
+        Some(g) if !spawn_takes_if_gen(conn)? => {
+            let current = u64_of(s, "current");
+            if current != Some(g) {
+                let now = current.map_or("none".to_string(), |c| c.to_string());
+                return Err(CommandError::Failed(format!(
+                    "{session}: its current generation is {now}, not {g} (--if-gen): nothing was done"
+                )));
+            }
+            None
+        }
+        other => other,
+    };
     let spec = s
         .get("spec")
         .and_then(crate::proto::json::Value::as_object)
@@ -283,6 +298,15 @@ fn changed_spawn(
         spec: Box::new(spec),
         on_busy: crate::core::OnBusy::Replace,
     }))
+}
+
+/// Whether the daemon's `spawn` takes `if_gen` (its `hello` lists `spawn_if_gen`).
+fn spawn_takes_if_gen(conn: &mut Connection) -> Result<bool, CommandError> {
+    let hello = conn.request(&Op::Hello)?;
+    Ok(hello
+        .get("capabilities")
+        .and_then(crate::proto::json::Value::as_array)
+        .is_some_and(|caps| caps.iter().any(|c| c.as_str() == Some("spawn_if_gen"))))
 }
 
 /// `genward rm NAME`: stops every generation and forgets the session; returns once the
