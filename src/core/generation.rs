@@ -809,16 +809,7 @@ impl Generation {
                     _ => true,
                 };
                 if graceful {
-                    self.sent_kill = true;
-                    let until = now.saturating_add(self.spec.kill_grace);
-                    self.enter(
-                        now,
-                        Phase::Stopping {
-                            pid,
-                            stage: StopStage::Kill,
-                            until: Some(until),
-                        },
-                    );
+                    self.enter_kill_stage(now, pid);
                 }
             }
             Phase::Draining { .. } | Phase::Reported { .. } => {
@@ -855,6 +846,21 @@ impl Generation {
         );
     }
 
+    /// SIGKILL was just sent to the leader: it has `kill_grace` to end before it is called
+    /// unkillable.
+    fn enter_kill_stage(&mut self, now: Time, pid: u32) {
+        self.sent_kill = true;
+        let until = now.saturating_add(self.spec.kill_grace);
+        self.enter(
+            now,
+            Phase::Stopping {
+                pid,
+                stage: StopStage::Kill,
+                until: Some(until),
+            },
+        );
+    }
+
     fn escalate(&mut self, now: Time, pid: u32, stage: StopStage, out: &mut VecDeque<Action>) {
         match stage {
             StopStage::Graceful => {
@@ -863,16 +869,7 @@ impl Generation {
                     signal: SIGKILL,
                     scope: Scope::Leader,
                 });
-                self.sent_kill = true;
-                let until = now.saturating_add(self.spec.kill_grace);
-                self.enter(
-                    now,
-                    Phase::Stopping {
-                        pid,
-                        stage: StopStage::Kill,
-                        until: Some(until),
-                    },
-                );
+                self.enter_kill_stage(now, pid);
             }
             StopStage::Kill => {
                 self.emit(
