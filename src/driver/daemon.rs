@@ -456,7 +456,16 @@ impl Daemon {
                 self.ready.cancel_probe(registry, gen, probe, live)
             }
             Action::ReadySettled { gen } => self.ready.settled(registry, gen),
-            Action::Emit(event) => self.emit(event),
+            Action::Emit(event) => {
+                if event.is_terminal() {
+                    // The retained output keeps every event from the moment it is emitted,
+                    // and a successor reports an end its record does not hold: the record
+                    // first, so that a crash in between can never leave a generation two
+                    // terminal events in the session's log.
+                    self.save_sessions();
+                }
+                self.emit(event)
+            }
             Action::Reply { request, result } => {
                 self.clients.reply(request, &result, self.clock.wire)
             }
