@@ -624,6 +624,11 @@ fn a_stopped_member_is_continued_after_the_stop_signal_so_its_handler_runs() {
     watch
         .signal(&child.process, &[], Signal::TERM, now)
         .unwrap();
+    // A shell may restart a `read` its trapped signal interrupted and run the trap only
+    // once the read returns: a line lets it return — a member left stopped reads nothing.
+    // (A member that already ran its trap and exited leaves no reader: the write fails.)
+    let stdin = child.stdin.take().expect("the leader's stdin");
+    let _ = rustix::io::write(&stdin, b"\n");
     wait_empty(&mut watch, &child.process);
     assert!(exited(fd));
     let status = waitid(WaitId::PidFd(fd.as_fd()), WaitIdOptions::EXITED)
