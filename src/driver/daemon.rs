@@ -306,9 +306,8 @@ impl Daemon {
             Source::Unknown => {}
         }
         // The records these actions change are written, and the clients told, once for
-        // the turn (at its end, or at the next flush, which writes them first): a burst of
-        // exits — a `shutdown` of thousands — shares its flushes instead of paying a
-        // disk's two `fsync`s per session.
+        // the turn (at its end, or at the next flush, which writes them first) — except an
+        // end's, written before its terminal event (see `run_action`).
         self.run_actions_unsaved();
     }
 
