@@ -20,6 +20,7 @@ use mio::{Interest, Poll, Registry};
 use super::client::{Client, Line, Received};
 use super::listener::{Listener, PeerPolicy};
 use super::logs::Logs;
+use super::persist::RecordsSaved;
 use super::subscriptions::Subscriptions;
 use super::terminal_sizes::{SizeAgain, TerminalSizes};
 use super::token::Source;
@@ -281,17 +282,21 @@ impl Clients {
 
     /// The socket of `id` accepts bytes again: write, and refill what it fell behind on.
     /// Returns whether its reading may resume (see [`flush`](Self::flush)).
-    pub fn writable(&mut self, registry: &Registry, id: u64, logs: &Logs) -> bool {
+    pub fn writable(&mut self, registry: &Registry, id: u64, logs: &Logs, _: RecordsSaved) -> bool {
+        self.unblock_and_write(registry, id, logs)
+    }
+
+    fn unblock_and_write(&mut self, registry: &Registry, id: u64, logs: &Logs) -> bool {
         if let Some(c) = self.table.get_mut(&id) {
             c.unblock();
         }
-        self.flush(registry, id, logs)
+        self.write_to(registry, id, logs)
     }
 
     /// Writes what every connection touched in this step has queued. Returns those whose
     /// reading was paused and may resume (serviced on the next turn, not recursively: a
     /// fast client could otherwise nest read → answer → flush → read without bound).
-    pub fn flush_dirty(&mut self, registry: &Registry, logs: &Logs) -> Vec<u64> {
+    pub fn flush_dirty(&mut self, registry: &Registry, logs: &Logs, _: RecordsSaved) -> Vec<u64> {
         let mut resume = Vec::new();
         // Runs after every record read: the list's buffer is kept, not reallocated.
         let mut dirty = std::mem::take(&mut self.dirty);
@@ -299,7 +304,7 @@ impl Clients {
             if let Some(c) = self.table.get_mut(&id) {
                 c.dirty = false;
             }
-            if self.flush(registry, id, logs) {
+            if self.write_to(registry, id, logs) {
                 resume.push(id);
             }
         }
@@ -312,7 +317,12 @@ impl Clients {
     /// Writes what the socket accepts, refilling from the subscriptions it fell behind on
     /// while the socket takes more; closes a finished or broken connection. Returns
     /// whether reading was paused and may resume now.
-    pub fn flush(&mut self, registry: &Registry, id: u64, logs: &Logs) -> bool {
+    pub fn flush(&mut self, registry: &Registry, id: u64, logs: &Logs, _: RecordsSaved) -> bool {
+        self.write_to(registry, id, logs)
+    }
+
+    /// [`flush`](Self::flush), for the methods that were handed its proof themselves.
+    fn write_to(&mut self, registry: &Registry, id: u64, logs: &Logs) -> bool {
         loop {
             let Some(client) = self.table.get_mut(&id) else {
                 return false;
@@ -453,14 +463,14 @@ impl Clients {
     /// On the way out, subscribers that keep reading get the last events (every session's
     /// exit): writing continues until every queue and subscription is drained, or for at
     /// most [`EXIT_FLUSH`].
-    pub fn flush_before_exit(&mut self, poll: &mut Poll, logs: &Logs) {
+    pub fn flush_before_exit(&mut self, poll: &mut Poll, logs: &Logs, _: RecordsSaved) {
         let deadline = Instant::now() + EXIT_FLUSH;
         let mut events = mio::Events::with_capacity(64);
         loop {
             let ids: Vec<u64> = self.table.keys().copied().collect();
             for &id in &ids {
                 // Woken by some socket draining: try each again.
-                self.writable(poll.registry(), id, logs);
+                self.unblock_and_write(poll.registry(), id, logs);
             }
             let busy = self
                 .table

@@ -29,7 +29,7 @@ use super::keeper_link::KeeperLink;
 use super::log_sink::LogSink;
 use super::logs::Logs;
 use super::notify::Notifier;
-use super::persist::Persist;
+use super::persist::{Persist, RecordsSaved};
 use super::readiness::Readiness;
 use super::ready::notify_ready;
 use super::signals::{ControlSignal, Signals};
@@ -93,8 +93,9 @@ impl Daemon {
         notify_ready(self.cfg.ready_fd.take(), &self.notify);
         loop {
             if self.core.is_shut_down() {
-                self.save_sessions();
-                self.clients.flush_before_exit(&mut self.poll, &self.logs);
+                let saved = self.save_sessions();
+                self.clients
+                    .flush_before_exit(&mut self.poll, &self.logs, saved);
                 match self.core.generation_count() {
                     0 => log::info!("all sessions stopped; exiting"),
                     n => {
@@ -161,22 +162,22 @@ impl Daemon {
             }
             let now = self.clock.now();
             self.core.handle_timeout(now);
+            let demote_now = Instant::now();
             if self
                 .clients
                 .demote_deadline()
-                .is_some_and(|at| at <= Instant::now())
+                .is_some_and(|at| at <= demote_now)
             {
-                // Those demoted are written to first: what waits for them may tell of
-                // this turn's records.
-                self.save_sessions();
-            }
-            let registry = self.poll.registry();
-            for id in self
-                .clients
-                .demote_due(registry, &self.logs, Instant::now())
-            {
-                if let Some(token) = Source::Client(id).token() {
-                    self.turn.again(token);
+                // Those demoted are written to first.
+                let saved = self.save_sessions();
+                let registry = self.poll.registry();
+                for id in self
+                    .clients
+                    .demote_due(registry, &self.logs, demote_now, saved)
+                {
+                    if let Some(token) = Source::Client(id).token() {
+                        self.turn.again(token);
+                    }
                 }
             }
             self.log_sink.tick(self.poll.registry(), Instant::now());
@@ -251,12 +252,10 @@ impl Daemon {
             Source::LogWriter => self.log_sink.ready(self.poll.registry()),
             Source::UpgradeCheck => self.upgrade_checked(),
             Source::Client(id) => {
-                if writable {
-                    // What waits for it may tell of records not written yet this turn.
-                    self.save_sessions();
-                }
-                let resume =
-                    writable && self.clients.writable(self.poll.registry(), id, &self.logs);
+                let resume = writable && {
+                    let saved = self.save_sessions();
+                    (self.clients).writable(self.poll.registry(), id, &self.logs, saved)
+                };
                 if readable {
                     self.serve_client(id, token);
                 } else if resume {
@@ -360,10 +359,10 @@ impl Daemon {
 
     /// Writes the session records the last actions changed, sharing their flushes: before
     /// anything of those actions is told to anyone (what a client was answered must be
-    /// on disk first).
-    fn save_sessions(&mut self) {
+    /// on disk first). Every write to the clients asks for what this returns.
+    fn save_sessions(&mut self) -> RecordsSaved {
         let now = self.clock.now();
-        self.persist.sync_sessions(&mut self.core, now);
+        self.persist.sync_sessions(&mut self.core, now)
     }
 
     /// [`run_actions`](Self::run_actions) without writing the records it changed: for a

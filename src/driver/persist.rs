@@ -29,6 +29,15 @@ use crate::sys::process::Process;
 /// Most session records and descriptors read at start.
 const MAX_RECORDS: usize = 1 << 20;
 
+/// Proof that the session records the core changed so far have been written (or, where
+/// the disk refused, set to be tried again): handed out only by
+/// [`Persist::sync_sessions`], and asked for by everything that writes to a client's
+/// socket (see `Clients`), so that nothing reaches a client before the records that say
+/// it are on disk — a rule kept by the types, not by each caller remembering it. Neither
+/// `Clone` nor `Copy`: each write to the clients needs a write of the records before it.
+#[derive(Debug)]
+pub struct RecordsSaved(());
+
 /// How soon a session record that could not be written is tried again.
 const SAVE_RETRY: Duration = Duration::from_secs(1);
 
@@ -235,12 +244,12 @@ impl Persist {
     /// Writes the records of every session the core says changed (removes those gone),
     /// and, when it is time, those that could not be written before; a file that already
     /// holds the record's bytes is left as it is.
-    pub fn sync_sessions(&mut self, core: &mut Core, now: Time) {
+    pub fn sync_sessions(&mut self, core: &mut Core, now: Time) -> RecordsSaved {
         // Called after every step: nothing to do (the usual case) costs nothing.
         let dirty = core.take_dirty_sessions();
         let retry = self.save_retry_at.is_some_and(|at| at <= Instant::now());
         if dirty.is_empty() && !retry {
-            return;
+            return RecordsSaved(());
         }
         let mut names = dirty;
         if retry {
@@ -305,6 +314,7 @@ impl Persist {
         if !self.unsaved.is_empty() && self.save_retry_at.is_none() {
             self.save_retry_at = Some(Instant::now() + SAVE_RETRY);
         }
+        RecordsSaved(())
     }
 
     /// Notes whether session `name`'s record reached the disk: one that did not is

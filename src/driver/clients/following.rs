@@ -10,6 +10,7 @@ use mio::Registry;
 
 use super::{Clients, LOSSLESS_LOG_BYTES};
 use crate::driver::logs::Logs;
+use crate::driver::persist::RecordsSaved;
 use crate::driver::subscriptions::{start_cursor, Terms};
 use crate::proto::encode;
 use crate::proto::envelope::RequestId;
@@ -229,13 +230,16 @@ impl Clients {
     /// now starts its clock again (see [`flush`](Self::flush)); only one that took
     /// nothing is demoted. Returns the clients whose reading may resume (as
     /// [`flush`](Self::flush) says).
-    pub fn demote_due(&mut self, registry: &Registry, logs: &Logs, now: Instant) -> Vec<u64> {
+    pub fn demote_due(
+        &mut self,
+        registry: &Registry,
+        logs: &Logs,
+        now: Instant,
+        _: RecordsSaved,
+    ) -> Vec<u64> {
         let mut resume = Vec::new();
         for id in self.subs.demote_candidates(now) {
-            if let Some(client) = self.table.get_mut(&id) {
-                client.unblock();
-            }
-            if self.flush(registry, id, logs) {
+            if self.unblock_and_write(registry, id, logs) {
                 resume.push(id);
             }
         }

@@ -150,15 +150,18 @@ impl Daemon {
 
     /// Writes what waits in the clients' outboxes — after the session records of what it
     /// tells: whatever ran since the last write of them (a turn's exits, a slice's
-    /// requests) is written first, together, so that nothing reaches a client before the
-    /// records that say it are on disk, wherever the flush happens.
+    /// requests) is written first, together (the clients take no write without the
+    /// [`RecordsSaved`](crate::driver::persist::RecordsSaved) that says so).
     pub(super) fn flush_clients(&mut self) {
-        self.save_sessions();
+        let saved = self.save_sessions();
         let released = self.logs.take_released();
         if !released.is_empty() {
             self.clients.detach_frames(&released);
         }
-        for id in self.clients.flush_dirty(self.poll.registry(), &self.logs) {
+        for id in self
+            .clients
+            .flush_dirty(self.poll.registry(), &self.logs, saved)
+        {
             if let Some(token) = Source::Client(id).token() {
                 self.turn.again(token);
             }

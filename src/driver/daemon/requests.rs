@@ -97,8 +97,11 @@ impl Daemon {
             // and hold the loop for seconds).
             self.run_actions_unsaved();
         }
-        self.save_sessions();
-        if self.clients.flush(self.poll.registry(), id, &self.logs) {
+        let saved = self.save_sessions();
+        if self
+            .clients
+            .flush(self.poll.registry(), id, &self.logs, saved)
+        {
             self.turn.again(token);
         }
     }
