@@ -6,42 +6,23 @@
 mod util;
 
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use genward::store::lease::{decode_holder, LEASE_FILE};
 use genward::testkit::wait;
 use serde_json::json;
 use util::daemon::{daemon_binary, skip_because, Daemon, PATIENCE};
-
-const UNSHARE: [&str; 5] = [
-    "unshare",
-    "--pid",
-    "--fork",
-    "--mount-proc",
-    "--kill-child=KILL",
-];
-
-/// Why a PID namespace cannot be made here, if it cannot.
-fn no_pid_namespace() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("needs root for a PID namespace");
-    }
-    let works = Command::new(UNSHARE[0])
-        .args(&UNSHARE[1..])
-        .arg("true")
-        .stderr(Stdio::null())
-        .status();
-    (!works.is_ok_and(|s| s.success()))
-        .then_some("unshare --pid --fork --mount-proc does not work here")
-}
+use util::pidns::in_new_pid_namespace;
 
 #[test]
 fn a_daemon_in_another_pid_namespace_is_refused_the_lease() {
-    if let Some(why) = no_pid_namespace() {
-        skip_because(why);
-        return;
-    }
+    let mut cmd = match in_new_pid_namespace() {
+        Ok(cmd) => cmd,
+        Err(why) => {
+            skip_because(&why);
+            return;
+        }
+    };
     let d = Daemon::start("lease-pidns", &["--no-keeper"]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
@@ -52,9 +33,7 @@ fn a_daemon_in_another_pid_namespace_is_refused_the_lease() {
     let lease = state.join(LEASE_FILE);
     let inode = std::fs::metadata(&lease).unwrap().ino();
 
-    let mut cmd = Command::new(UNSHARE[0]);
-    cmd.args(&UNSHARE[1..])
-        .arg(daemon_binary())
+    cmd.arg(daemon_binary())
         .arg("--socket")
         .arg(d.dir.join("other.sock"))
         .arg("daemon")
@@ -64,14 +43,6 @@ fn a_daemon_in_another_pid_namespace_is_refused_the_lease() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    // SAFETY: prctl is async-signal-safe and takes no pointers here.
-    unsafe {
-        // If the test dies, unshare dies, and with it (--kill-child) the namespace.
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
     let mut other = cmd.spawn().unwrap();
     let status = wait::child_exit(&mut other, PATIENCE);
     if status.is_none() {

@@ -8,8 +8,7 @@
 mod util;
 
 use std::os::fd::AsFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use genward::testkit::{proc, wait};
@@ -17,15 +16,8 @@ use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 use serde_json::json;
 use util::cli::{genward, run_cmd};
 use util::daemon::{output_of, PATIENCE};
+use util::pidns::in_new_pid_namespace;
 use util::setup::{app_env, await_socket, example, free_port, installed_config, unique_tag, App};
-
-const UNSHARE: [&str; 5] = [
-    "unshare",
-    "--pid",
-    "--fork",
-    "--mount-proc",
-    "--kill-child=KILL",
-];
 
 /// The entrypoint in a new PID namespace; killed with everything in it when dropped.
 struct Container {
@@ -36,30 +28,10 @@ impl Container {
     /// Starts `examples/container/entrypoint` as PID 1 of a new namespace, or says why it
     /// cannot run here.
     fn start(env: &[(String, std::ffi::OsString)]) -> Result<Container, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("needs root for a PID namespace".into());
-        }
-        let works = Command::new(UNSHARE[0])
-            .args(&UNSHARE[1..])
-            .arg("true")
-            .stderr(Stdio::null())
-            .status();
-        if !works.is_ok_and(|s| s.success()) {
-            return Err("unshare --pid --fork --mount-proc does not work here".into());
-        }
-        let mut cmd = Command::new(UNSHARE[0]);
-        cmd.args(&UNSHARE[1..])
-            .arg(example("container/entrypoint"))
+        let mut cmd = in_new_pid_namespace()?;
+        cmd.arg(example("container/entrypoint"))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
-        // SAFETY: prctl is async-signal-safe and takes no pointers here.
-        unsafe {
-            // If the test dies, unshare dies, and with it (--kill-child) the namespace.
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
         let unshare = cmd
             .spawn()
             .map_err(|e| format!("cannot run unshare: {e}"))?;

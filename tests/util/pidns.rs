@@ -63,6 +63,44 @@ for line in sys.stdin:
     print(pid, flush=True)
 "#;
 
+/// `unshare` as a container runtime runs a container's PID 1: a new PID namespace with
+/// its own `/proc`, everything in it killed when `unshare` dies.
+const UNSHARE: [&str; 5] = [
+    "unshare",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--kill-child=KILL",
+];
+
+/// A command that runs what the caller adds (program and arguments) as PID 1 of a new
+/// PID namespace, killed with everything in it if the test dies — or why that cannot be
+/// done here (the caller reports a skip).
+pub fn in_new_pid_namespace() -> Result<Command, String> {
+    if !rustix::process::geteuid().is_root() {
+        return Err("needs root for a PID namespace".into());
+    }
+    let works = Command::new(UNSHARE[0])
+        .args(&UNSHARE[1..])
+        .arg("true")
+        .stderr(Stdio::null())
+        .status();
+    if !works.is_ok_and(|s| s.success()) {
+        return Err("unshare --pid --fork --mount-proc does not work here".into());
+    }
+    let mut cmd = Command::new(UNSHARE[0]);
+    cmd.args(&UNSHARE[1..]);
+    // SAFETY: prctl is async-signal-safe and takes no pointers here.
+    unsafe {
+        // If the test dies, unshare dies, and with it (--kill-child) the namespace.
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    Ok(cmd)
+}
+
 /// A PID namespace with an init of its own; everything in it is killed when it is dropped.
 pub struct PidNamespace {
     unshare: Child,
@@ -76,30 +114,11 @@ pub struct PidNamespace {
 impl PidNamespace {
     /// A new namespace, or why none can be made here (the caller reports a skip).
     pub fn new() -> Result<PidNamespace, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("needs root to create a PID namespace and write ns_last_pid".into());
-        }
-        let mut cmd = Command::new("unshare");
-        cmd.args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child=KILL",
-            "python3",
-            "-c",
-            INIT,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        // SAFETY: prctl is async-signal-safe and takes no pointers here.
-        unsafe {
-            // If the test dies, unshare dies, and with it (--kill-child) the namespace.
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        let mut cmd = in_new_pid_namespace()?;
+        cmd.args(["python3", "-c", INIT])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut unshare = cmd
             .spawn()
             .map_err(|e| format!("cannot run unshare: {e}"))?;
