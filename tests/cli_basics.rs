@@ -263,3 +263,44 @@ fn malformed_values_are_usage_errors_said_plainly() {
     let e = refused(&["logs", "x", "--since", "2026-02-30T00:00:00Z"]);
     assert!(e.contains("no such day"), "{e}");
 }
+
+/// A session's name may start with `-`: `run --name=-x -- CMD` starts it, and every
+/// other command reaches it as `--name=-x` or after `--`.
+#[test]
+fn a_session_whose_name_starts_with_a_dash_is_reachable_by_every_command() {
+    let d = Daemon::start("cli-dash-name", &[]);
+    let gen = gw_ok(
+        &d,
+        &["run", "--name=-x", "--", "sh", "-c", "echo up; exec cat"],
+    );
+    let mut first = util::cli::Streaming::start(&d, &["logs", "-f", "--name=-x"]);
+    first.until(|l| l == "up");
+    // `-x` alone is an option to the parser: refused, saying how to name the session.
+    let bare = gw(&d, &["stop", "-x"]);
+    assert_eq!(bare.code, Some(2), "{bare:?}");
+    assert!(bare.stderr.contains("`--name=-x`"), "{bare:?}");
+    for form in [&["--name=-x"][..], &["--", "-x"]] {
+        let ls = gw(&d, &[&["ls"][..], form].concat()).ok();
+        assert!(
+            ls.contains("-x") && ls.contains("running"),
+            "{form:?}: {ls}"
+        );
+        assert_eq!(gw(&d, &[&["logs"][..], form].concat()).ok(), "up\n");
+    }
+    gw(&d, &["send", "--name=-x", "one\n"]).ok();
+    gw(&d, &["send", "--", "-x", "two\n"]).ok();
+    first.until(|l| l == "two");
+    let mut follow = util::cli::Streaming::start(&d, &["logs", "-f", "--", "-x"]);
+    follow.until(|l| l == "two");
+    gw(&d, &["kill", "-s", "CONT", "--", "-x"]).ok();
+    let next = gw_ok(&d, &["restart", "--name=-x"]);
+    assert!(next.parse::<u64>().unwrap() > gen.parse::<u64>().unwrap());
+    assert_eq!(follow.finish(), Some(0));
+    assert_eq!(first.finish(), Some(0));
+    gw(&d, &["send", "--name=-x", "--eof"]).ok();
+    assert_eq!(gw(&d, &["wait", "--", "-x"]).code, Some(0));
+    gw(&d, &["run", "--name=-x", "--", "cat"]).ok();
+    gw(&d, &["stop", "--name=-x"]).ok();
+    gw(&d, &["rm", "--", "-x"]).ok();
+    assert!(!gw(&d, &["ls"]).ok().contains("-x"));
+}

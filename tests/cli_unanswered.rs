@@ -1,5 +1,6 @@
 //! A daemon that does not answer — stopped, or a socket whose owner accepts and says
-//! nothing — is given up on after `GENWARD_TIMEOUT` with a message naming the socket; a
+//! nothing, or accepts nothing with its backlog full — is given up on after
+//! `GENWARD_TIMEOUT` with a message naming the socket; a
 //! socket that answers with something other than genward's protocol is an error at
 //! once; a path that is not a socket is named as such.
 
@@ -172,4 +173,43 @@ fn bad_timeouts_are_usage_errors() {
         assert_eq!(out.code, Some(2), "{bad}: {out:?}");
         assert!(out.stderr.contains("--timeout"), "{bad}: {out:?}");
     }
+}
+
+/// A listener that accepts nothing (a daemon stopped with SIGSTOP) once its backlog is
+/// full holds a connect(2) itself: that too is given up on after `GENWARD_TIMEOUT`, with
+/// a message naming the socket and the time waited.
+#[test]
+fn a_socket_whose_backlog_is_full_is_given_up_on_after_genward_timeout() {
+    use std::os::fd::AsRawFd;
+    let dir = ScratchDir::new("cli-full-backlog");
+    let socket = dir.join("full.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    // SAFETY: listen(2) again on the listener's own socket, only to shrink its backlog.
+    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 1) }, 0);
+    // Connections until one would block: the backlog is full, and nothing accepts.
+    let mut held = Vec::new();
+    loop {
+        match mio::net::UnixStream::connect(&socket) {
+            Ok(s) => held.push(s),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("connecting to fill the backlog: {e}"),
+        }
+        assert!(held.len() < 64, "the backlog never filled");
+    }
+    for args in [
+        &["ls"][..],
+        &["run", "web", "--", "true"],
+        &["logs", "-f", "web"],
+    ] {
+        let out = at(&socket, args, "200ms");
+        let what = args.join(" ");
+        assert_eq!(out.code, Some(1), "{what}: {out:?}");
+        let expected = format!(
+            "genward: cannot connect to {}: not accepted in 200ms",
+            socket.display()
+        );
+        assert!(out.stderr.starts_with(&expected), "{what}: {out:?}");
+        assert!(out.stderr.contains("GENWARD_TIMEOUT"), "{what}: {out:?}");
+    }
+    drop(held);
 }

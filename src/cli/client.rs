@@ -16,6 +16,8 @@
 //! ..., a page of `list`) is awaited at most the connection's [`Patience`]
 //! (`GENWARD_TIMEOUT`, 30 s by default): a daemon that is stopped, or a socket whose owner
 //! never answers, makes a command fail with [`ClientError::Silent`] instead of hanging.
+//! Connecting is bounded by it too ([`ClientError::NotAccepted`]): a daemon that is
+//! stopped with its backlog of connections full would otherwise hold connect(2) for ever.
 //! What a command waits for by its meaning — a generation's end, the stream of `logs -f`
 //! or `events`, an `upgrade` — is awaited with [`Connection::request_unbounded`] and
 //! [`Connection::next_message`], without that bound.
@@ -35,6 +37,7 @@ use crate::proto::framing::{FrameDecoder, FrameError, Message};
 use crate::proto::json::{FieldError, Object, Value};
 use crate::proto::request::{encode, Op};
 use crate::store::state_dir::{self, StateDirError};
+use crate::sys::unix_connect::connect_within;
 
 /// Why a command could not talk to the daemon, or what the daemon refused.
 #[derive(Debug)]
@@ -47,6 +50,14 @@ pub enum ClientError {
     NoSocket(StateDirError),
     /// Connecting failed for another reason.
     Connect(PathBuf, io::Error),
+    /// The connection was not accepted within the connection's [`Patience`]: the
+    /// listener's backlog is full (its daemon stopped, or overloaded). Nothing was sent.
+    NotAccepted {
+        /// The socket.
+        socket: PathBuf,
+        /// How long we waited.
+        after: Duration,
+    },
     /// The connection broke or closed before the answer came.
     Lost(String),
     /// The daemon sent something we cannot follow.
@@ -117,6 +128,12 @@ impl fmt::Display for ClientError {
                 p.display()
             ),
             ClientError::Connect(p, e) => write!(f, "cannot connect to {}: {e}", p.display()),
+            ClientError::NotAccepted { socket, after } => write!(
+                f,
+                "cannot connect to {}: not accepted in {} (is its daemon stopped, or overloaded?); giving up, nothing was sent ({TIMEOUT_ENV} sets how long to wait)",
+                socket.display(),
+                format_compact(*after)
+            ),
             ClientError::Lost(why) => write!(f, "lost the daemon: {why}"),
             ClientError::Protocol(why) => write!(f, "unexpected data from the daemon: {why}"),
             ClientError::Foreign { socket, why } => write!(
@@ -245,7 +262,7 @@ impl Connection {
     /// Connects to the daemon at `path`, awaiting answers given at once at most
     /// `patience`.
     pub fn connect_with(path: &Path, patience: Patience) -> Result<Connection, ClientError> {
-        let stream = UnixStream::connect(path).map_err(|e| {
+        let stream = connect_within(path, patience.0).map_err(|e| {
             use std::os::unix::fs::FileTypeExt;
             // Connecting to a file that is not a socket is refused as if nothing
             // listened: say what it is instead of suggesting to start a daemon there.
@@ -253,6 +270,10 @@ impl Connection {
                 && std::fs::metadata(path).is_ok_and(|md| !md.file_type().is_socket());
             match e.kind() {
                 _ if not_a_socket => ClientError::NotASocket(path.to_owned()),
+                io::ErrorKind::TimedOut => ClientError::NotAccepted {
+                    socket: path.to_owned(),
+                    after: patience.0.unwrap_or_default(),
+                },
                 io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
                     ClientError::NoDaemon(path.to_owned())
                 }

@@ -10,7 +10,15 @@ pub const SIGNALS: &[&str] = &[
     "TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT", "TSTP", "WINCH", "ALRM",
 ];
 
-const NAME: PosSpec = PosSpec::required("NAME", "the session's name");
+const NAME: PosSpec = PosSpec::required("NAME", "the session's name").or_option("name");
+/// `NAME` as an option: a name may start with `-` (`-x`), which as a word before `--`
+/// reads as an option, and after `--` is `run`'s command line. Every command that takes
+/// a session's name takes it so, and (but `run`) after `--` too: `genward stop -- -x`.
+const NAME_OPT: OptSpec = OptSpec::value(
+    "name",
+    "NAME",
+    "the session's name, instead of NAME: --name=-x for a name that starts with `-`",
+);
 const IF_GEN: OptSpec = OptSpec::value(
     "if-gen",
     "GEN",
@@ -167,6 +175,7 @@ const LOG_KEEP: OptSpec = OptSpec::value(
 pub const RUN: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
+        NAME_OPT,
         OptSpec::flag("pty", "run in a pseudo-terminal (for `attach`)"),
         CWD,
         ENV,
@@ -283,6 +292,7 @@ pub const RUN: CommandSpec = CommandSpec {
         "run web --user www-data --umask 027 --rlimit nofile=4096 -- ./serve",
         "run web --log /var/log/web.log --log-max-size 10M --log-keep 5 -- ./serve",
         "run web --depends-on db=ready --ready-tcp 127.0.0.1:8080 -- ./serve",
+        "run --name=-x -- ./serve",
     ],
     ..CommandSpec::new(
         "run",
@@ -295,8 +305,10 @@ pub const LS: CommandSpec = CommandSpec {
     positionals: &[PosSpec::optional(
         "NAME",
         "show this session in full: its generations, latest ends and spec",
-    )],
+    )
+    .or_option("name")],
     options: &[
+        NAME_OPT,
         OptSpec::flag(
             "json",
             "print the daemon's answer as JSON instead of a table",
@@ -318,6 +330,7 @@ pub const LS: CommandSpec = CommandSpec {
 pub const ATTACH: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
+        NAME_OPT,
         OptSpec::value(
             "detach-key",
             "KEY",
@@ -346,6 +359,7 @@ pub const ATTACH: CommandSpec = CommandSpec {
 pub const LOGS: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
+        NAME_OPT,
         OptSpec::flag(
             "follow",
             "keep printing new output until the generation followed ends (the one running, or else the next to start)",
@@ -364,7 +378,7 @@ pub const LOGS: CommandSpec = CommandSpec {
         ),
         OptSpec::flag(
             "json",
-            "print JSON lines: each output frame (its bytes as data_b64) and each start and end",
+            "print JSON lines: each output frame (its bytes as data_b64) and, when following, each start and end, the replayed ones too",
         ),
         OptSpec::flag(
             "timestamps",
@@ -393,6 +407,7 @@ pub const SEND: CommandSpec = CommandSpec {
         PosSpec::optional("TEXT", "text to write to the process's input"),
     ],
     options: &[
+        NAME_OPT,
         OptSpec::flag(
             "stdin",
             "send this command's standard input, all of it (waiting while the process's input queue is full)",
@@ -409,6 +424,7 @@ pub const SEND: CommandSpec = CommandSpec {
 pub const STOP: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
+        NAME_OPT,
         OptSpec::value("grace", "DURATION", "time between SIGTERM and SIGKILL"),
         IF_GEN,
         JSON_RESULT,
@@ -424,6 +440,7 @@ pub const STOP: CommandSpec = CommandSpec {
 pub const KILL: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
+        NAME_OPT,
         OptSpec::value("signal", "SIGNAL", "signal to send (default TERM)")
             .short('s')
             .choices(SIGNALS),
@@ -443,6 +460,7 @@ pub const KILL: CommandSpec = CommandSpec {
 pub const RESTART: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
+        NAME_OPT,
         IF_GEN,
         JSON_RESULT,
         CWD,
@@ -473,7 +491,8 @@ pub const RESTART: CommandSpec = CommandSpec {
 /// `genward rm`.
 pub const RM: CommandSpec = CommandSpec {
     positionals: &[NAME],
-    examples: &["rm web"],
+    options: &[NAME_OPT],
+    examples: &["rm web", "rm -- -x"],
     ..CommandSpec::new("rm", "forget a session")
 };
 
@@ -481,6 +500,7 @@ pub const RM: CommandSpec = CommandSpec {
 pub const WAIT: CommandSpec = CommandSpec {
     positionals: &[NAME],
     options: &[
+        NAME_OPT,
         OptSpec::value("gen", "GEN", "wait for this generation"),
         OptSpec::flag(
             "ready",
@@ -646,6 +666,48 @@ mod tests {
             .into_iter()
             .take_while(|w| !["&&", "<", ">"].contains(&w.as_str()))
             .collect()
+    }
+
+    /// A session's name may start with `-` (`-x`): every command that takes one takes it
+    /// as `--name=-x`, and (but `run`, whose `--` starts its command line) after `--`;
+    /// given both ways it is refused, not guessed, and `-x` alone is answered with how.
+    #[test]
+    fn a_name_that_starts_with_a_dash_reaches_every_command() {
+        let words = |w: &[&str]| -> Vec<String> { w.iter().map(|w| w.to_string()).collect() };
+        let named: Vec<&CommandSpec> = COMMANDS
+            .iter()
+            .filter(|s| s.positionals.first().is_some_and(|p| p.name == "NAME"))
+            .collect();
+        assert!(named.len() >= 10, "{}", named.len());
+        for spec in named {
+            let cmd: &[&str] = if spec.trailing.is_some() {
+                &["--", "true"]
+            } else {
+                &[]
+            };
+            let mut forms = vec![[&["--name=-x"][..], cmd].concat()];
+            if spec.trailing.is_none() {
+                forms.push(vec!["--", "-x"]);
+            }
+            for form in forms {
+                match parse(spec, &words(&form)) {
+                    Ok(Outcome::Args(m)) => assert_eq!(m.positional("NAME"), Some("-x")),
+                    other => panic!("{} {form:?}: {other:?}", spec.name),
+                }
+            }
+            // (`send web --name=-x` is TEXT `web` for session `-x`.)
+            if spec.positionals.len() == 1 {
+                let both = [&["web", "--name=-x"][..], cmd].concat();
+                let e = parse(spec, &words(&both)).unwrap_err().to_string();
+                assert!(
+                    e.contains("`NAME` and `--name` cannot be used together"),
+                    "{e}"
+                );
+            }
+            let bare = [&["-x"][..], cmd].concat();
+            let e = parse(spec, &words(&bare)).unwrap_err().to_string();
+            assert!(e.contains("(did you mean `--name=-x`?)"), "{e}");
+        }
     }
 
     #[test]

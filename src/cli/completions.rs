@@ -48,6 +48,12 @@ fn takes_session(spec: &CommandSpec) -> bool {
     spec.positionals.first().is_some_and(|p| p.name == "NAME")
 }
 
+/// Whether option `o` of `spec` gives its session's name (`--name`), completed as the
+/// `NAME` it stands for.
+fn names_session(spec: &CommandSpec, o: &OptSpec) -> bool {
+    takes_session(spec) && spec.positionals[0].option == Some(o.long)
+}
+
 /// How long completion waits for the daemon's list of sessions (`ls --timeout`): a
 /// daemon that does not answer must not hang the shell.
 const SESSIONS_WAIT: &str = "1s";
@@ -135,7 +141,7 @@ pub fn bash(commands: &[CommandSpec]) -> String {
                 .cloned(),
         );
         out.push_str(&format!("        {})\n", spec.name));
-        let choice_cases: String = spec
+        let mut choice_cases: String = spec
             .options
             .iter()
             .filter(|o| !o.choices.is_empty())
@@ -147,6 +153,12 @@ pub fn bash(commands: &[CommandSpec]) -> String {
                 )
             })
             .collect();
+        for o in spec.options.iter().filter(|o| names_session(spec, o)) {
+            choice_cases.push_str(&format!(
+                "                {}) COMPREPLY=($(compgen -W \"$(_genward_sessions \"$sock\")\" -- \"$cur\")); return 0 ;;\n",
+                spellings(o).join("|")
+            ));
+        }
         if !value_opts.is_empty() {
             out.push_str(&format!(
                 "            case \"$prev\" in\n\
@@ -222,11 +234,14 @@ fn zsh_text(s: &str) -> String {
         .replace(':', r"\:")
 }
 
-/// One `_arguments` spec per spelling of an option.
-fn zsh_option(o: &OptSpec) -> Vec<String> {
+/// One `_arguments` spec per spelling of an option; `sessions`: its value is a session's
+/// name.
+fn zsh_option(o: &OptSpec, sessions: bool) -> Vec<String> {
     let help = zsh_text(o.help);
     let repeat = matches!(o.kind, OptKind::Repeated { .. });
-    let action = if o.choices.is_empty() {
+    let action = if sessions {
+        "_genward_sessions".to_string()
+    } else if o.choices.is_empty() {
         "_files".to_string()
     } else {
         format!("({})", o.choices.join(" "))
@@ -282,7 +297,7 @@ pub fn zsh(commands: &[CommandSpec]) -> String {
     }
     out.push_str("  )\n  _arguments -C \\\n");
     for o in GLOBAL_OPTIONS {
-        for s in zsh_option(o) {
+        for s in zsh_option(o, false) {
             out.push_str(&format!("    {s} \\\n"));
         }
     }
@@ -299,10 +314,14 @@ pub fn zsh(commands: &[CommandSpec]) -> String {
             "        {})\n          _arguments \\\n",
             spec.name
         ));
-        let mut specs: Vec<String> = spec.options.iter().flat_map(zsh_option).collect();
+        let mut specs: Vec<String> = spec
+            .options
+            .iter()
+            .flat_map(|o| zsh_option(o, names_session(spec, o)))
+            .collect();
         specs.push(single_quoted("(- *)-h[show this help]"));
         specs.push(single_quoted("(- *)--help[show this help]"));
-        specs.extend(zsh_option(&GLOBAL_OPTIONS[0]));
+        specs.extend(zsh_option(&GLOBAL_OPTIONS[0], false));
         for (i, p) in spec.positionals.iter().enumerate() {
             let action = if spec.name == "completions" {
                 format!("({})", SHELLS.join(" "))
@@ -339,13 +358,16 @@ fn fish_quoted(s: &str) -> String {
     format!("'{}'", s.replace('\\', r"\\").replace('\'', r"\'"))
 }
 
-/// One `complete` line for an option, under `condition`.
-fn fish_option(o: &OptSpec, condition: &str) -> String {
+/// One `complete` line for an option, under `condition`; `sessions`: its value is a
+/// session's name.
+fn fish_option(o: &OptSpec, condition: &str, sessions: bool) -> String {
     let mut line = format!("complete -c genward{condition} -l {}", o.long);
     if let Some(c) = o.short {
         line.push_str(&format!(" -s {c}"));
     }
-    if !o.choices.is_empty() {
+    if sessions {
+        line.push_str(&format!(" -x -a {}", fish_quoted("(__genward_sessions)")));
+    } else if !o.choices.is_empty() {
         line.push_str(&format!(" -x -a {}", fish_quoted(&o.choices.join(" "))));
     } else if o.meta().is_some() {
         line.push_str(" -r -F");
@@ -386,7 +408,7 @@ pub fn fish(commands: &[CommandSpec]) -> String {
          end\n",
     );
     for o in GLOBAL_OPTIONS {
-        out.push_str(&fish_option(o, ""));
+        out.push_str(&fish_option(o, "", false));
     }
     let names: Vec<&str> = commands.iter().map(|c| c.name).collect();
     for spec in commands {
@@ -406,7 +428,7 @@ pub fn fish(commands: &[CommandSpec]) -> String {
             fish_quoted(&format!("__fish_seen_subcommand_from {}", spec.name))
         );
         for o in spec.options {
-            out.push_str(&fish_option(o, &condition));
+            out.push_str(&fish_option(o, &condition, names_session(spec, o)));
         }
         if spec.name == "completions" {
             out.push_str(&format!(

@@ -15,6 +15,11 @@
 //! replay ended, or else the next to start — unless `--follow-restarts`, which follows
 //! every generation that comes after it until the session is removed. Between
 //! generations a marker line goes to standard error.
+//!
+//! With `--json` and following, each generation's `spawned` and end are printed where
+//! they come among its output frames, the replayed ones too: the replay reaches past the
+//! records retained when it began (it is sent as it is read, up to the marker's answer),
+//! so a generation that started and ended while it was read is only in the replay.
 
 mod print;
 mod when;
@@ -204,14 +209,22 @@ fn replay(
                 }
                 printer.frame(frame.gen, frame.stream, frame.t, &frame.data)?;
             }
+            // Replayed as well as live: a generation that started, or ended, while the
+            // replay was being read has its events among the replayed records (the
+            // replay runs on past the records retained when it began, up to the marker's
+            // answer), and they are nowhere else.
             WireEvent::Dropped { .. }
             | WireEvent::Spawned { .. }
             | WireEvent::Exited { .. }
             | WireEvent::SpawnFailed { .. }
-                if o.json && (live || matches!(ev, WireEvent::Dropped { .. })) =>
+                if o.json && (o.follow || matches!(ev, WireEvent::Dropped { .. })) =>
             {
                 if o.only.is_none_or(|g| ev.gen() == Some(g)) || ev.gen().is_none() {
-                    crate::cli::json_out::print(crate::cli::events::event_object(ev))?;
+                    printer.json_event(crate::cli::events::event_object(ev))?;
+                }
+                // Until the replay is over, the marker's answer says what is followed.
+                if !live {
+                    continue;
                 }
                 if ev.end().is_some_and(|end| o.ends_with(followed, end.gen())) {
                     return Ok(ExitCode::SUCCESS);

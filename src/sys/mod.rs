@@ -19,6 +19,8 @@
 //! - [`reaped`]: every child of ours reaped, noted for the copy of our list of children.
 //! - [`tree`]: a session's processes found by walking our own subtree (not the host),
 //!   signalled one verified pidfd at a time, and watched until empty; escapees reported.
+//! - [`unix_connect`]: a connect to a Unix socket that gives up after a while (the
+//!   client's, to a daemon that may be stopped with its backlog full).
 
 pub mod cgroup;
 pub mod fd;
@@ -41,4 +43,5 @@ pub mod spawn;
 pub mod started;
 pub mod terminal;
 pub mod tree;
+pub mod unix_connect;
 pub mod users;

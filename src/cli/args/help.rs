@@ -21,7 +21,16 @@ pub fn command_help(spec: &CommandSpec) -> String {
     let mut args: Vec<(String, String)> = spec
         .positionals
         .iter()
-        .map(|p| (p.name.to_string(), p.help.to_string()))
+        .map(|p| {
+            let help = match p.option {
+                Some(long) => format!(
+                    "{} (or --{long}={}: for one that starts with `-`)",
+                    p.help, p.name
+                ),
+                None => p.help.to_string(),
+            };
+            (p.name.to_string(), help)
+        })
         .collect();
     if let Some(t) = spec.trailing {
         args.push((format!("{}...", t.name), t.help.to_string()));

@@ -228,6 +228,7 @@ pub fn parse<'s>(spec: &'s CommandSpec, args: &[String]) -> Result<Outcome<'s>, 
         (Some(words), None) => m.positionals.extend(words.iter().cloned()),
         (None, _) => {}
     }
+    positionals_from_options(spec, &mut m).map_err(err)?;
     check_counts(spec, &m, dashdash.is_some()).map_err(err)?;
     check_exclusive(spec, &m).map_err(err)?;
     Ok(Outcome::Args(m))
@@ -279,7 +280,13 @@ fn whole_word_suggestion(spec: &CommandSpec, word: &str) -> Option<String> {
             return Some(format!("-{short} {word}"));
         }
     }
-    suggest(word, spec.options.iter().map(|o| o.long)).map(|s| format!("--{s}"))
+    suggest(word, spec.options.iter().map(|o| o.long))
+        .map(|s| format!("--{s}"))
+        // `stop -x`: most likely a session named `-x`.
+        .or_else(|| {
+            let long = spec.positionals.iter().find_map(|p| p.option)?;
+            Some(format!("--{long}=-{word}"))
+        })
 }
 
 /// The next word as an option's value, unless it looks like an option itself.
@@ -334,6 +341,27 @@ fn record(
 
 /// The placeholders of options whose value is a plain number (a size with a unit too).
 const NUMBER_METAS: &[&str] = &["N", "GEN", "FD", "UID", "SIZE"];
+
+/// Puts a positional given as its option (`--name=-x` for `NAME`, see
+/// [`PosSpec::option`](super::spec::PosSpec::option)) in its place, before the
+/// positionals given as words; given both ways, it is an error rather than a guess.
+fn positionals_from_options(spec: &CommandSpec, m: &mut Matches<'_>) -> Result<(), ArgErrorKind> {
+    for (i, p) in spec.positionals.iter().enumerate() {
+        let Some(long) = p.option else { continue };
+        let Some(value) = m.value(long).map(str::to_string) else {
+            continue;
+        };
+        if m.positionals.len() >= spec.positionals.len() {
+            return Err(ArgErrorKind::Exclusive {
+                first: p.name.to_string(),
+                second: format!("--{long}"),
+            });
+        }
+        let at = i.min(m.positionals.len());
+        m.positionals.insert(at, value);
+    }
+    Ok(())
+}
 
 fn check_counts(
     spec: &CommandSpec,

@@ -101,6 +101,10 @@ pub struct PosSpec {
     pub required: bool,
     /// One line for `--help`.
     pub help: &'static str,
+    /// The long name of a value option that may give it instead (`--name=-x` for
+    /// `NAME`): the way to pass a value that starts with `-`, which before `--` reads as
+    /// an option, and after it is `run`'s command line.
+    pub option: Option<&'static str>,
 }
 
 impl PosSpec {
@@ -110,6 +114,7 @@ impl PosSpec {
             name,
             required: true,
             help,
+            option: None,
         }
     }
 
@@ -119,6 +124,15 @@ impl PosSpec {
             name,
             required: false,
             help,
+            option: None,
+        }
+    }
+
+    /// The same positional, which option `--long` (taking one value) may give instead.
+    pub const fn or_option(self, long: &'static str) -> Self {
+        Self {
+            option: Some(long),
+            ..self
         }
     }
 }
@@ -221,6 +235,23 @@ impl CommandSpec {
                     }
                     _ => {}
                 }
+            }
+        }
+        for (i, p) in self.positionals.iter().enumerate() {
+            let Some(long) = p.option else { continue };
+            if !matches!(self.option(long), Some(o) if matches!(o.kind, OptKind::Value { .. })) {
+                return fail(format!(
+                    "`{}` may be given as `--{long}`, which takes no single value",
+                    p.name
+                ));
+            }
+            // Only the first positionals may be left out for their option: one given
+            // after it would take its place.
+            if self.positionals[..i].iter().any(|q| q.option.is_none()) {
+                return fail(format!(
+                    "`{}` given by an option follows a positional that is not",
+                    p.name
+                ));
             }
         }
         if self.examples.is_empty() {

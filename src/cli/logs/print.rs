@@ -41,10 +41,14 @@ pub struct Printer {
     at_line_start: [bool; 2],
     /// Per stream: whether what was printed last on it is an unfinished line.
     printed_open: [bool; 2],
-    /// `--json`: frames as JSON lines; with `-n N`, the last N frames are held until the
-    /// replay ends (frames, not lines: a frame is printed whole).
+    /// `--json`: frames (and events) as JSON lines; with `-n N`, the last N frames, and
+    /// the events that came after the one before them, are held until the replay ends
+    /// (frames, not lines: a frame is printed whole). Each is held with whether it is a
+    /// frame.
     json: bool,
-    held_frames: VecDeque<Object>,
+    held_frames: VecDeque<(bool, Object)>,
+    /// How many of `held_frames` are frames.
+    held_frame_count: usize,
     /// The session named in the markers between generations; `None`: no markers (one
     /// generation asked for).
     markers: Option<String>,
@@ -72,6 +76,7 @@ impl Printer {
             printed_open: [false; 2],
             json,
             held_frames: VecDeque::new(),
+            held_frame_count: 0,
             markers,
             shown_gen: None,
             out: emit,
@@ -96,10 +101,27 @@ impl Printer {
         let Some(n) = self.tail else {
             return json_out::print(obj);
         };
-        self.held_frames.push_back(obj);
-        while self.held_frames.len() > n {
-            self.held_frames.pop_front();
+        self.held_frames.push_back((true, obj));
+        self.held_frame_count += 1;
+        // Past N frames the oldest goes, with the events before it.
+        while self.held_frame_count > n {
+            while let Some((frame, _)) = self.held_frames.pop_front() {
+                if frame {
+                    self.held_frame_count -= 1;
+                    break;
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// Prints (or, with `-n`, holds in its place among the frames) an event as a JSON
+    /// line, so that a generation's `spawned`, output and end come out in their order.
+    pub fn json_event(&mut self, obj: Object) -> Result<(), CommandError> {
+        if self.tail.is_none() {
+            return json_out::print(obj);
+        }
+        self.held_frames.push_back((false, obj));
         Ok(())
     }
 
@@ -183,8 +205,9 @@ impl Printer {
             return Ok(());
         };
         if self.json {
-            let skip = self.held_frames.len().saturating_sub(n);
-            for obj in std::mem::take(&mut self.held_frames).into_iter().skip(skip) {
+            // Held to at most `n` frames already (see `json_frame`).
+            self.held_frame_count = 0;
+            for (_, obj) in std::mem::take(&mut self.held_frames) {
                 json_out::print(obj)?;
             }
             return Ok(());
@@ -254,6 +277,45 @@ mod tests {
                 "{tail:?}"
             );
         }
+    }
+
+    /// `-n` with `--json`: the last N frames, and the events after the frame before
+    /// them, in their order.
+    #[test]
+    fn the_last_json_frames_are_held_with_the_events_among_them() {
+        let mut p = Printer::new(false, Some(1), true, None);
+        let frame = |gen: u64| OutputFrame {
+            session: "s".into(),
+            gen,
+            stream: Stream::Stdout,
+            offset: 0,
+            pos: gen,
+            t: None,
+            data: b"x".as_slice().into(),
+        };
+        let event = |name: &str| {
+            let mut o = Object::new();
+            o.insert("event", name);
+            o
+        };
+        p.json_event(event("spawned 1")).unwrap();
+        p.json_frame(&frame(1)).unwrap();
+        p.json_event(event("exited 1")).unwrap();
+        p.json_frame(&frame(2)).unwrap();
+        p.json_event(event("exited 2")).unwrap();
+        let held: Vec<String> = p
+            .held_frames
+            .iter()
+            .map(|(_, o)| {
+                let name = o.get("event").and_then(|v| v.as_str()).unwrap_or("");
+                match o.get("gen").and_then(|v| v.as_u64()) {
+                    Some(gen) => format!("{name} {gen}"),
+                    None => name.to_string(),
+                }
+            })
+            .collect();
+        assert_eq!(held, ["exited 1", "output 2", "exited 2"]);
+        assert_eq!(p.held_frame_count, 1);
     }
 
     #[test]
