@@ -3,13 +3,14 @@
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::Path;
+use std::time::Duration;
 
 use mio::net::{UnixListener, UnixStream};
 
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
+use crate::sys::unix_connect::connect_within;
 
 /// Whether a Unix socket can be bound at `path` at all (short enough, no NUL byte) —
 /// checked before the state directory is claimed, so that a path that can never work
@@ -17,6 +18,10 @@ use crate::proto::error::{write_error_response, ErrorCode, ProtoError};
 pub fn check_path(path: &Path) -> io::Result<()> {
     std::os::unix::net::SocketAddr::from_pathname(path).map(drop)
 }
+
+/// How long a socket file found at start is given to accept a connection before it is
+/// taken for a live daemon's that accepts nothing.
+const LIVE_CHECK: Duration = Duration::from_secs(1);
 
 /// Binds the control socket at `path`: mode 0600, or 0666 when `shared` (other uids are
 /// allowed: their peer credentials are checked on every connection).
@@ -26,11 +31,25 @@ pub fn check_path(path: &Path) -> io::Result<()> {
 /// outside the state directory is not covered by it).
 pub fn bind(path: &Path, shared: bool) -> io::Result<UnixListener> {
     if path.exists() {
-        if StdUnixStream::connect(path).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("a daemon already listens at {}", path.display()),
-            ));
+        // A listener whose queue is full (its daemon stopped) never lets a connect
+        // through: that one is bounded, and is a live listener too.
+        match connect_within(path, Some(LIVE_CHECK)) {
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("a daemon already listens at {}", path.display()),
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "a daemon already listens at {}, accepting nothing (stopped?)",
+                        path.display()
+                    ),
+                ))
+            }
+            Err(_) => {}
         }
         std::fs::remove_file(path)?;
     }
