@@ -83,9 +83,7 @@ fn only_session_files_whose_record_changed_are_written() {
         ended.push(r["gen"].as_u64().unwrap());
     }
     c.ok(json!({"op": "spawn", "session": "busy", "argv": ["sleep", "1000"]}));
-    for gen in ended {
-        c.events_until(|m| m.is("exited", gen));
-    }
+    c.await_exits(&ended);
     drop(c);
     // The first stop writes every file: each session's desired state becomes `down`.
     assert_eq!(d.terminate(), Some(0));
@@ -147,9 +145,7 @@ fn what_changes_after_an_upgrade_is_written() {
         let r = c.ok(json!({"op": "spawn", "session": name, "argv": ["true"]}));
         gens.push(r["gen"].as_u64().unwrap());
     }
-    for &gen in &gens {
-        c.events_until(|m| m.is("exited", gen));
-    }
+    c.await_exits(&gens);
     assert_eq!(held.replaced(), ["idle"]);
     drop(c);
 

@@ -522,6 +522,17 @@ impl Client {
         self.read_msg()
     }
 
+    /// Reads events until every one of `gens` has ended (`exited`), in whatever order
+    /// they end: waiting for each in turn with [`events_until`](Self::events_until)
+    /// would read past, and lose, an end that came before the one awaited.
+    pub fn await_exits(&mut self, gens: &[u64]) -> Vec<Msg> {
+        let mut left: Vec<u64> = gens.to_vec();
+        self.events_until(|m| {
+            left.retain(|&g| !m.is("exited", g));
+            left.is_empty()
+        })
+    }
+
     /// Reads events until `pred` matches one; returns every event read, the match last.
     pub fn events_until(&mut self, mut pred: impl FnMut(&Msg) -> bool) -> Vec<Msg> {
         let deadline = Instant::now() + PATIENCE;
