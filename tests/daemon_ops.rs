@@ -477,7 +477,7 @@ fn a_bad_daemon_option_is_refused_before_anything_starts() {
         // 2^64 ms: the keeper is told its hold in milliseconds.
         (
             &["--keeper-hold", "18446744073709551616ms"],
-            "bad value `18446744073709551616ms` for `--keeper-hold`: too large",
+            "bad value `18446744073709551616ms` for `--keeper-hold`: duration `18446744073709551616ms` is too large; at most 18446744073709551615ms (2^64-1 milliseconds)",
             2,
         ),
         (

@@ -476,3 +476,53 @@ fn a_notification_nobody_waits_for_does_not_kill_the_program() {
         c.ok(json!({"op": "stop", "session": "s"}));
     }
 }
+
+/// A generation that ends before it is ready: subscribers see `ready_failed` ("exited
+/// before it was ready"), but a readiness `wait` is answered with its terminal event,
+/// which says how it ended — one waiting before the end, and one sent after it while a
+/// child of the leader (ignoring TERM, with an hour's `kill_grace` and `drain`) still holds
+/// its output, answered only once the exit is reported.
+#[test]
+fn a_readiness_wait_for_one_that_ends_first_is_answered_with_its_end() {
+    let d = Daemon::start("ready-ended-first", &[]);
+    let go = fifo(&d, "go");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = format!(
+        "read x < {}; (trap '' TERM; exec sleep 1000) & exit 4",
+        go.display()
+    );
+    let gen = gen_of(&c.ok(json!({"op": "spawn", "session": "a",
+        "argv": ["sh", "-c", script], "ready": {"output": "READY"},
+        "kill_grace": "1h", "drain": "1h"})));
+    c.events_until(|m| m.is("spawned", gen));
+    // Waiting before the end: a request behind it answered means it is registered.
+    let mut before = d.client();
+    before.send_raw(b"{\"id\":\"w\",\"op\":\"wait\",\"session\":\"a\",\"for\":\"ready\"}\n");
+    before.ok(json!({"op": "hello"}));
+    release(&go);
+    let seen = c.events_until(|m| m.is("ready_failed", gen));
+    let failed = seen.last().unwrap().json();
+    assert_eq!(failed["reason"], "exited before it was ready", "{failed}");
+    // Waiting after the end, while the exit is not reported yet: not answered at once.
+    let mut after = d.client();
+    after.send_raw(
+        b"{\"id\":\"w\",\"op\":\"wait\",\"session\":\"a\",\"for\":\"ready\"}\n\
+          {\"id\":\"h\",\"op\":\"hello\"}\n",
+    );
+    let first = wait_answer(&mut after);
+    assert_eq!(first["id"], "h", "the wait was answered at once: {first}");
+    // The leftover child killed, the exit is reported: both waits get it.
+    c.ok(json!({"op": "stop", "session": "a", "grace": 0}));
+    c.events_until(|m| m.is("exited", gen));
+    for w in [&mut before, &mut after] {
+        let answer = wait_answer(w);
+        assert_eq!(answer["id"], "w", "{answer}");
+        assert_eq!(answer["end"]["event"], "exited", "{answer}");
+        assert_eq!(answer["end"]["code"], 4, "{answer}");
+    }
+    // The command line says it ended, with a failure status.
+    let out = gw(&d, &["wait", "--ready", "--json", "a"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stdout.contains("\"exited\""), "{out:?}");
+}

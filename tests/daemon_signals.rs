@@ -149,3 +149,41 @@ fn a_stop_with_grace_zero_kills_what_the_leader_leaves() {
     c.ok(json!({"op": "remove", "session": "tree"}));
     c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
 }
+
+/// `stop` with an hour's grace, then `stop` with grace 0: the second grace reaches the
+/// whole tree, not only its leader. The leader and a child of it both ignore SIGTERM and
+/// the child holds the output pipe; the spec gives an hour to `kill_grace` and `drain`,
+/// so `exited` comes (whole, not truncated) only once the second stop killed the child.
+#[test]
+fn a_second_stop_with_a_shorter_grace_kills_the_whole_tree() {
+    let d = Daemon::start("stop-then-stop-zero", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(
+        json!({"op": "spawn", "session": "tree", "grace": "1h", "kill_grace": "1h",
+        "drain": "1h", "argv": ["sh", "-c", "trap '' TERM; sleep 1000 & echo ready; wait"]}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.output_until(gen, "ready");
+    let pgid = seen
+        .iter()
+        .find(|m| m.is("spawned", gen))
+        .map(|m| m.json()["pid"].as_u64().unwrap() as u32)
+        .expect("spawned before output");
+    assert_eq!(group_members(pgid).len(), 2, "the leader and its child");
+    c.ok(json!({"op": "stop", "session": "tree", "grace": "1h"}));
+    c.ok(json!({"op": "stop", "session": "tree", "grace": 0}));
+    let seen = c.events_until(|m| m.is("exited", gen));
+    let exited = seen.last().unwrap().json();
+    assert_eq!(exited["truncated"], false, "{exited}");
+    assert_eq!(exited["cause"], "killed", "{exited}");
+    // Its generation is gone once its group is: removing the session completes.
+    c.ok(json!({"op": "remove", "session": "tree"}));
+    c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "removed");
+    assert_eq!(
+        group_members(pgid),
+        Vec::<u32>::new(),
+        "the session's tree left behind"
+    );
+}

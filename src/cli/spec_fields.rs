@@ -321,6 +321,23 @@ mod tests {
         };
         let e = e.to_string();
         assert!(e.contains("--ready-fd") && !e.contains("ready.fd"), "{e}");
+        // A number beyond what a spec holds, refused by the wire's decoding in the core's
+        // words: named the same way.
+        let m = matches(&["a", "--ready-fd", "4294967296", "--", "true"]);
+        let refused = crate::core::readiness::bad_fd(4_294_967_296);
+        let CommandError::Usage(e) = usage_for(&m, as_daemon_says(refused)) else {
+            panic!("not a usage error")
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("--ready-fd") && e.contains("4294967296 must be between 3 and 1023"),
+            "{e}"
+        );
+        // The protocol's one wording of a missing member is read as naming it too.
+        assert_eq!(
+            split_field("field `ready.fd`: missing"),
+            Some(("ready.fd", "missing"))
+        );
         // Not a field this command line set: the daemon's words, as they are.
         let other = ClientError::Remote {
             code: "bad_request".into(),

@@ -211,6 +211,17 @@ impl Event {
         }
     }
 
+    /// Whether it answers a `wait` for readiness: `ready`, or the `ready_failed` of a check
+    /// that failed while its leader ran. A check that failed only because the leader ended
+    /// first leaves the answer to the terminal event, which says how it ended.
+    pub fn settles_ready_wait(&self) -> bool {
+        match self {
+            Event::Ready { .. } => true,
+            Event::ReadyFailed { reason, .. } => !super::readiness::ended_first(reason),
+            _ => false,
+        }
+    }
+
     /// Whether this is a generation's one terminal event: nothing about it follows.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Event::Exited { .. } | Event::SpawnFailed { .. })

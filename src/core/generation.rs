@@ -302,8 +302,11 @@ impl Generation {
                 self.note_stop(reason, grace);
                 self.begin_stop(now, pid, out);
             }
+            // A stop already walking: the shortest grace given bounds the leader (its
+            // SIGKILL brought forward if still to come) and, once it ends, the rest of its
+            // tree, whatever stage the walk reached.
             (Phase::Stopping { pid, stage, until }, GenInput::Stop(reason, grace)) => {
-                self.note_stop(reason, None);
+                self.note_stop(reason, grace);
                 self.shorten_grace(now, pid, stage, until, grace);
             }
             (_, GenInput::Kill) => self.kill(now, out, &mut o),
@@ -736,7 +739,8 @@ impl Generation {
             }
             (_, StopReason::Requested) => Some(StopReason::Requested),
         };
-        // Several stops before the process runs: the shortest grace asked for wins.
+        // Several stops: the shortest grace asked for wins, for the leader's stop and for
+        // what it leaves behind (see `leader_exited`).
         self.grace = shortest(self.grace, grace);
     }
 

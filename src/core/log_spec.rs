@@ -67,13 +67,15 @@ impl LogFile {
             )));
         }
         if self.keep > Self::MAX_KEEP {
-            return Err(Error::bad(format!(
-                "log.keep: {} is above {}",
-                self.keep,
-                Self::MAX_KEEP
-            )));
+            return Err(Self::too_many_kept(self.keep.into()));
         }
         Ok(())
+    }
+
+    /// The refusal of a `keep` of `n`: also for a number sent that no spec can hold, so
+    /// the message shows the number sent.
+    pub fn too_many_kept(n: u64) -> Error {
+        Error::bad(format!("log.keep: {n} is above {}", Self::MAX_KEEP))
     }
 }
 

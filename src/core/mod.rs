@@ -396,14 +396,16 @@ impl Core {
 
     /// What a `wait` for the readiness of `gen` of `session` (default: the current
     /// generation, or the last one that ended) is answered with: its `ready` or
-    /// `ready_failed` event when decided, its terminal event when it ended first, or the
-    /// generation to watch. A generation without a `ready` check is ready once spawned.
+    /// `ready_failed` event when decided, its terminal event when it ended first (at once,
+    /// or once reported), or the generation to watch. A generation without a `ready` check
+    /// is ready once spawned.
     pub fn wait_ready(&self, session: &str, gen: Option<u64>) -> Result<WaitFor, Error> {
         let target = self.wait_for(session, gen)?;
         let WaitFor::Live(g) = target else {
             return Ok(target);
         };
-        Ok(self.ready_event(g).map_or(WaitFor::Live(g), WaitFor::Ended))
+        let decided = self.ready_event(g).filter(Event::settles_ready_wait);
+        Ok(decided.map_or(WaitFor::Live(g), WaitFor::Ended))
     }
 
     /// Every generation whose leader runs, with its spec and whether its readiness is

@@ -22,8 +22,28 @@ pub const MAX_READY_TEXT: usize = 4096;
 /// Highest descriptor number the notification pipe may be given at.
 pub const MAX_READY_FD: u32 = 1023;
 
+/// The refusal of notification descriptor `n`: also for a number sent that no spec can
+/// hold, so the message shows the number sent.
+pub fn bad_fd(n: u64) -> Error {
+    Error::bad(format!(
+        "ready.fd: {n} must be 3..={MAX_READY_FD} (0, 1 and 2 are the standard streams)"
+    ))
+}
+
 /// Shortest probe interval (a probe loop faster than this is a busy loop).
 pub const MIN_READY_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Why a readiness still awaited fails when its leader ends first (`NEVER_STARTED` when it
+/// never began). Subscribers see the `ready_failed`; a `wait` for readiness is answered
+/// with the terminal event instead, which says how it ended (see [`ended_first`]).
+const EXITED_FIRST: &str = "exited before it was ready";
+const NEVER_STARTED: &str = "never started";
+
+/// Whether a readiness failed for `reason` only because its leader ended first. The
+/// reason is what a restored or upgraded daemon keeps of a failure, so it is what tells.
+pub fn ended_first(reason: &str) -> bool {
+    reason == EXITED_FIRST || reason == NEVER_STARTED
+}
 
 /// How a generation of a spec says it is ready, and how long it has to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,11 +108,7 @@ impl ReadyCheck {
     /// Checks every field, naming it.
     pub fn validate(&self) -> Result<(), Error> {
         match &self.how {
-            ReadyHow::Fd(n) if !(3..=MAX_READY_FD).contains(n) => {
-                return Err(Error::bad(format!(
-                    "ready.fd: {n} must be 3..={MAX_READY_FD} (0, 1 and 2 are the standard streams)"
-                )))
-            }
+            ReadyHow::Fd(n) if !(3..=MAX_READY_FD).contains(n) => return Err(bad_fd((*n).into())),
             ReadyHow::Output(t) if t.is_empty() || t.len() > MAX_READY_TEXT => {
                 return Err(Error::bad(format!(
                     "ready.output: the text must be 1..={MAX_READY_TEXT} bytes"
@@ -372,10 +388,10 @@ impl Owner {
     pub fn on_exit(&self, r: &mut Readiness, out: &mut VecDeque<Action>) {
         match r {
             Readiness::Waiting { .. } => {
-                let why = Readiness::Failed("exited before it was ready".into());
+                let why = Readiness::Failed(EXITED_FIRST.into());
                 self.settle(r, why, out);
             }
-            Readiness::Unstarted => *r = Readiness::Failed("never started".into()),
+            Readiness::Unstarted => *r = Readiness::Failed(NEVER_STARTED.into()),
             Readiness::Ready | Readiness::Failed(_) => {}
         }
     }

@@ -7,7 +7,8 @@
 //!
 //! Parsing is exact integer arithmetic on nanoseconds (no floating point), so `0.1s` is
 //! exactly 100ms and a huge value is reported as too large instead of silently wrapping
-//! or saturating. Formatting is the compact two-unit form used in `genward ls` tables.
+//! or saturating: a duration is at most [`MAX_DURATION`], 2^64−1 milliseconds, what the
+//! wire's integer form (milliseconds) can say too. Formatting is the compact two-unit form used in `genward ls` tables.
 
 use std::fmt;
 use std::time::Duration;
@@ -29,7 +30,12 @@ const UNITS: &[(&str, u128)] = &[
 ];
 
 /// Input longer than this is refused before any arithmetic: no sane duration needs it.
-const MAX_INPUT_LEN: usize = 64;
+pub const MAX_INPUT_LEN: usize = 64;
+
+/// The longest duration taken: 2^64−1 ms (some 584 million years), the most the wire's
+/// integer milliseconds can say, so that a string and a number have the same range and
+/// every duration taken is shown back in milliseconds.
+pub const MAX_DURATION: Duration = Duration::from_millis(u64::MAX);
 
 /// Why a duration was refused. `Display` gives a message that says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +44,7 @@ pub enum DurationError {
     Empty,
     /// A leading `-`: a negative wait or grace period has no meaning.
     Negative(String),
-    /// The value does not fit in a `Duration`.
+    /// The value is above [`MAX_DURATION`].
     TooLarge(String),
     /// Longer than any sensible duration is written; refused before looking at it.
     TooLong,
@@ -58,7 +64,11 @@ impl fmt::Display for DurationError {
         match self {
             Self::Empty => write!(f, "empty duration; give one, {EXAMPLES}"),
             Self::Negative(s) => write!(f, "negative duration `{s}`; durations are 0 or more"),
-            Self::TooLarge(s) => write!(f, "duration `{s}` is too large"),
+            Self::TooLarge(s) => write!(
+                f,
+                "duration `{s}` is too large; at most {}ms (2^64-1 milliseconds)",
+                u64::MAX
+            ),
             Self::TooLong => write!(
                 f,
                 "duration longer than {MAX_INPUT_LEN} characters; {EXAMPLES}"
@@ -143,6 +153,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
         total = total
             .checked_add(part)
             .ok_or_else(|| DurationError::TooLarge(owned()))?;
+    }
+    if total > MAX_DURATION.as_nanos() {
+        return Err(DurationError::TooLarge(owned()));
     }
     let secs = u64::try_from(total / NS_PER_SEC).map_err(|_| DurationError::TooLarge(owned()))?;
     Ok(Duration::new(secs, (total % NS_PER_SEC) as u32))
@@ -357,8 +370,6 @@ mod tests {
 
     #[test]
     fn rejects_overflow_instead_of_wrapping() {
-        let max_secs = u64::MAX.to_string();
-        assert_eq!(ok(&max_secs), Duration::from_secs(u64::MAX));
         let over = format!("{}0", u64::MAX);
         assert!(matches!(
             parse_duration(&over),
@@ -370,6 +381,41 @@ mod tests {
         ));
         let huge = "9".repeat(200) + "s";
         assert_eq!(parse_duration(&huge), Err(DurationError::TooLong));
+    }
+
+    /// Up to 2^64−1 ms, however written, and not a nanosecond more: what a bare number of
+    /// milliseconds can say too.
+    #[test]
+    fn takes_up_to_the_most_milliseconds_a_u64_holds() {
+        for at_most in [
+            "18446744073709551615ms",
+            "18446744073709551.615s",
+            "213503982334d14h25m51.615s",
+            "18446744073709551615000000ns",
+        ] {
+            assert_eq!(ok(at_most), MAX_DURATION, "{at_most}");
+        }
+        for above in [
+            "18446744073709551616ms",
+            "18446744073709551615000001ns",
+            "18446744073709551.6150001s",
+            "213503982334601d",
+            "18446744073709551615",
+            "18446744073709551615s",
+        ] {
+            let err = parse_duration(above).unwrap_err();
+            assert_eq!(err, DurationError::TooLarge(above.into()));
+            let msg = err.to_string();
+            assert!(msg.contains("at most 18446744073709551615ms"), "{msg}");
+        }
+        // Exactly 64 characters is still read; one more is refused unread.
+        let longest = format!("{}s", "0".repeat(MAX_INPUT_LEN - 2) + "5");
+        assert_eq!(longest.len(), MAX_INPUT_LEN);
+        assert_eq!(ok(&longest), Duration::from_secs(5));
+        assert_eq!(
+            parse_duration(&format!("0{longest}")),
+            Err(DurationError::TooLong)
+        );
     }
 
     #[test]
@@ -442,8 +488,8 @@ mod tests {
             Duration::from_nanos(1),
             Duration::from_micros(1500),
             Duration::new(5, 1),
-            Duration::new(u64::MAX / 1000 + 1, 0),
-            Duration::MAX,
+            MAX_DURATION,
+            MAX_DURATION - Duration::from_nanos(1),
         ] {
             let mut out = Vec::new();
             write_wire(d, &mut out);

@@ -760,3 +760,31 @@ class TestReadiness(DaemonCase):
             self.client.wait_ready("late")
         self.assertEqual(caught.exception.event["event"], "ready_failed")
         self.assertIn("timed out after 50ms", str(caught.exception))
+
+    def test_wait_ready_of_one_that_ends_first_raises_with_its_end(self) -> None:
+        # A child ignoring TERM holds the output, so the exit is not reported until the
+        # stop below: the wait comes after the end and before its report.
+        script = "(trap '' TERM; exec sleep 1000) & exit 4"
+        p = self.client.spawn("early", ["sh", "-c", script], kill_grace="1h", drain="1h", ready={"output": "never"})
+        for ev in p.events(10):
+            if isinstance(ev, genward.ReadyFailed):
+                self.assertEqual(ev.reason, "exited before it was ready")
+                break
+        got: Dict[str, BaseException] = {}
+
+        def wait() -> None:
+            try:
+                with genward.Client(self.daemon.socket) as waiting:
+                    waiting.wait_ready("early", p.gen, timeout=20)
+            except BaseException as e:  # noqa: B036 - handed to the test's thread
+                got["error"] = e
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        self.client.stop("early", grace=0)
+        waiter.join(30)
+        error = got.get("error")
+        assert isinstance(error, genward.NotReady), repr(error)
+        self.assertEqual(error.event["event"], "exited")
+        self.assertEqual(error.event["code"], 4)
+        self.assertIn("ended before it was ready", str(error))

@@ -264,3 +264,57 @@ fn durations_in_reasons_read_as_people_write_them() {
     assert_eq!(human(ms(1_001)), "1.001s");
     assert_eq!(human(ms(250)), "250ms");
 }
+
+/// A generation that ends before it is ready: subscribers get `ready_failed`, but a `wait`
+/// for its readiness is answered with its terminal event (how it ended), not the failure
+/// its end caused — whether the wait came before the end is reported or after.
+#[test]
+fn a_wait_for_readiness_of_one_that_ends_first_is_answered_with_its_end() {
+    let mut h = Harness::new();
+    let gen = h
+        .spawn_with(
+            "a",
+            with_ready(ReadyHow::Output(b"READY".to_vec())),
+            OnBusy::Replace,
+        )
+        .unwrap();
+    h.started(gen);
+    h.exit(gen, ExitStatus::Code(4));
+    let failed = ready_events(&h, gen);
+    assert!(
+        matches!(&failed[..], [Event::ReadyFailed { .. }]),
+        "{failed:?}"
+    );
+    assert!(!failed[0].settles_ready_wait());
+    // Still draining: the wait is for its end.
+    assert!(matches!(h.core.wait_ready("a", Some(gen)), Ok(WaitFor::Live(g)) if g == gen));
+    h.eof(gen);
+    let ended = h.core.wait_ready("a", Some(gen));
+    assert!(
+        matches!(
+            ended,
+            Ok(WaitFor::Ended(Event::Exited { code: Some(4), .. }))
+        ),
+        "{ended:?}"
+    );
+    h.settle();
+}
+
+/// A readiness that failed while its leader ran stays the answer after the leader ends.
+#[test]
+fn a_readiness_failed_before_the_end_answers_a_wait_with_the_failure() {
+    let mut h = Harness::new();
+    let gen = h
+        .spawn_with("a", with_ready(ReadyHow::Fd(3)), OnBusy::Replace)
+        .unwrap();
+    h.started(gen);
+    h.advance(1_000);
+    h.exit(gen, ExitStatus::Code(0));
+    let answer = h.core.wait_ready("a", Some(gen));
+    assert!(
+        matches!(&answer, Ok(WaitFor::Ended(e @ Event::ReadyFailed { reason, .. }))
+            if &**reason == "timed out after 1s" && e.settles_ready_wait()),
+        "{answer:?}"
+    );
+    h.settle();
+}

@@ -323,3 +323,106 @@ fn a_stop_after_the_leader_died_still_bounds_its_tree() {
     )));
     h.settle();
 }
+
+/// A `stop` with `grace` for session "a".
+fn stop_with(h: &mut Harness, grace: Duration) {
+    h.cmd(Command::Stop {
+        session: "a".into(),
+        if_gen: None,
+        grace: Some(grace),
+    })
+    .unwrap();
+}
+
+/// A generation of "a" running, with an hour for its grace and its `kill_grace`: nothing
+/// it runs is killed within a test unless a stop brings it forward.
+fn running_for_an_hour(h: &mut Harness) -> u64 {
+    let mut s = spec();
+    s.grace = Duration::from_secs(3600);
+    s.kill_grace = Duration::from_secs(3600);
+    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
+    h.started(gen);
+    gen
+}
+
+/// The leader of `gen` dies of its SIGKILL: its group gets TERM, then — its stop's
+/// shortest grace being 0 — SIGKILL at once; its output then ends and the exit is
+/// reported whole.
+fn leader_dies_and_its_tree_is_killed_at_once(h: &mut Harness, gen: u64) {
+    let mut actions = h.exit(gen, crate::core::ExitStatus::Signal(SIGKILL));
+    actions.extend(h.advance(0));
+    assert!(
+        tree_killed(&actions, gen),
+        "what the leader left is killed at once, not after kill_grace"
+    );
+    h.eof(gen);
+    let truncated = h.events_of(gen).into_iter().find_map(|e| match e {
+        Event::Exited { truncated, .. } => Some(truncated),
+        _ => None,
+    });
+    assert_eq!(truncated, Some(false), "reported once its output ended");
+    h.settle();
+}
+
+/// `stop` with a long grace, then `stop` with grace 0 while the leader still runs its
+/// grace: the leader is killed at once, and so is what it leaves once it ends — the
+/// second grace bounds the whole tree, not only the leader.
+#[test]
+fn a_shorter_second_grace_reaches_the_tree_of_a_leader_in_its_grace() {
+    let mut h = Harness::new();
+    let gen = running_for_an_hour(&mut h);
+    stop_with(&mut h, Duration::from_secs(3600));
+    assert!(!kill_sent(&h.advance(1_000), gen));
+    stop_with(&mut h, Duration::ZERO);
+    assert!(
+        kill_sent(&h.advance(0), gen),
+        "the leader's kill comes forward"
+    );
+    leader_dies_and_its_tree_is_killed_at_once(&mut h, gen);
+}
+
+/// A stop whose leader already got its SIGKILL (its grace ran out) and has not died yet:
+/// a second stop with grace 0 has nothing left to bring forward for the leader, but it
+/// still bounds what the leader leaves.
+#[test]
+fn a_shorter_second_grace_reaches_the_tree_of_a_leader_already_killed() {
+    let mut h = Harness::new();
+    let mut s = spec();
+    s.kill_grace = Duration::from_secs(3600);
+    let gen = h.spawn_with("a", s, OnBusy::Replace).unwrap();
+    h.started(gen);
+    h.stop("a", None).unwrap();
+    assert!(kill_sent(&h.advance(100), gen), "the spec's grace ran out");
+    stop_with(&mut h, Duration::ZERO);
+    leader_dies_and_its_tree_is_killed_at_once(&mut h, gen);
+}
+
+/// The leader is known gone (its status still to come) when the second stop arrives:
+/// its group gets its KILL as soon as the status comes.
+#[test]
+fn a_shorter_second_grace_reaches_the_tree_of_a_leader_known_gone() {
+    let mut h = Harness::new();
+    let gen = running_for_an_hour(&mut h);
+    stop_with(&mut h, Duration::from_secs(3600));
+    h.input(crate::core::Input::LeaderGone { gen });
+    stop_with(&mut h, Duration::ZERO);
+    leader_dies_and_its_tree_is_killed_at_once(&mut h, gen);
+}
+
+/// The leader ended in its long grace and its group got TERM with an hour to go: a
+/// second stop with grace 0 kills the group at once.
+#[test]
+fn a_shorter_second_grace_reaches_the_group_a_leader_left() {
+    let mut h = Harness::new();
+    let gen = running_for_an_hour(&mut h);
+    stop_with(&mut h, Duration::from_secs(3600));
+    h.exit(gen, crate::core::ExitStatus::Signal(15));
+    assert!(!tree_killed(&h.advance(1_000), gen));
+    stop_with(&mut h, Duration::ZERO);
+    assert!(
+        tree_killed(&h.advance(0), gen),
+        "the group's kill comes forward"
+    );
+    h.eof(gen);
+    h.settle();
+}

@@ -95,20 +95,20 @@ impl Daemon {
             self.log_sink.ended(self.poll.registry(), gen);
         }
         // Readiness decided (`ready`, `ready_failed`; or spawned without a check), or the
-        // generation ended first: its readiness waits are answered with that.
+        // generation ended first: its readiness waits are answered with that — with the
+        // terminal event, not the `ready_failed` its end caused, when it ended first.
         let ready_answer = match event.gen().filter(|g| self.clients.awaits_ready(*g)) {
             None => None,
-            Some(_) if event.is_terminal() => Some(line.clone()),
-            Some(_) if matches!(event, Event::Ready { .. } | Event::ReadyFailed { .. }) => {
-                Some(line.clone())
-            }
-            Some(gen) if matches!(event, Event::Spawned { .. }) => {
-                self.core.ready_event(gen).map(|e| {
+            Some(_) if event.is_terminal() || event.settles_ready_wait() => Some(line.clone()),
+            Some(gen) if matches!(event, Event::Spawned { .. }) => self
+                .core
+                .ready_event(gen)
+                .filter(Event::settles_ready_wait)
+                .map(|e| {
                     let mut l = Vec::new();
                     encode::event(&e, &mut l);
                     l
-                })
-            }
+                }),
             Some(_) => None,
         };
         // A session's first record makes its log: to its `buffer` from the start, not

@@ -55,7 +55,9 @@ impl FieldError {
         }
     }
 
-    fn missing(field: &str) -> Self {
+    /// A required field that is absent (or `null`): ``field `op`: missing``, the one
+    /// wording of every missing member.
+    pub fn missing(field: &str) -> Self {
         FieldError {
             field: field.to_owned(),
             problem: FieldProblem::Missing,

@@ -52,9 +52,7 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
         "resize" => {
             fields(&["session", "if_gen", "rows", "cols", "attached"])?;
             let need = |k: &str| {
-                u16_field(args, k)?.ok_or_else(|| {
-                    ProtoError::new(ErrorCode::BadRequest, format!("missing field `{k}`"))
-                })
+                u16_field(args, k)?.ok_or_else(|| bad(FieldError::missing(k)))
             };
             let resize = Command::Resize {
                 session: session(args)?,
@@ -72,9 +70,8 @@ pub fn decode(op: &str, args: &Object) -> Result<Op> {
             Op::Core(Command::Signal {
                 session: session(args)?,
                 if_gen: if_gen()?,
-                signal: signal(args, "signal")?.ok_or_else(|| {
-                    ProtoError::new(ErrorCode::BadRequest, "missing field `signal`")
-                })?,
+                signal: signal(args, "signal")?
+                    .ok_or_else(|| bad(FieldError::missing("signal")))?,
                 scope: match args.opt_str("scope").map_err(bad)? {
                     None | Some("leader") => Scope::Leader,
                     Some("foreground") => Scope::Foreground,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use crate::core::check_session_name;
 use crate::proto::duration::{parse_duration, DurationError};
 use crate::proto::error::{ErrorCode, ProtoError};
-use crate::proto::json::{FieldError, Object, Value};
-use crate::proto::signal_name::parse_signal;
+use crate::proto::json::{FieldError, Number, Object, Value};
+use crate::proto::signal_name::{max_signal, parse_signal, SignalError};
 
 pub(super) type Result<T> = std::result::Result<T, ProtoError>;
 
@@ -70,15 +70,22 @@ pub(super) fn signal(args: &Object, key: &str) -> Result<Option<i32>> {
         Some(Value::Str(s)) => parse_signal(s)
             .map(Some)
             .map_err(|e| bad(FieldError::invalid(key, e.to_string()))),
-        Some(v) => match v.as_u64().and_then(|n| i32::try_from(n).ok()) {
-            Some(n) => parse_signal(&n.to_string())
-                .map(Some)
-                .map_err(|e| bad(FieldError::invalid(key, e.to_string()))),
-            None => Err(bad(FieldError::invalid(
-                key,
-                format!("expected a signal name or number, got {}", v.type_name()),
-            ))),
-        },
+        // Any integer is read as the number it is, so one out of range is refused as such
+        // (showing the number sent), never as a wrong type.
+        Some(Value::Number(Number::U64(n))) => parse_signal(&n.to_string())
+            .map(Some)
+            .map_err(|e| bad(FieldError::invalid(key, e.to_string()))),
+        Some(Value::Number(Number::I64(n))) => {
+            let e = SignalError::OutOfRange {
+                input: n.to_string(),
+                max: max_signal(),
+            };
+            Err(bad(FieldError::invalid(key, e.to_string())))
+        }
+        Some(v) => Err(bad(FieldError::invalid(
+            key,
+            format!("expected a signal name or number, got {}", v.type_name()),
+        ))),
     }
 }
 
@@ -106,10 +113,10 @@ pub(super) fn input_bytes(args: &Object) -> Result<Vec<u8>> {
             ErrorCode::BadRequest,
             "give `data` or `data_b64`, not both",
         )),
-        (None, None) => Err(ProtoError::new(
-            ErrorCode::BadRequest,
-            "missing field `data` (text) or `data_b64` (bytes)",
-        )),
+        (None, None) => Err(bad(FieldError::invalid(
+            "data",
+            "missing; give `data` (text) or `data_b64` (bytes)",
+        ))),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::fields::{bad, Result};
 use crate::core::LogFile;
+use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::{FieldError, ObjWriter, Object};
 
 /// Decodes `log` (absent or `null`: no log file). Only the types are checked here; the
@@ -30,7 +31,11 @@ pub(super) fn decode(args: &Object) -> Result<Option<LogFile>> {
         log.max_size = n;
     }
     if let Some(n) = o.opt_u64("keep").map_err(named)? {
-        log.keep = u32::try_from(n).unwrap_or(u32::MAX);
+        // One no spec can hold is refused as the spec's check would, showing it.
+        log.keep = u32::try_from(n).map_err(|_| {
+            let e = LogFile::too_many_kept(n);
+            ProtoError::new(ErrorCode::BadRequest, e.message)
+        })?;
     }
     Ok(Some(log))
 }

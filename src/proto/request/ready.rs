@@ -89,7 +89,8 @@ pub(super) fn decode_ready(args: &Object) -> Result<Option<ReadyCheck>> {
     let how = match kind {
         "fd" => {
             let n = o.req_u64("fd").map_err(field)?;
-            ReadyHow::Fd(u32::try_from(n).unwrap_or(u32::MAX))
+            let fd = u32::try_from(n).map_err(|_| core_bad(crate::core::readiness::bad_fd(n)))?;
+            ReadyHow::Fd(fd)
         }
         "output" => ReadyHow::Output(o.req_str("output").map_err(field)?.as_bytes().to_vec()),
         "tcp" => ReadyHow::Tcp(o.req_str("tcp").map_err(field)?.to_owned()),
@@ -106,10 +107,13 @@ pub(super) fn decode_ready(args: &Object) -> Result<Option<ReadyCheck>> {
     if let Some(d) = duration(o, "interval")? {
         check.interval = d;
     }
-    check
-        .validate()
-        .map_err(|e| ProtoError::new(crate::proto::error::ErrorCode::BadRequest, e.message))?;
+    check.validate().map_err(core_bad)?;
     Ok(Some(check))
+}
+
+/// The core's refusal of a check, as the answer's error.
+fn core_bad(e: crate::core::Error) -> ProtoError {
+    ProtoError::new(crate::proto::error::ErrorCode::BadRequest, e.message)
 }
 
 /// Decodes `depends_on`, if given.

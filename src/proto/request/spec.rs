@@ -246,7 +246,12 @@ fn restart(o: &Object) -> Result<RestartPolicy> {
                 "unknown field",
             ))
         })?;
-    let mode = match o.opt_str("mode").map_err(bad)? {
+    // Every error names its member as `restart.X`.
+    let named = |mut e: FieldError| {
+        e.field = format!("restart.{}", e.field);
+        bad(e)
+    };
+    let mode = match o.opt_str("mode").map_err(named)? {
         None | Some("never") => Restart::Never,
         Some("on-failure") | Some("on_failure") => Restart::OnFailure,
         Some("always") => Restart::Always,
@@ -270,7 +275,8 @@ fn restart(o: &Object) -> Result<RestartPolicy> {
     if let Some(d) = opt_duration_named(o, "reset_after", "restart.reset_after")? {
         p.reset_after = d;
     }
-    if let Some(n) = o.opt_u64("max_restarts").map_err(bad)? {
+    if let Some(n) = o.opt_u64("max_restarts").map_err(named)? {
+        // A count beyond what a u32 holds is as good as unbounded: the most it holds.
         p.max_restarts = Some(u32::try_from(n).unwrap_or(u32::MAX));
     }
     Ok(p)

@@ -264,6 +264,109 @@ fn a_duration_string_without_a_unit_is_refused_naming_its_member() {
     );
 }
 
+/// Any duration up to 2^64−1 ms is taken, as a number or a string; a string saying more
+/// is refused naming its member, as is one longer than 64 characters.
+#[test]
+fn a_duration_above_the_most_milliseconds_is_refused_naming_its_member() {
+    let most = std::time::Duration::from_millis(u64::MAX);
+    for members in [
+        r#""grace":18446744073709551615"#,
+        r#""grace":"18446744073709551615ms""#,
+        r#""grace":"18446744073709551.615s""#,
+    ] {
+        assert_eq!(spawn_spec(members).grace, most, "{members}");
+    }
+    for (members, field) in [
+        (r#""grace":"18446744073709551616ms""#, "grace"),
+        (r#""kill_grace":"213503982334601d""#, "kill_grace"),
+        (
+            r#""restart":{"mode":"always","max":"18446744073709551615001us"}"#,
+            "restart.max",
+        ),
+    ] {
+        let e = spawn_err(members);
+        assert!(
+            e.starts_with(&format!("bad_request: field `{field}`"))
+                && e.contains("too large; at most 18446744073709551615ms"),
+            "{members}: {e}"
+        );
+    }
+    let long = format!(r#""drain":"{}1s""#, "0".repeat(64));
+    let e = spawn_err(&long);
+    assert!(
+        e.contains("`drain`") && e.contains("longer than 64 characters"),
+        "{e}"
+    );
+}
+
+/// A number out of a field's range is shown as sent, not as the most a spec can hold; a
+/// nested member is named with its parent; every missing member is worded one way.
+#[test]
+fn refusals_show_the_number_sent_and_name_the_member_one_way() {
+    let max = u64::MAX;
+    for (members, want) in [
+        (
+            format!(r#""ready":{{"fd":{max}}}"#),
+            format!("ready.fd: {max} must be 3..=1023"),
+        ),
+        (
+            r#""ready":{"fd":1024}"#.to_string(),
+            "ready.fd: 1024 must be 3..=1023".to_string(),
+        ),
+        (
+            format!(r#""log":{{"path":"/l","keep":{max}}}"#),
+            format!("log.keep: {max} is above 1000"),
+        ),
+        (
+            format!(r#""stop_signal":{max}"#),
+            format!("field `stop_signal`: signal number `{max}` is out of range"),
+        ),
+        (
+            r#""stop_signal":-1"#.to_string(),
+            "field `stop_signal`: signal number `-1` is out of range".to_string(),
+        ),
+        (
+            r#""stop_signal":2.5"#.to_string(),
+            "field `stop_signal`: expected a signal name or number, got non-integer number"
+                .to_string(),
+        ),
+        (
+            r#""restart":{"max_restarts":-1}"#.to_string(),
+            "field `restart.max_restarts`: expected".to_string(),
+        ),
+        (
+            r#""restart":{"mode":3}"#.to_string(),
+            "field `restart.mode`: expected".to_string(),
+        ),
+    ] {
+        let e = spawn_err(&members);
+        assert!(e.contains(&want), "{members}: {e}");
+        assert!(!e.contains("4294967295"), "{members}: {e}");
+    }
+    assert_eq!(
+        spawn_spec(&format!(r#""restart":{{"max_restarts":{max}}}"#))
+            .restart
+            .max_restarts,
+        Some(u32::MAX),
+        "as good as unbounded"
+    );
+    for (request, field) in [
+        (r#"{"op":"signal","session":"a"}"#, "signal"),
+        (r#"{"op":"resize","session":"a","cols":80}"#, "rows"),
+        (r#"{"op":"resize","session":"a","rows":24}"#, "cols"),
+        (r#"{"op":"write","session":"a"}"#, "data"),
+        (r#"{"op":"get"}"#, "session"),
+    ] {
+        let e = err(request);
+        assert!(
+            e.starts_with(&format!("bad_request: field `{field}`: missing")),
+            "{request}: {e}"
+        );
+    }
+    let e = err(r#"{"op":"signal","session":"a","signal":18446744073709551615}"#);
+    assert!(e.contains("out of range"), "{e}");
+}
+
 fn spawn_spec(members: &str) -> crate::core::Spec {
     match dec(&format!(
         r#"{{"op":"spawn","session":"s","argv":["true"],{members}}}"#
