@@ -50,8 +50,13 @@ type Records = BTreeMap<Arc<str>, SessionRecord>;
 #[derive(Debug, Default)]
 struct Track {
     spec: Option<Arc<Spec>>,
-    /// Why a client (or a supersession) asked this generation to stop, while it ran.
+    /// Why a client (or a supersession) asked this generation to stop, while it ran and
+    /// once its stop sequence began: what its exit cause follows.
     asked: Option<StopReason>,
+    /// A stop asked while the core held it back for dependents (`depends_on`): no signal
+    /// of ours reached the leader yet, so it counts (into `asked`) only once the stop
+    /// sequence begins. A leader that ends first ended on its own (its own cause).
+    held: Option<StopReason>,
     /// The core's own stop sequence escalated to SIGKILL (not a client's `signal`).
     kill_sent: bool,
     /// The leader's terminating signal, if it was signalled.
@@ -178,7 +183,7 @@ impl Checker {
                 "each command gets exactly one reply"
             );
             if let (Some(effect), Ok(response)) = (stop_effect, reply) {
-                self.note_stop_asked(&effect, response, &before);
+                self.note_stop_asked(core, &effect, response, &before);
             }
         }
         if let Some((gen, session, verified, io)) = adopting {
@@ -328,6 +333,7 @@ impl Checker {
                 t.asked = g.stop;
             }
         }
+        self.note_held(core);
         check_dirty(core, &records);
         check_no_release_missed(core);
         actions
@@ -359,27 +365,16 @@ impl Checker {
             );
         }
         let actions = self.drain(core, now, &before);
-        for (gen, (name, g)) in gens_by_number(core) {
-            // A stop deferred until dependents have ended was asked for all the same: a
-            // removal's, or a supersession's when the session was taken back meanwhile.
-            let deferred = core.deferred_stops.contains(&gen).then(|| {
-                match core.sessions.get(&name).and_then(|s| s.current) == Some(gen) {
-                    true => StopReason::Requested,
-                    false => StopReason::Superseded,
-                }
-            });
+        for (gen, (_, g)) in gens_by_number(core) {
             let t = self.track(gen);
             if t.exit.is_some() || t.gone || t.terminal > 0 {
                 continue;
             }
-            // As for commands: a supersession outranks a requested stop.
-            t.asked = match (t.asked, g.stop.or(deferred)) {
-                (Some(StopReason::Superseded), _) | (_, Some(StopReason::Superseded)) => {
-                    Some(StopReason::Superseded)
-                }
-                (asked, stop) => stop.or(asked),
-            };
+            if let Some(stop) = g.stop {
+                t.asked = Some(outranking(t.asked, stop));
+            }
         }
+        self.note_held(core);
         check_dirty(core, &records);
         check_no_release_missed(core);
         (result, actions)
@@ -449,7 +444,13 @@ impl Checker {
 
     /// Records which generations a successful stop-like command asked to stop, and why,
     /// so their exit cause can be checked (143 after our own SIGTERM is never a crash).
-    fn note_stop_asked(&mut self, effect: &StopEffect, response: &Response, before: &Before) {
+    fn note_stop_asked(
+        &mut self,
+        core: &Core,
+        effect: &StopEffect,
+        response: &Response,
+        before: &Before,
+    ) {
         let targets: Vec<(u64, StopReason)> = match (effect, response) {
             (StopEffect::Stop, Response::Gen(g)) => vec![(*g, StopReason::Requested)],
             (StopEffect::Stop, _) => vec![],
@@ -460,17 +461,57 @@ impl Checker {
                 .collect(),
             (StopEffect::All, _) => before.keys().map(|g| (*g, StopReason::Requested)).collect(),
         };
+        let after = gens_by_number(core);
         for (gen, reason) in targets {
+            // Its stop sequence began (now or before): else the core holds it back for its
+            // dependents, and the ask waits with it.
+            let begun = after.get(&gen).is_some_and(|(_, g)| g.stop.is_some());
             let t = self.track(gen);
             if t.exit.is_some() || t.gone || t.terminal > 0 {
                 continue; // the cause was fixed when the leader exited
             }
-            t.asked = match (t.asked, reason) {
-                (Some(StopReason::Superseded), _) | (_, StopReason::Superseded) => {
-                    Some(StopReason::Superseded)
-                }
-                _ => Some(StopReason::Requested),
+            if begun {
+                t.asked = Some(outranking(t.asked, reason));
+            } else {
+                t.held = Some(outranking(t.held, reason));
+            }
+        }
+    }
+
+    /// The stops the core holds back for dependents after a reload or a resume (a
+    /// removal's, or a supersession's when the session was taken back meanwhile) were
+    /// asked all the same: each counts once it begins.
+    fn note_held(&mut self, core: &Core) {
+        for (gen, (name, g)) in gens_by_number(core) {
+            if g.stop.is_some() || !core.deferred_stops.contains(&gen) {
+                continue;
+            }
+            let reason = match core.sessions.get(&name).and_then(|s| s.current) == Some(gen) {
+                true => StopReason::Requested,
+                false => StopReason::Superseded,
             };
+            let t = self.track(gen);
+            if t.exit.is_none() && !t.gone && t.terminal == 0 {
+                t.held = Some(outranking(t.held, reason));
+            }
+        }
+    }
+
+    /// After a step: a stop held back for dependents that began counts from now on; one
+    /// whose leader ended (or was told gone) first is void, its end its own.
+    fn begin_held(&mut self, core: &Core) {
+        if self.gens.values().all(|t| t.held.is_none()) {
+            return;
+        }
+        let after = gens_by_number(core);
+        for (gen, t) in &mut self.gens {
+            let Some(held) = t.held else { continue };
+            if t.exit.is_some() || t.gone || t.terminal > 0 {
+                t.held = None;
+            } else if after.get(gen).is_some_and(|(_, g)| g.stop.is_some()) {
+                t.asked = Some(outranking(t.asked, held));
+                t.held = None;
+            }
         }
     }
 
@@ -655,6 +696,7 @@ impl Checker {
         for action in &actions {
             self.observe_action(core, now, action);
         }
+        self.begin_held(core);
         self.check_bounds(core);
         self.check_list(core);
         actions
@@ -1114,6 +1156,15 @@ fn check_other_sessions(core: &Core, own: Option<&Arc<str>>, before: &[super::Se
             "invariant 1: input about {own:?} changed session {}",
             b.name
         );
+    }
+}
+
+/// A stop's reason added to those asked before: a supersession outranks a requested stop
+/// (as the core's own record of it does).
+fn outranking(asked: Option<StopReason>, reason: StopReason) -> StopReason {
+    match (asked, reason) {
+        (Some(StopReason::Superseded), _) | (_, StopReason::Superseded) => StopReason::Superseded,
+        _ => StopReason::Requested,
     }
 }
 

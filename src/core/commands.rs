@@ -203,8 +203,11 @@ impl Core {
         // afresh, with its own `on_busy`.
         self.blocked.remove(name);
         // One whose stop waits for dependents being removed (its session was being removed
-        // too, and is taken back) keeps waiting: replaced, it still ends after them.
-        if let Some(old) = old.filter(|old| !self.deferred_stops.contains(old)) {
+        // too, and is taken back) keeps waiting: replaced, it still ends after them. But
+        // one whose stop was asked already (a client's `stop`, a recovery's) is superseded
+        // now: that stop is what ends it, and its end is no longer its session's — as
+        // when no dependent holds it back.
+        if let Some(old) = old.filter(|old| !self.stop_waits(*old)) {
             self.dispatch(old, GenInput::Stop(StopReason::Superseded, None));
         }
         if on_busy == OnBusy::Overlap {

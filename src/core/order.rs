@@ -275,6 +275,12 @@ impl Core {
         })
     }
 
+    /// Whether `gen`'s stop waits for its dependents with nothing asked of it yet: no
+    /// stop noted, so no signal of ours sent (an end meanwhile is its own).
+    pub(super) fn stop_waits(&self, gen: u64) -> bool {
+        self.deferred_stops.contains(&gen) && self.gens.get(&gen).is_some_and(|g| g.stop.is_none())
+    }
+
     /// Stops `gen` now, or once the sessions going away that depend on its session have
     /// ended (dependents first).
     pub(super) fn stop_after_dependents(&mut self, gen: u64, reason: StopReason) {

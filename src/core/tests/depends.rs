@@ -259,3 +259,132 @@ fn shutdown_stops_dependents_first() {
     assert!(term(&all, db), "db is stopped once web ended: {all:?}");
     h.settle();
 }
+
+/// A stop held back for dependents has sent nothing yet: a dependency whose leader dies
+/// meanwhile of a SIGTERM genward did not send ends `signaled`, its own cause — however
+/// its stop came to wait (its removal, a reload dropping it, the same taken back by a
+/// client, the shutdown). Once its dependents ended and its stop began, the same SIGTERM
+/// end reads `stopped`.
+#[test]
+fn an_end_while_its_stop_waits_for_dependents_keeps_its_own_cause() {
+    use crate::core::{ConfigSession, Event, ExitCause};
+    let config = |name: &str, spec: Spec| ConfigSession {
+        name: name.into(),
+        spec,
+        on_busy: OnBusy::Replace,
+    };
+    let cases = [
+        ("remove", ExitCause::Signaled),
+        ("reload", ExitCause::Signaled),
+        ("taken back", ExitCause::Signaled),
+        ("shutdown", ExitCause::Signaled),
+        ("begun", ExitCause::Stopped),
+    ];
+    for (how, want) in cases {
+        let mut h = Harness::new();
+        let (db, web) = if how == "reload" {
+            let web = depending(&[("db", DependOn::Started)]);
+            h.reload(vec![config("db", spec()), config("web", web)])
+                .unwrap();
+            let db = h.get("db").current.unwrap();
+            h.started(db);
+            let web = h.get("web").current.unwrap();
+            h.started(web);
+            (db, web)
+        } else {
+            db_and_web(&mut h)
+        };
+        let before = h.all_actions().len();
+        match how {
+            "reload" => drop(h.reload(vec![]).unwrap()),
+            "shutdown" => drop(h.cmd(Command::Shutdown).unwrap()),
+            _ => {
+                // The dependent first: db's removal then waits for it.
+                for name in ["web", "db"] {
+                    h.cmd(Command::Remove {
+                        session: name.into(),
+                    })
+                    .unwrap();
+                }
+            }
+        }
+        if how == "taken back" {
+            h.spawn("db");
+        }
+        if how == "begun" {
+            h.ends(web, ExitStatus::Signal(15));
+        }
+        let sent = h.all_actions()[before..].to_vec();
+        assert_eq!(term(&sent, db), how == "begun", "{how}: {sent:?}");
+        h.ends(db, ExitStatus::Signal(15));
+        let causes: Vec<_> = h
+            .events_of(db)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Exited { code, cause, .. } => Some((code, cause)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(causes, [(Some(143), want)], "{how}");
+        h.settle();
+    }
+}
+
+/// A stop asked before a replacement ends the replaced generation `superseded`, even
+/// while it waits for dependents being removed: the replacement does not begin a stop
+/// that waits, but one begun already — a client's `stop` sent its SIGTERM, or a
+/// recovery's stop noted for a generation adopted unverified and sent once it is
+/// verified — now ends a generation that is no longer its session's.
+#[test]
+fn a_stop_asked_while_it_waits_for_dependents_ends_superseded_once_replaced() {
+    use crate::core::{Event, ExitCause, OnRecover};
+    for recovered in [false, true] {
+        let mut h = Harness::new();
+        let mut db_spec = spec();
+        db_spec.on_recover = OnRecover::Stop;
+        let db = h.spawn_with("db", db_spec, OnBusy::Replace).unwrap();
+        h.started(db);
+        let web = depending(&[("db", DependOn::Started)]);
+        let web = h.spawn_with("web", web, OnBusy::Replace).unwrap();
+        h.started(web);
+        if recovered {
+            // The daemon died; the next one cannot tell db's identity yet: its recovery's
+            // stop (no I/O kept) is noted, to be sent once it is verified.
+            let (mut n, _) = h.reborn(h.records(), 5);
+            assert!(n.adopt_as(db, "db", false));
+            assert!(n.adopt(web, "web"));
+            n.resume();
+            h = n;
+        }
+        // Both removed, the dependent first: db's stop waits for web.
+        for name in ["web", "db"] {
+            h.cmd(Command::Remove {
+                session: name.into(),
+            })
+            .unwrap();
+        }
+        if !recovered {
+            let sent = h.stop("db", None).unwrap();
+            assert_eq!(sent, crate::core::Response::Gen(db));
+        }
+        // A client takes db back while its old generation still waits for web.
+        h.spawn("db");
+        let sent = if recovered {
+            h.input(Input::Verified { gen: db })
+        } else {
+            h.all_actions().to_vec()
+        };
+        assert!(term(&sent, db), "db's stop was sent: {sent:?}");
+        h.ends(db, ExitStatus::Signal(15));
+        let causes: Vec<_> = h
+            .events_of(db)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Exited { cause, .. } => Some(cause),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(causes, [ExitCause::Superseded], "recovered: {recovered}");
+        h.settle();
+    }
+}

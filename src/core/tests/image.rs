@@ -178,14 +178,14 @@ fn settling_inputs(g: &crate::core::GenerationSnapshot) -> Vec<Input> {
     }
 }
 
-/// 1500 seeded walks of 60 steps: checked by the invariant checker up to a random point
+/// 5000 seeded walks of 60 steps: checked by the invariant checker up to a random point
 /// (with daemon restarts and adoption on the way), then imported through bytes and fed
 /// alike with the original, imported again now and then, and settled. The walks must
 /// reach images with generations in every lifecycle step, adopted ones (verified or not)
 /// and a shutdown in progress, so the round trip is proved where it matters.
 #[test]
 fn an_imported_core_carries_on_exactly_like_the_original() {
-    const SEEDS: u64 = 1500;
+    const SEEDS: u64 = 5000;
     const STEPS: u64 = 60;
     let mut seen: BTreeSet<&'static str> = BTreeSet::new();
     for seed in 0..SEEDS {

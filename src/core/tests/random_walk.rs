@@ -25,6 +25,7 @@ fn some_gen(r: &mut Rng, core: &Core) -> u64 {
 fn random_command(r: &mut Rng, core: &Core) -> Command {
     let session = r.pick(&NAMES).to_string();
     let current = core.get(&session).and_then(|s| s.current);
+    // None, the current generation, or any number (often stale: refused, changing nothing).
     let if_gen = match r.below(3) {
         0 => None,
         1 => current,
@@ -33,11 +34,9 @@ fn random_command(r: &mut Rng, core: &Core) -> Command {
     match r.below(11) {
         0 | 1 => {
             let on_busy = r.pick(&[OnBusy::Replace, OnBusy::Overlap, OnBusy::Reject]);
-            // Only an `if_gen` that holds (refusals are `commands.rs`'s tests): the walk
-            // stays the one its seeds were tuned for.
             Command::Spawn {
                 session,
-                if_gen: if_gen.filter(|g| current == Some(*g)),
+                if_gen,
                 spec: Box::new(random_spec(r)),
                 on_busy,
             }
@@ -252,26 +251,10 @@ fn random_walks_keep_every_invariant() {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut adopted_alive = 0;
     for seed in 0..SEQUENCES {
-        let mut r = Rng::new(seed);
-        let mut h = Harness::with(small_limits(), 1 + r.below(3));
-        for request in 0..STEPS {
-            // Now and then the daemon restarts: records out, a fresh core, records in.
-            if r.below(40) == 0 {
-                total += h.check.steps();
-                seen.extend(h.log.iter().filter_map(reached));
-                let (core, check) = reborn(&h.core, h.now, &mut r);
-                h = Harness::from_parts(core, check);
-                adopted_alive += u64::from(h.core.generation_count() > 0);
-                continue;
-            }
-            random_step(&mut r, &mut h, request);
-            // Persisted after every turn, as the driver does: what the core looks at
-            // again after an input must not rest on changes accumulated over many.
-            h.core.take_dirty_sessions();
-        }
-        h.settle();
-        total += h.check.steps();
-        seen.extend(h.log.iter().filter_map(reached));
+        let walked = walk_named(seed, STEPS);
+        total += walked.steps;
+        seen.extend(walked.reached);
+        adopted_alive += walked.adopted_alive;
     }
     assert!(total >= SEQUENCES * STEPS, "checked {total} steps");
     assert!(
@@ -311,5 +294,68 @@ fn reached(action: &Action) -> Option<String> {
         Action::Emit(Event::Unkillable { .. }) => Some("unkillable".into()),
         Action::Reply { result: Err(e), .. } => Some(e.code.as_str().into()),
         _ => None,
+    }
+}
+
+/// What one walk checked and reached.
+struct Walked {
+    steps: u64,
+    reached: BTreeSet<String>,
+    adopted_alive: u64,
+}
+
+/// One seeded walk of `steps` random steps (a daemon restart among them now and then),
+/// then settled.
+fn walk(seed: u64, steps: u64) -> Walked {
+    let mut walked = Walked {
+        steps: 0,
+        reached: BTreeSet::new(),
+        adopted_alive: 0,
+    };
+    let mut r = Rng::new(seed);
+    let mut h = Harness::with(small_limits(), 1 + r.below(3));
+    for request in 0..steps {
+        // Now and then the daemon restarts: records out, a fresh core, records in.
+        if r.below(40) == 0 {
+            walked.steps += h.check.steps();
+            walked.reached.extend(h.log.iter().filter_map(reached));
+            let (core, check) = reborn(&h.core, h.now, &mut r);
+            h = Harness::from_parts(core, check);
+            walked.adopted_alive += u64::from(h.core.generation_count() > 0);
+            continue;
+        }
+        random_step(&mut r, &mut h, request);
+        // Persisted after every turn, as the driver does: what the core looks at
+        // again after an input must not rest on changes accumulated over many.
+        h.core.take_dirty_sessions();
+    }
+    h.settle();
+    walked.steps += h.check.steps();
+    walked.reached.extend(h.log.iter().filter_map(reached));
+    walked
+}
+
+/// [`walk`], its failure naming the seed that replays it.
+fn walk_named(seed: u64, steps: u64) -> Walked {
+    match std::panic::catch_unwind(|| walk(seed, steps)) {
+        Ok(walked) => walked,
+        Err(e) => {
+            let why = e
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| e.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            panic!("the walk of seed {seed} failed: {why}");
+        }
+    }
+}
+
+/// Many more seeds than the default run takes, for a search after a change to the core
+/// or the checker: every walk checked and settled as above.
+#[test]
+#[ignore = "200,000 walks: about twelve minutes in a debug build"]
+fn random_walks_keep_every_invariant_over_many_more_seeds() {
+    for seed in 3000..203_000 {
+        walk_named(seed, 60);
     }
 }
