@@ -235,3 +235,100 @@ fn a_status_published_after_the_exit_is_still_the_one_reported() {
     assert_eq!(end["cause"], "exited", "{end}");
     assert_nothing_left(subreaper);
 }
+
+/// Sends SIGCONT to a daemon stopped with SIGSTOP when dropped, so that a test failing
+/// while it is stopped still lets it be stopped and reaped.
+struct Stopped(i32);
+
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        // SAFETY: kill with the pid of the daemon under test, which runs.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        Stopped(pid as i32)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// How many times the daemon has looked through `/proc` for processes nothing accounts
+/// for: the number its last such log line gives (its debug log).
+fn looks_through_proc(log: &str) -> u64 {
+    log.lines()
+        .filter_map(|l| {
+            let (n, what) = l.split("look ").nth(1)?.split_once(' ')?;
+            what.starts_with("through /proc").then(|| n.parse().ok())?
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Many processes taken back that end together cost one look through `/proc` for what
+/// they left, not one each (that is generations × host processes, with the loop answering
+/// nobody): what each started is still found by its marker and killed.
+#[test]
+fn adopted_processes_ending_together_are_swept_in_one_look() {
+    if cannot_take_back_exits() {
+        return;
+    }
+    const N: usize = 12;
+    // Contained in their sessions, not cgroups: once a leader taken back is gone, only
+    // its marker leads to what it started.
+    let args = ["--no-keeper", "--containment", "session"];
+    let mut d = Daemon::start_wrapped("adopted-sweep-once", &SUBREAPER, &args, None);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let script = "sleep 1000 & echo child=$!.; wait";
+    let mut taken = Vec::new();
+    for i in 0..N {
+        let (gen, pid) = spawn_kept(&mut c, &format!("s{i}"), script, &[]);
+        let (_, job) = child_of(&mut c, gen);
+        taken.push((gen, pid, job));
+    }
+    drop(c);
+
+    let subreaper = d.crash_daemon_and_restart_logged("genward=debug", &args);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    for (i, (gen, _, _)) in taken.iter().enumerate() {
+        assert_adopted(&mut c, &format!("s{i}"), *gen);
+    }
+    let at_start = looks_through_proc(&d.log());
+    assert_eq!(at_start, 1, "one look at start:\n{}", d.log());
+
+    // Every leader ends while the daemon is stopped: it sees all the ends in one turn.
+    let stopped = Stopped::new(d.pid);
+    for (_, pid, _) in &taken {
+        let fd = pidfd_open(Pid::from_raw(*pid as i32).unwrap(), PidfdFlags::empty()).unwrap();
+        rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL).unwrap();
+        let deadline = Instant::now() + PATIENCE;
+        assert!(wait::readable(fd.as_fd(), deadline), "pid {pid} lives on");
+    }
+    drop(stopped);
+
+    let mut ended = std::collections::HashSet::new();
+    c.events_until(|m| {
+        match m {
+            Msg::Json(v) if v["event"] == "exited" => ended.insert(gen_of(v)),
+            _ => false,
+        };
+        ended.len() == N
+    });
+    // Answered in a later turn than the ends were seen in: the turn's look is over.
+    c.ok(json!({"op": "hello"}));
+    // What each started, marked with its generation, is killed.
+    for (gen, _, job) in &taken {
+        let deadline = Instant::now() + PATIENCE;
+        assert!(
+            wait::readable(job.as_fd(), deadline),
+            "gen {gen}'s job runs on"
+        );
+    }
+    let looks = looks_through_proc(&d.log()) - at_start;
+    assert_eq!(looks, 1, "{N} ends, one look:\n{}", d.log());
+    assert_nothing_left(subreaper);
+}

@@ -26,6 +26,7 @@ use super::clients::Clients;
 use super::config::DaemonConfig;
 use super::groups;
 use super::keeper_link::KeeperLink;
+use super::leftovers::Leftovers;
 use super::log_sink::LogSink;
 use super::logs::Logs;
 use super::notify::Notifier;
@@ -74,6 +75,8 @@ pub struct Daemon {
     notify: Notifier,
     /// What each generation's readiness check needs while it waits.
     ready: Readiness,
+    /// Generations taken back that ended in this turn: what they left is killed at its end.
+    leftovers: Leftovers,
     /// Last, so that the lease it holds is let go after everything else is closed.
     persist: Persist,
 }
@@ -91,6 +94,7 @@ impl Daemon {
         // restarts) runs before anyone is told the daemon is ready.
         self.run_actions();
         notify_ready(self.cfg.ready_fd.take(), &self.notify);
+        self.kill_leftovers();
         loop {
             if self.core.is_shut_down() {
                 let saved = self.save_sessions();
@@ -200,6 +204,8 @@ impl Daemon {
             // is no longer held: nothing of it is delivered any more.
             self.unpark(true);
             self.lower_unpaced_logs();
+            // After the answers are written: a look through `/proc` delays nobody's.
+            self.kill_leftovers();
             self.try_upgrade();
         }
     }
@@ -308,6 +314,12 @@ impl Daemon {
         // the turn (at its end, or at the next flush, which writes them first) — except an
         // end's, written before its terminal event (see `run_action`).
         self.run_actions_unsaved();
+    }
+
+    /// Kills what the adopted generations that ended since the last call left, with one
+    /// look through `/proc` for all of them (see [`Leftovers`]).
+    fn kill_leftovers(&mut self) {
+        self.leftovers.kill(self.persist.dir_id());
     }
 
     /// Sends one message to the keeper, if there is one; a failure gives it up.

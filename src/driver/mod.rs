@@ -13,7 +13,8 @@
 //!   `descriptors.rs`: the descriptors kept in reserve, counted from what the children and
 //!   connections hold. `cgroup_pool.rs`: emptied cgroups kept for the next generations
 //!   without limits. `probe_identities.rs`: whom probe commands run as.
-//! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps.
+//! - `exits.rs`: waiting for the exit status of an adopted process its parent reaps;
+//!   `leftovers.rs`: what ended adopted processes started, killed once per turn.
 //! - `recover.rs`: taking back what a previous daemon left; `persist.rs`: the state
 //!   directory (lease, descriptors, sessions) and the generations taken back unverified,
 //!   whose identity `unverified.rs` schedules checks of until it can be told; `saved.rs`:
@@ -52,6 +53,7 @@ mod journaled;
 pub mod keeper_link;
 mod keeper_start;
 mod launch;
+mod leftovers;
 mod listener;
 mod log_sink;
 mod logs;

@@ -286,6 +286,8 @@ pub fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
         let (id, gen) = value.split_once(':')?;
         (id == dir_id).then(|| gen.parse().ok())?
     };
+    let mut killed = 0;
+    let looked = marked.len();
     for (pid, value) in marked {
         let Some(gen) = ours(&value) else { continue };
         if accounted(gen) || pid == std::process::id() as i32 {
@@ -305,8 +307,14 @@ pub fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
             0 => log::warn!("pid {pid}, a probe or check an earlier daemon started: killed"),
             _ => log::warn!("pid {pid} of generation {gen} was never accounted for: killed"),
         }
-        let _ = pidfd_send_signal(&pidfd, Signal::KILL);
+        if pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
+            killed += 1;
+        }
     }
+    log::debug!(
+        "look {} through /proc for unaccounted processes: {looked} marked, {killed} killed",
+        crate::sys::procscan::marked_looks()
+    );
 }
 
 #[cfg(test)]

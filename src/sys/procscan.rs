@@ -7,6 +7,7 @@ use std::fs;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::sys::identity::{read_proc_file, stat_field};
 
@@ -44,13 +45,24 @@ fn stats() -> io::Result<impl Iterator<Item = Stat>> {
     }))
 }
 
+/// How many times [`marked`] has looked through `/proc` in this process: its log says it,
+/// so that how many looks a start-up took can be checked.
+static MARKED_LOOKS: AtomicU64 = AtomicU64::new(0);
+
 /// Every process whose environment marks it (`GENWARD_GEN`, see `sys::tree`), with the
-/// marker's value. Reads every process's environment once: for start-up only, never per
-/// loop turn.
+/// marker's value. Reads every process's environment once: at start-up, and at most once
+/// per loop turn after (for all the generations taken back that ended in it), never per
+/// generation.
 pub fn marked() -> io::Result<Vec<(i32, String)>> {
+    MARKED_LOOKS.fetch_add(1, Ordering::Relaxed);
     Ok(pids()?
         .filter_map(|pid| Some((pid, crate::sys::tree::read_marker_value(pid)?)))
         .collect())
+}
+
+/// How many looks through `/proc` [`marked`] has taken so far.
+pub fn marked_looks() -> u64 {
+    MARKED_LOOKS.load(Ordering::Relaxed)
 }
 
 /// Live (non-zombie) processes whose process group is `pgid`, the leader included.

@@ -494,25 +494,41 @@ const EXEC_PATIENCE: Duration = Duration::from_millis(100);
 /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags (field 9).
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// Whether `pid` may be in the middle of `execve`: running or in uninterruptible sleep
-/// (as a process in a system call is; one sleeping or stopped is not in `execve`), and not
-/// a kernel thread. Processes that really have an empty environment are nearly all idle,
-/// so they are not read again.
+/// `PF_EXITING` in the same flags: the process is on its way out (`do_exit`).
+const PF_EXITING: u64 = 0x0000_0004;
+
+/// Whether `pid` may be in the middle of `execve`: see [`may_be_in_exec_stat`].
 fn may_be_in_exec(pid: i32) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| may_be_in_exec_stat(&stat))
+}
+
+/// Whether the process whose `/proc/<pid>/stat` is `stat` may be in the middle of
+/// `execve`: running or in uninterruptible sleep (as a process in a system call is; one
+/// sleeping or stopped is not in `execve`), not a kernel thread, and not a single-threaded
+/// process on its way out. Processes that really have an empty environment are nearly all
+/// idle, so they are not read again.
+///
+/// An exiting process has let go of its memory (its environment reads empty) and shows
+/// running until it is a zombie, longer on a busy machine: were it taken as maybe in
+/// `execve`, each process ending while `/proc` is looked through — as the sessions a
+/// crashed daemon's successor stops all do at once — would be read again for up to
+/// [`EXEC_PATIENCE`]. Only one with other threads may be: `execve` from another thread
+/// ends the leader, whose pid the program then takes over.
+fn may_be_in_exec_stat(stat: &str) -> bool {
     let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
         return false;
     };
     let mut fields = after.split_ascii_whitespace();
     let busy = matches!(fields.next(), Some("R" | "D"));
-    // Fields after the state: ppid, pgrp, session, tty_nr, tpgid, then flags.
+    // Fields after the state: ppid, pgrp, session, tty_nr, tpgid, then flags (9).
     let flags: u64 = fields
         .nth(5)
         .and_then(|f| f.parse().ok())
         .unwrap_or(PF_KTHREAD);
-    busy && flags & PF_KTHREAD == 0
+    // Then minflt to nice (10 to 19), then num_threads (20).
+    let threads: u64 = fields.nth(10).and_then(|f| f.parse().ok()).unwrap_or(2);
+    let ending = flags & PF_EXITING != 0 && threads <= 1;
+    busy && flags & PF_KTHREAD == 0 && !ending
 }
 
 /// Every process below `root`, found through the `children` files (or, without them, one
@@ -1033,6 +1049,32 @@ mod tests {
         assert!(!m.is_exited());
         assert!(parse_stat(1, b"1 (x) S 0 1").is_none());
         assert!(parse_stat(1, b"no parenthesis").is_none());
+    }
+
+    /// A stat line in `state` with `flags` and `threads`.
+    fn stat_line(state: char, flags: u64, threads: u32) -> String {
+        format!(
+            "4242 (sh) {state} 1 4242 4242 0 -1 {flags} 100 0 0 0 0 0 0 0 20 0 {threads} 0 987654 \
+             1000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0"
+        )
+    }
+
+    /// Only a process that may be in `execve` has its environment read again: never one
+    /// ending with no other thread (it reads empty until it is a zombie), so a look
+    /// through `/proc` while many sessions end costs one read per process.
+    #[test]
+    fn an_ending_single_threaded_process_is_not_taken_as_in_execve() {
+        assert!(may_be_in_exec_stat(&stat_line('R', 0x40_0000, 1)));
+        assert!(may_be_in_exec_stat(&stat_line('D', 0x40_0000, 1)));
+        assert!(!may_be_in_exec_stat(&stat_line('S', 0x40_0000, 1)));
+        // On its way out (PF_EXITING), alone: not in execve.
+        assert!(!may_be_in_exec_stat(&stat_line('R', 0x40_0004, 1)));
+        assert!(!may_be_in_exec_stat(&stat_line('D', 0x40_0004, 1)));
+        // A leader ending while another thread runs execve: maybe.
+        assert!(may_be_in_exec_stat(&stat_line('R', 0x40_0004, 2)));
+        // A kernel thread never.
+        assert!(!may_be_in_exec_stat(&stat_line('R', 0x20_0040, 1)));
+        assert!(!may_be_in_exec_stat("4242 (cut short"));
     }
 
     #[test]

@@ -197,6 +197,18 @@ impl Daemon {
         env: &[(&str, &std::ffi::OsStr)],
         extra: &[&str],
     ) -> Child {
+        self.crash_daemon_restart_into(edit, env, extra, None)
+    }
+
+    /// [`Daemon::crash_daemon_edit_and_restart`], with the new daemon's standard error
+    /// going to `log` if given.
+    fn crash_daemon_restart_into(
+        &mut self,
+        edit: impl FnOnce(&Path),
+        env: &[(&str, &std::ffi::OsStr)],
+        extra: &[&str],
+        log: Option<&Path>,
+    ) -> Child {
         use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
         let pid = Pid::from_raw(self.pid as i32).expect("a positive pid");
         // The daemon runs (it answered this test), so the pidfd is the daemon's.
@@ -208,9 +220,17 @@ impl Daemon {
             "the daemon did not die"
         );
         edit(&self.dir.join("state"));
-        let (child, pid) = launch_env(&self.dir, &[], extra, None, env, None);
+        let (child, pid) = launch_env(&self.dir, &[], extra, None, env, log);
         self.pid = pid;
         std::mem::replace(&mut self.child, child)
+    }
+
+    /// Like [`Daemon::crash_daemon_and_restart`], with what the new daemon logs at `level`
+    /// (`RUST_LOG`) going to the file [`Daemon::log`] reads.
+    pub fn crash_daemon_and_restart_logged(&mut self, level: &str, extra: &[&str]) -> Child {
+        let log = self.dir.join("daemon.log");
+        let env = [("RUST_LOG", std::ffi::OsStr::new(level))];
+        self.crash_daemon_restart_into(|_| {}, &env, extra, Some(&log))
     }
 }
 

@@ -9,7 +9,6 @@ use super::Daemon;
 use crate::core::{Input, Spec, Started};
 use crate::driver::children::daemon_failure;
 use crate::driver::children::LeaderState;
-use crate::driver::recover::sweep;
 use crate::proto::error::ProtoError;
 use crate::store::StoreError;
 use crate::sys::identity::{adopt, Adoption};
@@ -162,8 +161,9 @@ impl Daemon {
             // so what it started is found by its marker, as soon as its exit is seen —
             // unless its spec leaves what it started (`on_exit: leave`), as a spawned
             // child's would be left. (Its cgroup, where it kept one, is not enough: under
-            // the fallback reaper no signal reaches a dead leader's tree.)
-            sweep(self.persist.dir_id(), |g| g != gen);
+            // the fallback reaper no signal reaches a dead leader's tree.) Looked for at
+            // the end of the turn, with those of every other generation that ended in it.
+            self.leftovers.add(gen);
         }
         match state {
             LeaderState::Running => {}
@@ -220,7 +220,7 @@ impl Daemon {
                     );
                     self.persist.resolved(gen);
                     self.tell(Input::Lost { gen });
-                    sweep(self.persist.dir_id(), |g| g != gen);
+                    self.leftovers.add(gen);
                 }
                 Adoption::Unverifiable(why) => {
                     log::debug!("{session} gen {gen}: pid {pid} still cannot be verified ({why})");

@@ -243,6 +243,7 @@ impl Daemon {
             log_sink,
             notify: Notifier::from_env(),
             ready: Readiness::default(),
+            leftovers: Default::default(),
         };
         // What the checks of running generations need again: probes (the core goes on
         // asking for them) and output matchers; a notification pipe did not survive.

@@ -210,6 +210,7 @@ impl Daemon {
             log_sink,
             notify: Notifier::from_env(),
             ready: Readiness::default(),
+            leftovers: Default::default(),
         };
         // Generations taken back after a crash are taken as ready, so their liveness
         // probes go on (the core asks for them): each needs its watch again.
