@@ -243,8 +243,9 @@ fn daemon(m: &Matches<'_>, socket: Option<PathBuf>) -> Result<ExitCode, String> 
             Ok(d) => d,
             Err(e) => return Ok(bad_option(m, "--keeper-hold", hold, &e.to_string())),
         };
-        if d.is_zero() {
-            let why = "a keeper that holds nothing; use --no-keeper";
+        // It counts whole milliseconds: less would be a hold of none.
+        if d.as_millis() == 0 {
+            let why = "a keeper that holds nothing (it counts whole milliseconds); use --no-keeper";
             return Ok(bad_option(m, "--keeper-hold", hold, why));
         }
         cfg.keeper_hold = Some(d);

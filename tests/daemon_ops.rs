@@ -463,7 +463,7 @@ fn a_bad_daemon_option_is_refused_before_anything_starts() {
     let long = dir.join("x".repeat(120));
     // A bad value is a usage error (status 2), as every command's; a socket path the
     // system cannot take fails the start (status 1).
-    let cases: [(&[&str], &str, i32); 8] = [
+    let cases: [(&[&str], &str, i32); 9] = [
         (
             &["--max-sessions", "+5"],
             "bad value `+5` for `--max-sessions`: expected a number in digits only",
@@ -471,7 +471,13 @@ fn a_bad_daemon_option_is_refused_before_anything_starts() {
         ),
         (
             &["--keeper-hold", "0"],
-            "bad value `0` for `--keeper-hold`: a keeper that holds nothing; use --no-keeper",
+            "bad value `0` for `--keeper-hold`: a keeper that holds nothing (it counts whole milliseconds); use --no-keeper",
+            2,
+        ),
+        // Less than a millisecond is a hold of none, not a keeper that goes at once.
+        (
+            &["--keeper-hold", "500us"],
+            "bad value `500us` for `--keeper-hold`: a keeper that holds nothing (it counts whole milliseconds); use --no-keeper",
             2,
         ),
         // 2^64 ms: the keeper is told its hold in milliseconds.

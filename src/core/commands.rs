@@ -164,7 +164,8 @@ impl Core {
             Some(_) => {}
             None if self.sessions.len() >= self.config.max_sessions => {
                 let msg = format!(
-                    "{} sessions, the limit (the daemon's --max-sessions); remove some, or raise it",
+                    "{} sessions, at the limit of {} (the daemon's --max-sessions); remove some, or raise it",
+                    self.sessions.len(),
                     self.config.max_sessions
                 );
                 return Err(Error::new(ErrorCode::Limit, msg));

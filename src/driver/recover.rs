@@ -305,7 +305,9 @@ pub fn sweep(dir_id: &str, accounted: impl Fn(u64) -> bool) {
         }
         match gen {
             0 => log::warn!("pid {pid}, a probe or check an earlier daemon started: killed"),
-            _ => log::warn!("pid {pid} of generation {gen} was never accounted for: killed"),
+            // At start, one never described or whose generation is gone; later, what a
+            // taken-back leader left when it ended (as `on_exit: kill_group` says).
+            _ => log::warn!("pid {pid}, left behind by generation {gen}: killed"),
         }
         if pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
             killed += 1;
