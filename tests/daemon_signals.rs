@@ -5,7 +5,7 @@ mod util;
 
 use genward::testkit::proc::group_members;
 use serde_json::json;
-use util::daemon::Daemon;
+use util::daemon::{Client, Daemon};
 
 #[test]
 fn sigterm_stops_and_reaps_every_session_and_their_groups() {
@@ -71,6 +71,26 @@ fn a_second_sigterm_kills_at_once() {
     assert_eq!(d.exit_code(), Some(0));
 }
 
+/// Spawns `session`: a shell and a child of it, both ignoring SIGTERM (`trap '' TERM`,
+/// inherited), with an hour's `grace` and `kill_grace` (and the members of `extra`);
+/// returns its generation and process group once both run.
+fn deaf_tree(c: &mut Client, session: &str, extra: serde_json::Value) -> (u64, u32) {
+    let mut req = json!({"op": "spawn", "session": session, "grace": "1h", "kill_grace": "1h",
+        "argv": ["sh", "-c", "trap '' TERM; sleep 1000 & echo ready; wait"]});
+    for (k, v) in extra.as_object().unwrap() {
+        req[k] = v.clone();
+    }
+    let gen = c.ok(req)["gen"].as_u64().unwrap();
+    let seen = c.output_until(gen, "ready");
+    let pgid = seen
+        .iter()
+        .find(|m| m.is("spawned", gen))
+        .map(|m| m.json()["pid"].as_u64().unwrap() as u32)
+        .expect("spawned before output");
+    assert_eq!(group_members(pgid).len(), 2, "the leader and its child");
+    (gen, pgid)
+}
+
 /// A second SIGTERM kills every process of a session at once, not only its leader: a
 /// child that ignores TERM (inherited `trap '' TERM`) is not left its hour-long
 /// `kill_grace`, so the daemon exits — within the tests' patience — with nothing left.
@@ -79,19 +99,7 @@ fn a_second_sigterm_kills_the_whole_tree_at_once() {
     let mut d = Daemon::start("sigterm-twice-tree", &[]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let gen = c.ok(
-        json!({"op": "spawn", "session": "deaf", "grace": "1h", "kill_grace": "1h",
-        "argv": ["sh", "-c", "trap '' TERM; sleep 1000 & echo ready; wait"]}),
-    )["gen"]
-        .as_u64()
-        .unwrap();
-    let seen = c.output_until(gen, "ready");
-    let pgid = seen
-        .iter()
-        .find(|m| m.is("spawned", gen))
-        .map(|m| m.json()["pid"].as_u64().unwrap() as u32)
-        .expect("spawned before output");
-    assert_eq!(group_members(pgid).len(), 2, "the leader and its child");
+    let (_, pgid) = deaf_tree(&mut c, "deaf", json!({}));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
     c.events_until(|m| m.json()["event"] == "state" && m.json()["state"] == "stopping");
@@ -159,19 +167,7 @@ fn a_second_stop_with_a_shorter_grace_kills_the_whole_tree() {
     let d = Daemon::start("stop-then-stop-zero", &[]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "all": true}));
-    let gen = c.ok(
-        json!({"op": "spawn", "session": "tree", "grace": "1h", "kill_grace": "1h",
-        "drain": "1h", "argv": ["sh", "-c", "trap '' TERM; sleep 1000 & echo ready; wait"]}),
-    )["gen"]
-        .as_u64()
-        .unwrap();
-    let seen = c.output_until(gen, "ready");
-    let pgid = seen
-        .iter()
-        .find(|m| m.is("spawned", gen))
-        .map(|m| m.json()["pid"].as_u64().unwrap() as u32)
-        .expect("spawned before output");
-    assert_eq!(group_members(pgid).len(), 2, "the leader and its child");
+    let (gen, pgid) = deaf_tree(&mut c, "tree", json!({"drain": "1h"}));
     c.ok(json!({"op": "stop", "session": "tree", "grace": "1h"}));
     c.ok(json!({"op": "stop", "session": "tree", "grace": 0}));
     let seen = c.events_until(|m| m.is("exited", gen));
