@@ -200,6 +200,8 @@ fn limits_are_applied_or_refused_with_the_reason() {
                 message.contains("pids") || message.contains("cgroup containment"),
                 "{message}"
             );
+            // No system call failed: the limit is not supported here.
+            assert_eq!(error["errno"], libc::EOPNOTSUPP, "{error}");
             println!("SKIP limits_are_applied: refused here as expected: {message}");
             eprintln!("SKIP limits_are_applied: refused here as expected: {message}");
         }
@@ -217,6 +219,25 @@ fn limits_are_applied_or_refused_with_the_reason() {
         json!({"op": "spawn", "session": "lim", "argv": ["true"], "limits": {"cpu_max": {"quota_us": 5}}}),
         "bad_request",
     );
+}
+
+/// Limits under session containment, which has no cgroup to set them on: refused with an
+/// errno that says so (it used to be 0).
+#[test]
+fn limits_without_cgroup_containment_are_not_supported() {
+    let d = Daemon::start("limits-session", &["--containment", "session"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "lim", "argv": ["true"],
+        "limits": {"pids_max": 16}}))["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(|m| m.is("spawn_failed", gen));
+    let error = &seen.last().unwrap().json()["error"];
+    assert_eq!(error["kind"], "other", "{error}");
+    assert_eq!(error["errno"], libc::EOPNOTSUPP, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("cgroup containment"), "{message}");
 }
 
 #[test]

@@ -348,7 +348,12 @@ fn a_child_that_closes_its_stdin_is_an_event_not_a_crash() {
         .as_u64()
         .unwrap();
     c.output_until(gen, "closed\n");
-    c.ok(json!({"op": "write", "session": "deaf", "data": "anyone?\n"}));
+    // Taken, or refused if the daemon saw the closure already (it is told without a write).
+    let r = c.request(json!({"op": "write", "session": "deaf", "data": "anyone?\n"}));
+    assert!(
+        r["ok"] == true || r["error"]["code"] == "input_closed",
+        "{r}"
+    );
     c.events_until(|m| m.is("input_closed", gen));
     c.err(
         json!({"op": "write", "session": "deaf", "data": "x"}),
@@ -635,4 +640,53 @@ fn a_service_managers_other_signals_neither_kill_the_daemon_nor_orphan_sessions(
         genward::testkit::proc::stat(pid).is_none_or(|s| s.state == "Z"),
         "session's process {pid} outlived the daemon"
     );
+}
+
+/// `max_restarts` is 5 unless given: then the session is `failed`. `"infinity"` asks for
+/// restarts without a bound, and `get` shows it as given.
+#[test]
+fn restarts_are_bounded_by_default_and_unbounded_on_request() {
+    let d = Daemon::start("restart-bound", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    c.ok(
+        json!({"op": "spawn", "session": "bounded", "argv": ["false"],
+        "restart": {"mode": "always", "initial": 0}}),
+    );
+    c.events_until(|m| {
+        let v = m.json();
+        v["event"] == "state" && v["session"] == "bounded" && v["state"] == "failed"
+    });
+    let got = c.ok(json!({"op": "get", "session": "bounded"}));
+    assert_eq!(got["session"]["restarts"], 5, "{got}");
+    c.ok(
+        json!({"op": "spawn", "session": "unbounded", "argv": ["false"],
+        "restart": {"mode": "always", "initial": 0, "max_restarts": "infinity"}}),
+    );
+    let mut ends = 0;
+    c.events_until(|m| {
+        let v = m.json();
+        assert!(
+            !(v["session"] == "unbounded" && v["state"] == "failed"),
+            "gave up: {v}"
+        );
+        if v["event"] == "exited" && v["session"] == "unbounded" {
+            ends += 1;
+        }
+        ends > 8
+    });
+    let got = c.ok(json!({"op": "get", "session": "unbounded"}));
+    assert_eq!(
+        got["session"]["spec"]["restart"]["max_restarts"], "infinity",
+        "{got}"
+    );
+    c.ok(json!({"op": "stop", "session": "unbounded"}));
+    // `initial` above the default `max` names that default.
+    let e = c.err(
+        json!({"op": "spawn", "session": "slow", "argv": ["true"],
+            "restart": {"mode": "always", "initial": "90s"}}),
+        "bad_request",
+    );
+    let why = e["error"]["message"].as_str().unwrap();
+    assert!(why.contains("restart.max") && why.contains("60s"), "{e}");
 }

@@ -274,6 +274,10 @@ fn rlimits_are_seen_by_the_child_and_a_refused_one_names_the_step() {
     assert_eq!(end["event"], "spawn_failed", "{end}");
     let why = end["error"]["message"].as_str().unwrap();
     assert!(why.contains("setrlimit nofile: "), "{end}");
+    // The kernel's own errno (EPERM: above `fs.nr_open`), and no "may not use the program
+    // or the directory" kind: a refused limit is an error of its own.
+    assert_eq!(end["error"]["errno"], libc::EPERM, "{end}");
+    assert_eq!(end["error"]["kind"], "other", "{end}");
 }
 
 /// `genward run` and `restart` with the options: `restart` changes only what it names, and

@@ -60,7 +60,7 @@ fn non_executable_file_is_permission_denied() {
     let err = spawn(&request(&[file.to_str().unwrap()])).unwrap_err();
     // root may read anything but still needs an execute bit to exec.
     assert!(
-        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p) } if *p == file),
+        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p), .. } if *p == file),
         "{err:?}"
     );
     assert_eq!(err.errno(), Some(libc::EACCES));
@@ -72,7 +72,7 @@ fn non_executable_file_is_permission_denied() {
     req.env.set.push(("PATH".into(), path.into()));
     let err = spawn(&req).unwrap_err();
     assert!(
-        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p) } if *p == file),
+        matches!(&err, SpawnError::PermissionDenied { step: Step::Exec, path: Some(p), .. } if *p == file),
         "{err:?}"
     );
     assert_eq!(err.to_string(), format!("exec {file:?}: permission denied"));
@@ -531,6 +531,9 @@ fn a_refused_limit_or_identity_is_reported_naming_the_step() {
     let err = spawn(&req).unwrap_err();
     assert_eq!(err.step(), Some(Step::Rlimit), "{err:?}");
     assert!(err.to_string().starts_with("setrlimit nofile: "), "{err}");
+    // The kernel's errno (EPERM), not a made-up EACCES; not a denied program or directory.
+    assert_eq!(err.errno(), Some(libc::EPERM), "{err:?}");
+    assert!(matches!(err, SpawnError::Os { .. }), "{err:?}");
     let mut req = request(&["/bin/true"]);
     req.credentials = Some(Credentials {
         uid: u32::MAX,
@@ -555,4 +558,10 @@ fn a_refused_limit_or_identity_is_reported_naming_the_step() {
     let err = spawn(&req).unwrap_err();
     assert_eq!(err.step(), Some(Step::Setgroups), "{err:?}");
     assert!(err.to_string().starts_with("setgroups: "), "{err}");
+    // An identity that may not be taken is a denied permission, with the kernel's errno.
+    assert!(
+        matches!(err, SpawnError::PermissionDenied { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.errno(), Some(libc::EPERM), "{err:?}");
 }

@@ -420,7 +420,11 @@ impl RestartPolicy {
 
     fn validate(&self) -> Result<(), Error> {
         if self.initial > self.max {
-            return Err(Error::bad("restart.initial: above restart.max"));
+            // `max` is often not given: its default is what `initial` was compared with.
+            let default = RestartPolicy::default().max.as_secs();
+            return Err(Error::bad(format!(
+                "restart.initial: above restart.max (which is {default}s unless given)"
+            )));
         }
         Ok(())
     }

@@ -72,6 +72,10 @@ pub struct Child {
     /// reports the end even when nothing is queued. Not carried across an upgrade:
     /// registering the master again reports the hang-up again.
     pty_hangup_seen: bool,
+    /// The stdin pipe reported an error: no process holds its read end any more (the
+    /// child closed its input, or ended). Seen from the readiness itself, so the closure
+    /// is told at once rather than at the next write, which would be taken and dropped.
+    stdin_reader_gone: bool,
     /// The PTY master is polled for writability too only while input (or its end) waits
     /// for room. Always asked, it woke the loop once more per keystroke for nothing (the
     /// terminal has room again as soon as the program reads the key), and that wake-up's
@@ -159,6 +163,7 @@ impl Child {
             stdin: spawned.stdin,
             hung_up_pty: None,
             pty_hangup_seen: false,
+            stdin_reader_gone: false,
             pty_writable_watched: false,
             pidfd_watched: false,
             input,
@@ -212,6 +217,9 @@ impl Child {
             );
         }
         if let Some(fd) = &self.stdin {
+            // Writability (room for queued input) and, with it at no further cost, the
+            // error a pipe's write end reports once its last reader is gone: epoll always
+            // reports errors, for as long as the pipe is registered, queue or no queue.
             register(
                 registry,
                 fd.as_fd(),
@@ -277,6 +285,14 @@ impl Child {
 
     pub fn saw_pty_hangup(&mut self) {
         self.pty_hangup_seen = true;
+    }
+
+    /// Notes that its stdin pipe reported an error: nobody reads it any more. The next
+    /// [`Child::flush_input`] closes it and reports the input broken.
+    pub fn saw_stdin_reader_gone(&mut self) {
+        if self.stdin.is_some() {
+            self.stdin_reader_gone = true;
+        }
     }
 
     pub fn output(&self, stream: Stream) -> Option<BorrowedFd<'_>> {
@@ -488,7 +504,13 @@ impl Child {
             self.input.extend_from_slice(&eof);
         }
         let mut progress = InputProgress::default();
-        while !self.input.is_empty() {
+        if self.stdin.is_some() && std::mem::take(&mut self.stdin_reader_gone) {
+            // Nothing queued would ever be read: dropped, and the pipe closed below, as
+            // for a write refused with EPIPE.
+            progress.done = std::mem::take(&mut self.input).len();
+            progress.broken = true;
+        }
+        while !progress.broken && !self.input.is_empty() {
             match write_nonblocking(borrowed, &self.input) {
                 Ok(WriteOutcome::Written(n)) => {
                     if n > 0 {

@@ -456,6 +456,14 @@ impl Children {
         }
     }
 
+    /// Notes that `gen`'s stdin pipe reported an error (its last reader is gone): the
+    /// next [`flush_input`](Self::flush_input) closes it and reports the input broken.
+    pub fn saw_stdin_reader_gone(&mut self, gen: u64) {
+        if let Some(c) = self.table.get_mut(&gen) {
+            c.saw_stdin_reader_gone();
+        }
+    }
+
     /// Queues input for `gen`, to be written by [`flush_input`](Self::flush_input) (or
     /// held until it runs).
     pub fn queue_input(&mut self, gen: u64, bytes: &[u8]) {

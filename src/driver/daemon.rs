@@ -136,12 +136,17 @@ impl Daemon {
                 let readable = event.is_readable() || event.is_read_closed() || event.is_error();
                 let writable = event.is_writable() || event.is_write_closed();
                 if event.is_read_closed() || event.is_error() {
-                    if let Source::Output {
-                        gen,
-                        stream: Stream::Pty,
-                    } = Source::of(token)
-                    {
-                        self.children.saw_pty_hangup(gen);
+                    match Source::of(token) {
+                        Source::Output {
+                            gen,
+                            stream: Stream::Pty,
+                        } => self.children.saw_pty_hangup(gen),
+                        // A pipe's write end reports an error (with EPOLLOUT) once no
+                        // process holds its read end: the child closed its input. Told
+                        // now, through the flush its writability runs below, not at the
+                        // next write.
+                        Source::Stdin { gen } => self.children.saw_stdin_reader_gone(gen),
+                        _ => {}
                     }
                 }
                 let readable = readable && !self.turn.defers(token);

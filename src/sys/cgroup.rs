@@ -301,6 +301,18 @@ pub enum LimitError {
     },
 }
 
+impl LimitError {
+    /// The errno a client is given for it: the failed write's own; `EOPNOTSUPP` for a
+    /// controller that is not there, where no system call failed (the limit is not
+    /// supported here).
+    pub fn errno(&self) -> i32 {
+        match self {
+            LimitError::ControllerUnavailable { .. } => libc::EOPNOTSUPP,
+            LimitError::Write { error, .. } => error.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+}
+
 impl fmt::Display for LimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -203,6 +203,22 @@ impl Process {
         self.reaped.is_some()
     }
 
+    /// Whether its end has begun: the kernel marks a task `PF_EXITING` (flags, field 9 of
+    /// `/proc/<pid>/stat`) as its exit starts, before it closes its descriptors, and it
+    /// stays marked as a zombie — so a descriptor it closed as it ended is told from one
+    /// it closed while it runs, even before its exit can be waited for. One whose record
+    /// cannot be read counts as not ending. A read of `/proc`: only for such a question.
+    pub fn is_exiting(&self) -> bool {
+        const PF_EXITING: u64 = 0x4;
+        if self.reaped.is_some() {
+            return true;
+        }
+        let Ok(stat) = identity::read_proc_file(&format!("/proc/{}/stat", self.pid())) else {
+            return false;
+        };
+        identity::stat_field(&stat, 9).is_some_and(|flags| flags & PF_EXITING != 0)
+    }
+
     /// Whether the process has exited, without reaping it:
     /// `waitid(P_PIDFD or P_PID, WEXITED|WNOHANG|WNOWAIT)` for a child. For an adopted
     /// process the pidfd's readability tells, and the status is [`Exit::Unknown`].

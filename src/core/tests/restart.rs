@@ -35,7 +35,10 @@ fn a_backoff_starting_above_its_cap_is_refused_naming_the_field() {
         ..policy(Restart::Always)
     };
     let e = h.spawn_with("s", s, OnBusy::Replace).unwrap_err();
-    assert_eq!(e.message, "restart.initial: above restart.max");
+    assert_eq!(
+        e.message,
+        "restart.initial: above restart.max (which is 60s unless given)"
+    );
     h.settle();
 }
 

@@ -111,6 +111,14 @@ impl Children {
         }
     }
 
+    /// Whether `gen`'s leader has begun to end, its exit perhaps not visible yet (see
+    /// [`Process::is_exiting`]).
+    pub fn leader_exiting(&self, gen: u64) -> bool {
+        self.table
+            .get(&gen)
+            .is_some_and(|c| c.process().is_exiting())
+    }
+
     /// Whether `gen`'s exit was seen and its status is awaited (see [`LeaderState::Waiting`]).
     pub fn awaits_status(&self, gen: u64) -> bool {
         self.exits.is_waiting(gen)

@@ -46,8 +46,8 @@ fn spawn_error(gen: u64, e: &SysSpawnError) -> SpawnError {
         SysSpawnError::NotFound { .. } => {
             SpawnError::new(SpawnErrorKind::NotFound, libc::ENOENT).with_message(message)
         }
-        SysSpawnError::PermissionDenied { .. } => {
-            SpawnError::new(SpawnErrorKind::PermissionDenied, libc::EACCES).with_message(message)
+        SysSpawnError::PermissionDenied { errno, .. } => {
+            SpawnError::new(SpawnErrorKind::PermissionDenied, *errno).with_message(message)
         }
         // The daemon's own steps: what they lack, the session did not cause.
         SysSpawnError::Os {
@@ -373,32 +373,37 @@ impl Children {
         gen: u64,
         limits: &ResourceLimits,
     ) -> Result<Option<GenCgroup>, SpawnError> {
-        let fail = |message: String| {
+        // Each with an errno: the failed call's, or `EOPNOTSUPP` where what is missing is
+        // the support itself (no system call failed).
+        let fail = |errno: i32, message: String| {
             log::warn!("gen {gen}: {message}");
-            SpawnError::new(SpawnErrorKind::Other, 0).with_message(message)
+            SpawnError::new(SpawnErrorKind::Other, errno).with_message(message)
         };
         let Some(root) = &self.cgroups else {
             if limits.is_empty() {
                 return Ok(None);
             }
             return Err(fail(
+                libc::EOPNOTSUPP,
                 "limits need cgroup containment, which this daemon does not have (see `hello`)"
                     .into(),
             ));
         };
         let limits = cgroup_limits(limits);
         root.check_limits(&limits)
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(e.errno(), e.to_string()))?;
         if limits.is_empty() {
             if let Some(cg) = self.pool.take() {
                 return Ok(Some(cg));
             }
         }
-        let cg = root
-            .create_generation(gen)
-            .map_err(|e| fail(format!("creating its cgroup: {e}")))?;
+        let cg = root.create_generation(gen).map_err(|e| {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            fail(errno, format!("creating its cgroup: {e}"))
+        })?;
         if !limits.is_empty() {
-            cg.set_limits(&limits).map_err(|e| fail(e.to_string()))?;
+            cg.set_limits(&limits)
+                .map_err(|e| fail(e.errno(), e.to_string()))?;
         }
         Ok(Some(cg))
     }

@@ -62,6 +62,12 @@ impl Daemon {
                 }
                 Read::Eof => {
                     self.turn.forget(token);
+                    if stream == Stream::Pty {
+                        // A terminal hangs up once no process holds it open: nobody reads
+                        // its input any more either, which is told now (input still
+                        // queued for it is dropped), not at the next write.
+                        self.flush_input(gen);
+                    }
                     self.keeper_closed(gen);
                     return self.tell(Input::Eof { gen, stream });
                 }

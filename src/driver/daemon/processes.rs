@@ -118,7 +118,8 @@ impl Daemon {
         Err(daemon_failure(errno, why))
     }
 
-    /// Writes a generation's queued input as far as it goes and tells the core.
+    /// Writes a generation's queued input as far as it goes (or closes it, its reader
+    /// gone) and tells the core.
     pub(super) fn flush_input(&mut self, gen: u64) {
         let progress = self.children.flush_input(self.poll.registry(), gen);
         self.keeper_closed(gen);
@@ -129,7 +130,14 @@ impl Daemon {
             });
         }
         if progress.broken {
-            self.tell(Input::InputError { gen });
+            // A leader's own end closes its input too: an exit that came first is told
+            // first, and makes the closure no news (writes are `not_running` from then
+            // on). Only a process still running, and not ending (its descriptors close
+            // before its exit can be seen), is said to have closed its input.
+            self.check_exit(gen);
+            if self.core.awaits_exit(gen) && !self.children.leader_exiting(gen) {
+                self.tell(Input::InputError { gen });
+            }
         }
     }
 

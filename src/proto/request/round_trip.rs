@@ -403,9 +403,39 @@ fn what_the_wire_cannot_carry_is_refused_naming_the_field() {
         err(&spawn(spec.clone(), OnBusy::Replace)),
         "field `env.A`: set twice"
     );
-    spec.env.set.clear();
+}
+
+/// Restarts without a bound (`max_restarts: None`) are `"infinity"` on the wire, both
+/// ways; another string is refused naming the field, and `null` is the default (5).
+#[test]
+fn unbounded_restarts_round_trip_as_infinity() {
+    let mut spec = Spec::new(vec![b"true".to_vec()]);
+    spec.restart.mode = Restart::Always;
     spec.restart.max_restarts = None;
-    assert!(err(&spawn(spec, OnBusy::Replace)).starts_with("field `restart.max_restarts`"));
+    let op = spawn(spec, OnBusy::Replace);
+    round_trip(&op);
+    assert_eq!(
+        String::from_utf8(line(&RequestId::U64(1), &op)).unwrap(),
+        r#"{"id":1,"op":"spawn","session":"web","argv":["true"],"restart":{"mode":"always","max_restarts":"infinity"}}"#
+    );
+    let policy = |members: &str| {
+        let line =
+            format!(r#"{{"id":1,"op":"spawn","session":"a","argv":["x"],"restart":{members}}}"#);
+        let req = Request::decode(line.as_bytes(), &Limits::DEFAULT).unwrap();
+        match decode(&req.op, &req.args) {
+            Ok(Op::Core(Command::Spawn { spec, .. })) => Ok(spec.restart.max_restarts),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    assert_eq!(policy(r#"{"max_restarts":"infinity"}"#), Ok(None));
+    assert_eq!(policy(r#"{"max_restarts":null}"#), Ok(Some(5)));
+    assert_eq!(policy(r#"{"max_restarts":7}"#), Ok(Some(7)));
+    let e = policy(r#"{"max_restarts":"forever"}"#).unwrap_err();
+    assert!(
+        e.contains("restart.max_restarts") && e.contains("infinity"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -432,8 +462,7 @@ fn a_spec_object_round_trips_and_refuses_request_members() {
     let mut spec = Spec::new(vec![b"\xff".to_vec()]);
     let mut out = b"x".to_vec();
     assert!(write_spec_object(&spec, &mut out).is_err());
-    spec.argv = vec![b"ok".to_vec()];
-    spec.restart.max_restarts = None;
+    spec.argv = vec![b"ok".to_vec(), b"\xfe".to_vec()];
     assert!(write_spec_object(&spec, &mut out).is_err());
     assert_eq!(
         out, b"x",

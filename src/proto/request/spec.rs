@@ -275,11 +275,30 @@ fn restart(o: &Object) -> Result<RestartPolicy> {
     if let Some(d) = opt_duration_named(o, "reset_after", "restart.reset_after")? {
         p.reset_after = d;
     }
-    if let Some(n) = o.opt_u64("max_restarts").map_err(named)? {
-        // A count beyond what a u32 holds is as good as unbounded: the most it holds.
-        p.max_restarts = Some(u32::try_from(n).unwrap_or(u32::MAX));
-    }
+    p.max_restarts = max_restarts(o, p.max_restarts)?;
     Ok(p)
+}
+
+/// `max_restarts`: a count (one above `u32::MAX` is taken as that), `"infinity"` for no
+/// bound, or absent (`null` included) for `default`.
+fn max_restarts(o: &Object, default: Option<u32>) -> Result<Option<u32>> {
+    match o.get("max_restarts") {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Str(s)) if s == "infinity" => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) => Ok(Some(u32::try_from(n).unwrap_or(u32::MAX))),
+            None => Err(bad(FieldError::invalid(
+                "restart.max_restarts",
+                format!(
+                    "expected a non-negative integer or \"infinity\", got {}",
+                    match v {
+                        Value::Str(s) => format!("`{s}`"),
+                        v => v.type_name().to_string(),
+                    }
+                ),
+            ))),
+        },
+    }
 }
 
 pub(super) fn on_busy(args: &Object) -> Result<OnBusy> {
@@ -411,19 +430,12 @@ struct PolicyMembers {
     initial: bool,
     max: bool,
     reset_after: bool,
-    max_restarts: Option<u32>,
+    /// Given unless it is the default: a count, or `None` for no bound (`"infinity"`).
+    max_restarts: Option<Option<u32>>,
 }
 
 fn restart_members(p: &RestartPolicy, default: &RestartPolicy) -> Encoded<PolicyMembers> {
-    let max_restarts = match p.max_restarts {
-        None => {
-            return Err(FieldError::invalid(
-                "restart.max_restarts",
-                "unlimited restarts cannot be requested; give a number",
-            ))
-        }
-        Some(n) => (p.max_restarts != default.max_restarts).then_some(n),
-    };
+    let max_restarts = (p.max_restarts != default.max_restarts).then_some(p.max_restarts);
     Ok(PolicyMembers {
         initial: p.initial != default.initial,
         max: p.max != default.max,
@@ -451,8 +463,14 @@ fn write_policy(p: &RestartPolicy, members: &PolicyMembers, out: &mut Vec<u8>) {
             o.with(key, |out| write_wire(d, out));
         }
     }
-    if let Some(n) = members.max_restarts {
-        o.u64("max_restarts", n.into());
+    match members.max_restarts {
+        Some(Some(n)) => {
+            o.u64("max_restarts", n.into());
+        }
+        Some(None) => {
+            o.str("max_restarts", "infinity");
+        }
+        None => {}
     }
     o.finish();
 }

@@ -241,10 +241,11 @@ fn every_shape_round_trips() {
 fn a_spec_the_wire_cannot_carry_is_refused_naming_it() {
     let mut image = image();
     let mut spec = (*image.generations[3].spec).clone();
-    spec.restart.max_restarts = None;
+    spec.argv.push(b"\xff".to_vec());
+    let arg = spec.argv.len() - 1;
     image.generations[3].spec = Arc::new(spec);
-    let e = encode_core_image(&image).expect_err("unlimited restarts");
-    assert_eq!(e.field, "generations[3].spec.restart.max_restarts");
+    let e = encode_core_image(&image).expect_err("an argument that is not UTF-8");
+    assert_eq!(e.field, format!("generations[3].spec.argv[{arg}]"));
 }
 
 /// Replaces the first `from` in the encoding with `to`, which must change it.

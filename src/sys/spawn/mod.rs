@@ -267,10 +267,14 @@ pub enum SpawnError {
         /// Which path (see [`SpawnError::path`]).
         path: Option<PathBuf>,
     },
-    /// `EACCES` or `EPERM`: not allowed to execute the program or enter the directory.
+    /// `EACCES` or `EPERM` where a permission is what was refused: to execute the program,
+    /// to enter the directory, to take the identity asked for (see
+    /// [`SpawnError::from_errno`]).
     PermissionDenied {
         /// Which step.
         step: Step,
+        /// The errno the kernel gave: `EACCES` or `EPERM`.
+        errno: i32,
         /// Which path (see [`SpawnError::path`]).
         path: Option<PathBuf>,
     },
@@ -286,12 +290,22 @@ pub enum SpawnError {
 }
 
 impl SpawnError {
+    /// Classifies a failed step. A refusal (`EACCES`, `EPERM`) is a denied permission only
+    /// where one is what the step needs — the program, the working directory, the
+    /// identity; elsewhere (a `setrlimit` above what may be set, a cgroup the child may
+    /// not enter) it is an error of its own, with its errno.
     fn from_errno(step: Step, errno: i32, path: Option<PathBuf>) -> SpawnError {
+        let permission_step = matches!(
+            step,
+            Step::Exec | Step::Chdir | Step::Setgroups | Step::Setgid | Step::Setuid
+        );
         match errno {
             // A working directory that is a file is not missing: said as it is.
             libc::ENOTDIR if step == Step::Chdir => SpawnError::Os { step, errno, path },
             libc::ENOENT | libc::ENOTDIR => SpawnError::NotFound { step, path },
-            libc::EACCES | libc::EPERM => SpawnError::PermissionDenied { step, path },
+            libc::EACCES | libc::EPERM if permission_step => {
+                SpawnError::PermissionDenied { step, errno, path }
+            }
             errno => SpawnError::Os { step, errno, path },
         }
     }
@@ -324,13 +338,15 @@ impl SpawnError {
         }
     }
 
-    /// The errno, where one applies (`ENOENT` and `EACCES` for the two named kinds).
+    /// The errno, where one applies (`ENOENT` for a missing file or directory, whether
+    /// the kernel said `ENOENT` or `ENOTDIR`; the kernel's own otherwise).
     pub fn errno(&self) -> Option<i32> {
         match self {
             SpawnError::Invalid(_) => None,
             SpawnError::NotFound { .. } => Some(libc::ENOENT),
-            SpawnError::PermissionDenied { .. } => Some(libc::EACCES),
-            SpawnError::Os { errno, .. } => Some(*errno),
+            SpawnError::PermissionDenied { errno, .. } | SpawnError::Os { errno, .. } => {
+                Some(*errno)
+            }
         }
     }
 }
@@ -340,7 +356,7 @@ impl fmt::Display for SpawnError {
         let (step, path) = match self {
             SpawnError::Invalid(why) => return write!(f, "invalid spawn request: {why}"),
             SpawnError::NotFound { step, path }
-            | SpawnError::PermissionDenied { step, path }
+            | SpawnError::PermissionDenied { step, path, .. }
             | SpawnError::Os { step, path, .. } => (*step, path.as_deref()),
         };
         match (step, path) {
