@@ -324,7 +324,9 @@ impl Daemon {
     /// Kills what the adopted generations that ended since the last call left, with one
     /// look through `/proc` for all of them (see [`Leftovers`]).
     fn kill_leftovers(&mut self) {
-        self.leftovers.kill(self.persist.dir_id());
+        for gen in self.leftovers.kill(self.persist.dir_id()) {
+            self.persist.forget(gen);
+        }
     }
 
     /// Sends one message to the keeper, if there is one; a failure gives it up.
@@ -454,7 +456,10 @@ impl Daemon {
             Action::Release { gen } => {
                 self.ready.release(registry, gen);
                 self.children.release(registry, gen);
-                self.persist.forget(gen);
+                // Its descriptor stays until what it left is killed (see `leftovers.rs`).
+                if !self.leftovers.hold_descriptor(gen) {
+                    self.persist.forget(gen);
+                }
                 self.keeper_do(|k| k.forget(gen));
             }
             Action::Probe { gen, probe, live } => {
