@@ -444,29 +444,3 @@ fn generations_taken_back_cross_an_upgrade() {
     assert_eq!(d.terminate(), Some(0));
     assert_nothing_left(subreaper);
 }
-
-/// The SIGCHLD reaper takes a generation back with a keeper's copies only through its
-/// pidfd, which it does without: it runs no keeper (and says so), and one an earlier
-/// daemon left is told to close what it held and go, rather than held on to for nothing.
-#[test]
-fn no_keeper_with_the_sigchld_reaper() {
-    let mut d = Daemon::start("keeper-sigchld", &[]);
-    let state = d.dir.join("state");
-    let keeper = pidfd(keeper_pid(&state));
-    let mut c = d.client();
-    c.ok(json!({"op": "subscribe", "all": true}));
-    let spec = json!({"argv": ["sleep", "1000"], "on_recover": "keep"});
-    let (gen, _) = spawn(&mut c, "held", spec);
-    drop(c);
-
-    d.crash_and_restart(&["--reaper", "fallback"]);
-    let mut c = d.client();
-    assert_eq!(c.ok(json!({"op": "hello"}))["keeper"], json!(false));
-    await_exit(&keeper, "the earlier keeper");
-    assert!(!state.join(KEEPER_FILE).exists(), "its record removed");
-    let got = c.ok(json!({"op": "get", "session": "held"}));
-    let taken = &got["session"]["generations"][0];
-    assert_eq!(taken["adopted"]["io_lost"], json!(true), "{got}");
-    assert_eq!(got["session"]["current"], json!(gen), "{got}");
-    c.ok(json!({"op": "stop", "session": "held"}));
-}

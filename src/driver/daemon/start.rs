@@ -29,14 +29,10 @@ fn display_path(path: Option<&std::path::Path>) -> String {
     path.map_or_else(|| "-".to_owned(), |p| p.display().to_string())
 }
 
-/// Whether children are reaped on SIGCHLD (asked for, or no pidfds here).
-fn sigchld_reaper(cfg: &DaemonConfig) -> bool {
-    cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported()
-}
-
 /// What `hello` says about this daemon.
 pub(super) fn hello(cfg: &DaemonConfig, children: &Children) -> Hello {
-    let fallback = sigchld_reaper(cfg);
+    let fallback =
+        cfg.reaper == ReaperMode::Fallback || !crate::sys::pidfd_probe::pidfd_supported();
     let identity = match crate::sys::identity::observe(std::process::id() as i32, None) {
         crate::sys::identity::Observed::Token(t) => t,
         _ => String::new(),
@@ -157,15 +153,6 @@ impl Daemon {
             if let Err(e) = result {
                 log::error!("keeper link: {e}; carrying on without a keeper");
                 keeper = None;
-            }
-        }
-        // A generation is resumed with what a keeper held through its pidfd, which the
-        // SIGCHLD reaper does without (see `take_back`): a keeper would claim a continuity
-        // it cannot give. The one found (its copies closed above) is let go.
-        if sigchld_reaper(&cfg) {
-            if let Some(link) = keeper.take() {
-                log::info!("no keeper with the SIGCHLD reaper: what it holds is taken back only through pidfds");
-                link.bye(poll.registry());
             }
         }
         // The configuration's sessions, reconciled with what was taken back as a reload
