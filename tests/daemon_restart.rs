@@ -307,3 +307,46 @@ fn a_generation_taken_back_keeps_its_start() {
     assert!(adopted > started, "taken back after it started: {list}");
     c.ok(json!({"op": "stop", "session": "keep"}));
 }
+
+/// A descriptor whose process is gone and whose session is not taken back (its record
+/// gone: removed while the daemon died) has nothing to adopt, stop or report: it is
+/// forgotten at start, not read again at every start while nothing lists it.
+#[test]
+fn a_gone_process_of_a_session_not_taken_back_leaves_no_descriptor() {
+    use genward::store::names::{GENS_DIR, SESSIONS_DIR};
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+
+    let mut d = Daemon::start("gone-unclaimed", &["--no-keeper"]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let gen = c.ok(json!({"op": "spawn", "session": "gone", "argv": ["sleep", "1000"]}))["gen"]
+        .as_u64()
+        .unwrap();
+    let pid = c.spawned_pid(gen);
+    drop(c);
+    let state = d.dir.join("state");
+    let descriptor = state.join(GENS_DIR).join(format!("{gen}.json"));
+    assert!(descriptor.exists(), "{}", descriptor.display());
+    d.kill();
+    let pidfd = pidfd_open(Pid::from_raw(pid as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    pidfd_send_signal(&pidfd, Signal::KILL).unwrap();
+    assert!(genward::testkit::wait::readable(
+        std::os::fd::AsFd::as_fd(&pidfd),
+        std::time::Instant::now() + util::daemon::PATIENCE
+    ));
+    drop(pidfd);
+    // Reaped by its new parent (init: nothing to await), after which its pid names no
+    // process, and its identity is a mismatch: polled, bounded.
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let until = std::time::Instant::now() + util::daemon::PATIENCE;
+    while proc_dir.exists() {
+        assert!(std::time::Instant::now() < until, "pid {pid} never reaped");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::fs::remove_file(state.join(SESSIONS_DIR).join("gone.json")).unwrap();
+
+    d.restart_wrapped(&[], &["--no-keeper"]);
+    let list = d.client().ok(json!({"op": "list"}));
+    assert_eq!(list["sessions"], json!([]), "{list}");
+    assert!(!descriptor.exists(), "the descriptor of gen {gen} was left");
+}

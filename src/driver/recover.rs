@@ -149,13 +149,24 @@ pub fn take_back(
         // that ended already: nothing would supervise that process, nor ever stop it, so
         // it is left unaccounted for — the sweep below kills what carries its marker —
         // and its descriptor goes.
-        if !matches!(verdict, Adoption::Mismatch) && !core.would_adopt(d.gen, &d.session) {
-            log::warn!(
-                "{} gen {}: pid {} has no session to go back to (its record is gone or was refused): stopped",
-                d.session,
-                d.gen,
-                d.pid
-            );
+        // One whose process is gone too has nothing left to stop, nor to report (the core
+        // would ignore its `Lost` as it ignores the `Adopt`): only its descriptor goes —
+        // kept, it would be read again at every start, and never listed.
+        if !core.would_adopt(d.gen, &d.session) {
+            match verdict {
+                Adoption::Mismatch => log::info!(
+                    "{} gen {}: pid {} is gone, and its session or generation is not taken back: forgotten",
+                    d.session,
+                    d.gen,
+                    d.pid
+                ),
+                _ => log::warn!(
+                    "{} gen {}: pid {} has no session to go back to (its record is gone or was refused): stopped",
+                    d.session,
+                    d.gen,
+                    d.pid
+                ),
+            }
             persist.forget(d.gen);
             continue;
         }
