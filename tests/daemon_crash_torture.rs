@@ -623,7 +623,16 @@ impl Torture {
             }
         }
 
-        // Descriptors only for generations the daemon tracks.
+        // Descriptors only for generations the daemon tracks. One released in the turn
+        // that answered the listing may wait for that turn's end (what a generation taken
+        // back left is looked for then, its descriptor kept until it is): any answer to
+        // a later request comes after it.
+        if files
+            .iter()
+            .any(|f| !listed.contains_key(&f.gen) && f.path.exists())
+        {
+            self.sync(json!({"op": "hello"}));
+        }
         for f in &files {
             self.counts.descriptors_checked += 1;
             if listed.contains_key(&f.gen) || !f.path.exists() {
