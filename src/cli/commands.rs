@@ -362,7 +362,7 @@ pub const LOGS: CommandSpec = CommandSpec {
         NAME_OPT,
         OptSpec::flag(
             "follow",
-            "keep printing new output until the generation followed ends (the one running, or else the next to start)",
+            "keep printing new output until the generation followed ends (the one running, or else the next to start); output dropped while this reader was behind is told on standard error, and what follows the gap starts a line of its own",
         )
         .short('f'),
         OptSpec::flag(

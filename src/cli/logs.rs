@@ -238,6 +238,7 @@ fn replay(
             }
             WireEvent::Dropped { from, to, .. } => {
                 let n = to.saturating_sub(*from);
+                printer.gap()?;
                 write_stderr(
                     format!("[genward: {n} bytes of output were dropped here]\n").as_bytes(),
                 )?;

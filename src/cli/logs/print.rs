@@ -137,6 +137,9 @@ impl Printer {
         if self.tail.is_none() {
             self.mark(gen)?;
             if !self.timestamps {
+                if let Some(&last) = data.last() {
+                    self.at_line_start[err as usize] = last == b'\n';
+                }
                 return (self.out)(err, data);
             }
         }
@@ -198,6 +201,34 @@ impl Printer {
         }
     }
 
+    /// Output was dropped here (a `dropped` event): an unfinished line is ended, so that
+    /// what comes after the gap starts a line of its own instead of being joined to bytes
+    /// it never followed (the gap itself is told on standard error).
+    pub fn gap(&mut self) -> Result<(), CommandError> {
+        if self.json {
+            return Ok(());
+        }
+        for err in [false, true] {
+            let i = err as usize;
+            if std::mem::replace(&mut self.at_line_start[i], true) {
+                continue;
+            }
+            match self.tail {
+                // The held line is closed: the next piece starts another.
+                Some(_) => {
+                    if let Some(line) = self.held.iter_mut().rev().find(|l| l.err == err) {
+                        line.bytes.push(b'\n');
+                    }
+                }
+                None => {
+                    self.printed_open[i] = false;
+                    (self.out)(err, b"\n")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The replay is over: the held last lines are printed, and from now on frames are
     /// printed as they come.
     pub fn end_of_replay(&mut self) -> Result<(), CommandError> {
@@ -255,6 +286,26 @@ mod tests {
 
     fn printed() -> String {
         PRINTED.with(|p| String::from_utf8(std::mem::take(&mut *p.borrow_mut())).unwrap())
+    }
+
+    /// Bytes after a gap never continue the line before it: `xxx` then, after output
+    /// was dropped, `done` prints as two lines, with or without timestamps or `-n`.
+    #[test]
+    fn output_after_a_gap_starts_a_line_of_its_own() {
+        for (timestamps, tail) in [(false, None), (true, None), (false, Some(5))] {
+            let mut p = Printer::new(timestamps, tail, false, None);
+            p.out = merged;
+            p.frame(1, Stream::Stdout, None, b"full\nxxx").unwrap();
+            p.gap().unwrap();
+            p.frame(1, Stream::Stdout, None, b"done\n").unwrap();
+            p.gap().unwrap();
+            p.end_of_replay().unwrap();
+            let lines: Vec<String> = printed()
+                .lines()
+                .map(|l| l.rsplit(' ').next().unwrap().to_string())
+                .collect();
+            assert_eq!(lines, ["full", "xxx", "done"], "{timestamps} {tail:?}");
+        }
     }
 
     #[test]
