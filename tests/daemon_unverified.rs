@@ -172,6 +172,9 @@ fn kept_unsignalled_then_lost(reaper: &[&str]) {
     let end = exited(&mut c, gen);
     assert_eq!(end["cause"], "lost", "{end}");
     assert_eq!(end["code"], Value::Null, "{end}");
+    // Its descriptor goes at the end of the turn that released it (once what it left is
+    // looked for): an answer to a later request comes after that.
+    c.ok(json!({"op": "hello"}));
     assert!(!descriptor_path(&state, gen).exists());
     let got = c.ok(json!({"op": "get", "session": "held"}));
     assert_eq!(got["session"]["generations"], json!([]), "{got}");
@@ -265,6 +268,8 @@ fn stopped_once_verified(reaper: &[&str]) {
         // or on a kernel that keeps none for pidfds).
         assert_eq!(end["cause"], "lost", "{end}");
     }
+    // Gone at the end of the turn that released it: after a later answer.
+    c.ok(json!({"op": "hello"}));
     assert!(!descriptor_path(&state, gen).exists());
     assert_eq!(
         c.ok(json!({"op": "get", "session": "later"}))["session"]["state"],
