@@ -649,7 +649,16 @@ impl Attached {
             let ready = |i: usize| !fds[i].revents().is_empty();
             let (sock, sig, input) = (ready(0), ready(1), !in_flags.is_empty() && ready(2));
             if fds[0].revents().contains(PollFlags::OUT) {
-                self.conn.flush()?;
+                if let Err(lost) = self.conn.flush() {
+                    // The daemon closed the connection (a shutdown) with something of ours
+                    // still to send: what it sent before is read first, as below.
+                    for _ in 0..64 {
+                        if !matches!(self.conn.read_available(), Ok(true)) {
+                            break;
+                        }
+                    }
+                    return self.wind_up(lost);
+                }
             }
             if sig {
                 let drained = signals
@@ -675,18 +684,7 @@ impl Attached {
                     Err(e) => Some(e),
                 };
                 if let Some(lost) = lost {
-                    while let Some(msg) = self.conn.pop_message()? {
-                        if let Some(outcome) = self.handle(msg)? {
-                            return Ok(outcome);
-                        }
-                    }
-                    // The followed generation's end was told before the daemon went away
-                    // (a shutdown stops it, then closes every connection): that end is how
-                    // the attachment ended, not the connection's loss.
-                    if let Some(end) = self.ended.take() {
-                        return Ok(Outcome::Ended(end));
-                    }
-                    return Err(lost.into());
+                    return self.wind_up(lost);
                 }
             }
             if input {
@@ -773,6 +771,21 @@ impl Attached {
         }
         self.send_size()?;
         self.redraw(redraw)
+    }
+
+    /// The connection is gone (`lost`): what was read before it went is handled first.
+    /// The followed generation's end told before the daemon went away (a shutdown stops
+    /// it, then closes every connection) is how the attachment ended, not the loss.
+    fn wind_up(&mut self, lost: ClientError) -> Result<Outcome, CommandError> {
+        while let Some(msg) = self.conn.pop_message()? {
+            if let Some(outcome) = self.handle(msg)? {
+                return Ok(outcome);
+            }
+        }
+        if let Some(end) = self.ended.take() {
+            return Ok(Outcome::Ended(end));
+        }
+        Err(lost.into())
     }
 
     /// Acts on one message from the daemon.
