@@ -180,22 +180,9 @@ fn bad_timeouts_are_usage_errors() {
 /// a message naming the socket and the time waited.
 #[test]
 fn a_socket_whose_backlog_is_full_is_given_up_on_after_genward_timeout() {
-    use std::os::fd::AsRawFd;
     let dir = ScratchDir::new("cli-full-backlog");
     let socket = dir.join("full.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
-    // SAFETY: listen(2) again on the listener's own socket, only to shrink its backlog.
-    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 1) }, 0);
-    // Connections until one would block: the backlog is full, and nothing accepts.
-    let mut held = Vec::new();
-    loop {
-        match mio::net::UnixStream::connect(&socket) {
-            Ok(s) => held.push(s),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) => panic!("connecting to fill the backlog: {e}"),
-        }
-        assert!(held.len() < 64, "the backlog never filled");
-    }
+    let full = genward::testkit::full_listener::full_listener(&socket);
     for args in [
         &["ls"][..],
         &["run", "web", "--", "true"],
@@ -211,5 +198,5 @@ fn a_socket_whose_backlog_is_full_is_given_up_on_after_genward_timeout() {
         assert!(out.stderr.starts_with(&expected), "{what}: {out:?}");
         assert!(out.stderr.contains("GENWARD_TIMEOUT"), "{what}: {out:?}");
     }
-    drop(held);
+    drop(full);
 }

@@ -207,32 +207,9 @@ fn a_connection_flood_does_not_hold_the_loop() {
 /// instead of hanging in connect(2) while it checks whether the socket is live.
 #[test]
 fn a_stopped_listener_with_a_full_queue_is_a_live_one() {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::net::{UnixListener, UnixStream};
-
     let dir = genward::testkit::scratch::ScratchDir::new("peers-stopped-listener");
     let socket = dir.join("taken.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
-    // SAFETY: listen(2) on the listener's own open socket.
-    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
-    // Fill the queue: connects that would block are made non-blocking and fail instead.
-    let mut held = Vec::new();
-    loop {
-        let s = rustix::net::socket_with(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::STREAM,
-            rustix::net::SocketFlags::NONBLOCK | rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
-        let addr = rustix::net::SocketAddrUnix::new(&socket).unwrap();
-        match rustix::net::connect(&s, &addr) {
-            Ok(()) => held.push(UnixStream::from(s)),
-            Err(rustix::io::Errno::AGAIN) => break,
-            Err(e) => panic!("connect: {e}"),
-        }
-        assert!(held.len() < 64, "the queue never filled");
-    }
+    let _full = genward::testkit::full_listener::full_listener(&socket);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_genward"));
     cmd.arg("daemon")
         .arg("--state-dir")

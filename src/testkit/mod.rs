@@ -9,6 +9,7 @@
 //!   same generators run on it or on a fuzzer's bytes;
 //! - [`walk`]: what the core's random walk and its fuzz target share (session names, small
 //!   limits, random specs, the live generations);
+//! - [`full_listener`]: a Unix listener whose queue is full (a stopped daemon's socket);
 //! - [`proc`]: reading `/proc` (process state, parent, group, children, descriptors);
 //! - [`scratch`]: private temporary directories;
 //! - [`state`]: state-directory fixtures (a full session record, files placed as is);
@@ -17,6 +18,7 @@
 //! What only the integration tests need (a daemon under test, a protocol client, the CLI,
 //! tmux) stays in `tests/util/`.
 
+pub mod full_listener;
 pub mod proc;
 pub mod rng;
 pub mod scratch;
