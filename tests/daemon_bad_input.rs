@@ -320,6 +320,50 @@ fn pipelined_requests_from_a_client_that_never_reads_are_bounded() {
 }
 
 #[test]
+fn tiny_pipelined_requests_cost_their_bytes_not_an_allocation_each() {
+    const HOGS: usize = 24;
+    let d = Daemon::start("tiny-lines", &[]);
+    let pid = d.child.id();
+    let mut c = d.client();
+    c.ok(json!({"op": "hello"}));
+    let rss_before = rss_kib(pid);
+    // Each hog fills its socket with empty lines (one byte each, every one an invalid
+    // request with an answer) and reads none of the answers: its requests pile up in
+    // the daemon, at one read's worth of bytes each, however many lines that is.
+    let hogs: Vec<UnixStream> = (0..HOGS)
+        .map(|_| {
+            let mut hog = UnixStream::connect(&d.socket).unwrap();
+            hog.set_nonblocking(true).unwrap();
+            let lines = vec![b'\n'; 64 * 1024];
+            while hog.write(&lines).is_ok() {}
+            hog.set_nonblocking(false).unwrap();
+            hog
+        })
+        .collect();
+    // An answer on each hog means the daemon has read from it.
+    for mut hog in &hogs {
+        hog.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let mut first = [0u8; 1];
+        assert_eq!(
+            hog.read(&mut first).unwrap(),
+            1,
+            "the daemon answered a hog"
+        );
+    }
+    c.ok(json!({"op": "hello"}));
+    let rss_after = rss_kib(pid);
+    // About 1 MiB of answers and one read's worth of requests each; an allocation per
+    // line was more than 4 MiB each.
+    assert!(
+        rss_after < rss_before + (HOGS as u64) * 2 * 1024,
+        "daemon RSS grew from {rss_before} KiB to {rss_after} KiB"
+    );
+    drop(hogs);
+    c.ok(json!({"op": "shutdown"}));
+}
+
+#[test]
 fn what_a_client_sent_never_makes_a_line_from_the_daemon_too_long() {
     const LINE: usize = 1 << 20;
     let d = Daemon::start("long-lines", &[]);

@@ -18,6 +18,10 @@ use crate::proto::framing::{LineSplitter, LineTooLong};
 /// `Client::fruitless`); its readiness event ends the skipping at once.
 const MAX_SKIP: u32 = 1024;
 
+/// A read buffer above this capacity is released once split, so that one large read does
+/// not pin memory for the life of the connection.
+const KEEP_UNSPLIT: usize = 16 * 1024;
+
 /// A request line as split from the stream: complete, or cut off at the length limit.
 pub type Line = Result<Vec<u8>, LineTooLong>;
 
@@ -62,8 +66,14 @@ pub struct Client {
     lines: LineSplitter,
     /// Bytes waiting to be written.
     pub outbox: Outbox,
-    /// Request lines read but not yet handled (at most one read's worth): handled while
-    /// their answers have room in the outbox.
+    /// Bytes read and not yet split into lines (at most one read's worth), split one line
+    /// at a time as lines are handled: a client that pipelines thousands of tiny requests
+    /// and reads no answer holds their bytes, not an allocation per line.
+    unsplit: Vec<u8>,
+    /// How much of `unsplit` has been split.
+    split_at: usize,
+    /// Lines split but not yet handled (the splitter's last, or ones carried across an
+    /// upgrade): handled while their answers have room in the outbox.
     pending: VecDeque<Line>,
     /// Reading stopped because the outbox is full; resume when it drains.
     pub paused: bool,
@@ -95,6 +105,8 @@ impl Client {
             stream,
             lines: LineSplitter::new(max_line),
             outbox: Outbox::new(outbox_bytes),
+            unsplit: Vec::new(),
+            split_at: 0,
             pending: VecDeque::new(),
             paused: false,
             eof: false,
@@ -128,20 +140,26 @@ impl Client {
     /// lines not handled yet, every byte not yet written, the `wait` answers it is
     /// owed); subscriptions are added by the caller.
     pub fn export(&self, id: u64, find: impl Fn(&Frame) -> Option<(Arc<str>, u64)>) -> ClientImage {
-        let (partial, skipping) = self.lines.state();
+        let image = |l: Result<&[u8], LineTooLong>| match l {
+            Ok(b) => LineImage::Line(b.to_vec()),
+            Err(e) => LineImage::TooLong(e.limit as u64),
+        };
+        let mut pending: Vec<LineImage> = self
+            .pending
+            .iter()
+            .map(|l| image(l.as_deref().map_err(|e| *e)))
+            .collect();
+        // What is not split yet is split here, on a copy of the splitter: the image holds
+        // lines and the unfinished one, as they would be after this client's next turns.
+        let mut lines = self.lines.clone();
+        lines.feed(&self.unsplit[self.split_at..], |l| pending.push(image(l)));
+        let (partial, skipping) = lines.state();
         ClientImage {
             id,
             fd: self.stream.as_raw_fd(),
             partial: partial.to_vec(),
             skipping,
-            pending: self
-                .pending
-                .iter()
-                .map(|l| match l {
-                    Ok(b) => LineImage::Line(b.clone()),
-                    Err(e) => LineImage::TooLong(e.limit as u64),
-                })
-                .collect(),
+            pending,
             outbox: self.outbox.export(find),
             paused: self.paused,
             eof: self.eof,
@@ -187,6 +205,8 @@ impl Client {
             stream,
             lines,
             outbox,
+            unsplit: Vec::new(),
+            split_at: 0,
             pending: image
                 .pending
                 .into_iter()
@@ -225,22 +245,52 @@ impl Client {
     /// pauses until the outbox drains (what bounds a client that pipelines requests
     /// without reading answers).
     pub fn next_line(&mut self) -> Option<Line> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && !self.holds_unsplit() {
             return None;
         }
         if !self.may_answer() {
             self.paused = true;
             return None;
         }
+        self.split_next();
         self.pending.pop_front()
     }
 
     /// Whether lines wait to be handled, or reading is paused for them.
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty() || self.paused
+        !self.pending.is_empty() || self.holds_unsplit() || self.paused
     }
 
-    /// Reads once from the socket into `buf` and splits what came into lines.
+    fn holds_unsplit(&self) -> bool {
+        self.split_at < self.unsplit.len()
+    }
+
+    /// Splits what was read up to the next line the splitter hands out (or to the end of
+    /// the bytes, if none does), unless a line is already waiting.
+    fn split_next(&mut self) {
+        while self.pending.is_empty() && self.holds_unsplit() {
+            let rest = &self.unsplit[self.split_at..];
+            let end = rest
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(rest.len(), |nl| nl + 1);
+            let pending = &mut self.pending;
+            self.lines
+                .feed(&rest[..end], |l| pending.push_back(l.map(<[u8]>::to_vec)));
+            self.split_at += end;
+        }
+        if !self.holds_unsplit() {
+            self.split_at = 0;
+            if self.unsplit.capacity() > KEEP_UNSPLIT {
+                self.unsplit = Vec::new();
+            } else {
+                self.unsplit.clear();
+            }
+        }
+    }
+
+    /// Reads once from the socket into `buf` and keeps what came, to be split into lines
+    /// as they are handled (see [`next_line`](Self::next_line)).
     pub fn receive(&mut self, buf: &mut [u8]) -> Received {
         if self.eof {
             return Received::WouldBlock;
@@ -255,9 +305,7 @@ impl Client {
                     Received::Eof
                 }
                 Ok(n) => {
-                    let pending = &mut self.pending;
-                    self.lines
-                        .feed(&buf[..n], |l| pending.push_back(l.map(<[u8]>::to_vec)));
+                    self.unsplit.extend_from_slice(&buf[..n]);
                     Received::Bytes(n)
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Received::WouldBlock,
@@ -338,6 +386,57 @@ impl Client {
 
     /// Whether the connection has nothing left to do once its subscriptions are gone.
     pub fn finished(&self) -> bool {
-        self.eof && self.pending.is_empty() && self.outbox.is_empty() && self.waiting == 0
+        self.eof
+            && self.pending.is_empty()
+            && !self.holds_unsplit()
+            && self.outbox.is_empty()
+            && self.waiting == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn client_reading(bytes: &[u8], max_line: usize) -> Client {
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        theirs.write_all(bytes).unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let mut client = Client::new(UnixStream::from_std(ours), max_line, 1 << 20);
+        let mut buf = [0u8; 4096];
+        assert_eq!(client.receive(&mut buf), Received::Bytes(bytes.len()));
+        client
+    }
+
+    #[test]
+    fn lines_come_out_one_at_a_time_in_order_with_refusals_in_place() {
+        let mut c = client_reading(b"a\n0123456789\nb\n\ntail", 8);
+        assert_eq!(c.next_line(), Some(Ok(b"a".to_vec())));
+        assert_eq!(c.next_line(), Some(Err(LineTooLong { limit: 8 })));
+        assert_eq!(c.next_line(), Some(Ok(b"b".to_vec())));
+        assert_eq!(c.next_line(), Some(Ok(Vec::new())));
+        assert_eq!(c.next_line(), None);
+        assert!(!c.has_pending());
+        assert_eq!(c.lines.state(), (&b"tail"[..], false));
+    }
+
+    #[test]
+    fn an_upgrade_image_holds_the_lines_not_split_yet() {
+        let mut c = client_reading(b"a\nb\nc\n{\"op\"", 64);
+        assert_eq!(c.next_line(), Some(Ok(b"a".to_vec())));
+        let image = c.export(7, |_| None);
+        assert_eq!(
+            image.pending,
+            [
+                LineImage::Line(b"b".to_vec()),
+                LineImage::Line(b"c".to_vec())
+            ]
+        );
+        assert_eq!(image.partial, b"{\"op\"");
+        assert!(!image.skipping);
+        // Exporting changes nothing: the lines still come out here.
+        assert_eq!(c.next_line(), Some(Ok(b"b".to_vec())));
     }
 }

@@ -39,7 +39,7 @@ const KEEP_CAPACITY: usize = 64 * 1024;
 /// s.feed(b":2}\n", |l| lines.push(l.map(<[u8]>::to_vec)));
 /// assert_eq!(lines, [Ok(b"{\"a\":1}".to_vec()), Ok(b"{\"b\":2}".to_vec())]);
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LineSplitter {
     max_line: usize,
     buf: Vec<u8>,
