@@ -364,6 +364,71 @@ fn tiny_pipelined_requests_cost_their_bytes_not_an_allocation_each() {
 }
 
 #[test]
+fn unfinished_lines_of_many_connections_are_bounded_together() {
+    const HOGS: usize = 200;
+    const LINE: usize = 1_000_000; // within the 1 MiB line limit
+    let d = Daemon::start("many-long-lines", &[]);
+    let pid = d.child.id();
+    let mut c = d.client();
+    c.ok(json!({"op": "hello"}));
+    let rss_before = rss_kib(pid);
+    // Each hog sends most of a long line and stops: 200 MB in unfinished lines, each
+    // within the line limit. The daemon keeps 64 MiB of them; past that, a connection
+    // holding more than 64 KiB has its line refused.
+    let blank = vec![b' '; LINE];
+    let mut hogs: Vec<Client> = (0..HOGS)
+        .map(|_| {
+            let mut hog = d.client();
+            hog.send_raw(&blank);
+            hog
+        })
+        .collect();
+    let rss_peak = rss_kib(pid);
+    assert!(
+        rss_peak < rss_before + 80 * 1024,
+        "daemon RSS grew from {rss_before} KiB to {rss_peak} KiB"
+    );
+    // Each hog ends its line and says hello: a line kept is answered as the blank line it
+    // is, a refused one was answered at once, and every connection is served after it.
+    let mut refused = 0;
+    for hog in &mut hogs {
+        hog.send_raw(b"\n{\"id\":1,\"op\":\"hello\"}\n");
+        let first = match hog.read_msg() {
+            Msg::Json(v) => v,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(first["ok"], false, "{first}");
+        let message = first["error"]["message"].as_str().unwrap();
+        if first["error"]["code"] == "limit" {
+            assert!(
+                message.contains("refused at 65536 bytes") && message.contains("64 MiB"),
+                "{first}"
+            );
+            refused += 1;
+        } else {
+            assert_eq!(first["error"]["code"], "bad_request", "{first}");
+        }
+        match hog.read_msg() {
+            Msg::Json(v) => assert_eq!(v["ok"], true, "{v}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(refused >= HOGS - 70, "only {refused} lines refused");
+    // Once they are gone, a line of the full length is read again.
+    drop(hogs);
+    let mut big = d.client();
+    let mut line = b"{\"id\":2,\"op\":\"hello\"".to_vec();
+    line.resize(LINE, b' ');
+    line.extend_from_slice(b"}\n");
+    big.send_raw(&line);
+    match big.read_msg() {
+        Msg::Json(v) => assert_eq!(v["ok"], true, "{v}"),
+        other => panic!("{other:?}"),
+    }
+    c.ok(json!({"op": "shutdown"}));
+}
+
+#[test]
 fn what_a_client_sent_never_makes_a_line_from_the_daemon_too_long() {
     const LINE: usize = 1 << 20;
     let d = Daemon::start("long-lines", &[]);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use mio::net::UnixStream;
 
 use super::frame::Frame;
+use super::held::{Held, FREE_SHARE};
 use super::logs::Logs;
 use super::outbox::Outbox;
 use super::upgrade::state::{ClientImage, DeferredImage, LineImage};
@@ -72,6 +73,8 @@ pub struct Client {
     unsplit: Vec<u8>,
     /// How much of `unsplit` has been split.
     split_at: usize,
+    /// Where the unfinished line's bytes are counted with every other connection's.
+    held: Held,
     /// Lines split but not yet handled (the splitter's last, or ones carried across an
     /// upgrade): handled while their answers have room in the outbox.
     pending: VecDeque<Line>,
@@ -99,14 +102,15 @@ pub struct Client {
 }
 
 impl Client {
-    /// A fresh connection.
-    pub fn new(stream: UnixStream, max_line: usize, outbox_bytes: usize) -> Client {
+    /// A fresh connection, its bytes counted in `held`.
+    pub fn new(stream: UnixStream, max_line: usize, outbox_bytes: usize, held: Held) -> Client {
         Client {
             stream,
             lines: LineSplitter::new(max_line),
-            outbox: Outbox::new(outbox_bytes),
+            outbox: Outbox::counted_in(outbox_bytes, held.clone()),
             unsplit: Vec::new(),
             split_at: 0,
+            held,
             pending: VecDeque::new(),
             paused: false,
             eof: false,
@@ -189,12 +193,16 @@ impl Client {
         image: ClientImage,
         max_line: usize,
         outbox_bytes: usize,
+        held: Held,
         logs: &Logs,
     ) -> Client {
         let lines = LineSplitter::resumed(max_line, image.partial, image.skipping)
             .unwrap_or_else(|| LineSplitter::new(max_line));
+        held.add(lines.buffered());
         let (outbox, missing) =
-            Outbox::import(outbox_bytes, image.outbox, |s, seq| logs.frame(s, seq));
+            Outbox::import(outbox_bytes, held.clone(), image.outbox, |s, seq| {
+                logs.frame(s, seq)
+            });
         if missing > 0 {
             log::error!(
                 "client {}: {missing} queued record(s) could not be read back after the upgrade",
@@ -207,6 +215,7 @@ impl Client {
             outbox,
             unsplit: Vec::new(),
             split_at: 0,
+            held,
             pending: image
                 .pending
                 .into_iter()
@@ -275,9 +284,11 @@ impl Client {
                 .position(|&b| b == b'\n')
                 .map_or(rest.len(), |nl| nl + 1);
             let pending = &mut self.pending;
+            let before = self.lines.buffered();
             self.lines
                 .feed(&rest[..end], |l| pending.push_back(l.map(<[u8]>::to_vec)));
             self.split_at += end;
+            self.account_line(before);
         }
         if !self.holds_unsplit() {
             self.split_at = 0;
@@ -300,8 +311,10 @@ impl Client {
                 Ok(0) => {
                     self.eof = true;
                     let pending = &mut self.pending;
+                    let before = self.lines.buffered();
                     self.lines
                         .finish(|l| pending.push_back(l.map(<[u8]>::to_vec)));
+                    self.account_line(before);
                     Received::Eof
                 }
                 Ok(n) => {
@@ -315,6 +328,21 @@ impl Client {
                     Received::Broken
                 }
             };
+        }
+    }
+
+    /// Counts the unfinished line's change from `before` bytes, and refuses it (`limit`, at
+    /// [`FREE_SHARE`]) if it grew past its free share while all connections together hold
+    /// their budget.
+    fn account_line(&mut self, before: usize) {
+        let now = self.lines.buffered();
+        self.held.add(now);
+        self.held.sub(before);
+        if now > before && !self.held.allows(now) {
+            let pending = &mut self.pending;
+            self.lines
+                .cut_short(FREE_SHARE, |l| pending.push_back(l.map(<[u8]>::to_vec)));
+            self.held.sub(now);
         }
     }
 
@@ -394,6 +422,12 @@ impl Client {
     }
 }
 
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.held.sub(self.lines.buffered());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -404,7 +438,8 @@ mod tests {
         let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         theirs.write_all(bytes).unwrap();
         ours.set_nonblocking(true).unwrap();
-        let mut client = Client::new(UnixStream::from_std(ours), max_line, 1 << 20);
+        let held = Held::default();
+        let mut client = Client::new(UnixStream::from_std(ours), max_line, 1 << 20, held);
         let mut buf = [0u8; 4096];
         assert_eq!(client.receive(&mut buf), Received::Bytes(bytes.len()));
         client

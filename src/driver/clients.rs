@@ -18,6 +18,7 @@ use mio::net::UnixListener;
 use mio::{Interest, Poll, Registry};
 
 use super::client::{Client, Line, Received};
+use super::held::{Held, HELD_BUDGET};
 use super::listener::{Listener, PeerPolicy};
 use super::logs::Logs;
 use super::persist::RecordsSaved;
@@ -122,6 +123,8 @@ pub struct Clients {
     /// Core request id → a `resize` asked: noted in `sizes` once the core has taken it
     /// (its answer names the generation). Answered within the step that asked, as writes.
     resizes: HashMap<u64, Resize>,
+    /// What the connections hold of their own (unfinished lines, answers), together.
+    held: Held,
 }
 
 /// A `resize` the core has yet to answer.
@@ -164,6 +167,7 @@ impl Clients {
             sizes: TerminalSizes::default(),
             sizes_again: Vec::new(),
             resizes: HashMap::new(),
+            held: Held::default(),
         }
     }
 
@@ -189,7 +193,9 @@ impl Clients {
                 log::error!("register client: {e}");
                 continue;
             }
-            let client = Client::new(stream, self.limits.max_line, self.limits.outbox_bytes);
+            let limits = &self.limits;
+            let held = self.held.clone();
+            let client = Client::new(stream, limits.max_line, limits.outbox_bytes, held);
             self.table.insert(id, client);
             log::debug!("client {id} connected");
         }
@@ -237,10 +243,19 @@ impl Clients {
     /// A request line → its id and operation.
     fn decode(&self, line: Line) -> Result<(RequestId, Op), (RequestId, ProtoError)> {
         let line = line.map_err(|too_long| {
-            (
-                RequestId::Null,
-                ProtoError::new(ErrorCode::Limit, too_long.to_string()),
-            )
+            let message = if too_long.limit < self.limits.max_line {
+                format!(
+                    "request line refused at {} bytes: the daemon holds more than {} MiB of \
+                     unfinished request lines and unread answers for its connections (lines \
+                     of up to {} bytes are read while it holds less)",
+                    too_long.limit,
+                    HELD_BUDGET >> 20,
+                    self.limits.max_line
+                )
+            } else {
+                too_long.to_string()
+            };
+            (RequestId::Null, ProtoError::new(ErrorCode::Limit, message))
         })?;
         if line.iter().all(u8::is_ascii_whitespace) {
             // Answered like any invalid request: a client counting one answer per line

@@ -49,6 +49,7 @@ mod descriptors;
 mod exits;
 mod frame;
 mod groups;
+mod held;
 mod journaled;
 pub mod keeper_link;
 mod keeper_start;

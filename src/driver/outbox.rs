@@ -19,6 +19,7 @@ use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
 
 use super::frame::Frame;
+use super::held::Held;
 use super::upgrade::state::OutboxPiece;
 use crate::store::journal::Segment;
 
@@ -57,19 +58,39 @@ pub struct Outbox {
     pending: usize,
     /// Bytes held in owned chunks (copies made for this client), written or not.
     owned: usize,
+    /// Where `owned` is counted with every other connection's.
+    held: Held,
     limit: usize,
 }
 
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        self.held.sub(self.owned);
+    }
+}
+
 impl Outbox {
-    /// An empty queue whose soft limit is `limit` bytes.
+    /// An empty queue whose soft limit is `limit` bytes, on an account of its own.
+    #[cfg(test)]
     pub fn new(limit: usize) -> Self {
+        Outbox::counted_in(limit, Held::default())
+    }
+
+    /// An empty queue whose soft limit is `limit` bytes, its copies counted in `held`.
+    pub fn counted_in(limit: usize, held: Held) -> Self {
         Outbox {
             chunks: VecDeque::new(),
             front_sent: 0,
             pending: 0,
             owned: 0,
+            held,
             limit,
         }
+    }
+
+    fn own(&mut self, n: usize) {
+        self.owned += n;
+        self.held.add(n);
     }
 
     /// Bytes waiting to be written.
@@ -85,9 +106,12 @@ impl Outbox {
     /// Whether more requests may be read (their answers queued). Optional data stops at
     /// the limit; answers may use as much again, so a subscriber whose queue is full of
     /// output still gets its requests answered, and one that never reads is bounded by
-    /// twice the limit.
+    /// twice the limit — and by its free share once all connections together hold their
+    /// budget (see [`Held`]).
     pub fn can_take_replies(&self) -> bool {
-        self.pending < self.limit.saturating_mul(2) && self.owned < REPLY_BYTES
+        self.pending < self.limit.saturating_mul(2)
+            && self.owned < REPLY_BYTES
+            && self.held.allows(self.owned)
     }
 
     /// Whether nothing is waiting.
@@ -125,17 +149,18 @@ impl Outbox {
     /// cannot give (the log lost it) is left out and counted in the result.
     pub fn import(
         limit: usize,
+        held: Held,
         pieces: Vec<OutboxPiece>,
         resolve: impl Fn(&str, u64) -> Option<Frame>,
     ) -> (Outbox, usize) {
-        let mut outbox = Outbox::new(limit);
+        let mut outbox = Outbox::counted_in(limit, held);
         let mut missing = 0;
         for piece in pieces {
             match piece {
                 OutboxPiece::Bytes(b) if b.is_empty() => {}
                 OutboxPiece::Bytes(b) => {
                     outbox.pending += b.len();
-                    outbox.owned += b.len();
+                    outbox.own(b.len());
                     outbox.chunks.push_back(Chunk::Owned(b));
                 }
                 OutboxPiece::Record { session, seq, skip } => {
@@ -163,7 +188,7 @@ impl Outbox {
     /// Queues a copy of `bytes` (responses, events).
     pub fn push(&mut self, bytes: &[u8]) {
         self.pending += bytes.len();
-        self.owned += bytes.len();
+        self.own(bytes.len());
         // Append to the last private chunk unless it is the one being written (its
         // written prefix would be kept alive) or already big.
         let partly_sent = self.chunks.len() == 1 && self.front_sent > 0;
@@ -242,6 +267,7 @@ impl Outbox {
                 written -= left;
                 if let Some(Chunk::Owned(v)) = self.chunks.pop_front() {
                     self.owned -= v.len();
+                    self.held.sub(v.len());
                 }
                 self.front_sent = 0;
             } else {
@@ -321,7 +347,7 @@ mod tests {
             let known =
                 |f: &Frame| (f.identity() == a.identity()).then(|| (Arc::<str>::from("s"), 3));
             let pieces = ob.export(known);
-            let (mut back, missing) = Outbox::import(1 << 20, pieces, |s, seq| {
+            let (mut back, missing) = Outbox::import(1 << 20, Held::default(), pieces, |s, seq| {
                 (s == "s" && seq == 3).then(|| a.clone())
             });
             assert_eq!(missing, 0);
@@ -336,6 +362,28 @@ mod tests {
             sink.got.extend_from_slice(&rest.got);
             assert_eq!(sink.got, b"frame-a<reply>frame-b", "cut {cut}");
         }
+    }
+
+    #[test]
+    fn past_the_shared_budget_a_queue_takes_answers_only_within_its_free_share() {
+        use crate::driver::held::{FREE_SHARE, HELD_BUDGET};
+        let held = Held::default();
+        let mut others = Outbox::counted_in(4 << 20, held.clone());
+        let mut ob = Outbox::counted_in(4 << 20, held.clone());
+        let page = vec![b'x'; 16 << 10];
+        ob.push(&page);
+        ob.push(&page);
+        others.push(&vec![b'y'; HELD_BUDGET - held.total()]);
+        // Its own 32 KiB, under its free share: still answered.
+        assert!(ob.can_take_replies());
+        while ob.owned < FREE_SHARE {
+            ob.push(&page);
+        }
+        assert!(!ob.can_take_replies());
+        // The others' queue written (or its client gone) gives the room back.
+        drop(others);
+        assert_eq!(held.total(), FREE_SHARE);
+        assert!(ob.can_take_replies());
     }
 
     #[test]

@@ -186,7 +186,9 @@ impl Clients {
                 .collect();
             let all_lossless = c.all_lossless_ms.map(lossless_of);
             subs.import_client(id, cursors, c.all.as_deref().map(replay_of), all_lossless);
-            let client = Client::resumed(stream, c, limits.max_line, limits.outbox_bytes, logs);
+            let held = clients.held.clone();
+            let (max_line, outbox_bytes) = (limits.max_line, limits.outbox_bytes);
+            let client = Client::resumed(stream, c, max_line, outbox_bytes, held, logs);
             clients.table.insert(id, client);
             clients.dirty.push(id);
         }

@@ -103,6 +103,18 @@ impl LineSplitter {
         self.release();
     }
 
+    /// Gives up the unfinished line as if `limit` had been the limit: reports it as
+    /// [`LineTooLong`] with `limit` and skips the rest of it. Nothing happens between
+    /// lines, or while a line is already being skipped.
+    pub fn cut_short(&mut self, limit: usize, mut on_line: impl FnMut(Result<&[u8], LineTooLong>)) {
+        if self.skipping || self.buf.is_empty() {
+            return;
+        }
+        self.release();
+        self.skipping = true;
+        on_line(Err(LineTooLong { limit }));
+    }
+
     /// What it holds between lines: the unfinished line's bytes, and whether the rest of
     /// a too long line is being skipped (carried across an upgrade).
     pub fn state(&self) -> (&[u8], bool) {
@@ -160,6 +172,21 @@ mod tests {
         assert_eq!(run(4, &[b"abcde\nok\n"]), [err.clone(), Ok(b"ok".to_vec())]);
         assert_eq!(run(4, &[b"ab", b"cd\n"]), [Ok(b"abcd".to_vec())]);
         assert_eq!(run(4, &[b"ab", b"cde\nok\n"]), [err, Ok(b"ok".to_vec())]);
+    }
+
+    #[test]
+    fn a_line_cut_short_is_reported_with_the_limit_given_and_skipped_to_its_end() {
+        let mut s = LineSplitter::new(64);
+        let mut out = Vec::new();
+        s.feed(b"ok\npart", |l| out.push(l.map(<[u8]>::to_vec)));
+        s.cut_short(2, |l| out.push(l.map(<[u8]>::to_vec)));
+        assert_eq!(s.buffered(), 0);
+        s.cut_short(2, |l| out.push(l.map(<[u8]>::to_vec)));
+        s.feed(b" of it\nnext\n", |l| out.push(l.map(<[u8]>::to_vec)));
+        // Between lines there is nothing to cut.
+        s.cut_short(2, |l| out.push(l.map(<[u8]>::to_vec)));
+        let cut = Err(LineTooLong { limit: 2 });
+        assert_eq!(out, [Ok(b"ok".to_vec()), cut, Ok(b"next".to_vec())]);
     }
 
     #[test]
