@@ -52,6 +52,36 @@ fn missing_program_is_not_found_not_exit_127() {
 }
 
 #[test]
+fn a_script_whose_interpreter_is_missing_is_told_apart_from_a_missing_script() {
+    let dir = ScratchDir::new("nointerp");
+    let file = dir.join("genward-test-nointerp");
+    std::fs::write(&file, "#!/nonexistent/genward-interp\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let err = spawn(&request(&[file.to_str().unwrap()])).unwrap_err();
+    assert!(
+        matches!(&err, SpawnError::NotFound { step: Step::Interpreter, path: Some(p) } if *p == file),
+        "{err:?}"
+    );
+    assert_eq!(err.errno(), Some(libc::ENOENT));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "exec {file:?}: the interpreter it names (its \"#!\" line) or its ELF loader: \
+             no such file or directory"
+        )
+    );
+    // Found by a PATH search, the same, naming the match.
+    let mut req = request(&["genward-test-nointerp"]);
+    let path = format!("/nonexistent:{}:/usr/bin:/bin", dir.display());
+    req.env.set.push(("PATH".into(), path.into()));
+    let err = spawn(&req).unwrap_err();
+    assert!(
+        matches!(&err, SpawnError::NotFound { step: Step::Interpreter, path: Some(p) } if *p == file),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn non_executable_file_is_permission_denied() {
     let dir = ScratchDir::new("noexec");
     let file = dir.join("genward-test-noexec");

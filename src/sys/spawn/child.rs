@@ -243,6 +243,7 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
     // touches the child's filesystem: skip candidates that do not exist, remember the first
     // one that was not executable, stop at any other error.
     let mut eacces = NO_PATH;
+    let mut no_interpreter = NO_PATH;
     let mut last = (libc::ENOENT, NO_PATH);
     let mut index = 0u32;
     for path in &plan.prepared.candidates {
@@ -257,6 +258,10 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
         };
         last = (e, index);
         match e {
+            // A program that is there: what is missing is its interpreter.
+            libc::ENOENT if no_interpreter == NO_PATH && raw::exists(path) => {
+                no_interpreter = index;
+            }
             libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG => {}
             libc::EACCES => {
                 if eacces == NO_PATH {
@@ -269,6 +274,9 @@ pub(crate) unsafe fn run(plan: &Plan) -> ! {
     }
     if eacces != NO_PATH {
         fail(pipe, Step::Exec, libc::EACCES, eacces)
+    }
+    if no_interpreter != NO_PATH {
+        fail(pipe, Step::Interpreter, libc::ENOENT, no_interpreter)
     }
     fail(pipe, Step::Exec, last.0, last.1)
 }

@@ -212,6 +212,10 @@ pub enum Step {
     Setgid = 12,
     /// `setuid` (in the child).
     Setuid = 13,
+    /// `execve` of a program that exists but whose interpreter does not: the program its
+    /// `#!` line names, or its ELF loader (in the child; the kernel says `ENOENT` for it
+    /// as for a missing program).
+    Interpreter = 14,
 }
 
 impl Step {
@@ -230,6 +234,7 @@ impl Step {
             11 => Step::Setgroups,
             12 => Step::Setgid,
             13 => Step::Setuid,
+            14 => Step::Interpreter,
             _ => return None,
         })
     }
@@ -250,6 +255,7 @@ impl Step {
             Step::Setgroups => "setgroups",
             Step::Setgid => "setgid",
             Step::Setuid => "setuid",
+            Step::Interpreter => "exec",
         }
     }
 }
@@ -365,6 +371,10 @@ impl fmt::Display for SpawnError {
                 write!(f, "exec {p:?} (searched PATH)")?
             }
             (Step::Exec, Some(p)) => write!(f, "exec {p:?}")?,
+            (Step::Interpreter, Some(p)) => write!(
+                f,
+                "exec {p:?}: the interpreter it names (its \"#!\" line) or its ELF loader"
+            )?,
             (Step::Rlimit, Some(name)) => write!(f, "setrlimit {}", name.display())?,
             (step, _) => f.write_str(step.name())?,
         }
@@ -697,6 +707,11 @@ impl Starting {
                         let candidate = prepared.candidates.get(report.path as usize)?;
                         to_path(candidate.to_bytes())
                     }
+                }
+                // The program found, its interpreter missing: named as found.
+                Step::Interpreter => {
+                    let candidate = prepared.candidates.get(report.path as usize)?;
+                    to_path(candidate.to_bytes())
                 }
                 // Not a path: the refused limit's name, said the same way.
                 Step::Rlimit => {

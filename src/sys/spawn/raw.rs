@@ -348,6 +348,14 @@ mod imp {
         unsafe { call(SYS_SETRESUID, [u, u, u, 0, 0, 0]) }.map(drop)
     }
 
+    /// Whether `path` names something (`faccessat(F_OK)`).
+    pub fn exists(path: &CStr) -> bool {
+        let at = libc::AT_FDCWD as isize as usize;
+        let p = path.as_ptr() as usize;
+        // SAFETY: `path` is a NUL-terminated string; the rest are integers.
+        unsafe { call(libc::SYS_faccessat, [at, p, libc::F_OK as usize, 0, 0, 0]) }.is_ok()
+    }
+
     pub fn chdir(path: &CStr) -> Result<(), Errno> {
         // SAFETY: `path` is a NUL-terminated string.
         unsafe { call(libc::SYS_chdir, [path.as_ptr() as usize, 0, 0, 0, 0, 0]) }.map(drop)
@@ -510,6 +518,11 @@ mod imp {
     pub fn fchown_user(fd: RawFd, uid: u32) -> Result<(), Errno> {
         // SAFETY: integer arguments.
         check(unsafe { libc::fchown(fd, uid as libc::uid_t, libc::gid_t::MAX) })
+    }
+
+    pub fn exists(path: &CStr) -> bool {
+        // SAFETY: NUL-terminated path.
+        unsafe { libc::access(path.as_ptr(), libc::F_OK) == 0 }
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {
