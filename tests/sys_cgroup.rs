@@ -708,3 +708,37 @@ fn a_child_killed_before_its_first_step_still_ends_its_start() {
         }
     );
 }
+
+/// The subtree removed behind its owner's back (nothing ran in it) is made again as it was:
+/// the directory, its controllers for the generations, its owner mark; generations get
+/// cgroups in it again. While it is there, `restore` does nothing.
+#[test]
+fn a_removed_subtree_is_restored_as_it_was() {
+    const TEST: &str = "a_removed_subtree_is_restored_as_it_was";
+    let Some(mut tree) = Tree::new(TEST) else {
+        return;
+    };
+    let root = tree.root.as_mut().expect("until drop");
+    let marked = root.mark_owner("gw1 test-owner").is_ok();
+    let controllers = root.controllers();
+    assert!(!root.restore().expect("restore"), "there: nothing to do");
+
+    drop(root.create_generation(1).expect("a generation's cgroup"));
+    fs::remove_dir(root.path()).expect("remove the subtree");
+    let gone = root.create_generation(2).unwrap_err();
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOENT), "{gone}");
+
+    assert!(root.restore().expect("restore"), "made again");
+    assert!(root.path().is_dir());
+    assert_eq!(root.controllers(), controllers);
+    if marked {
+        assert_eq!(
+            genward::sys::cgroup::owner_of(root.path()).as_deref(),
+            Some("gw1 test-owner")
+        );
+    }
+    let gen = root
+        .create_generation(2)
+        .expect("a generation's cgroup again");
+    assert!(gen.path().starts_with(root.path()));
+}

@@ -237,7 +237,7 @@ pub fn cgroup_root(mode: ContainmentMode, dir_id: &str) -> Result<Option<CgroupR
     }
     let name = subtree_name(dir_id, std::process::id());
     match CgroupRoot::setup(&name, Placement::StayPut) {
-        Ok(root) => {
+        Ok(mut root) => {
             if let Some(mark) = own_mark() {
                 if let Err(e) = root.mark_owner(&mark) {
                     log::info!("cgroup subtree left unmarked (cleared only by a daemon on this state directory): {e}");

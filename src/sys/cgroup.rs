@@ -50,6 +50,8 @@
 //!   always readable, so `READABLE` would report nothing useful); mio then shows the event
 //!   with `is_priority()`, `is_readable()` *and* `is_error()` all true: for this token
 //!   `is_error()` is not a failure, just the change.
+//!   `create_generation` failing with `ENOENT` means the subtree itself was removed
+//!   behind the daemon's back: [`CgroupRoot::restore`] makes it again, then retry once.
 //! - **On events readiness** of that token: call [`GenCgroup::is_populated`] (it re-reads
 //!   the file, which also re-arms the notification — always do it, or no further change is
 //!   reported); `false` is the generation's `GroupEmpty`. Spurious wake-ups (`populated 1`
@@ -659,6 +661,17 @@ pub fn owner_of(path: &Path) -> Option<String> {
     String::from_utf8(buf[..len].to_vec()).ok()
 }
 
+/// Puts the owner text on the subtree at `path` (see [`CgroupRoot::mark_owner`]).
+fn set_owner(path: &Path, owner: &str) -> io::Result<()> {
+    rustix::fs::setxattr(
+        path,
+        OWNER_ATTR,
+        owner.as_bytes(),
+        rustix::fs::XattrFlags::empty(),
+    )
+    .map_err(io::Error::from)
+}
+
 /// The daemon's cgroup subtree: where generations' cgroups are made. See the
 /// [module docs](self).
 #[derive(Debug)]
@@ -672,6 +685,9 @@ pub struct CgroupRoot {
     controllers: Controllers,
     /// Whether we moved into `<path>/daemon`.
     moved_self: bool,
+    /// The owner text put on `path` ([`CgroupRoot::mark_owner`]), put again on a subtree
+    /// [`restored`](CgroupRoot::restore).
+    owner: Option<String>,
 }
 
 impl CgroupRoot {
@@ -704,6 +720,7 @@ impl CgroupRoot {
             name_in_hierarchy,
             controllers: Controllers::NONE,
             moved_self: false,
+            owner: None,
         };
         // From here on, dropping `root` removes what was made (best effort).
         if !root.path.join("cgroup.kill").exists() {
@@ -743,26 +760,50 @@ impl CgroupRoot {
             .map(|t| Controllers::parse(&t))
             .unwrap_or_default();
         let name_in_hierarchy = join_cgroup(&location.own, name);
+        let owner = owner_of(&path);
         Ok(CgroupRoot {
             location,
             path,
             name_in_hierarchy,
             controllers,
             moved_self: false,
+            owner,
         })
     }
 
     /// Records `owner` on the subtree, for [`owner_of`]: what lets a later daemon, of any
     /// state directory, tell a subtree whose maker is gone (and so is garbage once empty)
     /// from one of a daemon still running.
-    pub fn mark_owner(&self, owner: &str) -> io::Result<()> {
-        rustix::fs::setxattr(
-            &self.path,
-            OWNER_ATTR,
-            owner.as_bytes(),
-            rustix::fs::XattrFlags::empty(),
-        )
-        .map_err(io::Error::from)
+    pub fn mark_owner(&mut self, owner: &str) -> io::Result<()> {
+        set_owner(&self.path, owner)?;
+        self.owner = Some(owner.to_owned());
+        Ok(())
+    }
+
+    /// Makes the subtree again if it is gone (a privileged hand removed it while no
+    /// generation ran in it: nothing else can, as the kernel refuses to remove a cgroup
+    /// with a cgroup below it), as [`setup`](Self::setup) made it: the directory, the
+    /// controllers it is offered enabled for the generations (what they have is read
+    /// anew: the cgroup above may offer other ones now), and the owner mark it carried.
+    /// Without it, no generation could get a cgroup again.
+    ///
+    /// `Ok(false)` when the subtree is there (nothing is done); `Ok(true)` when it was
+    /// made again. A subtree this process had moved into ([`Placement::MoveSelf`]) cannot
+    /// be removed while it runs, so the `daemon` leaf is never made again here.
+    pub fn restore(&mut self) -> io::Result<bool> {
+        match mkdir(&self.path) {
+            Ok(()) => {}
+            // Made meanwhile (by whoever removed it, say): used as it is.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.controllers = enable(&self.path);
+        if let Some(owner) = &self.owner {
+            if let Err(e) = set_owner(&self.path, owner) {
+                log::info!("cgroup: subtree {:?} made again unmarked: {e}", self.path);
+            }
+        }
+        Ok(true)
     }
 
     /// The cgroups beside this subtree (in `<own>`, where it was made) whose names `pick`
@@ -821,7 +862,8 @@ impl CgroupRoot {
 
     /// Creates the cgroup of generation `gen` (`<subtree>/gen-<gen>`), opens its directory
     /// (for the spawn) and its `cgroup.events` (for the event loop). An empty leftover of
-    /// the same name is replaced; one with processes in it is an error (`EBUSY`).
+    /// the same name is replaced; one with processes in it is an error (`EBUSY`). With
+    /// the subtree itself gone the error is `ENOENT` (see [`restore`](Self::restore)).
     pub fn create_generation(&self, gen: u64) -> io::Result<GenCgroup> {
         let name = format!("gen-{gen}");
         let path = self.path.join(&name);

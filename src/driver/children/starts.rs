@@ -17,7 +17,7 @@ use crate::driver::lookup::Lookup;
 use crate::driver::run_as::{self, Resolution};
 use crate::lookup::answer::Failure;
 use crate::proto::error::bounded_message;
-use crate::sys::cgroup::{self, GenCgroup};
+use crate::sys::cgroup::{self, CgroupRoot, GenCgroup};
 use crate::sys::process::ReaperMode;
 use crate::sys::spawn::{
     start_in, Env, IoMode, SpawnError as SysSpawnError, SpawnRequest, Starting, StderrMode, Step,
@@ -379,7 +379,7 @@ impl Children {
             log::warn!("gen {gen}: {message}");
             SpawnError::new(SpawnErrorKind::Other, errno).with_message(message)
         };
-        let Some(root) = &self.cgroups else {
+        let Some(root) = &mut self.cgroups else {
             if limits.is_empty() {
                 return Ok(None);
             }
@@ -397,15 +397,65 @@ impl Children {
                 return Ok(Some(cg));
             }
         }
-        let cg = root.create_generation(gen).map_err(|e| {
-            let errno = e.raw_os_error().unwrap_or(libc::EIO);
-            fail(errno, format!("creating its cgroup: {e}"))
+        // A step of the daemon's own: what it lacks (`EAGAIN` past the subtree's
+        // `cgroup.max.descendants`, `ENOMEM`, `EMFILE`) is a shortage, not the session's.
+        let cg = create_generation(root, gen).map_err(|why| {
+            log::warn!("gen {gen}: {}", why.message);
+            daemon_failure(why.errno, why.message)
         })?;
         if !limits.is_empty() {
             cg.set_limits(&limits)
                 .map_err(|e| fail(e.errno(), e.to_string()))?;
         }
         Ok(Some(cg))
+    }
+}
+
+/// Why a generation's cgroup could not be made: the errno, and what to say.
+struct CreateFailed {
+    errno: i32,
+    message: String,
+}
+
+impl CreateFailed {
+    fn new(e: &std::io::Error, message: String) -> CreateFailed {
+        CreateFailed {
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            message,
+        }
+    }
+}
+
+/// Creates generation `gen`'s cgroup in `root`. The subtree itself gone (`ENOENT`:
+/// removed behind the daemon's back while nothing ran in it) is made again and the
+/// creation tried once more, so that one hand's `rmdir` does not fail every later spawn.
+/// If it cannot be made again, the errno is that attempt's (a shortage stays one).
+fn create_generation(root: &mut CgroupRoot, gen: u64) -> Result<GenCgroup, CreateFailed> {
+    let failed = |e: std::io::Error| CreateFailed::new(&e, format!("creating its cgroup: {e}"));
+    let e = match root.create_generation(gen) {
+        Ok(cg) => return Ok(cg),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => e,
+        Err(e) => return Err(failed(e)),
+    };
+    let subtree = root.path().display().to_string();
+    match root.restore() {
+        Ok(true) => {
+            log::warn!(
+                "the daemon's cgroup subtree {subtree} was removed behind its back: made \
+                 it again (controllers for limits: {})",
+                root.controllers()
+            );
+            root.create_generation(gen).map_err(failed)
+        }
+        // There after all (made again meanwhile): what was missing is not known.
+        Ok(false) => Err(failed(e)),
+        Err(again) => Err(CreateFailed::new(
+            &again,
+            format!(
+                "creating its cgroup: {e}: the daemon's cgroup subtree {subtree} is gone \
+                 and could not be made again: {again}"
+            ),
+        )),
     }
 }
 
