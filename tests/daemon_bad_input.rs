@@ -374,7 +374,7 @@ fn unfinished_lines_of_many_connections_are_bounded_together() {
     let rss_before = rss_kib(pid);
     // Each hog sends most of a long line and stops: 200 MB in unfinished lines, each
     // within the line limit. The daemon keeps 64 MiB of them; past that, a connection
-    // holding more than 64 KiB has its line refused.
+    // holding more than 16 KiB has its line refused.
     let blank = vec![b' '; LINE];
     let mut hogs: Vec<Client> = (0..HOGS)
         .map(|_| {
@@ -401,7 +401,7 @@ fn unfinished_lines_of_many_connections_are_bounded_together() {
         let message = first["error"]["message"].as_str().unwrap();
         if first["error"]["code"] == "limit" {
             assert!(
-                message.contains("refused at 65536 bytes") && message.contains("64 MiB"),
+                message.contains("refused at 16384 bytes") && message.contains("64 MiB"),
                 "{first}"
             );
             refused += 1;

@@ -73,7 +73,8 @@ pub struct Client {
     unsplit: Vec<u8>,
     /// How much of `unsplit` has been split.
     split_at: usize,
-    /// Where the unfinished line's bytes are counted with every other connection's.
+    /// Where the bytes read and not handled yet (unsplit, and the unfinished line) are
+    /// counted with every other connection's.
     held: Held,
     /// Lines split but not yet handled (the splitter's last, or ones carried across an
     /// upgrade): handled while their answers have room in the outbox.
@@ -288,6 +289,7 @@ impl Client {
             self.lines
                 .feed(&rest[..end], |l| pending.push_back(l.map(<[u8]>::to_vec)));
             self.split_at += end;
+            self.held.sub(end);
             self.account_line(before);
         }
         if !self.holds_unsplit() {
@@ -306,6 +308,13 @@ impl Client {
         if self.eof {
             return Received::WouldBlock;
         }
+        // Past the budget of all connections, a read takes no more than a free share.
+        let buf = if self.held.allows(FREE_SHARE) {
+            buf
+        } else {
+            let share = buf.len().min(FREE_SHARE);
+            &mut buf[..share]
+        };
         loop {
             return match self.stream.read(buf) {
                 Ok(0) => {
@@ -319,6 +328,7 @@ impl Client {
                 }
                 Ok(n) => {
                     self.unsplit.extend_from_slice(&buf[..n]);
+                    self.held.add(n);
                     Received::Bytes(n)
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Received::WouldBlock,
@@ -424,7 +434,8 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.held.sub(self.lines.buffered());
+        let unsplit = self.unsplit.len() - self.split_at;
+        self.held.sub(self.lines.buffered() + unsplit);
     }
 }
 

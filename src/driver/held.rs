@@ -1,12 +1,13 @@
-//! The bytes the daemon holds for its connections' own traffic — unfinished request lines
-//! and answers not yet written — counted across all of them.
+//! The bytes the daemon holds for its connections' own traffic — requests read and not yet
+//! handled, unfinished request lines, answers not yet written — counted across all of them.
 //!
-//! Each connection is bounded on its own (a request line, about 1 MiB of answers), but
-//! thousands of connections that send and never read would add those bounds up to
-//! gigabytes. Past [`HELD_BUDGET`] in all, a connection already holding
-//! [`FREE_SHARE`] may hold no more: its unfinished line is refused (`limit`) and its
-//! requests wait to be read until it takes its answers. Below its free share a connection
-//! is never held back, so small requests are served whatever the others do.
+//! Each connection is bounded on its own (a read of requests, a request line, about 1 MiB
+//! of answers), but thousands of connections that send and never read would add those
+//! bounds up to gigabytes. Past [`HELD_BUDGET`] in all, a connection already holding
+//! [`FREE_SHARE`] may hold no more: its unfinished line is refused (`limit`), its requests
+//! wait to be read until it takes its answers, and any read from it takes at most a free
+//! share. Below its free share a connection is never held back, so small requests are
+//! served whatever the others do.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -15,7 +16,7 @@ use std::rc::Rc;
 pub const HELD_BUDGET: usize = 64 << 20;
 
 /// What each connection may hold whatever the others hold.
-pub const FREE_SHARE: usize = 64 << 10;
+pub const FREE_SHARE: usize = 16 << 10;
 
 /// The shared count: one per daemon, a handle in each connection's splitter and outbox.
 #[derive(Debug, Clone, Default)]

@@ -370,11 +370,11 @@ mod tests {
         let held = Held::default();
         let mut others = Outbox::counted_in(4 << 20, held.clone());
         let mut ob = Outbox::counted_in(4 << 20, held.clone());
-        let page = vec![b'x'; 16 << 10];
+        let page = vec![b'x'; FREE_SHARE / 4];
         ob.push(&page);
         ob.push(&page);
         others.push(&vec![b'y'; HELD_BUDGET - held.total()]);
-        // Its own 32 KiB, under its free share: still answered.
+        // Its own half share: still answered.
         assert!(ob.can_take_replies());
         while ob.owned < FREE_SHARE {
             ob.push(&page);
