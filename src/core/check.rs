@@ -8,7 +8,8 @@
 //! 1. an input about generation g changes no other generation's record (except that a
 //!    pending successor may start once g is gone) and every action it produces names g,
 //!    or is that successor's `Spawn`, or a state event of g's session;
-//! 2. at most one terminal event per generation, and no event about g after it;
+//! 2. at most one terminal event per generation, and no event about g after it (but
+//!    `unkillable` for the rest of its tree, which may survive SIGKILL after `exited`);
 //! 3. `exited` for g only after all of g's streams hit EOF or its drain deadline passed,
 //!    with the code of the exit status the leader reported;
 //! 6. `list` always succeeds and names every session; `get` succeeds for each;
@@ -586,6 +587,8 @@ impl Checker {
                         gen,
                         result: Ok(super::Started::in_session(gen as u32)),
                     }],
+                    // Its leader exited, what it left survived SIGKILL: that ends too.
+                    Lifecycle::TreeUnkillable => vec![Input::GroupEmpty { gen }],
                     Lifecycle::Running | Lifecycle::Stopping(_) => {
                         let exit = Input::LeaderExited {
                             gen,
@@ -655,7 +658,12 @@ impl Checker {
             Input::Eof { gen, stream }
                 if matches!(
                     live(gen),
-                    Some(Lifecycle::Running | Lifecycle::Stopping(_) | Lifecycle::Draining)
+                    Some(
+                        Lifecycle::Running
+                            | Lifecycle::Stopping(_)
+                            | Lifecycle::Draining
+                            | Lifecycle::TreeUnkillable
+                    )
                 ) =>
             {
                 self.track(*gen).eof.push(*stream);
@@ -826,8 +834,10 @@ impl Checker {
     fn observe_event(&mut self, now: Time, event: &Event) {
         let Some(gen) = event.gen() else { return };
         let t = self.track(gen);
-        assert_eq!(
-            t.terminal, 0,
+        // The one event that may follow `exited`: what its leader left survived SIGKILL.
+        let tree_stuck = matches!(event, Event::Unkillable { .. }) && t.exit.is_some();
+        assert!(
+            t.terminal == 0 || tree_stuck,
             "invariant 2: event after generation {gen}'s terminal event: {event:?}"
         );
         match event {
@@ -906,8 +916,11 @@ impl Checker {
                     t.spawned,
                     "event for generation {gen} that never ran: {event:?}"
                 );
+                // A stuck member of an exited leader's tree may be, whatever its leader was.
+                let leader_unkillable =
+                    matches!(event, Event::Unkillable { .. }) && t.exit.is_none();
                 assert!(
-                    !((t.gone || t.unverified) && matches!(event, Event::Unkillable { .. })),
+                    !((t.gone || t.unverified) && leader_unkillable),
                     "generation {gen} reported unkillable after its leader was gone, or while unverified"
                 );
             }

@@ -48,7 +48,14 @@ pub(crate) enum Group {
     Alive,
     /// TERM sent to the group; KILL at `until`.
     Term { until: Time },
-    /// Nothing more to do for the group: empty, KILLed, or left alone.
+    /// KILL sent to the group; reported unkillable at `until` if it has not emptied by
+    /// then. The zombie leader stays unreaped meanwhile: it pins the session id that the
+    /// driver finds the members by, and the generation stays listed.
+    Killed { until: Time },
+    /// KILL sent and `kill_grace` passed with the group not empty (a member stuck in the
+    /// kernel): reported `unkillable`, still awaited, reaped once it empties.
+    Unkillable,
+    /// Nothing more to do for the group: empty, or left alone.
     Done,
 }
 
@@ -516,8 +523,8 @@ impl Generation {
     /// The earliest instant this generation wants a timeout call.
     pub fn deadline(&self) -> Option<Time> {
         let group = match self.group {
-            Group::Term { until } => Some(until),
-            Group::Alive | Group::Done => None,
+            Group::Term { until } | Group::Killed { until } => Some(until),
+            Group::Alive | Group::Unkillable | Group::Done => None,
         };
         let phase = match self.phase {
             Phase::Starting => self.cancel_at,
@@ -535,26 +542,29 @@ impl Generation {
             .min()
     }
 
-    /// The group id to watch for emptiness: the leader exited, its group was sent SIGTERM,
-    /// and the zombie leader still pins the id.
+    /// The group id to watch for emptiness: the leader exited, its group was sent SIGTERM
+    /// (and maybe SIGKILL since), and the zombie leader still pins the id.
     pub fn awaited_group(&self) -> Option<u32> {
         match (self.phase, self.group) {
-            (Phase::Draining { pid, .. } | Phase::Reported { pid }, Group::Term { .. }) => {
-                Some(pid)
-            }
+            (
+                Phase::Draining { pid, .. } | Phase::Reported { pid },
+                Group::Term { .. } | Group::Killed { .. } | Group::Unkillable,
+            ) => Some(pid),
             _ => None,
         }
     }
 
-    /// Whether it survived SIGKILL for `kill_grace`.
+    /// Whether it survived SIGKILL for `kill_grace`: its leader, or (the leader gone) a
+    /// member of its tree.
     pub fn is_unkillable(&self) -> bool {
-        matches!(
+        let leader = matches!(
             self.phase,
             Phase::Stopping {
                 stage: StopStage::Unkillable,
                 ..
             }
-        )
+        );
+        leader || self.group == Group::Unkillable
     }
 
     /// Whether input, a terminal size and signals may be sent: the driver holds them for
@@ -589,6 +599,10 @@ impl Generation {
             Phase::Starting => Lifecycle::Starting,
             Phase::Running { .. } => Lifecycle::Running,
             Phase::Stopping { stage, .. } => Lifecycle::Stopping(stage),
+            // What its leader left survived SIGKILL: listed as a stuck leader is.
+            Phase::Draining { .. } | Phase::Reported { .. } if self.group == Group::Unkillable => {
+                Lifecycle::TreeUnkillable
+            }
             Phase::Draining { .. } => Lifecycle::Draining,
             Phase::Reported { .. } => Lifecycle::Reported,
             Phase::Gone => Lifecycle::Gone,
@@ -819,12 +833,7 @@ impl Generation {
             Phase::Draining { .. } | Phase::Reported { .. } => {
                 self.grace = zero;
                 if let Group::Term { .. } = self.group {
-                    out.push_back(Action::Signal {
-                        gen: self.gen,
-                        signal: SIGKILL,
-                        scope: Scope::Tree,
-                    });
-                    self.group = Group::Done;
+                    self.kill_group(now, out);
                     self.try_reap(now, out, o);
                 }
             }
@@ -998,17 +1007,38 @@ impl Generation {
         }
     }
 
+    /// The group's deadline: SIGKILL after its TERM's grace; `unkillable` after the
+    /// SIGKILL's `kill_grace`.
     fn group_timeout(&mut self, now: Time, out: &mut VecDeque<Action>) {
-        if let Group::Term { until } = self.group {
-            if until <= now {
-                out.push_back(Action::Signal {
-                    gen: self.gen,
-                    signal: SIGKILL,
-                    scope: Scope::Tree,
-                });
-                self.group = Group::Done;
+        match self.group {
+            Group::Term { until } if until <= now => self.kill_group(now, out),
+            Group::Killed { until } if until <= now => {
+                self.emit(
+                    out,
+                    Event::Unkillable {
+                        session: self.session.clone(),
+                        gen: self.gen,
+                    },
+                );
+                self.group = Group::Unkillable;
             }
+            _ => {}
         }
+    }
+
+    /// SIGKILL to the rest of the tree. The generation is reaped only once the driver
+    /// says the tree is empty (`GroupEmpty`), as a leader is only ever let go of once it
+    /// is seen gone: a member that survives SIGKILL for `kill_grace` (stuck in the
+    /// kernel) makes it `unkillable`, still tracked, as a leader would.
+    fn kill_group(&mut self, now: Time, out: &mut VecDeque<Action>) {
+        out.push_back(Action::Signal {
+            gen: self.gen,
+            signal: SIGKILL,
+            scope: Scope::Tree,
+        });
+        self.group = Group::Killed {
+            until: now.saturating_add(self.spec.kill_grace),
+        };
     }
 
     /// Emits the exit once output is drained.

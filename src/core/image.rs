@@ -183,6 +183,10 @@ pub enum GroupImage {
     Alive,
     /// SIGTERM sent to the group; SIGKILL at `until`.
     Term { until: Time },
+    /// SIGKILL sent to the group; reported `unkillable` at `until` if not empty by then.
+    Killed { until: Time },
+    /// SIGKILL sent, `kill_grace` passed, the group not empty: reported `unkillable`.
+    Unkillable,
     /// Nothing more to do for the group.
     Done,
 }

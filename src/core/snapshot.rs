@@ -128,6 +128,9 @@ pub enum Lifecycle {
     Draining,
     /// Exit reported; waiting for the group to empty, then reaped.
     Reported,
+    /// Leader exited (draining or reported), and the rest of its tree survived SIGKILL for
+    /// `kill_grace`: listed `unkillable`, as a stuck leader is, until the tree empties.
+    TreeUnkillable,
     /// Reaped and released.
     Gone,
 }
@@ -141,7 +144,7 @@ impl Lifecycle {
             Lifecycle::Running => "running",
             Lifecycle::Stopping(StopStage::Graceful) => "stopping",
             Lifecycle::Stopping(StopStage::Kill) => "killing",
-            Lifecycle::Stopping(StopStage::Unkillable) => "unkillable",
+            Lifecycle::Stopping(StopStage::Unkillable) | Lifecycle::TreeUnkillable => "unkillable",
             Lifecycle::Draining => "exited",
             Lifecycle::Reported => "reported",
             Lifecycle::Gone => "gone",

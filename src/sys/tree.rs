@@ -98,7 +98,9 @@ pub use listing::OwnChildren;
 pub use pid_set::{pid_set, PidSet};
 
 pub use survey::{EscapeeLedger, Survey};
-pub use watch::{Observed, SessionWatch, WatchState, FIRST_RESCAN, MAX_RESCAN, MAX_WATCHED};
+pub use watch::{
+    Observed, SessionWatch, WatchState, FIRST_RESCAN, MAX_FREEZE_WALKS, MAX_RESCAN, MAX_WATCHED,
+};
 
 /// Most processes one walk visits (and keeps); a walk that reaches it stops and says so.
 pub const MAX_WALK: usize = 1 << 16;

@@ -117,6 +117,8 @@ fn generation_image(g: &Generation) -> GenerationImage {
         group: match g.group {
             Group::Alive => GroupImage::Alive,
             Group::Term { until } => GroupImage::Term { until },
+            Group::Killed { until } => GroupImage::Killed { until },
+            Group::Unkillable => GroupImage::Unkillable,
             Group::Done => GroupImage::Done,
         },
         pending_input: g.input.pending,

@@ -236,7 +236,11 @@ fn check_phase(g: &GenerationImage) -> Checked {
             ran && g.exit.is_some() && g.group != GroupImage::Alive && !drained
         }
         PhaseImage::Reported { .. } => {
-            ran && g.exit.is_some() && matches!(g.group, GroupImage::Term { .. })
+            ran && g.exit.is_some()
+                && matches!(
+                    g.group,
+                    GroupImage::Term { .. } | GroupImage::Killed { .. } | GroupImage::Unkillable
+                )
         }
     };
     if !ok {
@@ -440,6 +444,8 @@ fn generation(session: Arc<str>, g: GenerationImage) -> Generation {
     r.group = match g.group {
         GroupImage::Alive => Group::Alive,
         GroupImage::Term { until } => Group::Term { until },
+        GroupImage::Killed { until } => Group::Killed { until },
+        GroupImage::Unkillable => Group::Unkillable,
         GroupImage::Done => Group::Done,
     };
     r.input = InputState {

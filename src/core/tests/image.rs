@@ -175,6 +175,7 @@ fn settling_inputs(g: &crate::core::GenerationSnapshot) -> Vec<Input> {
             })
             .collect(),
         Lifecycle::Reported => vec![Input::GroupEmpty { gen }],
+        Lifecycle::TreeUnkillable => vec![Input::GroupEmpty { gen }],
     }
 }
 

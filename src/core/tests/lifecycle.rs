@@ -93,24 +93,69 @@ fn leader_exit_terms_the_group_then_kills_then_reaps() {
         "the group still pins the leader"
     );
     let a = h.advance(200);
-    let kill = a
-        .iter()
-        .position(|x| {
-            *x == Action::Signal {
-                gen: g,
-                signal: 9,
-                scope: Scope::Tree,
-            }
-        })
-        .unwrap();
-    let reap = a
-        .iter()
-        .position(|x| *x == Action::Reap { gen: g })
-        .unwrap();
+    assert!(a.contains(&Action::Signal {
+        gen: g,
+        signal: 9,
+        scope: Scope::Tree,
+    }));
     assert!(
-        kill < reap,
-        "the group is signalled only while the leader is unreaped"
+        !has(&a, |a| matches!(a, Action::Reap { .. })),
+        "the group is signalled only while the leader is unreaped, and it is reaped only \
+         once the group is seen empty"
     );
+    let a = h.group_empty(g);
+    assert!(a.contains(&Action::Reap { gen: g }));
+    assert!(a.contains(&Action::Release { gen: g }));
+    assert_eq!(h.core.generation_count(), 0);
+    h.settle();
+}
+
+/// A member of the tree stuck in the kernel (the leader gone, the rest sent SIGKILL)
+/// makes the generation `unkillable` after `kill_grace`, as a stuck leader would: still
+/// listed, never reaped nor released until the tree is seen empty.
+#[test]
+fn a_member_that_survives_sigkill_is_unkillable_and_keeps_the_generation() {
+    let mut h = Harness::new();
+    let mut s = spec();
+    s.kill_grace = std::time::Duration::from_millis(1_000);
+    let g = h.spawn_with("s", s, OnBusy::Replace).unwrap();
+    h.started(g);
+    h.exit(g, ExitStatus::Code(0));
+    h.eof(g);
+    assert!(matches!(exited(&h, g), Event::Exited { .. }));
+    let a = h.advance(1_000);
+    assert!(a.contains(&Action::Signal {
+        gen: g,
+        signal: 9,
+        scope: Scope::Tree,
+    }));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Emit(Event::Unkillable { .. })
+    )));
+    let a = h.advance(999);
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Emit(Event::Unkillable { .. })
+    )));
+    let a = h.advance(1);
+    assert!(a.contains(&Action::Emit(Event::Unkillable {
+        session: "s".into(),
+        gen: g,
+    })));
+    assert!(!has(&a, |a| matches!(
+        a,
+        Action::Reap { .. } | Action::Release { .. }
+    )));
+    let listed = &h.core.list()[0].generations;
+    assert_eq!(listed.len(), 1, "still listed");
+    assert_eq!(listed[0].lifecycle, Lifecycle::TreeUnkillable);
+    assert_eq!(listed[0].lifecycle.as_str(), "unkillable");
+    // Nothing more is sent to it, however long it takes.
+    let a = h.advance(3_600_000);
+    assert!(a.is_empty(), "{a:?}");
+    let a = h.group_empty(g);
+    assert!(a.contains(&Action::Reap { gen: g }));
     assert!(a.contains(&Action::Release { gen: g }));
     assert_eq!(h.core.generation_count(), 0);
     h.settle();

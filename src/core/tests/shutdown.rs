@@ -227,6 +227,11 @@ fn a_second_shutdown_kills_every_tree_at_once_whatever_its_stage() {
     for gen in [in_grace, awaited, starting] {
         h.eof(gen);
     }
+    // Their trees, sent SIGKILL, are seen empty: nothing is left to wait for.
+    h.advance(0);
+    for gen in [in_grace, group_term, awaited, starting] {
+        h.group_empty(gen);
+    }
     assert!(h.core.is_shut_down(), "everything is reaped: nothing waits");
     assert_eq!(h.core.generation_count(), 0);
     let killed = h.events_of(in_grace).into_iter().any(|e| {

@@ -15,6 +15,10 @@ use crate::sys::process::SignalError;
 use crate::sys::tree;
 use crate::sys::tree::{pid_set, Observed, PidSet, Reach, SessionWatch, Survey};
 
+/// Most surveys one look takes: a freeze before a SIGKILL (see `SessionWatch`) that needs
+/// more goes on in the next turns, so the loop is never held for long.
+const LOOK_ROUNDS: usize = 8;
+
 /// `Signal::from_named_raw` covers the named signals; real-time ones are valid too.
 fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
     if let Some(s) = rustix::process::Signal::from_named_raw(sig) {
@@ -180,13 +184,14 @@ impl Children {
     }
 
     /// Surveys the sessions of `want`, and again at once those found empty for the first
-    /// time.
+    /// time or being frozen before their SIGKILL (a few times: a freeze that needs more
+    /// goes on in the next turns, its deadline due at once).
     fn look(&mut self, registry: &Registry, mut want: Vec<u64>, now: Instant) {
         // Nothing is reaped until the look ends: the second survey reads our list of
         // children on from where the first left it.
         self.own_children.begin();
         let leaders = self.leaders();
-        for _round in 0..2 {
+        for _round in 0..LOOK_ROUNDS {
             if want.is_empty() {
                 break;
             }
@@ -196,7 +201,8 @@ impl Children {
     }
 
     /// One survey per reach for the sessions of `gens`, each handed its result; returns
-    /// those that want another walk at once (found empty for the first time).
+    /// those that want another walk at once (found empty for the first time, or being
+    /// frozen).
     fn survey(
         &mut self,
         registry: &Registry,
@@ -239,7 +245,10 @@ impl Children {
                     continue;
                 };
                 let before = child.watch().map_or(0, SessionWatch::descriptors);
-                if child.observe(registry, &survey, now) == Observed::Unconfirmed {
+                if matches!(
+                    child.observe(registry, &survey, now),
+                    Observed::Unconfirmed | Observed::Freezing
+                ) {
                     again.push(gen);
                 }
                 let after = child.watch().map_or(0, SessionWatch::descriptors);

@@ -278,6 +278,8 @@ fn write_group(group: GroupImage, out: &mut Vec<u8>) {
     match group {
         GroupImage::Alive => w.str("kind", "alive"),
         GroupImage::Term { until } => w.str("kind", "term").u64("until", until.as_millis()),
+        GroupImage::Killed { until } => w.str("kind", "killed").u64("until", until.as_millis()),
+        GroupImage::Unkillable => w.str("kind", "unkillable"),
         GroupImage::Done => w.str("kind", "done"),
     };
     w.finish();
@@ -411,15 +413,25 @@ fn group(o: &Object) -> Result<GroupImage, FieldError> {
     match o.req_str("kind")? {
         "alive" => require(o, &["kind"]).map(|_| GroupImage::Alive),
         "done" => require(o, &["kind"]).map(|_| GroupImage::Done),
+        "unkillable" => require(o, &["kind"]).map(|_| GroupImage::Unkillable),
         "term" => {
             require(o, &["kind", "until"])?;
             Ok(GroupImage::Term {
                 until: Time::from_millis(o.req_u64("until")?),
             })
         }
+        "killed" => {
+            require(o, &["kind", "until"])?;
+            Ok(GroupImage::Killed {
+                until: Time::from_millis(o.req_u64("until")?),
+            })
+        }
         other => Err(FieldError::invalid(
             "kind",
-            format!("`{}` is not one of alive, term, done", other.escape_debug()),
+            format!(
+                "`{}` is not one of alive, term, killed, unkillable, done",
+                other.escape_debug()
+            ),
         )),
     }
 }

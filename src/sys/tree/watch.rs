@@ -1,7 +1,7 @@
 //! Watching a session empty after its members were signalled, without looking every loop
 //! turn, and without a walk per session when many are watched at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -33,6 +33,9 @@ pub enum Observed {
     Members(SignalCounts),
     /// No live member, for the first time: another walk must confirm it, at once.
     Unconfirmed,
+    /// A SIGKILL is due and the members are being frozen first (see
+    /// [`SessionWatch`], *Killing a tree that forks*): another walk is wanted at once.
+    Freezing,
     /// Two consecutive complete walks found no live member.
     Empty,
 }
@@ -61,6 +64,21 @@ pub enum Observed {
 /// (no live member is left to fork into the session), and while the leader runs it means
 /// "empty now" (the watch then stops looking until the next signal).
 ///
+/// # Killing a tree that forks
+/// A SIGKILL sent to the members a walk found misses a child forked after the walk read
+/// its parent; a tree whose processes keep forking and exiting (each forks its
+/// successor) can slip past every walk that way, for ever. So a SIGKILL is never sent
+/// straight: every member found is sent SIGSTOP first (a process with a stop pending
+/// cannot complete a `fork`: the kernel restarts it after the stop), and the session is
+/// walked again, until a walk finds no member it had not stopped already and every member
+/// stopped (`T`) or in an uninterruptible wait (`D`: it cannot fork there, and stops
+/// when it leaves it). Then nothing of the session can fork any more, and every member
+/// found gets the SIGKILL (which ends a stopped process as it is). A few walks per call
+/// ([`Observed::Freezing`] asks the caller for the next one at once, and the deadline
+/// stays due, so a driver spreads the rest over its next turns); after
+/// [`MAX_FREEZE_WALKS`] walks without settling, the SIGKILL goes to what was found, and
+/// the freeze starts over for what is found after it.
+///
 /// # Alone or surveyed
 /// [`SessionWatch::signal`] and [`SessionWatch::poll`] walk for this session alone. A
 /// driver watching many sessions instead marks the signal ([`SessionWatch::mark`]), asks
@@ -86,7 +104,21 @@ pub struct SessionWatch {
     empty: bool,
     walks: u64,
     warned: bool,
+    /// A SIGKILL waits for the members to be frozen: those sent SIGSTOP so far, by pid
+    /// and start time, and how many walks the freeze took.
+    freeze: Option<Freeze>,
 }
+
+/// The members a freeze has sent SIGSTOP, and how many walks it took.
+#[derive(Debug, Default)]
+struct Freeze {
+    stopped: HashSet<(i32, u64)>,
+    walks: u32,
+}
+
+/// Most walks a freeze takes before it sends its SIGKILL anyway (a member that never
+/// reaches `T`: one running in the kernel for long).
+pub const MAX_FREEZE_WALKS: u32 = 64;
 
 /// First rescan after a signal.
 pub const FIRST_RESCAN: Duration = Duration::from_millis(20);
@@ -124,6 +156,7 @@ impl SessionWatch {
             empty: false,
             walks: 0,
             warned: false,
+            freeze: None,
         }
     }
 
@@ -292,11 +325,15 @@ impl SessionWatch {
             }
             self.seen_empty = false;
             self.to_send.clear();
+            self.freeze = None;
             self.empty = true;
             self.next_walk = None;
             return Ok(Observed::Empty);
         }
         self.seen_empty = false;
+        if self.wants_freeze(members) {
+            return self.freeze(leader, members, now);
+        }
         let all = std::mem::take(&mut self.to_send);
         if !all.is_empty() {
             self.delay = FIRST_RESCAN;
@@ -306,6 +343,75 @@ impl SessionWatch {
         self.next_walk = Some(now + self.delay);
         let counts = self.reach_members(leader, members, &all)?;
         Ok(Observed::Members(counts))
+    }
+
+    /// Whether a SIGKILL is due for some of `members`: marked for all of them, or the
+    /// last signal sent and one of them is new (or a freeze is under way).
+    fn wants_freeze(&self, members: &[Member]) -> bool {
+        if self.freeze.is_some() || self.to_send.contains(&Signal::KILL) {
+            return !members.is_empty();
+        }
+        self.to_send.is_empty()
+            && self.sticky == Some(Signal::KILL)
+            && members.iter().any(|m| !self.watched.contains_key(&m.pid))
+    }
+
+    /// One walk of a freeze (see the type): SIGSTOP to every member not stopped yet; the
+    /// SIGKILL to them all once the walk shows nothing that can still fork.
+    fn freeze(
+        &mut self,
+        leader: &Process,
+        members: &[Member],
+        now: Instant,
+    ) -> Result<Observed, SignalError> {
+        // The SIGKILL to come supersedes whatever else was marked (a SIGTERM's SIGCONT to
+        // a stopped member would let it fork again before its SIGKILL).
+        self.to_send.clear();
+        let freeze = self.freeze.get_or_insert_with(Freeze::default);
+        freeze.walks += 1;
+        let new = members
+            .iter()
+            .filter(|m| !freeze.stopped.contains(&(m.pid, m.starttime)))
+            .count();
+        let still = |m: &&Member| !matches!(m.state, b'T' | b't' | b'D');
+        let settled = new == 0 && !members.iter().any(|m| still(&m));
+        if settled || freeze.walks >= MAX_FREEZE_WALKS {
+            if !settled {
+                log::warn!(
+                    "session {}: {} member(s) not stopped after {} walks; killing what was found",
+                    self.sid,
+                    members.iter().filter(still).count(),
+                    freeze.walks
+                );
+            }
+            self.freeze = None;
+            self.sticky = Some(Signal::KILL);
+            self.delay = FIRST_RESCAN;
+            self.next_walk = Some(now + self.delay);
+            let counts = self.reach_members(leader, members, &[Signal::KILL])?;
+            return Ok(Observed::Members(counts));
+        }
+        // Each new member, and again each one not stopped (a `SIGCONT` may have woken it).
+        let to_stop: Vec<Member> = members
+            .iter()
+            .filter(|m| still(m) || !freeze.stopped.contains(&(m.pid, m.starttime)))
+            .copied()
+            .collect();
+        let mut counts = SignalCounts::default();
+        signal_each(
+            leader,
+            &to_stop,
+            Within::Session,
+            Signal::STOP,
+            false,
+            &mut counts,
+            |_, _| {},
+        )?;
+        freeze
+            .stopped
+            .extend(members.iter().map(|m| (m.pid, m.starttime)));
+        self.next_walk = Some(now);
+        Ok(Observed::Freezing)
     }
 
     /// A walk for it failed: it tries again later, and needs two walks again to be empty.
@@ -335,7 +441,7 @@ impl SessionWatch {
                 }
             };
             match self.observe(leader, &survey, now)? {
-                Observed::Unconfirmed => continue,
+                Observed::Unconfirmed | Observed::Freezing => continue,
                 Observed::Empty => return Ok(SignalCounts::default()),
                 Observed::Members(counts) => return Ok(counts),
             }
