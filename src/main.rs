@@ -90,12 +90,13 @@ fn run() -> Result<ExitCode, String> {
         return print_then(&version, ExitCode::SUCCESS);
     }
     let Some(name) = global.command.as_deref().filter(|_| !global.help) else {
-        let code = if global.help {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(ArgError::EXIT_STATUS)
-        };
-        return print_then(&global_help(COMMANDS), code);
+        if global.help {
+            return print_then(&global_help(COMMANDS), ExitCode::SUCCESS);
+        }
+        // No command is a usage error: on standard error with status 2, as every other
+        // (as git's usage), with the help there since it is what such a caller needs.
+        let _ = write_stderr(global_help(COMMANDS).as_bytes());
+        return Ok(ExitCode::from(ArgError::EXIT_STATUS));
     };
     let spec = match find_command(COMMANDS, name) {
         Ok(s) => s,

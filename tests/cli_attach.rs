@@ -282,7 +282,7 @@ fn a_replacement_on_pipes_ends_a_terminals_attachment() {
     let new = gw_ok(&d, &["run", "sh", "--", "sh", "-c", &script]);
     t.await_screen("the replacement and the refusal", |s| {
         s.contains(&format!("[genward: gen {old} replaced by gen {new}]"))
-            && s.contains(&format!("genward: sh gen {new} runs without a terminal"))
+            && s.contains(&format!("genward: sh gen {new}: runs without a terminal"))
     });
     t.type_line(CHECK);
     t.await_screen("a sane terminal after letting go", |s| {

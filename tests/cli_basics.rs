@@ -304,3 +304,110 @@ fn a_session_whose_name_starts_with_a_dash_is_reachable_by_every_command() {
     gw(&d, &["rm", "--", "-x"]).ok();
     assert!(!gw(&d, &["ls"]).ok().contains("-x"));
 }
+
+/// `genward` alone is a usage error like any other: status 2, and what it says (the
+/// help, which lists the commands) on standard error, none of it on standard output.
+#[test]
+fn no_command_is_a_usage_error_on_standard_error() {
+    for args in [&[][..], &["--socket", "/nonexistent/genward.sock"]] {
+        let out = run_cmd(genward(args), b"");
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert_eq!(out.stdout, "", "{args:?}: {out:?}");
+        assert!(out.stderr.contains("Commands:"), "{args:?}: {out:?}");
+    }
+    // Asked for, the help is the answer: standard output, status 0.
+    let help = run_cmd(genward(&["--help"]), b"").ok();
+    assert!(help.contains("Commands:"), "{help}");
+}
+
+/// An empty value of an option that takes a path (`PATH`, `DIR`, `FILE`), of every
+/// command, is a usage error naming the option, as `--socket ""` is — never read as the
+/// current directory, never a raw error from the system. Nothing is asked of a daemon.
+#[test]
+fn an_empty_path_is_a_usage_error_naming_the_option() {
+    use genward::cli::commands::COMMANDS;
+    let mut checked = Vec::new();
+    for spec in COMMANDS {
+        for o in spec.options {
+            if !matches!(o.meta(), Some("PATH" | "DIR" | "FILE")) {
+                continue;
+            }
+            let option = format!("--{}", o.long);
+            for form in [
+                vec![format!("{option}=")],
+                vec![option.clone(), String::new()],
+            ] {
+                let mut args = vec![spec.name.to_string()];
+                args.extend(
+                    spec.positionals
+                        .iter()
+                        .filter(|p| p.required)
+                        .map(|_| "x".into()),
+                );
+                args.extend(form);
+                if spec.trailing.is_some_and(|t| t.required) {
+                    args.extend(["--".into(), "true".into()]);
+                }
+                let words: Vec<&str> = args.iter().map(String::as_str).collect();
+                let mut cmd = genward(&["--socket", "/nonexistent/genward.sock"]);
+                cmd.args(&words).env_remove("GENWARD_STATE_DIR");
+                let out = run_cmd(cmd, b"");
+                assert_eq!(out.code, Some(2), "{words:?}: {out:?}");
+                let said = format!("bad value `` for `{option}`: needs ");
+                assert!(out.stderr.contains(&said), "{words:?}: {out:?}");
+            }
+            checked.push(format!("{} {option}", spec.name));
+        }
+    }
+    // The ones the probe found (`daemon --state-dir ""`: a raw error, status 1; `run
+    // --cwd ""`: the current directory) are among them.
+    for must in [
+        "daemon --state-dir",
+        "daemon --config",
+        "run --cwd",
+        "restart --cwd",
+    ] {
+        assert!(checked.iter().any(|c| c == must), "{must}: {checked:?}");
+    }
+    let out = run_cmd(genward(&["--socket", "", "ls"]), b"");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("`--socket`"), "{out:?}");
+}
+
+/// The variables genward reads are in `genward --help`, where the errors about them
+/// (`GENWARD_TIMEOUT=abc`) point, and in the manual page.
+#[test]
+fn the_environment_is_in_the_help() {
+    let help = run_cmd(genward(&["--help"]), b"").ok();
+    let man = run_cmd(genward(&["man"]), b"").ok();
+    for var in ["GENWARD_SOCKET", "GENWARD_TIMEOUT", "GENWARD_STATE_DIR"] {
+        assert!(
+            help.lines().any(|l| l.starts_with(&format!("  {var} "))),
+            "{var}: {help}"
+        );
+        assert!(man.contains(&format!(".B {var}\n")), "{var}");
+    }
+    let mut cmd = genward(&["ls"]);
+    cmd.env("GENWARD_TIMEOUT", "abc");
+    let out = run_cmd(cmd, b"");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("see `genward --help`"), "{out:?}");
+}
+
+/// `--json` help says what cli-json.md says is printed: the command's own JSON lines,
+/// never "the daemon's answer" (the protocol's raw reply, which no command prints).
+#[test]
+fn json_help_says_what_is_printed() {
+    use genward::cli::commands::COMMANDS;
+    for spec in COMMANDS.iter().filter(|s| s.option("json").is_some()) {
+        let help = run_cmd(genward(&[spec.name, "--help"]), b"").ok();
+        let line = help.lines().find(|l| l.contains("--json")).unwrap();
+        assert!(!line.contains("answer"), "{}: {line}", spec.name);
+        assert!(line.contains("docs/cli-json.md"), "{}: {line}", spec.name);
+    }
+    let ls = run_cmd(genward(&["ls", "--help"]), b"").ok();
+    assert!(
+        ls.contains("one JSON object per session, one per line"),
+        "{ls}"
+    );
+}

@@ -4,7 +4,9 @@
 mod util;
 
 use serde_json::json;
-use util::cli::{await_line, command, gw, gw_input, gw_ok, run_cmd, GatedSink};
+use std::process::Stdio;
+
+use util::cli::{await_line, command, gw, gw_input, gw_ok, run_cmd, GatedSink, Streaming};
 use util::daemon::Daemon;
 
 #[test]
@@ -12,6 +14,8 @@ fn send_text_stdin_and_eof_reach_the_process() {
     let d = Daemon::start("cli-send", &[]);
     let gen = gw_ok(&d, &["run", "cat", "--", "cat"]);
     gw(&d, &["send", "cat", "one\n"]).ok();
+    // An empty TEXT writes nothing, and succeeds: the session takes input.
+    gw(&d, &["send", "cat", ""]).ok();
     let bytes: Vec<u8> = (0..=255u8).chain(b"two\n".iter().copied()).collect();
     gw_input(&d, &["send", "cat", "--stdin"], &bytes).ok();
     gw(&d, &["send", "cat", "--eof", "--if-gen", &gen]).ok();
@@ -27,10 +31,12 @@ fn send_text_stdin_and_eof_reach_the_process() {
 #[test]
 fn send_needs_something_to_send() {
     let d = Daemon::start("cli-send-nothing", &[]);
+    // Left out, TEXT is missing — not given as an empty value, which is a TEXT.
     let out = gw(&d, &["send", "x"]);
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(
-        out.stderr.contains("give TEXT, --stdin or --eof"),
+        out.stderr
+            .starts_with("genward send: missing TEXT: give TEXT, --stdin or --eof; "),
         "{out:?}"
     );
     let out = gw(&d, &["send", "x", "hello"]);
@@ -60,6 +66,10 @@ fn stale_if_gen_changes_nothing() {
         assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
         assert!(out.stderr.contains("nothing was done"), "{args:?}: {out:?}");
     }
+    // The refusal names the session, as its label.
+    let out = gw(&d, &["stop", "s", "--if-gen", &old]);
+    let said = format!("genward: s: current generation is {new}, not {old}; nothing was done");
+    assert!(out.stderr.starts_with(&said), "{out:?}");
     let plain = gw(&d, &["restart", "s", "--if-gen", &old]);
     let changed = gw(&d, &["restart", "s", "--if-gen", &old, "--env", "A=x"]);
     assert_eq!(changed.stderr, plain.stderr);
@@ -244,4 +254,154 @@ fn restart_that_cannot_start_fails_as_run_does() {
     let event: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(event["event"], "spawn_failed", "{out:?}");
     assert_eq!(event["session"], "s", "{out:?}");
+}
+
+/// `restart --no-wait` returns at once as `run --no-wait` does: the new generation's
+/// number (with `--json`, `{"session","gen"}`) and success, even for a generation that
+/// will not start; `wait` then tells how it ended.
+#[test]
+fn restart_no_wait_returns_the_generation_at_once() {
+    let d = Daemon::start("cli-restart-no-wait", &[]);
+    let dir = genward::testkit::scratch::ScratchDir::new("cli-restart-no-wait-cwd");
+    let cwd = dir.join("gone");
+    std::fs::create_dir(&cwd).unwrap();
+    let cwd = cwd.to_str().unwrap().to_owned();
+    let first = gw_ok(&d, &["run", "s", "--cwd", &cwd, "--", "sleep", "600"]);
+    std::fs::remove_dir(&cwd).unwrap();
+
+    let out = gw(&d, &["restart", "s", "--no-wait"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let gen: u64 = out.stdout.trim().parse().expect("a generation number");
+    assert!(gen > first.parse::<u64>().unwrap(), "{out:?}");
+    let gen = gen.to_string();
+    assert_eq!(gw(&d, &["wait", "s", "--gen", &gen]).code, Some(127));
+
+    let out = gw(&d, &["restart", "s", "--no-wait", "--json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["session"], "s", "{out:?}");
+    assert!(
+        v["gen"].as_u64().unwrap() > gen.parse::<u64>().unwrap(),
+        "{out:?}"
+    );
+    assert!(v.get("pid").is_none(), "{out:?}");
+
+    let help = gw(&d, &["restart", "--help"]).ok();
+    assert!(help.contains("--no-wait"), "{help}");
+}
+
+/// `send --stdin` to a process that ends while its input is still being sent fails, and
+/// says so and how much was passed on: not "nothing was done", which the daemon's refusal
+/// of the next chunk alone would say.
+#[test]
+fn send_stdin_cut_short_by_the_end_says_what_was_sent() {
+    let d = Daemon::start("cli-send-cut-short", &[]);
+    // Reads 1000 bytes and exits: far less than the 5 MB sent, more than the daemon
+    // queues for it.
+    let gen = gw_ok(&d, &["run", "h", "--", "head", "-c", "1000"]);
+    let input = vec![b'x'; 5_000_000];
+    let out = gw_input(&d, &["send", "h", "--stdin"], &input);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(!out.stderr.contains("nothing was done"), "{out:?}");
+    let want = format!("h gen {gen}: it ended while");
+    assert!(out.stderr.contains(&want), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("while standard input was being sent to it"),
+        "{out:?}"
+    );
+    let sent: u64 = out
+        .stderr
+        .split(" bytes had been passed on")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count: {out:?}"));
+    assert!((1000..5_000_000).contains(&sent), "{out:?}");
+}
+
+/// What the docs say of a following command when the daemon goes away: an orderly
+/// `shutdown` ends `events` as a crash would, status 1 and "lost the daemon" (the
+/// protocol tells a client nothing that would set the two apart), after the ends of the
+/// generations the shutdown stopped.
+#[test]
+fn events_after_a_shutdown_ends_as_the_docs_say() {
+    let mut d = Daemon::start("cli-events-shutdown", &[]);
+    let mut cmd = command(&d, &["events"]);
+    cmd.stderr(Stdio::piped());
+    // Output that keeps coming: once `events` shows some, it is following.
+    let gen = gw_ok(
+        &d,
+        &[
+            "run",
+            "s",
+            "--",
+            "sh",
+            "-c",
+            "while :; do echo tick; sleep 0.2; done",
+        ],
+    );
+    let mut events = Streaming::start_cmd(cmd);
+    let label = format!("s gen {gen}: ");
+    events.until(|l| l.starts_with(&label) && l.contains("bytes on stdout"));
+    gw(&d, &["shutdown"]).ok();
+    events.until(|l| l.starts_with(&label) && l.contains("stopped"));
+    let (code, stderr) = events.finish_stderr();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("lost the daemon: the daemon closed the connection"),
+        "{stderr}"
+    );
+    assert_eq!(d.exit_code(), Some(0));
+}
+
+/// Messages name sessions one way (issue 12): a message about one session or generation
+/// starts with its label, `NAME:` or `NAME gen N:`; a name inside a sentence is in
+/// backticks. Never in double quotes.
+#[test]
+fn messages_name_sessions_one_way() {
+    let d = Daemon::start("cli-message-names", &[]);
+    gw_ok(&d, &["run", "done", "--", "true"]);
+    assert_eq!(gw(&d, &["wait", "done"]).code, Some(0));
+    let other = gw_ok(&d, &["run", "other", "--", "true"]);
+    let not_running = "genward: session `done` has no running process; ";
+    for (args, said) in [
+        (
+            vec!["logs", "nosuch"],
+            "genward: no session `nosuch`; see `genward ls`\n",
+        ),
+        (
+            vec!["send", "nosuch", "x"],
+            "genward: no session `nosuch`; ",
+        ),
+        (vec!["send", "done", "x"], not_running),
+        (vec!["kill", "done"], not_running),
+        (
+            vec!["stop", "done", "--if-gen", &other],
+            &format!("genward: done: current generation is none, not {other}; nothing was done"),
+        ),
+        (
+            vec!["wait", "done", "--gen", &other],
+            &format!("genward: done gen {other}: not known (ended long ago, or never existed)"),
+        ),
+        (
+            vec!["attach", "done"],
+            "genward: done: no process to attach to (it is exited); ",
+        ),
+        (
+            vec!["logs", "done", "--gen", &other],
+            &format!("genward: done: no generation {other} that genward knows of"),
+        ),
+    ] {
+        let out = gw(&d, &args);
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(out.stderr.starts_with(said), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains('"'), "{args:?}: {out:?}");
+    }
+    let out = gw(&d, &["stop", "done"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        out.stderr,
+        "genward: done: was not running; nothing to stop\n"
+    );
 }

@@ -5,7 +5,9 @@
 
 mod util;
 
-use util::cli::{gw, gw_ok, Streaming};
+use std::process::Stdio;
+
+use util::cli::{command, gw, gw_ok, Streaming};
 use util::daemon::Daemon;
 
 fn finished(d: &Daemon, session: &str, args: &[&str]) -> String {
@@ -116,4 +118,76 @@ fn following_ends_with_the_generation_unless_restarts_are_followed() {
     restarts.until(|l| l == "two");
     gw(&d, &["rm", "c"]).ok();
     assert_eq!(restarts.finish(), Some(0));
+}
+
+/// Following restarts, a new generation's start is marked once, by `[genward: c gen N
+/// started, pid P]`: its output does not add the marker between generations as well.
+#[test]
+fn a_followed_restart_is_marked_once() {
+    let d = Daemon::start("cli-logs-restart-marker", &[]);
+    gw_ok(&d, &["run", "c", "--", "cat"]);
+    let mut cmd = command(&d, &["logs", "c", "--follow-restarts"]);
+    cmd.stderr(Stdio::piped());
+    let mut restarts = Streaming::start_cmd(cmd);
+    gw(&d, &["send", "c", "one\n"]).ok();
+    restarts.until(|l| l == "one");
+    let next = gw_ok(&d, &["run", "c", "--", "sh", "-c", "echo two; exec cat"]);
+    restarts.until(|l| l == "two");
+    gw(&d, &["rm", "c"]).ok();
+    let (code, stderr) = restarts.finish_stderr();
+    assert_eq!(code, Some(0), "{stderr}");
+    let started = format!("[genward: c gen {next} started, pid ");
+    let between = format!("[genward: c gen {next}]");
+    let marks: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with(&started) || *l == between)
+        .collect();
+    assert_eq!(marks.len(), 1, "{stderr}");
+}
+
+/// `logs --timestamps -n N` is the last N lines of `logs --timestamps`, both streams
+/// merged: a line of one stream that starts while the other's is unfinished ends that
+/// one there, and its rest is a line of its own, in `-n` as in the full view.
+#[test]
+fn the_last_timestamped_lines_are_those_of_the_full_view() {
+    let d = Daemon::start("cli-logs-n-split", &[]);
+    // Each part is read on its own: the next is written once the test saw the last.
+    let script = "printf out-part; read x; echo err-line >&2; read x; printf ' out-rest\\nlast\\n'";
+    gw_ok(&d, &["run", "p", "--", "sh", "-c", script]);
+    let mut frames = Streaming::start(&d, &["logs", "p", "-f", "--json"]);
+    frames.until(|l| l.contains(r#""stream":"stdout""#));
+    gw(&d, &["send", "p", "\n"]).ok();
+    frames.until(|l| l.contains(r#""stream":"stderr""#));
+    gw(&d, &["send", "p", "\n"]).ok();
+    frames.until(|l| l.contains(r#""event":"exited""#));
+    assert_eq!(frames.finish(), Some(0));
+
+    // Both streams on one, as on a terminal.
+    let merged = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new("sh");
+        let script = "g=$1 s=$2; shift 2; \"$g\" --socket \"$s\" logs p --timestamps \"$@\" 2>&1";
+        cmd.args(["-c", script, "sh", env!("CARGO_BIN_EXE_genward")])
+            .arg(&d.socket)
+            .args(extra);
+        let out = util::cli::run_cmd(cmd, b"");
+        assert_eq!(out.code, Some(0), "{out:?}");
+        out.stdout
+    };
+    let full = merged(&[]);
+    let text: Vec<&str> = full.lines().map(|l| l.split_once(' ').unwrap().1).collect();
+    assert_eq!(
+        text,
+        ["out-part", "err-line", " out-rest", "last"],
+        "{full}"
+    );
+    let lines: Vec<&str> = full.lines().collect();
+    for n in 0..=5 {
+        let tail = merged(&["-n", &n.to_string()]);
+        let want = &lines[lines.len().saturating_sub(n)..];
+        assert_eq!(
+            tail.lines().collect::<Vec<_>>(),
+            want,
+            "-n {n}:\n{tail}\nfull:\n{full}"
+        );
+    }
 }

@@ -176,7 +176,7 @@ fn run_waiting_for_a_dependency_says_so() {
     let gen = stdout.trim();
     assert!(
         stderr.contains(&format!(
-            "w gen {gen} has not started within 15s (nosuchdep: no such session)"
+            "w gen {gen}: not started within 15s (nosuchdep: no such session)"
         )),
         "{stderr}"
     );

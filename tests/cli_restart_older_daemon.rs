@@ -93,8 +93,7 @@ fn restart_if_gen_with_changes_checks_the_snapshot_when_spawn_cannot() {
     // Stale: refused on the snapshot, and nothing is sent to the daemon to spawn.
     let out = through(&older, &["restart", "s", "--if-gen", &old, "--env", "A=x"]);
     assert_eq!(out.code, Some(1), "{out:?}");
-    let expected =
-        format!("its current generation is {new}, not {old} (--if-gen): nothing was done");
+    let expected = format!("genward: s: current generation is {new}, not {old}; nothing was done");
     assert!(out.stderr.contains(&expected), "{out:?}");
     assert_eq!(spawns(&seen), Vec::<Value>::new());
     let table = gw(&d, &["ls"]).ok();

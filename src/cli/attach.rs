@@ -271,7 +271,7 @@ pub fn attach(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let pipes = runs_on_pipes(&snap);
     if stdin_is_tty && !read_only && pipes {
         return Err(CommandError::Failed(format!(
-            "{session} runs without a terminal (pipes): a terminal types only into a session started with --pty; watch it with `genward attach --read-only {session}` or `genward logs -f {session}`, write to it with `genward send {session}` (or pipe into `genward attach {session}`)"
+            "{session}: runs without a terminal (pipes): a terminal types only into a session started with --pty; watch it with `genward attach --read-only {session}` or `genward logs -f {session}`, write to it with `genward send {session}` (or pipe into `genward attach {session}`)"
         )));
     }
     conn.request(&Op::Subscribe {
@@ -383,7 +383,7 @@ fn not_running(session: &str, snap: &Response) -> CommandError {
     let s = snap.get("session").and_then(Value::as_object);
     let state = s.and_then(|s| str_of(s, "state")).unwrap_or("not running");
     CommandError::Failed(format!(
-        "`{session}` has no process to attach to (it is {state}); start one with `genward restart {session}` or `genward run {session} --pty -- CMD`"
+        "{session}: no process to attach to (it is {state}); start one with `genward restart {session}` or `genward run {session} --pty -- CMD`"
     ))
 }
 
@@ -493,7 +493,7 @@ impl Attached {
         if runs_on_pipes(snap) {
             let session = &self.session;
             return Err(CommandError::Failed(format!(
-                "{session} gen {gen} runs without a terminal (pipes): this terminal stopped typing into it and let go; watch it with `genward attach --read-only {session}` or `genward logs -f {session}`, write to it with `genward send {session}`"
+                "{session} gen {gen}: runs without a terminal (pipes): this terminal stopped typing into it and let go; watch it with `genward attach --read-only {session}` or `genward logs -f {session}`, write to it with `genward send {session}`"
             )));
         }
         self.unverified = false;
@@ -932,7 +932,7 @@ impl Attached {
         match self.ended.take() {
             Some(end) => Ok(Some(Outcome::Ended(end))),
             None => Err(CommandError::Failed(format!(
-                "{} gen {} ended and its exit status is no longer known",
+                "{} gen {}: ended, and its exit status is no longer known",
                 self.session, self.gen
             ))),
         }

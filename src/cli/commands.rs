@@ -24,11 +24,24 @@ const IF_GEN: OptSpec = OptSpec::value(
     "GEN",
     "act only if GEN is still the current generation",
 );
-const JSON: OptSpec = OptSpec::flag("json", "print JSON lines instead of a table");
+/// `--json` texts say what is printed, as docs/cli-json.md does: JSON lines of the
+/// command's own, never the protocol's raw reply.
+const JSON_EVENTS: OptSpec = OptSpec::flag(
+    "json",
+    "print each event as one JSON object per line, as on the wire (docs/cli-json.md)",
+);
 
-/// `--json` of a command that prints one result: what it prints is one JSON object (see
-/// docs/cli-json.md).
-const JSON_RESULT: OptSpec = OptSpec::flag("json", "print the result as one JSON object");
+/// `--json` of `run` and `restart`.
+const JSON_STARTED: OptSpec = OptSpec::flag(
+    "json",
+    "print {\"session\",\"gen\",\"pid\"} as one JSON object once it started ({\"session\",\"gen\"} if it has not within the wait), or its spawn_failed event (docs/cli-json.md)",
+);
+
+/// `--json` of `upgrade` and `reload`: their result as one JSON object.
+const JSON_RESULT: OptSpec = OptSpec::flag(
+    "json",
+    "print the result as one JSON object (docs/cli-json.md)",
+);
 
 /// `genward daemon`.
 pub const DAEMON: CommandSpec = CommandSpec {
@@ -171,6 +184,11 @@ const LOG_KEEP: OptSpec = OptSpec::value(
     "rotated --log files kept, PATH.1 to PATH.N (default 5; 0: the file is emptied instead)",
 );
 
+const NO_WAIT: OptSpec = OptSpec::flag(
+    "no-wait",
+    "print the generation at once, without waiting for the program to start",
+);
+
 /// `genward run`.
 pub const RUN: CommandSpec = CommandSpec {
     positionals: &[NAME],
@@ -183,10 +201,7 @@ pub const RUN: CommandSpec = CommandSpec {
         UNSET_ENV,
         CLEAR_ENV,
         DAEMON_ENV,
-        OptSpec::flag(
-            "no-wait",
-            "print the generation at once, without waiting for the program to start",
-        ),
+        NO_WAIT,
         OptSpec::flag("replace", "stop the running generation first (default)"),
         OptSpec::flag("overlap", "start now; stop the old generation meanwhile"),
         OptSpec::flag("reject", "fail if the session is running"),
@@ -266,7 +281,7 @@ pub const RUN: CommandSpec = CommandSpec {
         LOG,
         LOG_MAX_SIZE,
         LOG_KEEP,
-        JSON_RESULT,
+        JSON_STARTED,
     ],
     exclusive: &[
         &["replace", "overlap", "reject"],
@@ -296,7 +311,7 @@ pub const RUN: CommandSpec = CommandSpec {
     ],
     ..CommandSpec::new(
         "run",
-        "start CMD as a new generation of session NAME, in this command's environment and directory; waits until it has started (exit 127: program or directory not found, 126: not executable, 1: another failure, 75: not started within 15s, as it waits for a dependency or a predecessor) and prints its generation",
+        "start CMD as a new generation of session NAME, in this command's environment and directory; waits until it has started (exit 127: program or directory not found, 126: not executable, 1: another failure, 75: not started within 15s, as it waits for a dependency or a predecessor); prints its generation first, also when it then fails",
     )
 };
 
@@ -311,12 +326,12 @@ pub const LS: CommandSpec = CommandSpec {
         NAME_OPT,
         OptSpec::flag(
             "json",
-            "print the daemon's answer as JSON instead of a table",
+            "print one JSON object per session, one per line, instead of the table (with NAME: that session's full object); never the protocol's raw reply (docs/cli-json.md)",
         ),
         OptSpec::value(
             "timeout",
             "DURATION",
-            "give up, exit 1, if the daemon has not answered in full within DURATION (as shell completion does, so that a stuck daemon cannot hang a shell)",
+            "give up, exit 1, if the daemon has not answered in full within DURATION (as shell completion does, so that a stuck daemon cannot hang a shell); 0 waits without limit, GENWARD_TIMEOUT's bound on each answer lifted too",
         ),
     ],
     examples: &["ls", "ls web", "ls --json", "ls --timeout 2s"],
@@ -378,7 +393,7 @@ pub const LOGS: CommandSpec = CommandSpec {
         ),
         OptSpec::flag(
             "json",
-            "print JSON lines: each output frame (its bytes as data_b64) and, when following, each start and end, the replayed ones too",
+            "print JSON lines: each output frame (its bytes as data_b64), each dropped event and, when following, each start and end, the replayed ones too (docs/cli-json.md)",
         ),
         OptSpec::flag(
             "timestamps",
@@ -404,7 +419,10 @@ pub const LOGS: CommandSpec = CommandSpec {
 pub const SEND: CommandSpec = CommandSpec {
     positionals: &[
         NAME,
-        PosSpec::optional("TEXT", "text to write to the process's input"),
+        PosSpec::optional(
+            "TEXT",
+            "text to write to the process's input (an empty TEXT writes nothing, but is refused as any write is when the session takes no input)",
+        ),
     ],
     options: &[
         NAME_OPT,
@@ -427,7 +445,10 @@ pub const STOP: CommandSpec = CommandSpec {
         NAME_OPT,
         OptSpec::value("grace", "DURATION", "time between SIGTERM and SIGKILL"),
         IF_GEN,
-        JSON_RESULT,
+        OptSpec::flag(
+            "json",
+            "print the stopped generation's exited event (spawn_failed if it had not started) as one JSON object; nothing if nothing ran (docs/cli-json.md)",
+        ),
     ],
     examples: &["stop web --grace 10s"],
     ..CommandSpec::new(
@@ -462,7 +483,8 @@ pub const RESTART: CommandSpec = CommandSpec {
     options: &[
         NAME_OPT,
         IF_GEN,
-        JSON_RESULT,
+        JSON_STARTED,
+        NO_WAIT,
         CWD,
         ENV,
         ENV_FILE,
@@ -481,10 +503,11 @@ pub const RESTART: CommandSpec = CommandSpec {
         "restart web",
         "restart web --env PORT=9090",
         "restart web --user www-data --rlimit nofile=8192",
+        "restart web --no-wait",
     ],
     ..CommandSpec::new(
         "restart",
-        "start a new generation with the same spec, or with changes to its directory, environment (which then starts from this command's, as run's does), user or limits; waits until it has started and exits as run does (127, 126, 1, 75)",
+        "start a new generation with the same spec, or with changes to its directory, environment (which then starts from this command's, as run's does), user or limits; waits until it has started and exits as run does (127, 126, 1, 75), or with --no-wait returns at once as run does",
     )
 };
 
@@ -506,7 +529,10 @@ pub const WAIT: CommandSpec = CommandSpec {
             "ready",
             "wait until it is ready instead (exit 0), or say why it never will (exit 1)",
         ),
-        JSON_RESULT,
+        OptSpec::flag(
+            "json",
+            "print the event that ended the wait as one JSON object: the generation's exited or spawn_failed (with --ready: ready or ready_failed, or the end that came first) (docs/cli-json.md)",
+        ),
     ],
     examples: &[
         "wait build && echo done",
@@ -517,7 +543,7 @@ pub const WAIT: CommandSpec = CommandSpec {
 
 /// `genward events`.
 pub const EVENTS: CommandSpec = CommandSpec {
-    options: &[JSON],
+    options: &[JSON_EVENTS],
     examples: &["events --json"],
     ..CommandSpec::new("events", "print events as they happen")
 };

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use super::args::{usage, CommandSpec, Matches, OptKind, OptSpec, GLOBAL_OPTIONS};
+use super::args::{usage, CommandSpec, Matches, OptKind, OptSpec, ENVIRONMENT, GLOBAL_OPTIONS};
 use super::commands::COMMANDS;
 use super::dispatch::{write_stdout, CommandError, CommandResult};
 
@@ -546,25 +546,12 @@ pub fn man_page(commands: &[CommandSpec]) -> String {
             out.push_str(&format!(".RS\n.nf\ngenward {}\n.fi\n.RE\n", roff(example)));
         }
     }
+    out.push_str(".SH ENVIRONMENT\nAn empty value is as unset.\n");
+    for (name, text) in ENVIRONMENT {
+        out.push_str(&format!(".TP\n.B {}\n{}.\n", roff(name), roff(text)));
+    }
     out.push_str(
-        ".SH ENVIRONMENT\n\
-         .TP\n\
-         .B GENWARD_SOCKET\n\
-         the daemon's socket, when \\fB\\-\\-socket\\fR is not given.\n\
-         .TP\n\
-         .B GENWARD_TIMEOUT\n\
-         how long a command waits for an answer the daemon gives at once (the reply to a \
-         request, a page of \\fBls\\fR), as a duration such as \\fI30s\\fR, \\fI500ms\\fR or \
-         \\fI2m\\fR; default 30s; \\fI0\\fR waits without limit. A daemon that has not answered \
-         by then (stopped, overloaded, or not a genward daemon) makes the command fail \
-         naming the socket; a request already sent may still be carried out. It does not \
-         bound what a command waits for by its meaning: \\fBwait\\fR, \\fBlogs \\-f\\fR, \
-         \\fBevents\\fR, \\fBattach\\fR, \\fBstop\\fR waiting for the end, \\fBrun\\fR waiting for \
-         the start, \\fBshutdown\\fR, \\fBupgrade\\fR.\n\
-         .TP\n\
-         .B GENWARD_STATE_DIR\n\
-         the daemon's state directory, when \\fB\\-\\-state\\-dir\\fR is not given.\n\
-         .SH FILES\n\
+        ".SH FILES\n\
          .TP\n\
          .I $XDG_RUNTIME_DIR/genward/genward.sock\n\
          the default socket (\\fI/run/genward/genward.sock\\fR as root).\n\
@@ -579,7 +566,10 @@ pub fn man_page(commands: &[CommandSpec]) -> String {
          \\fBattach\\fR gives 128+N, N the signal's number; \\fBrun\\fR and \\fBrestart\\fR exit 127 when the program \
          (or its working directory) is not found, 126 when it cannot be executed (or \
          entered), and 75 when it has not started \
-         within 15 seconds (it waits for a dependency or a predecessor).\n\
+         within 15 seconds (it waits for a dependency or a predecessor). A command that \
+         follows or waits (\\fBevents\\fR, \\fBlogs \\-f\\fR, \\fBwait\\fR, \\fBattach\\fR) \
+         exits 1 with \\(lqlost the daemon\\(rq when the daemon goes away, after an orderly \
+         \\fBshutdown\\fR as after a crash: nothing tells it which.\n\
          .SH SEE ALSO\n\
          The wire protocol, operations and benchmarks in the \\fIdocs/\\fR directory of \
          genward's sources.\n",

@@ -58,9 +58,7 @@ pub fn send(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         return Ok(ExitCode::SUCCESS);
     }
     if !m.flag("stdin") {
-        return Err(m
-            .invalid("TEXT", "", "nothing to send: give TEXT, --stdin or --eof")
-            .into());
+        return Err(m.missing("TEXT", "give TEXT, --stdin or --eof").into());
     }
     let mut conn = ctx.connect()?;
     // Every chunk goes to one generation: the first write learns which (unless --if-gen
@@ -68,6 +66,8 @@ pub fn send(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     // receive the second half of the input.
     let mut stdin = std::io::stdin().lock();
     let mut buf = vec![0u8; SEND_CHUNK];
+    // Bytes the daemon took for the generation so far.
+    let mut sent: u64 = 0;
     loop {
         let n = match stdin.read(&mut buf) {
             Ok(0) => break,
@@ -75,12 +75,60 @@ pub fn send(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(CommandError::Failed(format!("reading standard input: {e}"))),
         };
-        let resp = write_when_room(&mut conn, &session, if_gen, &buf[..n])?;
+        let resp = match write_when_room(&mut conn, &session, if_gen, &buf[..n]) {
+            Ok(resp) => resp,
+            Err(e) => {
+                let gen = if_gen.filter(|_| sent > 0);
+                return Err(cut_short(&mut conn, &session, gen, sent, e));
+            }
+        };
+        sent += n as u64;
         if let Some(gen) = u64_of(&resp, "gen") {
             if_gen = Some(gen);
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why `send --stdin` stopped, when a write was refused after earlier ones to generation
+/// `gen` (`Some` once `sent` bytes went to it) were taken: the daemon's words alone
+/// (`current generation is none, not 7; nothing was done`) would deny the bytes already
+/// passed on. Any other refusal is the daemon's, as it says it.
+fn cut_short(
+    conn: &mut Connection,
+    session: &str,
+    gen: Option<u64>,
+    sent: u64,
+    e: ClientError,
+) -> CommandError {
+    let Some(gen) = gen else { return e.into() };
+    let what = match e.code() {
+        Some("input_closed") => "its input was closed".to_string(),
+        Some("not_running") => "it ended".to_string(),
+        // No longer current: ended, or replaced by the one that is now (asked of the
+        // daemon, which only said "not current").
+        Some("stale_generation") => {
+            let now = conn
+                .request(&Op::Core(Command::Get {
+                    session: session.to_owned(),
+                }))
+                .ok()
+                .and_then(|resp| {
+                    let s = resp.get("session")?.as_object()?;
+                    Some(u64_of(s, "current"))
+                });
+            match now {
+                Some(Some(now)) if now != gen => format!("it was replaced by gen {now}"),
+                Some(_) => "it ended".to_string(),
+                None => "it ended or was replaced".to_string(),
+            }
+        }
+        Some("no_such_session") => "its session was removed".to_string(),
+        _ => return e.into(),
+    };
+    CommandError::Failed(format!(
+        "{session} gen {gen}: {what} while standard input was being sent to it: {sent} bytes had been passed on to it (the process may not have read them all); the rest was not sent"
+    ))
 }
 
 /// Writes `bytes`, waiting while the generation's input queue is full (refused with
@@ -147,7 +195,7 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     // subscribing, so that neither a past nor a later report slips past.
     if unkillable(&mut conn, &session)?.contains(&gen) {
         return Err(CommandError::Failed(format!(
-            "{session} gen {gen} survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
+            "{session} gen {gen}: survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
         )));
     }
     let wait_id = conn.send(&Op::Wait {
@@ -159,7 +207,7 @@ pub fn stop(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         if let Message::Event(WireEvent::Unkillable { gen: g, .. }) = &msg {
             if *g == gen {
                 return Err(CommandError::Failed(format!(
-                    "{session} gen {gen} survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
+                    "{session} gen {gen}: survived SIGKILL (stuck in the kernel?); it is still tracked and shown by `genward ls`"
                 )));
             }
         }
@@ -218,9 +266,10 @@ fn restart_changes(m: &Matches<'_>) -> bool {
 
 /// `genward restart NAME`: prints the new generation and waits until it has started, as
 /// `run` does, with `run`'s exit statuses (127, 126, 1 when it could not start, 75 when
-/// it has not yet). With changes (`--env`, `--cwd`, `--user`, ...), the session's spec is
-/// read, changed as `run` would make it — a changed directory or environment then starts
-/// from this command's, as `run`'s does — and started as a replacement.
+/// it has not yet); with `--no-wait`, as `run --no-wait`, it returns at once. With changes
+/// (`--env`, `--cwd`, `--user`, ...), the session's spec is read, changed as `run` would
+/// make it — a changed directory or environment then starts from this command's, as
+/// `run`'s does — and started as a replacement.
 pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     let (session, if_gen) = target(m)?;
     let mut conn = ctx.connect()?;
@@ -232,14 +281,20 @@ pub fn restart(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             if_gen,
         })
     };
-    // Subscribed before the restart: its `spawned` or `spawn_failed` cannot be missed.
-    conn.request(&subscribe(Target::Session(session.clone())))?;
+    let wait = !m.flag("no-wait");
+    if wait {
+        // Subscribed before the restart: its `spawned` or `spawn_failed` cannot be missed.
+        conn.request(&subscribe(Target::Session(session.clone())))?;
+    }
     let resp = conn
         .request(&op)
         .map_err(|e| super::spec_fields::usage_for(m, e))?;
     let Some(gen) = u64_of(&resp, "gen") else {
         return Err(ClientError::Protocol("restart answered without `gen`".into()).into());
     };
+    if !wait {
+        return super::run::print_unwaited(&session, gen, m.flag("json"));
+    }
     super::run::await_start(&mut conn, &session, gen, m.flag("json"))
 }
 
@@ -268,7 +323,7 @@ fn changed_spawn(
             if current != Some(g) {
                 let now = current.map_or("none".to_string(), |c| c.to_string());
                 return Err(CommandError::Failed(format!(
-                    "{session}: its current generation is {now}, not {g} (--if-gen): nothing was done"
+                    "{session}: current generation is {now}, not {g}; nothing was done (see `genward ls` for the current one)"
                 )));
             }
             None
@@ -322,7 +377,7 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
     // A generation that survived SIGKILL before this remove is not reported again.
     if let Some(gen) = unkillable(&mut conn, &session)?.first() {
         return Err(CommandError::Failed(format!(
-            "{session} gen {gen} survived SIGKILL (stuck in the kernel?); the session stays until it ends"
+            "{session} gen {gen}: survived SIGKILL (stuck in the kernel?); the session stays until it ends"
         )));
     }
     loop {
@@ -340,7 +395,7 @@ pub fn rm(m: &Matches<'_>, ctx: &Context) -> CommandResult {
             } => return Ok(ExitCode::SUCCESS),
             WireEvent::Unkillable { gen, .. } => {
                 return Err(CommandError::Failed(format!(
-                    "{session} gen {gen} survived SIGKILL (stuck in the kernel?); the session stays until it ends"
+                    "{session} gen {gen}: survived SIGKILL (stuck in the kernel?); the session stays until it ends"
                 )));
             }
             _ => {}

@@ -172,7 +172,7 @@ fn replay(
                 printer.end_of_replay()?;
                 if let Some(g) = o.only.filter(|g| !seen_only && !known.contains(g)) {
                     return Err(CommandError::Failed(format!(
-                        "{} has no generation {g} that genward knows of or holds output of (known: {})",
+                        "{}: no generation {g} that genward knows of or holds output of (known: {})",
                         o.session,
                         list(known)
                     )));
@@ -258,6 +258,7 @@ fn replay(
                         format!("[genward: {} gen {gen} started, pid {pid}]\n", o.session)
                             .as_bytes(),
                     )?;
+                    printer.announced(*gen);
                 }
                 if followed.is_none() {
                     followed = Some(*gen);

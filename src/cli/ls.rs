@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::args::Matches;
-use super::client::{objects_of, str_of, u64_of, ClientError};
+use super::client::{objects_of, str_of, u64_of, ClientError, Patience};
 use super::dispatch::{
     session_arg, write_stderr, write_stdout, CommandError, CommandResult, Context,
 };
@@ -23,7 +23,7 @@ use super::list_pages::Pages;
 use super::table::{render, Column, Streamed};
 use super::wait::describe;
 use crate::core::Command;
-use crate::proto::duration::{format_compact, parse_duration};
+use crate::proto::duration::format_compact;
 use crate::proto::event::End;
 use crate::proto::json::{Object, Value};
 use crate::proto::request::Op;
@@ -291,19 +291,25 @@ fn now_unix_ms() -> u64 {
 
 /// `genward ls`.
 pub fn ls(m: &Matches<'_>, ctx: &Context) -> CommandResult {
-    let timeout = m.value_with("timeout", |v| {
-        let d = parse_duration(v).map_err(|e| e.to_string())?;
-        match d < Duration::from_millis(1) {
-            // It would give up before any daemon could answer.
-            true => {
-                Err("shorter than 1ms: give a time to wait for the listing, e.g. 1s".to_string())
-            }
-            false => Ok(d),
+    // As GENWARD_TIMEOUT reads it: 0 waits without limit, so the same value means the
+    // same in both places.
+    let timeout = m.value_with("timeout", Patience::parse)?;
+    let unbounded;
+    let ctx = match timeout {
+        Some(Patience(Some(limit))) => {
+            give_up_after(limit);
+            ctx
         }
-    })?;
-    if let Some(limit) = timeout {
-        give_up_after(limit);
-    }
+        // No limit at all: nor the one GENWARD_TIMEOUT puts on each answer.
+        Some(Patience(None)) => {
+            unbounded = Context {
+                patience: Patience(None),
+                ..ctx.clone()
+            };
+            &unbounded
+        }
+        None => ctx,
+    };
     if m.positional("NAME").is_some() {
         return ls_one(m, ctx);
     }

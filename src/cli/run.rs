@@ -462,14 +462,21 @@ pub fn run(m: &Matches<'_>, ctx: &Context) -> CommandResult {
         .ok_or_else(|| ClientError::Protocol("spawn answered without `gen`".into()))?;
     let json = m.flag("json");
     if !wait {
-        if json {
-            super::json_out::print(super::json_out::session_gen(&session, gen))?;
-        } else {
-            write_stdout(format!("{gen}\n").as_bytes())?;
-        }
-        return Ok(ExitCode::SUCCESS);
+        return print_unwaited(&session, gen, json);
     }
     await_start(&mut conn, &session, gen, json)
+}
+
+/// What `run --no-wait` and `restart --no-wait` print: generation `gen` of `session`, at
+/// once (with `json`, `{"session","gen"}`), and success; whether it starts is `wait`'s or
+/// `ls`'s to tell.
+pub fn print_unwaited(session: &str, gen: u64, json: bool) -> CommandResult {
+    if json {
+        super::json_out::print(super::json_out::session_gen(session, gen))?;
+    } else {
+        write_stdout(format!("{gen}\n").as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints generation `gen` of `session` (unless `json`) and waits until it has started,
@@ -497,7 +504,7 @@ pub fn await_start(conn: &mut Connection, session: &str, gen: u64, json: bool) -
                 .and_then(|resp| not_started_why(resp.get("session")?.as_object()?, gen))
                 .map_or_else(String::new, |why| format!(" ({why})"));
             let line = format!(
-                "genward: {session} gen {gen} has not started within {}s{why}; `genward ls` shows it\n",
+                "genward: {session} gen {gen}: not started within {}s{why}; `genward ls` shows it\n",
                 START_WAIT.as_secs()
             );
             write_stderr(line.as_bytes())?;

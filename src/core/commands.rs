@@ -62,7 +62,7 @@ impl Core {
         }
         self.sessions
             .get(name)
-            .ok_or_else(|| Error::new(ErrorCode::NoSuchSession, format!("no session {name:?}")))
+            .ok_or_else(|| Error::new(ErrorCode::NoSuchSession, format!("no session `{name}`")))
     }
 
     /// The current generation, checked against `if_gen`.
@@ -73,7 +73,7 @@ impl Core {
                 let now = current.map_or_else(|| "none".to_owned(), |g| g.to_string());
                 Err(Error::new(
                     ErrorCode::StaleGeneration,
-                    format!("current generation is {now}, not {want}"),
+                    format!("{name}: current generation is {now}, not {want}"),
                 ))
             }
             _ => Ok(current),
@@ -96,7 +96,7 @@ impl Core {
         let not_running = || {
             Error::new(
                 ErrorCode::NotRunning,
-                format!("session {name:?} has no running process"),
+                format!("session `{name}` has no running process"),
             )
         };
         let gen = self.current(name, if_gen)?.ok_or_else(not_running)?;
@@ -105,7 +105,7 @@ impl Core {
             Some(g) if g.is_unverified() => Err(Error::new(
                 ErrorCode::NotRunning,
                 format!(
-                    "generation {gen} of {name:?} was taken back after a restart and its process cannot be verified yet: nothing is sent to it"
+                    "{name} gen {gen}: was taken back after a restart and its process cannot be verified yet: nothing is sent to it"
                 ),
             )),
             _ => Err(not_running()),
@@ -158,7 +158,7 @@ impl Core {
             Some(s) if self.runs_its_current(s) && on_busy == OnBusy::Reject => {
                 return Err(Error::new(
                     ErrorCode::Busy,
-                    format!("session {name:?} is busy"),
+                    format!("session `{name}` is busy"),
                 ));
             }
             Some(_) => {}

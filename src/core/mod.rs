@@ -379,7 +379,7 @@ impl Core {
         let s = self.session(session)?;
         let last = s.last_end.as_ref().map(LastEnd::gen);
         let Some(g) = gen.or(s.current).or(last) else {
-            let what = format!("session {session:?} has no generation to wait for");
+            let what = format!("session `{session}` has no generation to wait for");
             return Err(Error::new(ErrorCode::NotRunning, what));
         };
         if let Some(end) = s.recent_end(g) {
@@ -388,9 +388,7 @@ impl Core {
         if self.gens.get(&g).is_some_and(|x| x.session == s.name) {
             return Ok(WaitFor::Live(g));
         }
-        let what = format!(
-            "generation {g} of {session:?} is not known (ended long ago, or never existed)"
-        );
+        let what = format!("{session} gen {g}: not known (ended long ago, or never existed)");
         Err(Error::new(ErrorCode::NotRunning, what))
     }
 
@@ -853,7 +851,7 @@ impl Core {
             .nth(session::MAX_LIVE_GENERATIONS - 1)
             .map(|_| {
                 let msg = format!(
-                    "session {name:?} already has {} generations still ending, the most one session tracks; wait for them, or stop it with a short grace to end them sooner",
+                    "session `{name}` already has {} generations still ending, the most one session tracks; wait for them, or stop it with a short grace to end them sooner",
                     session::MAX_LIVE_GENERATIONS
                 );
                 Error::new(ErrorCode::Limit, msg)

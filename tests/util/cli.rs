@@ -123,7 +123,13 @@ pub struct Streaming {
 impl Streaming {
     /// Starts `genward ARGS...` against `d`.
     pub fn start(d: &Daemon, args: &[&str]) -> Streaming {
-        let mut child = command(d, args)
+        Streaming::start_cmd(command(d, args))
+    }
+
+    /// Starts `cmd`, reading its standard output by lines; its standard error is what
+    /// `cmd` says (inherited, unless set: piped, [`Streaming::finish_stderr`] reads it).
+    pub fn start_cmd(mut cmd: Command) -> Streaming {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -167,6 +173,14 @@ impl Streaming {
     /// Waits for the command to end by itself; returns its exit status.
     pub fn finish(mut self) -> Option<i32> {
         wait_bounded(self.child.take().unwrap()).status.code()
+    }
+
+    /// Waits for the command, started with its standard error piped, to end by itself;
+    /// returns its exit status and what it wrote on standard error.
+    pub fn finish_stderr(mut self) -> (Option<i32>, String) {
+        let out = wait_bounded(self.child.take().unwrap());
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stderr)
     }
 
     /// Sends `signal` to the command.

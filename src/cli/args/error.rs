@@ -38,6 +38,12 @@ pub enum ArgErrorKind {
     },
     /// A required positional is missing.
     MissingPositional { name: &'static str },
+    /// An optional positional the command needs after all, as `how` says another way to
+    /// give what it stands for (`send NAME` without TEXT, `--stdin` or `--eof`).
+    MissingInput {
+        name: &'static str,
+        how: &'static str,
+    },
     /// The command line after `--` is missing.
     MissingTrailing { name: &'static str },
     /// An argument (1-based, after the program name) is not valid UTF-8.
@@ -153,6 +159,7 @@ impl fmt::Display for Unescaped<'_> {
                 trailing: None,
             } => write!(f, "unexpected argument `{arg}`")?,
             ArgErrorKind::MissingPositional { name } => write!(f, "missing {name}")?,
+            ArgErrorKind::MissingInput { name, how } => write!(f, "missing {name}: {how}")?,
             ArgErrorKind::MissingTrailing { name } => write!(f, "missing {name} after `--`")?,
             ArgErrorKind::NotUnicode { position, lossy } => write!(
                 f,

@@ -14,6 +14,23 @@ pub const GLOBAL_OPTIONS: &[OptSpec] = &[
     OptSpec::flag("version", "print the version").short('V'),
 ];
 
+/// The environment variables genward reads, for `genward --help` and the man page's
+/// ENVIRONMENT: errors about them point to `genward --help`, so that is where they are.
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "GENWARD_SOCKET",
+        "the daemon's socket, when --socket is not given",
+    ),
+    (
+        "GENWARD_TIMEOUT",
+        "how long a command waits for an answer the daemon gives at once (the reply to a request, a page of ls), as a duration such as 30s, 500ms or 2m; default 30s; 0 waits without limit. A daemon that has not answered by then (stopped, overloaded, or not a genward daemon) makes the command fail naming the socket; a request already sent may still be carried out. It does not bound what a command waits for by its meaning: wait, logs -f, events, attach, stop waiting for the end, run waiting for the start, shutdown, upgrade",
+    ),
+    (
+        "GENWARD_STATE_DIR",
+        "the daemon's state directory, when --state-dir is not given",
+    ),
+];
+
 /// The full help for one command: usage, arguments, options, exclusive groups, examples.
 pub fn command_help(spec: &CommandSpec) -> String {
     let name = command_name(spec);
@@ -133,6 +150,12 @@ pub fn global_help(commands: &[CommandSpec]) -> String {
         })
         .collect();
     out.push_str(&two_columns(&opts));
+    out.push_str("\nEnvironment (empty is as unset):\n");
+    let vars: Vec<(String, String)> = ENVIRONMENT
+        .iter()
+        .map(|(name, text)| (name.to_string(), text.to_string()))
+        .collect();
+    out.push_str(&two_columns(&vars));
     out.push_str("\nRun `genward COMMAND --help` for a command's options and an example.\n");
     out
 }

@@ -21,7 +21,7 @@ mod spec;
 
 pub use error::{ArgError, ArgErrorKind};
 pub use global::{find_command, parse_global, Global, GLOBAL_AFTER_COMMAND};
-pub use help::{command_help, global_help, usage, GLOBAL_OPTIONS};
+pub use help::{command_help, global_help, usage, ENVIRONMENT, GLOBAL_OPTIONS};
 pub use parse::{args_to_strings, parse, Matches, Outcome};
 pub use spec::{CommandSpec, OptKind, OptSpec, PosSpec, TrailingSpec};
 

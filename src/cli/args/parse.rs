@@ -94,6 +94,15 @@ impl<'s> Matches<'s> {
         )
     }
 
+    /// An [`ArgErrorKind::MissingInput`] error for this command: optional positional
+    /// `name` is needed after all, or what `how` says instead.
+    pub fn missing(&self, name: &'static str, how: &'static str) -> ArgError {
+        ArgError::new(
+            command_name(self.spec),
+            ArgErrorKind::MissingInput { name, how },
+        )
+    }
+
     /// An [`ArgErrorKind::Refused`] error for this command: the arguments as a whole
     /// are beyond what the daemon takes (`reason` says which limit, and what to do).
     pub fn refused(&self, reason: impl fmt::Display) -> ArgError {
@@ -334,6 +343,17 @@ fn record(
                 reason: "expected a number in digits only, without a sign".into(),
             });
         }
+        // An empty path is no path: refused here, naming the option, rather than read
+        // as the current directory or failing later with a raw error.
+        if let Some((_, what)) = PATH_METAS.iter().find(|(p, _)| *p == meta) {
+            if v.is_empty() {
+                return Err(ArgErrorKind::InvalidValue {
+                    option: written,
+                    value: String::new(),
+                    reason: format!("needs {what}"),
+                });
+            }
+        }
     }
     m.given.push((index, value));
     Ok(())
@@ -341,6 +361,13 @@ fn record(
 
 /// The placeholders of options whose value is a plain number (a size with a unit too).
 const NUMBER_METAS: &[&str] = &["N", "GEN", "FD", "UID", "SIZE"];
+
+/// The placeholders of options whose value is a path, with what an empty one lacks.
+pub(super) const PATH_METAS: &[(&str, &str)] = &[
+    ("PATH", "a path"),
+    ("DIR", "the path of a directory"),
+    ("FILE", "the path of a file"),
+];
 
 /// Puts a positional given as its option (`--name=-x` for `NAME`, see
 /// [`PosSpec::option`](super::spec::PosSpec::option)) in its place, before the

@@ -125,9 +125,20 @@ fn dashdash_inside_values() {
 
 #[test]
 fn equals_with_empty_value_is_an_empty_value() {
-    let m = ok(&RUN, &["web", "--cwd=", "--env=", "--", "x"]);
-    assert_eq!(m.value("cwd"), Some(""));
+    let m = ok(&RUN, &["web", "--grace=", "--env=", "--", "x"]);
+    assert_eq!(m.value("grace"), Some(""));
     assert_eq!(m.values("env"), vec![""]);
+    // But a path (`DIR`, `FILE`, `PATH`) is never empty: that is the option's error,
+    // in either form, rather than the current directory or a raw error later.
+    for args in [
+        &["web", "--cwd=", "--", "x"][..],
+        &["web", "--cwd", "", "--", "x"],
+    ] {
+        assert_eq!(
+            fails(&RUN, args).to_string(),
+            "genward run: bad value `` for `--cwd`: needs the path of a directory; see `genward run --help`"
+        );
+    }
     // Only the first `=` splits.
     assert_eq!(
         ok(&RUN, &["web", "--env=K=V=W", "--", "x"]).values("env"),

@@ -2,7 +2,9 @@
 //! with `--timestamps` — each line prefixed with the time its first byte was read; and
 //! with `-n` only the last lines, held (bounded by what the daemon replays) until the
 //! replay ends. Between two generations' output a marker line goes to standard error,
-//! `[genward: SESSION gen G]` — with `-n`, only between lines that are shown.
+//! `[genward: SESSION gen G]` — with `-n`, only between lines that are shown; when
+//! following, a generation's start told as `[genward: SESSION gen G started, pid P]`
+//! marks it instead (one marker per generation start).
 //!
 //! With `--timestamps` every line printed starts with its timestamp, whichever stream it
 //! is on, so that the two streams merged (a terminal, `2>&1`) never show one inside a
@@ -24,6 +26,8 @@ use crate::proto::json::Object;
 /// One line (or the unfinished end of a stream), with where it goes and when it began.
 #[derive(Debug)]
 struct Line {
+    /// Its number among the lines held, so that a continuation finds its line.
+    seq: u64,
     gen: u64,
     err: bool,
     t: Option<u64>,
@@ -37,6 +41,12 @@ pub struct Printer {
     /// `-n`: keep only this many lines until [`Printer::end_of_replay`].
     tail: Option<usize>,
     held: VecDeque<Line>,
+    /// Per stream: the held line its next bytes continue, unless they start a line. With
+    /// `--timestamps`, a line that starts on the other stream ends it, as printing in
+    /// full ends it, so `-n N` shows the last N lines of what the full view prints.
+    held_open: [Option<u64>; 2],
+    /// The `seq` of the next line held.
+    next_seq: u64,
     /// Per stream (stdout, stderr): whether the next byte read starts a line.
     at_line_start: [bool; 2],
     /// Per stream: whether what was printed last on it is an unfinished line.
@@ -72,6 +82,8 @@ impl Printer {
             timestamps,
             tail,
             held: VecDeque::new(),
+            held_open: [None; 2],
+            next_seq: 0,
             at_line_start: [true; 2],
             printed_open: [false; 2],
             json,
@@ -93,6 +105,13 @@ impl Printer {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Generation `gen` was announced as started (`[genward: SESSION gen G started,
+    /// ...]`): that marks where its output begins, so its first output adds no marker of
+    /// its own.
+    pub fn announced(&mut self, gen: u64) {
+        self.shown_gen = Some(gen);
     }
 
     /// Prints (or, with `-n`, holds) one frame as a JSON line.
@@ -179,23 +198,36 @@ impl Printer {
     }
 
     /// Keeps the last `n` lines: a piece that does not start a line continues its
-    /// stream's unfinished line.
+    /// stream's unfinished line — with `--timestamps`, only while no line of the other
+    /// stream started since, as [`Printer::timestamped`] prints them: else its rest is a
+    /// line of its own, with its own time.
     fn hold(&mut self, gen: u64, err: bool, t: Option<u64>, piece: &[u8], start: bool, n: usize) {
-        let open = self
-            .held
-            .iter_mut()
-            .rev()
-            .find(|l| l.err == err)
-            .filter(|l| !start && !l.bytes.ends_with(b"\n"));
-        match open {
-            Some(line) => line.bytes.extend_from_slice(piece),
-            None => self.held.push_back(Line {
-                gen,
-                err,
-                t,
-                bytes: piece.to_vec(),
-            }),
-        }
+        let i = err as usize;
+        let open = self.held_open[i]
+            .filter(|_| !start)
+            .and_then(|seq| self.held.iter_mut().rev().find(|l| l.seq == seq));
+        let seq = match open {
+            Some(line) => {
+                line.bytes.extend_from_slice(piece);
+                line.seq
+            }
+            None => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                if self.timestamps {
+                    self.held_open[!err as usize] = None;
+                }
+                self.held.push_back(Line {
+                    seq,
+                    gen,
+                    err,
+                    t,
+                    bytes: piece.to_vec(),
+                });
+                seq
+            }
+        };
+        self.held_open[i] = Some(seq).filter(|_| !piece.ends_with(b"\n"));
         while self.held.len() > n {
             self.held.pop_front();
         }
@@ -216,13 +248,17 @@ impl Printer {
             match self.tail {
                 // The held line is closed: the next piece starts another.
                 Some(_) => {
-                    if let Some(line) = self.held.iter_mut().rev().find(|l| l.err == err) {
+                    let open = self.held_open[i].take();
+                    if let Some(line) = self.held.iter_mut().rev().find(|l| Some(l.seq) == open) {
                         line.bytes.push(b'\n');
                     }
                 }
+                // With `--timestamps`, a line the other stream's already ended (its
+                // newline printed) gets no second one: that would print an empty line.
                 None => {
-                    self.printed_open[i] = false;
-                    (self.out)(err, b"\n")?;
+                    if std::mem::take(&mut self.printed_open[i]) || !self.timestamps {
+                        (self.out)(err, b"\n")?;
+                    }
                 }
             }
         }
@@ -327,6 +363,39 @@ mod tests {
                  1970-01-01T00:00:02.000Z next more\n",
                 "{tail:?}"
             );
+        }
+    }
+
+    /// With `--timestamps`, `-n N` prints the last N lines of what the full view prints:
+    /// a line interrupted by the other stream's is split there in both.
+    #[test]
+    fn the_last_timestamped_lines_are_split_as_in_full() {
+        let feed = |p: &mut Printer| {
+            p.frame(1, Stream::Stdout, Some(0), b"out-part").unwrap();
+            p.frame(1, Stream::Stderr, Some(1000), b"err-line\n")
+                .unwrap();
+            // A gap after a line the other stream ended already adds no empty line.
+            p.gap().unwrap();
+            p.frame(1, Stream::Stdout, Some(2000), b" out-rest\nlast")
+                .unwrap();
+            p.frame(1, Stream::Stderr, Some(3000), b"e2").unwrap();
+            p.frame(1, Stream::Stdout, Some(4000), b" more\n").unwrap();
+            p.end_of_replay().unwrap();
+        };
+        let mut p = Printer::new(true, None, false, None);
+        p.out = merged;
+        feed(&mut p);
+        let full = printed();
+        let lines: Vec<&str> = full.split_inclusive('\n').collect();
+        assert_eq!(lines.len(), 6, "{full}");
+        for n in 0..=7 {
+            let mut p = Printer::new(true, Some(n), false, None);
+            p.out = merged;
+            feed(&mut p);
+            let want: String = lines[lines.len().saturating_sub(n)..].concat();
+            // The first line shown may be the unfinished end of a stream: it is ended
+            // by the line after it in both.
+            assert_eq!(printed(), want, "-n {n}");
         }
     }
 

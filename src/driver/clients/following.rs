@@ -81,10 +81,10 @@ impl Clients {
             }
             Target::All => None,
             Target::Session(name) if self.subs.follows_all(id) => Some(format!(
-                "this connection follows all sessions, {name:?} among them: unsubscribe from all"
+                "this connection follows all sessions, `{name}` among them: unsubscribe from all"
             )),
             Target::Session(name) if !self.subs.follows(id, name) => {
-                Some(format!("this connection does not follow session {name:?}"))
+                Some(format!("this connection does not follow session `{name}`"))
             }
             Target::Session(_) => None,
         };

@@ -169,7 +169,7 @@ impl Daemon {
                     Target::Session(name) => match self.core.get(name) {
                         Some(s) => vec![s.name],
                         None => {
-                            let why = format!("no session {name:?}");
+                            let why = format!("no session `{name}`");
                             let e = ProtoError::new(ErrorCode::NoSuchSession, why);
                             return self.clients.send_error(id, &rid, &e);
                         }
