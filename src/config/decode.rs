@@ -11,10 +11,10 @@ use crate::proto::error::ProtoError;
 use crate::proto::json::{parse_with_spans, Limits, Object, Spans, Value};
 use crate::proto::request::decode_config_entry;
 
-/// As strict as a request, with room for a file of many sessions.
+/// As strict as a request (its nesting too), with room for a file of many sessions.
 const LIMITS: Limits = Limits {
     max_len: super::MAX_FILE_BYTES,
-    max_depth: 16,
+    max_depth: Limits::DEFAULT.max_depth,
     max_string_len: 1 << 20,
     max_elements: 1 << 16,
 };

@@ -43,6 +43,13 @@ pub fn raise_nofile_limit() -> Option<u64> {
         };
         setrlimit(Resource::Nofile, all).is_ok()
     });
+    if let (Some(c), false) = (higher_hard, raised_hard) {
+        log::info!(
+            "descriptor limit stays at the hard limit {}: raising it towards fs.nr_open ({c}) \
+             needs CAP_SYS_RESOURCE (a running session holds up to five)",
+            old.maximum.unwrap_or(u64::MAX)
+        );
+    }
     let result = if raised_hard {
         Ok(())
     } else if old.current == old.maximum {
