@@ -210,6 +210,75 @@ fn a_stopped_and_started_daemon_runs_its_configured_sessions_again() {
     assert_eq!(down["session"]["state"], json!("stopped"));
 }
 
+/// The generation of `session`'s last run, once it has ended (awaited through a
+/// subscription that replays from the start).
+fn ended(c: &mut Client, session: &str) -> u64 {
+    let mut sub = Client::connect(&c_socket(c));
+    sub.ok(json!({"op": "subscribe", "session": session, "from_start": true}));
+    let seen = sub.events_until(|m| m.json()["event"] == "exited");
+    seen.last().unwrap().json()["gen"].as_u64().unwrap()
+}
+
+/// Asserts that `session` rests `exited` with `gen` still its last run: nothing started
+/// it since (a new generation would be its current one, or its last end).
+#[track_caller]
+fn still_done(c: &mut Client, session: &str, gen: u64) {
+    let s = &c.ok(json!({"op": "get", "session": session}))["session"];
+    assert_eq!(s["current"], Value::Null, "not started again: {s}");
+    assert_eq!(s["last_end"]["gen"], json!(gen), "not started again: {s}");
+    assert_eq!(s["state"], json!("exited"), "left as it ended: {s}");
+}
+
+/// A configured one-shot that ran and exited before a crash of the daemon, and before a
+/// clean stop, is not run again by the next daemon — it was not left down by either, and
+/// a restart reconciles as a reload does; the long-running session the stop stopped runs
+/// again. Runs are also counted in a file the one-shot appends to.
+#[test]
+fn a_one_shot_that_exited_does_not_run_again_after_a_crash_or_a_stop() {
+    let conf = ScratchDir::new("config-once");
+    let path = conf.join("genward.json");
+    let runs = conf.join("runs");
+    let script = format!("echo ran >> '{}'", runs.display());
+    write_config(
+        &path,
+        json!({"mig": {"argv": ["sh", "-c", script]}, "svc": sleeper("svc")}),
+    );
+    let config = ["--config", path.to_str().unwrap()];
+    let count = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let mut d = start("config-once", &path);
+    let mig = ended(&mut d.client(), "mig");
+    still_done(&mut d.client(), "mig", mig);
+    let before = running(&mut d.client());
+    assert_eq!(count(), 1);
+
+    // A crash (the keeper keeps `svc` running): the config is applied before the socket
+    // is served, so what the start did is there to see.
+    d.crash_and_restart(&config);
+    let mut c = d.client();
+    still_done(&mut c, "mig", mig);
+    let after = running(&mut c);
+    assert_eq!(after["svc"], before["svc"], "kept running across the crash");
+    let plan = c.ok(json!({"op": "reload"}));
+    assert_eq!(names(&plan["unchanged"]), ["mig", "svc"]);
+
+    // A clean stop: it stopped `svc`, not `mig`.
+    assert_eq!(d.terminate(), Some(0));
+    d.restart_wrapped(&[], &config);
+    let mut c = d.client();
+    still_done(&mut c, "mig", mig);
+    let after = running(&mut c);
+    assert!(
+        after["svc"].0 > before["svc"].0,
+        "stopped by the stop, started again: {after:?}"
+    );
+    assert_eq!(count(), 1, "the one-shot ran once");
+}
+
 #[test]
 fn a_dry_run_prints_the_plan_and_changes_nothing() {
     let conf = ScratchDir::new("config-dry");

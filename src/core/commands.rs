@@ -405,11 +405,14 @@ impl Core {
         let kill = match self.shutdown {
             Shutdown::Running => {
                 self.shutdown = Shutdown::Stopping;
-                // What the shutdown stops, known now (a second shutdown finds it all down);
-                // one an earlier shutdown stopped and nobody started since stays so.
+                // What the shutdown stops, known now (a second shutdown finds it all down):
+                // the config's sessions running or with a restart due. One that ended on
+                // its own is not stopped by it; one an earlier shutdown (or a crash) left
+                // down and nobody started since stays so.
                 for s in self.sessions.values_mut() {
                     let up = s.want_up && !s.removing && s.origin == super::Origin::Config;
-                    s.stopped_by_shutdown |= up;
+                    let live = s.current.is_some() || s.restart_at.is_some();
+                    s.stopped_by_shutdown |= up && live;
                 }
                 false
             }

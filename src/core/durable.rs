@@ -20,7 +20,7 @@ use super::generation::{Ended, GenInput, Generation};
 use super::input::{AdoptedIo, Started};
 use super::persist::{Desired, RestoreProblem, SessionRecord, WallClock};
 use super::session::{Session, RECENT_ENDS};
-use super::snapshot::StopReason;
+use super::snapshot::{LastEnd, StopReason};
 use super::time::Time;
 use super::Core;
 
@@ -191,8 +191,13 @@ impl Core {
         s.origin = r.origin;
         s.want_up = r.desired == Desired::Up;
         s.removing = r.desired == Desired::Removing;
-        s.stopped_by_shutdown = r.stopped_by_shutdown && r.desired == Desired::Down;
         s.rest = r.rest.into();
+        // Stopped by the last shutdown (`down`), or left down by a crash before the
+        // config's first load took it up (`up`). A session that ended on its own is
+        // neither, though an older daemon flagged it so.
+        s.stopped_by_shutdown = r.stopped_by_shutdown
+            && r.desired != Desired::Removing
+            && Session::down_by_daemon(s.rest, r.last_end.as_ref());
         s.restarts = r.restarts;
         // Only a session that still wants to run has a backoff to finish; one already due
         // fires at the first timeout.
@@ -204,6 +209,7 @@ impl Core {
             .current
             .filter(|g| !r.recent_ends.iter().any(|e| e.gen() == Some(*g)));
         s.current_overlaps = r.current_overlaps && s.current.is_some();
+        s.taken_back_current = s.current.is_some();
         s.last_gen = r.last_gen;
         s.last_end = r.last_end;
         let skip = r.recent_ends.len().saturating_sub(RECENT_ENDS);
@@ -304,6 +310,7 @@ impl Core {
         let current = s.current;
         let restarts = s.restarts;
         let older_taken_back = std::mem::take(&mut s.older_taken_back);
+        let taken_back_current = std::mem::take(&mut s.taken_back_current);
         let on_busy = match std::mem::take(&mut s.current_overlaps) {
             true => super::OnBusy::Overlap,
             false => super::OnBusy::Replace,
@@ -350,12 +357,22 @@ impl Core {
             }
         }
         self.advance_session(name);
-        // What the config asked to run and the crash left down: its first load starts it
-        // again, as one the shutdown stopped. One still running, being stopped, or with a
-        // restart due is left to that.
+        // What the config asked to run and the crash left down — the generation it was
+        // running when the daemon died found lost, and no restart due: its first load
+        // starts it again, as one the shutdown stopped. One still running, being stopped,
+        // or with a restart due is left to that; one that had ended on its own before the
+        // crash (a one-shot done, one `failed`) is left as it is, as a reload leaves it.
         if let Some(s) = self.sessions.get_mut(name) {
             let down = s.current.is_none() && s.restart_at.is_none();
-            if s.origin == super::Origin::Config && s.want_up && !s.removing && down {
+            let lost = taken_back_current
+                && matches!(
+                    s.last_end,
+                    Some(LastEnd::Exited {
+                        cause: ExitCause::Lost,
+                        ..
+                    })
+                );
+            if s.origin == super::Origin::Config && s.want_up && !s.removing && down && lost {
                 s.stopped_by_shutdown = true;
             }
         }

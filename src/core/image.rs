@@ -76,6 +76,9 @@ pub struct SessionImage {
     pub removing: bool,
     /// The generation being stopped only because its I/O died with an earlier daemon.
     pub recovery_stop: Option<u64>,
+    /// A session of the config the daemon's end left down (stopped by a shutdown, or its
+    /// generation lost with a crash): the config starts it again at its next load.
+    pub stopped_by_shutdown: bool,
     /// Consecutive automatic restarts so far.
     pub restarts: u32,
     /// When a pending restart fires.

@@ -792,6 +792,19 @@ impl Core {
         } else {
             stopped_by_us
         };
+        // Not stopped by anyone (a liveness stop is the session's failure), nor lost.
+        let on_its_own = (!stopped_by_us || unhealthy) && !matches!(ended, Ended::Lost);
+        if s.stopped_by_shutdown && !s.want_up && !s.removing && on_its_own {
+            // It ended on its own while the shutdown stopped others before it (a one-shot
+            // done before its turn): the shutdown stopped it only if its policy would have
+            // started it again. Otherwise it rests as it ended, and the next start leaves
+            // it so, as a reload would.
+            if let Decision::Rest(rest) = restart::decide(&s.spec.restart, s.restarts, &ended) {
+                s.stopped_by_shutdown = false;
+                s.rest = rest;
+                return;
+            }
+        }
         if !s.want_up || s.removing || (stopped_by_us && !unhealthy) {
             s.rest = Rest::Stopped;
             return;

@@ -43,8 +43,10 @@ pub struct SessionRecord {
     pub current_overlaps: bool,
     /// A session of the config that the daemon's shutdown stopped (`desired` is `down`):
     /// the config starts it again when the next daemon starts, as a service manager's
-    /// restart expects; one a client stopped stays stopped. (Also set, with `desired`
-    /// `up`, on one a crash left down, until the config's first load; not restored so.)
+    /// restart expects; one a client stopped stays stopped. Also set, with `desired`
+    /// `up`, on one a crash left down (its generation lost), until the config's first
+    /// load. Never on one that ended on its own: restored only with `rest` `stopped` or a
+    /// `lost` last end, as older daemons also flagged a session done or `failed`.
     pub stopped_by_shutdown: bool,
     /// The last generation that was current.
     pub last_gen: Option<u64>,

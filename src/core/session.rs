@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::action::{Event, SessionState};
+use super::action::{Event, ExitCause, SessionState};
 use super::reload::Origin;
 use super::restart::Rest;
 use super::snapshot::LastEnd;
@@ -36,9 +36,12 @@ pub(crate) struct Session {
     /// False after a stop or remove: nothing may restart it (the pm2#1043 trap).
     pub want_up: bool,
     /// A session of the config that the daemon's end left down, not a client: stopped by
-    /// its shutdown, or found down after a crash (its process lost with the daemon — a
-    /// container's PID 1 killed takes every process with it — and no restart due). The
-    /// config starts it again at the next start (see [`super::Plan`]), as at a first one.
+    /// its shutdown (running, or a restart due, when it began), or found down after a
+    /// crash (its process lost with the daemon — a container's PID 1 killed takes every
+    /// process with it — and no restart due). The config starts it again at the next start
+    /// (see [`super::Plan`]), as at a first one. Never one that ended on its own and rests
+    /// `exited` or `failed` (a one-shot done, restarts run out): a restart leaves it as a
+    /// reload would.
     pub stopped_by_shutdown: bool,
     pub removing: bool,
     /// The generation a restarted daemon is stopping because its input and output died
@@ -49,6 +52,9 @@ pub(crate) struct Session {
     /// recorded current one was taken back, even if found gone at once — so the current
     /// one, if nothing describes it, was a replacement waiting for it.
     pub older_taken_back: bool,
+    /// During a start-up only (between restore and resume): the record named a current
+    /// generation, so a lost end found at resume is the crash's doing, not an earlier one.
+    pub taken_back_current: bool,
     /// During a start-up only: the recorded current generation was spawned with
     /// `on_busy: overlap` (see [`super::SessionRecord::current_overlaps`]).
     pub current_overlaps: bool,
@@ -77,6 +83,7 @@ impl Session {
             removing: false,
             recovery_stop: None,
             older_taken_back: false,
+            taken_back_current: false,
             current_overlaps: false,
             restarts: 0,
             restart_at: None,
@@ -104,6 +111,21 @@ impl Session {
     /// The terminal event of `gen`, if it is among the remembered ones.
     pub fn recent_end(&self, gen: u64) -> Option<&Event> {
         self.recent_ends.iter().rev().find(|e| e.gen() == Some(gen))
+    }
+
+    /// Whether resting as `rest` after `last_end` may be the daemon's doing (its shutdown
+    /// or a crash): stopped, or its last generation lost with the daemon. One that rests
+    /// `exited` or `failed` by an end of its own was not left down by anyone, whatever an
+    /// older daemon's record says (older daemons flagged those too).
+    pub fn down_by_daemon(rest: Rest, last_end: Option<&LastEnd>) -> bool {
+        rest == Rest::Stopped
+            || matches!(
+                last_end,
+                Some(LastEnd::Exited {
+                    cause: ExitCause::Lost,
+                    ..
+                })
+            )
     }
 
     /// Validates a session name: `[A-Za-z0-9._-]{1,64}`, not starting with `.` (so it is

@@ -81,6 +81,7 @@ fn session_image(s: &Session) -> SessionImage {
         want_up: s.want_up,
         removing: s.removing,
         recovery_stop: s.recovery_stop,
+        stopped_by_shutdown: s.stopped_by_shutdown,
         restarts: s.restarts,
         restart_at: s.restart_at,
         rest: s.rest.into(),

@@ -337,6 +337,7 @@ fn build(config: Config, image: CoreImage) -> Core {
             want_up: s.want_up,
             removing: s.removing,
             recovery_stop: s.recovery_stop,
+            stopped_by_shutdown: s.stopped_by_shutdown,
             restarts: s.restarts,
             restart_at: s.restart_at,
             rest: s.rest.into(),

@@ -8,6 +8,7 @@ mod image;
 mod image_refusals;
 mod interleavings;
 mod kept_io;
+mod left_down;
 mod lifecycle;
 mod list_page;
 mod liveness;

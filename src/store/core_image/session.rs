@@ -42,7 +42,9 @@ const ERROR_FIELDS: &[&str] = &["kind", "errno", "message"];
 /// Members an image of an older daemon may lack, with what their absence means.
 /// `origin`: absent, the session is a client's (no daemon before it had a config).
 /// `recovery_stop`: absent, no generation is being stopped for the I/O it lost.
-const OPTIONAL_FIELDS: &[&str] = &["origin", "recovery_stop"];
+/// `stopped_by_shutdown`: absent, nothing the daemon's end did leaves it down (written only
+/// when set; older daemons did not carry it across an upgrade).
+const OPTIONAL_FIELDS: &[&str] = &["origin", "recovery_stop", "stopped_by_shutdown"];
 
 const REST: &[(&str, RestState)] = &[
     ("stopped", RestState::Stopped),
@@ -64,6 +66,9 @@ pub(super) fn encode(s: &SessionImage, spec: usize) -> Vec<u8> {
         .u64("restarts", s.restarts.into());
     if let Some(gen) = s.recovery_stop {
         w.u64("recovery_stop", gen);
+    }
+    if s.stopped_by_shutdown {
+        w.bool("stopped_by_shutdown", true);
     }
     opt_u64_member(&mut w, "restart_at", s.restart_at.map(Time::as_millis));
     w.str("rest", rest_name(s.rest));
@@ -111,6 +116,10 @@ pub(super) fn decode(
         want_up: o.req_bool("want_up").map_err(&named)?,
         removing: o.req_bool("removing").map_err(&named)?,
         recovery_stop: o.opt_u64("recovery_stop").map_err(&named)?,
+        stopped_by_shutdown: o
+            .opt_bool("stopped_by_shutdown")
+            .map_err(&named)?
+            .unwrap_or(false),
         restarts: req_num(o, "restarts").map_err(&named)?,
         restart_at: o
             .opt_u64("restart_at")
