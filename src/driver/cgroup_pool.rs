@@ -16,6 +16,7 @@
 //! many sessions admits as many spawns as a fresh one.
 
 use crate::sys::cgroup::GenCgroup;
+use crate::sys::spare_fd::is_shortage;
 
 /// Most emptied cgroups kept: about as many as generations start in one burst; beyond
 /// that they are removed.
@@ -46,14 +47,24 @@ impl CgroupPool {
 
     /// Takes back the cgroup of generation `gen`, which is over (its events descriptor
     /// already deregistered from the loop): kept if reusable and there is room, else
-    /// removed (logged if it cannot be yet; dropping it tries once more).
-    pub fn give(&mut self, gen: u64, mut cg: GenCgroup) {
+    /// removed (logged if it cannot be yet; dropping it tries once more). Handed back
+    /// when its removal failed for want of descriptors or memory, to be tried again.
+    #[must_use]
+    pub fn give(&mut self, gen: u64, mut cg: GenCgroup) -> Option<GenCgroup> {
         if self.free.len() < MAX_POOLED && cg.reusable() {
             self.free.push(cg);
-            return;
+            return None;
         }
-        if let Err(e) = cg.remove() {
-            log::info!("gen {gen}: cgroup not removed yet: {e}");
+        match cg.remove() {
+            Ok(()) => None,
+            Err(e) if is_shortage(&e) => {
+                log::warn!("gen {gen}: cgroup not removed yet: {e}; tried again until it is");
+                Some(cg)
+            }
+            Err(e) => {
+                log::info!("gen {gen}: cgroup not removed yet: {e}");
+                None
+            }
         }
     }
 

@@ -6,9 +6,11 @@
 //! late readiness event or action can never reach another process.
 //!
 //! Starting is in `starts.rs`, signals and whether a tree emptied in `trees.rs`, whether
-//! a leader exited in `leaders.rs`; reading, writing, reaping and releasing here.
+//! a leader exited in `leaders.rs`, what a shortage of descriptors put off (to be tried
+//! again) in `retries.rs`; reading, writing, reaping and releasing here.
 
 mod leaders;
+mod retries;
 pub(crate) mod starts;
 mod trees;
 
@@ -31,6 +33,7 @@ use crate::proto::error::ProtoError;
 use crate::sys::cgroup::{CgroupRoot, GenCgroup};
 use crate::sys::fd::{queued_bytes, read_nonblocking, ReadOutcome};
 use crate::sys::process::{Process, ReaperMode};
+use crate::sys::spare_fd::SpareFd;
 use crate::sys::tree::{EscapeeLedger, OwnChildren, SessionWatch};
 
 pub use leaders::LeaderState;
@@ -99,6 +102,10 @@ pub struct Children {
     rechecks: Rechecks,
     /// Whom probe commands of generations whose start took a lookup run as.
     probe_identities: ProbeIdentities,
+    /// Tree signals and cgroup removals put off for a shortage of descriptors.
+    retries: retries::Retries,
+    /// A descriptor held back for a cgroup's `cgroup.kill` (see `sys::spare_fd`).
+    spare: SpareFd,
 }
 
 /// Bytes of PTY output gathered into one record when they are already there: a terminal
@@ -158,6 +165,8 @@ impl Children {
             exits: PendingExits::default(),
             rechecks: Rechecks::default(),
             probe_identities: ProbeIdentities::default(),
+            retries: retries::Retries::default(),
+            spare: SpareFd::new(),
         }
     }
 
@@ -538,13 +547,17 @@ impl Children {
         self.exits.forget(gen);
         self.rechecks.forget(gen);
         self.probe_identities.forget(gen);
+        self.retries.forget_signals(gen);
         if let Some(child) = self.table.remove(&gen) {
             self.held -= child.counted();
             let held = child.watch().map_or(0, SessionWatch::descriptors);
             self.recount_watch(held, 0);
             let adopted = !child.process().is_child();
             if let Some(cg) = child.release(registry) {
-                self.pool.give(gen, cg);
+                if let Some(cg) = self.pool.give(gen, cg) {
+                    // Not removed for want of descriptors: tried again until it is.
+                    self.retries.defer_removal(gen, cg, Instant::now());
+                }
             }
             // A generation taken back ran in an earlier daemon's subtree: its cgroup,
             // and the subtree with it, may be empty now.

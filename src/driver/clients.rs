@@ -9,6 +9,7 @@
 mod answers;
 mod following;
 mod image;
+mod starts;
 mod waits;
 
 use std::collections::{HashMap, HashSet};
@@ -30,6 +31,8 @@ use crate::proto::envelope::{Request, RequestId};
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::json::Limits;
 use crate::proto::request::{self, Op};
+
+pub use starts::StartMark;
 
 /// Connections taken off the listener's queue (admitted or refused) per turn of the loop:
 /// a burst of clients is admitted in a few turns, and a peer that connects flat out (one
@@ -85,8 +88,9 @@ pub struct Hello {
 /// The next thing a connection asks, as far as it can be read this turn.
 #[derive(Debug)]
 pub enum Next {
-    /// A decoded request.
-    Request(RequestId, Op),
+    /// A decoded request, with the mark of the start the connection's previous request
+    /// made, if it made one (see `starts.rs`).
+    Request(RequestId, Op, Option<StartMark>),
     /// Nothing more now: it would block, waits for its answers to drain, or is gone.
     Idle,
     /// This turn's read budget ran out with more to read: service it again next turn.
@@ -107,6 +111,8 @@ pub struct Clients {
     /// Generation → `wait`s (`for: ready`) to answer when its readiness is decided or it
     /// ends.
     ready_waits: HashMap<u64, Vec<(u64, RequestId)>>,
+    /// Connection → the start its last request made (see `starts.rs`).
+    starts: HashMap<u64, StartMark>,
     /// Core request id → the connection and the id it used.
     replies: HashMap<u64, (u64, RequestId)>,
     /// Core request ids among `replies` answered only if they fail (quiet writes). Not
@@ -161,6 +167,7 @@ impl Clients {
             waits: HashMap::new(),
             ready_waits: HashMap::new(),
             replies: HashMap::new(),
+            starts: HashMap::new(),
             quiet: HashSet::new(),
             next_request: 1,
             dirty: Vec::new(),
@@ -216,8 +223,9 @@ impl Clients {
                 return Next::Idle;
             };
             if let Some(line) = client.next_line() {
+                let after_start = self.take_start(id);
                 match self.decode(line) {
-                    Ok((rid, op)) => return Next::Request(rid, op),
+                    Ok((rid, op)) => return Next::Request(rid, op, after_start),
                     Err((rid, e)) => self.send_error(id, &rid, &e),
                 }
                 continue;
@@ -402,6 +410,7 @@ impl Clients {
         };
         let _ = registry.deregister(client.stream_mut());
         self.subs.remove_client(id);
+        self.starts.remove(&id);
         if client.waiting > 0 {
             self.waits.retain(|_, list| {
                 list.retain(|(c, _)| *c != id);

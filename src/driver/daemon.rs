@@ -110,11 +110,13 @@ impl Daemon {
                     }
                 }
                 let _ = std::fs::remove_file(&self.cfg.socket);
-                self.log_sink.finish(self.poll.registry());
                 if let Some(keeper) = self.keeper.take() {
                     // A clean end: the keeper closes everything and exits too.
                     keeper.bye(self.poll.registry());
                 }
+                // Last, as it may wait: the log writer writes what it received.
+                self.log_sink
+                    .finish_at_exit(self.poll.registry(), &self.signals);
                 // Helpers let go of and killed meanwhile (an upgrade's check the
                 // shutdown ended) are reaped if they are gone by now.
                 crate::sys::spawn::reap_abandoned();
@@ -195,6 +197,8 @@ impl Daemon {
                 self.check_exit(gen);
             }
             self.children.sweep_orphans(Instant::now());
+            // What a shortage of descriptors put off (a tree's kill, say), on its timer.
+            self.children.retry_shortages(Instant::now());
             self.check_unverified();
             let registry = self.poll.registry();
             for gen in groups::emptied(&self.core, &mut self.children, registry) {

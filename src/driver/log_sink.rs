@@ -18,7 +18,9 @@ use mio::Registry;
 
 use crate::core::{LogFile, Stream};
 use stdout_lines::StdoutLines;
-use writer_link::WriterLink;
+use writer_link::{ExitWait, WriterLink, EXIT_WAIT};
+
+use super::signals::Signals;
 
 /// The log writer as `hello` reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -122,11 +124,35 @@ impl LogSink {
         self.writer.reap(registry);
     }
 
-    /// The daemon is exiting or replacing its program: what is queued is written as far
-    /// as the pipe takes it now (the writer then writes what it received and exits,
-    /// seeing the pipe closed); what is left is logged.
+    /// The daemon is replacing its program: what is queued is written as far as the pipe
+    /// takes it now (the writer then writes what it received and exits, seeing the pipe
+    /// closed); what is left is logged.
     pub fn finish(&mut self, registry: &Registry) {
         self.writer.flush(registry);
+        let left = self.writer.queued();
+        if left > 0 {
+            log::warn!("exiting with {left} bytes of log output not passed to the log writer");
+        }
+    }
+
+    /// The daemon is exiting: what is queued is passed on, the pipe closed, and the
+    /// writer waited for until it has written everything and exited — at most
+    /// [`EXIT_WAIT`], less if a further terminating signal comes. As a PID namespace's
+    /// init the daemon's exit would kill it with what it had not written yet (and a
+    /// service manager stops what a service leaves behind). What may be lost is logged.
+    pub fn finish_at_exit(&mut self, registry: &Registry, signals: &Signals) {
+        let deadline = Instant::now() + EXIT_WAIT;
+        match self.writer.close_and_wait(registry, signals, deadline) {
+            ExitWait::NoWriter | ExitWait::Finished => {}
+            ExitWait::Unfinished { in_pipe, signalled } => log::warn!(
+                "exiting {}, the log writer still writing: what it has not written ({in_pipe} bytes unread in its pipe, and what it holds) is lost if it is killed",
+                if signalled {
+                    "on a further signal".to_string()
+                } else {
+                    format!("after waiting {} s", EXIT_WAIT.as_secs())
+                }
+            ),
+        }
         let left = self.writer.queued();
         if left > 0 {
             log::warn!("exiting with {left} bytes of log output not passed to the log writer");

@@ -19,6 +19,9 @@
 //! - [`reaped`]: every child of ours reaped, noted for the copy of our list of children.
 //! - [`tree`]: a session's processes found by walking our own subtree (not the host),
 //!   signalled one verified pidfd at a time, and watched until empty; escapees reported.
+//! - [`spare_fd`]: one descriptor held back, so that a cgroup's kill works when the
+//!   descriptor limit is reached; what a descriptor shortage is.
+//! - [`wait_ready`]: a blocking wait for one of a few descriptors, for after the loop.
 //! - [`unix_connect`]: a connect to a Unix socket that gives up after a while (the
 //!   client's, to a daemon that may be stopped with its backlog full).
 
@@ -39,9 +42,11 @@ pub mod reexec;
 pub mod rlimit;
 pub mod sigchld;
 pub mod signal_pipe;
+pub mod spare_fd;
 pub mod spawn;
 pub mod started;
 pub mod terminal;
 pub mod tree;
 pub mod unix_connect;
 pub mod users;
+pub mod wait_ready;

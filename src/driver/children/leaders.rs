@@ -12,6 +12,7 @@ use crate::driver::child::Child;
 use crate::driver::launch::Launch;
 use crate::sys::pidfd_ext::ExitInfo;
 use crate::sys::process::{Exit, Process};
+use crate::sys::spare_fd::is_shortage;
 
 /// How long after a `SIGCHLD` our children are looked through for orphans (see
 /// [`Children::orphans_may_have_exited`]): a burst of exits is one look.
@@ -131,12 +132,14 @@ impl Children {
     }
 
     /// When an adopted process is to be asked again for its status (it exited), or, one
-    /// without a pidfd, whether it still runs; or our children looked through for orphans.
+    /// without a pidfd, whether it still runs; or our children looked through for orphans;
+    /// or what a shortage put off tried again (see [`Children::retry_shortages`]).
     pub fn status_deadline(&self) -> Option<Instant> {
         [
             self.exits.deadline(),
             self.rechecks.deadline(),
             self.orphan_sweep,
+            self.retries.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -190,9 +193,20 @@ impl Children {
             let pids: &HashSet<i32> = pids.get_or_insert_with(|| tracked_pids(table, launching));
             pids.contains(&pid)
         };
-        match crate::sys::orphans::reap_orphans(tracked, &mut self.own_children) {
+        let result = crate::sys::orphans::reap_orphans(tracked, &mut self.own_children);
+        if result.is_ok() && self.retries.orphans_ok() {
+            log::info!("reaping orphans again");
+        }
+        match result {
             Ok(0) => {}
             Ok(n) => log::debug!("reaped {n} orphaned process(es)"),
+            // Descriptors or memory short: looked again shortly, logged once.
+            Err(e) if is_shortage(&e) => {
+                if self.retries.orphans_failed() {
+                    log::warn!("reaping orphans: {e}; tried again until it goes through");
+                }
+                self.orphan_sweep = Some(now + super::retries::RETRY_DELAY);
+            }
             Err(e) => log::warn!("reaping orphans: {e}"),
         }
     }

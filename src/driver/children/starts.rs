@@ -308,13 +308,16 @@ impl Children {
         };
         self.held -= child.counted();
         self.on_sigchld.remove(&gen);
-        if let Some(Err(e)) = child.cgroup().map(GenCgroup::kill) {
+        // Most often for want of descriptors: the one held back for a kill is lent.
+        let spare = &mut self.spare;
+        if let Some(Err(e)) = child.cgroup().map(|cg| spare.lend(|| cg.kill())) {
             log::warn!("gen {gen}: withdrawn, but its cgroup was not killed: {e}");
         }
         let (process, cgroup) = child.into_process(registry);
         crate::sys::spawn::abandon(process);
-        if let Some(cg) = cgroup {
-            self.pool.give(gen, cg);
+        if let Some(cg) = cgroup.and_then(|cg| self.pool.give(gen, cg)) {
+            self.retries
+                .defer_removal(gen, cg, std::time::Instant::now());
         }
         log::info!("gen {gen}: withdrawn and killed");
     }

@@ -12,6 +12,7 @@ use crate::core::Scope;
 use crate::driver::child::Child;
 use crate::driver::launch::Launch;
 use crate::sys::process::SignalError;
+use crate::sys::spare_fd::is_shortage;
 use crate::sys::tree;
 use crate::sys::tree::{pid_set, Observed, PidSet, Reach, SessionWatch, Survey};
 
@@ -34,33 +35,87 @@ fn to_signal(sig: i32) -> Option<rustix::process::Signal> {
 
 impl Children {
     /// Sends `signal` to `gen`'s leader, tree or terminal's foreground group, never to a
-    /// process whose identity was not verified.
+    /// process whose identity was not verified. A signal to the tree that fails for want
+    /// of descriptors or memory is put off and tried again until it goes through (see
+    /// [`Children::retry_shortages`]); one asked while others wait goes behind them.
     pub fn signal(&mut self, gen: u64, signal: i32, scope: Scope) {
         if let Some(launch) = self.launching.get_mut(&gen) {
             launch.hold_signal(signal, scope);
             return;
         }
+        // In order: behind those put off (a SIGKILL needs no order, and ends them).
+        if scope == Scope::Tree && signal != libc::SIGKILL && self.retries.has_signals(gen) {
+            self.retries.defer_signal(gen, signal, Instant::now());
+            return;
+        }
+        self.signal_now(gen, signal, scope, false);
+    }
+
+    /// [`Children::signal`], sent now; `again` for a try of one put off.
+    fn signal_now(&mut self, gen: u64, signal: i32, scope: Scope, again: bool) {
         let Some(sig) = to_signal(signal) else {
             log::warn!("gen {gen}: signal {signal} is not deliverable");
             return;
         };
-        // Only a walk of a session or a foreground group needs them (a cgroup does not).
-        let others = match scope {
-            Scope::Foreground => self.others(gen),
-            Scope::Leader | Scope::Tree => Vec::new(),
-        };
-        let Some(child) = self.table.get_mut(&gen) else {
+        let Some(result) = self.send(gen, sig, signal, scope) else {
             // No process held (released, or taken back unverified): a pid alone is never
             // signalled.
             log::debug!("gen {gen}: no process held; signal {signal} not sent");
             return;
         };
+        match &result {
+            Err(SignalError::Os(e)) if scope == Scope::Tree && is_shortage(e) => {
+                if !again {
+                    log::warn!(
+                        "gen {gen}: signal {signal} to its tree not sent yet: {e}; tried again until it goes through"
+                    );
+                }
+                self.retries.defer_signal(gen, signal, Instant::now());
+            }
+            Ok(()) if again => {
+                log::info!("gen {gen}: signal {signal} sent to its tree, put off before")
+            }
+            Ok(()) => log::debug!("gen {gen}: sent signal {signal} to {scope:?}"),
+            Err(e) => log::info!("gen {gen}: signal {signal} to {scope:?} not sent: {e}"),
+        }
+        if result.is_ok() && scope == Scope::Tree && signal == libc::SIGKILL {
+            // Whatever waited behind it is moot.
+            self.retries.forget_signals(gen);
+        }
+        // An adopted process without a pidfd: a signal may end it, so it is looked at
+        // again soon; one that found another process (or none) on its pid, at once.
+        if self.rechecks.is_watched(gen) {
+            match result {
+                Ok(()) => self.rechecks.watch(gen, Instant::now()),
+                Err(SignalError::Mismatch | SignalError::Exited) => {
+                    self.rechecks.now(gen, Instant::now())
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Sends `sig` (`signal`) to `gen`'s `scope`; `None` when no process of it is held.
+    fn send(
+        &mut self,
+        gen: u64,
+        sig: rustix::process::Signal,
+        signal: i32,
+        scope: Scope,
+    ) -> Option<Result<(), SignalError>> {
+        // Only a walk of a session or a foreground group needs them (a cgroup does not).
+        let others = match scope {
+            Scope::Foreground => self.others(gen),
+            Scope::Leader | Scope::Tree => Vec::new(),
+        };
+        let child = self.table.get_mut(&gen)?;
         let result = match (scope, child.cgroup()) {
             (Scope::Leader, _) => child.process().signal(sig),
             // The whole cgroup, escaped processes included: SIGKILL at once through
-            // `cgroup.kill`, any other signal to each member through a verified pidfd.
+            // `cgroup.kill` (with the descriptor held back for it if none is left), any
+            // other signal to each member through a verified pidfd.
             (Scope::Tree, Some(cg)) if signal == libc::SIGKILL => {
-                cg.kill().map_err(SignalError::Os)
+                self.spare.lend(|| cg.kill()).map_err(SignalError::Os)
             }
             (Scope::Tree, Some(cg)) => cg.signal(sig).map(|_| ()).map_err(SignalError::Os),
             // Taken back after a restart: its process group, leader included, through its
@@ -87,19 +142,32 @@ impl Children {
                 None => Err(SignalError::Os(io::Error::from_raw_os_error(libc::ENOTTY))),
             },
         };
-        match &result {
-            Ok(()) => log::debug!("gen {gen}: sent signal {signal} to {scope:?}"),
-            Err(e) => log::info!("gen {gen}: signal {signal} to {scope:?} not sent: {e}"),
-        }
-        // An adopted process without a pidfd: a signal may end it, so it is looked at
-        // again soon; one that found another process (or none) on its pid, at once.
-        if self.rechecks.is_watched(gen) {
-            match result {
-                Ok(()) => self.rechecks.watch(gen, Instant::now()),
-                Err(SignalError::Mismatch | SignalError::Exited) => {
-                    self.rechecks.now(gen, Instant::now())
+        Some(result)
+    }
+
+    /// Tries again, if their time came, what a shortage of descriptors put off: signals
+    /// to trees (in the order asked) and the removal of released generations' cgroups.
+    /// What fails again for the same reason is put off anew, silently.
+    pub fn retry_shortages(&mut self, now: Instant) {
+        let Some(due) = self.retries.take_due(now) else {
+            return;
+        };
+        for (gen, signals) in due.signals {
+            for signal in signals {
+                if self.retries.has_signals(gen) {
+                    // The one before failed again: the rest stays behind it.
+                    self.retries.defer_signal(gen, signal, now);
+                } else {
+                    self.signal_now(gen, signal, Scope::Tree, true);
                 }
-                Err(_) => {}
+            }
+        }
+        for (gen, mut cg) in due.cgroups {
+            match cg.remove() {
+                Ok(()) => log::info!("gen {gen}: cgroup removed, put off before"),
+                Err(e) if is_shortage(&e) => self.retries.defer_removal(gen, cg, now),
+                // Dropping it tries once more.
+                Err(e) => log::info!("gen {gen}: cgroup not removed: {e}"),
             }
         }
     }
@@ -231,8 +299,13 @@ impl Children {
             let survey = match Survey::take(reach, &sids, leaders, &mut self.own_children) {
                 Ok(s) => s,
                 Err(e) => {
+                    // A shortage is waited out on the watches' timers (marked signals kept,
+                    // members found later get the last one): logged once, not per walk.
+                    let quiet = is_shortage(&e) && !self.retries.walk_failed();
                     for gen in &of_reach {
-                        log::warn!("gen {gen}: walking its session: {e}");
+                        if !quiet {
+                            log::warn!("gen {gen}: walking its session: {e}");
+                        }
                         if let Some(c) = self.table.get_mut(gen) {
                             c.session_watch().walk_failed(now);
                         }
@@ -240,6 +313,9 @@ impl Children {
                     continue;
                 }
             };
+            if self.retries.walk_ok() {
+                log::info!("walking sessions again");
+            }
             for &gen in &of_reach {
                 let Some(child) = self.table.get_mut(&gen) else {
                     continue;

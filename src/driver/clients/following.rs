@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use mio::Registry;
 
-use super::{Clients, LOSSLESS_LOG_BYTES};
+use super::{Clients, StartMark, LOSSLESS_LOG_BYTES};
 use crate::driver::logs::Logs;
 use crate::driver::persist::RecordsSaved;
 use crate::driver::subscriptions::{start_cursor, Terms};
@@ -16,7 +16,7 @@ use crate::proto::encode;
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
 use crate::proto::event::Demotion;
-use crate::proto::request::Target;
+use crate::proto::request::{Replay, Target};
 
 /// Events a follower still behind is sent when its session is removed: enough for the
 /// ends of its last generations and the removal, few enough to stay cheap (frames shared
@@ -31,6 +31,12 @@ impl Clients {
     /// the subscription's terms (lossless or not, `demote_after`) and keeps its position —
     /// a start option there is ignored, as clients that subscribe again after a
     /// reconnection (the client libraries among them) expect.
+    ///
+    /// Right behind a `spawn` or `restart` on the connection (`after_start`), "now" on
+    /// that session is where its log was once the start had been served (see
+    /// `starts.rs`): the subscription follows the new generation from its `spawned` event
+    /// on even when the start completed before this request reached the daemon.
+    #[allow(clippy::too_many_arguments)]
     pub fn subscribe(
         &mut self,
         id: u64,
@@ -38,6 +44,7 @@ impl Clients {
         sessions: &[Arc<str>],
         all: bool,
         terms: Terms,
+        after_start: Option<&StartMark>,
         logs: &mut Logs,
     ) {
         let Terms { replay, lossless } = terms;
@@ -53,9 +60,12 @@ impl Clients {
                 logs.ensure_capacity(session, LOSSLESS_LOG_BYTES);
             }
             let ring = logs.get_or_create(session);
-            let new = self
-                .subs
-                .add(id, session, start_cursor(ring, replay), lossless);
+            let start = match (replay, after_start) {
+                (Replay::Now, Some(mark)) => mark.start_in(session, ring),
+                _ => None,
+            };
+            let start = start.unwrap_or_else(|| start_cursor(ring, replay));
+            let new = self.subs.add(id, session, start, lossless);
             self.subs.pump(id, session, ring, &mut client.outbox);
             // A replay longer than the queue's room: the connection's later answers
             // wait until the rest of it has been queued. Subscribing again replays

@@ -8,7 +8,7 @@ use mio::Token;
 
 use super::Daemon;
 use crate::core::{Command, Input};
-use crate::driver::clients::Next;
+use crate::driver::clients::{Next, StartMark};
 use crate::driver::subscriptions::Terms;
 use crate::proto::envelope::RequestId;
 use crate::proto::error::{ErrorCode, ProtoError};
@@ -63,7 +63,10 @@ impl Daemon {
         // The request after a start is served with it even past the bounds (once: not a
         // start served so): clients write a `spawn` and the `subscribe` that follows its
         // generation together, and count on both being served before the start completes
-        // (its `spawned` event would otherwise come before the subscription).
+        // (its `spawned` event would otherwise come before the subscription). A
+        // `subscribe` that was not read with its start (two writes, say) is served in a
+        // later slice, from where the log was when the start had been served (see
+        // `clients/starts.rs`): the same place.
         let mut spare = false;
         // Records this turn's other sources left to write are not this slice's to count.
         let dirty_before = self.core.dirty_session_count();
@@ -76,26 +79,37 @@ impl Daemon {
                 break;
             }
             let registry = self.poll.registry();
-            match self
+            let next = self
                 .clients
-                .next_request(registry, id, self.turn.read_buf(), &mut budget)
-            {
-                Next::Request(rid, op) => {
+                .next_request(registry, id, self.turn.read_buf(), &mut budget);
+            // The session whose generation the request served now starts, if it does.
+            let started = match next {
+                Next::Request(rid, op, after_start) => {
                     work = work.saturating_sub(cost(&op, self.core.session_count()));
                     spare = !over && matches!(&op, Op::Core(c) if starts_a_process(c));
-                    self.handle_op(id, rid, op);
+                    let started = match &op {
+                        Op::Core(command) => started_session(command).map(str::to_string),
+                        _ => None,
+                    };
+                    self.handle_op(id, rid, op, after_start.as_ref());
+                    started
                 }
                 Next::Idle => break,
                 Next::Again => {
                     self.turn.again(token);
                     break;
                 }
-            }
+            };
             // Each request's actions run before the next request is read; the records
             // they change are written once for the slice, with shared flushes (a burst
             // of `stop`s or `remove`s on a disk would otherwise pay two `fsync`s each,
             // and hold the loop for seconds).
             self.run_actions_unsaved();
+            if let Some(session) = started {
+                // Where a subscription served right behind it in this slice would start:
+                // one read in a later slice starts there too (see `clients/starts.rs`).
+                self.clients.mark_start(id, &session, &self.logs);
+            }
         }
         let saved = self.save_sessions();
         if self
@@ -107,7 +121,9 @@ impl Daemon {
     }
 
     /// Routes a decoded request: commands to the core, the rest to the clients.
-    fn handle_op(&mut self, id: u64, rid: RequestId, op: Op) {
+    /// `after_start` is the mark of the start the connection's previous request made, if
+    /// it made one: a subscription started "now" right behind it starts there.
+    fn handle_op(&mut self, id: u64, rid: RequestId, op: Op, after_start: Option<&StartMark>) {
         match op {
             // More than one line can hold: refused before a snapshot of any is built.
             Op::Core(Command::List) if self.core.session_count() > list::CLASSIC_MOST => {
@@ -177,8 +193,15 @@ impl Daemon {
                 };
                 let all = target == Target::All;
                 let terms = Terms { replay, lossless };
-                self.clients
-                    .subscribe(id, &rid, &sessions, all, terms, &mut self.logs);
+                self.clients.subscribe(
+                    id,
+                    &rid,
+                    &sessions,
+                    all,
+                    terms,
+                    after_start,
+                    &mut self.logs,
+                );
             }
             Op::Unsubscribe { target } => self.clients.unsubscribe(id, &rid, &target),
             Op::Wait { session, gen } => {
@@ -201,6 +224,14 @@ impl Daemon {
 /// Whether `command` starts a new generation, and so needs descriptors of its own.
 fn starts_a_process(command: &Command) -> bool {
     matches!(command, Command::Spawn { .. } | Command::Restart { .. })
+}
+
+/// The session whose new generation `command` starts, if it starts one.
+fn started_session(command: &Command) -> Option<&str> {
+    match command {
+        Command::Spawn { session, .. } | Command::Restart { session, .. } => Some(session),
+        _ => None,
+    }
 }
 
 /// The session whose running generations `command` stops or signals, if it does: each

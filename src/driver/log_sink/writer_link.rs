@@ -9,10 +9,15 @@
 //! dies (seen as a closed pipe or its exit) is started again after a backoff that
 //! doubles up to [`MAX_BACKOFF`]; what it had received but not written is lost with it,
 //! what was still queued here goes to its successor.
+//!
+//! At the daemon's exit, [`WriterLink::close_and_wait`] passes on what is queued, closes
+//! the pipe and waits for the writer to have written it all and exited, for at most
+//! [`EXIT_WAIT`]: as a PID namespace's init the daemon's exit kills the writer, and a
+//! service manager stops what is left of a service once its main process exits.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,7 +25,10 @@ use std::time::{Duration, Instant};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
+use rustix::event::PollFlags;
+
 use crate::core::LogFile;
+use crate::driver::signals::{ControlSignal, Signals};
 use crate::driver::token::Source;
 use crate::log_writer::wire::{Kind, Record, MAX_DATA};
 use crate::log_writer::SUBCOMMAND;
@@ -36,6 +44,26 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The longest wait before a dead writer is started again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The longest the daemon's exit waits for the writer to write what it received (its
+/// standard output may be a pipe read slowly, or never).
+pub const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// How long the writer may take to finish at exit before the wait is logged.
+const EXIT_QUIET: Duration = Duration::from_millis(100);
+
+/// How the wait for the writer at the daemon's exit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitWait {
+    /// No writer was running.
+    NoWriter,
+    /// It wrote what it received and exited.
+    Finished,
+    /// It was still writing at the deadline, or a further SIGTERM, SIGINT or SIGQUIT cut
+    /// the wait short (`signalled`); `in_pipe` bytes were still unread in its pipe when
+    /// the daemon closed it (what it had read and not yet written comes on top).
+    Unfinished { in_pipe: u64, signalled: bool },
+}
 
 /// A writer that ran this long before dying is started again after [`FIRST_BACKOFF`].
 const STEADY: Duration = Duration::from_secs(10);
@@ -236,6 +264,98 @@ impl WriterLink {
         (pid, self.restarts, self.dropped_total)
     }
 
+    /// The daemon is exiting: passes on what is queued as the pipe takes it, closes the
+    /// pipe and waits for the writer to exit (it does once it has written everything),
+    /// until `deadline` or a further terminating signal. The writer's exit is seen on the
+    /// SIGCHLD pipe: a wait of its own, with no pidfd needed. A writer still running at the
+    /// end is left to finish on its own (a PID namespace's init takes it with it).
+    pub fn close_and_wait(
+        &mut self,
+        registry: &Registry,
+        signals: &Signals,
+        deadline: Instant,
+    ) -> ExitWait {
+        let mut signalled = false;
+        loop {
+            self.flush(registry);
+            let Some(run) = &self.running else { break };
+            if self.backlog.is_empty() {
+                break;
+            }
+            let fds = [
+                (run.pipe.as_fd(), PollFlags::OUT),
+                (signals.control.fd(), PollFlags::IN),
+            ];
+            match crate::sys::wait_ready::first_ready(&fds, deadline) {
+                Ok(Some(0)) => {}
+                Ok(Some(_)) => {
+                    if terminated(signals) {
+                        signalled = true;
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log::warn!("log writer: waiting for room in its pipe: {e}");
+                    break;
+                }
+            }
+        }
+        let Some(mut run) = self.running.take() else {
+            return ExitWait::NoWriter;
+        };
+        let _ = registry.deregister(&mut SourceFd(&run.pipe.as_raw_fd()));
+        // What it has not even read yet, as the pipe closes: the most the wait is for.
+        let in_pipe = crate::sys::fd::bytes_readable(&run.pipe).unwrap_or(0);
+        let pid = run.child.id();
+        drop(run.pipe);
+        if signalled {
+            return ExitWait::Unfinished { in_pipe, signalled };
+        }
+        let quiet = (Instant::now() + EXIT_QUIET).min(deadline);
+        let mut told = false;
+        loop {
+            if let Err(e) = signals.sigchld.drain() {
+                log::warn!("SIGCHLD pipe: {e}");
+            }
+            match run.child.try_wait() {
+                Ok(Some(_)) => {
+                    crate::sys::reaped::note(pid as i32);
+                    return ExitWait::Finished;
+                }
+                Ok(None) => {}
+                Err(_) => return ExitWait::Finished,
+            }
+            let until = if told { deadline } else { quiet };
+            let fds = [
+                (signals.sigchld.fd(), PollFlags::IN),
+                (signals.control.fd(), PollFlags::IN),
+            ];
+            match crate::sys::wait_ready::first_ready(&fds, until) {
+                Ok(Some(0)) => {}
+                Ok(Some(_)) => {
+                    if terminated(signals) {
+                        signalled = true;
+                        break;
+                    }
+                }
+                Ok(None) if !told && until < deadline => {
+                    told = true;
+                    log::info!(
+                        "log writer pid {pid} is still writing; waiting up to {} s for it",
+                        EXIT_WAIT.as_secs()
+                    );
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log::warn!("log writer: waiting for its exit: {e}");
+                    break;
+                }
+            }
+        }
+        ExitWait::Unfinished { in_pipe, signalled }
+    }
+
     /// Bytes queued for the writer (records, framing included).
     pub fn queued(&self) -> usize {
         self.backlog_bytes - self.head_written
@@ -308,6 +428,18 @@ impl WriterLink {
                 self.restart_at = Some(Instant::now() + self.backoff);
                 self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
             }
+        }
+    }
+}
+
+/// Whether the control signals received include a terminating one (the others mean
+/// nothing to a daemon that is exiting).
+fn terminated(signals: &Signals) -> bool {
+    match signals.control.drain() {
+        Ok(received) => received.contains(&ControlSignal::Terminate),
+        Err(e) => {
+            log::warn!("signal pipe: {e}");
+            false
         }
     }
 }
