@@ -42,13 +42,12 @@ fn marked(marker: &[u8]) -> Vec<u32> {
         .collect()
 }
 
-/// The `GENWARD_GEN=...` entry of `pid`'s environment.
-fn marker_of(pid: u32) -> Vec<u8> {
-    let env = std::fs::read(format!("/proc/{pid}/environ")).expect("the leader's environment");
-    env.split(|&b| b == 0)
-        .find(|v| v.starts_with(b"GENWARD_GEN="))
-        .expect("a marker")
-        .to_vec()
+/// The `GENWARD_GEN=...` entry generation `gen` of daemon `d` gives its processes: read
+/// from the state directory, not from a process (the leader's environment reads empty
+/// while it is in `execve`).
+fn marker_of(d: &Daemon, gen: u64) -> Vec<u8> {
+    let id = util::recorded::dir_id(&d.dir.join("state"));
+    format!("GENWARD_GEN={id}:{gen}").into_bytes()
 }
 
 /// Session containment: a tree whose processes keep forking (and never leave the
@@ -69,9 +68,14 @@ fn a_tree_that_keeps_forking_is_killed_whole_before_its_generation_is_released()
         "kill_grace": "1s", "argv": ["sh", "-c", script]}))["gen"]
         .as_u64()
         .unwrap();
-    let leader = c.spawned_pid(gen);
-    let marker = marker_of(leader);
+    c.spawned_pid(gen);
+    let marker = marker_of(&d, gen);
     c.output_until(gen, "up");
+    assert!(
+        !marked(&marker).is_empty(),
+        "the storm carries {}",
+        String::from_utf8_lossy(&marker)
+    );
     c.ok(json!({"op": "stop", "session": "storm"}));
     c.events_until(|m| m.is("exited", gen));
     c.released("storm");
