@@ -241,9 +241,18 @@ fn a_status_published_after_the_exit_is_still_the_one_reported() {
 struct Stopped(i32);
 
 impl Stopped {
+    /// Stops the daemon `pid` (a child of this test) and returns once it is stopped: a
+    /// SIGSTOP only queued lets the daemon see what happens meanwhile.
     fn new(pid: u32) -> Stopped {
         // SAFETY: kill with the pid of the daemon under test, which runs.
         unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        // SAFETY: an all-zero `siginfo_t` is a valid value for waitid to fill in.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for a state change of our own child; `info` is writable. WNOWAIT
+        // leaves the stop to be reported again, as nothing else here waits for it.
+        let r =
+            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WSTOPPED | libc::WNOWAIT) };
+        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
         Stopped(pid as i32)
     }
 }
