@@ -2,10 +2,10 @@
 //! served, so that a subscription written right behind it follows the new generation from
 //! its `spawned` event on however the two lines reach the daemon.
 //!
-//! Both lines are served in one slice when they are read together, but a client writing
-//! them with two writes (or a kernel handing them over in two reads) can have the first
-//! read alone: its slice ends with nothing more to read, the start completes, and the
-//! `spawned` event (and the first output) is in the log before the subscription is read.
+//! A client writing the two lines with two writes (or a kernel handing them over in two
+//! reads), or a slice ending at its bounds between them, can have the first served alone:
+//! the start completes, and the `spawned` event (and the first output) is in the log
+//! before the subscription is read.
 //! Started "now", that subscription would then see the generation's output without its
 //! start. The mark says where "now" was for the request right behind the start.
 
@@ -35,8 +35,8 @@ impl StartMark {
 
 impl Clients {
     /// Notes that `id`'s request just served (its actions run) starts a generation of
-    /// `session`: its next request is handed where the log ends now, which is where a
-    /// subscription served right behind it in the same slice starts (see
+    /// `session`: its next request is handed where the log ends now, where a subscription
+    /// served right behind it starts, in this slice or a later one (see
     /// [`Clients::next_request`]).
     pub fn mark_start(&mut self, id: u64, session: &str, logs: &Logs) {
         if !self.table.contains_key(&id) {

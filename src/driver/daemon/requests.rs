@@ -60,21 +60,13 @@ impl Daemon {
         let mut budget = CLIENT_READ_PER_TURN;
         let mut work = CLIENT_WORK_PER_TURN;
         let until = Instant::now() + CLIENT_TIME_PER_TURN;
-        // The request after a start is served with it even past the bounds (once: not a
-        // start served so): clients write a `spawn` and the `subscribe` that follows its
-        // generation together, and count on both being served before the start completes
-        // (its `spawned` event would otherwise come before the subscription). A
-        // `subscribe` that was not read with its start (two writes, say) is served in a
-        // later slice, from where the log was when the start had been served (see
-        // `clients/starts.rs`): the same place.
-        let mut spare = false;
         // Records this turn's other sources left to write are not this slice's to count.
         let dirty_before = self.core.dirty_session_count();
         loop {
             let left = self.core.dirty_session_count().saturating_sub(dirty_before);
             let full = left >= CLIENT_RECORDS_PER_TURN;
             let over = work == 0 || full || Instant::now() >= until;
-            if over && !spare {
+            if over {
                 self.turn.again(token);
                 break;
             }
@@ -86,7 +78,6 @@ impl Daemon {
             let started = match next {
                 Next::Request(rid, op, after_start) => {
                     work = work.saturating_sub(cost(&op, self.core.session_count()));
-                    spare = !over && matches!(&op, Op::Core(c) if starts_a_process(c));
                     let started = match &op {
                         Op::Core(command) => started_session(command).map(str::to_string),
                         _ => None,
@@ -106,8 +97,8 @@ impl Daemon {
             // and hold the loop for seconds).
             self.run_actions_unsaved();
             if let Some(session) = started {
-                // Where a subscription served right behind it in this slice would start:
-                // one read in a later slice starts there too (see `clients/starts.rs`).
+                // Where a subscription served right behind it starts, in this slice or a
+                // later one (see `clients/starts.rs`).
                 self.clients.mark_start(id, &session, &self.logs);
             }
         }
