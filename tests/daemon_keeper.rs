@@ -12,52 +12,15 @@
 
 mod util;
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
 use std::process::Child;
-use std::time::Instant;
 
-use genward::store::keeper_file::{decode_keeper, KEEPER_FILE};
+use genward::store::keeper_file::KEEPER_FILE;
 use genward::testkit::wait;
-use rustix::process::{pidfd_open, Pid, PidfdFlags};
-use serde_json::{json, Value};
+use serde_json::json;
 use util::daemon::{
     cannot_take_back_exits, fifo, output_of, release, Client, Daemon, Msg, PATIENCE, SUBREAPER,
 };
-
-fn gen_of(v: &Value) -> u64 {
-    v["gen"].as_u64().unwrap()
-}
-
-/// A pidfd for a running process.
-fn pidfd(pid: u32) -> OwnedFd {
-    pidfd_open(Pid::from_raw(pid as i32).unwrap(), PidfdFlags::empty()).expect("pidfd_open")
-}
-
-/// Waits (bounded) until the process behind `fd` has exited.
-#[track_caller]
-fn await_exit(fd: &OwnedFd, what: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    assert!(wait::readable(fd.as_fd(), deadline), "{what} did not exit");
-}
-
-/// The keeper's pid, as its record in the state directory says.
-fn keeper_pid(state: &Path) -> u32 {
-    let bytes = std::fs::read(state.join(KEEPER_FILE)).expect("the keeper's record");
-    decode_keeper(&bytes).expect("a well-formed record").pid
-}
-
-/// Spawns `spec` (a spawn request's members) as `session`; its generation and pid.
-fn spawn(c: &mut Client, session: &str, spec: Value) -> (u64, u32) {
-    let mut req = json!({"op": "spawn", "session": session});
-    for (k, v) in spec.as_object().unwrap() {
-        req[k] = v.clone();
-    }
-    let gen = gen_of(&c.ok(req));
-    let seen = c.events_until(|m| m.is("spawned", gen));
-    let pid = seen.last().unwrap().json()["pid"].as_u64().unwrap();
-    (gen, pid as u32)
-}
+use util::keeper::{await_exit, keeper_pid, pidfd, spawn};
 
 /// `seq 1 n` as the shell prints it.
 fn seq(n: u32) -> Vec<u8> {

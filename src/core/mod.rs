@@ -314,6 +314,15 @@ impl Core {
         })
     }
 
+    /// Whether a keeper is to hold `gen`'s descriptors: one this daemon (or one it was
+    /// upgraded from) spawned, or one taken back with its I/O — never one taken back
+    /// without it, which a keeper's copies would make look resumable after a next crash.
+    pub fn keeper_holds(&self, gen: u64) -> bool {
+        self.gens
+            .get(&gen)
+            .is_some_and(|g| g.adopted.is_none() || g.io_kept)
+    }
+
     /// The session `gen` belongs to, while the core knows `gen`.
     pub fn session_of(&self, gen: u64) -> Option<Arc<str>> {
         self.gens.get(&gen).map(|g| g.session.clone())

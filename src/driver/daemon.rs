@@ -7,6 +7,7 @@
 //! executed in order, each by its owner. The poll timeout is the core's next deadline, so
 //! an idle daemon never wakes.
 
+mod keeper;
 mod output;
 mod processes;
 mod reload;
@@ -26,6 +27,7 @@ use super::clients::Clients;
 use super::config::DaemonConfig;
 use super::groups;
 use super::keeper_link::KeeperLink;
+use super::keeper_restarts::KeeperRestarts;
 use super::leftovers::Leftovers;
 use super::log_sink::LogSink;
 use super::logs::Logs;
@@ -67,8 +69,10 @@ pub struct Daemon {
     turn: Turn,
     upgrade: Upgrader,
     /// The link to the keeper holding the children's descriptors across a crash; `None`
-    /// without one (disabled, or given up after a failure).
+    /// without one (disabled, or lost and not replaced yet).
     keeper: Option<KeeperLink>,
+    /// The replacement of a keeper lost while the daemon runs (see `keeper.rs`).
+    keeper_restarts: KeeperRestarts,
     /// Where output goes besides subscribers: log files, standard output.
     log_sink: LogSink,
     /// systemd's notification socket and watchdog.
@@ -110,6 +114,7 @@ impl Daemon {
                     }
                 }
                 let _ = std::fs::remove_file(&self.cfg.socket);
+                self.keeper_restarts.cancel(self.poll.registry());
                 if let Some(keeper) = self.keeper.take() {
                     // A clean end: the keeper closes everything and exits too.
                     keeper.bye(self.poll.registry());
@@ -200,6 +205,8 @@ impl Daemon {
             // What a shortage of descriptors put off (a tree's kill, say), on its timer.
             self.children.retry_shortages(Instant::now());
             self.check_unverified();
+            // A keeper lost is replaced on this timer, never waited for.
+            self.tend_keeper();
             let registry = self.poll.registry();
             for gen in groups::emptied(&self.core, &mut self.children, registry) {
                 self.tell(Input::GroupEmpty { gen });
@@ -234,6 +241,7 @@ impl Daemon {
             self.upgrade.deadline(),
             self.log_sink.deadline(),
             self.notify.deadline(),
+            self.keeper_restarts.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -264,6 +272,7 @@ impl Daemon {
                     self.lose_keeper(&e);
                 }
             }
+            Source::KeeperStart => self.keeper_started(),
             Source::LogWriter => self.log_sink.ready(self.poll.registry()),
             Source::UpgradeCheck => self.upgrade_checked(),
             Source::Client(id) => {
@@ -330,33 +339,6 @@ impl Daemon {
     fn kill_leftovers(&mut self) {
         for gen in self.leftovers.kill(self.persist.dir_id()) {
             self.persist.forget(gen);
-        }
-    }
-
-    /// Sends one message to the keeper, if there is one; a failure gives it up.
-    fn keeper_do(&mut self, send: impl FnOnce(&mut KeeperLink) -> io::Result<()>) {
-        if let Some(Err(e)) = self.keeper.as_mut().map(send) {
-            self.lose_keeper(&e);
-        }
-    }
-
-    /// Tells the keeper to close its copies of what `gen` just closed (its stdin, a
-    /// stream at EOF or cut at the drain deadline).
-    fn keeper_closed(&mut self, gen: u64) {
-        if self.keeper.is_none() {
-            return;
-        }
-        let closed = self.children.take_closed(gen);
-        self.keeper_do(|k| k.drop_roles(gen, closed));
-    }
-
-    /// The keeper link failed: carry on without one (a crash now loses the I/O of the
-    /// sessions, as without a keeper; the keeper, seeing its link close, holds what it has
-    /// until its hold time ends).
-    fn lose_keeper(&mut self, e: &io::Error) {
-        log::error!("keeper link: {e}; carrying on without a keeper");
-        if let Some(mut k) = self.keeper.take() {
-            k.deregister(self.poll.registry());
         }
     }
 
@@ -533,6 +515,7 @@ impl Daemon {
         }
         self.children.orphans_may_have_exited(Instant::now());
         crate::sys::spawn::reap_abandoned();
+        self.reap_keeper_starts();
         // Without a pidfd, the exit of a program being checked for an upgrade shows here.
         if self.upgrade.is_checking() {
             self.upgrade_checked();

@@ -9,27 +9,25 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rustix::net::{
     connect, socket_with, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType,
 };
 
+use super::keeper_launch::launch;
 use super::keeper_link::KeeperLink;
 use crate::keeper::wire::{slots, Kind, Message, Role, Slots, MESSAGE_BYTES};
-use crate::keeper::{KeeperArgs, LINK_FD};
 use crate::store::dir::Dir;
 use crate::store::keeper_file::{read_keeper, KeeperFileError, KEEPER_FILE, KEEPER_SOCKET};
-use crate::sys::fdpass::{recv_with_fds, send_with_fds, seqpacket_pair, Received};
+use crate::sys::fdpass::{recv_with_fds, send_with_fds, Received};
 use crate::sys::identity::{compare, observe, Verdict};
 use crate::sys::peer::peer_cred;
 
-/// How long a keeper may take to start, or to hand everything over, before the daemon
-/// carries on without it.
+/// How long a keeper may take to hand everything over before the daemon carries on
+/// without it.
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Most generations taken back from a keeper (its own table's bound).
@@ -71,8 +69,7 @@ pub fn find_or_start(state_dir: &Path, hold: Duration) -> (Option<KeeperLink>, K
         Ok(None) => {}
         Err(e) => {
             log::warn!("keeper: {e}; starting a fresh one");
-            let _ = dir.unlink(KEEPER_FILE);
-            let _ = dir.unlink(KEEPER_SOCKET);
+            remove_keeper_files(state_dir);
         }
     }
     match start(state_dir, hold) {
@@ -84,7 +81,7 @@ pub fn find_or_start(state_dir: &Path, hold: Duration) -> (Option<KeeperLink>, K
             (Some(link), Kept::new())
         }
         Err(e) => {
-            log::warn!("keeper could not be started ({e}); a crash of this daemon will lose the sessions' I/O");
+            log::warn!("keeper could not be started ({e}); until one is, a crash of this daemon loses the sessions' I/O");
             (None, Kept::new())
         }
     }
@@ -162,68 +159,22 @@ fn take_everything(fd: &OwnedFd) -> io::Result<Kept> {
     }
 }
 
-/// Starts a keeper for `state_dir` and waits until it is listening and recorded. Its
-/// first process exits at once (the keeper detaches), and is reaped here.
+/// Starts a keeper for `state_dir` and waits until it is listening and recorded (see
+/// [`launch`]).
 fn start(state_dir: &Path, hold: Duration) -> io::Result<(KeeperLink, u64)> {
-    let (ours, theirs) = seqpacket_pair()?;
-    let args = KeeperArgs {
-        hold,
-        state_dir: state_dir.to_owned(),
-    };
-    let theirs_raw = theirs.as_raw_fd();
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.args(args.to_args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .env_remove(crate::sys::tree::GEN_MARKER)
-        .current_dir("/");
-    for var in crate::driver::children::starts::DAEMON_ONLY_VARS {
-        cmd.env_remove(var);
+    launch(state_dir, hold)?.wait_ready()
+}
+
+/// Removes the state directory's keeper record, then its socket: those of a keeper whose
+/// link was lost, or that could not be trusted. The daemon holds the directory's lease,
+/// so they are its to remove. The record goes first: a keeper that is still alive removes
+/// the files on its way out only while the record names it, so it never takes a
+/// successor's socket with it. A keeper still alive sees its socket go (its watch of the
+/// directory) and exits at once, closing its copies; and no next daemon takes for the
+/// keeper one that missed what was sent to it.
+pub fn remove_keeper_files(state_dir: &Path) {
+    if let Ok(dir) = Dir::open(state_dir) {
+        let _ = dir.unlink(KEEPER_FILE);
+        let _ = dir.unlink(KEEPER_SOCKET);
     }
-    // SAFETY: between fork and exec the closure calls only `dup2`, `fcntl` and
-    // `close_range`, all async-signal-safe, on descriptors that are open in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Nothing else the daemon inherited (a readiness pipe, a service manager's
-            // sockets) may be held open by the keeper: all of it is closed at the exec.
-            // Best effort: before Linux 5.11 `CLOSE_RANGE_CLOEXEC` does not exist.
-            libc::syscall(
-                libc::SYS_close_range,
-                LINK_FD as libc::c_uint + 1,
-                libc::c_uint::MAX,
-                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
-            );
-            if theirs_raw == LINK_FD {
-                let flags = libc::fcntl(LINK_FD, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(LINK_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            } else if libc::dup2(theirs_raw, LINK_FD) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let status = cmd.spawn()?.wait()?;
-    drop(theirs);
-    if !status.success() {
-        return Err(io::Error::other(format!("it exited at once ({status})")));
-    }
-    sockopt::set_socket_timeout(&ours, sockopt::Timeout::Recv, Some(PATIENCE))?;
-    let mut buf = [0u8; MESSAGE_BYTES + 1];
-    let pid = match recv_with_fds(&ours, &mut buf, false)? {
-        Received::Message(n, fds) => match Message::decode(&buf[..n], fds.len()) {
-            Ok(Message {
-                kind: Kind::Ready,
-                gen,
-                ..
-            }) => gen,
-            _ => return Err(io::Error::other("it did not say it was ready")),
-        },
-        Received::Eof => return Err(io::Error::other("it exited before it was ready")),
-        Received::WouldBlock => return Err(io::Error::other("it was not ready in time")),
-    };
-    sockopt::set_socket_timeout(&ours, sockopt::Timeout::Recv, None)?;
-    Ok((KeeperLink::from_fd(ours)?, pid))
 }

@@ -33,7 +33,10 @@
 //! - `log_sink.rs` (and `log_sink/`): output to log files and `--output-to-stdout`,
 //!   through the log writer process.
 //! - `keeper_link.rs`: the link to the keeper (see [`crate::keeper`]); `keeper_start.rs`:
-//!   finding, verifying and emptying the state directory's keeper at start, or starting one.
+//!   finding, verifying and emptying the state directory's keeper at start, or starting one;
+//!   `keeper_launch.rs`: starting a keeper process (waited for or not);
+//!   `keeper_restarts.rs`: replacing a keeper lost while the daemon runs, with a backoff;
+//!   `daemon/keeper.rs`: the loop's side of both.
 //! - `upgrade/`: the image, the probe, and what waits between turns (`upgrader.rs`).
 
 mod backlog;
@@ -51,7 +54,9 @@ mod frame;
 mod groups;
 mod held;
 mod journaled;
+mod keeper_launch;
 pub mod keeper_link;
+mod keeper_restarts;
 mod keeper_start;
 mod launch;
 mod leftovers;

@@ -21,6 +21,8 @@ pub enum Source {
     Sigchld,
     /// The link to the keeper: room to send, or the keeper gone.
     Keeper,
+    /// The link to a keeper being started to replace one lost: its `Ready`, or its end.
+    KeeperStart,
     /// The pipe to the log writer: room to send, or the writer gone.
     LogWriter,
     /// The upgrade's check of a program in flight: its exec-status pipe, its stdout, its
@@ -61,6 +63,7 @@ const SIGCHLD: usize = 2;
 const KEEPER: usize = 3;
 const LOG_WRITER: usize = 4;
 const UPGRADE_CHECK: usize = 5;
+const KEEPER_START: usize = 6;
 
 /// The top bit marks clients; below it, children use four bits for the descriptor kind.
 const CLIENT_BIT: u64 = 1 << 63;
@@ -98,6 +101,7 @@ impl Source {
             Source::Keeper => Some(Token(KEEPER)),
             Source::LogWriter => Some(Token(LOG_WRITER)),
             Source::UpgradeCheck => Some(Token(UPGRADE_CHECK)),
+            Source::KeeperStart => Some(Token(KEEPER_START)),
             Source::Client(id) => (id < CLIENT_BIT).then_some(Token((CLIENT_BIT | id) as usize)),
             Source::Output { gen, stream } => child(
                 gen,
@@ -136,6 +140,7 @@ impl Source {
                 KEEPER => Source::Keeper,
                 LOG_WRITER => Source::LogWriter,
                 UPGRADE_CHECK => Source::UpgradeCheck,
+                KEEPER_START => Source::KeeperStart,
                 _ => Source::Unknown,
             };
         }
@@ -180,6 +185,7 @@ mod tests {
             Source::Keeper,
             Source::LogWriter,
             Source::UpgradeCheck,
+            Source::KeeperStart,
             Source::Client(0),
             Source::Client(1 << 40),
             Source::Output {
@@ -215,6 +221,6 @@ mod tests {
     fn out_of_range_numbers_have_no_token() {
         assert_eq!(Source::Pidfd { gen: 1 << 59 }.token(), None);
         assert_eq!(Source::Client(1 << 63).token(), None);
-        assert_eq!(Source::of(Token(6)), Source::Unknown);
+        assert_eq!(Source::of(Token(7)), Source::Unknown);
     }
 }

@@ -47,9 +47,6 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
     let _ = rustix::process::chdir("/");
     crate::sys::rlimit::raise_nofile_limit();
     let dir = Dir::open(&args.state_dir).map_err(io::Error::from)?;
-    let listener = listen_at(&args.state_dir.join(KEEPER_SOCKET))?;
-    // After its own socket is in place: only someone else's removal of it counts.
-    let watch = watch_dir(&args.state_dir)?;
     let me = std::process::id();
     let identity = match crate::sys::identity::observe(me as i32, None) {
         crate::sys::identity::Observed::Token(t) => t,
@@ -62,14 +59,29 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
     };
+    // Recorded first, then its socket put in place of any other's: a keeper still alive
+    // whose socket this replaces sees it go and exits — and finds the record naming
+    // this one, so it leaves this one's files alone.
     dir.write_atomic(KEEPER_FILE, &encode_keeper(&record))?;
     drop(dir);
-    send_with_fds(
-        &link,
-        &Message::plain(Kind::Ready, me.into()).encode(),
-        &[],
-        false,
-    )?;
+    let listening = listen_at(&args.state_dir.join(KEEPER_SOCKET)).and_then(|listener| {
+        // After its own socket is in place: only someone else's removal of it counts.
+        watch_dir(&args.state_dir).map(|watch| (listener, watch))
+    });
+    let (listener, watch) = match listening {
+        Ok(l) => l,
+        Err(e) => {
+            remove_own_files(&args.state_dir, me);
+            return Err(e);
+        }
+    };
+    let ready = Message::plain(Kind::Ready, me.into()).encode();
+    if let Err(e) = send_with_fds(&link, &ready, &[], false) {
+        // The daemon let go of this keeper before it was ready (it gave up waiting, or it
+        // is shutting down or upgrading): nobody will ever use it.
+        remove_own_files(&args.state_dir, me);
+        return Err(e);
+    }
     let mut keeper = Keeper {
         link: Some(link),
         pending: None,
@@ -82,15 +94,20 @@ pub fn serve(link: OwnedFd, args: &KeeperArgs) -> io::Result<()> {
     };
     let end = keeper.run();
     keeper.held.clear();
-    // Only while the record still names this keeper: a successor's is never removed.
-    if let Ok(dir) = Dir::open(&args.state_dir) {
+    remove_own_files(&args.state_dir, me);
+    match end {
+        End::Bye | End::Expired | End::Unreachable => Ok(()),
+    }
+}
+
+/// Removes the keeper's socket and record — only while the record still names this
+/// keeper (`me`): a successor's are never removed.
+fn remove_own_files(state_dir: &Path, me: u32) {
+    if let Ok(dir) = Dir::open(state_dir) {
         if read_keeper(&dir).is_ok_and(|r| r.pid == me) {
             let _ = dir.unlink(KEEPER_SOCKET);
             let _ = dir.unlink(KEEPER_FILE);
         }
-    }
-    match end {
-        End::Bye | End::Expired | End::Unreachable => Ok(()),
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod daemon;
 pub mod fuse;
+pub mod keeper;
 pub mod log_files;
 pub mod pidns;
 pub mod recorded;

@@ -13,6 +13,8 @@ use crate::driver::children::Children;
 use crate::driver::clients::{Clients, LOSSLESS_LOG_BYTES};
 use crate::driver::config::DaemonConfig;
 use crate::driver::keeper_link::KeeperLink;
+use crate::driver::keeper_restarts::KeeperRestarts;
+use crate::driver::keeper_start::remove_keeper_files;
 use crate::driver::notify::Notifier;
 use crate::driver::persist::Persist;
 use crate::driver::readiness::Readiness;
@@ -137,14 +139,23 @@ impl Daemon {
             // SAFETY: checked open and named once; owned by the link alone.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
             let _ = reexec::set_close_on_exec(std::os::fd::AsFd::as_fd(&fd), true);
-            let mut link = KeeperLink::from_fd(fd)
-                .map_err(|e| log::warn!("keeper link: {e}; carrying on without a keeper"))
-                .ok()?;
-            link.register(poll.registry())
-                .map_err(|e| log::warn!("keeper link: {e}; carrying on without a keeper"))
-                .ok()?;
-            Some(link)
+            let linked = KeeperLink::from_fd(fd)
+                .and_then(|mut link| link.register(poll.registry()).map(|()| link));
+            match linked {
+                Ok(link) => Some(link),
+                Err(e) => {
+                    log::warn!("keeper link: {e}; starting a new keeper");
+                    remove_keeper_files(&cfg.state_dir);
+                    None
+                }
+            }
         });
+        // None crossed the upgrade (none served, or one was being started, which the
+        // previous program let go of): one is started at once, never waited for.
+        let mut keeper_restarts = KeeperRestarts::default();
+        if keeper.is_none() && cfg.keeper_hold.is_some() {
+            keeper_restarts.none_after_upgrade(Instant::now());
+        }
         if cfg.subreaper {
             if let Err(e) = crate::sys::orphans::become_subreaper() {
                 log::warn!("PR_SET_CHILD_SUBREAPER: {e}");
@@ -240,6 +251,7 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::resumed(own_program, program_path),
             keeper,
+            keeper_restarts,
             log_sink,
             notify: Notifier::from_env(),
             ready: Readiness::default(),

@@ -11,7 +11,8 @@ use crate::driver::children::Children;
 use crate::driver::clients::{ClientLimits, Clients, Hello};
 use crate::driver::config::{start_err, DaemonConfig, StartError};
 use crate::driver::containment::cgroup_root;
-use crate::driver::keeper_start::find_or_start;
+use crate::driver::keeper_restarts::KeeperRestarts;
+use crate::driver::keeper_start::{find_or_start, remove_keeper_files};
 use crate::driver::listener::{self, PeerPolicy};
 use crate::driver::log_sink::LogSink;
 use crate::driver::notify::Notifier;
@@ -151,9 +152,15 @@ impl Daemon {
                 .try_for_each(|gen| link.forget(gen))
                 .and_then(|()| link.register(poll.registry()));
             if let Err(e) = result {
-                log::error!("keeper link: {e}; carrying on without a keeper");
+                log::error!("keeper link: {e}; starting a new keeper later");
                 keeper = None;
+                remove_keeper_files(&cfg.state_dir);
             }
+        }
+        // None could be had: one is tried again after a while, never waited for.
+        let mut keeper_restarts = KeeperRestarts::default();
+        if keeper.is_none() && cfg.keeper_hold.is_some() {
+            keeper_restarts.none_at_start(Instant::now());
         }
         // The configuration's sessions, reconciled with what was taken back as a reload
         // does: one persisted with an equal spec runs on untouched.
@@ -207,6 +214,7 @@ impl Daemon {
             turn: Turn::default(),
             upgrade: Upgrader::started(),
             keeper,
+            keeper_restarts,
             log_sink,
             notify: Notifier::from_env(),
             ready: Readiness::default(),

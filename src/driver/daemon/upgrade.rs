@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::Daemon;
 use crate::driver::keeper_link::KeeperLink;
+use crate::driver::keeper_start::remove_keeper_files;
 use crate::driver::upgrade::state::{mono, ConfigImage, DriverImage, RequesterImage};
 use crate::driver::upgrade::upgrader::{refused, Due};
 use crate::driver::upgrade::{core_section, Pending, ResumeArgs, LAUNCH_WAIT};
@@ -74,15 +75,20 @@ impl Daemon {
         }
     }
 
-    /// Takes the keeper link back after an upgrade that did not happen.
+    /// Takes the keeper link back after an upgrade that did not happen; without one (none
+    /// was carried, or it cannot be taken back), a keeper is started again.
     fn restore_keeper(&mut self, fd: Option<std::os::fd::OwnedFd>) {
-        let Some(fd) = fd else { return };
-        match KeeperLink::from_fd(fd) {
-            Ok(mut link) => match link.register(self.poll.registry()) {
-                Ok(()) => self.keeper = Some(link),
-                Err(e) => log::warn!("keeper link: {e}; carrying on without a keeper"),
-            },
-            Err(e) => log::warn!("keeper link: {e}; carrying on without a keeper"),
+        let linked = fd.map(|fd| {
+            KeeperLink::from_fd(fd)
+                .and_then(|mut link| link.register(self.poll.registry()).map(|()| link))
+        });
+        match linked {
+            Some(Ok(link)) => self.keeper = Some(link),
+            Some(Err(e)) => self.lose_keeper(&e),
+            None if self.cfg.keeper_hold.is_some() => {
+                self.keeper_restarts.none_after_upgrade(Instant::now())
+            }
+            None => {}
         }
     }
 
@@ -122,10 +128,18 @@ impl Daemon {
         self.log_sink.finish(self.poll.registry());
         // Kept emptied cgroups would outlive the program that knows them.
         self.children.empty_pool();
+        // A keeper being started is let go of (told `Bye`): the next program, finding no
+        // link in the image, starts one at once. Its first process is reaped now, as the
+        // next program would not know it.
+        self.keeper_restarts.cancel(self.poll.registry());
+        self.keeper_restarts.reap_before_exec();
         // The keeper link goes as a bare descriptor, with what was queued for it sent.
         let keeper = self.keeper.take().and_then(|link| {
             link.into_fd(self.poll.registry())
-                .map_err(|e| log::warn!("keeper link: {e}; the next program starts without it"))
+                .map_err(|e| {
+                    log::warn!("keeper link: {e}; the next program starts a new keeper");
+                    remove_keeper_files(&self.cfg.state_dir);
+                })
                 .ok()
         });
         let driver = DriverImage {
