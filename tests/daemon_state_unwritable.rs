@@ -182,3 +182,40 @@ fn an_upgrade_on_a_full_state_directory_resumes() {
     std::fs::remove_file(&filler).unwrap();
     c.ok(json!({"op": "shutdown"}));
 }
+
+/// A start whose descriptor cannot be written is the daemon's shortage, not the
+/// session's failure: its `spawn_failed` carries the errno of the write (`ENOSPC` here,
+/// where it said `EIO`), and the restart policy tries again without counting it — the
+/// session never uses up its `max_restarts` and ends `failed` for a full state directory.
+#[test]
+fn a_start_that_cannot_be_recorded_is_retried_without_counting() {
+    let Some((d, _mounted)) = start_on_small_tmpfs(
+        "unrecorded-restarts",
+        "a_start_that_cannot_be_recorded_is_retried_without_counting",
+    ) else {
+        return;
+    };
+    let state = d.dir.join("state");
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let filler = state.join("filler");
+    fill(&filler);
+    let restart =
+        json!({"mode": "on-failure", "initial": "10ms", "max": "20ms", "max_restarts": 1});
+    c.ok(json!({"op": "spawn", "session": "full", "argv": ["sleep", "1000"], "restart": restart}));
+    let mut failures = Vec::new();
+    c.events_until(|m| {
+        if m.json()["event"] == json!("spawn_failed") {
+            failures.push(m.json().clone());
+        }
+        failures.len() >= 3
+    });
+    for failed in &failures {
+        assert_eq!(failed["error"]["errno"], json!(libc::ENOSPC), "{failed}");
+    }
+    let got = c.ok(json!({"op": "get", "session": "full"}));
+    assert_ne!(got["session"]["state"], json!("failed"), "{got}");
+    assert_eq!(got["session"]["restarts"], json!(0), "{got}");
+    std::fs::remove_file(&filler).unwrap();
+    c.ok(json!({"op": "shutdown"}));
+}

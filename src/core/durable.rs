@@ -145,9 +145,14 @@ impl Core {
     ) -> Vec<RestoreProblem> {
         self.advance_clock(clock.now);
         let mut problems = Vec::new();
+        let claims = others_generations(&records);
         for record in records {
             let name = record.name.clone();
-            match self.restore_one(clock, record) {
+            let restored = match claims.get(&name) {
+                Some(why) => Err(Error::bad(why.clone())),
+                None => self.restore_one(clock, record),
+            };
+            match restored {
                 Ok(()) => {
                     self.mark_dirty(name);
                 }
@@ -165,6 +170,11 @@ impl Core {
             return Err(Error::bad(why));
         }
         r.spec.validate(&self.config)?;
+        // What a `spawn` is refused for: itself among its dependencies, or a dependency
+        // that closes a cycle with the sessions restored before it (of a cycle, the
+        // records read first are kept, as the sessions spawned first would be).
+        super::depends::validate(Some(&r.name), &r.spec.depends_on)?;
+        self.refuse_cycle(&r.name, &r.spec.depends_on)?;
         if self.sessions.contains_key(&r.name) {
             return Err(Error::bad("a second record of the same session"));
         }
@@ -426,4 +436,45 @@ impl Core {
         self.on_end(name, gen, Ended::Lost);
         self.sync_restart(name);
     }
+}
+
+/// The records among `records` whose current generation is another's (a damaged or
+/// copied record), each with why: a generation is one session's, so a record claiming
+/// one that another record says ended, or that is another's last, or that another claims
+/// as current too and comes first by name, is refused — else one process (or one loss)
+/// would be reported under two sessions. Whose a running process is, its descriptor says
+/// first (the driver refuses a record claiming another's before this).
+fn others_generations(records: &[SessionRecord]) -> std::collections::HashMap<Arc<str>, String> {
+    use std::collections::HashMap;
+    // Every generation a record names but as its current one, and each current claim.
+    let mut named: HashMap<u64, &Arc<str>> = HashMap::new();
+    let mut current: HashMap<u64, &Arc<str>> = HashMap::new();
+    for r in records {
+        let ended = r.recent_ends.iter().filter_map(Event::gen);
+        let last = [r.last_gen, r.last_end.as_ref().map(|e| e.gen())];
+        for gen in last.into_iter().flatten().chain(ended) {
+            if Some(gen) != r.current {
+                named.entry(gen).or_insert(&r.name);
+            }
+        }
+        if let Some(gen) = r.current {
+            current
+                .entry(gen)
+                .and_modify(|n| *n = (*n).min(&r.name))
+                .or_insert(&r.name);
+        }
+    }
+    let mut refused = HashMap::new();
+    for r in records {
+        let Some(gen) = r.current else { continue };
+        let owner = match named.get(&gen) {
+            Some(o) if **o != r.name => Some(o),
+            _ => current.get(&gen).filter(|o| ***o != r.name),
+        };
+        if let Some(o) = owner {
+            let why = format!("its current generation {gen} is session {o}'s");
+            refused.insert(r.name.clone(), why);
+        }
+    }
+    refused
 }

@@ -71,6 +71,12 @@ use generation::{Ended, GenInput, Generation, Outcome, Phase};
 use restart::{Decision, Rest};
 use session::Session;
 
+/// Generation numbers are below this (2^59): the loop names each generation's
+/// descriptors by its number in a 64-bit poll token beside the descriptor's kind, so a
+/// larger one could be allocated but never watched. A counter that starts at 1 never gets
+/// here; a number on disk that does (a damaged record) is refused when it is read.
+pub const GEN_LIMIT: u64 = 1 << 59;
+
 /// Whether `name` is a valid session name: `[A-Za-z0-9._-]{1,64}`, not starting with `.`
 /// (so it is safe as a file name in the state directory). The protocol layer can check
 /// early; the core checks again on every command.
@@ -908,7 +914,7 @@ impl Core {
         if let Some(full) = self.session_full(session) {
             return Err(full);
         }
-        if self.next_gen == u64::MAX {
+        if self.next_gen >= GEN_LIMIT {
             return Err(Error::new(ErrorCode::Limit, "generation numbers exhausted"));
         }
         let gen = self.next_gen;

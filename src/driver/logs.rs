@@ -19,6 +19,11 @@ use crate::core::{Event, Stream};
 use crate::proto::framing::{OutputFrame, OUTPUT_TRAILER};
 use crate::store::journal::{Journal, Segment};
 
+/// The smallest read [`Logs::read_limit`] asks for: a tinier `buffer` keeps next to
+/// nothing anyway (a frame's header alone is about 100 bytes), and reads of a few bytes
+/// would cost a system call and a record each.
+const MIN_READ: usize = 256;
+
 /// Default per-session log capacity until a spawn says otherwise.
 pub const DEFAULT_LOG_BYTES: usize = 1 << 20;
 
@@ -158,6 +163,18 @@ impl Logs {
     /// Whether `session` has a log yet.
     pub fn has(&self, session: &str) -> bool {
         self.rings.contains_key(session)
+    }
+
+    /// The most output bytes one read of a generation of `session` may take, so that a
+    /// whole read fits in its log beside an event: half the log's capacity while that is
+    /// smaller than a read would be (a `buffer` below one read keeps the tail of what a
+    /// long write sent, in several records, rather than one record too large to stay
+    /// once anything follows it). `None`: no bound (no log, or one that replays nothing).
+    pub fn read_limit(&self, session: &str) -> Option<usize> {
+        self.rings
+            .get(session)
+            .filter(|ring| ring.replays())
+            .map(|ring| (ring.capacity() / 2).max(MIN_READ))
     }
 
     /// Sets a session's capacity.

@@ -409,6 +409,19 @@ impl Persist {
         }
     }
 
+    /// Sets session `name`'s file aside (to `bad/`, see `store::aside`): its record read
+    /// well but was not taken back, for `why`.
+    pub fn set_aside_session(&mut self, name: &str, why: &str) {
+        self.saved.forget(name);
+        self.store.set_aside_session(name, why);
+    }
+
+    /// Sets generation `gen`'s descriptor aside: it read well but is not taken back, for
+    /// `why`.
+    pub fn set_aside_descriptor(&self, gen: u64, why: &str) {
+        self.store.set_aside_descriptor(gen, why);
+    }
+
     /// The state directory's id (in every child's `GENWARD_GEN`).
     pub fn dir_id(&self) -> &str {
         self.store.id().as_str()

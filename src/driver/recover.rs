@@ -54,7 +54,18 @@ pub fn take_back(
         now,
         unix_ms: unix_ms(),
     };
-    left.sessions = not_claiming_others(left.sessions, &left.descriptors);
+    let (descriptors, copies) = one_per_process(left.descriptors, &left.sessions);
+    for (gen, why) in copies {
+        log::warn!("gen {gen}: not taken back: {why}");
+        persist.set_aside_descriptor(gen, &why);
+    }
+    left.descriptors = descriptors;
+    let (sessions, claiming) = not_claiming_others(left.sessions, &left.descriptors);
+    for (name, why) in claiming {
+        log::warn!("session {name}: not restored: {why}");
+        persist.set_aside_session(&name, &format!("not restored: {why}"));
+    }
+    left.sessions = sessions;
     let sessions = left.sessions.len();
     // Generations known to have ended: whatever they left running was left knowingly
     // (`on_exit: leave`) or out of reach already, and stays as it would have.
@@ -82,6 +93,8 @@ pub fn take_back(
             problem.session,
             problem.error.message
         );
+        let why = format!("not restored: {}", problem.error.message);
+        persist.set_aside_session(&problem.session, &why);
     }
     let logs = persist.open_logs(core, capacities);
     let mut adopted = 0;
@@ -241,24 +254,74 @@ pub fn take_back(
 fn not_claiming_others(
     records: Vec<crate::core::SessionRecord>,
     descriptors: &[crate::store::descriptor::Descriptor],
-) -> Vec<crate::core::SessionRecord> {
+) -> (Vec<crate::core::SessionRecord>, Vec<(Arc<str>, String)>) {
     let owner: std::collections::HashMap<u64, &Arc<str>> =
         descriptors.iter().map(|d| (d.gen, &d.session)).collect();
-    records
+    let mut refused = Vec::new();
+    let kept = records
         .into_iter()
         .filter(
             |r| match r.current.and_then(|g| owner.get(&g).map(|o| (g, o))) {
                 Some((gen, o)) if **o != r.name => {
-                    log::warn!(
-                        "session {}: not restored: its current generation {gen} is session {o}'s",
-                        r.name
-                    );
+                    let why = format!("its current generation {gen} is session {o}'s");
+                    refused.push((r.name.clone(), why));
                     false
                 }
                 _ => true,
             },
         )
-        .collect()
+        .collect();
+    (kept, refused)
+}
+
+/// The descriptors less those naming a process another one names too (the same pid and
+/// identity token: a file copied under another generation's name), and those, each with
+/// why (they are set aside): a process is one generation's, and adopted twice it would be
+/// listed twice and its one end reported as two. Of those naming one process, the one its
+/// session's record names as current is kept, else the lowest number. Descriptors without
+/// an identity token are not compared: nothing tells their processes apart.
+fn one_per_process(
+    descriptors: Vec<crate::store::descriptor::Descriptor>,
+    records: &[crate::core::SessionRecord],
+) -> (
+    Vec<crate::store::descriptor::Descriptor>,
+    Vec<(u64, String)>,
+) {
+    use std::collections::HashMap;
+    let current: HashSet<(&str, u64)> = records
+        .iter()
+        .filter_map(|r| r.current.map(|g| (&*r.name, g)))
+        .collect();
+    // Per process, the generation kept: one named current first, then the lowest number
+    // (the descriptors come sorted by number).
+    let mut kept: HashMap<(u32, String), (u64, bool)> = HashMap::new();
+    for d in &descriptors {
+        let Some(token) = d.identity.clone() else {
+            continue;
+        };
+        let named = current.contains(&(&*d.session, d.gen));
+        let k = kept.entry((d.pid, token)).or_insert((d.gen, named));
+        if named && !k.1 {
+            *k = (d.gen, true);
+        }
+    }
+    let mut copies = Vec::new();
+    let mut keep = Vec::with_capacity(descriptors.len());
+    for d in descriptors {
+        let winner = d
+            .identity
+            .clone()
+            .and_then(|t| kept.get(&(d.pid, t)))
+            .map(|k| k.0);
+        match winner {
+            Some(w) if w != d.gen => {
+                let why = format!("it names pid {}, generation {w}'s process", d.pid);
+                copies.push((d.gen, why));
+            }
+            _ => keep.push(d),
+        }
+    }
+    (keep, copies)
 }
 
 /// What the core is told of a generation's I/O a keeper held: each output stream handed
@@ -376,12 +439,37 @@ mod tests {
         let descriptors = [descriptor("b", 2)];
         for order in [["b", "d"], ["d", "b"]] {
             let records = order.iter().map(|n| record(n, Some(2))).collect();
-            let kept = not_claiming_others(records, &descriptors);
+            let (kept, refused) = not_claiming_others(records, &descriptors);
             let names: Vec<&str> = kept.iter().map(|r| &*r.name).collect();
             assert_eq!(names, ["b"]);
+            assert_eq!(refused.len(), 1);
+            assert_eq!(&*refused[0].0, "d");
         }
         // Its own, or one no descriptor names: kept.
-        let kept = not_claiming_others(vec![record("a", Some(7)), record("c", None)], &descriptors);
+        let (kept, refused) =
+            not_claiming_others(vec![record("a", Some(7)), record("c", None)], &descriptors);
         assert_eq!(kept.len(), 2);
+        assert!(refused.is_empty());
+    }
+
+    /// A descriptor copied under another number names the same process: one is kept —
+    /// the one the session's record calls current, else the lowest — and the other set
+    /// aside, so the process is not adopted twice. Without tokens nothing is compared.
+    #[test]
+    fn a_process_named_by_two_descriptors_is_taken_back_once() {
+        let with_token = |session: &str, gen: u64| Descriptor {
+            identity: Some("linux1:boot:0:99".into()),
+            ..descriptor(session, gen)
+        };
+        let gens = |kept: &[Descriptor]| kept.iter().map(|d| d.gen).collect::<Vec<_>>();
+        let copies = vec![with_token("a", 1), with_token("a", 9)];
+        let (kept, aside) = one_per_process(copies.clone(), &[record("a", Some(1))]);
+        assert_eq!((gens(&kept), aside.len()), (vec![1], 1));
+        let (kept, aside) = one_per_process(copies.clone(), &[record("a", Some(9))]);
+        assert_eq!((gens(&kept), aside[0].0), (vec![9], 1));
+        let (kept, _) = one_per_process(copies, &[]);
+        assert_eq!(gens(&kept), [1]);
+        let (kept, aside) = one_per_process(vec![descriptor("a", 1), descriptor("a", 9)], &[]);
+        assert_eq!((gens(&kept), aside.len()), (vec![1, 9], 0));
     }
 }

@@ -84,6 +84,9 @@ const PROBE_STATUS: u64 = 10;
 const LIVE_PROBE: u64 = 11;
 const LIVE_PROBE_STATUS: u64 = 12;
 
+// Every number the core may allocate has a token, and no larger one.
+const _: () = assert!(CLIENT_BIT >> KIND_BITS == crate::core::GEN_LIMIT);
+
 // Tokens hold 64 bits of source identity.
 const _: () = assert!(usize::BITS == 64, "genward needs a 64-bit usize");
 

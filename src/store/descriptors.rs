@@ -1,8 +1,10 @@
 //! `gens/<gen>.json`: one descriptor per live generation, written before its spawn is
 //! reported and removed once it is gone.
 
+use super::aside::move_aside;
 use super::descriptor::{decode_descriptor, encode_descriptor, Descriptor, MAX_DESCRIPTOR_FILE};
 use super::error::StoreError;
+use super::highwater::{beyond, MAX_STORED_GEN};
 use super::layout::Store;
 use super::load::{load_dir, Batch, Place};
 use super::names::{gen_file, gen_of_file, GENS_DIR};
@@ -28,6 +30,12 @@ impl Store {
         Ok(())
     }
 
+    /// Moves generation `gen`'s descriptor to `bad/`, logging `why`: one that read well
+    /// but cannot be taken back (a copy of another's, naming the same process).
+    pub fn set_aside_descriptor(&self, gen: u64, why: &str) {
+        move_aside(&self.gens, GENS_DIR, &gen_file(gen), &self.bad, why);
+    }
+
     /// Reads every descriptor (at most `max`), by generation. A bad file — corrupt,
     /// foreign, misnamed, for another generation than its name says, or from another
     /// state directory (its `dir_id`) — is moved aside and counted, never returned.
@@ -44,6 +52,9 @@ impl Store {
             gen_of_file,
             |gen, bytes| {
                 let d = decode_descriptor(bytes)?;
+                if d.gen >= MAX_STORED_GEN {
+                    return Err(FieldError::invalid("gen", beyond(d.gen)).into());
+                }
                 if d.gen != gen {
                     let why = format!("{} in the file of generation {gen}", d.gen);
                     return Err(FieldError::invalid("gen", why).into());

@@ -163,13 +163,43 @@ impl Dir {
         Ok(())
     }
 
-    /// An `io::Error` naming this directory.
+    /// An `io::Error` naming this directory, which still carries the system's error
+    /// number (see [`os_errno`]): a caller that reports it (a start that could not be
+    /// recorded) says `ENOSPC` or `EACCES`, not a vague `EIO`.
     pub(crate) fn io(&self, e: Errno) -> io::Error {
         io::Error::new(
             io::Error::from(e).kind(),
-            format!("{}: {e}", self.path.display()),
+            PathError {
+                path: self.path.clone(),
+                errno: e,
+            },
         )
     }
+}
+
+/// A system error on a path of the state directory.
+#[derive(Debug)]
+struct PathError {
+    path: PathBuf,
+    errno: Errno,
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.errno)
+    }
+}
+
+impl std::error::Error for PathError {}
+
+/// The system's error number behind `e`, whether it came straight from a system call or
+/// was given the path it concerns by the store.
+pub fn os_errno(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<PathError>())
+            .map(|p| p.errno.raw_os_error())
+    })
 }
 
 impl AsFd for Dir {

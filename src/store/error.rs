@@ -53,6 +53,18 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+impl StoreError {
+    /// The system's error number behind it, if a system call failed (`ENOSPC`, `EACCES`,
+    /// `EROFS`, ...): what a client is told when a start could not be recorded.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            StoreError::Io(e) => super::dir::os_errno(e),
+            StoreError::Dir(DirError::Io { err, .. }) => super::dir::os_errno(err),
+            _ => None,
+        }
+    }
+}
+
 impl From<DirError> for StoreError {
     fn from(e: DirError) -> Self {
         StoreError::Dir(e)

@@ -30,7 +30,7 @@ use super::error::StoreError;
 use super::format::{self, FormatError, Kind};
 use super::layout::Store;
 use super::load::{load_file, Newer, Outcome};
-use crate::core::SessionRecord;
+use crate::core::{SessionRecord, GEN_LIMIT};
 use crate::proto::json::{FieldError, Limits};
 
 /// The ceiling's file, in the state directory.
@@ -42,6 +42,14 @@ pub const BLOCK: u64 = 4096;
 /// How far above everything found on disk a directory whose ceiling was lost starts: no
 /// record says what a removed session's generations were, so leave room for a great many.
 pub const RECOVERY_GAP: u64 = 1 << 32;
+
+/// Generation numbers on disk are below this: the core's [`GEN_LIMIT`] less room for two
+/// [`RECOVERY_GAP`]s, so that a directory whose ceiling was lost still numbers on above
+/// whatever it holds. A counter that starts at 1 never gets here; a file that names a
+/// number at or above it (a highwater ceiling, a descriptor, a session record) was damaged
+/// or not written by us, and is set aside when read — accepted, it would push numbering
+/// past what the loop can watch, and every later start would fail.
+pub const MAX_STORED_GEN: u64 = GEN_LIMIT - 2 * RECOVERY_GAP;
 
 const MAX_FILE: usize = 256;
 
@@ -146,14 +154,14 @@ impl GenAllocator {
     /// [`next_generation`](crate::core::Core::next_generation)), writing a new one when it
     /// is not. Returns whether it wrote. Cheap when it does not: one comparison.
     pub fn reserve(&mut self, store: &Store, next: u64) -> Result<bool, ReserveError> {
-        if self.ceiling.saturating_sub(next) >= BLOCK / 2 || self.ceiling == u64::MAX {
+        if self.ceiling.saturating_sub(next) >= BLOCK / 2 || self.ceiling >= GEN_LIMIT {
             return Ok(false);
         }
         self.raise(store, next).map(|()| true)
     }
 
     fn raise(&mut self, store: &Store, next: u64) -> Result<(), ReserveError> {
-        let ceiling = next.saturating_add(BLOCK).max(self.ceiling);
+        let ceiling = next.saturating_add(BLOCK).min(GEN_LIMIT).max(self.ceiling);
         match store
             .root
             .write_atomic(HIGHWATER_FILE, &encode_ceiling(ceiling))
@@ -191,9 +199,7 @@ pub fn generation_floor<'a>(
 ) -> u64 {
     let mut highest = 0;
     for s in sessions {
-        let ends = s.recent_ends.iter().filter_map(|e| e.gen());
-        let named = [s.current, s.last_gen, s.last_end.as_ref().map(|e| e.gen())];
-        for gen in named.into_iter().flatten().chain(ends) {
+        for gen in named_generations(s) {
             highest = highest.max(gen);
         }
     }
@@ -216,6 +222,19 @@ pub fn decode_ceiling(bytes: &[u8]) -> Result<u64, FormatError> {
     o.check_fields(&["ceiling"])?;
     match o.req_u64("ceiling")? {
         0 => Err(FieldError::invalid("ceiling", "must be at least 1").into()),
+        c if c > MAX_STORED_GEN => Err(FieldError::invalid("ceiling", beyond(c)).into()),
         c => Ok(c),
     }
+}
+
+/// Why generation number `gen` found on disk is refused (see [`MAX_STORED_GEN`]).
+pub fn beyond(gen: u64) -> String {
+    format!("{gen} is beyond the generation numbers the daemon can use (below {MAX_STORED_GEN})")
+}
+
+/// The generations a session record names (its current one, its last, its ends).
+pub fn named_generations(s: &SessionRecord) -> impl Iterator<Item = u64> + '_ {
+    let ends = s.recent_ends.iter().filter_map(|e| e.gen());
+    let named = [s.current, s.last_gen, s.last_end.as_ref().map(|e| e.gen())];
+    named.into_iter().flatten().chain(ends)
 }

@@ -259,6 +259,12 @@ fn open_lease(root: &Dir) -> Result<Result<OwnedFd, String>, LeaseError> {
         Ok(fd) => fd,
         Err(Errno::LOOP) => return Ok(Err("a symlink, not a lease file".into())),
         Err(Errno::ISDIR) => return Ok(Err("a directory, not a lease file".into())),
+        // Mode 000, or another user's file: not one we wrote (ours are 0600, ours).
+        Err(e @ (Errno::ACCESS | Errno::PERM)) => {
+            return Ok(Err(format!(
+                "cannot be opened ({e}), not a lease file of ours"
+            )))
+        }
         Err(e) => return Err(LeaseError::Io(root.io(e))),
     };
     match check_ours(&fd) {

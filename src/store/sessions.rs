@@ -3,7 +3,9 @@
 
 use std::io;
 
+use super::aside::move_aside;
 use super::error::StoreError;
+use super::highwater::{beyond, named_generations, MAX_STORED_GEN};
 use super::layout::Store;
 use super::load::{load_dir, Batch, Place};
 use super::names::{session_file, session_of_file, SESSIONS_DIR};
@@ -101,11 +103,31 @@ impl Store {
                 )
                 .into());
             }
+            if let Some(gen) = named_generations(&record).find(|g| *g >= MAX_STORED_GEN) {
+                return Err(FieldError::invalid("generation", beyond(gen)).into());
+            }
             seen(&record, bytes);
             Ok(record)
         })?;
         batch.records.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(batch)
+    }
+}
+
+impl Store {
+    /// Moves session `name`'s file to `bad/`, logging `why`: a record that read well but
+    /// cannot be taken back (refused by the core, or claiming another session's process)
+    /// is set aside like a corrupt one, so it is neither warned about again at every
+    /// start nor overwritten unseen by a later session of that name. Left in place, with
+    /// a warning, if even the move fails.
+    pub fn set_aside_session(&self, name: &str, why: &str) {
+        move_aside(
+            &self.sessions,
+            SESSIONS_DIR,
+            &session_file(name),
+            &self.bad,
+            why,
+        );
     }
 }
 

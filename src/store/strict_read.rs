@@ -29,6 +29,10 @@ pub enum ReadError {
     Linked { links: u64 },
     /// Larger than the limit for its kind.
     TooLarge { limit: usize },
+    /// It may not be opened by us (mode 000, or another user's file with mode 0600 read
+    /// by a daemon that is not root): the file's fault, not the directory's, so it is set
+    /// aside like any other file we did not write, never a reason to read nothing else.
+    Unopenable(Errno),
     /// A system call failed: not the file's fault.
     Io(io::Error),
 }
@@ -46,6 +50,7 @@ impl fmt::Display for ReadError {
             }
             ReadError::Linked { links } => write!(f, "has {links} hard links"),
             ReadError::TooLarge { limit } => write!(f, "larger than {limit} bytes"),
+            ReadError::Unopenable(e) => write!(f, "cannot be opened: {e}"),
             ReadError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -85,6 +90,8 @@ impl Dir {
             // A socket, or a device with no driver: set aside like any other special file,
             // not a failure of the whole directory's read.
             Errno::NXIO | Errno::NODEV | Errno::OPNOTSUPP => ReadError::NotRegular("special file"),
+            // Permissions we never give our own files.
+            Errno::ACCESS | Errno::PERM => ReadError::Unopenable(e),
             e => self.named(name, ReadError::Io(e.into())),
         })?;
         let size = check_ours(&fd).map_err(|e| self.named(name, e))?;

@@ -473,6 +473,43 @@ fn bad_records_are_refused_one_by_one() {
     n.settle();
 }
 
+/// Records the protocol would refuse are refused at restore too: one depending on
+/// itself, the one that closes a dependency cycle, and one whose current generation is
+/// another session's (a damaged or copied record), which would report one generation's
+/// end under two sessions.
+#[test]
+fn records_with_impossible_dependencies_or_generations_are_refused() {
+    let mut h = Harness::new();
+    let a = h.spawn("a");
+    h.started(a);
+    h.spawn("b");
+    let mut records = h.records();
+    let base = records[0].clone();
+    let with = |name: &str, deps: &[&str], current: Option<u64>| {
+        let mut r = base.clone();
+        r.name = name.into();
+        r.current = current;
+        r.last_gen = current;
+        r.spec.depends_on = deps
+            .iter()
+            .map(|d| (d.to_string(), crate::core::DependOn::Started))
+            .collect();
+        r
+    };
+    records.push(with("self", &["self"], None));
+    records.push(with("cyc1", &["cyc2"], None));
+    records.push(with("cyc2", &["cyc1"], None));
+    records.push(with("thief", &[], Some(a)));
+    let (mut n, problems) = h.reborn(records, 1);
+    let refused: Vec<_> = problems.iter().map(|p| &*p.session).collect();
+    assert_eq!(refused, ["self", "cyc2", "thief"]);
+    assert!(n.adopt(a, "a"));
+    n.resume();
+    let listed: Vec<_> = n.core.list().iter().map(|s| s.name.to_string()).collect();
+    assert_eq!(listed, ["a", "b", "cyc1"]);
+    n.settle();
+}
+
 #[test]
 fn dirty_sessions_name_what_changed_and_what_went() {
     let mut h = Harness::new();

@@ -24,11 +24,16 @@ impl Daemon {
             return self.turn.park_also(gen, token);
         }
         {
+            // A session whose `buffer` is smaller than one read takes smaller reads, so
+            // that what it retains of a long write is its tail, not nothing.
+            let limit = self
+                .core
+                .session_of(gen)
+                .and_then(|session| self.logs.read_limit(&session));
+            let buf = self.turn.read_buf();
+            let len = limit.map_or(buf.len(), |l| l.min(buf.len()));
             let registry = self.poll.registry();
-            match self
-                .children
-                .read(registry, gen, stream, self.turn.read_buf())
-            {
+            match self.children.read(registry, gen, stream, &mut buf[..len]) {
                 Read::Data(n) => {
                     self.turn.sliced(token, n);
                     // Only while a generation waits for an `output` readiness match.

@@ -110,12 +110,7 @@ impl Daemon {
         };
         log::error!("gen {gen}: writing its descriptor: {e}; killing it");
         self.children.withdraw(self.poll.registry(), gen);
-        let errno = match &e {
-            StoreError::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
-            _ => libc::EIO,
-        };
-        let why = format!("it could not be recorded, and was killed at once: {e}");
-        Err(daemon_failure(errno, why))
+        Err(unrecorded(&e))
     }
 
     /// Writes a generation's queued input as far as it goes (or closes it, its reader
@@ -238,5 +233,33 @@ impl Daemon {
         }
         self.run_actions();
         self.flush_clients();
+    }
+}
+
+/// A start whose descriptor could not be written (`e`), as its `spawn_failed`: with the
+/// errno of the write that failed (`ENOSPC`, `EDQUOT`, `EACCES`, `EROFS`, ...; `EIO` only
+/// when there is none) and, whatever it is, a shortage of the daemon's own — its state
+/// directory, not the session's spec, is what failed — so the restart policy tries again
+/// without counting it against the session (operations.md, *Limits*).
+fn unrecorded(e: &StoreError) -> crate::core::SpawnError {
+    let errno = e.errno().unwrap_or(libc::EIO);
+    let why = format!("it could not be recorded, and was killed at once: {e}");
+    daemon_failure(errno, why).as_shortage()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unrecorded_start_keeps_its_errno_and_is_a_shortage() {
+        let dir = crate::testkit::scratch::ScratchDir::new("unrecorded");
+        let root = crate::store::dir::Dir::open(&dir).unwrap();
+        for errno in [libc::ENOSPC, libc::EACCES, libc::EROFS, libc::EDQUOT] {
+            let e = StoreError::Io(root.io(rustix::io::Errno::from_raw_os_error(errno)));
+            let failed = unrecorded(&e);
+            assert_eq!(failed.errno, errno, "{e}");
+            assert!(failed.shortage, "{e}");
+        }
     }
 }
