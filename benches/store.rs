@@ -77,6 +77,7 @@ fn main() {
         started_unix_ms: 1_700_000_000_000,
         io: IoKind::Pty,
         dir_id: store.id().clone(),
+        cgroup: None,
     };
     let start = Instant::now();
     for gen in 1..=writes as u64 {

@@ -40,6 +40,7 @@ fn descriptor(store: &Store, gen: u64) -> Descriptor {
         started_unix_ms: 1_700_000_000_000,
         io: IoKind::Pipes,
         dir_id: store.id().clone(),
+        cgroup: None,
     }
 }
 

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use super::{
     Action, Command, Core, Event, ExitCause, GenerationSnapshot, Input, Lifecycle, OutputAt,
-    Response, RestoreProblem, SessionRecord, Spec, StopReason, Stream, Time, WallClock,
+    Response, RestoreProblem, SessionRecord, Spec, StopReason, StopStage, Stream, Time, WallClock,
 };
 
 /// The clock records are compared with: any fixed one maps distinct instants apart.
@@ -86,6 +86,9 @@ struct Track {
     unverified: bool,
     /// Its readiness was decided (`ready` or `ready_failed` emitted).
     ready_decided: u32,
+    /// Adopted in its cgroup: its tree may still be signalled once its leader is lost
+    /// (a cgroup, unlike a pid, cannot be a stranger's while it is held).
+    contained: bool,
 }
 
 /// Observes a core and panics when an invariant breaks.
@@ -147,6 +150,10 @@ impl Checker {
             } if !before.contains_key(gen) => Some((*gen, session.clone(), *verified, *io)),
             _ => None,
         };
+        let adopting_tree = match &input {
+            Input::AdoptTree { gen, .. } if !before.contains_key(gen) => Some(*gen),
+            _ => None,
+        };
         let command_session = match &input {
             Input::Command { command, .. } => command_session(command).map(str::to_owned),
             _ => None,
@@ -156,7 +163,9 @@ impl Checker {
             _ => None,
         };
         let input_session = match &input {
-            Input::Adopt { session, .. } => Some(session.clone()),
+            Input::Adopt { session, .. } | Input::AdoptTree { session, .. } => {
+                Some(session.clone())
+            }
             _ => None,
         };
         // A client's `signal` is not the core's own kill.
@@ -189,6 +198,9 @@ impl Checker {
         }
         if let Some((gen, session, verified, io)) = adopting {
             self.note_adopted(core, gen, &session, verified, io);
+        }
+        if let Some(gen) = adopting_tree.filter(|gen| core.gens.contains_key(gen)) {
+            self.note_tree_adopted(core, gen);
         }
         if let Some(gen) = about {
             let own = before.get(&gen).map(|(s, _)| s.clone());
@@ -330,8 +342,9 @@ impl Checker {
         let actions = self.drain(core, now, &before);
         for (gen, (_, g)) in gens_by_number(core) {
             let t = self.track(gen);
-            if t.asked.is_none() && t.exit.is_none() {
-                t.asked = g.stop;
+            // (A stop taken back with its record may have been outranked since.)
+            if let (Some(stop), None) = (g.stop, t.exit) {
+                t.asked = Some(outranking(t.asked, stop));
             }
         }
         self.note_held(core);
@@ -430,7 +443,20 @@ impl Checker {
             unverified: !verified,
             ..Track::default()
         };
-        let listed = gens_by_number(core).get(&gen).and_then(|(_, g)| g.adopted);
+        let snapshot = gens_by_number(core);
+        let listed = snapshot.get(&gen).and_then(|(_, g)| g.adopted);
+        let listed_gen = snapshot.get(&gen).map(|(_, g)| g);
+        let t = self.track(gen);
+        t.contained =
+            listed_gen.is_some_and(|g| g.containment == Some(crate::core::Containment::Cgroup));
+        // A stop its record said was under way goes on: its reason, and whether its
+        // SIGKILL was sent, decide the cause as they would have.
+        if let Some(g) = listed_gen.filter(|_| verified) {
+            if let Lifecycle::Stopping(stage) = g.lifecycle {
+                t.asked = g.stop;
+                t.kill_sent = stage != StopStage::Graceful;
+            }
+        }
         assert_eq!(
             listed.map(|a| a.verified),
             Some(verified),
@@ -441,6 +467,42 @@ impl Checker {
             Some(io.is_none()),
             "adopted generation {gen} listed with the wrong I/O"
         );
+    }
+
+    /// An `AdoptTree` was taken: a previous daemon's generation, its end reported by it,
+    /// tracked again for its tree alone — nothing about its leader may follow, its tree
+    /// may be signalled until it is released.
+    fn note_tree_adopted(&mut self, core: &Core, gen: u64) {
+        assert!(
+            gen < self.first_gen,
+            "invariant 7: generation {gen} taken back for its tree is not below the first number {}",
+            self.first_gen
+        );
+        let listed = gens_by_number(core);
+        let g = listed.get(&gen).map(|(_, g)| g).expect("tracked");
+        assert!(
+            matches!(g.lifecycle, Lifecycle::Reported | Lifecycle::TreeUnkillable),
+            "generation {gen} taken back for its tree is {:?}",
+            g.lifecycle
+        );
+        let spec = core.gens.get(&gen).map(|g| g.spec.clone());
+        let t = self.track(gen);
+        assert!(
+            !t.adopted && t.spawn_asked == 0,
+            "invariant 2: generation {gen} taken back for its tree was seen here"
+        );
+        *t = Track {
+            spec,
+            spawn_asked: 1,
+            spawned: true,
+            terminal: 1,
+            exit: Some((Time::ZERO, 0)),
+            eof: vec![Stream::Stdout, Stream::Stderr, Stream::Pty],
+            adopted: true,
+            inherited: true,
+            contained: true,
+            ..Track::default()
+        };
     }
 
     /// Records which generations a successful stop-like command asked to stop, and why,
@@ -750,7 +812,7 @@ impl Checker {
                     "signal for a generation never started or ended: {action:?}"
                 );
             }
-            Action::Signal { gen, .. } => {
+            Action::Signal { gen, scope, .. } => {
                 let t = self.track(*gen);
                 assert!(
                     !t.unverified,
@@ -761,12 +823,13 @@ impl Checker {
                     "process action for a reaped generation {gen}: {action:?}"
                 );
                 // A lost generation's pid may belong to a stranger now (invariant 4).
+                let lost_tree = t.lost && t.contained && *scope == super::Scope::Tree;
                 assert!(
-                    !t.lost,
+                    !t.lost || lost_tree,
                     "invariant 4: process action for lost generation {gen}: {action:?}"
                 );
                 assert!(
-                    !t.gone || t.exit.is_some(),
+                    !t.gone || t.exit.is_some() || lost_tree,
                     "signal for generation {gen}, whose leader is gone: {action:?}"
                 );
             }
@@ -835,7 +898,9 @@ impl Checker {
         let Some(gen) = event.gen() else { return };
         let t = self.track(gen);
         // The one event that may follow `exited`: what its leader left survived SIGKILL.
-        let tree_stuck = matches!(event, Event::Unkillable { .. }) && t.exit.is_some();
+        // (Or of a contained one taken back whose leader was lost.)
+        let tree_stuck = matches!(event, Event::Unkillable { .. })
+            && (t.exit.is_some() || (t.lost && t.contained));
         assert!(
             t.terminal == 0 || tree_stuck,
             "invariant 2: event after generation {gen}'s terminal event: {event:?}"
@@ -1220,7 +1285,8 @@ fn process_gen(input: &Input) -> Option<u64> {
         | Input::Verified { gen }
         | Input::Readiness { gen, .. }
         | Input::Liveness { gen, .. }
-        | Input::Adopt { gen, .. } => Some(*gen),
+        | Input::Adopt { gen, .. }
+        | Input::AdoptTree { gen, .. } => Some(*gen),
     }
 }
 

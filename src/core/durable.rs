@@ -16,13 +16,18 @@ use std::sync::Arc;
 
 use super::action::{Action, Event, ExitCause};
 use super::error::Error;
-use super::generation::{Ended, GenInput, Generation};
+use super::generation::{DurableStop, Ended, GenInput, Generation};
 use super::input::{AdoptedIo, Started};
 use super::persist::{Desired, RestoreProblem, SessionRecord, WallClock};
 use super::session::{Session, RECENT_ENDS};
 use super::snapshot::{LastEnd, StopReason};
 use super::time::Time;
 use super::Core;
+
+/// The key a session is indexed under.
+fn name_key(s: &Session) -> &Arc<str> {
+    &s.name
+}
 
 impl Core {
     /// The record of session `name` as it stands, with a pending restart's instant in Unix
@@ -53,6 +58,11 @@ impl Core {
             last_gen: s.last_gen,
             last_end: s.last_end.clone(),
             recent_ends: s.recent_ends().cloned().collect(),
+            stops: self
+                .gens_of(name_key(s))
+                .filter_map(|gen| self.gens.get(&gen))
+                .filter_map(|g| Some(g.durable_stop()?.record(g.gen, clock)))
+                .collect(),
         })
     }
 
@@ -222,6 +232,13 @@ impl Core {
         s.taken_back_current = s.current.is_some();
         s.last_gen = r.last_gen;
         s.last_end = r.last_end;
+        // Stops under way: applied to each generation as it is taken back, forgotten at
+        // `resume` for those that were not (a number this daemon may allocate is not
+        // one of its generations).
+        for stop in r.stops.iter().filter(|st| st.gen < self.next_gen) {
+            self.taken_stops
+                .insert(stop.gen, DurableStop::from_record(stop, clock));
+        }
         let skip = r.recent_ends.len().saturating_sub(RECENT_ENDS);
         for end in r.recent_ends.into_iter().skip(skip) {
             s.remember_end(end);
@@ -285,10 +302,56 @@ impl Core {
             self.now,
         );
         g.started_unix_ms = Some(started_unix_ms);
+        if let Some(stop) = self.taken_stops.remove(&gen) {
+            g.resume_stop(stop, self.now);
+        }
         let name = s.name.clone();
         if let Some(s) = self.sessions.get_mut(&name) {
             s.older_taken_back |= older;
         }
+        self.gens.insert(gen, g);
+        self.by_session.insert((name.clone(), gen));
+        self.sync_gen(gen);
+        self.mark_dirty(name);
+    }
+
+    /// Whether an [`Input::AdoptTree`](super::Input::AdoptTree) of `gen` for `session`
+    /// would be taken now: a restored session whose end of `gen` is recorded, whose spec
+    /// kills what a generation leaves (`on_exit: kill_group`), `gen` not tracked and not
+    /// a number this core may allocate, and room in the session's table.
+    pub fn would_adopt_tree(&self, gen: u64, session: &str) -> bool {
+        self.sessions.get(session).is_some_and(|s| {
+            gen < self.next_gen
+                && !self.gens.contains_key(&gen)
+                && s.recent_end(gen).is_some()
+                && s.spec.on_exit == super::OnExit::KillGroup
+                && self.session_full(&s.name).is_none()
+        })
+    }
+
+    /// Takes back the tree of generation `gen`, whose end was reported before a crash
+    /// and whose cgroup still holds what its leader left (see
+    /// [`Generation::tree_taken_back`]). One it [would not
+    /// take](Core::would_adopt_tree) is ignored.
+    pub(super) fn adopt_tree(&mut self, gen: u64, session: &str, pid: u32) {
+        if !self.would_adopt_tree(gen, session) {
+            return;
+        }
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let tree = self.taken_stops.remove(&gen).and_then(|d| d.tree);
+        let g = Generation::tree_taken_back(
+            gen,
+            s.name.clone(),
+            s.spec.clone(),
+            pid,
+            s.recent_end(gen),
+            tree,
+            self.now,
+        );
+        let name = s.name.clone();
+        self.trees_taken.insert(gen);
         self.gens.insert(gen, g);
         self.by_session.insert((name.clone(), gen));
         self.sync_gen(gen);
@@ -300,6 +363,15 @@ impl Core {
     /// mismatched ones), then drain [`poll_action`](Core::poll_action) as usual.
     pub fn resume(&mut self, now: Time) {
         self.advance_clock(now);
+        self.taken_stops.clear();
+        for g in self.gens.values() {
+            g.resume_kill(&mut self.actions);
+        }
+        for gen in std::mem::take(&mut self.trees_taken) {
+            if let Some(g) = self.gens.get(&gen) {
+                g.kill_taken_tree(&mut self.actions);
+            }
+        }
         let names: Vec<Arc<str>> = self.sessions.keys().cloned().collect();
         for name in names {
             self.mark_dirty(name.clone());
@@ -330,8 +402,12 @@ impl Core {
             // With older generations of its session running when the daemon died, it was a
             // replacement waiting for them (or caught in its start by the crash): what was
             // asked for still stands, so a new one takes its place — not the restart policy.
-            let replacing =
-                !stop_current && (older_taken_back || self.gens_of(name).next().is_some());
+            // (A generation taken back only for its tree had ended before: not one of them.)
+            let older_running = self
+                .gens_of(name)
+                .filter_map(|g| self.gens.get(&g))
+                .any(Generation::is_live_leader);
+            let replacing = !stop_current && (older_taken_back || older_running);
             self.lost_unseen(name, gen);
             if replacing {
                 self.replace_again(name, restarts, on_busy);

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::action::{Action, Event, ExitCause, Scope};
 use super::input::{AdoptedIo, Containment, ExitStatus, SpawnError, SpawnErrorKind, Started};
 use super::liveness::{self, Liveness, Verdict};
+use super::persist::{LeaderStop, StopRecord, TreeStop, WallClock};
 use super::readiness::{self, Readiness, ReadyHow, ReadySignal};
 use super::signal::{SIGKILL, SIGTERM};
 use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
@@ -173,6 +174,72 @@ pub(crate) struct Generation {
     /// Spawned with `on_busy: overlap`: it may start beside an older generation of its
     /// session (once its dependencies are met).
     pub(crate) overlap: bool,
+    /// Taken back after a crash whose record says its tree was already being emptied
+    /// (its leader had ended before the crash, its exit unseen since): what its leader's
+    /// exit carries on with, instead of starting the tree's stop over. Only between a
+    /// take-back and that exit (the same turn, or the few that the exit status takes):
+    /// not carried across an upgrade, after which the tree's stop would begin again.
+    pub(super) taken_tree: Option<Group>,
+}
+
+/// How far a generation's stop (or the emptying of its tree) got, as it outlives the
+/// daemon: what a session's record keeps of it ([`StopRecord`]), in the core's time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DurableStop {
+    pub reason: Option<StopReason>,
+    pub grace: Option<Duration>,
+    /// The leader's stop stage and its next step, while the leader was being stopped.
+    pub leader: Option<(StopStage, Option<Time>)>,
+    pub sent_kill: bool,
+    /// `Term`, `Killed` or `Unkillable` only.
+    pub tree: Option<Group>,
+}
+
+impl DurableStop {
+    /// As a record keeps it, instants in Unix milliseconds per `clock`.
+    pub fn record(self, gen: u64, clock: WallClock) -> StopRecord {
+        StopRecord {
+            gen,
+            reason: self.reason,
+            grace: self.grace,
+            leader: self.leader.map(|(stage, until)| LeaderStop {
+                stage,
+                until_unix_ms: until.map(|t| clock.unix_ms_of(t)),
+            }),
+            sent_kill: self.sent_kill,
+            tree: match self.tree {
+                Some(Group::Term { until }) => Some(TreeStop::Term {
+                    until_unix_ms: clock.unix_ms_of(until),
+                }),
+                Some(Group::Killed { until }) => Some(TreeStop::Killed {
+                    until_unix_ms: clock.unix_ms_of(until),
+                }),
+                Some(Group::Unkillable) => Some(TreeStop::Unkillable),
+                _ => None,
+            },
+        }
+    }
+
+    /// From a record, instants in the core's time per `clock` (a deadline passed while no
+    /// daemon ran is due at once).
+    pub fn from_record(r: &StopRecord, clock: WallClock) -> DurableStop {
+        let at = |ms: u64| clock.time_of(ms).max(clock.now);
+        DurableStop {
+            reason: r.reason,
+            grace: r.grace,
+            leader: r.leader.map(|l| (l.stage, l.until_unix_ms.map(at))),
+            sent_kill: r.sent_kill,
+            tree: r.tree.map(|t| match t {
+                TreeStop::Term { until_unix_ms } => Group::Term {
+                    until: at(until_unix_ms),
+                },
+                TreeStop::Killed { until_unix_ms } => Group::Killed {
+                    until: at(until_unix_ms),
+                },
+                TreeStop::Unkillable => Group::Unkillable,
+            }),
+        }
+    }
 }
 
 impl Generation {
@@ -213,6 +280,7 @@ impl Generation {
             readiness: Readiness::Unstarted,
             liveness: Liveness::default(),
             overlap: false,
+            taken_tree: None,
         }
     }
 
@@ -261,6 +329,159 @@ impl Generation {
             g.begin_liveness_taken_back(now);
         }
         g
+    }
+
+    /// Carries on, in a generation just taken back after a crash (see [`adopted`]), with
+    /// the stop its session's record says was under way: its reason, the grace it was
+    /// given, the stage its leader's stop reached with that stage's deadline (what was
+    /// left of it), and whether its SIGKILL was sent. Nothing the record says was sent is
+    /// sent again here; a SIGKILL is, at [`resume_kill`](Generation::resume_kill)
+    /// (harmless twice, and a crash between its record and its sending must not leave a
+    /// leader running that is then called unkillable). An unverified one keeps only its
+    /// grace and reason (nothing may be sent to it yet): its stop begins once verified.
+    /// Its tree's state, if the leader had ended before the crash, waits for the
+    /// leader's exit to be seen again (see `leader_exited`).
+    ///
+    /// [`adopted`]: Generation::adopted
+    pub fn resume_stop(&mut self, d: DurableStop, now: Time) {
+        self.grace = d.grace;
+        self.taken_tree = d.tree;
+        let Phase::Running { pid } = self.phase else {
+            return;
+        };
+        let Some(reason) = d.reason else {
+            return;
+        };
+        if self.unverified {
+            self.stop = Some(reason);
+            return;
+        }
+        // The leader had ended before the crash (its status comes next): its stop is where
+        // it was, and nothing is sent to it.
+        let (stage, until) = match d.leader {
+            Some((stage, until)) => (stage, until),
+            None if d.sent_kill => (StopStage::Kill, None),
+            None => (StopStage::Graceful, None),
+        };
+        self.stop = Some(reason);
+        self.sent_kill = stage != StopStage::Graceful;
+        let until = match stage {
+            StopStage::Unkillable => None,
+            StopStage::Kill => until.or(Some(now.saturating_add(self.spec.kill_grace))),
+            StopStage::Graceful => until.or(Some(
+                now.saturating_add(self.grace.unwrap_or(self.spec.grace)),
+            )),
+        };
+        self.enter(now, Phase::Stopping { pid, stage, until });
+    }
+
+    /// At the end of a start-up: a leader taken back with its stop past its SIGKILL gets
+    /// it again (see [`resume_stop`](Generation::resume_stop)); nothing for any other.
+    pub fn resume_kill(&self, out: &mut VecDeque<Action>) {
+        let killed = matches!(
+            self.phase,
+            Phase::Stopping {
+                stage: StopStage::Kill | StopStage::Unkillable,
+                ..
+            }
+        );
+        if self.adopted.is_some() && killed && !self.leader_gone {
+            out.push_back(Action::Signal {
+                gen: self.gen,
+                signal: SIGKILL,
+                scope: Scope::Leader,
+            });
+        }
+    }
+
+    /// The SIGKILL to the whole tree of one [taken back for its
+    /// tree](Generation::tree_taken_back).
+    pub fn kill_taken_tree(&self, out: &mut VecDeque<Action>) {
+        out.push_back(Action::Signal {
+            gen: self.gen,
+            signal: SIGKILL,
+            scope: Scope::Tree,
+        });
+    }
+
+    /// A generation whose end was reported before a crash, taken back because what its
+    /// leader left in its cgroup still runs: reported already (listed with the end it
+    /// had), its whole tree is sent SIGKILL at once (by [`kill_taken_tree`], at the end of
+    /// the start-up) — its `kill_grace` after a TERM is not waited out again — and it is
+    /// released once the tree is seen empty, or called `unkillable` after `kill_grace` (at
+    /// once, if its record says it was).
+    ///
+    /// [`kill_taken_tree`]: Generation::kill_taken_tree
+    pub fn tree_taken_back(
+        gen: u64,
+        session: Arc<str>,
+        spec: Arc<Spec>,
+        pid: u32,
+        end: Option<&Event>,
+        tree: Option<Group>,
+        now: Time,
+    ) -> Generation {
+        let mut g = Generation::new(gen, session, spec, now);
+        g.phase = Phase::Reported { pid };
+        g.started = Some(now);
+        g.containment = Some(Containment::Cgroup);
+        g.eof = [true; 3];
+        g.input.closed = true;
+        g.adopted = Some(now);
+        g.readiness = Readiness::Ready;
+        if let Some(Event::Exited {
+            code: Some(code),
+            signal,
+            cause,
+            ..
+        }) = end
+        {
+            let status = match signal {
+                Some(sig) => ExitStatus::Signal(*sig),
+                None => ExitStatus::Code(*code),
+            };
+            g.exit = Some((status, *cause));
+        }
+        g.group = match tree {
+            Some(Group::Unkillable) => Group::Unkillable,
+            _ => Group::Killed {
+                until: now.saturating_add(g.spec.kill_grace),
+            },
+        };
+        g
+    }
+
+    /// What of its stop outlives the daemon (see [`DurableStop`]), if anything: a stop
+    /// under way, or a tree being emptied. Nothing for one unverified (its stop has not
+    /// begun), not started, or gone.
+    ///
+    /// A stop noted and not begun (one waiting for its dependents, say) is not: nothing
+    /// was sent, and the daemon taking it back stops it as any other. The record's leader
+    /// stage says the leader was being stopped; none with a reason says it had ended.
+    pub fn durable_stop(&self) -> Option<DurableStop> {
+        let leader = match self.phase {
+            _ if self.unverified => return None,
+            Phase::Pending | Phase::Starting | Phase::Running { .. } | Phase::Gone => return None,
+            // (Once the leader is known gone, its stage without a deadline.)
+            Phase::Stopping { stage, until, .. } => {
+                Some((stage, until.filter(|_| !self.leader_gone)))
+            }
+            Phase::Draining { .. } | Phase::Reported { .. } => None,
+        };
+        let tree = match self.group {
+            g @ (Group::Term { .. } | Group::Killed { .. } | Group::Unkillable) => Some(g),
+            Group::Alive | Group::Done => None,
+        };
+        if self.stop.is_none() && tree.is_none() {
+            return None;
+        }
+        Some(DurableStop {
+            reason: self.stop,
+            grace: self.grace,
+            leader,
+            sent_kill: self.sent_kill,
+            tree,
+        })
     }
 
     /// Applies one input. Inputs that make no sense in the current phase (a late or
@@ -967,6 +1188,11 @@ impl Generation {
         let pinned = self.adopted.is_none() || self.containment == Some(Containment::Cgroup);
         match self.spec.on_exit {
             // The zombie leader pins the group id: this cannot reach a stranger.
+            // Taken back after a crash that came while its tree was being emptied: that
+            // goes on where it was (a TERM sent is not sent again, its deadline kept).
+            OnExit::KillGroup if pinned && self.taken_tree.is_some() => {
+                self.resume_tree(now, out);
+            }
             OnExit::KillGroup if pinned => {
                 out.push_back(Action::Signal {
                     gen: self.gen,
@@ -993,6 +1219,36 @@ impl Generation {
             },
         );
         self.try_report(now, out, o);
+    }
+
+    /// Its tree's stop as its record had it before a crash (see `taken_tree`): a TERM
+    /// sent waits out what is left of its grace; a SIGKILL sent is sent again (harmless,
+    /// and the tree may have gained members since) with its deadline kept.
+    fn resume_tree(&mut self, now: Time, out: &mut VecDeque<Action>) {
+        let kill = |out: &mut VecDeque<Action>| {
+            out.push_back(Action::Signal {
+                gen: self.gen,
+                signal: SIGKILL,
+                scope: Scope::Tree,
+            })
+        };
+        self.group = match self.taken_tree.take() {
+            Some(Group::Term { until }) => Group::Term { until },
+            Some(Group::Killed { until }) => {
+                kill(out);
+                Group::Killed { until }
+            }
+            Some(Group::Unkillable) => {
+                kill(out);
+                Group::Unkillable
+            }
+            Some(Group::Alive | Group::Done) | None => {
+                kill(out);
+                Group::Killed {
+                    until: now.saturating_add(self.spec.kill_grace),
+                }
+            }
+        };
     }
 
     fn cause_of(&self, status: ExitStatus) -> ExitCause {
@@ -1099,10 +1355,27 @@ impl Generation {
 
     /// The driver lost sight of the leader: report now if not yet reported, then forget
     /// the generation without reaping or signalling anything again.
+    ///
+    /// A generation taken back after a crash whose tree is in its cgroup (which, unlike a
+    /// session or group id, cannot be anyone else's while we hold it) is not let go of
+    /// with its leader: unless its spec leaves what it started, the tree is killed whole
+    /// and the generation released only once the cgroup is seen empty (`unkillable` if a
+    /// member survives SIGKILL for `kill_grace`), as if its leader had been seen exiting.
     fn lost(&mut self, now: Time, out: &mut VecDeque<Action>, o: &mut Outcome) {
         self.readiness_ends(out);
         if !matches!(self.phase, Phase::Reported { .. }) {
             self.report(now, out, o);
+            let contained = self.adopted.is_some()
+                && !self.unverified
+                && self.containment == Some(Containment::Cgroup)
+                && self.spec.on_exit == OnExit::KillGroup
+                && matches!(self.phase, Phase::Reported { .. });
+            if contained {
+                if matches!(self.group, Group::Alive | Group::Done) {
+                    self.resume_tree(now, out);
+                }
+                return;
+            }
         }
         out.push_back(Action::Release { gen: self.gen });
         self.phase = Phase::Gone;

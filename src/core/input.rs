@@ -97,6 +97,24 @@ pub enum Input {
         /// daemon's clock began, so listed as is, never read as a [`Time`].
         started_unix_ms: u64,
     },
+    /// Generation `gen` of `session`, whose end was reported before a crash (its record
+    /// holds it), left processes in the cgroup the previous daemon made for it (the
+    /// driver holds that cgroup again): fed between `Core::restore` and `Core::resume`,
+    /// it is tracked again, reported already, its whole tree sent SIGKILL (through its
+    /// cgroup, at `Core::resume`) and awaited: released once the driver says it emptied
+    /// ([`Input::GroupEmpty`]), `unkillable` after `kill_grace` (at once if the record
+    /// says it was), as it would have been without the crash.
+    ///
+    /// Ignored (see [`Core::would_adopt_tree`](super::Core::would_adopt_tree)) for a
+    /// session not restored, a generation whose end is not recorded or that is tracked,
+    /// a number the core may allocate, a spec that leaves what a generation started
+    /// (`on_exit: leave`), or a session tracking as many generations as one may.
+    AdoptTree {
+        gen: u64,
+        session: Arc<str>,
+        /// Its leader's pid, as described (gone now).
+        pid: u32,
+    },
     /// A later identity check of `gen`, adopted unverified, said `match`: the driver holds
     /// the process now, and it is an adopted generation like any other (a stop asked
     /// while it was unverified starts now). Ignored for any other generation.

@@ -52,11 +52,13 @@ pub use input::{
 };
 pub use liveness::{LiveCheck, Liveness};
 pub use log_spec::LogFile;
-pub use persist::{Desired, RestState, RestoreProblem, SessionRecord, WallClock};
+pub use persist::{
+    Desired, LeaderStop, RestState, RestoreProblem, SessionRecord, StopRecord, TreeStop, WallClock,
+};
 pub use readiness::{Readiness, ReadyCheck, ReadyHow, ReadySignal, ReadyState};
 pub use reload::{ConfigSession, Origin, Plan};
 pub use run_as::{check_id_name, Rlimit, RlimitBound, RlimitValue, RunAs, MAX_GROUPS};
-pub use session::RECENT_ENDS;
+pub use session::{MAX_LIVE_GENERATIONS, RECENT_ENDS};
 pub use snapshot::{
     Adopted, GenerationSnapshot, LastEnd, Lifecycle, SessionDetail, SessionSnapshot, StopReason,
     StopStage,
@@ -166,6 +168,12 @@ pub struct Core {
     blocked: blocked::Blocked,
     /// Generations the shutdown stops only once the sessions depending on theirs ended.
     deferred_stops: BTreeSet<u64>,
+    /// Between [`restore`](Core::restore) and [`resume`](Core::resume): the stops the
+    /// records say were under way, by generation, for the generations taken back.
+    taken_stops: BTreeMap<u64, generation::DurableStop>,
+    /// Between `restore` and `resume`: the generations taken back for their tree
+    /// ([`Input::AdoptTree`]), whose tree `resume` kills.
+    trees_taken: BTreeSet<u64>,
 }
 
 /// How far the daemon's shutdown got.
@@ -206,6 +214,8 @@ impl Core {
             by_session: BTreeSet::new(),
             blocked: Default::default(),
             deferred_stops: BTreeSet::new(),
+            taken_stops: BTreeMap::new(),
+            trees_taken: BTreeSet::new(),
         }
     }
 
@@ -258,6 +268,11 @@ impl Core {
                 let started = Started { pid, containment };
                 self.adopt(gen, &session, started, verified, io, started_unix_ms);
                 self.follow_order();
+                self.announce_states();
+                return;
+            }
+            Input::AdoptTree { gen, session, pid } => {
+                self.adopt_tree(gen, &session, pid);
                 self.announce_states();
                 return;
             }
@@ -728,7 +743,13 @@ impl Core {
                 GenInput::SpawnOk(_) | GenInput::Verified | GenInput::LeaderExited(_)
             );
         let session = g.session.clone();
+        let stop_before = g.durable_stop();
         let outcome = g.on(self.now, input, &mut self.actions);
+        // A stop that began or moved on (or a tree being emptied) is in the session's
+        // record: written before the signal that step sends goes out (see the driver).
+        if g.durable_stop() != stop_before {
+            self.mark_dirty(session.clone());
+        }
         self.sync_gen(gen);
         self.touched.insert(session.clone());
         self.apply(&session, gen, outcome);

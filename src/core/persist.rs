@@ -10,11 +10,12 @@
 //! converts.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::action::Event;
 use super::error::Error;
 use super::restart::Rest;
-use super::snapshot::LastEnd;
+use super::snapshot::{LastEnd, StopReason, StopStage};
 use super::spec::Spec;
 use super::time::Time;
 
@@ -56,6 +57,55 @@ pub struct SessionRecord {
     /// first, at most [`RECENT_ENDS`](super::RECENT_ENDS): what a `wait` for a generation
     /// that already ended is answered with, across a restart too.
     pub recent_ends: Vec<Event>,
+    /// Its generations with a stop under way, or whose tree is still being emptied after
+    /// their leader's end, in number order: what a daemon taking them back after a crash
+    /// needs to carry on where the stop was — its own grace and deadlines, no signal sent
+    /// twice, the cause of a SIGKILL it sent. Empty in the records of earlier daemons
+    /// (their stops begin again, as they did).
+    pub stops: Vec<StopRecord>,
+}
+
+/// How far a generation's stop, or the emptying of its tree, got when its session's
+/// record was written. Instants are Unix milliseconds (see [`WallClock`]): after a crash
+/// only what was left of a deadline remains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopRecord {
+    /// The generation.
+    pub gen: u64,
+    /// Why it is being stopped; `None` when nothing stopped it (its leader ended on its
+    /// own, and only what it left is being emptied).
+    pub reason: Option<StopReason>,
+    /// The grace a stop asked for instead of its spec's (the shortest one asked).
+    pub grace: Option<Duration>,
+    /// Where its leader's stop sequence was, while the leader ran: the stage (its signal
+    /// sent) and the instant of its next step; `None` once the leader ended, or before
+    /// anything was sent to it.
+    pub leader: Option<LeaderStop>,
+    /// SIGKILL was sent to its leader by the stop: a SIGKILL end is then `killed`.
+    pub sent_kill: bool,
+    /// Its tree after the leader's end: signalled, and until when.
+    pub tree: Option<TreeStop>,
+}
+
+/// A leader's stop sequence, as a record keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderStop {
+    /// How far it got: its signal was sent.
+    pub stage: StopStage,
+    /// When its next step is due (SIGKILL after `graceful`, `unkillable` after `kill`);
+    /// `None` for `unkillable`.
+    pub until_unix_ms: Option<u64>,
+}
+
+/// A tree being emptied after its leader's end, as a record keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeStop {
+    /// SIGTERM sent to the tree; SIGKILL due then.
+    Term { until_unix_ms: u64 },
+    /// SIGKILL sent to the tree; `unkillable` if not empty by then.
+    Killed { until_unix_ms: u64 },
+    /// SIGKILL sent and `kill_grace` passed with a member still there.
+    Unkillable,
 }
 
 /// What a session's clients last asked for: whether anything may start it again.

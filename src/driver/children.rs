@@ -22,7 +22,7 @@ use mio::Registry;
 use super::backlog::BULK_SLICE;
 use super::cgroup_pool::CgroupPool;
 use super::child::{Child, InputProgress};
-use super::containment::{clear_abandoned, predecessor_cgroup, Predecessors};
+use super::containment::{clear_abandoned, predecessor_cgroup, recorded_cgroup, Predecessors};
 use super::descriptors::Descriptors;
 use super::exits::{PendingExits, Rechecks};
 use super::launch::Launch;
@@ -284,6 +284,28 @@ impl Children {
         predecessor_cgroup(self.cgroups.as_ref()?, &self.dir_id, pid)
     }
 
+    /// The cgroup an earlier daemon on this state directory made for a generation, by
+    /// the name its descriptor recorded (see [`recorded_cgroup`]), whether or not its
+    /// leader still runs; `None` without cgroups here, or for a name that is not one of
+    /// those cgroups.
+    pub fn recorded_cgroup(&self, name: &str) -> Option<GenCgroup> {
+        recorded_cgroup(self.cgroups.as_ref()?, &self.dir_id, name)
+    }
+
+    /// Takes back the tree a previous daemon's generation `gen` left in its cgroup, its
+    /// leader `pid` gone (ended while no daemon ran, or before the crash): held like an
+    /// adopted child whose leader was seen gone — nothing is ever sent to that pid — so
+    /// that its cgroup is killed, watched for emptiness, and goes once it is released.
+    pub fn adopt_tree(&mut self, registry: &Registry, gen: u64, pid: u32, cgroup: GenCgroup) {
+        let Some(process) = Process::gone(pid as i32) else {
+            return;
+        };
+        let child = Child::adopted(gen, process, Some(cgroup), registry);
+        self.insert(gen, child);
+        // Its emptiness is looked at by the end of this turn, whatever the events say.
+        self.look_soon = true;
+    }
+
     /// How to start a helper process of this daemon's (see [`HelperStart`]).
     pub fn helper_start(&self) -> HelperStart {
         HelperStart::new(self.reaper, &self.dir_id)
@@ -402,10 +424,12 @@ impl Children {
             .is_some_and(|c| !c.process().is_child())
     }
 
-    /// What a descriptor of `gen` records: its process, and whether it has a terminal.
-    pub fn describe(&self, gen: u64) -> Option<(&Process, bool)> {
+    /// What a descriptor of `gen` records: its process, whether it has a terminal, and
+    /// the name of its cgroup (cgroup containment).
+    pub fn describe(&self, gen: u64) -> Option<(&Process, bool, Option<&str>)> {
         let child = self.table.get(&gen)?;
-        Some((child.process(), child.pty().is_some()))
+        let cgroup = child.cgroup().map(GenCgroup::name_in_hierarchy);
+        Some((child.process(), child.pty().is_some(), cgroup))
     }
 
     /// What holds each generation's tree.

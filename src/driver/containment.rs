@@ -144,6 +144,15 @@ fn is_leaf_of_ours(name: &str) -> bool {
 pub fn predecessor_cgroup(root: &CgroupRoot, dir_id: &str, pid: u32) -> Option<GenCgroup> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let name = own_cgroup(&text)?;
+    recorded_cgroup(root, dir_id, &name)
+}
+
+/// The cgroup `name` (as `/proc/<pid>/cgroup` names it: below the cgroup v2 mount), opened
+/// again if it is one an earlier daemon on the state directory `dir_id` made for a
+/// generation — `<own>/genward-<id>-<digits>/gen-<digits>`, beside this daemon's own
+/// subtree — and still exists. A generation's descriptor records it, so that its tree is
+/// found again even once its leader is gone. `None` for any other name.
+pub fn recorded_cgroup(root: &CgroupRoot, dir_id: &str, name: &str) -> Option<GenCgroup> {
     let own = &root.location().own;
     let below = match own.as_str() {
         "/" => name.strip_prefix('/')?,
@@ -157,8 +166,12 @@ pub fn predecessor_cgroup(root: &CgroupRoot, dir_id: &str, pid: u32) -> Option<G
         return None;
     }
     let path = root.location().dir.join(subtree).join(leaf);
-    GenCgroup::reopen(path, name)
-        .inspect_err(|e| log::warn!("pid {pid}: opening its cgroup again: {e}"))
+    GenCgroup::reopen(path, name.to_owned())
+        .inspect_err(|e| {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("opening the cgroup {name} again: {e}");
+            }
+        })
         .ok()
 }
 

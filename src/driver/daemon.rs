@@ -417,7 +417,15 @@ impl Daemon {
                     self.spawn_result(gen, result);
                 }
             }
-            Action::Signal { gen, signal, scope } => self.children.signal(gen, signal, scope),
+            Action::Signal { gen, signal, scope } => {
+                // A stop's step is in its session's record before its signal goes: a crash
+                // in between leaves a successor that does not send it again (at worst, one
+                // that never went: see docs/operations.md, *After a crash*).
+                if self.core.dirty_session_count() > 0 {
+                    self.save_sessions();
+                }
+                self.children.signal(gen, signal, scope)
+            }
             Action::Reap { gen } => {
                 // The end's record first: a crash before it is written, with the process
                 // still unreaped, leaves its exit status to whoever reaps it (a keeper's

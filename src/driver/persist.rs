@@ -362,6 +362,7 @@ impl Persist {
         gen: u64,
         process: &Process,
         pty: bool,
+        cgroup: Option<&str>,
     ) -> Result<(), StoreError> {
         let pid = process.pid() as u32;
         let descriptor = Descriptor {
@@ -374,6 +375,7 @@ impl Persist {
             started_unix_ms: unix_ms(),
             io: if pty { IoKind::Pty } else { IoKind::Pipes },
             dir_id: self.store.id().clone(),
+            cgroup: cgroup.map(str::to_owned),
         };
         self.store.write_descriptor(&descriptor)
     }

@@ -98,9 +98,46 @@ pub fn take_back(
     }
     let logs = persist.open_logs(core, capacities);
     let mut adopted = 0;
+    // The cgroups of generations that had not ended: never another's tree to kill.
+    let live_cgroups: HashSet<String> = left
+        .descriptors
+        .iter()
+        .filter(|d| !ended.contains(&d.gen))
+        .filter_map(|d| d.cgroup.clone())
+        .collect();
     for d in left.descriptors {
         let handed = kept.remove(&d.gen);
+        let recorded = d
+            .cgroup
+            .as_deref()
+            .and_then(|name| children.recorded_cgroup(name))
+            .filter(|cg| matches!(cg.is_populated(), Ok(true)));
         if ended.contains(&d.gen) {
+            // Its end was reported, and what its leader left is still in its cgroup (the
+            // crash came while its tree was being emptied): tracked again, its tree
+            // killed whole and awaited, as without the crash.
+            let name = d.cgroup.as_deref().unwrap_or("");
+            let tree = recorded
+                .filter(|_| !leaving.contains(&d.session) && !live_cgroups.contains(name))
+                .filter(|_| core.would_adopt_tree(d.gen, &d.session));
+            if let Some(cg) = tree {
+                log::info!(
+                    "{} gen {}: ended before the previous daemon died, its tree still in {name}: killing it",
+                    d.session,
+                    d.gen
+                );
+                children.adopt_tree(poll.registry(), d.gen, d.pid, cg);
+                core.handle(
+                    now,
+                    Input::AdoptTree {
+                        gen: d.gen,
+                        session: d.session.clone(),
+                        pid: d.pid,
+                    },
+                );
+                accounted.remove(&d.gen);
+                continue;
+            }
             // Its end was reported, but the daemon died before it was gone: while what
             // its leader left was being stopped (`on_exit: kill_group` and its
             // `kill_grace`), or before its reap. There is nothing of it to take back: its
@@ -141,9 +178,19 @@ pub fn take_back(
         };
         let resumed = io.as_ref().map(|io| kept_io(&logs, &d.session, d.gen, io));
         // Contained as it was started: in the cgroup the previous daemon made for it.
+        // Where its descriptor names it, whatever became of its leader; else where
+        // `/proc` says its (verified) leader is.
         let cgroup = match verdict {
-            Adoption::Adopted(_) => children.predecessor_cgroup(d.pid),
-            _ => None,
+            Adoption::Adopted(_) => {
+                let named = d
+                    .cgroup
+                    .as_deref()
+                    .and_then(|n| children.recorded_cgroup(n));
+                named.or_else(|| children.predecessor_cgroup(d.pid))
+            }
+            // Gone while no daemon ran: what it left in its cgroup is its tree still.
+            Adoption::Mismatch => recorded,
+            Adoption::Unverifiable(_) => None,
         };
         let input = Input::Adopt {
             gen: d.gen,
@@ -212,6 +259,10 @@ pub fn take_back(
                     d.gen,
                     d.pid
                 );
+                // Its tree, still in its cgroup, is killed and awaited (see `Input::Lost`).
+                if let Some(cg) = cgroup {
+                    children.adopt_tree(poll.registry(), d.gen, d.pid, cg);
+                }
                 core.handle(now, input);
                 core.handle(now, Input::Lost { gen: d.gen });
             }
@@ -415,6 +466,7 @@ mod tests {
             last_gen: None,
             last_end: None,
             recent_ends: vec![],
+            stops: vec![],
         }
     }
 
@@ -429,6 +481,7 @@ mod tests {
             started_unix_ms: 1_700_000_000_000,
             io: IoKind::Pipes,
             dir_id: DirId::parse("0123456789abcdef0123456789abcdef").unwrap(),
+            cgroup: None,
         }
     }
 

@@ -5,9 +5,10 @@
 //! {"genward_state":1,"kind":"generation"}
 //! {"session":"web","gen":12,"pid":4242,"pgid":4242,"sid":4242,
 //!  "identity":"linux1:<boot id>:<inode>:<starttime>","started_unix_ms":1700000000000,
-//!  "io":"pty","dir_id":"<32 hex digits>"}
+//!  "io":"pty","dir_id":"<32 hex digits>","cgroup":"/genward-<id>-<pid>/gen-12"}
 //! ```
-//! (one line in the file).
+//! (one line in the file). `cgroup` is there only for a generation started in a cgroup
+//! of its own (absent from the files of earlier daemons).
 
 use std::sync::Arc;
 
@@ -23,7 +24,8 @@ pub const MAX_DESCRIPTOR_FILE: usize = 2048;
 const LIMITS: Limits = Limits {
     max_len: MAX_DESCRIPTOR_FILE,
     max_depth: 1,
-    max_string_len: identity::MAX_TOKEN_LEN,
+    // A cgroup's name may be longer than an identity token (which is checked on its own).
+    max_string_len: 1024,
     max_elements: 16,
 };
 
@@ -38,6 +40,9 @@ const FIELDS: &[&str] = &[
     "io",
     "dir_id",
 ];
+
+/// Members a file may lack: `cgroup` (session containment, or an earlier daemon's file).
+const OPTIONAL_FIELDS: &[&str] = &["cgroup"];
 
 /// One live generation's process, as recorded when it was spawned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +66,10 @@ pub struct Descriptor {
     pub io: IoKind,
     /// The id of the state directory it belongs to (and in its `GENWARD_GEN`).
     pub dir_id: DirId,
+    /// The cgroup it was started in, as `/proc/<pid>/cgroup` names it (below the cgroup v2
+    /// mount), under cgroup containment: how a successor finds its tree again once its
+    /// leader is gone. `None` under session containment, and in earlier daemons' files.
+    pub cgroup: Option<String>,
 }
 
 /// How a generation's standard streams were connected: what a restarted daemon can hope
@@ -106,6 +115,9 @@ pub fn encode_descriptor(d: &Descriptor) -> Vec<u8> {
         w.u64("started_unix_ms", d.started_unix_ms)
             .str("io", d.io.as_str())
             .str("dir_id", d.dir_id.as_str());
+        if let Some(cgroup) = &d.cgroup {
+            w.str("cgroup", cgroup);
+        }
     })
 }
 
@@ -113,7 +125,8 @@ pub fn encode_descriptor(d: &Descriptor) -> Vec<u8> {
 /// unknown; pids in `1..=i32::MAX`, a well-formed identity token, a valid session name.
 pub fn decode_descriptor(bytes: &[u8]) -> Result<Descriptor, FormatError> {
     let o = format::decode(bytes, Kind::Descriptor, &LIMITS)?;
-    o.check_fields(FIELDS)?;
+    let known: Vec<&str> = FIELDS.iter().chain(OPTIONAL_FIELDS).copied().collect();
+    o.check_fields(&known)?;
     for key in FIELDS {
         if o.get(key).is_none() {
             return Err(FieldError::invalid(*key, "missing").into());
@@ -143,6 +156,13 @@ pub fn decode_descriptor(bytes: &[u8]) -> Result<Descriptor, FormatError> {
         started_unix_ms: o.req_u64("started_unix_ms")?,
         io,
         dir_id,
+        cgroup: match o.opt_str("cgroup")? {
+            None => None,
+            Some(c) if c.starts_with('/') && !c.split('/').any(|p| p == "..") => Some(c.to_owned()),
+            Some(_) => {
+                return Err(FieldError::invalid("cgroup", "not a cgroup's absolute name").into())
+            }
+        },
     })
 }
 
@@ -169,6 +189,7 @@ mod tests {
             started_unix_ms: 1_700_000_000_000,
             io: IoKind::Pty,
             dir_id: DirId::parse("0123456789abcdef0123456789abcdef").unwrap(),
+            cgroup: Some("/genward-0123456789ab-77/gen-12".into()),
         }
     }
 
@@ -179,6 +200,7 @@ mod tests {
         let unknown = Descriptor {
             identity: None,
             io: IoKind::Pipes,
+            cgroup: None,
             ..d
         };
         assert_eq!(
@@ -200,6 +222,8 @@ mod tests {
             (r#""dir_id":"0"#, r#""dir_id":"X"#),
             (r#""gen":12,"#, ""),
             (r#""gen":12"#, r#""gen":12,"gen":13"#),
+            (r#""cgroup":"/"#, r#""cgroup":""#),
+            (r#"gen-12""#, r#"../gen-12""#),
         ] {
             let bad = good.replace(from, to);
             assert_ne!(bad, good);

@@ -82,6 +82,7 @@ pub mod names;
 pub mod session_codec;
 pub mod sessions;
 pub mod state_dir;
+pub mod stop_codec;
 pub mod strict_read;
 
 pub use descriptor::{Descriptor, IoKind};

@@ -53,7 +53,9 @@ const FIELDS: &[&str] = &[
 /// overlap` (written only when it was).
 /// `stopped_by_shutdown`: absent, a client stopped it, or nothing did (written only when
 /// the daemon's shutdown stopped a session of its config).
-const OPTIONAL_FIELDS: &[&str] = &["origin", "current_overlaps", "stopped_by_shutdown"];
+/// `stops`: absent, no generation of it was being stopped (written only when one was;
+/// an older daemon's record has none, and its stops begin again after a crash).
+const OPTIONAL_FIELDS: &[&str] = &["origin", "current_overlaps", "stopped_by_shutdown", "stops"];
 
 /// The session file for `record`. Fails, naming the field, for a spec the format cannot
 /// carry (the wire's limits: text that is not UTF-8, unlimited restarts), or for recent
@@ -95,8 +97,13 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
             Some(end) => w.with("last_end", |out| End::from(end).write(out)),
             None => w.null("last_end"),
         };
-        w.with("recent_ends", |out| out.extend_from_slice(&ends))
-            .with("spec", |out| out.extend_from_slice(&spec));
+        w.with("recent_ends", |out| out.extend_from_slice(&ends));
+        if !record.stops.is_empty() {
+            w.with("stops", |out| {
+                super::stop_codec::write_stops(&record.stops, out)
+            });
+        }
+        w.with("spec", |out| out.extend_from_slice(&spec));
     }))
 }
 
@@ -154,6 +161,10 @@ pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, FormatError> {
             Some(end) => Some(last_end(end)?),
         },
         recent_ends: recent_ends(o.req_array("recent_ends")?, &name)?,
+        stops: match o.opt_array("stops")? {
+            Some(items) => super::stop_codec::read_stops(items)?,
+            None => Vec::new(),
+        },
         spec,
         name,
     })
@@ -251,7 +262,10 @@ pub(super) fn recent_ends(items: &[Value], session: &Arc<str>) -> Result<Vec<Eve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{ExitCause, Restart, SpawnError, SpawnErrorKind, Spec};
+    use crate::core::{
+        ExitCause, LeaderStop, Restart, SpawnError, SpawnErrorKind, Spec, StopReason, StopRecord,
+        StopStage, TreeStop,
+    };
 
     fn record() -> SessionRecord {
         let name: Arc<str> = Arc::from("web");
@@ -307,6 +321,37 @@ mod tests {
                     truncated: true,
                 },
             ],
+            stops: vec![
+                StopRecord {
+                    gen: 7,
+                    reason: Some(StopReason::Superseded),
+                    grace: Some(std::time::Duration::from_secs(30)),
+                    leader: Some(LeaderStop {
+                        stage: StopStage::Graceful,
+                        until_unix_ms: Some(1_700_000_030_000),
+                    }),
+                    sent_kill: false,
+                    tree: None,
+                },
+                StopRecord {
+                    gen: 9,
+                    reason: Some(StopReason::Requested),
+                    grace: None,
+                    leader: None,
+                    sent_kill: true,
+                    tree: Some(TreeStop::Killed {
+                        until_unix_ms: 1_700_000_005_000,
+                    }),
+                },
+                StopRecord {
+                    gen: 10,
+                    reason: None,
+                    grace: None,
+                    leader: None,
+                    sent_kill: false,
+                    tree: Some(TreeStop::Unkillable),
+                },
+            ],
         }
     }
 
@@ -326,8 +371,13 @@ mod tests {
             }),
             recent_ends: Vec::new(),
             restart_at_unix_ms: None,
+            stops: Vec::new(),
             ..r
         };
+        // Without stops, the file is as an earlier daemon wrote it: no `stops` member.
+        assert!(!String::from_utf8(encode_session(&bare).unwrap())
+            .unwrap()
+            .contains("stops"));
         assert_eq!(
             decode_session(&encode_session(&bare).unwrap()).unwrap(),
             bare
@@ -362,6 +412,14 @@ mod tests {
             good.replace(r#""gen":8"#, r#""gen":9"#),
             good.replace(r#""argv":["#, r#""session":"web","argv":["#),
             good.replace(r#""event":"spawn_failed""#, r#""event":"spawned""#),
+            good.replace(r#""reason":"superseded""#, r#""reason":"bored""#),
+            good.replace(r#""stage":"graceful""#, r#""stage":"gentle""#),
+            good.replace(r#","until_unix_ms":1700000030000"#, ""),
+            good.replace(r#","tree_until_unix_ms":1700000005000"#, ""),
+            good.replace(r#""tree":"unkillable""#, r#""tree":"term""#),
+            good.replace(r#""gen":10,"tree""#, r#""gen":9,"tree""#),
+            good.replace(r#""gen":10,"tree""#, r#""gen":10,"x":1,"tree""#),
+            good.replace(r#""reason":"superseded","#, ""),
         ];
         for (i, bad) in cases.iter().enumerate() {
             assert_ne!(bad, &good, "case {i} changed nothing");

@@ -177,6 +177,20 @@ impl Process {
         }
     }
 
+    /// A process a previous daemon started that is known gone (ended while no daemon
+    /// ran, or before that daemon died): a handle that is never signalled, never asked
+    /// and never reaped — it stands for the leader of a generation whose tree, in its
+    /// cgroup, is still being emptied. `None` for a pid that cannot be one.
+    pub(crate) fn gone(pid: i32) -> Option<Process> {
+        Some(Process {
+            pid: Pid::from_raw(pid)?,
+            pidfd: None,
+            token: None,
+            child: false,
+            reaped: Some(Exit::Unknown),
+        })
+    }
+
     /// The pid (also the process group and session id of the children we spawn).
     pub fn pid(&self) -> i32 {
         self.pid.as_raw_pid()

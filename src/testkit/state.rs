@@ -59,6 +59,7 @@ pub fn sample_session(name: &str) -> SessionRecord {
                 truncated: false,
             },
         ],
+        stops: Vec::new(),
     }
 }
 

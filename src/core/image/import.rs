@@ -235,8 +235,10 @@ fn check_phase(g: &GenerationImage) -> Checked {
         PhaseImage::Draining { .. } => {
             ran && g.exit.is_some() && g.group != GroupImage::Alive && !drained
         }
+        // One taken back after a crash may have been reported `lost` (no status), its
+        // tree still being emptied.
         PhaseImage::Reported { .. } => {
-            ran && g.exit.is_some()
+            ran && (g.exit.is_some() || g.adopted.is_some())
                 && matches!(
                     g.group,
                     GroupImage::Term { .. } | GroupImage::Killed { .. } | GroupImage::Unkillable
@@ -378,6 +380,8 @@ fn build(config: Config, image: CoreImage) -> Core {
         deadlines: Default::default(),
         by_session: Default::default(),
         blocked: Default::default(),
+        taken_stops: Default::default(),
+        trees_taken: Default::default(),
         deferred_stops: Default::default(),
     };
     // A Pending current generation with dependencies may wait for them: looked at again

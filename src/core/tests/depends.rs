@@ -224,7 +224,7 @@ fn a_removal_taken_back_after_a_crash_still_stops_dependents_first() {
     let mut h = Harness::new();
     let (db, web) = db_and_web(&mut h);
     // Both removed (a reload dropping them, say): web is stopped, db waits for it...
-    for name in ["db", "web"] {
+    for name in ["web", "db"] {
         h.cmd(Command::Remove {
             session: name.into(),
         })
@@ -235,7 +235,13 @@ fn a_removal_taken_back_after_a_crash_still_stops_dependents_first() {
     assert!(n.adopt(db, "db"));
     assert!(n.adopt(web, "web"));
     let actions = n.resume();
-    assert!(term(&actions, web), "the dependent is stopped: {actions:?}");
+    // The dependent's stop was under way: it goes on, its TERM not sent again.
+    assert!(!term(&actions, web), "TERM sent twice: {actions:?}");
+    let listed = &n.get("web").generations;
+    assert!(
+        matches!(listed[..], [ref g] if g.gen == web && g.stop.is_some()),
+        "the dependent is being stopped: {listed:?}"
+    );
     assert!(
         !term(&actions, db),
         "its dependency still waits for it: {actions:?}"

@@ -69,6 +69,7 @@ fn pages_of_a_large_table_hold_every_session_once_under_churn() {
         last_gen: None,
         last_end: None,
         recent_ends: Vec::new(),
+        stops: Vec::new(),
     });
     assert!(core.restore(clock, records.collect()).is_empty());
     let mut seen: Vec<String> = Vec::new();

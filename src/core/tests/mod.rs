@@ -1,6 +1,7 @@
 //! Unit tests of the core, all driven through the invariant checker.
 
 mod commands;
+mod crash_stops;
 mod deadlines;
 mod depends;
 mod harness;

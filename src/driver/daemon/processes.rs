@@ -102,10 +102,10 @@ impl Daemon {
         let Some(session) = self.core.session_of(gen) else {
             return Ok(());
         };
-        let Some((process, pty)) = self.children.describe(gen) else {
+        let Some((process, pty, cgroup)) = self.children.describe(gen) else {
             return Ok(());
         };
-        let Err(e) = self.persist.describe(&session, gen, process, pty) else {
+        let Err(e) = self.persist.describe(&session, gen, process, pty, cgroup) else {
             return Ok(());
         };
         log::error!("gen {gen}: writing its descriptor: {e}; killing it");
@@ -181,7 +181,12 @@ impl Daemon {
                 self.tell(Input::LeaderExited { gen, status });
                 self.children.look_soon(gen);
             }
-            LeaderState::Lost => self.tell(Input::Lost { gen }),
+            LeaderState::Lost => {
+                self.tell(Input::Lost { gen });
+                // A generation taken back in its cgroup waits for that cgroup to empty
+                // (see `Input::Lost`), which it may have done already, unannounced.
+                self.children.look_soon(gen);
+            }
         }
     }
 
