@@ -2,9 +2,13 @@
 //! trip per session in order; a record a crash left uncommitted is ignored, and so are the
 //! old bytes of a spare segment written over; a corrupt record, a foreign file, a newer
 //! segment, a frame filed under the wrong position or too large a file never crash the
-//! read, keep what was good before the fault, and are moved aside.
+//! read, keep what was good before the fault, and are moved aside; so are a record naming
+//! another session's generation (refused) and a damaged nonce with committed records after
+//! it (which are read).
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use genward::core::{SessionState, Stream};
 use genward::proto::encode;
@@ -61,7 +65,7 @@ fn written(dir: &Path) -> std::path::PathBuf {
 fn records_round_trip_per_session_in_order() {
     let dir = ScratchDir::new("journal-round-trip");
     written(&dir);
-    let loaded = open(&dir).load(all);
+    let loaded = open(&dir).load(all, HashMap::new());
     let a = &loaded.sessions["a"];
     assert_eq!(a.iter().map(|r| r.seq).collect::<Vec<_>>(), [0, 1, 2]);
     assert_eq!(a[1].pos, 3);
@@ -71,7 +75,7 @@ fn records_round_trip_per_session_in_order() {
     assert_eq!(loaded.sessions["b"].len(), 1);
     assert_eq!(loaded.bad, 0);
     // Sessions not asked for are skipped, not kept.
-    let only_b = open(&dir).load(|s| (s == "b").then_some(1 << 20));
+    let only_b = open(&dir).load(|s| (s == "b").then_some(1 << 20), HashMap::new());
     assert!(!only_b.sessions.contains_key("a"));
     assert_eq!(only_b.skipped, 3);
 }
@@ -89,7 +93,7 @@ fn a_record_a_crash_left_uncommitted_is_ignored_and_the_rest_kept() {
         torn[cut..end].fill(0);
         torn[start + 4..start + 12].fill(0);
         place_file(&path, &torn);
-        let loaded = open(&dir).load(all);
+        let loaded = open(&dir).load(all, HashMap::new());
         assert_eq!(loaded.bad, 0, "a cut at {cut} is a crash, not corruption");
         assert_eq!(loaded.sessions["a"].len(), 2, "cut at {cut}");
         assert_eq!(entries(&dir.join(BAD_DIR)), 0);
@@ -140,7 +144,7 @@ fn a_spare_written_over_never_brings_back_its_old_records() {
     assert_eq!(last, 3);
     assert!(!out.join("1.spare").exists(), "the spare became segment 3");
     drop(j);
-    let loaded = open(&dir).load(|_| Some(64 << 20));
+    let loaded = open(&dir).load(|_| Some(64 << 20), HashMap::new());
     assert_eq!(loaded.bad, 0);
     assert!(
         !loaded.sessions.contains_key("old"),
@@ -183,7 +187,7 @@ fn a_corrupt_record_keeps_what_came_before_and_moves_the_segment_aside() {
     let first = frame("a", 1, 0, b"one").len() + RECORD_HEADER;
     bytes[header_len + first + RECORD_HEADER + 2] = b'X';
     place_file(&path, &bytes);
-    let loaded = open(&dir).load(all);
+    let loaded = open(&dir).load(all, HashMap::new());
     assert_eq!(loaded.bad, 1);
     assert_eq!(loaded.sessions["a"].len(), 1, "the record before the fault");
     assert!(!loaded.sessions.contains_key("b"));
@@ -195,7 +199,7 @@ fn a_corrupt_record_keeps_what_came_before_and_moves_the_segment_aside() {
 fn a_frame_filed_at_another_position_is_refused() {
     let dir = ScratchDir::new("journal-wrong-pos");
     let seg = put(&mut open(&dir), 0, 7, &frame("a", 1, 0, b"one"));
-    let loaded = open(&dir).load(all);
+    let loaded = open(&dir).load(all, HashMap::new());
     assert_eq!(loaded.bad, 1);
     assert!(loaded.sessions.is_empty());
     assert!(!dir.join(OUTPUT_DIR).join(segment_file(seg)).exists());
@@ -229,7 +233,7 @@ fn foreign_newer_oversized_and_lying_files_are_moved_aside() {
     lying.extend_from_slice(&[0; 64]);
     place_file(&out.join(segment_file(5)), &lying);
     let mut j = open(&dir);
-    let loaded = j.load(all);
+    let loaded = j.load(all, HashMap::new());
     assert!(loaded.sessions.is_empty());
     assert_eq!(loaded.bad, 5);
     assert_eq!(entries(&out), 0, "everything moved aside");
@@ -243,7 +247,7 @@ fn a_segment_given_up_is_deleted_and_the_one_written_is_kept() {
     let dir = ScratchDir::new("journal-delete");
     let first = written(&dir);
     let mut j = open(&dir);
-    j.load(all);
+    j.load(all, HashMap::new());
     let seg = put(&mut j, 0, 0, &frame("c", 3, 0, b"z"));
     assert!(first.exists());
     j.give_up(1);
@@ -258,7 +262,7 @@ fn a_segment_given_up_is_deleted_and_the_one_written_is_kept() {
 fn an_event_for_a_name_no_session_can_have_is_refused() {
     let dir = ScratchDir::new("journal-bad-name");
     let seg = put(&mut open(&dir), 0, 0, &frame("|", 1, 0, b"x"));
-    let loaded = open(&dir).load(all);
+    let loaded = open(&dir).load(all, HashMap::new());
     assert_eq!(loaded.bad, 1);
     assert!(loaded.sessions.is_empty());
     assert!(!dir.join(OUTPUT_DIR).join(segment_file(seg)).exists());
@@ -268,7 +272,7 @@ fn an_event_for_a_name_no_session_can_have_is_refused() {
 fn records_read_back_refer_to_their_segments_mapping() {
     let dir = ScratchDir::new("journal-mapped");
     written(&dir);
-    let loaded = open(&dir).load(all);
+    let loaded = open(&dir).load(all, HashMap::new());
     let a = &loaded.sessions["a"];
     for r in a.iter().chain(&loaded.sessions["b"]) {
         assert_eq!(r.frame.map.seg(), r.seg);
@@ -285,7 +289,7 @@ fn a_segment_read_back_is_released_while_held_and_never_made_a_spare() {
     // Segment 1, read back; a frame of it still held (queued for a client) when it goes.
     written(&dir);
     let mut j = open(&dir);
-    let held = j.load(all).sessions["a"][1].frame.clone();
+    let held = j.load(all, HashMap::new()).sessions["a"][1].frame.clone();
     put(&mut j, 0, 0, &frame("c", 3, 0, b"z"));
     assert!(
         j.give_up(1),
@@ -298,13 +302,100 @@ fn a_segment_read_back_is_released_while_held_and_never_made_a_spare() {
 
     // Nothing held: deleted, not kept to be written over (its mapping is read-only).
     let mut j = open(&dir);
-    j.load(all);
+    j.load(all, HashMap::new());
     let seg = put(&mut j, 0, 0, &frame("d", 4, 0, b"w"));
     drop(j);
     let mut j = open(&dir);
-    j.load(all);
+    j.load(all, HashMap::new());
     put(&mut j, 0, 0, &frame("e", 5, 0, b"v"));
     assert!(!j.give_up(seg));
     assert_eq!(entries(&out), 2, "segments {:?}", j.segment_numbers());
     assert!(!out.join(format!("{seg}.spare")).exists());
+}
+
+/// Where the `n`th record (from 0) of a segment written by [`written`] starts.
+fn record_start(bytes: &[u8], n: usize) -> usize {
+    let body = bytes.iter().position(|&b| b == b'\n').unwrap() + 1 + NONCE_BYTES;
+    let mut at = body;
+    for _ in 0..n {
+        at += 4 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    }
+    at
+}
+
+/// One byte of a frame's session name changed (`b` → `a`): session b's output, of b's
+/// generation, would be replayed as a's — in place of a's own record of that number. It
+/// is refused (the generation is b's, as the session records say, or as an earlier
+/// record of b's generation said), and the segment set aside after the rest is read.
+#[test]
+fn a_record_naming_another_sessions_generation_is_refused() {
+    let dir = ScratchDir::new("journal-other-gen");
+    let path = written(&dir);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let b = record_start(&bytes, 1);
+    let name = b
+        + RECORD_HEADER
+        + bytes[b + RECORD_HEADER..]
+            .windows(13)
+            .position(|w| w == b"\"session\":\"b\"")
+            .unwrap();
+    bytes[name + 11] = b'a';
+    place_file(&path, &bytes);
+    let owners = HashMap::from([(1, Arc::from("a")), (2, Arc::from("b"))]);
+    let loaded = open(&dir).load(all, owners);
+    let a = &loaded.sessions["a"];
+    assert_eq!(a.len(), 3, "a's own records, and nothing of b's");
+    assert_eq!(a[0].frame.bytes(), frame("a", 1, 0, b"one"));
+    assert!(a.iter().all(|r| r.gen == 1));
+    assert_eq!(loaded.bad, 1);
+    assert!(!path.exists(), "moved aside");
+
+    // No session record names the generation: an earlier record of it tells.
+    let dir = ScratchDir::new("journal-other-gen-learned");
+    let mut j = open(&dir);
+    let seg = put(&mut j, 0, 0, &frame("a", 1, 0, b"one"));
+    put(&mut j, 0, 0, &frame("b", 2, 0, b"x"));
+    put(&mut j, 1, 1, &frame("a", 2, 1, b"y"));
+    put(&mut j, 1, 3, &frame("a", 1, 3, b"two"));
+    drop(j);
+    let loaded = open(&dir).load(all, HashMap::new());
+    let a = &loaded.sessions["a"];
+    assert_eq!(a.iter().map(|r| r.gen).collect::<Vec<_>>(), [1, 1]);
+    assert_eq!(loaded.bad, 1);
+    assert!(!dir.join(OUTPUT_DIR).join(segment_file(seg)).exists());
+}
+
+/// One bit of a record's nonce flipped: the records committed after it are read all the
+/// same (a crash only ever leaves the last one uncommitted), the damaged one is not, and
+/// the segment is set aside with a warning rather than read as if it ended there.
+#[test]
+fn a_damaged_nonce_before_committed_records_is_found() {
+    let dir = ScratchDir::new("journal-bad-nonce");
+    let path = written(&dir);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let b = record_start(&bytes, 1);
+    bytes[b + 4] ^= 1;
+    place_file(&path, &bytes);
+    let loaded = open(&dir).load(all, HashMap::new());
+    assert_eq!(
+        loaded.sessions["a"].len(),
+        3,
+        "the records after it are read"
+    );
+    assert!(!loaded.sessions.contains_key("b"), "the damaged one is not");
+    assert_eq!(loaded.bad, 1);
+    assert!(!path.exists(), "moved aside");
+    assert_eq!(entries(&dir.join(BAD_DIR)), 1);
+
+    // Its length damaged too: found all the same.
+    let dir = ScratchDir::new("journal-bad-nonce-len");
+    let path = written(&dir);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let b = record_start(&bytes, 1);
+    bytes[b + 4] ^= 1;
+    bytes[b..b + 4].copy_from_slice(&7u32.to_le_bytes());
+    place_file(&path, &bytes);
+    let loaded = open(&dir).load(all, HashMap::new());
+    assert_eq!(loaded.sessions["a"].len(), 3);
+    assert_eq!(loaded.bad, 1);
 }

@@ -66,6 +66,26 @@ impl Core {
         })
     }
 
+    /// The session of each generation the core can tell: every live one, and those its
+    /// sessions name (current, last, recent ends). What is read back from the output
+    /// journal is checked against it: a record naming a generation under another
+    /// session's name was damaged.
+    pub fn generation_owners(&self) -> std::collections::HashMap<u64, Arc<str>> {
+        let mut owners: std::collections::HashMap<u64, Arc<str>> = self
+            .gens
+            .iter()
+            .map(|(&gen, g)| (gen, g.session.clone()))
+            .collect();
+        for s in self.sessions.values() {
+            let ends = s.recent_ends().filter_map(Event::gen);
+            let named = [s.current, s.last_gen, s.last_end.as_ref().map(LastEnd::gen)];
+            for gen in named.into_iter().flatten().chain(ends) {
+                owners.entry(gen).or_insert_with(|| s.name.clone());
+            }
+        }
+        owners
+    }
+
     /// The records of every session, by name.
     pub fn session_records(&self, clock: WallClock) -> Vec<SessionRecord> {
         self.sessions

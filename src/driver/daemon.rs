@@ -114,6 +114,9 @@ impl Daemon {
                     }
                 }
                 let _ = std::fs::remove_file(&self.cfg.socket);
+                // Output positions reserved ahead go back to where the logs end: the next
+                // daemon goes on there, with no gap.
+                self.logs.settle();
                 self.keeper_restarts.cancel(self.poll.registry());
                 if let Some(keeper) = self.keeper.take() {
                     // A clean end: the keeper closes everything and exits too.

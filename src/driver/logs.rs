@@ -8,8 +8,14 @@
 //! positions. Which journal segments are still needed is `journaled.rs`'s to count; when
 //! it says the journal has grown past about twice what the logs retain, the logs with
 //! records in its oldest segment (quiet sessions) are written again at its end.
+//!
+//! While a log's newest record is not in the journal (it could not be written: a full
+//! directory), a position ceiling is reserved for it on disk (`store::positions`), before
+//! anyone can be sent the record: a restarted daemon goes on above it, so a position is
+//! never handed out twice.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::frame::Frame;
@@ -18,6 +24,7 @@ use super::ring::Ring;
 use crate::core::{Event, Stream};
 use crate::proto::framing::{OutputFrame, OUTPUT_TRAILER};
 use crate::store::journal::{Journal, Segment};
+use crate::store::positions::{self, Positions, Prior, MARGIN, RESERVE};
 
 /// The smallest read [`Logs::read_limit`] asks for: a tinier `buffer` keeps next to
 /// nothing anyway (a frame's header alone is about 100 bytes), and reads of a few bytes
@@ -35,6 +42,20 @@ pub struct Logs {
     disk: Option<Journaled>,
     /// Bytes all logs retain, as charged against their capacities.
     retained: u64,
+    /// Where position ceilings are reserved (none without a journal's directory, or if
+    /// its file could not be made).
+    positions: Option<Positions>,
+    /// The logs whose newest record is not in the journal, with their ceiling on disk.
+    reserved: HashMap<Arc<str>, Reserved>,
+}
+
+/// A log's position ceiling: no position at or above it was handed out.
+#[derive(Debug, Clone, Copy)]
+struct Reserved {
+    /// Its slot in the file (`None`: none could be written).
+    slot: Option<u32>,
+    /// The ceiling the slot holds.
+    ceiling: u64,
 }
 
 impl Logs {
@@ -59,10 +80,22 @@ impl Logs {
         Some(self.rings.get(session)?.record(seq)?.frame.clone())
     }
 
-    /// Logs written through to `journal`, starting with what it held for the sessions
-    /// `capacity` names (with the bytes of each one's log); the rest of it is given up.
-    pub fn open(mut journal: Journal, capacity: impl Fn(&str) -> Option<usize>) -> Logs {
-        let loaded = journal.load(&capacity);
+    /// Logs written through to `journal`, starting with what it held for `sessions`
+    /// (with the bytes of each one's log); the rest of it is given up. `owners` names the
+    /// session of each generation known (see [`Journal::load`]).
+    ///
+    /// Each log's positions go on from the higher of its newest record and the ceiling a
+    /// previous daemon reserved for it (see `store::positions`); with no ceilings to go by
+    /// (the file missing, or damaged) a [`MARGIN`] above its newest record — unless
+    /// `resumed` (an upgrade: the previous program ran until it executed this one, and
+    /// set its ceilings to where its logs ended).
+    pub fn open(
+        mut journal: Journal,
+        sessions: &HashMap<Arc<str>, usize>,
+        owners: HashMap<u64, Arc<str>>,
+        resumed: bool,
+    ) -> Logs {
+        let loaded = journal.load(|name| sessions.get(name).copied(), owners);
         if loaded.bad > 0 || loaded.skipped > 0 {
             log::warn!(
                 "retained output: {} bad segment(s) moved aside, {} record(s) of sessions that are gone dropped",
@@ -70,31 +103,166 @@ impl Logs {
                 loaded.skipped
             );
         }
-        let mut logs = Logs::default();
+        let (positions, prior) = Positions::open(&journal.dir, &journal.bad, sessions.len());
+        let mut logs = Logs {
+            positions,
+            ..Logs::default()
+        };
         for (session, records) in loaded.sessions {
-            let cap = capacity(&session).unwrap_or(DEFAULT_LOG_BYTES);
+            let cap = sessions.get(&session).copied().unwrap_or(DEFAULT_LOG_BYTES);
             let ring = Ring::restored(cap, records);
             logs.retained += ring.used() as u64;
             logs.rings.insert(session, ring);
         }
+        let on_disk: HashSet<Segment> = journal.segment_numbers().into_iter().collect();
+        logs.take_back_positions(sessions, prior, !resumed, |seg| on_disk.contains(&seg));
         let restored = logs.rings.values().flat_map(Ring::segments);
         logs.disk = Some(Journaled::new(journal, restored));
         logs
     }
 
+    /// Raises each log's end to the ceiling a previous daemon reserved for it (or by a
+    /// [`MARGIN`], with `margin`, when none is known), and reserves ceilings for the logs
+    /// whose end is then not in the journal; frees the slots no longer needed.
+    fn take_back_positions(
+        &mut self,
+        sessions: &HashMap<Arc<str>, usize>,
+        prior: Prior,
+        margin: bool,
+        on_disk: impl Fn(Segment) -> bool,
+    ) {
+        // A file that is missing was never needed: it is made at the first start of a
+        // daemon that keeps one, and a ceiling is only ever written over its slots. One
+        // found damaged may have held ceilings that mattered.
+        let (mut known, unknown) = match prior {
+            Prior::Read(known) => (known, false),
+            Prior::Missing => (HashMap::new(), false),
+            Prior::Bad => (HashMap::new(), margin),
+        };
+        let (mut raised, mut backed_again) = (0usize, Vec::new());
+        for (name, &cap) in sessions {
+            let old = known.remove(&positions::key(name));
+            let end = self.rings.get(name).map_or(0, Ring::end_pos);
+            let floor = match old {
+                Some((_, ceiling)) => ceiling,
+                None if unknown => end.saturating_add(MARGIN),
+                None => 0,
+            };
+            if floor > end {
+                self.rings
+                    .entry(name.clone())
+                    .or_insert_with(|| Ring::new(cap))
+                    .continue_at(floor);
+                raised += 1;
+            }
+            if let Some((slot, ceiling)) = old {
+                let slot = Some(slot);
+                self.reserved
+                    .insert(name.clone(), Reserved { slot, ceiling });
+            }
+            if self.rings.get(name).is_some_and(|r| !r.backed(&on_disk)) {
+                self.protect(name);
+            } else if old.is_some() {
+                backed_again.push(name.clone());
+            }
+        }
+        for name in backed_again {
+            self.unprotect(&name);
+        }
+        if let Some(p) = &mut self.positions {
+            for (slot, _) in known.into_values() {
+                p.clear(slot);
+            }
+            p.ensure(self.rings.len().max(sessions.len()));
+        }
+        if raised > 0 {
+            let why = if unknown {
+                format!("no ceilings could be read: {MARGIN} past their newest records")
+            } else {
+                "past their newest records, to the ceilings reserved while output could not be written to disk: what was kept in memory only was lost".to_owned()
+            };
+            log::warn!(
+                "retained output: positions of {raised} session(s) go on {why} (subscribers are told `dropped`)"
+            );
+        }
+    }
+
+    /// Reserves a ceiling at least at `session`'s end (whose newest record is not in the
+    /// journal), [`RESERVE`] ahead, unless the one it has suffices: one write per
+    /// [`RESERVE`] bytes of output.
+    fn protect(&mut self, session: &Arc<str>) {
+        let Some(end) = self.rings.get(session).map(Ring::end_pos) else {
+            return;
+        };
+        let r = self.reserved.entry(session.clone()).or_insert(Reserved {
+            slot: None,
+            ceiling: 0,
+        });
+        if r.slot.is_some() && r.ceiling >= end {
+            return;
+        }
+        let Some(p) = &mut self.positions else {
+            return;
+        };
+        let (key, ceiling) = (positions::key(session), end.saturating_add(RESERVE));
+        let written = match r.slot {
+            Some(slot) => p.set(slot, key, ceiling),
+            None => {
+                r.slot = p.take(key, ceiling);
+                r.slot.is_some()
+            }
+        };
+        if written {
+            r.ceiling = ceiling;
+        }
+    }
+
+    /// `session`'s newest record is in the journal again (or the log is gone): its
+    /// ceiling is freed.
+    fn unprotect(&mut self, session: &str) {
+        if let Some(r) = self.reserved.remove(session) {
+            if let (Some(slot), Some(p)) = (r.slot, &mut self.positions) {
+                p.clear(slot);
+            }
+        }
+    }
+
+    /// After a record of `session` was pushed: a ceiling while its newest record is not
+    /// in the journal, none once it is. One comparison when neither changes.
+    fn after_push(&mut self, session: &Arc<str>, on_disk: bool) {
+        if !on_disk {
+            self.protect(session);
+        } else if !self.reserved.is_empty() {
+            self.unprotect(session);
+        }
+    }
+
+    /// Sets every reserved ceiling to its log's end, exactly: for a clean exit or an
+    /// upgrade, after which the next daemon goes on where the logs ended, with no gap
+    /// (what was kept in memory only is still lost: a subscriber is told `dropped`).
+    pub fn settle(&mut self) {
+        let Some(p) = &mut self.positions else {
+            return;
+        };
+        for (name, r) in &mut self.reserved {
+            let (Some(slot), Some(ring)) = (r.slot, self.rings.get(name)) else {
+                continue;
+            };
+            if p.set(slot, positions::key(name), ring.end_pos()) {
+                r.ceiling = ring.end_pos();
+            }
+        }
+    }
+
+    /// A session's log, created if missing (see [`ring_in`]).
     fn ring(&mut self, session: &Arc<str>) -> &mut Ring {
-        self.rings
-            .entry(session.clone())
-            .or_insert_with(|| Ring::new(DEFAULT_LOG_BYTES))
+        ring_in(&mut self.rings, &mut self.positions, session)
     }
 
     /// Runs `change` on a session's log, keeping the byte count and the journal's
     /// accounting in step with what it lets go.
     fn tracked<R>(&mut self, session: &Arc<str>, change: impl FnOnce(&mut Ring) -> R) -> R {
-        let ring = self
-            .rings
-            .entry(session.clone())
-            .or_insert_with(|| Ring::new(DEFAULT_LOG_BYTES));
+        let ring = ring_in(&mut self.rings, &mut self.positions, session);
         let used_before = ring.used() as u64;
         let result = change(ring);
         self.retained = self.retained + ring.used() as u64 - used_before;
@@ -116,13 +284,21 @@ impl Logs {
         let Some(oldest) = disk.to_compact(self.retained) else {
             return;
         };
-        for ring in self.rings.values_mut() {
+        let mut unwritten = Vec::new();
+        for (name, ring) in self.rings.iter_mut() {
             if ring.first_seg().is_some_and(|s| s <= oldest) {
                 ring.rewrite(|r| disk.place(r.seq, r.pos, &[&r.frame]));
                 for seg in ring.take_evicted() {
                     disk.forget(seg);
                 }
+                // Its newest record could not be written again: its old copy goes.
+                if ring.records().last().is_some_and(|r| r.seg.is_none()) {
+                    unwritten.push(name.clone());
+                }
             }
+        }
+        for name in unwritten {
+            self.protect(&name);
         }
     }
 
@@ -226,6 +402,7 @@ impl Logs {
         let seq = self.tracked(session, |ring| {
             ring.push_output(gen, data.len() as u64, frame, seg)
         });
+        self.after_push(session, seg.is_some());
         self.compact();
         seq
     }
@@ -238,6 +415,7 @@ impl Logs {
         let (frame, seg) = self.place(seq, pos, &[&line]);
         let gen = event.gen().unwrap_or(0);
         let seq = self.tracked(session, |ring| ring.push_event(gen, frame, seg));
+        self.after_push(session, seg.is_some());
         self.compact();
         seq
     }
@@ -255,6 +433,7 @@ impl Logs {
 
     /// Forgets a removed session's log.
     pub fn remove(&mut self, session: &str) {
+        self.unprotect(session);
         if let Some(ring) = self.rings.remove(session) {
             self.retained -= ring.used() as u64;
             if let Some(disk) = &mut self.disk {
@@ -268,6 +447,25 @@ impl Logs {
     /// Names of every session with a log.
     pub fn sessions(&self) -> impl Iterator<Item = &Arc<str>> {
         self.rings.keys()
+    }
+}
+
+/// `session`'s log in `rings`, created if missing — with a slot for its ceiling allocated
+/// in the positions file while there is room, should it ever need one.
+fn ring_in<'a>(
+    rings: &'a mut HashMap<Arc<str>, Ring>,
+    positions: &mut Option<Positions>,
+    session: &Arc<str>,
+) -> &'a mut Ring {
+    let count = rings.len();
+    match rings.entry(session.clone()) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => {
+            if let Some(p) = positions {
+                p.ensure(count + 1);
+            }
+            e.insert(Ring::new(DEFAULT_LOG_BYTES))
+        }
     }
 }
 
@@ -319,8 +517,17 @@ mod tests {
     use crate::testkit::scratch::ScratchDir;
 
     fn open(dir: &ScratchDir) -> Logs {
+        open_for(dir, &[])
+    }
+
+    /// Opened for `sessions`, each with the default capacity.
+    fn open_for(dir: &ScratchDir, sessions: &[&str]) -> Logs {
         let journal = Journal::open(&Store::open(dir).unwrap()).unwrap();
-        Logs::open(journal, |_| Some(DEFAULT_LOG_BYTES))
+        let sessions = sessions
+            .iter()
+            .map(|&s| (Arc::from(s), DEFAULT_LOG_BYTES))
+            .collect();
+        Logs::open(journal, &sessions, HashMap::new(), false)
     }
 
     fn segment_files(dir: &ScratchDir) -> usize {
@@ -341,7 +548,7 @@ mod tests {
             let quiet: Arc<str> = Arc::from(format!("quiet{i}"));
             logs.push_output(
                 &quiet,
-                1,
+                10 + i,
                 Stream::Stdout,
                 0,
                 format!("line {i}\n").as_bytes(),
@@ -360,7 +567,10 @@ mod tests {
             );
         }
         drop(logs);
-        let logs = open(&dir);
+        let mut names: Vec<String> = (0..40).map(|i| format!("quiet{i}")).collect();
+        names.push("flood".into());
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let logs = open_for(&dir, &names);
         for i in 0..40 {
             let ring = logs.get(&format!("quiet{i}")).expect("its log came back");
             assert_eq!(ring.end_pos(), format!("line {i}\n").len() as u64);
@@ -393,7 +603,7 @@ mod tests {
         let before = frames(&logs);
         drop(logs);
 
-        let mut logs = open(&dir);
+        let mut logs = open_for(&dir, &["s"]);
         assert_eq!(frames(&logs), before);
         let ring = logs.get("s").unwrap();
         for r in ring.records() {
@@ -408,5 +618,76 @@ mod tests {
         logs.push_output(&session, 2, Stream::Stdout, offset, &[b'x'; 4096], 0);
         assert_eq!(logs.take_released(), [seg]);
         assert_eq!(held.to_vec(), before[0]);
+    }
+
+    /// Output that could not reach the journal (here: no journal at all) still moves
+    /// positions on: after a crash they go on at least where they had gone, never back;
+    /// after a clean exit exactly there; and once a record of the session is in the
+    /// journal again its ceiling is freed, so a later crash costs no gap.
+    #[test]
+    fn positions_of_output_not_on_disk_never_go_back() {
+        let dir = ScratchDir::new("logs-positions");
+        let s: Arc<str> = Arc::from("s");
+        let mut logs = open_for(&dir, &[]);
+        logs.push_output(&s, 1, Stream::Stdout, 0, b"on disk\n", 0);
+        let on_disk = logs.get("s").unwrap().end_pos();
+        let journal = logs.disk.take();
+        let mut end = on_disk;
+        for _ in 0..100 {
+            logs.push_output(&s, 1, Stream::Stdout, end, &[b'm'; 1000], 0);
+            end += 1000;
+        }
+        assert!(logs.reserved.contains_key("s"));
+        // A crash: nothing settled.
+        std::mem::forget(journal);
+        drop(logs);
+        let logs = open_for(&dir, &["s"]);
+        let after_crash = logs.get("s").unwrap().end_pos();
+        assert!(after_crash >= end, "{after_crash} < {end}");
+        assert!(after_crash <= end + RESERVE, "{after_crash}: a bounded gap");
+        // Nothing new on disk: the next crash goes on from there too.
+        drop(logs);
+        let mut logs = open_for(&dir, &["s"]);
+        assert_eq!(logs.get("s").unwrap().end_pos(), after_crash);
+        // A clean exit after more output kept in memory only: exactly its end.
+        let journal = logs.disk.take();
+        logs.push_output(&s, 2, Stream::Stdout, 0, b"memory", 0);
+        let end = after_crash + 6;
+        logs.settle();
+        std::mem::forget(journal);
+        drop(logs);
+        let mut logs = open_for(&dir, &["s"]);
+        assert_eq!(logs.get("s").unwrap().end_pos(), end);
+        // Written to the journal again: no ceiling left, so no gap after a crash.
+        logs.push_output(&s, 3, Stream::Stdout, 0, b"disk again", 0);
+        assert!(logs.reserved.is_empty());
+        drop(logs);
+        let logs = open_for(&dir, &["s"]);
+        assert_eq!(logs.get("s").unwrap().end_pos(), end + 10);
+    }
+
+    /// With the positions file damaged, no ceiling can be trusted: sessions go on a
+    /// margin above their newest record. One missing (a directory a daemon from before
+    /// the file left) held none: positions go on where the journal ends.
+    #[test]
+    fn without_ceilings_positions_go_on_a_margin_above_the_journal() {
+        let dir = ScratchDir::new("logs-margin");
+        let s: Arc<str> = Arc::from("s");
+        let mut logs = open_for(&dir, &[]);
+        logs.push_output(&s, 1, Stream::Stdout, 0, b"0123456789", 0);
+        drop(logs);
+        let file = dir.join("output").join(positions::POSITIONS_FILE);
+        std::fs::remove_file(&file).unwrap();
+        let logs = open_for(&dir, &["s"]);
+        assert_eq!(logs.get("s").unwrap().end_pos(), 10);
+        drop(logs);
+        std::fs::write(&file, b"not a positions file").unwrap();
+        let logs = open_for(&dir, &["s"]);
+        assert_eq!(logs.get("s").unwrap().end_pos(), 10 + MARGIN);
+        drop(logs);
+        // Its ceiling was reserved (its end is not in the journal): never back.
+        let logs = open_for(&dir, &["s"]);
+        let again = logs.get("s").unwrap().end_pos();
+        assert!(again >= 10 + MARGIN, "{again}");
     }
 }

@@ -382,10 +382,16 @@ impl Persist {
 
     /// The replay logs, written through to the state directory's output journal, with
     /// what it kept of the sessions `core` restored (`capacities` from
-    /// [`Left::log_capacities`]). Without a journal (it cannot be opened) the logs live in
-    /// memory only.
-    pub fn open_logs(&self, core: &Core, capacities: HashMap<Arc<str>, usize>) -> Logs {
-        let mut logs = self.open_journal(core, &capacities);
+    /// [`Left::log_capacities`]); `resumed` for a program an upgrade started (see
+    /// [`Logs::open`]). Without a journal (it cannot be opened) the logs live in memory
+    /// only.
+    pub fn open_logs(
+        &self,
+        core: &Core,
+        capacities: HashMap<Arc<str>, usize>,
+        resumed: bool,
+    ) -> Logs {
+        let mut logs = self.open_journal(core, &capacities, resumed);
         // A `buffer` of 0 replays nothing, whatever its log holds or was raised to (a
         // lossless follower's, after an upgrade).
         for name in capacities.keys() {
@@ -396,14 +402,21 @@ impl Persist {
         logs
     }
 
-    fn open_journal(&self, core: &Core, capacities: &HashMap<Arc<str>, usize>) -> Logs {
+    fn open_journal(
+        &self,
+        core: &Core,
+        capacities: &HashMap<Arc<str>, usize>,
+        resumed: bool,
+    ) -> Logs {
         match Journal::open(&self.store) {
-            Ok(journal) => Logs::open(journal, |name| {
-                capacities
-                    .get(name)
-                    .copied()
-                    .filter(|_| core.has_session(name))
-            }),
+            Ok(journal) => {
+                let sessions: HashMap<Arc<str>, usize> = capacities
+                    .iter()
+                    .filter(|(name, _)| core.has_session(name))
+                    .map(|(name, &cap)| (name.clone(), cap))
+                    .collect();
+                Logs::open(journal, &sessions, core.generation_owners(), resumed)
+            }
             Err(e) => {
                 log::error!("retained output cannot be kept on disk: {e}");
                 Logs::default()

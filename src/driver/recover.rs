@@ -96,7 +96,7 @@ pub fn take_back(
         let why = format!("not restored: {}", problem.error.message);
         persist.set_aside_session(&problem.session, &why);
     }
-    let logs = persist.open_logs(core, capacities);
+    let logs = persist.open_logs(core, capacities, false);
     let mut adopted = 0;
     // The cgroups of generations that had not ended: never another's tree to kill.
     let live_cgroups: HashSet<String> = left

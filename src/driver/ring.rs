@@ -173,6 +173,23 @@ impl Ring {
         ring
     }
 
+    /// Makes positions go on from at least `pos` (a restarted daemon's reserved ceiling:
+    /// the output between the newest record and it was lost with a crash). A subscriber
+    /// that reaches the newest record is told that range was `dropped`.
+    pub fn continue_at(&mut self, pos: u64) {
+        self.end_pos = self.end_pos.max(pos);
+    }
+
+    /// Whether a restarted daemon would go on from this log's end: its newest record
+    /// ends there and is in one of the segments `on_disk` says will be read back (an
+    /// empty log that never had output: nothing to go on from).
+    pub fn backed(&self, on_disk: impl Fn(Segment) -> bool) -> bool {
+        match self.records.back() {
+            Some(r) => r.pos + r.out_len == self.end_pos && r.seg.is_some_and(on_disk),
+            None => self.end_pos == 0,
+        }
+    }
+
     /// The journal segment of its oldest record: no older segment holds anything of it.
     pub fn first_seg(&self) -> Option<Segment> {
         self.records.front().and_then(|r| r.seg)

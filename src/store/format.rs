@@ -56,10 +56,12 @@ pub enum Kind {
     Output,
     /// `keeper`: the process holding the daemon's child descriptors across a crash.
     Keeper,
+    /// `output/positions`: output position ceilings (a header line, then binary slots).
+    Positions,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 8] = [
         Kind::Id,
         Kind::HighWater,
         Kind::Lease,
@@ -67,6 +69,7 @@ impl Kind {
         Kind::Descriptor,
         Kind::Output,
         Kind::Keeper,
+        Kind::Positions,
     ];
 
     /// The header's spelling.
@@ -79,6 +82,7 @@ impl Kind {
             Kind::Descriptor => "generation",
             Kind::Output => "output",
             Kind::Keeper => "keeper",
+            Kind::Positions => "positions",
         }
     }
 }

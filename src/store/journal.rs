@@ -6,6 +6,7 @@
 //! <state dir>/output/<n>.seg    {"genward_state":1,"kind":"output"}\n, u64 nonce, records:
 //!                               u32 len | u64 nonce | u64 seq | u64 pos | frame
 //! <state dir>/output/<n>.spare  a segment no longer needed, kept to be written over
+//! <state dir>/output/positions  position ceilings of output not on disk (`positions`)
 //! ```
 //!
 //! All sessions share a few *segments* (little-endian fields; `len` counts the bytes after
@@ -146,7 +147,9 @@ impl Journal {
         let mut spares = Vec::new();
         let mut strays = Vec::new();
         dir.each_entry(|name, _, _| {
-            if let Some(n) = name.and_then(segment_of_file) {
+            if name == Some(super::positions::POSITIONS_FILE) {
+                // Not a segment: `positions` reads it.
+            } else if let Some(n) = name.and_then(segment_of_file) {
                 sizes.insert(n, 0);
             } else if let Some(n) = name.and_then(spare_of_file) {
                 spares.push(n);
@@ -392,7 +395,7 @@ fn spare_of_file(file: &str) -> Option<Segment> {
 
 /// A segment's nonce: random (std's per-process random hash keys, mixed with the segment
 /// number and the time), never zero.
-fn new_nonce(n: Segment) -> u64 {
+pub(crate) fn new_nonce(n: Segment) -> u64 {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     let mut h = RandomState::new().build_hasher();

@@ -101,7 +101,17 @@ impl Journal {
     /// about twice the capacities: the oldest records of a session beyond that are let go
     /// as they are read, as its log would have. The mapping of every segment still on
     /// disk is kept until it is given up (see [`Journal::give_up`]).
-    pub fn load(&mut self, capacity: impl Fn(&str) -> Option<usize>) -> LoadedOutput {
+    ///
+    /// A generation belongs to one session: `owners` names those the caller knows (from
+    /// the session records), and the first record naming any other one claims it for its
+    /// session. A record naming a generation under another session's name was damaged
+    /// (a changed byte of its frame's header): it is refused with a warning, and its
+    /// segment set aside once the rest of it is read.
+    pub fn load(
+        &mut self,
+        capacity: impl Fn(&str) -> Option<usize>,
+        mut owners: HashMap<u64, Arc<str>>,
+    ) -> LoadedOutput {
         let mut out = LoadedOutput::default();
         let mut collecting: HashMap<Arc<str>, Collecting> = HashMap::new();
         let segments: Vec<Segment> = self.sizes.keys().copied().collect();
@@ -114,7 +124,14 @@ impl Journal {
                 }
             };
             let body = map.bytes(body_at, map.len() - body_at);
+            let mut refused = Refused::default();
             let fault = read_records(body, seg, nonce, |session, found| {
+                if let Found::Record(at) = &found {
+                    if !owned_by(&mut owners, at.gen, session) {
+                        refused.add(&self.dir, seg, at, session, &owners);
+                        return;
+                    }
+                }
                 let Some(cap) = capacity(session) else {
                     out.skipped += 1;
                     return;
@@ -153,7 +170,7 @@ impl Journal {
                     }
                 }
             });
-            if let Some(why) = fault {
+            if let Some(why) = fault.or(refused.why()) {
                 self.aside(seg, &why, &mut out);
             }
             // Moved aside, it is no longer ours to give up: the records taken before the
@@ -214,10 +231,73 @@ impl Journal {
     }
 }
 
+/// Whether generation `gen` (0: none) may be named under `session`: it is known as that
+/// session's, or not known yet (and is from now on).
+fn owned_by(owners: &mut HashMap<u64, Arc<str>>, gen: u64, session: &str) -> bool {
+    if gen == 0 {
+        return true;
+    }
+    match owners.get(&gen) {
+        Some(owner) => **owner == *session,
+        None => {
+            owners.insert(gen, Arc::from(session));
+            true
+        }
+    }
+}
+
+/// Records of one segment refused for naming another session's generation.
+#[derive(Default)]
+struct Refused {
+    count: u64,
+    first: Option<String>,
+}
+
+/// Refused records logged one by one per segment; the rest are counted.
+const REFUSALS_LOGGED: u64 = 4;
+
+impl Refused {
+    fn add(
+        &mut self,
+        dir: &super::dir::Dir,
+        seg: Segment,
+        at: &RecordAt,
+        session: &str,
+        owners: &HashMap<u64, Arc<str>>,
+    ) {
+        let owner = owners.get(&at.gen).map_or("", |o| o);
+        let why = format!(
+            "record {} names gen {} of session {owner} under session {session}",
+            at.seq, at.gen
+        );
+        if self.count < REFUSALS_LOGGED {
+            log::warn!(
+                "{}: {why}: refused",
+                dir.path_of(&segment_file(seg)).display()
+            );
+        }
+        self.count += 1;
+        self.first.get_or_insert(why);
+    }
+
+    fn why(&self) -> Option<String> {
+        let first = self.first.as_ref()?;
+        Some(match self.count {
+            1 => format!("{first} (refused)"),
+            n => format!("{first}, and {} more such records (refused)", n - 1),
+        })
+    }
+}
+
 /// Calls `each` with the session and record of every committed, valid record of a
-/// segment's body (after its header line and `nonce`); returns why it stopped early, if
-/// it met anything but the end of what was committed. Nothing past the first record
-/// without the nonce is looked at.
+/// segment's body (after its header line and `nonce`); returns why the segment is bad, if
+/// it met anything but the end of what was committed.
+///
+/// The first record without the nonce is where the committed records end (one a crash
+/// cut short, or an older segment's bytes in a spare written over) — unless a committed
+/// record follows it: records are committed in order, so that one was damaged (a changed
+/// bit of its nonce). Then reading goes on at the next committed record, and the damage
+/// is what is returned.
 pub fn read_records(
     mut body: &[u8],
     seg: Segment,
@@ -226,10 +306,21 @@ pub fn read_records(
 ) -> Option<String> {
     // Bytes of the body before `body`: where each record's frame is, in the body given.
     let mut consumed = 0;
+    let mut damaged = None;
     while body.len() >= RECORD_HEADER {
         let tag = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
         if tag != nonce || nonce == 0 {
-            return None; // not committed, or an older segment's bytes
+            // Not committed, or an older segment's bytes: the end, unless committed
+            // records follow.
+            let Some(next) = next_committed(body, nonce) else {
+                return damaged;
+            };
+            damaged.get_or_insert_with(|| {
+                format!("the record at byte {consumed} of the records has a bad nonce, yet committed records follow it")
+            });
+            body = &body[next..];
+            consumed += next;
+            continue;
         }
         let len = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
         if !(RECORD_HEADER - 4..=RECORD_HEADER - 4 + MAX_FRAME).contains(&len) {
@@ -282,6 +373,33 @@ pub fn read_records(
             seg,
         };
         each(event.session(), Found::Record(record));
+    }
+    damaged
+}
+
+/// Where the next committed record of `body` starts (its nonce found past the record at
+/// its start, whose nonce is not the segment's), if any.
+fn next_committed(body: &[u8], nonce: u64) -> Option<usize> {
+    if nonce == 0 {
+        return None;
+    }
+    let tag = nonce.to_le_bytes();
+    // A record's nonce is 4 bytes into it: one starting at byte 1 or later. Its length
+    // first (one look), then a search of the rest (a damaged length too): for its first
+    // byte, then the whole nonce there — a segment's unwritten tail is mostly zeros.
+    let len = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
+    let by_len = 4usize.saturating_add(len);
+    if body.get(by_len + 4..by_len + 12) == Some(&tag[..]) {
+        return Some(by_len);
+    }
+    let mut at = 5;
+    while let Some(i) = body.get(at..)?.iter().position(|&b| b == tag[0]) {
+        let i = at + i;
+        match body.get(i..i + tag.len()) {
+            Some(w) if w == tag => return Some(i - 4),
+            Some(_) => at = i + 1,
+            None => return None,
+        }
     }
     None
 }

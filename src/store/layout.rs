@@ -9,6 +9,7 @@
 //!   sessions/<name>.json  one per session: spec, desired state, restarts, recent ends
 //!   gens/<gen>.json     one per live generation: pid, group, identity, start, I/O mode
 //!   output/<n>.seg      retained output of all sessions (`journal`), and its spares
+//!   output/positions    position ceilings of output not on disk (`positions`)
 //!   bad/                files moved aside, the newest few
 //! ```
 

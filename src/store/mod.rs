@@ -79,6 +79,7 @@ pub mod lease;
 mod load;
 pub mod mapping;
 pub mod names;
+pub mod positions;
 pub mod session_codec;
 pub mod sessions;
 pub mod state_dir;

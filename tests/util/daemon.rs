@@ -225,6 +225,19 @@ impl Daemon {
         std::mem::replace(&mut self.child, child)
     }
 
+    /// Like [`Daemon::crash_daemon_edit_and_restart`], with what the new daemon logs at
+    /// `level` (`RUST_LOG`) going to the file [`Daemon::log`] reads.
+    pub fn crash_daemon_edit_and_restart_logged(
+        &mut self,
+        edit: impl FnOnce(&Path),
+        level: &str,
+        extra: &[&str],
+    ) -> Child {
+        let log = self.dir.join("daemon.log");
+        let env = [("RUST_LOG", std::ffi::OsStr::new(level))];
+        self.crash_daemon_restart_into(edit, &env, extra, Some(&log))
+    }
+
     /// Like [`Daemon::crash_daemon_and_restart`], with what the new daemon logs at `level`
     /// (`RUST_LOG`) going to the file [`Daemon::log`] reads.
     pub fn crash_daemon_and_restart_logged(&mut self, level: &str, extra: &[&str]) -> Child {

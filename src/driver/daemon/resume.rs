@@ -188,7 +188,7 @@ impl Daemon {
                 *bytes = (*bytes).max(LOSSLESS_LOG_BYTES);
             }
         }
-        let logs = persist.open_logs(&core, capacities);
+        let logs = persist.open_logs(&core, capacities, true);
         let mut clients = Clients::resume(
             driver.clients,
             poll.registry(),

@@ -205,6 +205,9 @@ impl Daemon {
             keep.len(),
             p.path.display()
         );
+        // The next program goes on where the logs end (no gap), not at ceilings reserved
+        // ahead; should the exec fail, the next output past an end reserves again.
+        self.logs.settle();
         let blocked = reexec::block_signals(&crate::driver::signals::handled());
         let e = match blocked {
             Ok(()) => reexec::exec(p.program.as_fd(), &argv),

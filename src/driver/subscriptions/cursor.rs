@@ -39,10 +39,14 @@ pub fn start_cursor(ring: &Ring, replay: Replay) -> Cursor {
     match replay {
         // Asked for bytes the log no longer holds: start "before" the oldest record, so
         // the first pump reports `dropped {from: p, ..}` instead of skipping silently.
-        Replay::Pos(p) if p < pos && ring.first_seq() > 0 => Cursor {
+        Replay::Pos(p) if p < pos && ring.first_seq() > 0 && seq == ring.first_seq() => Cursor {
             seq: ring.first_seq() - 1,
             pos: p,
         },
+        // Asked for bytes between the newest record and the end (positions a restarted
+        // daemon went on past, lost with its predecessor): the first pump reports
+        // `dropped {from: p, ..}` up to the next record or the end.
+        Replay::Pos(p) if p < pos => Cursor { seq, pos: p },
         _ => Cursor { seq, pos },
     }
 }

@@ -144,3 +144,28 @@ fn a_log_that_replays_nothing_starts_every_new_cursor_at_its_end() {
     ring.set_replays(true);
     assert_eq!(start_cursor(&ring, Replay::Start).seq, 0);
 }
+
+/// A log whose positions went on past its newest record (a restarted daemon's reserved
+/// ceiling): resuming from a position in that range is told it was dropped, up to the
+/// end, and nothing retained is replayed again.
+#[test]
+fn resuming_between_the_newest_record_and_a_raised_end_reports_the_gap() {
+    for records in [0, 3] {
+        let mut ring = Ring::new(1 << 16);
+        for _ in 0..records {
+            ring.push_output(1, 10, frame(10), None);
+        }
+        ring.continue_at(1000);
+        let mut cursor = start_cursor(&ring, Replay::Pos(500));
+        let mut outbox = Outbox::new(1 << 20);
+        assert!(pump("s", &ring, &mut cursor, &mut outbox));
+        let mut sink = Vec::new();
+        outbox.flush_to(&mut sink, usize::MAX).unwrap();
+        let text = String::from_utf8_lossy(&sink);
+        assert_eq!(
+            text, "{\"event\":\"dropped\",\"session\":\"s\",\"from\":500,\"to\":1000}\n",
+            "{records} records"
+        );
+        assert_eq!(cursor.pos, 1000);
+    }
+}
