@@ -690,3 +690,46 @@ fn restarts_are_bounded_by_default_and_unbounded_on_request() {
     let why = e["error"]["message"].as_str().unwrap();
     assert!(why.contains("restart.max") && why.contains("60s"), "{e}");
 }
+
+/// `restarts` counts the restarts that happened: a stop during the backoff cancels the
+/// one scheduled, and the count stays 0 (one process ran); the next one, once it starts,
+/// counts.
+#[test]
+fn a_restart_cancelled_in_its_backoff_is_not_counted() {
+    let d = Daemon::start("backoff-count", &[]);
+    let mut c = d.client();
+    c.ok(json!({"op": "subscribe", "all": true}));
+    let in_backoff =
+        |m: &Msg| matches!(m, Msg::Json(v) if v["event"] == "state" && v["state"] == "backoff");
+    let restarts = |c: &mut util::daemon::Client| {
+        c.ok(json!({"op": "get", "session": "bcount"}))["session"]["restarts"].clone()
+    };
+    c.ok(
+        json!({"op": "spawn", "session": "bcount", "argv": ["false"],
+        "restart": {"mode": "on-failure", "initial": "60s", "max": "60s"}}),
+    );
+    c.events_until(in_backoff);
+    assert_eq!(restarts(&mut c), json!(0), "scheduled, not made");
+    c.ok(json!({"op": "stop", "session": "bcount"}));
+    let r = c.ok(json!({"op": "get", "session": "bcount"}));
+    assert_eq!(
+        (&r["session"]["state"], &r["session"]["restarts"]),
+        (&json!("stopped"), &json!(0)),
+        "{r}"
+    );
+    // With no backoff, the restart happens and is counted as it starts.
+    let first = c.ok(
+        json!({"op": "spawn", "session": "bcount", "argv": ["false"],
+        "restart": {"mode": "on-failure", "initial": "0s", "max_restarts": 1}}),
+    )["gen"]
+        .as_u64()
+        .unwrap();
+    let seen = c.events_until(
+        |m| matches!(m, Msg::Json(v) if v["event"] == "state" && v["state"] == "failed"),
+    );
+    let spawned = seen
+        .iter()
+        .filter(|m| matches!(m, Msg::Json(v) if v["event"] == "spawned" && v["gen"].as_u64() >= Some(first)))
+        .count();
+    assert_eq!((spawned, restarts(&mut c)), (2, json!(1)));
+}

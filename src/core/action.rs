@@ -69,7 +69,10 @@ pub enum Scope {
     Leader,
     /// Every process of the generation's tree: its cgroup where it has one, else every
     /// process of its session (job-control groups included). Only asked while the leader
-    /// is alive or a zombie, which pins the session id.
+    /// is alive or a zombie, which pins the session id. The driver follows a signal that
+    /// neither kills, stops nor continues with SIGCONT to each process of the tree found
+    /// stopped, so that it acts on it (a stop's SIGCONT to the leader alone is asked by
+    /// the core itself, as a `Leader` signal).
     Tree,
     /// The terminal's foreground process group (what Ctrl-C at the terminal reaches),
     /// within the generation's tree. PTY generations only.

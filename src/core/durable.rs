@@ -49,6 +49,7 @@ impl Core {
             rest: s.rest.into(),
             restarts: s.restarts,
             restart_at_unix_ms: s.restart_at.map(|t| clock.unix_ms_of(t)),
+            restart_uncounted: s.restart_uncounted && s.restart_at.is_some(),
             current: s.current,
             stopped_by_shutdown: s.stopped_by_shutdown,
             current_overlaps: s
@@ -245,6 +246,7 @@ impl Core {
             .restart_at_unix_ms
             .filter(|_| s.want_up && r.current.is_none())
             .map(|ms| clock.time_of(ms).max(self.now));
+        s.restart_uncounted = r.restart_uncounted && s.restart_at.is_some();
         s.current = r
             .current
             .filter(|g| !r.recent_ends.iter().any(|e| e.gen() == Some(*g)));

@@ -12,7 +12,7 @@ use super::input::{AdoptedIo, Containment, ExitStatus, SpawnError, SpawnErrorKin
 use super::liveness::{self, Liveness, Verdict};
 use super::persist::{LeaderStop, StopRecord, TreeStop, WallClock};
 use super::readiness::{self, Readiness, ReadyHow, ReadySignal};
-use super::signal::{SIGKILL, SIGTERM};
+use super::signal::{self, SIGCONT, SIGKILL, SIGTERM};
 use super::snapshot::{Adopted, GenerationSnapshot, Lifecycle, StopReason, StopStage};
 use super::spec::{OnExit, Spec, Stream};
 use super::time::Time;
@@ -1062,6 +1062,10 @@ impl Generation {
         }
     }
 
+    /// Sends the stop signal to the leader, then SIGCONT (through the same handle, so never
+    /// to a recycled pid): a leader stopped by `kill -STOP`, a debugger or job control
+    /// would otherwise keep the signal pending, never run its handler, and end `killed`
+    /// after the whole grace (see [`signal::wakes`]).
     fn begin_stop(&mut self, now: Time, pid: u32, out: &mut VecDeque<Action>) {
         let signal = self.spec.stop_signal;
         out.push_back(Action::Signal {
@@ -1069,6 +1073,13 @@ impl Generation {
             signal,
             scope: Scope::Leader,
         });
+        if signal::wakes(signal) {
+            out.push_back(Action::Signal {
+                gen: self.gen,
+                signal: SIGCONT,
+                scope: Scope::Leader,
+            });
+        }
         let until = now.saturating_add(self.grace.unwrap_or(self.spec.grace));
         self.enter(
             now,

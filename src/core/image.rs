@@ -83,6 +83,9 @@ pub struct SessionImage {
     pub restarts: u32,
     /// When a pending restart fires.
     pub restart_at: Option<Time>,
+    /// The pending restart retries a start the daemon was short of resources for: it
+    /// does not add to `restarts` when it happens.
+    pub restart_uncounted: bool,
     /// Its state when nothing runs and no restart is pending.
     pub rest: RestState,
     /// How the last current generation ended.

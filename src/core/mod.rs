@@ -849,12 +849,15 @@ impl Core {
         if shortage && s.spec.restart.mode != Restart::Never {
             // Not the session's failure: tried again, uncounted, once there may be room.
             s.restart_at = Some(now.saturating_add(s.spec.restart.retry_after_refusal()));
+            s.restart_uncounted = true;
             return;
         }
         match restart::decide(&s.spec.restart, s.restarts, &ended) {
+            // Counted when its generation is created (`fire_restart`), not now.
             Decision::Restart { delay, restarts } => {
                 s.restarts = restarts;
                 s.restart_at = Some(now.saturating_add(delay));
+                s.restart_uncounted = false;
             }
             Decision::Rest(rest) => s.rest = rest,
         }

@@ -37,6 +37,9 @@ pub struct SessionRecord {
     /// When a pending restart fires (the end of a backoff), Unix milliseconds: converted
     /// from and to the core's clock with a [`WallClock`] read at export and at restore.
     pub restart_at_unix_ms: Option<u64>,
+    /// The pending restart retries a start the daemon was short of resources for: it does
+    /// not add to `restarts` when it happens.
+    pub restart_uncounted: bool,
     /// The generation commands addressed when this was written.
     pub current: Option<u64>,
     /// `current` was spawned with `on_busy: overlap`: if a crash caught it in its start,

@@ -10,7 +10,10 @@ use super::spec::{Restart, RestartPolicy};
 /// What a session does after its current generation ended on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decision {
-    /// Start a new generation after `delay`; `restarts` is the new consecutive count.
+    /// Start a new generation after `delay`. `restarts` is the consecutive count of
+    /// restarts made so far (0 again after a run that lasted `reset_after`): the one
+    /// decided here is counted only when its generation is created, so one a stop cancels
+    /// in its backoff never is.
     Restart { delay: Duration, restarts: u32 },
     /// Stay down in this state.
     Rest(Rest),
@@ -48,7 +51,7 @@ pub(crate) fn decide(policy: &RestartPolicy, restarts: u32, ended: &Ended) -> De
     }
     Decision::Restart {
         delay: backoff(policy, count),
-        restarts: count.saturating_add(1),
+        restarts: count,
     }
 }
 

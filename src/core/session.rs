@@ -58,8 +58,14 @@ pub(crate) struct Session {
     /// During a start-up only: the recorded current generation was spawned with
     /// `on_busy: overlap` (see [`super::SessionRecord::current_overlaps`]).
     pub current_overlaps: bool,
+    /// Consecutive automatic restarts made: counted as each restart's generation is
+    /// created (see [`Session::restart_uncounted`]), never when one is only scheduled.
     pub restarts: u32,
     pub restart_at: Option<Time>,
+    /// The pending restart (`restart_at`) tries again a start the daemon was short of
+    /// resources for: not the session's failure, so it does not add to `restarts`. Kept
+    /// across a crash and an upgrade (a record or image without it: the restart counts).
+    pub restart_uncounted: bool,
     /// State when nothing runs and no restart is pending.
     pub rest: Rest,
     pub last_end: Option<LastEnd>,
@@ -87,6 +93,7 @@ impl Session {
             current_overlaps: false,
             restarts: 0,
             restart_at: None,
+            restart_uncounted: false,
             rest: Rest::Stopped,
             last_end: None,
             recent_ends: VecDeque::new(),

@@ -86,8 +86,9 @@ impl Core {
         }
     }
 
-    /// Starts the session again after its backoff, unless a stop or remove intervened.
-    /// With the generation table full it retries after the longest backoff.
+    /// Starts the session again after its backoff, unless a stop or remove intervened,
+    /// counting the restart as its generation is created. With the generation table full
+    /// it retries after the longest backoff (and counts it when that one starts).
     fn fire_restart(&mut self, name: &Arc<str>) {
         let Some(s) = self.sessions.get_mut(name) else {
             return;
@@ -106,6 +107,11 @@ impl Core {
             Ok(gen) => {
                 if let Some(s) = self.sessions.get_mut(name) {
                     s.current = Some(gen);
+                    // The restart happens: counted now (unless it retries a start the
+                    // daemon was short of resources for).
+                    if !std::mem::take(&mut s.restart_uncounted) {
+                        s.restarts = s.restarts.saturating_add(1);
+                    }
                 }
                 self.advance_session(name);
             }

@@ -460,6 +460,7 @@ mod tests {
             rest: RestState::Stopped,
             restarts: 0,
             restart_at_unix_ms: None,
+            restart_uncounted: false,
             current,
             current_overlaps: false,
             stopped_by_shutdown: false,

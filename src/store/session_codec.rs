@@ -55,7 +55,15 @@ const FIELDS: &[&str] = &[
 /// the daemon's shutdown stopped a session of its config).
 /// `stops`: absent, no generation of it was being stopped (written only when one was;
 /// an older daemon's record has none, and its stops begin again after a crash).
-const OPTIONAL_FIELDS: &[&str] = &["origin", "current_overlaps", "stopped_by_shutdown", "stops"];
+/// `restart_uncounted`: absent, a pending restart counts when it happens (written only
+/// when it retries a start the daemon was short of resources for).
+const OPTIONAL_FIELDS: &[&str] = &[
+    "origin",
+    "current_overlaps",
+    "stopped_by_shutdown",
+    "stops",
+    "restart_uncounted",
+];
 
 /// The session file for `record`. Fails, naming the field, for a spec the format cannot
 /// carry (the wire's limits: text that is not UTF-8, unlimited restarts), or for recent
@@ -85,6 +93,9 @@ pub fn encode_session(record: &SessionRecord) -> Result<Vec<u8>, FieldError> {
             .str("rest", rest_name(record.rest))
             .u64("restarts", record.restarts.into());
         opt_u64(w, "restart_at_unix_ms", record.restart_at_unix_ms);
+        if record.restart_uncounted {
+            w.bool("restart_uncounted", true);
+        }
         opt_u64(w, "current", record.current);
         if record.current_overlaps {
             w.bool("current_overlaps", true);
@@ -152,6 +163,7 @@ pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, FormatError> {
         restarts: u32::try_from(restarts)
             .map_err(|_| FieldError::invalid("restarts", "above 4294967295"))?,
         restart_at_unix_ms: o.opt_u64("restart_at_unix_ms")?,
+        restart_uncounted: o.opt_bool("restart_uncounted")?.unwrap_or(false),
         current: o.opt_u64("current")?,
         current_overlaps: o.opt_bool("current_overlaps")?.unwrap_or(false),
         stopped_by_shutdown: o.opt_bool("stopped_by_shutdown")?.unwrap_or(false),
@@ -295,6 +307,7 @@ mod tests {
             rest: RestState::Failed,
             restarts: 3,
             restart_at_unix_ms: Some(1_700_000_000_000),
+            restart_uncounted: true,
             current: None,
             current_overlaps: false,
             stopped_by_shutdown: false,
@@ -372,6 +385,7 @@ mod tests {
             recent_ends: Vec::new(),
             restart_at_unix_ms: None,
             stops: Vec::new(),
+            restart_uncounted: false,
             ..r
         };
         // Without stops, the file is as an earlier daemon wrote it: no `stops` member.

@@ -106,6 +106,7 @@ use rustix::io::Errno;
 use rustix::process::{getpid, pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 use crate::sys::spawn::{cgroup_entry, CgroupEntry};
+use crate::sys::tree::{read_member, wakes_stopped};
 
 /// The name of the daemon's own leaf inside its subtree ([`Placement::MoveSelf`]).
 pub const DAEMON_LEAF: &str = "daemon";
@@ -1056,10 +1057,17 @@ impl GenCgroup {
     /// a stranger is never signalled). Processes forked while this runs may be missed: use
     /// it for graceful signals and [`GenCgroup::kill`] for the final one.
     ///
+    /// A process found stopped (job control's Ctrl-Z, `kill -STOP`) is sent SIGCONT through
+    /// the same pidfd right after `signal`, unless `signal` itself kills, stops or
+    /// continues ([`wakes_stopped`]): a SIGTERM would otherwise wait in it, its handler
+    /// never run and the output it holds open never closed, until the SIGKILL — as a
+    /// session's members are woken under session containment.
+    ///
     /// An emptied cgroup (the usual case when a leader's exit is followed by the group's
     /// signal) is told from one read of `cgroup.events` and nothing is listed.
     pub fn signal(&self, signal: Signal) -> io::Result<Signalled> {
         let mut out = Signalled::default();
+        let wake = wakes_stopped(signal);
         if !self.populated_now()? {
             // No live process is inside or below, and none can enter but by a fork from
             // inside: there is no one to signal.
@@ -1084,6 +1092,8 @@ impl GenCgroup {
                 .ok()
                 .and_then(|t| own_cgroup(&t))
                 .is_some_and(|c| is_within(&c, &self.name_in_hierarchy));
+            // Read while the pidfd is held too, so it is about the same process.
+            let stopped = wake && matches!(read_member(pid), Ok(Some(m)) if m.state == b'T');
             if !inside || pidfd_gone(&pidfd) {
                 out.gone += 1;
                 continue;
@@ -1092,6 +1102,10 @@ impl GenCgroup {
                 Ok(()) => out.sent += 1,
                 Err(Errno::SRCH) => out.gone += 1,
                 Err(e) => return Err(e.into()),
+            }
+            if stopped {
+                // It may have ended of the signal meanwhile: nothing left to wake.
+                let _ = pidfd_send_signal(&pidfd, Signal::CONT);
             }
         }
         Ok(out)

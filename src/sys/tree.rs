@@ -912,11 +912,7 @@ fn signal_each(
         }
     }
     check_still_pinned(leader)?;
-    let wake = wake
-        && !matches!(
-            sig,
-            Signal::KILL | Signal::CONT | Signal::STOP | Signal::TSTP | Signal::TTIN | Signal::TTOU
-        );
+    let wake = wake && wakes_stopped(sig);
     for (m, fd, stopped) in verified {
         let send = |sig| match &fd {
             Some(fd) => pidfd_send_signal(fd, sig),
@@ -939,6 +935,30 @@ fn signal_each(
         }
     }
     Ok(())
+}
+
+/// Whether a signal to a tree is followed by SIGCONT to each of its processes found
+/// stopped by job control or `kill -STOP` (as systemd does after its stop signal), so that
+/// it acts on it now rather than keep it pending until the SIGKILL: every signal but those
+/// that kill, continue or stop by themselves.
+pub fn wakes_stopped(sig: Signal) -> bool {
+    !matches!(
+        sig,
+        Signal::KILL | Signal::CONT | Signal::STOP | Signal::TSTP | Signal::TTIN | Signal::TTOU
+    )
+}
+
+/// After `sig` reached a tree's leader (our unreaped child, so its pid is its own): a
+/// leader found stopped is sent SIGCONT through its own handle, as the tree's other
+/// members are ([`wakes_stopped`]). Nothing for an adopted leader, whose pid a `/proc` read
+/// cannot pin, nor for one that exited.
+pub fn wake_leader(leader: &Process, sig: Signal) {
+    if !wakes_stopped(sig) || !leader.is_child() || leader.is_reaped() {
+        return;
+    }
+    if matches!(read_member(leader.pid()), Ok(Some(m)) if m.state == b'T') {
+        let _ = leader.signal(Signal::CONT);
+    }
 }
 
 /// Signals the leader through its own handle, counting the outcome.

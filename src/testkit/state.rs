@@ -33,6 +33,7 @@ pub fn sample_session(name: &str) -> SessionRecord {
         rest: RestState::Failed,
         restarts: 2,
         restart_at_unix_ms: None,
+        restart_uncounted: false,
         current: Some(12),
         current_overlaps: true,
         stopped_by_shutdown: false,

@@ -84,6 +84,7 @@ fn session_image(s: &Session) -> SessionImage {
         stopped_by_shutdown: s.stopped_by_shutdown,
         restarts: s.restarts,
         restart_at: s.restart_at,
+        restart_uncounted: s.restart_uncounted && s.restart_at.is_some(),
         rest: s.rest.into(),
         last_end: s.last_end.clone(),
         recent_ends: s.recent_ends().cloned().collect(),

@@ -342,6 +342,7 @@ fn build(config: Config, image: CoreImage) -> Core {
             stopped_by_shutdown: s.stopped_by_shutdown,
             restarts: s.restarts,
             restart_at: s.restart_at,
+            restart_uncounted: s.restart_uncounted && s.restart_at.is_some(),
             rest: s.rest.into(),
             last_end: s.last_end,
             recent_ends: s.recent_ends.into_iter().collect::<VecDeque<Event>>(),

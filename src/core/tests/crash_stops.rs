@@ -13,6 +13,8 @@ use crate::core::{
 
 const TERM: i32 = 15;
 const KILL: i32 = 9;
+/// Sent behind a stop signal, so a stopped leader runs its handler.
+const CONT: i32 = crate::core::signal::SIGCONT;
 
 /// The signals `actions` send to `gen`, with their scope.
 fn signals(actions: &[Action], gen: u64) -> Vec<(i32, Scope)> {
@@ -91,7 +93,10 @@ fn a_stop_under_way_keeps_its_own_grace_and_deadline_and_is_not_signalled_again(
             grace: Some(Duration::from_secs(30)),
         },
     });
-    assert_eq!(signals(&a, g), [(TERM, Scope::Leader)]);
+    assert_eq!(
+        signals(&a, g),
+        [(TERM, Scope::Leader), (CONT, Scope::Leader)]
+    );
     h.advance(4_000);
     // It crashes at 4 s; the next daemon starts 6 s later.
     let (mut n, resumed) = take_back(&h, h.records(), 6_000, g, Containment::Session);
@@ -127,7 +132,10 @@ fn a_replaced_generation_keeps_its_own_specs_grace() {
     let mut short = spec();
     short.grace = Duration::from_secs(2);
     let new = h.spawn_with("s", short, OnBusy::Replace).unwrap();
-    assert_eq!(signals(h.all_actions(), old), [(TERM, Scope::Leader)]);
+    assert_eq!(
+        signals(h.all_actions(), old),
+        [(TERM, Scope::Leader), (CONT, Scope::Leader)]
+    );
     let (mut n, resumed) = take_back(&h, h.records(), 1_000, old, Containment::Session);
     assert!(signals(&resumed, old).is_empty(), "{resumed:?}");
     // Past the new spec's grace: nothing.
@@ -183,7 +191,10 @@ fn a_record_without_stops_begins_the_stop_again() {
     assert!(!records[0].stops.is_empty());
     records[0].stops.clear();
     let (_, resumed) = take_back(&h, records, 50, g, Containment::Session);
-    assert_eq!(signals(&resumed, g), [(TERM, Scope::Leader)]);
+    assert_eq!(
+        signals(&resumed, g),
+        [(TERM, Scope::Leader), (CONT, Scope::Leader)]
+    );
 }
 
 /// Stopped, its leader gone and its end reported, its tree waiting out `kill_grace` in

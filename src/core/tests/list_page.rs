@@ -63,6 +63,7 @@ fn pages_of_a_large_table_hold_every_session_once_under_churn() {
         rest: RestState::Stopped,
         restarts: 0,
         restart_at_unix_ms: None,
+        restart_uncounted: false,
         current: None,
         current_overlaps: false,
         stopped_by_shutdown: false,

@@ -20,3 +20,4 @@ mod reload;
 mod restart;
 mod scenarios;
 mod shutdown;
+mod wake;

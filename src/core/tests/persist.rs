@@ -142,11 +142,13 @@ fn a_pending_backoff_keeps_the_time_it_had_left() {
     let (mut n, _) = h.reborn(h.records(), 30); // the new daemon starts 30 ms later
     n.resume();
     let s = n.get("s");
-    assert_eq!((s.state, s.restarts), (SessionState::Backoff, 1));
+    // Counted once it happens.
+    assert_eq!((s.state, s.restarts), (SessionState::Backoff, 0));
     assert_eq!(s.restart_at.map(|t| t.as_millis()), Some(60));
     n.advance(59);
     assert_eq!(n.get("s").current, None);
     let actions = n.advance(1);
+    assert_eq!(n.get("s").restarts, 1);
     let first = h.core.next_generation();
     assert!(has(
         &actions,
@@ -180,9 +182,10 @@ fn a_running_session_nobody_adopted_is_lost_then_restarted_per_its_policy() {
         match mode {
             Restart::Never => assert_eq!(s.state, SessionState::Failed),
             _ => {
-                assert_eq!((s.state, s.restarts), (SessionState::Backoff, 1));
+                assert_eq!((s.state, s.restarts), (SessionState::Backoff, 0));
                 n.advance(100);
                 assert!(n.get("s").current.is_some_and(|c| c > g));
+                assert_eq!(n.get("s").restarts, 1);
             }
         }
         n.settle();
@@ -277,7 +280,10 @@ fn unkillable(actions: &[Action]) -> bool {
 fn a_leader_gone_while_stopping_is_not_escalated_while_its_status_waits() {
     let (mut n, g) = taken_back();
     n.stop("s", Some(g)).unwrap();
-    assert_eq!(signals_of(&n.log, g), vec![15]);
+    assert_eq!(
+        signals_of(&n.log, g),
+        vec![15, crate::core::signal::SIGCONT]
+    );
     let actions = n.input(Input::LeaderGone { gen: g });
     assert!(actions
         .iter()
@@ -297,7 +303,7 @@ fn a_leader_gone_while_stopping_is_not_escalated_while_its_status_waits() {
     })
     .unwrap();
     let later = n.advance(10_000);
-    assert!(signals_of(&n.log, g) == vec![15] && !unkillable(&later));
+    assert!(signals_of(&n.log, g) == vec![15, crate::core::signal::SIGCONT] && !unkillable(&later));
     n.exit(g, ExitStatus::Signal(15));
     let ends = exits_of(&n, g);
     match &ends[..] {
@@ -631,7 +637,11 @@ fn a_process_stopped_because_its_io_was_lost_is_restarted_per_its_policy() {
         let (mut n, _) = h.reborn(h.records(), 5);
         assert!(n.adopt(g, "s"));
         let actions = n.resume();
-        assert_eq!(signals_to(&actions, g), vec![15], "{mode:?}");
+        assert_eq!(
+            signals_to(&actions, g),
+            vec![15, crate::core::signal::SIGCONT],
+            "{mode:?}"
+        );
         if client_stops {
             assert_eq!(n.stop("s", Some(g)), Ok(crate::core::Response::Gen(g)));
         }
@@ -710,7 +720,10 @@ fn a_stop_asked_while_unverified_begins_once_verified() {
     n.stop("s", None).unwrap();
     n.advance(1000);
     let actions = n.input(Input::Verified { gen });
-    assert_eq!(signals_to(&actions, gen), vec![15]);
+    assert_eq!(
+        signals_to(&actions, gen),
+        vec![15, crate::core::signal::SIGCONT]
+    );
     let g = &n.get("s").generations[0];
     assert_eq!(g.adopted.map(|a| a.verified), Some(true));
     assert_eq!(

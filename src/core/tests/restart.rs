@@ -73,9 +73,10 @@ fn decisions() {
         decide(&policy(Restart::OnFailure), 0, &ok),
         Decision::Rest(Rest::Exited)
     );
+    // The count so far: the restart decided is counted when it happens.
     let first = Decision::Restart {
         delay: Duration::from_millis(100),
-        restarts: 1,
+        restarts: 0,
     };
     assert_eq!(decide(&policy(Restart::OnFailure), 0, &bad), first);
     assert_eq!(
@@ -112,15 +113,20 @@ fn restarts_back_off_then_fail() {
     for (n, delay) in [(1, 100), (2, 200), (3, 400)] {
         let g = crash(&mut h);
         let s = h.get("s");
-        assert_eq!((s.state, s.restarts), (SessionState::Backoff, n));
+        assert_eq!((s.state, s.restarts), (SessionState::Backoff, n - 1));
         h.advance(delay - 1);
         assert_eq!(h.get("s").current, None, "not before the backoff");
+        assert_eq!(h.get("s").restarts, n - 1, "not counted before it happens");
         h.advance(1);
         assert_eq!(h.get("s").current, Some(g + 1));
+        assert_eq!(h.get("s").restarts, n, "counted as it happens");
     }
     crash(&mut h);
     let s = h.get("s");
-    assert_eq!((s.state, s.restart_at), (SessionState::Failed, None));
+    assert_eq!(
+        (s.state, s.restart_at, s.restarts),
+        (SessionState::Failed, None, 3)
+    );
     // `restart` clears failed and the count.
     let Ok(Response::Gen(g)) = h.cmd(Command::Restart {
         session: "s".into(),
@@ -197,6 +203,98 @@ fn a_start_short_of_resources_is_retried_without_counting() {
         gen: g,
         result: Err(SpawnError::new(SpawnErrorKind::Other, 24)),
     });
+    assert_eq!(h.get("s").restarts, 1, "counted once it happens");
+    h.advance(200);
+    assert!(h.get("s").current.is_some_and(|c| c > g));
     assert_eq!(h.get("s").restarts, 2);
     h.settle();
+}
+
+/// `restarts` counts restarts that happened: a stop in the backoff cancels the restart, and
+/// the count stays what it was (only one process ever ran: no restart).
+#[test]
+fn a_restart_cancelled_in_its_backoff_is_not_counted() {
+    for after_a_restart in [false, true] {
+        let mut h = Harness::new();
+        h.spawn_with("s", always(), OnBusy::Replace).unwrap();
+        crash(&mut h);
+        assert_eq!(
+            (h.get("s").state, h.get("s").restarts),
+            (SessionState::Backoff, 0)
+        );
+        assert_eq!(h.stop("s", None), Ok(Response::Ok));
+        h.advance(60_000);
+        let s = h.get("s");
+        assert_eq!((s.state, s.restarts), (SessionState::Stopped, 0));
+        // One crash and one restart later, then a stop in the backoff: 1, not 2.
+        if after_a_restart {
+            h.spawn_with("s", always(), OnBusy::Replace).unwrap();
+            crash(&mut h);
+            h.advance(100);
+            assert_eq!(h.get("s").restarts, 1);
+            crash(&mut h);
+            assert_eq!(h.get("s").state, SessionState::Backoff);
+            assert_eq!(h.stop("s", None), Ok(Response::Ok));
+            assert_eq!(h.get("s").restarts, 1);
+        }
+        h.settle();
+    }
+}
+
+/// Counting at the start keeps `max_restarts` what it was: a crash loop starts exactly
+/// `max_restarts` times again after its first run, then rests `failed` with the count at
+/// the limit.
+#[test]
+fn max_restarts_still_ends_a_crash_loop() {
+    for max in [0, 1, 3] {
+        let mut h = Harness::new();
+        let mut s = always();
+        s.restart.max_restarts = Some(max);
+        s.restart.initial = Duration::ZERO;
+        h.spawn_with("s", s, OnBusy::Replace).unwrap();
+        let mut runs = 0;
+        while h.get("s").current.is_some() {
+            crash(&mut h);
+            runs += 1;
+            h.advance(0);
+            assert!(runs <= max + 1, "more than {max} restarts");
+        }
+        let s = h.get("s");
+        assert_eq!(
+            (runs, s.state, s.restarts),
+            (max + 1, SessionState::Failed, max),
+            "max_restarts {max}"
+        );
+        h.settle();
+    }
+}
+
+/// A start retried for the daemon's shortage stays uncounted across a crash of the daemon
+/// (its record says so) and across an upgrade (its image does).
+#[test]
+fn an_uncounted_retry_stays_uncounted_across_a_restart_of_the_daemon() {
+    use crate::core::{Input, SpawnError, SpawnErrorKind};
+    let mut h = Harness::new();
+    h.spawn_with("s", always(), OnBusy::Replace).unwrap();
+    crash(&mut h);
+    h.advance(100);
+    assert_eq!(h.get("s").restarts, 1);
+    let g = h.get("s").current.expect("restarted");
+    h.input(Input::SpawnResult {
+        gen: g,
+        result: Err(SpawnError::new(SpawnErrorKind::Other, 24).as_shortage()),
+    });
+    assert!(h
+        .records()
+        .iter()
+        .any(|r| r.name.as_ref() == "s" && r.restart_uncounted));
+    let (mut n, problems) = h.reborn(h.records(), 0);
+    assert_eq!(problems, vec![]);
+    n.resume();
+    assert_eq!(n.get("s").state, SessionState::Backoff);
+    n.advance(1000);
+    let s = n.get("s");
+    assert!(s.current.is_some_and(|c| c > g), "retried");
+    assert_eq!(s.restarts, 1, "a retry for a shortage is not a restart");
+    n.settle();
 }

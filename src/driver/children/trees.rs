@@ -113,7 +113,8 @@ impl Children {
             (Scope::Leader, _) => child.process().signal(sig),
             // The whole cgroup, escaped processes included: SIGKILL at once through
             // `cgroup.kill` (with the descriptor held back for it if none is left), any
-            // other signal to each member through a verified pidfd.
+            // other signal to each member through a verified pidfd, followed by SIGCONT
+            // to those found stopped (as under session containment).
             (Scope::Tree, Some(cg)) if signal == libc::SIGKILL => {
                 self.spare.lend(|| cg.kill()).map_err(SignalError::Os)
             }
@@ -124,13 +125,18 @@ impl Children {
             (Scope::Tree, None) if !child.process().is_child() => {
                 child.process().signal_adopted_group(sig)
             }
-            // The session: the leader now; its members with the next survey, at the end of
-            // this turn, and then watched until it is empty.
+            // The session: the leader now (woken if stopped, as the members are); its
+            // members with the next survey, at the end of this turn, and then watched
+            // until it is empty.
             (Scope::Tree, None) => {
                 self.watched.insert(gen);
                 self.look_soon = true;
                 child.signal_session(sig).and_then(|()| {
                     match child.process().signal(sig) {
+                        Ok(()) => {
+                            tree::wake_leader(child.process(), sig);
+                            Ok(())
+                        }
                         // Already exited (the usual case at its exit): its members matter.
                         Err(SignalError::Exited) => Ok(()),
                         other => other,

@@ -44,7 +44,14 @@ const ERROR_FIELDS: &[&str] = &["kind", "errno", "message"];
 /// `recovery_stop`: absent, no generation is being stopped for the I/O it lost.
 /// `stopped_by_shutdown`: absent, nothing the daemon's end did leaves it down (written only
 /// when set; older daemons did not carry it across an upgrade).
-const OPTIONAL_FIELDS: &[&str] = &["origin", "recovery_stop", "stopped_by_shutdown"];
+/// `restart_uncounted`: absent, a pending restart counts when it happens (written only
+/// when it retries a start the daemon was short of resources for).
+const OPTIONAL_FIELDS: &[&str] = &[
+    "origin",
+    "recovery_stop",
+    "stopped_by_shutdown",
+    "restart_uncounted",
+];
 
 const REST: &[(&str, RestState)] = &[
     ("stopped", RestState::Stopped),
@@ -71,6 +78,9 @@ pub(super) fn encode(s: &SessionImage, spec: usize) -> Vec<u8> {
         w.bool("stopped_by_shutdown", true);
     }
     opt_u64_member(&mut w, "restart_at", s.restart_at.map(Time::as_millis));
+    if s.restart_uncounted {
+        w.bool("restart_uncounted", true);
+    }
     w.str("rest", rest_name(s.rest));
     match &s.last_end {
         Some(end) => w.with("last_end", |out| End::from(end).write(out)),
@@ -125,6 +135,10 @@ pub(super) fn decode(
             .opt_u64("restart_at")
             .map_err(&named)?
             .map(Time::from_millis),
+        restart_uncounted: o
+            .opt_bool("restart_uncounted")
+            .map_err(&named)?
+            .unwrap_or(false),
         rest: one_of(o.req_str("rest").map_err(&named)?, "rest", REST).map_err(&named)?,
         last_end: match o.opt_object("last_end").map_err(&named)? {
             None => None,

@@ -185,6 +185,7 @@ fn image() -> CoreImage {
                 stopped_by_shutdown: false,
                 restarts: u32::MAX,
                 restart_at: None,
+                restart_uncounted: false,
                 rest: RestState::Failed,
                 last_end: Some(LastEnd::SpawnFailed {
                     gen: 4,
@@ -205,6 +206,7 @@ fn image() -> CoreImage {
                 stopped_by_shutdown: true,
                 restarts: 2,
                 restart_at: Some(Time::from_millis(99)),
+                restart_uncounted: true,
                 rest: RestState::Exited,
                 last_end: Some(LastEnd::Exited {
                     gen: 13,
