@@ -5,6 +5,7 @@ import {
   ConnectionLostError,
   GenwardError,
   NoDaemonError,
+  NoSuchSessionError,
   NotRunningError,
   ProtocolError,
   ReadinessError,
@@ -64,9 +65,16 @@ interface Pending {
   /** Safe to send again after a reconnection (it changes nothing, or was never sent). */
   retry: boolean;
   sent: boolean;
+  /** The session it names, if any. */
+  session?: string;
   resolve: (body: any) => void;
   reject: (err: unknown) => void;
   onResponse?: (body: any) => void;
+  /**
+   * Called with the daemon's refusal as it is read, before any later message (as
+   * `onResponse`): a promise's rejection is only seen after the rest of the chunk.
+   */
+  onError?: (err: GenwardError) => void;
 }
 
 interface Sub {
@@ -76,7 +84,20 @@ interface Sub {
   subscribed: boolean;
   /** The next session output position expected (last `pos` + `len` seen). */
   nextPos: number | null;
+  /**
+   * The events delivered since the last byte (as sent): a subscription resumed after that
+   * byte (or, none seen, from the same generation) is sent them again.
+   */
+  since: string[];
+  /** Those still to be recognised on the resumed connection, in order. */
+  again: string[];
 }
+
+/**
+ * The most events remembered since the last byte, to recognise them when a resumed
+ * subscription sends them again (past it, the oldest would be delivered twice).
+ */
+const SINCE_MAX = 1024;
 
 function openSocket(path: string): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
@@ -112,6 +133,9 @@ function checkHello(hello: HelloInfo, extra: string[]): void {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Protocol errors of what answered a connection's hello unreadably (not an incompatible daemon's). */
+const garbled = new WeakSet<Error>();
 
 /**
  * The keys of `SpawnOptions`, and of the objects in it that are mapped member by member.
@@ -347,10 +371,7 @@ export class Client extends EventEmitter {
           handle = this.track(sub, body.gen, size);
         },
       });
-      if (!sub.subscribed) {
-        sub.subscribed = true;
-        this.send('subscribe', this.subscribeArgs(sub, {})).catch((e) => this.unsubscribed(sub, e));
-      }
+      if (!sub.subscribed) this.subscribe(sub, {});
       return answer;
     });
     try {
@@ -655,7 +676,7 @@ export class Client extends EventEmitter {
   private sub(name: string): Sub {
     let s = this.subs.get(name);
     if (!s) {
-      s = { name, handles: new Map(), pendingSpawns: 0, subscribed: false, nextPos: null };
+      s = { name, handles: new Map(), pendingSpawns: 0, subscribed: false, nextPos: null, since: [], again: [] };
       this.subs.set(name, s);
     }
     return s;
@@ -665,10 +686,7 @@ export class Client extends EventEmitter {
   private track(sub: Sub, gen: number, size?: { cols: number; rows: number }): SessionHandle {
     const h = new SessionHandle(this, sub.name, gen, size);
     sub.handles.set(gen, h);
-    if (!sub.subscribed) {
-      sub.subscribed = true;
-      this.send('subscribe', this.subscribeArgs(sub, { from_gen: gen })).catch((e) => this.unsubscribed(sub, e));
-    }
+    if (!sub.subscribed) this.subscribe(sub, { from_gen: gen });
     // On a subscribed connection this is answered after the generation's exit event and
     // all of its output: the end is never missed, even past a `dropped`.
     this.send('wait', { session: sub.name, gen }, { retry: true }).then(
@@ -676,15 +694,62 @@ export class Client extends EventEmitter {
       (e) => {
         if (e instanceof GenwardError && e.code === 'not_running') {
           h._end({ event: 'exited', code: null, signal: null, cause: 'lost' });
+        } else if (e instanceof NoSuchSessionError) {
+          // Asked again after a reconnection, of a daemon whose session is gone: removed
+          // meanwhile by another client, or a daemon back without its state. Its end, if
+          // it was delivered, stands (this does nothing then); else the handle fails.
+          h._fail(e);
+          this._forget(h);
         }
       },
     );
     return h;
   }
 
-  /** A subscription the daemon refused: the next spawn or attach asks again. */
-  private unsubscribed(sub: Sub, e: unknown): void {
-    if (e instanceof GenwardError) sub.subscribed = false;
+  /**
+   * Follows `sub`'s session from `start` (on `sock`, the connection just opened, when
+   * given). A refusal is handled as it is read (see `unsubscribed`).
+   */
+  private subscribe(sub: Sub, start: Record<string, unknown>, sock?: net.Socket): void {
+    sub.subscribed = true;
+    const args = this.subscribeArgs(sub, start);
+    const onError = (e: GenwardError) => this.unsubscribed(sub, e);
+    const asked = sock ? this.sendNow(sock, 'subscribe', args, { onError }) : this.send('subscribe', args, { onError });
+    asked.catch(() => {}); // a lost connection: resubscribed on the next one (see `open`)
+  }
+
+  /**
+   * A subscription the daemon refused: the next spawn or attach asks again. Refused
+   * because the session is gone (after a reconnection: removed meanwhile, or a daemon
+   * back without its state), its handles fail with that error rather than wait forever.
+   * Called as the refusal is read: the handles failed are those of generations started
+   * before the daemon refused it; a spawn it served after the refusal (answered after it)
+   * has no handle yet, and is followed by a subscription of its own (`track`).
+   */
+  private unsubscribed(sub: Sub, e: GenwardError): void {
+    sub.subscribed = false;
+    if (!(e instanceof NoSuchSessionError) || this.subs.get(sub.name) !== sub) return;
+    for (const h of [...sub.handles.values()]) {
+      h._fail(e);
+      this._forget(h);
+    }
+  }
+
+  /**
+   * Whether the event `ev` (not output, not `dropped`) was delivered already: one of those
+   * a subscription resumed after a reconnection sends again. Remembers it otherwise.
+   */
+  private seenBefore(sub: Sub, ev: Record<string, unknown>): boolean {
+    if (ev.event === 'demoted') return false; // this connection's own, never sent again
+    const key = JSON.stringify(ev);
+    const seen = sub.again.indexOf(key);
+    if (seen >= 0) {
+      sub.again = sub.again.slice(seen + 1);
+      return true;
+    }
+    sub.since.push(key);
+    if (sub.since.length > SINCE_MAX) sub.since.shift();
+    return false;
   }
 
   /**
@@ -741,7 +806,7 @@ export class Client extends EventEmitter {
   private send(
     op: string,
     args: Record<string, unknown>,
-    o: { retry?: boolean; onResponse?: (body: any) => void } = {},
+    o: { retry?: boolean; onResponse?: (body: any) => void; onError?: (err: GenwardError) => void } = {},
   ): Promise<any> {
     if (this.closed) return Promise.reject(new ConnectionLostError('the client was closed'));
     const id = this.nextId++;
@@ -755,7 +820,8 @@ export class Client extends EventEmitter {
     }
     return new Promise((resolve, reject) => {
       const retry = o.retry ?? RETRYABLE.has(op);
-      const p: Pending = { id, op, line, retry, sent: false, resolve, reject, onResponse: o.onResponse };
+      const session = typeof args.session === 'string' ? args.session : undefined;
+      const p: Pending = { id, op, line, retry, sent: false, session, resolve, reject, onResponse: o.onResponse, onError: o.onError };
       this.pending.set(id, p);
       if (this.sock && !this.reconnecting) {
         if (this.gathered) this.gathered.push(p);
@@ -801,7 +867,11 @@ export class Client extends EventEmitter {
     return !(idle && sock.errored !== null);
   }
 
-  private async open(reconnecting: boolean): Promise<void> {
+  /**
+   * Connects and says hello. `again`: this is the one more try made when the daemon closed
+   * the last one before reading its hello (see `refusedUnread`).
+   */
+  private async open(reconnecting: boolean, again = false): Promise<void> {
     const sock = await openSocket(this.socketPath);
     if (this.closed) {
       sock.destroy();
@@ -809,16 +879,6 @@ export class Client extends EventEmitter {
     }
     this.sock = sock;
     this.decoder = new FrameDecoder();
-    sock.on('data', (chunk: Buffer) => {
-      if (this.sock !== sock) return;
-      try {
-        this.decoder.push(chunk, (m) => this.dispatch(m));
-      } catch (e) {
-        this.fault(e);
-        sock.destroy();
-      }
-    });
-    sock.on('error', () => {});
     // Until its hello is answered the connection is this attempt's alone: its end fails
     // the attempt, for the one caller (`connect`, or the reconnect loop) to give up or try
     // again. `onClose`, which starts a reconnect loop, is for a connection that was up:
@@ -827,6 +887,39 @@ export class Client extends EventEmitter {
     let gone = false;
     let lost!: (e: Error) => void;
     const closed = new Promise<never>((_, reject) => (lost = reject));
+    closed.catch(() => {}); // it may end before it is awaited (see below)
+    // Whether anything was read, and whether writing the hello failed.
+    let read = false;
+    let unwritten = false;
+    sock.on('data', (chunk: Buffer) => {
+      if (this.sock !== sock) return;
+      read = true;
+      try {
+        this.decoder.push(chunk, (m) => {
+          // A daemon refusing the connection (`permission_denied` for a uid it does not
+          // allow, `limit` at its connection cap) says why in an error of no request's,
+          // then closes it: the attempt fails with that error, not as a lost connection.
+          if (!up && m.kind === 'response' && m.body.ok !== true && !this.pending.has(m.body.id)) {
+            lost(errorFromWire(m.body.error));
+            return;
+          }
+          this.dispatch(m);
+        });
+      } catch (e) {
+        if (up) {
+          this.fault(e);
+        } else {
+          // Not a genward daemon (or not one this client can read): said as such.
+          const err = new ProtocolError(`${this.socketPath} does not answer as a genward daemon: ${(e as Error).message}`);
+          garbled.add(err);
+          lost(err);
+        }
+        sock.destroy();
+      }
+    });
+    sock.on('error', (e: NodeJS.ErrnoException) => {
+      if (!up && e.syscall === 'write') unwritten = true;
+    });
     sock.on('close', () => {
       if (up) {
         this.onClose(sock);
@@ -835,6 +928,16 @@ export class Client extends EventEmitter {
         lost(new ConnectionLostError('lost the connection to the genward daemon before it answered hello'));
       }
     });
+    // A daemon refusing this client writes why as it accepts the connection, and closes
+    // it. Once it closed it, writing fails, and a socket whose write failed is destroyed
+    // with what it had not read yet: so what the daemon sent already is read first. The
+    // reads start in the turn that connected; the next turn's poll does them.
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    if (this.closed) {
+      sock.destroy();
+      return;
+    }
     // hello first, alone: until it is answered nothing else goes out, so that a connection
     // refused or lost before its hello takes no request with it (one the daemon ran would
     // be reported lost). The subscriptions again, then what waits (see `onClose`), after.
@@ -870,6 +973,12 @@ export class Client extends EventEmitter {
           p.reject(new ConnectionLostError());
         }
       }
+      // Closed by the daemon, unread, between that read and the hello's write: its
+      // refusal (if it was one) was lost with the socket. One more try hears it.
+      if (!again && unwritten && !read && e instanceof ConnectionLostError) {
+        clearTimeout(timer);
+        return this.open(reconnecting, true);
+      }
       throw e;
     } finally {
       clearTimeout(timer);
@@ -877,12 +986,19 @@ export class Client extends EventEmitter {
     this.hello = hello;
     up = true;
     if (reconnecting) {
+      // A subscription whose `subscribe` was never sent (asked with its spawn as the last
+      // connection went) goes with what else waits, behind that spawn: sent from here,
+      // ahead of it, it would find no session yet, or start in the wrong place.
+      const unsent = new Set<string | undefined>();
+      for (const p of this.pending.values()) if (!p.sent && p.op === 'subscribe') unsent.add(p.session);
       for (const sub of this.subs.values()) {
         if (!sub.subscribed) continue;
+        sub.again = [...sub.since];
+        if (unsent.has(sub.name)) continue;
         const gens = [...sub.handles.keys()];
         const start =
           sub.nextPos !== null ? { from_pos: sub.nextPos } : gens.length > 0 ? { from_gen: Math.min(...gens) } : {};
-        this.sendNow(sock, 'subscribe', this.subscribeArgs(sub, start)).catch((e) => this.unsubscribed(sub, e));
+        this.subscribe(sub, start, sock);
       }
     }
     // An iterator full before the loss keeps the output waiting: paused only now, so that
@@ -891,11 +1007,16 @@ export class Client extends EventEmitter {
   }
 
   /** Sends on `sock` now, even while reconnecting. */
-  private sendNow(sock: net.Socket, op: string, args: Record<string, unknown>): Promise<any> {
+  private sendNow(
+    sock: net.Socket,
+    op: string,
+    args: Record<string, unknown>,
+    o: { onError?: (err: GenwardError) => void } = {},
+  ): Promise<any> {
     const id = this.nextId++;
     const line = JSON.stringify({ id, op, ...args }) + '\n';
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { id, op, line, retry: false, sent: true, resolve, reject });
+      this.pending.set(id, { id, op, line, retry: false, sent: true, resolve, reject, onError: o.onError });
       sock.write(line);
     });
   }
@@ -913,7 +1034,9 @@ export class Client extends EventEmitter {
         p.onResponse?.(m.body);
         p.resolve(m.body);
       } else {
-        p.reject(errorFromWire(m.body.error));
+        const err = errorFromWire(m.body.error);
+        p.onError?.(err);
+        p.reject(err);
       }
       return;
     }
@@ -927,6 +1050,9 @@ export class Client extends EventEmitter {
       this.onDropped(sub, ev.session, ev.from, ev.to, false);
       return;
     }
+    // Delivered after the last byte before the connection was lost: the resumed
+    // subscription (from the position after that byte) sends it again.
+    if (sub && this.seenBefore(sub, ev)) return;
     if (this.listenerCount('event') > 0) this.emit('event', ev);
     if (!sub) return;
     const h = typeof ev.gen === 'number' ? sub.handles.get(ev.gen) : undefined;
@@ -969,6 +1095,8 @@ export class Client extends EventEmitter {
       }
     }
     if (typeof pos === 'number') sub.nextPos = pos + data.length;
+    sub.since = [];
+    sub.again = [];
     const h = sub.handles.get(header.gen);
     if (!h) return;
     h._output({
@@ -1038,7 +1166,9 @@ export class Client extends EventEmitter {
         return;
       } catch (e) {
         last = e;
-        if (e instanceof ProtocolError) break;
+        // A daemon this client cannot follow stays one; something that answered garbage,
+        // or refused the connection, may be gone (or let it in) on the next try.
+        if (e instanceof ProtocolError && !garbled.has(e)) break;
       }
       await sleep(delay);
       delay = Math.min(delay * 2, 500);

@@ -13,7 +13,8 @@ export class GenwardError extends Error {
 /**
  * `stale_generation`: the call named a generation that is no longer the session's
  * current one, so nothing was done. A handle's calls fail this way once its generation
- * was replaced (or ended): they can never reach a successor.
+ * was replaced (or ended): they can never reach a successor. Once the session itself was
+ * removed they fail with `NoSuchSessionError` instead.
  */
 export class StaleGenerationError extends GenwardError {
   constructor(message: string) {
@@ -22,7 +23,10 @@ export class StaleGenerationError extends GenwardError {
   }
 }
 
-/** `no_such_session`. */
+/**
+ * `no_such_session`: no session has that name. A handle's calls fail this way once its
+ * session was removed (by `remove`, here or elsewhere), not with `StaleGenerationError`.
+ */
 export class NoSuchSessionError extends GenwardError {
   constructor(message: string) {
     super('no_such_session', message);
@@ -51,6 +55,25 @@ export class InputClosedError extends GenwardError {
   constructor(message: string) {
     super('input_closed', message);
     this.name = 'InputClosedError';
+  }
+}
+
+/**
+ * `permission_denied`: this peer or operation is not permitted — e.g. a daemon refusing a
+ * connection from a uid it does not allow (the message says how: `--allow-uid`).
+ */
+export class PermissionDeniedError extends GenwardError {
+  constructor(message: string) {
+    super('permission_denied', message);
+    this.name = 'PermissionDeniedError';
+  }
+}
+
+/** `limit`: a limit of the daemon was hit (its connections, queued input, a request's size, ...). */
+export class LimitError extends GenwardError {
+  constructor(message: string) {
+    super('limit', message);
+    this.name = 'LimitError';
   }
 }
 
@@ -158,6 +181,10 @@ export function errorFromWire(err: { code?: unknown; message?: unknown } | undef
       return new BusyError(message);
     case 'input_closed':
       return new InputClosedError(message);
+    case 'permission_denied':
+      return new PermissionDeniedError(message);
+    case 'limit':
+      return new LimitError(message);
     case 'no_config':
       return new NoConfigError(message);
     case 'bad_config':

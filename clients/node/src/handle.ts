@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { SpawnFailedError } from './errors.js';
+import { GenwardError, SpawnFailedError } from './errors.js';
 import type { Client } from './client.js';
 import type {
   Disposable,
@@ -13,9 +13,29 @@ import type {
   UnhealthyInfo,
 } from './types.js';
 
+/**
+ * A `dropped` event held back for the output iterators that still held output from before
+ * the gap when it came: emitted once each of them has handed all of that out (and was
+ * asked for more), so that a loop sees it in place, as `onData` listeners do.
+ */
+class Gate {
+  constructor(
+    private remaining: number,
+    private readonly fire: () => void,
+  ) {}
+
+  /** One iterator got past it (or was abandoned). */
+  pass(): void {
+    if (--this.remaining === 0) this.fire();
+  }
+}
+
+/** An item of a queue: output (with its size), or a `dropped` waiting for what came before it. */
+type Entry<T> = { item: T; size: number } | { gate: Gate };
+
 /** A queue of output read through async iteration; it pauses the client's reads when full. */
 class OutputQueue<T> implements AsyncIterableIterator<T> {
-  private items: T[] = [];
+  private entries: Entry<T>[] = [];
   private bytes = 0;
   private waiting: ((r: IteratorResult<T>) => void) | null = null;
   private failWaiting: ((e: unknown) => void) | null = null;
@@ -28,6 +48,15 @@ class OutputQueue<T> implements AsyncIterableIterator<T> {
     private readonly detach: (q: OutputQueue<T>) => void,
   ) {}
 
+  /**
+   * Whether its loop may not be done with everything before now: it holds output (or a
+   * `dropped`) not handed out, or the last item handed out is still being looked at —
+   * until the loop asks for the next one.
+   */
+  get holding(): boolean {
+    return this.waiting === null;
+  }
+
   push(chunk: OutputChunk): void {
     if (this.done) return;
     const item = this.map(chunk);
@@ -37,16 +66,21 @@ class OutputQueue<T> implements AsyncIterableIterator<T> {
       w({ value: item, done: false });
       return;
     }
-    this.items.push(item);
+    this.entries.push({ item, size: chunk.data.length });
     this.bytes += chunk.data.length;
     if (this.bytes > this.highWaterMark) this.client._pauseReads(this);
+  }
+
+  /** Holds `gate` until what it holds now has been handed out. */
+  hold(gate: Gate): void {
+    this.entries.push({ gate });
   }
 
   end(error?: unknown): void {
     if (this.done) return;
     this.done = true;
     if (error !== undefined) this.error = error;
-    if (this.waiting && this.items.length === 0) {
+    if (this.waiting && this.entries.length === 0) {
       const w = this.waiting;
       const f = this.failWaiting;
       this.waiting = this.failWaiting = null;
@@ -55,12 +89,25 @@ class OutputQueue<T> implements AsyncIterableIterator<T> {
     }
   }
 
+  /** Lets go of the gates at its head: what came before them was handed out. */
+  private passGates(): void {
+    while (this.entries.length > 0) {
+      const head = this.entries[0]!;
+      if (!('gate' in head)) return;
+      this.entries.shift();
+      head.gate.pass();
+    }
+  }
+
   next(): Promise<IteratorResult<T>> {
-    const item = this.items.shift();
-    if (item !== undefined) {
-      this.bytes -= sizeOf(item);
+    // Asked for more: the loop is done with the item before, and a `dropped` right
+    // behind it is due now.
+    this.passGates();
+    const entry = this.entries.shift() as { item: T; size: number } | undefined;
+    if (entry !== undefined) {
+      this.bytes -= entry.size;
       if (this.bytes <= this.highWaterMark / 2) this.client._resumeReads(this);
-      return Promise.resolve({ value: item, done: false });
+      return Promise.resolve({ value: entry.item, done: false });
     }
     if (this.done) {
       if (this.error !== null) {
@@ -78,8 +125,10 @@ class OutputQueue<T> implements AsyncIterableIterator<T> {
 
   return(): Promise<IteratorResult<T>> {
     this.done = true;
-    this.items = [];
+    const entries = this.entries;
+    this.entries = [];
     this.bytes = 0;
+    for (const e of entries) if ('gate' in e) e.gate.pass();
     this.client._resumeReads(this);
     this.detach(this);
     if (this.waiting) {
@@ -95,20 +144,33 @@ class OutputQueue<T> implements AsyncIterableIterator<T> {
   }
 }
 
-function sizeOf(item: unknown): number {
-  if (Buffer.isBuffer(item)) return item.length;
-  return (item as OutputChunk).data.length;
-}
-
 /** Size of one `write` request's payload; a longer write is sent in pieces, one after another. */
 const WRITE_PIECE = 256 * 1024;
+
+/** The first and the longest wait, in ms, before a write refused for want of room asks again. */
+const ROOM_FIRST_WAIT = 5;
+const ROOM_MAX_WAIT = 200;
+
+/**
+ * Whether `e` refuses a `write` because the generation's input queue is full: `limit`,
+ * "N bytes already queued for generation G, limit M". Room comes as the process reads.
+ * With nothing queued (N = 0) the piece alone is past the limit: no room ever comes.
+ */
+function inputQueueFull(e: unknown): boolean {
+  if (!(e instanceof GenwardError) || e.code !== 'limit') return false;
+  const queued = /(\d+) bytes already queued/.exec(e.message);
+  return queued !== null && Number(queued[1]) > 0;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * One generation of a session, shaped like node-pty's `IPty`: `write`, `resize`, `kill`,
  * `onData`, `onExit`, plus `stop`, `wait`, and async iteration of its output.
  *
  * Every call carries `if_gen`: once the session moved on to another generation, calls
- * fail with `StaleGenerationError` and never reach the successor. Events: `data`
+ * fail with `StaleGenerationError` and never reach the successor (once the session was
+ * removed, with `NoSuchSessionError`). Events: `data`
  * (Buffer), `exit` (ExitInfo), `dropped` (DroppedInfo), `demoted`, `input_closed`,
  * `state`, `ready` (ReadyInfo), `ready_failed` (ReadyFailedInfo), `unhealthy`
  * (UnhealthyInfo), `error`.
@@ -165,18 +227,36 @@ export class SessionHandle extends EventEmitter {
 
   // ---- node-pty-like calls -------------------------------------------------------------
 
-  /** Writes to the process's input (text as UTF-8, or raw bytes). */
+  /**
+   * Writes to the process's input (text as UTF-8, or raw bytes). Resolves once the daemon
+   * queued all of it. The daemon queues at most 1 MiB of input per generation: while its
+   * queue has no room, the write waits for the process to read, as a write to a pipe does.
+   */
   async write(data: string | Uint8Array): Promise<void> {
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     if (bytes.length === 0) {
       await this.call('write', { data: '' });
       return;
     }
-    // One piece at a time: a piece refused (`limit`: the queue is full) ends the write, so
-    // what the process gets is always a prefix of `data`, never data with a hole in it.
+    // One piece at a time, each asked again until it was taken: what the process gets is
+    // `data` in order. A piece refused otherwise ends the write: the process got a prefix
+    // of `data`, never data with a hole in it.
     for (let i = 0; i < bytes.length; i += WRITE_PIECE) {
       const piece = bytes.subarray(i, i + WRITE_PIECE);
-      await this.call('write', { data_b64: piece.toString('base64') });
+      await this.writePiece(piece.toString('base64'));
+    }
+  }
+
+  /** One `write` request, asked again (5 ms, doubling up to 200 ms) while the queue is full. */
+  private async writePiece(b64: string): Promise<void> {
+    for (let wait = ROOM_FIRST_WAIT; ; wait = Math.min(wait * 2, ROOM_MAX_WAIT)) {
+      try {
+        await this.call('write', { data_b64: b64 });
+        return;
+      } catch (e) {
+        if (!inputQueueFull(e)) throw e;
+      }
+      await sleep(wait);
     }
   }
 
@@ -338,7 +418,16 @@ export class SessionHandle extends EventEmitter {
   _event(
     name: 'dropped' | 'demoted' | 'input_closed' | 'state' | 'ready' | 'ready_failed' | 'unhealthy',
     body: DroppedInfo | Record<string, unknown>): void {
-    this.later(() => this.emit(name, body));
+    this.later(() => {
+      const holding = name === 'dropped' ? [...this.queues].filter((q) => q.holding) : [];
+      if (holding.length === 0) {
+        this.emit(name, body);
+        return;
+      }
+      // Output from before the gap still waits in an iterator: said after it.
+      const gate = new Gate(holding.length, () => this.emit(name, body));
+      for (const q of holding) q.hold(gate);
+    });
   }
 
   /** @internal The terminal event (`exited` or `spawn_failed`), from the event or a `wait`. */

@@ -10,6 +10,8 @@ export {
   NotRunningError,
   BusyError,
   InputClosedError,
+  PermissionDeniedError,
+  LimitError,
   NoConfigError,
   BadConfigError,
   ConnectionLostError,

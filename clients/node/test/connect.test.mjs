@@ -6,7 +6,15 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, ConnectionLostError, NoDaemonError } from '../dist/esm/index.js';
+import {
+  Client,
+  ConnectionLostError,
+  GenwardError,
+  LimitError,
+  NoDaemonError,
+  PermissionDeniedError,
+  ProtocolError,
+} from '../dist/esm/index.js';
 import { Daemon } from './daemon.mjs';
 
 test('no daemon at the socket: NoDaemonError naming the socket', async () => {
@@ -67,6 +75,65 @@ test('a first connection that goes before hello is answered: connect fails, and 
     for (const c of conns) c.destroy();
     await new Promise((r) => server.close(r));
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** Runs `fn(socket)` with `serve(conn)` serving each connection made to `socket`. */
+async function serving(serve, fn) {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-connect-'));
+  const socket = join(dir, 'serve.sock');
+  const conns = [];
+  const server = createServer((c) => {
+    conns.push(c);
+    c.on('error', () => {});
+    serve(c);
+  });
+  await new Promise((r) => server.listen(socket, r));
+  try {
+    return await fn(socket);
+  } finally {
+    for (const c of conns) c.destroy();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('a daemon that refuses the connection: its typed error, with its message', async () => {
+  const refusals = [
+    [PermissionDeniedError, 'permission_denied', 'uid 65534 may not use this daemon (owner uid 0; start it with --allow-uid 65534 to permit)'],
+    [LimitError, 'limit', 'too many connections (limit 4096)'],
+  ];
+  for (const [type, code, message] of refusals) {
+    // As the daemon refuses: its reason as it accepts the connection, before reading
+    // anything, then the connection closed.
+    const line = JSON.stringify({ id: null, ok: false, error: { code, message } }) + '\n';
+    await serving(
+      (c) => c.write(line, () => c.destroy()),
+      async (socket) => {
+        await assert.rejects(Client.connect({ socket }), (e) => {
+          assert.ok(e instanceof type, String(e));
+          assert.ok(e instanceof GenwardError);
+          assert.equal(e.code, code);
+          assert.equal(e.message, message);
+          return true;
+        });
+      },
+    );
+  }
+});
+
+test('something at the socket that answers what is not genward\'s protocol: ProtocolError', async () => {
+  for (const answer of ['HTTP/1.1 400 Bad Request\r\n\r\n', '\u0000\u00ff garbage\n']) {
+    await serving(
+      (c) => c.once('data', () => c.write(answer, () => c.destroy())),
+      async (socket) => {
+        await assert.rejects(Client.connect({ socket }), (e) => {
+          assert.ok(e instanceof ProtocolError, String(e));
+          assert.ok(e.message.includes(socket), e.message);
+          return true;
+        });
+      },
+    );
   }
 });
 

@@ -1,6 +1,7 @@
 // Test helpers: find the genward binary and run a private daemon per test file.
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, chmodSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -117,4 +118,42 @@ export function collect(handle) {
   const parts = [];
   handle.onData((d) => parts.push(d));
   return { get: () => Buffer.concat(parts), text: () => Buffer.concat(parts).toString('latin1') };
+}
+
+export const fakeHello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
+
+/** A stand-in daemon on a socket of its own. `serve(n, req, reply, conn)` handles request
+ * `req` on connection number `n` (`reply(body)` answers it with success); returning
+ * `false` stops reading that connection. `asked[n]` lists the ops each connection got. */
+export async function standIn(serve) {
+  const dir = mkdtempSync(join(tmpdir(), 'genward-node-fake-'));
+  const socket = join(dir, 'fake.sock');
+  const conns = [];
+  const asked = [];
+  const server = createServer((conn) => {
+    const n = conns.push(conn) - 1;
+    asked.push([]);
+    let buf = '';
+    conn.on('error', () => {});
+    conn.on('data', (chunk) => {
+      buf += chunk;
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+        const req = JSON.parse(buf.slice(0, i));
+        asked[n].push(req.op);
+        const reply = (body) => conn.write(JSON.stringify({ id: req.id, ok: true, ...body }) + '\n');
+        if (serve(n, req, reply, conn) === false) return;
+      }
+    });
+  });
+  await new Promise((r) => server.listen(socket, r));
+  return {
+    socket,
+    conns,
+    asked,
+    async close() {
+      for (const c of conns) c.destroy();
+      await new Promise((r) => server.close(r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { realpathSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -13,7 +13,7 @@ import {
   NoSuchSessionError,
   defaultSocketPath,
 } from '../dist/esm/index.js';
-import { Daemon, collect, until } from './daemon.mjs';
+import { Daemon, collect, fakeHello, standIn, until } from './daemon.mjs';
 
 let daemon;
 let client;
@@ -232,6 +232,24 @@ test('a handle of a replaced generation is refused and never reaches its success
   assert.equal((await next.wait()).cause, 'exited');
 });
 
+test('a handle of a removed session is refused with NoSuchSessionError, not StaleGenerationError', async () => {
+  const h = await client.spawn('removed', ['sleep', '1000']);
+  await client.remove('removed');
+  assert.equal((await h.wait()).cause, 'stopped');
+  await until(
+    () => client.get('removed').then(() => false, (e) => e instanceof NoSuchSessionError),
+    10_000,
+    'the session gone',
+  );
+  for (const call of [() => h.write('x'), () => h.kill(), () => h.stop(), () => h.closeInput()]) {
+    await assert.rejects(call(), (e) => {
+      assert.ok(e instanceof NoSuchSessionError, String(e));
+      assert.ok(!(e instanceof StaleGenerationError));
+      return true;
+    });
+  }
+});
+
 test('restart gives the handle of the new generation; the old handle may not restart again', async () => {
   const first = await client.spawn('again', ['sh', '-c', 'echo run $GENWARD_GEN; exec cat']);
   const firstOut = collect(first);
@@ -376,7 +394,7 @@ test('the CommonJS build loads with require()', async () => {
   c.close();
 });
 
-test('a long write to a slow reader: the process gets a prefix of the data, never one with a hole', async () => {
+test('a long write to a slow reader: the process gets all of it, in order', async () => {
   // Reads slowly, then says how much it got and its hash.
   const reader = `
     const h = require('crypto').createHash('sha256'); let n = 0;
@@ -385,13 +403,75 @@ test('a long write to a slow reader: the process gets a prefix of the data, neve
   const h = await client.spawn('slow-reader', [process.execPath, '-e', reader]);
   const out = collect(h);
   const data = randomBytes(6 << 20);
-  let refused = null;
-  await h.write(data).catch((e) => (refused = e));
-  if (refused) assert.equal(refused.code, 'limit');
+  // More than the daemon queues (1 MiB): the write waits for the reader as it goes.
+  await h.write(data);
   await h.closeInput();
   await h.wait();
   const [n, hex] = out.text().trim().split(' ');
-  const got = Number(n);
-  if (!refused) assert.equal(got, data.length);
-  assert.equal(createHash('sha256').update(data.subarray(0, got)).digest('hex'), hex, `the first ${got} bytes`);
+  assert.equal(Number(n), data.length);
+  assert.equal(createHash('sha256').update(data).digest('hex'), hex);
+});
+
+test('a write waits for room in the daemon\'s input queue: 3 MiB to a process that reads nothing until let go', async () => {
+  const go = join(daemon.dir, 'room-go');
+  const got = join(daemon.dir, 'room-got');
+  const script = 'while [ ! -e "$1" ]; do sleep 0.01; done; exec cat > "$2"';
+  const h = await client.spawn('room', ['sh', '-c', script, 'sh', go, got]);
+  // The process is let go once the daemon refused a piece for want of room: from then on
+  // the write can only go on by waiting for it.
+  let full = 0;
+  client.request = function (op, args) {
+    const asked = Client.prototype.request.call(this, op, args);
+    if (op === 'write') {
+      asked.catch((e) => {
+        if (e.code === 'limit' && full++ === 0) writeFileSync(go, '');
+      });
+    }
+    return asked;
+  };
+  try {
+    const data = randomBytes(3 << 20);
+    await h.write(data);
+    assert.ok(full > 0, 'a piece found the queue full');
+    await h.closeInput();
+    assert.equal((await h.wait()).code, 0);
+    assert.ok(readFileSync(got).equals(data), 'the bytes, in order');
+  } finally {
+    delete client.request;
+  }
+});
+
+test('an output iterator gets `dropped` in place: after the output from before the gap, before the output after it', async () => {
+  // A stand-in daemon: the generation's output, a gap, more output, then its end, at once.
+  const frame = (pos, text) => {
+    const header = { event: 'output', session: 'gappy', gen: 1, stream: 'stdout', offset: pos, pos, t: 0, len: text.length };
+    return JSON.stringify(header) + '\n' + text + '\n';
+  };
+  const event = (body) => JSON.stringify({ session: 'gappy', gen: 1, ...body }) + '\n';
+  const end = { event: 'exited', session: 'gappy', gen: 1, code: 0, signal: null, cause: 'exited' };
+  const fake = await standIn((n, req, reply, conn) => {
+    if (req.op === 'hello') return reply(fakeHello);
+    if (req.op === 'spawn') return reply({ gen: 1 });
+    if (req.op !== 'wait') return reply({});
+    conn.write(
+      event({ event: 'spawned', pid: 4242 }) +
+        frame(0, 'before') +
+        event({ event: 'dropped', from: 6, to: 20, gen: undefined }) +
+        frame(20, 'after') +
+        event(end),
+    );
+    reply({ end });
+  });
+  const c = await Client.connect({ socket: fake.socket, reconnect: false });
+  try {
+    const h = await c.spawn('gappy', ['x']);
+    const seen = [];
+    h.on('dropped', (d) => seen.push(`dropped ${d.from}-${d.to}`));
+    for await (const chunk of h.outputChunks()) seen.push(`output ${chunk.pos} ${chunk.data}`);
+    assert.deepEqual(seen, ['output 0 before', 'dropped 6-20', 'output 20 after']);
+    assert.equal((await h.wait()).code, 0);
+  } finally {
+    c.close();
+    await fake.close();
+  }
 });

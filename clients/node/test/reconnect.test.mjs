@@ -7,8 +7,8 @@ import { mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, ConnectionLostError } from '../dist/esm/index.js';
-import { Daemon, collect, until } from './daemon.mjs';
+import { Client, ConnectionLostError, NoSuchSessionError } from '../dist/esm/index.js';
+import { Daemon, collect, fakeHello, standIn, until } from './daemon.mjs';
 
 let daemon;
 
@@ -189,6 +189,84 @@ test('output the daemon read and let go while the client was away is reported as
   }
 });
 
+/** Resolves with what `p` settles with (its error, if it rejects), or `'still pending'` after 10 s. */
+const settled = (p) =>
+  Promise.race([p.catch((e) => e), new Promise((r) => setTimeout(() => r('still pending'), 10_000))]);
+
+test('a handle whose session was removed while the client was away fails with NoSuchSessionError', async () => {
+  const client = await Client.connect({ socket: daemon.socket });
+  try {
+    const h = await client.spawn('removed-away', ['sleep', '1000']);
+    let exits = 0;
+    h.onExit(() => exits++);
+    const waited = h.wait();
+    const iterated = (async () => {
+      for await (const _ of h);
+      return 'ended';
+    })();
+    const disconnected = once(client, 'disconnect');
+    await daemon.crash();
+    await disconnected;
+    // The daemon comes back where the client does not look yet, and another client
+    // removes the session there: no event of it reaches this client.
+    const hidden = join(daemon.dir, 'hidden.sock');
+    await daemon.start({ socket: hidden });
+    const other = await Client.connect({ socket: hidden, reconnect: false });
+    await other.remove('removed-away');
+    await until(
+      () => other.get('removed-away').then(() => false, (e) => e instanceof NoSuchSessionError),
+      10_000,
+      'the session gone',
+    );
+    other.close();
+    const reconnected = once(client, 'reconnect');
+    renameSync(hidden, daemon.socket);
+    await reconnected;
+    const end = await settled(waited);
+    assert.ok(end instanceof NoSuchSessionError, `wait: ${String(end)}`);
+    const loop = await settled(iterated);
+    assert.ok(loop instanceof NoSuchSessionError, `iterator: ${String(loop)}`);
+    assert.equal(exits, 0);
+    await assert.rejects(h.write('x'), NoSuchSessionError);
+  } finally {
+    client.close();
+  }
+});
+
+test('events a handle emitted are not emitted again after a reconnection', async () => {
+  const client = await Client.connect({ socket: daemon.socket });
+  try {
+    const h = await client.spawn('once-only', ['sh', '-c', 'echo listening; exec 0<&-; sleep 1000'], {
+      ready: { output: 'listening' },
+    });
+    const counts = { ready: 0, input_closed: 0 };
+    h.on('ready', () => counts.ready++);
+    h.on('input_closed', () => counts.input_closed++);
+    await Promise.all([once(h, 'ready'), once(h, 'input_closed')]);
+    const disconnected = once(client, 'disconnect');
+    await daemon.crash();
+    await disconnected;
+    const reconnected = once(client, 'reconnect');
+    await daemon.start();
+    await reconnected;
+    await h.stop();
+    // Answered after every event of the generation: all of them reached the handle.
+    assert.equal((await h.wait()).cause, 'stopped');
+    // Each event the daemon recorded is emitted once: those the subscription, resumed after
+    // the last byte as the client came back, sends again are not. The daemon may record an
+    // event anew, though: an `input_closed` it sees again on the stdin its keeper still held
+    // when the crash came before the keeper was told to let it go. That one is emitted.
+    const recorded = { ready: 0, input_closed: 0 };
+    for await (const r of client.replay('once-only', { fromStart: true })) {
+      if (r.type === 'event' && r.gen === h.gen && r.event in recorded) recorded[r.event]++;
+    }
+    assert.equal(recorded.ready, 1);
+    assert.deepEqual(counts, recorded);
+  } finally {
+    client.close();
+  }
+});
+
 test('a client that may not reconnect fails its handles', async () => {
   const client = await Client.connect({ socket: daemon.socket, reconnect: false });
   const h = await client.spawn('noretry', ['cat']);
@@ -361,44 +439,6 @@ test('a request asked while reconnecting, written into a connection gone right a
   }
 });
 
-const fakeHello = { protocol: 1, version: 'fake', capabilities: ['output_frames', 'replay', 'if_gen', 'wait'] };
-
-/** A stand-in daemon on a socket of its own. `serve(n, req, reply, conn)` handles request
- * `req` on connection number `n` (`reply(body)` answers it with success); returning
- * `false` stops reading that connection. `asked[n]` lists the ops each connection got. */
-async function standIn(serve) {
-  const dir = mkdtempSync(join(tmpdir(), 'genward-node-fake-'));
-  const socket = join(dir, 'fake.sock');
-  const conns = [];
-  const asked = [];
-  const server = createServer((conn) => {
-    const n = conns.push(conn) - 1;
-    asked.push([]);
-    let buf = '';
-    conn.on('error', () => {});
-    conn.on('data', (chunk) => {
-      buf += chunk;
-      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
-        const req = JSON.parse(buf.slice(0, i));
-        asked[n].push(req.op);
-        const reply = (body) => conn.write(JSON.stringify({ id: req.id, ok: true, ...body }) + '\n');
-        if (serve(n, req, reply, conn) === false) return;
-      }
-    });
-  });
-  await new Promise((r) => server.listen(socket, r));
-  return {
-    socket,
-    conns,
-    asked,
-    async close() {
-      for (const c of conns) c.destroy();
-      await new Promise((r) => server.close(r));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
 test('a reconnection whose connection goes before hello is answered: one reconnect loop tries again', async () => {
   // The first connection answers hello only (what else is asked waits there till the test
   // drops it); the second (the first reconnection) goes as its hello arrives, unanswered;
@@ -471,6 +511,124 @@ test('a connection refused before its hello takes no request with it: one asked 
     assert.equal((await stopped).gen, 7);
     assert.deepEqual(fake.asked[1], ['hello']);
     assert.ok(fake.asked.slice(2).flat().includes('stop'), JSON.stringify(fake.asked));
+  } finally {
+    client?.close();
+    await fake.close();
+  }
+});
+
+/**
+ * A stand-in daemon for the tests of a spawn asked while the client reconnects. Its
+ * sessions are the names in `sessions`; its generations are numbered across them, and a
+ * generation's `spawned` event goes to the connection that spawned it once that follows
+ * its session. On the first connection it serves every request. On a reconnection,
+ * refusals of a session it does not have (a `subscribe`, a `wait`, ...) are held and
+ * written in one write with the answer to the next `spawn`, as a daemon serving them in
+ * one turn does: the client reads them in one chunk.
+ */
+async function spawnStandIn(sessions) {
+  let held = [];
+  let gens = 0;
+  const unannounced = [];
+  const line = (body) => JSON.stringify(body) + '\n';
+  const fake = await standIn((n, req, reply, conn) => {
+    if (req.op === 'hello') return reply(fakeHello);
+    if (req.op === 'spawn') {
+      const gen = ++gens;
+      sessions.add(req.session);
+      (unannounced[n] ??= []).push({ event: 'spawned', session: req.session, gen, pid: 1000 + gen });
+      conn.write(held.join('') + line({ id: req.id, ok: true, gen }));
+      held = [];
+      return;
+    }
+    if (!sessions.has(req.session)) {
+      const gone = { id: req.id, ok: false, error: { code: 'no_such_session', message: `no session \`${req.session}\`` } };
+      if (n === 0) conn.write(line(gone));
+      else held.push(line(gone));
+      return;
+    }
+    if (req.op === 'subscribe') {
+      const events = (unannounced[n] ?? []).filter((e) => e.session === req.session);
+      unannounced[n] = (unannounced[n] ?? []).filter((e) => e.session !== req.session);
+      conn.write(line({ id: req.id, ok: true }) + events.map(line).join(''));
+    }
+    // A `wait` is answered when the generation ends: never, here.
+  });
+  return fake;
+}
+
+/** Checks that `h` was not failed (nor ended) by what the client read until a `hello` answered now. */
+async function assertRunning(client, h) {
+  let end = 'running';
+  h.wait().then(
+    () => (end = 'ended'),
+    (e) => (end = e),
+  );
+  await client.request('hello');
+  // A failure reaches `wait` a turn later (see `SessionHandle._reveal`).
+  await new Promise((r) => setImmediate(r));
+  assert.equal(end, 'running', String(end));
+}
+
+test('a spawn asked while reconnecting goes before its subscription, which does not fail it', async () => {
+  const fake = await spawnStandIn(new Set());
+  let client;
+  try {
+    client = await Client.connect({ socket: fake.socket });
+    // Asked as the loss is told: the spawn and its subscription wait for the next
+    // connection. Sent there ahead of the spawn, the subscription would be refused (no
+    // session yet), and that refusal, read with the spawn's answer, failed the new handle.
+    let spawned;
+    client.once('disconnect', () => {
+      spawned = client.spawn('s', ['cat']).then(
+        (h) => h,
+        (e) => e,
+      );
+    });
+    const reconnected = once(client, 'reconnect');
+    fake.conns[0].destroy();
+    await reconnected;
+    const h = await spawned;
+    assert.equal(h.gen, 1, String(h));
+    assert.deepEqual(fake.asked[1].slice(0, 3), ['hello', 'spawn', 'subscribe']);
+    await assertRunning(client, h);
+  } finally {
+    client?.close();
+    await fake.close();
+  }
+});
+
+test('a subscription refused after a reconnection fails the handles from before it, not a spawn answered after it', async () => {
+  const sessions = new Set();
+  const fake = await spawnStandIn(sessions);
+  let client;
+  try {
+    client = await Client.connect({ socket: fake.socket });
+    const old = await client.spawn('s', ['cat']);
+    const oldEnd = old.wait().then(
+      () => 'ended',
+      (e) => e,
+    );
+    // Removed while the client is away, and spawned again by it as it comes back: the
+    // daemon refuses the resumed subscription, then serves the spawn.
+    let spawned;
+    client.once('disconnect', () => {
+      sessions.delete('s');
+      spawned = client.spawn('s', ['cat']).then(
+        (h) => h,
+        (e) => e,
+      );
+    });
+    const reconnected = once(client, 'reconnect');
+    fake.conns[0].destroy();
+    await reconnected;
+    const h = await spawned;
+    assert.equal(h.gen, 2, String(h));
+    const end = await oldEnd;
+    assert.ok(end instanceof NoSuchSessionError, String(end));
+    // The new generation is followed: a subscription of its own, after its spawn.
+    await assertRunning(client, h);
+    assert.ok(fake.asked[1].lastIndexOf('subscribe') > fake.asked[1].indexOf('spawn'), JSON.stringify(fake.asked[1]));
   } finally {
     client?.close();
     await fake.close();

@@ -16,7 +16,7 @@ import genward
 from genward import Dropped, Exit, Output, aio
 
 from .daemon import Daemon, DaemonPerClass
-from .test_sync import FLOOD, FLOOD_SCRIPT, PY, flood_digest
+from .test_sync import FLOOD, FLOOD_SCRIPT, PY, READS_ONCE_LET_GO, flood_digest, let_go_on_full_queue
 
 
 class AsyncDaemonCase(DaemonPerClass, unittest.IsolatedAsyncioTestCase):
@@ -191,6 +191,32 @@ class TestAsyncClient(AsyncDaemonCase):
         want = blob + ("é" * (700 << 10)).encode()
         out = (await p.read_all(30)).split()[-2:]
         self.assertEqual(out, [str(len(want)).encode(), hashlib.sha256(want).hexdigest().encode()])
+
+    async def test_a_write_waits_for_room_in_the_daemons_input_queue(self) -> None:
+        # See the sync twin: the process reads once a piece found no room.
+        go = os.path.join(self.daemon.dir, self.name() + ".go")
+        got = os.path.join(self.daemon.dir, self.name() + ".got")
+        p = await self.client.spawn(self.name(), ["sh", "-c", READS_ONCE_LET_GO, "sh", go, got])
+        data = os.urandom(3 << 20)
+        with let_go_on_full_queue(go) as full:
+            await p.write(data)
+        self.assertGreater(full.seen, 0)
+        await p.close_input()
+        self.assertEqual((await p.wait(30)).code, 0)
+        with open(got, "rb") as f:
+            self.assertTrue(f.read() == data, "the bytes, in order")
+
+    async def test_a_write_without_room_for_the_clients_timeout_raises_limit(self) -> None:
+        client = await genward.AsyncClient.connect(self.daemon.socket, timeout=0.5)
+        try:
+            p = await client.spawn(self.name(), ["sleep", "1000"])
+            with self.assertRaises(genward.Limit) as caught:
+                await p.write(os.urandom(3 << 20))
+            self.assertIn("already queued", caught.exception.message)
+            await p.stop()
+            self.assertEqual((await p.wait(10)).cause, "stopped")
+        finally:
+            await client.close()
 
     async def test_input_callbacks_and_wait(self) -> None:
         got: List[bytes] = []

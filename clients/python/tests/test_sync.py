@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import logging
 import os
 import threading
 import time
 import unittest
-from typing import Dict, List, Tuple, Union
+from typing import Dict, Iterator, List, Tuple, Union
 
 import genward
 from genward import Dropped, Exit, Output
@@ -33,6 +35,40 @@ def flood_digest() -> str:
     for _ in range(FLOOD >> 16):
         h.update(chunk)
     return h.hexdigest()
+
+
+class LetGoOnFullQueue(logging.Handler):
+    """Creates ``path`` (which lets go a process that reads nothing until it exists) the
+    first time the client says a write waits for room in the daemon's input queue."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.path = path
+        self.seen = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "waits for room" in record.getMessage():
+            self.seen += 1
+            if self.seen == 1:
+                open(self.path, "wb").close()
+
+
+@contextlib.contextmanager
+def let_go_on_full_queue(path: str) -> Iterator[LetGoOnFullQueue]:
+    logger = logging.getLogger("genward")
+    handler = LetGoOnFullQueue(path)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+#: Reads nothing until the file ``$1`` exists, then copies its input into the file ``$2``.
+READS_ONCE_LET_GO = 'while [ ! -e "$1" ]; do sleep 0.01; done; exec cat > "$2"'
 
 
 class DaemonCase(DaemonPerClass, unittest.TestCase):
@@ -303,7 +339,7 @@ class TestControl(DaemonCase):
         self.assertEqual(p.read_all(10), "héllo\n".encode() + b"\x00\xff\xfe\n")
         self.assertEqual(p.exit.code, 0)
 
-    def test_a_long_write_to_a_slow_reader_leaves_no_hole(self) -> None:
+    def test_a_long_write_to_a_slow_reader_gets_there_whole(self) -> None:
         script = (
             "import sys, time, hashlib\nh = hashlib.sha256(); n = 0\nwhile True:\n"
             " b = sys.stdin.buffer.read1(65536)\n if not b: break\n h.update(b); n += len(b); time.sleep(0.002)\n"
@@ -311,16 +347,37 @@ class TestControl(DaemonCase):
         )
         p = self.client.spawn(self.name(), [PY, "-c", script])
         data = os.urandom(6 << 20)
-        refused = False
-        try:
-            p.write(data)
-        except genward.Limit:
-            refused = True
+        # More than the daemon queues (1 MiB): the write waits for the reader as it goes.
+        p.write(data)
         p.close_input()
         n, digest = p.read_all(60).split()
-        if not refused:
-            self.assertEqual(int(n), len(data))
-        self.assertEqual(hashlib.sha256(data[: int(n)]).hexdigest().encode(), digest)
+        self.assertEqual(int(n), len(data))
+        self.assertEqual(hashlib.sha256(data).hexdigest().encode(), digest)
+
+    def test_a_write_waits_for_room_in_the_daemons_input_queue(self) -> None:
+        # 3 MiB to a process that reads nothing until let go, which it is once the daemon
+        # refused a piece for want of room: from then on the write goes on only by waiting.
+        go = os.path.join(self.daemon.dir, self.name() + ".go")
+        got = os.path.join(self.daemon.dir, self.name() + ".got")
+        p = self.client.spawn(self.name(), ["sh", "-c", READS_ONCE_LET_GO, "sh", go, got])
+        data = os.urandom(3 << 20)
+        with let_go_on_full_queue(go) as full:
+            p.write(data)
+        self.assertGreater(full.seen, 0)
+        p.close_input()
+        self.assertEqual(p.wait(30).code, 0)
+        with open(got, "rb") as f:
+            self.assertTrue(f.read() == data, "the bytes, in order")
+
+    def test_a_write_without_room_for_the_clients_timeout_raises_limit(self) -> None:
+        client = genward.Client(self.daemon.socket, timeout=0.5)
+        self.addCleanup(client.close)
+        p = client.spawn(self.name(), ["sleep", "1000"])
+        with self.assertRaises(genward.Limit) as caught:
+            p.write(os.urandom(3 << 20))
+        self.assertIn("already queued", caught.exception.message)
+        p.stop()
+        self.assertEqual(p.wait(10).cause, "stopped")
 
     def test_a_request_past_the_line_limit_is_refused_at_once(self) -> None:
         start = time.monotonic()
@@ -414,6 +471,22 @@ class TestControl(DaemonCase):
             p.wait(0.2)
         p.stop()
         p.wait(10)
+
+    def test_a_handle_of_a_removed_session_raises_no_such_session(self) -> None:
+        p = self.client.spawn(self.name(), ["sleep", "1000"])
+        self.client.remove(self.name())
+        self.assertEqual(p.wait(10).cause, "stopped")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.client.get(self.name())
+            except genward.NoSuchSession:
+                break
+            self.assertLess(time.monotonic(), deadline, "the session is still there")
+            time.sleep(0.05)
+        for call in (lambda: p.write("x"), p.kill, p.stop, p.close_input):
+            with self.assertRaises(genward.NoSuchSession):
+                call()
 
     def test_attach_to_a_generation_another_client_started(self) -> None:
         name = self.name()
@@ -715,6 +788,47 @@ class TestReconnect(unittest.TestCase):
         p.write("done\n")
         self.assertEqual(p.wait(10).code, 0)
         client.close()
+
+    def test_a_handle_whose_session_was_removed_while_away_raises_no_such_session(self) -> None:
+        client = genward.Client(self.daemon.socket, reconnect_timeout=20)
+        self.addCleanup(client.close)
+        p = client.spawn("removed-away", ["sleep", "1000"])
+        exits: List[Exit] = []
+        p.on_exit(exits.append)
+        looped: List[BaseException] = []
+
+        def loop() -> None:
+            try:
+                for _ in p:
+                    pass
+            except BaseException as e:
+                looped.append(e)
+
+        loop_thread = threading.Thread(target=loop)
+        loop_thread.start()
+        self.daemon.kill()
+        # Back where the client does not look yet: another client removes the session
+        # there, and no event of it reaches this client.
+        hidden = os.path.join(self.daemon.state_dir, "hidden.sock")
+        self.daemon.start(socket=hidden)
+        with genward.Client(hidden) as other:
+            other.remove("removed-away")
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    other.get("removed-away")
+                except genward.NoSuchSession:
+                    break
+                self.assertLess(time.monotonic(), deadline, "the session is still there")
+                time.sleep(0.05)
+        os.rename(hidden, self.daemon.socket)
+        with self.assertRaises(genward.NoSuchSession):
+            p.wait(10)
+        loop_thread.join(10)
+        self.assertEqual([type(e) for e in looped], [genward.NoSuchSession])
+        self.assertEqual(exits, [])
+        with self.assertRaises(genward.NoSuchSession):
+            p.write("x")
 
     def _next_output(self, p: genward.Process, want: bytes = b"") -> bytes:
         got = b""

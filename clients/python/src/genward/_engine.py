@@ -18,8 +18,11 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tup
 from ._wire import MAX_LINE, PROTOCOL, REQUIRED_CAPABILITIES, encode_request
 from .errors import (
     ConnectionLost,
+    DaemonError,
     IncompatibleDaemon,
     Limit,
+    NoSuchSession,
+    ProtocolError,
     SpawnFailed,
     error_from_response,
 )
@@ -255,6 +258,18 @@ class _Engine:
         self._lost_since: Optional[float] = None
         #: The pause before connecting again after such a connection.
         self._retry_delay = 0.05
+        #: Whether a hello was ever answered: a first connection lost before that is not
+        #: connected again (the caller of the constructor hears why).
+        self._greeted = False
+        #: Whether the current connection's hello was answered.
+        self._answered = False
+        #: The daemon's refusal of a connection (``permission_denied`` for a uid it does
+        #: not allow, ``limit`` at its connection cap): an error of no request's, read
+        #: before a hello was answered; kept until one is.
+        self._refusal: Optional[DaemonError] = None
+        #: What the current connection sent that this client cannot read, before its hello
+        #: was answered: not a genward daemon (or not one this client can follow).
+        self._garbled: Optional[ProtocolError] = None
 
     # ---- supplied by the transport ---------------------------------------------------
 
@@ -368,7 +383,11 @@ class _Engine:
         p = self._pending.pop(rid, None) if isinstance(rid, int) else None
         if p is None:
             if msg.get("ok") is False:
-                log.warning("genward: unmatched error from the daemon: %s", msg.get("error"))
+                if not self._answered:
+                    # Refused as it was accepted: the daemon closes the connection next.
+                    self._refusal = error_from_response(msg)
+                else:
+                    log.warning("genward: unmatched error from the daemon: %s", msg.get("error"))
             return
         if msg.get("ok") is True:
             try:
@@ -393,7 +412,39 @@ class _Engine:
         if missing:
             raise IncompatibleDaemon(f"the daemon at {self.path} lacks capabilities {missing}")
         self.server = info
+        self._greeted = self._answered = True
+        self._refusal = None
         return info
+
+    def _unreadable(self, err: ProtocolError) -> bool:
+        """The transport could not read what the connection sent: noted, as the reason of
+        its end if its hello was not answered yet. Whether it is worth a warning (a
+        connection that was up, connected again)."""
+        if not self._answered:
+            self._garbled = ProtocolError(f"{self.path} does not answer as a genward daemon: {err}")
+        return self._answered
+
+    def _gives_up(self) -> bool:
+        """Whether the connection just lost is not made again: the client may not
+        reconnect, or never got a hello answered (the constructor fails)."""
+        return not self.reconnect or not self._greeted
+
+    def _loss(self) -> BaseException:
+        """Why the connection just lost ended, for a client that gives up on it: before
+        its hello was answered, the daemon's refusal or the unreadable answer if there was
+        one."""
+        if self._answered:
+            return ConnectionLost("the connection to the daemon was lost")
+        if self._refusal is not None:
+            return self._refusal
+        if self._garbled is not None:
+            return self._garbled
+        return ConnectionLost("the connection to the daemon ended before it answered hello")
+
+    def _not_back(self, why: BaseException) -> ConnectionLost:
+        """The error of a client that gave up reconnecting, with the daemon's last refusal."""
+        said = f" (it last refused the connection: {self._refusal})" if self._refusal is not None else ""
+        return ConnectionLost(f"the daemon did not come back within {self.reconnect_timeout}s: {why}{said}")
 
     # ---- messages --------------------------------------------------------------------
 
@@ -586,14 +637,15 @@ class _Engine:
         return lambda err: self._session_gone(session, err)
 
     def _session_gone(self, session: str, err: BaseException) -> None:
-        """Following ``session`` was refused: its handles learn why."""
+        """Following ``session`` was refused: its handles learn why. (Not followed, it is
+        not unsubscribed from as they end.)"""
+        self._follows.pop(session, None)
         for (name, _), st in list(self._procs.items()):
             if name == session:
                 self._settle(st.started, exc=err)
                 self._settle(st.exited, exc=err)
                 st.stream.error = err
                 self._finish(st)
-        self._follows.pop(session, None)
 
     def _wait_request(self, st: ProcState) -> None:
         """Asks the daemon for the generation's end once (answered after its exit event
@@ -611,6 +663,10 @@ class _Engine:
             return resp
 
         def on_error(err: BaseException) -> None:
+            if isinstance(err, NoSuchSession):
+                # The session is gone (removed, or a daemon back without its state): the
+                # handle ends with that, its loops too, not only its `wait`.
+                self._session_gone(st.session, err)
             self._settle(st.exited, exc=err)
 
         self._request({"op": "wait", "session": st.session, "gen": st.gen}, hook=hook, on_error=on_error)
@@ -635,6 +691,8 @@ class _Engine:
         """A (new) connection is up: says hello, follows every session again from the
         next position it expects, then sends what waited."""
         self._connected = True
+        self._answered = False
+        self._garbled = None
         if not first:
             self.reconnects += 1
             # Hello, then every session followed again, then what waited (in the order it

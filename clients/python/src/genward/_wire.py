@@ -8,9 +8,10 @@ import base64
 import datetime
 import json
 import os
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .errors import NoDaemon, ProtocolError
+from .errors import Limit, NoDaemon, ProtocolError
 from .types import LogFile, Rlimit, RlimitValue
 
 #: The protocol version this client speaks.
@@ -84,6 +85,45 @@ def input_pieces(data: Union[bytes, bytearray, memoryview, str]) -> List[Tuple[s
     if len(raw) <= WRITE_PIECE:
         return [input_member(data)]
     return [input_member(raw[i : i + WRITE_PIECE]) for i in range(0, len(raw), WRITE_PIECE)]
+
+
+#: The first and the longest wait, in seconds, before a write refused for want of room in
+#: the daemon's input queue asks again (the wait doubles in between).
+ROOM_FIRST_WAIT = 0.005
+ROOM_MAX_WAIT = 0.2
+
+_QUEUED = re.compile(r"(\d+) bytes already queued")
+
+
+def input_queue_full(err: BaseException) -> bool:
+    """Whether ``err`` refuses a ``write`` because the generation's input queue is full
+    (``limit``: "N bytes already queued for generation G, limit M"): room comes as the
+    process reads. With nothing queued (N = 0) the input alone is past the limit, and no
+    room ever comes."""
+    if not isinstance(err, Limit):
+        return False
+    queued = _QUEUED.search(err.message)
+    return queued is not None and int(queued.group(1)) > 0
+
+
+class RoomWait:
+    """How a write waits for room for one piece, from its first refusal at ``now`` (the
+    caller's clock, in seconds): :meth:`next` is how long to wait before asking again, or
+    ``None`` once ``timeout`` (``None``: no bound) has passed."""
+
+    def __init__(self, timeout: Optional[float], now: float):
+        self.deadline = None if timeout is None else now + timeout
+        self.wait = ROOM_FIRST_WAIT
+
+    def next(self, now: float) -> Optional[float]:
+        wait = self.wait
+        self.wait = min(self.wait * 2, ROOM_MAX_WAIT)
+        if self.deadline is None:
+            return wait
+        left = self.deadline - now
+        if left <= 0:
+            return None
+        return min(wait, left)
 
 
 _DURATIONS = ("grace", "kill_grace", "drain")

@@ -7,11 +7,23 @@ import asyncio
 import inspect
 import logging
 import os
+import socket
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, run_as_members, spawn_args
-from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
+from ._wire import (
+    Decoder,
+    Duration,
+    RoomWait,
+    default_socket_path,
+    duration,
+    input_pieces,
+    input_queue_full,
+    ready_end,
+    run_as_members,
+    spawn_args,
+)
+from .errors import ConnectionLost, Limit, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, LogFile, Output, ReloadPlan, RlimitValue, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
@@ -59,6 +71,9 @@ class AsyncClient(_Engine):
         self._tasks: "set[asyncio.Task[Any]]" = set()
         #: Subscriptions made through this client, open: `close` ends them too.
         self._subscriptions: "set[AsyncSubscription]" = set()
+        #: The first connection's socket, duplicated, written to directly until its hello
+        #: is answered (see `_start`).
+        self._first: Optional[socket.socket] = None
 
     @classmethod
     async def connect(
@@ -78,13 +93,28 @@ class AsyncClient(_Engine):
         if self._user_closed:
             raise ConnectionLost("the client was closed")
         self._reader, self._writer = await _open(self.path, self.timeout)
+        # A daemon refusing this client says why as it accepts the connection, and closes
+        # it. A write the transport finds refused closes it with what it had not read
+        # yet: the hello is written past it, so that the reader still reads the refusal.
+        conn = self._writer.get_extra_info("socket")
+        if conn is not None:
+            self._first = socket.socket(fileno=os.dup(conn.fileno()))
+            self._first.setblocking(False)
         self._on_connected(first=True)
         self._task = asyncio.get_running_loop().create_task(self._run())
         try:
             await self._call({"op": "hello"}, hook=self._check_hello)
+        except TimeoutError:
+            await self.close()
+            # Something listens there, but no daemon this client can talk to answers.
+            raise NoDaemon(f"no answer to hello from {self.path} within {self.timeout}s") from None
         except BaseException:
             await self.close()
             raise
+        finally:
+            first, self._first = self._first, None
+            if first is not None:
+                first.close()
 
     async def __aenter__(self) -> "AsyncClient":
         # `async with AsyncClient(path) as c:` connects here, as `Client(path)` does.
@@ -105,6 +135,19 @@ class AsyncClient(_Engine):
 
     def _send_bytes(self, data: bytes) -> bool:
         w = self._writer
+        first = self._first
+        if first is not None and w is not None and w.transport.get_write_buffer_size() == 0:
+            try:
+                sent = first.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                return False  # refused: what the daemon said is left for the reader
+            if sent == len(data):
+                return True
+            if sent > 0:
+                w.write(data[sent:])
+                return True  # some of it went out: the rest follows, or the reader sees why
         if w is None or w.is_closing():
             # The transport failed already (its loss reaches the reader later): it would
             # drop this without a word.
@@ -172,13 +215,14 @@ class AsyncClient(_Engine):
                     await self._hold_back()
                     continue
                 except ProtocolError as e:
-                    log.warning("genward: %s; connecting again", e)
+                    if self._unreadable(e) and not self._gives_up():
+                        log.warning("genward: %s; connecting again", e)
             if self._closed:
                 return
             self._drop_transport()
             self._on_lost()
-            if not self.reconnect:
-                self._shut(ConnectionLost("the connection to the daemon was lost"))
+            if self._gives_up():
+                self._shut(self._loss())
                 return
             if not await self._reconnect_loop():
                 return
@@ -222,7 +266,7 @@ class AsyncClient(_Engine):
                 reader, writer = await _open(self.path, self.timeout)
             except NoDaemon as e:
                 if loop.time() >= deadline:
-                    self._shut(ConnectionLost(f"the daemon did not come back within {self.reconnect_timeout}s: {e}"))
+                    self._shut(self._not_back(e))
                     return False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
@@ -362,8 +406,29 @@ class AsyncClient(_Engine):
         await self._call({"op": "signal", "session": session, "signal": signal, "scope": scope, "if_gen": if_gen})
 
     async def write(self, session: str, data: Data, *, if_gen: Optional[int] = None) -> None:
+        """See :meth:`Client.write`."""
+        await self._write({"op": "write", "session": session, "if_gen": if_gen}, data)
+
+    async def _write(self, args: Dict[str, Any], data: Data) -> None:
+        """See :meth:`Client._write`."""
+        loop = asyncio.get_running_loop()
         for key, value in input_pieces(data):
-            await self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
+            piece = {**args, key: value}
+            room: Optional[RoomWait] = None
+            while True:
+                try:
+                    await self._call(piece)
+                    break
+                except Limit as e:
+                    if not input_queue_full(e):
+                        raise
+                    if room is None:
+                        room = RoomWait(self.timeout, loop.time())
+                        log.debug("genward: input for %s: %s; the write waits for room", args["session"], e.message)
+                    wait = room.next(loop.time())
+                    if wait is None:
+                        raise
+                    await asyncio.sleep(wait)
 
     async def upgrade(self, binary: Optional[str] = None) -> Dict[str, Any]:
         """See :meth:`Client.upgrade`."""
@@ -459,8 +524,8 @@ class AsyncProcess(_ProcessView):
         return resp
 
     async def write(self, data: Data) -> None:
-        for key, value in input_pieces(data):
-            await self._call("write", **{key: value})
+        """See :meth:`genward.Process.write`."""
+        await self._client._write({"op": "write", "session": self.session, "if_gen": self.gen}, data)
 
     async def close_input(self) -> None:
         await self._call("close_input")

@@ -12,8 +12,19 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._engine import DEFAULT_KEEP, ProcState, _Engine, _Follow, _ProcessView, _Stream
-from ._wire import Decoder, Duration, default_socket_path, duration, input_pieces, ready_end, run_as_members, spawn_args
-from .errors import ConnectionLost, NoDaemon, NotRunning, ProtocolError
+from ._wire import (
+    Decoder,
+    Duration,
+    RoomWait,
+    default_socket_path,
+    duration,
+    input_pieces,
+    input_queue_full,
+    ready_end,
+    run_as_members,
+    spawn_args,
+)
+from .errors import ConnectionLost, Limit, NoDaemon, NotRunning, ProtocolError
 from .types import Dropped, Event, Exit, LogFile, Output, ReloadPlan, RlimitValue, ServerInfo, Session, SpawnFailure
 
 log = logging.getLogger("genward")
@@ -94,6 +105,10 @@ class Client(_Engine):
         self._cb_thread.start()
         try:
             self._call({"op": "hello"}, hook=self._check_hello)
+        except TimeoutError:
+            self.close()
+            # Something listens there, but no daemon this client can talk to answers.
+            raise NoDaemon(f"no answer to hello from {self.path} within {timeout}s") from None
         except BaseException:
             self.close()
             raise
@@ -196,7 +211,10 @@ class Client(_Engine):
                 try:
                     msgs = self._decoder.feed(data)
                 except ProtocolError as e:
-                    log.warning("genward: %s; connecting again", e)
+                    with self._lock:
+                        warn = self._unreadable(e) and not self._gives_up()
+                    if warn:
+                        log.warning("genward: %s; connecting again", e)
                     msgs = None
                 if msgs is not None:
                     with self._lock:
@@ -209,8 +227,8 @@ class Client(_Engine):
                     return
                 self._drop_socket()
                 self._on_lost()
-                if not self.reconnect:
-                    self._shut(ConnectionLost("the connection to the daemon was lost"))
+                if self._gives_up():
+                    self._shut(self._loss())
                     self._callbacks.put(None)
                     return
             if not self._reconnect_loop():
@@ -261,7 +279,7 @@ class Client(_Engine):
             except NoDaemon as e:
                 if time.monotonic() >= deadline:
                     with self._lock:
-                        self._shut(ConnectionLost(f"the daemon did not come back within {self.reconnect_timeout}s: {e}"))
+                        self._shut(self._not_back(e))
                     self._callbacks.put(None)
                     return False
                 time.sleep(delay)
@@ -448,9 +466,32 @@ class Client(_Engine):
         self._call({"op": "signal", "session": session, "signal": signal, "scope": scope, "if_gen": if_gen})
 
     def write(self, session: str, data: Data, *, if_gen: Optional[int] = None) -> None:
-        """Queues input for the current generation: ``str`` as text, bytes as they are."""
+        """Queues input for the current generation: ``str`` as text, bytes as they are
+        (see :meth:`Process.write`)."""
+        self._write({"op": "write", "session": session, "if_gen": if_gen}, data)
+
+    def _write(self, args: Dict[str, Any], data: Data) -> None:
+        """The ``write`` requests (``args``, but for the input) that carry ``data``, a
+        piece at a time; one refused because the daemon's input queue is full is asked
+        again once the process may have read (see :class:`RoomWait`), for at most
+        ``timeout`` without room, then raises its :class:`Limit`."""
         for key, value in input_pieces(data):
-            self._call({"op": "write", "session": session, key: value, "if_gen": if_gen})
+            piece = {**args, key: value}
+            room: Optional[RoomWait] = None
+            while True:
+                try:
+                    self._call(piece)
+                    break
+                except Limit as e:
+                    if not input_queue_full(e):
+                        raise
+                    if room is None:
+                        room = RoomWait(self.timeout, time.monotonic())
+                        log.debug("genward: input for %s: %s; the write waits for room", args["session"], e.message)
+                    wait = room.next(time.monotonic())
+                    if wait is None:
+                        raise
+                    time.sleep(wait)
 
     def upgrade(self, binary: Optional[str] = None) -> Dict[str, Any]:
         """Replaces the daemon's program in place (``binary``: an absolute path; default
@@ -554,9 +595,11 @@ class Process(_ProcessView):
 
     def write(self, data: Data) -> None:
         """Queues input: ``str`` as text (UTF-8), bytes as they are; a long write goes
-        in pieces, in order."""
-        for key, value in input_pieces(data):
-            self._call("write", **{key: value})
+        in pieces, in order. The daemon queues at most 1 MiB of input per generation:
+        while its queue has no room, the write waits for the process to read, as a write
+        to a pipe does — for at most the client's ``timeout`` without room, then raises
+        :class:`Limit` (the process got a prefix of ``data``)."""
+        self._client._write({"op": "write", "session": self.session, "if_gen": self.gen}, data)
 
     def close_input(self) -> None:
         """Closes its stdin once the queued input is written (Ctrl-D on a PTY)."""

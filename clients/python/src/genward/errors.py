@@ -15,7 +15,9 @@ class GenwardError(Exception):
 
 
 class NoDaemon(GenwardError, ConnectionError):
-    """No daemon answers at the socket path (or no default path could be worked out)."""
+    """No daemon answers at the socket path: nothing there, nothing listening, or no
+    answer to ``hello`` within the client's ``timeout`` (or no default path could be
+    worked out)."""
 
 
 class IncompatibleDaemon(GenwardError):
@@ -32,7 +34,8 @@ class NotReady(GenwardError):
 
 
 class ProtocolError(GenwardError):
-    """The daemon sent something this client cannot read; the connection is closed."""
+    """The daemon sent something this client cannot read; the connection is closed. Raised
+    when connecting to something that does not answer in genward's protocol."""
 
 
 class ConnectionLost(GenwardError, ConnectionError):
@@ -76,7 +79,8 @@ class Busy(DaemonError):
 
 class StaleGeneration(DaemonError):
     """``stale_generation``: the handle's generation is no longer the session's current
-    one (it was replaced or has ended and another started); nothing was done."""
+    one (it was replaced or has ended and another started); nothing was done. Once the
+    session itself was removed, a handle's calls raise :class:`NoSuchSession` instead."""
 
 
 class Limit(DaemonError):
