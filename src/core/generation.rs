@@ -469,6 +469,12 @@ impl Generation {
             Phase::Draining { .. } | Phase::Reported { .. } => None,
         };
         let tree = match self.group {
+            // A tree sent TERM after its leader ended on its own is not kept: every end
+            // of a `kill_group` generation goes through it, its tree usually empty at
+            // once, and keeping it would cost every exit two more writes of its session's
+            // record. A crash then at worst sends the rest SIGKILL at once (the next
+            // daemon finds the tree by its cgroup), without waiting out the TERM's grace.
+            Group::Term { .. } if self.stop.is_none() => None,
             g @ (Group::Term { .. } | Group::Killed { .. } | Group::Unkillable) => Some(g),
             Group::Alive | Group::Done => None,
         };
