@@ -9,6 +9,7 @@
 //! a leader exited in `leaders.rs`, what a shortage of descriptors put off (to be tried
 //! again) in `retries.rs`; reading, writing, reaping and releasing here.
 
+mod after_records;
 mod leaders;
 mod retries;
 pub(crate) mod starts;
@@ -106,6 +107,8 @@ pub struct Children {
     retries: retries::Retries,
     /// A descriptor held back for a cgroup's `cgroup.kill` (see `sys::spare_fd`).
     spare: SpareFd,
+    /// Signals waiting for the records that describe them (see `after_records.rs`).
+    after_records: after_records::AfterRecords,
 }
 
 /// Bytes of PTY output gathered into one record when they are already there: a terminal
@@ -167,6 +170,7 @@ impl Children {
             probe_identities: ProbeIdentities::default(),
             retries: retries::Retries::default(),
             spare: SpareFd::new(),
+            after_records: Default::default(),
         }
     }
 

@@ -370,7 +370,9 @@ impl Daemon {
     /// on disk first). Every write to the clients asks for what this returns.
     fn save_sessions(&mut self) -> RecordsSaved {
         let now = self.clock.now();
-        self.persist.sync_sessions(&mut self.core, now)
+        let saved = self.persist.sync_sessions(&mut self.core, now);
+        self.children.records_written();
+        saved
     }
 
     /// [`run_actions`](Self::run_actions) without writing the records it changed: for a
@@ -388,7 +390,10 @@ impl Daemon {
                 let gen = action.gen();
                 let waits = if held.is_empty() {
                     matches!(action, Action::Reap { .. } | Action::Release { .. })
-                        && gen.is_some_and(|g| self.children.members_signal_pending(g))
+                        && gen.is_some_and(|g| {
+                            self.children.members_signal_pending(g)
+                                || self.children.signal_waits_for_records(g)
+                        })
                 } else {
                     match action {
                         Action::Signal { gen, .. } => held_gens.contains(&gen),
@@ -405,6 +410,9 @@ impl Daemon {
             if held.is_empty() {
                 break;
             }
+            // What the held reap waits for: the records (its reap writes them anyway),
+            // with the signals waiting for them, then the members' signals.
+            self.save_sessions();
             self.children.send_members_signals(self.poll.registry());
             replay = held;
         }
@@ -423,11 +431,10 @@ impl Daemon {
             Action::Signal { gen, signal, scope } => {
                 // A stop's step is in its session's record before its signal goes: a crash
                 // in between leaves a successor that does not send it again (at worst, one
-                // that never went: see docs/operations.md, *After a crash*).
-                if self.core.dirty_session_count() > 0 {
-                    self.save_sessions();
-                }
-                self.children.signal(gen, signal, scope)
+                // that never went: see docs/operations.md, *After a crash*). It goes with
+                // the records' next write, shared by the slice or the turn.
+                let unsaved = self.core.dirty_session_count() > 0;
+                (self.children).signal_after_records(gen, signal, scope, unsaved)
             }
             Action::Reap { gen } => {
                 // The end's record first: a crash before it is written, with the process
