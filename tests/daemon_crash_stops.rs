@@ -188,6 +188,10 @@ fn a_stop_under_way_at_a_crash_keeps_its_grace_and_is_not_signalled_twice() {
     d.crash_and_restart(&[]);
     let mut c = d.client();
     c.ok(json!({"op": "subscribe", "session": "s"}));
+    // An absence, so a wait: well past the spec's 100 ms grace, the stop's own (1 h) still
+    // holds — a stop begun again with the spec's grace would have killed it by now.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(listed(&mut c, "s"), [(gen, "stopping".to_owned())]);
     std::fs::write(&go, b"").unwrap();
     let end = c.events_until(|m| m.is("exited", gen));
     let end = end.last().unwrap().json().clone();
