@@ -24,11 +24,6 @@ use super::snapshot::{LastEnd, StopReason};
 use super::time::Time;
 use super::Core;
 
-/// The key a session is indexed under.
-fn name_key(s: &Session) -> &Arc<str> {
-    &s.name
-}
-
 impl Core {
     /// The record of session `name` as it stands, with a pending restart's instant in Unix
     /// milliseconds per `clock`; `None` if there is no such session (any more).
@@ -60,7 +55,7 @@ impl Core {
             last_end: s.last_end.clone(),
             recent_ends: s.recent_ends().cloned().collect(),
             stops: self
-                .gens_of(name_key(s))
+                .gens_of(&s.name)
                 .filter_map(|gen| self.gens.get(&gen))
                 .filter_map(|g| Some(g.durable_stop()?.record(g.gen, clock)))
                 .collect(),

@@ -233,7 +233,6 @@ impl KeeperRestarts {
             let _ = registry.deregister(&mut SourceFd(&launch.link_fd().as_raw_fd()));
             self.detaching.extend(launch.abandon());
         }
-        self.state = State::Idle;
     }
 
     /// Reaps the first processes that have exited (on `SIGCHLD`), the one of the keeper

@@ -191,6 +191,10 @@ impl Logs {
     /// journal), [`RESERVE`] ahead, unless the one it has suffices: one write per
     /// [`RESERVE`] bytes of output.
     fn protect(&mut self, session: &Arc<str>) {
+        // Without the file nothing can be reserved: no entry that protects nothing.
+        if self.positions.is_none() {
+            return;
+        }
         let Some(end) = self.rings.get(session).map(Ring::end_pos) else {
             return;
         };

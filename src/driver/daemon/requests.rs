@@ -44,7 +44,7 @@ fn cost(op: &Op, sessions: usize) -> usize {
     const REQUEST: usize = 8;
     const START: usize = 256;
     match op {
-        Op::Core(command) if starts_a_process(command) => START,
+        Op::Core(command) if started_session(command).is_some() => START,
         Op::Core(Command::List) if sessions <= list::CLASSIC_MOST => REQUEST + sessions,
         Op::ListPage { limit, .. } => REQUEST + limit,
         Op::Subscribe {
@@ -134,7 +134,7 @@ impl Daemon {
                     self.notify.stopping();
                     self.exits_first(self.core.awaiting_exit());
                 }
-                if starts_a_process(&command) {
+                if started_session(&command).is_some() {
                     if let Err(e) = self.spawn_room() {
                         return self.clients.send_error(id, &rid, &e);
                     }
@@ -212,12 +212,8 @@ impl Daemon {
     }
 }
 
-/// Whether `command` starts a new generation, and so needs descriptors of its own.
-fn starts_a_process(command: &Command) -> bool {
-    matches!(command, Command::Spawn { .. } | Command::Restart { .. })
-}
-
-/// The session whose new generation `command` starts, if it starts one.
+/// The session whose new generation `command` starts, if it starts one (and so needs
+/// descriptors of its own).
 fn started_session(command: &Command) -> Option<&str> {
     match command {
         Command::Spawn { session, .. } | Command::Restart { session, .. } => Some(session),
