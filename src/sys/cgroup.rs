@@ -1088,12 +1088,18 @@ impl GenCgroup {
             // The pidfd pins nothing, but while it refers to a live process that process
             // has the pid, so what `/proc/<pid>/cgroup` said before the pidfd was found
             // alive was about it.
-            let inside = fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .ok()
-                .and_then(|t| own_cgroup(&t))
-                .is_some_and(|c| is_within(&c, &self.name_in_hierarchy));
+            // A read refused for want of descriptors or memory says nothing of the
+            // process: the signal fails as a shortage, and is tried again whole.
+            let inside = match fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+                Ok(text) => {
+                    own_cgroup(&text).is_some_and(|c| is_within(&c, &self.name_in_hierarchy))
+                }
+                Err(e) if crate::sys::spare_fd::is_shortage(&e) => return Err(e),
+                Err(_) => false,
+            };
             // Read while the pidfd is held too, so it is about the same process.
-            let stopped = wake && matches!(read_member(pid), Ok(Some(m)) if m.state == b'T');
+            let stopped =
+                wake && inside && matches!(read_member(pid), Ok(Some(m)) if m.state == b'T');
             if !inside || pidfd_gone(&pidfd) {
                 out.gone += 1;
                 continue;
